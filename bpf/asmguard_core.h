@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * asmguard_core.h - the CO-RE helpers of asmguard's BPF programs, in one header.
+ *
+ * Instead of a generated multi-megabyte vmlinux.h, this header declares only the
+ * kernel types and fields that asmguard's programs touch. Every struct carries
+ * __attribute__((preserve_access_index)), so clang emits CO-RE relocations for
+ * each field access and libbpf fixes the offsets up against the running
+ * kernel's BTF (/sys/kernel/btf/vmlinux) at load time: one object, many kernels.
+ *
+ * Rules for adding to it:
+ *  - declare a field with the kernel's exact type (size matters for relocation);
+ *  - declare only what a program reads; order and missing fields do not matter;
+ *  - keep uapi constants here as plain #defines/enums with their kernel values.
+ *
+ * The libbpf headers (bpf_helpers.h, bpf_tracing.h, bpf_core_read.h) come from
+ * the libbpf that libbpf-sys vendors: libbpf-cargo puts them on clang's include
+ * path when crates/guard/build.rs compiles bpf/\*.bpf.c.
+ */
+#ifndef ASMGUARD_CORE_H
+#define ASMGUARD_CORE_H
+
+/* ---- basic types (x86_64 and arm64 agree on all of these) ---- */
+typedef signed char __s8;
+typedef unsigned char __u8;
+typedef signed short __s16;
+typedef unsigned short __u16;
+typedef signed int __s32;
+typedef unsigned int __u32;
+typedef signed long long __s64;
+typedef unsigned long long __u64;
+typedef __u16 __be16;
+typedef __u32 __be32;
+typedef __u32 __wsum;
+typedef _Bool bool;
+#define true 1
+#define false 0
+
+typedef __u32 dev_t;        /* kernel dev_t: major << 20 | minor */
+typedef unsigned short umode_t;
+typedef unsigned int fmode_t;
+typedef __u32 uid_t;
+typedef __u32 gid_t;
+typedef long long loff_t;
+
+/* ---- uapi: the map types and update flags the programs use ---- */
+enum bpf_map_type {
+	BPF_MAP_TYPE_HASH = 1,
+	BPF_MAP_TYPE_ARRAY = 2,
+	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
+	BPF_MAP_TYPE_RINGBUF = 27,
+};
+
+enum {
+	BPF_ANY = 0,
+	BPF_NOEXIST = 1,
+	BPF_EXIST = 2,
+};
+
+/* ---- constants ---- */
+#define EPERM 1
+
+#define S_IFMT 00170000
+#define S_IFBLK 0060000
+#define S_IFCHR 0020000
+#define S_ISBLK(m) (((m) & S_IFMT) == S_IFBLK)
+#define S_ISCHR(m) (((m) & S_IFMT) == S_IFCHR)
+
+#define FMODE_READ ((fmode_t)0x1)
+#define FMODE_WRITE ((fmode_t)0x2)
+
+#define MINORBITS 20
+#define MKDEV(ma, mi) (((ma) << MINORBITS) | (mi))
+
+/* ---- kernel structs: only the fields asmguard reads ---- */
+struct inode {
+	umode_t i_mode;
+	dev_t i_rdev;
+	unsigned long i_ino;
+} __attribute__((preserve_access_index));
+
+struct file {
+	struct inode *f_inode;
+	fmode_t f_mode;
+	unsigned int f_flags;
+} __attribute__((preserve_access_index));
+
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+#endif /* ASMGUARD_CORE_H */
