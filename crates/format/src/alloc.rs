@@ -138,7 +138,10 @@ pub fn merge(aus: impl IntoIterator<Item = u64>) -> Vec<AuExtent> {
     for au in v {
         match out.last_mut() {
             Some(x) if x.end() == au => x.count += 1,
-            _ => out.push(AuExtent { start: au, count: 1 }),
+            _ => out.push(AuExtent {
+                start: au,
+                count: 1,
+            }),
         }
     }
     out

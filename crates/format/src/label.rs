@@ -207,7 +207,10 @@ mod tests {
             Label::new("DATA-1"),
             Err(LabelError::BadChar(_, '-'))
         ));
-        assert!(matches!(Label::new("DÄTA"), Err(LabelError::BadChar(_, 'Ä'))));
+        assert!(matches!(
+            Label::new("DÄTA"),
+            Err(LabelError::BadChar(_, 'Ä'))
+        ));
         assert!(Label::new(&"A".repeat(24)).is_ok());
         assert!(matches!(
             Label::new(&"A".repeat(25)),

@@ -29,7 +29,9 @@ pub enum SignatureKind {
         checksum_ok: bool,
     },
     /// An ASMLib / AFD / asmguard label (`ORCLDISK` + label), not a disk header.
-    AsmLabel { label: Option<String> },
+    AsmLabel {
+        label: Option<String>,
+    },
     /// `ORCLCLRD`: a label ASMLib deleted.
     AsmLabelCleared,
     /// DOS partition table or boot sector (0x55AA at byte 510).
@@ -43,11 +45,17 @@ pub enum SignatureKind {
     Xfs,
     Btrfs,
     Swap,
-    MdRaid { version: String },
-    Luks { version: u16 },
+    MdRaid {
+        version: String,
+    },
+    Luks {
+        version: u16,
+    },
     Iso9660,
     /// Non-zero bytes in the first 64 KiB that match no known signature.
-    UnknownData { first_nonzero_offset: u64 },
+    UnknownData {
+        first_nonzero_offset: u64,
+    },
 }
 
 impl SignatureKind {
@@ -122,12 +130,12 @@ pub fn probe(head: &[u8], tail: &[u8], size: u64) -> Vec<Signature> {
         );
     } else {
         match label::read(head) {
-            LabelState::Marked { label, .. } => {
-                sig(SignatureKind::AsmLabel { label }, label::TAG_OFFSET as u64, 8)
-            }
-            LabelState::Cleared => {
-                sig(SignatureKind::AsmLabelCleared, label::TAG_OFFSET as u64, 8)
-            }
+            LabelState::Marked { label, .. } => sig(
+                SignatureKind::AsmLabel { label },
+                label::TAG_OFFSET as u64,
+                8,
+            ),
+            LabelState::Cleared => sig(SignatureKind::AsmLabelCleared, label::TAG_OFFSET as u64, 8),
             LabelState::Unmarked => {}
         }
     }

@@ -5,7 +5,9 @@
 //! check that the parsers read real dumps and synthetic blocks alike. Only the first
 //! stride is built (the AT in AU 0, blocks `altlocn..`), which covers `mfact` AUs.
 
-use crate::alloc::{AtBlock, AT_AUNUM, AT_ENTRIES, AT_ENTRY_LEN, AT_SHRINK, FST_CNT, FST_ENTRIES, FST_MAX, V_BIT};
+use crate::alloc::{
+    AtBlock, AT_AUNUM, AT_ENTRIES, AT_ENTRY_LEN, AT_SHRINK, FST_CNT, FST_ENTRIES, FST_MAX, V_BIT,
+};
 use crate::bytes::{put, Endian};
 use crate::header::{off, HeaderStatus, Redundancy, Stamp};
 use crate::kfbh::{fix_checksum, BlockType, Kfbh};
@@ -168,7 +170,8 @@ impl SynthDisk {
         let e = self.endian;
         let s = self.shrink() as u32;
         let mut b = vec![0u8; self.blksize as usize];
-        self.kfbh(BlockType::AllocTable, Self::ALTLOCN + i).write(&mut b);
+        self.kfbh(BlockType::AllocTable, Self::ALTLOCN + i)
+            .write(&mut b);
         e.put_u32(&mut b, AT_AUNUM, i * s);
         e.put_u16(&mut b, AT_SHRINK, s as u16);
         for j in 0..s {

@@ -19,7 +19,8 @@ fn vector(name: &str) -> Vec<u8> {
 
 #[test]
 fn copies_match_the_shared_reference() {
-    let shared = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/reference/vectors");
+    let shared =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/reference/vectors");
     if !shared.is_dir() {
         eprintln!("shared reference not beside the repository; copies not compared");
         return;
@@ -94,7 +95,10 @@ fn afd_seed_label() {
     assert_eq!(b.len(), 4096);
     // Not an ASM disk header: kfbh.type 0 (KFBTYP_INVALID).
     assert!(DiskHeader::parse(&b).is_none());
-    assert_eq!(kfbh::Kfbh::parse(&b).unwrap().block_type, BlockType::Invalid);
+    assert_eq!(
+        kfbh::Kfbh::parse(&b).unwrap().block_type,
+        BlockType::Invalid
+    );
     assert_eq!(label::read(&b).label().unwrap().as_str(), "V512DATA1");
     assert_eq!(&b[0x0c..0x10], b"(out");
     // The AFD block XORs to zero: the word at 0x0C is the XOR of tag and label.
@@ -116,7 +120,10 @@ fn afd_seed_label() {
 
 #[test]
 fn real_headers_probe_as_asm_disk_headers() {
-    for v in ["asm-disk-chk-pl-sdk1-first160.bin", "linux-dm39-first96.bin"] {
+    for v in [
+        "asm-disk-chk-pl-sdk1-first160.bin",
+        "linux-dm39-first96.bin",
+    ] {
         let b = vector(v);
         let sigs = probe(&b, &[], 1 << 30);
         assert!(
