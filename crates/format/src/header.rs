@@ -246,10 +246,12 @@ impl DiskHeader {
         let kfbh = Kfbh::parse(b)?;
         let e: Endian = kfbh.endian;
         let blksize = e.u16(b, off::BLKSIZE);
-        let block_size = if (512..=65536).contains(&(blksize as usize))
-            && (blksize as usize).is_power_of_two()
-        {
+        let valid = |n: usize| (512..=65536).contains(&n) && n.is_power_of_two();
+        // A damaged blksize field: check the block as long as it was given (or 4 KiB).
+        let block_size = if valid(blksize as usize) {
             blksize as usize
+        } else if valid(b.len()) {
+            b.len()
         } else {
             4096
         };

@@ -269,3 +269,110 @@ pub fn asm_header(sigs: &[Signature]) -> Option<&Signature> {
     sigs.iter()
         .find(|s| matches!(s.kind, SignatureKind::AsmDiskHeader { .. }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::synth::SynthDisk;
+
+    fn kinds(s: &[Signature]) -> Vec<&'static str> {
+        s.iter().map(|x| x.kind.name()).collect()
+    }
+
+    #[test]
+    fn blank_is_nothing() {
+        assert!(probe(&vec![0u8; HEAD_LEN], &vec![0u8; TAIL_LEN], 1 << 30).is_empty());
+        assert!(probe(&[], &[], 0).is_empty());
+    }
+
+    #[test]
+    fn md_superblocks_at_each_version_offset() {
+        let size: u64 = 64 << 20;
+        let magic = 0xa92b_4efcu32.to_le_bytes();
+        for (off, ver, in_tail) in [
+            (0u64, "1.1", false),
+            (4096, "1.2", false),
+            ((size - 8192) & !4095, "1.0", true),
+            ((size & !65535) - 65536, "0.90", true),
+        ] {
+            let mut head = vec![0u8; HEAD_LEN];
+            let mut tail = vec![0u8; TAIL_LEN];
+            if in_tail {
+                let o = (off - (size - TAIL_LEN as u64)) as usize;
+                tail[o..o + 4].copy_from_slice(&magic);
+            } else {
+                head[off as usize..off as usize + 4].copy_from_slice(&magic);
+            }
+            let s = probe(&head, &tail, size);
+            assert_eq!(
+                s[0].kind,
+                SignatureKind::MdRaid {
+                    version: ver.into()
+                },
+                "{ver}: {s:?}"
+            );
+            assert_eq!(s[0].offset, off);
+        }
+    }
+
+    #[test]
+    fn lvm2_label_in_second_sector() {
+        let mut head = vec![0u8; 4096];
+        head[512..520].copy_from_slice(b"LABELONE");
+        head[536..544].copy_from_slice(b"LVM2 001");
+        assert_eq!(kinds(&probe(&head, &[], 1 << 20)), ["LVM2_member"]);
+        // LABELONE without the LVM2 type is not LVM2, but it is still data.
+        head[536..544].fill(0);
+        assert_eq!(kinds(&probe(&head, &[], 1 << 20)), ["unknown_data"]);
+    }
+
+    #[test]
+    fn mbr_written_over_an_asm_header_is_seen() {
+        // Oracle Doc 1487443.1: fdisk wrote 0x55AA at byte 510 of an ASM disk header.
+        let mut b = SynthDisk::new(4).header_block();
+        b[510] = 0x55;
+        b[511] = 0xAA;
+        let s = probe(&b, &[], 4 << 20);
+        assert_eq!(kinds(&s), ["asm_disk_header", "dos"]);
+        assert!(matches!(
+            s[0].kind,
+            SignatureKind::AsmDiskHeader {
+                checksum_ok: false,
+                ..
+            }
+        ));
+        assert!(!foreign(&s).is_empty());
+    }
+
+    #[test]
+    fn unknown_data_is_never_blank() {
+        let mut head = vec![0u8; 8192];
+        head[5000] = 1;
+        let s = probe(&head, &[], 1 << 20);
+        assert_eq!(
+            s[0].kind,
+            SignatureKind::UnknownData {
+                first_nonzero_offset: 5000
+            }
+        );
+        // A label alone is ours, not unknown data; a label plus data is both.
+        let mut head = vec![0u8; 8192];
+        crate::label::write(&mut head, &"X1".parse().unwrap()).unwrap();
+        assert_eq!(kinds(&probe(&head, &[], 1 << 20)), ["oracleasm"]);
+        head[700] = 9;
+        assert_eq!(
+            kinds(&probe(&head, &[], 1 << 20)),
+            ["oracleasm", "unknown_data"]
+        );
+    }
+
+    #[test]
+    fn gpt_backup_header_alone_is_found() {
+        let size = 1u64 << 20;
+        let mut tail = vec![0u8; 4096];
+        tail[4096 - 512..4096 - 504].copy_from_slice(b"EFI PART");
+        let s = probe(&[0u8; 1024], &tail, size);
+        assert_eq!(kinds(&s), ["gpt"]);
+        assert_eq!(s[0].offset, size - 512);
+    }
+}
