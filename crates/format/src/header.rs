@@ -194,6 +194,9 @@ pub fn compat_string(v: u32) -> String {
 pub struct DiskHeader {
     pub kfbh: Kfbh,
     pub checksum: Checksum,
+    /// The block length the checksum was checked over (blksize, or a fallback when
+    /// the blksize field itself is damaged).
+    pub checksum_block_len: usize,
     /// How many bytes of the block were available to the parser.
     pub bytes_available: usize,
     pub provstr: String,
@@ -259,6 +262,7 @@ impl DiskHeader {
         let compat = e.u32(b, off::COMPAT);
         Some(DiskHeader {
             checksum: kfbh::verify(b, block_size),
+            checksum_block_len: block_size,
             bytes_available: b.len(),
             provstr: text(b, label::TAG_OFFSET, 8),
             label: label::read(b),

@@ -1,0 +1,39 @@
+# asmguard: the two commands a fresh machine needs are `make demo` and `make test`.
+.PHONY: all deps build demo test test-host test-vm fuzz lint install uninstall clean
+
+PREFIX ?= /usr/local
+CARGO ?= cargo
+
+all: build
+
+deps:
+	@scripts/deps.sh
+
+build: deps
+	$(CARGO) build --release --workspace
+
+# The main job: a sparse-file loop device, labelled, protected, measured.
+demo: build
+	@scripts/demo.sh
+
+# Every test: lint, host tests (loop devices), a fuzz smoke, and the VM lab on the
+# Debian 6.1 and 6.12 kernels. Ends with one `total: N passed, M failed` line.
+test: deps
+	@scripts/test.sh
+
+# Quicker loops while developing.
+test-host: deps
+	@ASMGUARD_SKIP_VM=1 scripts/test.sh
+test-vm: build
+	@tests/vm/all.sh
+
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+# Longer fuzzing (FUZZ_SECONDS per target; needs the nightly toolchain).
+fuzz:
+	@FUZZ_SECONDS=$${FUZZ_SECONDS:-600} scripts/fuzz.sh
+
+clean:
+	$(CARGO) clean

@@ -1,0 +1,19 @@
+#!/bin/bash
+# Install, idempotently, everything the build, the host tests and the VM lab need on
+# a fresh Debian 12 machine (apt-get only runs when something is missing).
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=../tests/vm/deps.sh
+. "$here/tests/vm/deps.sh"
+
+# Host tests: real tools that make the foreign signatures inspect must recognise, the
+# reference blkid, udev and systemd tools for the rules and unit tests, promtool.
+HOST_TEST_PKGS="util-linux fdisk e2fsprogs xfsprogs btrfs-progs cryptsetup-bin lvm2
+ udev systemd prometheus"
+
+vm_deps $VM_BUILD_PKGS $VM_LAB_PKGS $HOST_TEST_PKGS
+
+if ! command -v cargo >/dev/null; then
+    echo "deps: cargo (Rust 1.82 or newer) is required and not on PATH" >&2
+    exit 1
+fi

@@ -1,0 +1,79 @@
+#!/bin/bash
+# Every test asmguard has, in one run: lint, the host tests (cargo test, as root, on
+# loop devices), a short fuzz run, and the real-kernel VM lab on Debian's 6.1 and
+# 6.12 kernels. Prints each step's result and ends with `total: N passed, M failed`.
+#
+#   ASMGUARD_SKIP_VM=1   host only (quick local loops)
+#   FUZZ_SECONDS=N       fuzz time per target (default 20; 0 skips)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+logs=target/test-logs
+mkdir -p "$logs"
+passed=0
+failed=0
+failures=()
+
+# step NAME CMD...: run, keep the log, count one pass or fail.
+step() {
+    local name=$1
+    shift
+    local t0=$SECONDS
+    if "$@" >"$logs/$name.log" 2>&1; then
+        echo "PASS $name ($((SECONDS - t0))s)"
+    else
+        echo "FAIL $name ($((SECONDS - t0))s): last lines of $logs/$name.log:"
+        tail -n 40 "$logs/$name.log" | sed 's/^/    /'
+        failures+=("$name")
+        return 1
+    fi
+}
+
+# Lint.
+if step fmt cargo fmt --all -- --check; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+if step clippy cargo clippy --release --workspace --all-targets -- -D warnings; then
+    passed=$((passed + 1)); else failed=$((failed + 1)); fi
+
+# Host tests: every crate's unit, property and integration tests. Release profile, so
+# the build is shared with the binaries the VM lab ships.
+step build cargo build --release --workspace || true
+if [ -e "$logs/build.log" ] && grep -q '^error' "$logs/build.log"; then
+    failed=$((failed + 1))
+else
+    passed=$((passed + 1))
+fi
+step cargo-test cargo test --release --workspace --no-fail-fast
+ct_pass=$(grep -Eo 'test result: [a-zA-Z]+\. [0-9]+ passed' "$logs/cargo-test.log" | awk '{s+=$4} END {print s+0}')
+ct_fail=$(grep -Eo '[0-9]+ failed' "$logs/cargo-test.log" | awk '{s+=$1} END {print s+0}')
+# A crash before any test result also counts as a failure.
+if [ "$ct_fail" = 0 ] && ! grep -q 'test result: ok' "$logs/cargo-test.log"; then ct_fail=1; fi
+if [ "$ct_fail" = 0 ] && grep -qE '^error' "$logs/cargo-test.log"; then ct_fail=1; fi
+echo "host: $ct_pass passed, $ct_fail failed"
+passed=$((passed + ct_pass))
+failed=$((failed + ct_fail))
+
+# Fuzz smoke.
+if [ "${FUZZ_SECONDS:-20}" != 0 ]; then
+    if step fuzz env FUZZ_SECONDS="${FUZZ_SECONDS:-20}" scripts/fuzz.sh; then
+        passed=$((passed + 1)); grep -E '^fuzz:' "$logs/fuzz.log" | sed 's/^/    /'
+    else failed=$((failed + 1)); fi
+fi
+
+# The VM lab.
+if [ "${ASMGUARD_SKIP_VM:-0}" != 1 ]; then
+    tests/vm/all.sh 2>&1 | tee "$logs/vm.log" | grep -E '^(PASS|FAIL|vm)' || true
+    vm_line=$(grep -E '^vm: [0-9]+ passed, [0-9]+ failed' "$logs/vm.log" | tail -n 1)
+    if [ -n "$vm_line" ]; then
+        passed=$((passed + $(echo "$vm_line" | awk '{print $2}')))
+        failed=$((failed + $(echo "$vm_line" | awk '{print $4}')))
+    else
+        echo "FAIL vm: the lab printed no summary; see $logs/vm.log"
+        tail -n 40 "$logs/vm.log" | sed 's/^/    /'
+        failed=$((failed + 1))
+    fi
+else
+    echo "vm: skipped (ASMGUARD_SKIP_VM=1)"
+fi
+
+[ ${#failures[@]} -gt 0 ] && echo "failed steps: ${failures[*]}"
+echo "total: $passed passed, $failed failed"
+[ "$failed" = 0 ]
