@@ -2,7 +2,17 @@
 //!
 //! * [`blockdev`]: opening a block device or an image file, its sizes, and aligned
 //!   `O_DIRECT` reads and verified writes of the label sector.
+//! * [`sysfs`]: what `/sys/class/block` says (numbers, sizes, holders/slaves, dm).
+//! * [`pattern`]: include/exclude rules and scan order.
+//! * [`discovery`]: label sectors of all devices, grouped into disks; conflicts.
+//! * [`labelling`]: label / rename / unlabel with the refusals.
+//! * [`uevent`]: the kernel's own uevents (NETLINK_KOBJECT_UEVENT).
 
 pub mod blockdev;
+pub mod discovery;
+pub mod labelling;
+pub mod pattern;
+pub mod sysfs;
+pub mod uevent;
 
 pub use blockdev::{DevError, Device, DeviceKind};

@@ -1,0 +1,448 @@
+//! Discovery: every block device through the include/exclude rules, its label sector
+//! read with `O_DIRECT`, and labelled devices grouped into disks.
+//!
+//! A *disk* is everything that reaches one labelled LUN: the labelled device, the
+//! dm-multipath device above it and its `sdX` paths below (the multipath device is the
+//! top, always), devices with the same label and the same WWID (paths of one LUN
+//! without dm), and the parent disk of a labelled partition. The same label on two
+//! devices that are not paths of one another is a *conflict*: both are reported and
+//! marked, neither is picked.
+
+use crate::blockdev::{DevError, Device, MIN_SIZE};
+use crate::pattern::Rules;
+use crate::sysfs::{self, SysDev};
+use asmguard_format::header::DiskHeader;
+use asmguard_format::label::{self, Label, LabelState};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// What the label sector of a device says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LabelRead {
+    pub state: LabelState,
+    /// `Some` when block 0 is an ASM disk header.
+    pub header: Option<HeaderSummary>,
+}
+
+/// The parts of an ASM disk header `lsdsk` shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeaderSummary {
+    pub status: String,
+    pub group: String,
+    pub disk: String,
+    pub checksum_ok: bool,
+}
+
+impl LabelRead {
+    pub fn label(&self) -> Option<Label> {
+        self.state.label()
+    }
+}
+
+/// One device: sysfs facts and, if it is included and big enough, its label sector.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Observed {
+    pub sys: SysDev,
+    /// Whether the include/exclude rules let us read it.
+    pub included: bool,
+    /// `None` when not read (excluded, empty, too small).
+    pub read: Option<Result<LabelRead, String>>,
+}
+
+/// Read the label sector of a device (read-only, `O_DIRECT`, aligned to its logical
+/// block size).
+pub fn read_label(path: &Path) -> Result<LabelRead, DevError> {
+    let dev = Device::open_read(path)?;
+    let b0 = dev.read_block0()?;
+    let header = DiskHeader::parse(&b0).map(|h| HeaderSummary {
+        status: h.status.name(),
+        group: h.grpname.clone(),
+        disk: h.dskname.clone(),
+        checksum_ok: h.checksum_ok(),
+    });
+    Ok(LabelRead {
+        state: label::read(&b0),
+        header,
+    })
+}
+
+/// Observe one device by kernel name. `None` when it is gone from sysfs.
+pub fn observe(root: &Path, rules: &Rules, name: &str) -> Option<Observed> {
+    let sys = sysfs::read(root, name).ok()?;
+    let included = rules.included(&sys.name, sys.dm_name.as_deref());
+    let read = if included && sys.size >= MIN_SIZE {
+        Some(read_label(&sys.dev_path()).map_err(|e| e.to_string()))
+    } else {
+        None
+    };
+    Some(Observed {
+        sys,
+        included,
+        read,
+    })
+}
+
+/// Observe every block device.
+pub fn observe_all(root: &Path, rules: &Rules) -> std::io::Result<BTreeMap<String, Observed>> {
+    let mut out = BTreeMap::new();
+    for n in sysfs::list(root)? {
+        if let Some(o) = observe(root, rules, &n) {
+            out.insert(n, o);
+        }
+    }
+    Ok(out)
+}
+
+/// The role of a path in a disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Role {
+    /// A multipath (dm) device: the top.
+    Multipath,
+    /// Carries the label (and is not a multipath device).
+    Labelled,
+    /// A path below a multipath device.
+    Path,
+    /// The whole disk of a labelled partition.
+    Parent,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Multipath => "multipath",
+            Role::Labelled => "labelled",
+            Role::Path => "path",
+            Role::Parent => "parent",
+        }
+    }
+}
+
+/// A labelled disk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Disk {
+    pub label: Label,
+    /// Kernel name of the top device.
+    pub top: String,
+    /// Every path with its role; the top first.
+    pub paths: Vec<(String, Role)>,
+    pub conflict: bool,
+}
+
+/// The result of grouping.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Grouping {
+    pub disks: Vec<Disk>,
+    /// label -> top devices of the claimants (two or more).
+    pub conflicts: BTreeMap<String, Vec<String>>,
+}
+
+impl Grouping {
+    /// The disk that owns `label`, unless the label is in conflict.
+    pub fn disk(&self, label: &str) -> Option<&Disk> {
+        self.disks
+            .iter()
+            .find(|d| d.label.as_str() == label && !d.conflict)
+    }
+    /// The disks any of whose paths is `name`.
+    pub fn disks_with_path(&self, name: &str) -> Vec<&Disk> {
+        self.disks
+            .iter()
+            .filter(|d| d.paths.iter().any(|(p, _)| p == name))
+            .collect()
+    }
+}
+
+fn closure(devs: &BTreeMap<String, Observed>, start: &str, slaves: bool) -> BTreeSet<String> {
+    let mut seen = BTreeSet::new();
+    let mut todo = vec![start.to_string()];
+    while let Some(n) = todo.pop() {
+        if !seen.insert(n.clone()) {
+            continue;
+        }
+        if let Some(o) = devs.get(&n) {
+            let next = if slaves {
+                &o.sys.slaves
+            } else {
+                &o.sys.holders
+            };
+            todo.extend(next.iter().cloned());
+        }
+    }
+    seen
+}
+
+/// Group the labelled devices of `devs` into disks.
+pub fn group(devs: &BTreeMap<String, Observed>, rules: &Rules) -> Grouping {
+    // label -> labelled device names
+    let mut by_label: BTreeMap<Label, Vec<&str>> = BTreeMap::new();
+    for (n, o) in devs {
+        if let Some(Ok(r)) = &o.read {
+            if let Some(l) = r.label() {
+                by_label.entry(l).or_default().push(n.as_str());
+            }
+        }
+    }
+    let mut g = Grouping::default();
+    for (label, members) in by_label {
+        // Union-find over the members: related through dm slaves/holders, or one WWID.
+        let mut comp: Vec<usize> = (0..members.len()).collect();
+        fn root(c: &mut [usize], mut i: usize) -> usize {
+            while c[i] != i {
+                c[i] = c[c[i]];
+                i = c[i];
+            }
+            i
+        }
+        let reach: Vec<BTreeSet<String>> = members
+            .iter()
+            .map(|m| {
+                let mut s = closure(devs, m, true);
+                s.extend(closure(devs, m, false));
+                s
+            })
+            .collect();
+        for i in 0..members.len() {
+            for j in i + 1..members.len() {
+                let wi = devs[members[i]].sys.wwid.as_deref();
+                let wj = devs[members[j]].sys.wwid.as_deref();
+                let related = reach[i].contains(members[j])
+                    || reach[j].contains(members[i])
+                    || (wi.is_some() && wi == wj);
+                if related {
+                    let (a, b) = (root(&mut comp, i), root(&mut comp, j));
+                    comp[a] = b;
+                }
+            }
+        }
+        let mut comps: BTreeMap<usize, Vec<&str>> = BTreeMap::new();
+        for i in 0..members.len() {
+            let r = root(&mut comp, i);
+            comps.entry(r).or_default().push(members[i]);
+        }
+        let conflict = comps.len() > 1;
+        let mut tops = Vec::new();
+        for (_, ms) in comps {
+            let disk = build_disk(devs, rules, &label, &ms, conflict);
+            tops.push(devs[&disk.top].sys.display_path());
+            g.disks.push(disk);
+        }
+        if conflict {
+            g.conflicts.insert(label.to_string(), tops);
+        }
+    }
+    g
+}
+
+fn build_disk(
+    devs: &BTreeMap<String, Observed>,
+    rules: &Rules,
+    label: &Label,
+    members: &[&str],
+    conflict: bool,
+) -> Disk {
+    let set: BTreeSet<&str> = members.iter().copied().collect();
+    // The top: a member no other member holds (a dm device over its paths), a
+    // multipath device first, then by scan order, then by name.
+    let mut cands: Vec<&str> = members
+        .iter()
+        .copied()
+        .filter(|m| {
+            !devs[*m]
+                .sys
+                .holders
+                .iter()
+                .any(|h| set.contains(h.as_str()))
+        })
+        .collect();
+    if cands.is_empty() {
+        cands = members.to_vec();
+    }
+    cands.sort_by_key(|m| {
+        let s = &devs[*m].sys;
+        (
+            !s.is_multipath(),
+            s.dm_uuid.is_none(),
+            rules.rank(m),
+            m.to_string(),
+        )
+    });
+    let top = cands[0].to_string();
+    let mut paths: BTreeMap<String, Role> = BTreeMap::new();
+    let top_role = |n: &str| {
+        if devs
+            .get(n)
+            .is_some_and(|o| o.sys.dm_uuid.is_some() && !o.sys.slaves.is_empty())
+        {
+            Role::Multipath
+        } else {
+            Role::Labelled
+        }
+    };
+    paths.insert(top.clone(), top_role(&top));
+    for m in members {
+        if *m != top {
+            let r = if closure(devs, &top, true).contains(*m) {
+                Role::Path
+            } else {
+                top_role(m)
+            };
+            paths.entry(m.to_string()).or_insert(r);
+        }
+        // Everything below a member (dm slaves, recursively) is a path.
+        for s in closure(devs, m, true) {
+            paths.entry(s).or_insert(Role::Path);
+        }
+    }
+    // The whole disk of every partition among them.
+    let names: Vec<String> = paths.keys().cloned().collect();
+    for n in names {
+        if let Some(p) = devs.get(&n).and_then(|o| o.sys.parent.clone()) {
+            paths.entry(p).or_insert(Role::Parent);
+        }
+    }
+    let mut list: Vec<(String, Role)> = paths.into_iter().collect();
+    list.sort_by_key(|(n, r)| (n != &top, *r, rules.rank(n), n.clone()));
+    Disk {
+        label: label.clone(),
+        top,
+        paths: list,
+        conflict,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dev(name: &str, minor: u32) -> SysDev {
+        SysDev {
+            name: name.into(),
+            major: 8,
+            minor,
+            size: 1 << 30,
+            logical_block_size: 512,
+            physical_block_size: 4096,
+            ..Default::default()
+        }
+    }
+
+    fn labelled(sys: SysDev, l: &str) -> Observed {
+        let mut b = vec![0u8; 4096];
+        label::write(&mut b, &Label::new(l).unwrap()).unwrap();
+        Observed {
+            sys,
+            included: true,
+            read: Some(Ok(LabelRead {
+                state: label::read(&b),
+                header: None,
+            })),
+        }
+    }
+
+    fn plain(sys: SysDev) -> Observed {
+        Observed {
+            sys,
+            included: false,
+            read: None,
+        }
+    }
+
+    fn map(v: Vec<Observed>) -> BTreeMap<String, Observed> {
+        v.into_iter().map(|o| (o.sys.name.clone(), o)).collect()
+    }
+
+    #[test]
+    fn multipath_device_is_the_top_and_paths_are_grouped() {
+        let mut dm = dev("dm-2", 2);
+        dm.major = 253;
+        dm.slaves = vec!["sdb".into(), "sdc".into()];
+        dm.dm_uuid = Some("mpath-3600a0b80".into());
+        dm.dm_name = Some("mpatha".into());
+        let mut sdb = dev("sdb", 16);
+        sdb.holders = vec!["dm-2".into()];
+        let mut sdc = dev("sdc", 32);
+        sdc.holders = vec!["dm-2".into()];
+        // Scan order puts sd first: the multipath device must still be the top.
+        let rules = Rules {
+            include: vec!["*".into()],
+            exclude: vec![],
+            scan_order: vec!["sd*".into(), "dm-*".into()],
+        };
+        let devs = map(vec![
+            labelled(sdb, "DATA1"),
+            labelled(dm, "DATA1"),
+            labelled(sdc, "DATA1"),
+        ]);
+        let g = group(&devs, &rules);
+        assert!(g.conflicts.is_empty(), "{g:?}");
+        assert_eq!(g.disks.len(), 1);
+        let d = &g.disks[0];
+        assert_eq!(d.top, "dm-2");
+        assert_eq!(
+            d.paths,
+            vec![
+                ("dm-2".to_string(), Role::Multipath),
+                ("sdb".to_string(), Role::Path),
+                ("sdc".to_string(), Role::Path)
+            ]
+        );
+    }
+
+    #[test]
+    fn excluded_paths_still_count_as_paths() {
+        // SCANEXCLUDE=sd: only the dm device is read, its sd paths still belong to it.
+        let mut dm = dev("dm-0", 0);
+        dm.slaves = vec!["sdb".into(), "sdc".into()];
+        dm.dm_uuid = Some("mpath-x".into());
+        let mut sdb = dev("sdb", 16);
+        sdb.holders = vec!["dm-0".into()];
+        let mut sdc = dev("sdc", 32);
+        sdc.holders = vec!["dm-0".into()];
+        let devs = map(vec![labelled(dm, "D"), plain(sdb), plain(sdc)]);
+        let g = group(&devs, &Rules::default());
+        assert_eq!(g.disks[0].paths.len(), 3);
+        assert_eq!(g.disks[0].top, "dm-0");
+    }
+
+    #[test]
+    fn same_label_on_two_disks_is_a_conflict() {
+        let devs = map(vec![
+            labelled(dev("sdb", 16), "X"),
+            labelled(dev("sdc", 32), "X"),
+        ]);
+        let g = group(&devs, &Rules::default());
+        assert_eq!(g.disks.len(), 2);
+        assert!(g.disks.iter().all(|d| d.conflict));
+        assert_eq!(g.conflicts["X"], vec!["/dev/sdb", "/dev/sdc"]);
+        assert!(g.disk("X").is_none(), "a conflicting label picks no disk");
+    }
+
+    #[test]
+    fn same_wwid_is_one_disk_and_partition_parent_is_a_path() {
+        let mut a = dev("sdb", 16);
+        a.wwid = Some("naa.6000".into());
+        let mut b = dev("sdc", 32);
+        b.wwid = Some("naa.6000".into());
+        let mut p = dev("sdd1", 49);
+        p.parent = Some("sdd".into());
+        let devs = map(vec![
+            labelled(a, "W"),
+            labelled(b, "W"),
+            labelled(p, "P"),
+            plain(dev("sdd", 48)),
+        ]);
+        let g = group(&devs, &Rules::default());
+        assert!(g.conflicts.is_empty());
+        let w = g.disk("W").unwrap();
+        assert_eq!(w.paths.len(), 2);
+        let p = g.disk("P").unwrap();
+        assert_eq!(
+            p.paths,
+            vec![
+                ("sdd1".into(), Role::Labelled),
+                ("sdd".into(), Role::Parent)
+            ]
+        );
+        assert_eq!(g.disks_with_path("sdd").len(), 1);
+    }
+}

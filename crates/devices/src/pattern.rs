@@ -1,0 +1,111 @@
+//! Device name patterns (`sd*`, `dm-*`, `loop1?`, `mapper/mpath*`): `*` matches any run
+//! of characters, `?` one character; everything else matches itself.
+
+/// Does `name` match the shell-style `pattern` (`*` and `?` only)?
+pub fn matches(pattern: &str, name: &str) -> bool {
+    let p: Vec<char> = pattern.chars().collect();
+    let n: Vec<char> = name.chars().collect();
+    // Iterative wildcard match with backtracking to the last `*`.
+    let (mut pi, mut ni) = (0usize, 0usize);
+    let mut star: Option<(usize, usize)> = None;
+    while ni < n.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == n[ni]) {
+            pi += 1;
+            ni += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some((pi, ni));
+            pi += 1;
+        } else if let Some((sp, sn)) = star {
+            pi = sp + 1;
+            ni = sn + 1;
+            star = Some((sp, sn + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&c| c == '*')
+}
+
+/// Include/exclude rules and the scan order, as ASMLib's SCANORDER / SCANEXCLUDE.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rules {
+    /// A device is looked at only if a pattern here matches (empty: none is).
+    pub include: Vec<String>,
+    /// ...and no pattern here matches.
+    pub exclude: Vec<String>,
+    /// Preferred first: among paths of one disk the top is the first match here.
+    pub scan_order: Vec<String>,
+}
+
+impl Default for Rules {
+    fn default() -> Self {
+        Rules {
+            include: vec!["*".into()],
+            exclude: vec!["ram*".into(), "zram*".into(), "sr*".into(), "fd*".into()],
+            scan_order: vec![
+                "dm-*".into(),
+                "nvme*".into(),
+                "sd*".into(),
+                "vd*".into(),
+                "xvd*".into(),
+            ],
+        }
+    }
+}
+
+impl Rules {
+    /// Is the device (kernel name, and `mapper/<name>` for a dm device) looked at?
+    pub fn included(&self, name: &str, dm_name: Option<&str>) -> bool {
+        let m = |pats: &[String]| {
+            pats.iter().any(|p| {
+                matches(p, name) || dm_name.is_some_and(|d| matches(p, &format!("mapper/{d}")))
+            })
+        };
+        m(&self.include) && !m(&self.exclude)
+    }
+
+    /// The rank of a name in the scan order (lower is preferred; unmatched last).
+    pub fn rank(&self, name: &str) -> usize {
+        self.scan_order
+            .iter()
+            .position(|p| matches(p, name))
+            .unwrap_or(self.scan_order.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs() {
+        assert!(matches("*", ""));
+        assert!(matches("sd*", "sdb"));
+        assert!(matches("sd?", "sdb"));
+        assert!(!matches("sd?", "sdb1"));
+        assert!(matches("loop1?", "loop12"));
+        assert!(!matches("loop1?", "loop1"));
+        assert!(matches("*p1", "nvme0n1p1"));
+        assert!(matches("a*b*c", "axxbyyc"));
+        assert!(!matches("a*b*c", "axxbyy"));
+        assert!(matches("loop5", "loop5"));
+        assert!(!matches("loop5", "loop50"));
+    }
+
+    #[test]
+    fn rules() {
+        let r = Rules::default();
+        assert!(r.included("sdb", None));
+        assert!(!r.included("ram0", None));
+        let r = Rules {
+            include: vec!["mapper/mpath*".into(), "loop3".into()],
+            exclude: vec![],
+            scan_order: vec!["dm-*".into()],
+        };
+        assert!(r.included("dm-2", Some("mpatha")));
+        assert!(!r.included("dm-3", Some("vg-root")));
+        assert!(r.included("loop3", None));
+        assert!(!r.included("loop30", None));
+        assert!(r.rank("dm-1") < r.rank("sdb"));
+    }
+}

@@ -1,0 +1,518 @@
+//! The asmguard control protocol, shared by `asmguardd` and `asmguardctl`.
+//!
+//! One request per line, one response per line, both JSON:
+//!
+//! ```text
+//! -> {"version":1,"id":7,"op":"label","args":{"label":"DATA1","device":"/dev/sdb"}}
+//! <- {"version":1,"id":7,"ok":true,"result":{...}}
+//! <- {"version":1,"id":7,"ok":false,"error":{"code":"refused_data","message":"..."}}
+//! ```
+//!
+//! A request line is at most [`MAX_REQUEST_LEN`] bytes (newline included). Requests are
+//! parsed in two steps ([`parse_request`]): first the envelope, then the arguments of the
+//! named operation, so every malformed, oversized, unknown or wrongly versioned request
+//! gets a structured [`ErrorBody`] with a precise [`ErrorCode`].
+
+#![forbid(unsafe_code)]
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The protocol version this crate speaks.
+pub const VERSION: u32 = 1;
+/// The longest request line the daemon accepts, newline included.
+pub const MAX_REQUEST_LEN: usize = 64 * 1024;
+/// The default socket path.
+pub const DEFAULT_SOCKET: &str = "/run/asmguard/asmguard.sock";
+
+/// Whether an operation only reads (admin group may) or changes state (root only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Write,
+}
+
+/// A parsed request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    pub id: u64,
+    pub op: Op,
+}
+
+/// The operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    /// Liveness check; answers the daemon version.
+    Ping,
+    /// The managed disks and label conflicts.
+    Lsdsk,
+    /// Re-read every device, then answer like `lsdsk`.
+    Scan,
+    /// Daemon, kernel and filter status.
+    Status,
+    Label(LabelArgs),
+    Unlabel(UnlabelArgs),
+    Rename(RenameArgs),
+}
+
+impl Op {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Ping => "ping",
+            Op::Lsdsk => "lsdsk",
+            Op::Scan => "scan",
+            Op::Status => "status",
+            Op::Label(_) => "label",
+            Op::Unlabel(_) => "unlabel",
+            Op::Rename(_) => "rename",
+        }
+    }
+
+    /// Who may run it: `scan` re-reads devices but changes nothing on them, so the
+    /// admin group may ask for it.
+    pub fn access(&self) -> Access {
+        match self {
+            Op::Ping | Op::Lsdsk | Op::Scan | Op::Status => Access::Read,
+            Op::Label(_) | Op::Unlabel(_) | Op::Rename(_) => Access::Write,
+        }
+    }
+
+    fn args(&self) -> Option<Value> {
+        let v = match self {
+            Op::Label(a) => serde_json::to_value(a),
+            Op::Unlabel(a) => serde_json::to_value(a),
+            Op::Rename(a) => serde_json::to_value(a),
+            _ => return None,
+        };
+        v.ok()
+    }
+}
+
+/// `label LABEL DEVICE [--force] [--migrate]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LabelArgs {
+    pub label: String,
+    /// A device path (`/dev/sdb`, `/dev/mapper/mpatha`, a symlink to one).
+    pub device: String,
+    /// Erase foreign signatures (data!) or replace another label.
+    #[serde(default)]
+    pub force: bool,
+    /// Keep an existing ASM disk header and only set the label in it.
+    #[serde(default)]
+    pub migrate: bool,
+}
+
+/// `unlabel LABEL [--force]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UnlabelArgs {
+    pub label: String,
+    /// Also when the ASM disk header says the disk is a disk-group member.
+    #[serde(default)]
+    pub force: bool,
+}
+
+/// `rename OLD NEW`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RenameArgs {
+    pub old: String,
+    pub new: String,
+}
+
+impl Request {
+    /// The JSON line (without the newline) for this request.
+    pub fn to_line(&self) -> String {
+        let mut m = serde_json::Map::new();
+        m.insert("version".into(), VERSION.into());
+        m.insert("id".into(), self.id.into());
+        m.insert("op".into(), self.op.name().into());
+        if let Some(a) = self.op.args() {
+            m.insert("args".into(), a);
+        }
+        Value::Object(m).to_string()
+    }
+}
+
+/// Machine-readable error codes. The message says the rest in one sentence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// Not JSON, not an object, a field of the wrong type, arguments that do not fit.
+    BadRequest,
+    /// A request line longer than [`MAX_REQUEST_LEN`].
+    TooLarge,
+    /// A `version` this daemon does not speak.
+    UnsupportedVersion,
+    /// An `op` this daemon does not know.
+    UnknownOp,
+    /// SO_PEERCRED says the caller may not do this.
+    PermissionDenied,
+    /// The label is not valid (characters, length).
+    InvalidLabel,
+    /// No such device, or no disk with that label.
+    NotFound,
+    /// Not a block device, or excluded by the configuration.
+    NotManageable,
+    /// The disk holds data (foreign signatures): needs `--force`.
+    RefusedData,
+    /// The disk holds an ASM disk header: needs `--migrate`.
+    RefusedAsmHeader,
+    /// The disk carries another label: needs `--force` or `rename`.
+    RefusedLabelled,
+    /// The disk is a member of a disk group: `unlabel` needs `--force`.
+    RefusedMember,
+    /// The label is already used by another disk (or two disks claim it).
+    LabelConflict,
+    /// Mounted, held by dm/md, or opened exclusively elsewhere.
+    InUse,
+    /// Another request is labelling this disk (or this label) right now.
+    Busy,
+    /// Reading or writing the device failed, or the read-back did not match.
+    IoError,
+    /// A bug: the daemon caught it and kept running.
+    Internal,
+}
+
+/// The error part of a failed response.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl ErrorBody {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ErrorBody {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// A response line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Response {
+    pub version: u32,
+    /// The request's id (0 when the request was too broken to have one).
+    pub id: u64,
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorBody>,
+}
+
+impl Response {
+    pub fn ok(id: u64, result: Value) -> Self {
+        Response {
+            version: VERSION,
+            id,
+            ok: true,
+            result: Some(result),
+            error: None,
+        }
+    }
+    pub fn err(id: u64, e: ErrorBody) -> Self {
+        Response {
+            version: VERSION,
+            id,
+            ok: false,
+            result: None,
+            error: Some(e),
+        }
+    }
+    pub fn to_line(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|_| {
+            format!(
+                r#"{{"version":{VERSION},"id":{},"ok":false,"error":{{"code":"internal","message":"response could not be encoded"}}}}"#,
+                self.id
+            )
+        })
+    }
+    /// The result, or the error.
+    pub fn into_result(self) -> Result<Value, ErrorBody> {
+        match (self.ok, self.result, self.error) {
+            (true, Some(v), _) => Ok(v),
+            (true, None, _) => Ok(Value::Null),
+            (false, _, Some(e)) => Err(e),
+            (false, _, None) => Err(ErrorBody::new(
+                ErrorCode::Internal,
+                "the daemon reported a failure without saying what",
+            )),
+        }
+    }
+}
+
+/// Parse one request line (without its newline). On error, the id is returned as far
+/// as it could be read (0 otherwise) so the response can carry it.
+pub fn parse_request(line: &[u8]) -> Result<Request, (u64, ErrorBody)> {
+    let bad = |id, m: String| (id, ErrorBody::new(ErrorCode::BadRequest, m));
+    if line.len() > MAX_REQUEST_LEN {
+        return Err((
+            0,
+            ErrorBody::new(
+                ErrorCode::TooLarge,
+                format!(
+                    "request of {} bytes is larger than the limit of {MAX_REQUEST_LEN} bytes",
+                    line.len()
+                ),
+            ),
+        ));
+    }
+    let text =
+        std::str::from_utf8(line).map_err(|e| bad(0, format!("request is not UTF-8 text: {e}")))?;
+    let v: Value = serde_json::from_str(text)
+        .map_err(|e| bad(0, format!("request is not valid JSON: {e}")))?;
+    let Value::Object(mut m) = v else {
+        return Err(bad(0, "request must be a JSON object".into()));
+    };
+    let id = match m.get("id") {
+        None => 0,
+        Some(Value::Number(n)) if n.as_u64().is_some() => n.as_u64().unwrap_or(0),
+        Some(_) => return Err(bad(0, "`id` must be a non-negative integer".into())),
+    };
+    match m.get("version") {
+        None => return Err(bad(id, "`version` is missing".into())),
+        Some(Value::Number(n)) if n.as_u64() == Some(VERSION as u64) => {}
+        Some(v) => return Err((
+            id,
+            ErrorBody::new(
+                ErrorCode::UnsupportedVersion,
+                format!(
+                    "protocol version {v} is not supported: this daemon speaks version {VERSION}"
+                ),
+            ),
+        )),
+    }
+    let op = match m.remove("op") {
+        Some(Value::String(s)) => s,
+        None => return Err(bad(id, "`op` is missing".into())),
+        Some(_) => return Err(bad(id, "`op` must be a string".into())),
+    };
+    for k in m.keys() {
+        if !matches!(k.as_str(), "version" | "id" | "args") {
+            return Err(bad(id, format!("unknown field `{k}` in request")));
+        }
+    }
+    let args = m.remove("args");
+    fn take<T: for<'de> Deserialize<'de>>(
+        id: u64,
+        op: &str,
+        args: Option<Value>,
+    ) -> Result<T, (u64, ErrorBody)> {
+        let a = args.unwrap_or(Value::Object(Default::default()));
+        serde_json::from_value(a).map_err(|e| {
+            (
+                id,
+                ErrorBody::new(
+                    ErrorCode::BadRequest,
+                    format!("bad arguments for `{op}`: {e}"),
+                ),
+            )
+        })
+    }
+    let no_args = |args: &Option<Value>| -> Result<(), (u64, ErrorBody)> {
+        match args {
+            None | Some(Value::Null) => Ok(()),
+            Some(Value::Object(o)) if o.is_empty() => Ok(()),
+            Some(_) => Err(bad(id, format!("`{op}` takes no arguments"))),
+        }
+    };
+    let op = match op.as_str() {
+        "ping" => no_args(&args).map(|_| Op::Ping)?,
+        "lsdsk" => no_args(&args).map(|_| Op::Lsdsk)?,
+        "scan" => no_args(&args).map(|_| Op::Scan)?,
+        "status" => no_args(&args).map(|_| Op::Status)?,
+        "label" => Op::Label(take(id, &op, args)?),
+        "unlabel" => Op::Unlabel(take(id, &op, args)?),
+        "rename" => Op::Rename(take(id, &op, args)?),
+        other => {
+            let shown: String = other.chars().take(64).collect();
+            return Err((
+                id,
+                ErrorBody::new(
+                    ErrorCode::UnknownOp,
+                    format!("unknown operation {shown:?}: known are ping, lsdsk, scan, status, label, unlabel, rename"),
+                ),
+            ));
+        }
+    };
+    Ok(Request { id, op })
+}
+
+// ---- Results ----------------------------------------------------------------------
+
+/// One path (block device) that reaches a disk.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PathInfo {
+    /// Kernel name (`sdb`, `dm-3`, `loop5`, `nvme0n1p1`).
+    pub name: String,
+    /// `/dev/<name>`, or `/dev/mapper/<name>` for a dm device.
+    pub dev: String,
+    /// `major:minor`.
+    pub devno: String,
+    /// The kernel's dev_t encoding (`major << 20 | minor`), the filter's map key.
+    pub kdev: u32,
+    /// `labelled` (carries the label), `multipath` (dm device above), `path` (a path
+    /// below a multipath device), `parent` (the whole disk of a labelled partition).
+    pub role: String,
+}
+
+/// A managed disk (one label).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DiskInfo {
+    pub label: String,
+    /// The device a DBA should point ASM at: the multipath device if any.
+    pub top: String,
+    /// `/dev/asmguard/disks/<label>` (made by udev).
+    pub stable_path: String,
+    pub paths: Vec<PathInfo>,
+    pub size_bytes: u64,
+    pub logical_block_size: u32,
+    pub physical_block_size: u32,
+    /// `none` (a label only), or the ASM header status (`MEMBER`, `CANDIDATE`, ...).
+    pub header_status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_group: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asm_disk_name: Option<String>,
+    /// Write filtering of this disk (`off` until the filter is in place).
+    pub filtering: String,
+    /// True when the same label is on another disk too: neither is picked.
+    pub conflict: bool,
+}
+
+/// The same label found on disks that are not paths of one another.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Conflict {
+    pub label: String,
+    /// The top device of each claimant.
+    pub devices: Vec<String>,
+}
+
+/// The answer to `lsdsk` and `scan`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LsdskResult {
+    pub disks: Vec<DiskInfo>,
+    pub conflicts: Vec<Conflict>,
+    /// Devices looked at (after include/exclude).
+    pub devices_scanned: usize,
+    /// Devices that could not be read, with the reason.
+    #[serde(default)]
+    pub unreadable: Vec<String>,
+}
+
+/// The answer to `label`, `unlabel`, `rename`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LabelResult {
+    /// `labelled`, `migrated`, `relabelled`, `unchanged`, `unlabelled`, `renamed`.
+    pub action: String,
+    pub label: String,
+    pub device: String,
+    /// Foreign signatures erased (with `--force`).
+    #[serde(default)]
+    pub erased: Vec<String>,
+    /// Byte ranges written, `offset+len`.
+    #[serde(default)]
+    pub written: Vec<String>,
+}
+
+/// The answer to `status`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusResult {
+    pub daemon_version: String,
+    pub protocol_version: u32,
+    pub pid: u32,
+    pub uptime_seconds: u64,
+    pub kernel: String,
+    /// `yes`, `no`, or `unknown (...)`.
+    pub bpf_lsm: String,
+    pub filter_backend: String,
+    pub default_filter_mode: String,
+    pub disks: usize,
+    pub conflicts: usize,
+    pub devices_scanned: usize,
+    pub socket: String,
+    pub metrics_address: String,
+    pub config: String,
+    /// How device changes are seen.
+    pub monitor: String,
+    pub last_scan_ms: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_errors() {
+        let r = Request {
+            id: 3,
+            op: Op::Label(LabelArgs {
+                label: "DATA1".into(),
+                device: "/dev/loop0".into(),
+                force: false,
+                migrate: true,
+            }),
+        };
+        assert_eq!(parse_request(r.to_line().as_bytes()).unwrap(), r);
+        let ping = Request {
+            id: 1,
+            op: Op::Ping,
+        };
+        assert_eq!(parse_request(ping.to_line().as_bytes()).unwrap(), ping);
+        let code = |s: &str| parse_request(s.as_bytes()).unwrap_err().1.code;
+        assert_eq!(code("{"), ErrorCode::BadRequest);
+        assert_eq!(code("[]"), ErrorCode::BadRequest);
+        assert_eq!(
+            code(r#"{"version":2,"op":"ping"}"#),
+            ErrorCode::UnsupportedVersion
+        );
+        assert_eq!(
+            code(r#"{"version":1,"op":"format_c"}"#),
+            ErrorCode::UnknownOp
+        );
+        assert_eq!(
+            code(r#"{"version":1,"op":"label","args":{"label":"X"}}"#),
+            ErrorCode::BadRequest
+        );
+        assert_eq!(
+            code(
+                r#"{"version":1,"op":"label","args":{"label":"X","device":"/dev/x","wipe":true}}"#
+            ),
+            ErrorCode::BadRequest
+        );
+        assert_eq!(
+            code(r#"{"version":1,"op":"lsdsk","args":[1]}"#),
+            ErrorCode::BadRequest
+        );
+        assert_eq!(
+            code(r#"{"version":1,"id":-1,"op":"lsdsk"}"#),
+            ErrorCode::BadRequest
+        );
+        let big = vec![b' '; MAX_REQUEST_LEN + 1];
+        assert_eq!(parse_request(&big).unwrap_err().1.code, ErrorCode::TooLarge);
+        let (id, _) = parse_request(br#"{"version":1,"id":9,"op":"nope"}"#).unwrap_err();
+        assert_eq!(id, 9);
+    }
+
+    #[test]
+    fn response_lines() {
+        let ok = Response::ok(4, serde_json::json!({"a":1}));
+        let back: Response = serde_json::from_str(&ok.to_line()).unwrap();
+        assert_eq!(back.into_result().unwrap(), serde_json::json!({"a":1}));
+        let e = Response::err(5, ErrorBody::new(ErrorCode::Busy, "busy"));
+        let line = e.to_line();
+        assert!(line.contains(r#""code":"busy""#), "{line}");
+        let back: Response = serde_json::from_str(&line).unwrap();
+        assert_eq!(back.into_result().unwrap_err().code, ErrorCode::Busy);
+    }
+}

@@ -1,0 +1,1 @@
+//! Helpers for the host integration tests (loop devices, a daemon under test).
