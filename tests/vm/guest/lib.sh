@@ -1,0 +1,89 @@
+# shellcheck shell=sh
+# asmguard VM lab: helpers for guest tests (tests/vm/guest/tests/*.sh).
+#
+# A guest test is a POSIX sh script (run by dash) that starts with
+#     . /vmtests/lib.sh
+# and reports each check as one console line "VMTEST <name> PASS|FAIL <detail>"
+# through pass/fail/expect_ok/expect_fail. Names have no spaces; prefix them
+# with the test's name (done by the helpers: "smoke.read-allowed").
+#
+# Fixtures from the init, in /run/vm.env (sourced here):
+#   VM_KVER             uname -r
+#   VM_THIN, VM_THIN_POOL   dm-thin volume (512 MiB virtual) and its pool (256 MiB)
+#   VM_SCSI, VM_SCSI_SG     thin-provisioned scsi_debug disk (64 MiB) and its sg node
+#   VM_NULLB            null_blk disk (1 GiB, memory backed)
+# Users: root, grid (54331, oinstall/asmadmin/asmdba/asmoper), oracle (54321,
+# oinstall/dba/asmdba), intruder (1001). Project binaries are in /usr/local/bin.
+
+[ -f /run/vm.env ] && . /run/vm.env
+VMTEST_PREFIX=${VMTEST_PREFIX:-$(basename "$0" .sh)}
+VMTEST_FAILED=0
+
+_vm_detail() { # one line, at most 300 characters
+	printf '%s' "$*" | tr '\n\r\t' '   ' | cut -c1-300
+}
+
+pass() { # pass CHECK [DETAIL]
+	echo "VMTEST $VMTEST_PREFIX.$1 PASS $(_vm_detail "${2:-}")"
+}
+
+fail() { # fail CHECK [DETAIL]
+	echo "VMTEST $VMTEST_PREFIX.$1 FAIL $(_vm_detail "${2:-}")"
+	VMTEST_FAILED=1
+}
+
+info() { echo "VMINFO $VMTEST_PREFIX $*"; }
+
+# expect_ok CHECK CMD...: PASS if CMD exits 0.
+expect_ok() {
+	_c=$1; shift
+	if _o=$("$@" 2>&1); then
+		pass "$_c" "$_o"
+	else
+		fail "$_c" "exit $?: $* :: $_o"
+	fi
+}
+
+# expect_fail CHECK PATTERN CMD...: PASS if CMD exits non-zero and its output
+# matches the grep -E PATTERN (empty: any output).
+expect_fail() {
+	_c=$1; _p=$2; shift 2
+	if _o=$("$@" 2>&1); then
+		fail "$_c" "succeeded but must fail: $* :: $_o"
+	elif [ -n "$_p" ] && ! printf '%s' "$_o" | grep -Eq -- "$_p"; then
+		fail "$_c" "failed without /$_p/: $* :: $_o"
+	else
+		pass "$_c" "$_o"
+	fi
+}
+
+# as_user USER CMD...: runs CMD as USER with USER's groups (setpriv, no PAM).
+as_user() {
+	_u=$1; shift
+	_uid=$(awk -F: -v u="$_u" '$1 == u {print $3}' /etc/passwd)
+	_gid=$(awk -F: -v u="$_u" '$1 == u {print $4}' /etc/passwd)
+	[ -n "$_uid" ] || { echo "as_user: no user $_u" >&2; return 127; }
+	setpriv --reuid="$_uid" --regid="$_gid" --init-groups --reset-env -- "$@"
+}
+
+# sha DEV_OR_FILE: sha256 of the whole content.
+sha() { sha256sum "$1" | cut -d' ' -f1; }
+
+# new_loop SIZE_MB NAME: a loop device over a sparse /tmp/NAME.img; prints /dev/loopN.
+new_loop() {
+	truncate -s "${1}M" "/tmp/$2.img" && losetup -f --show "/tmp/$2.img"
+}
+
+# wait_for_line FILE PATTERN SECONDS: waits until FILE has a line matching PATTERN.
+wait_for_line() {
+	_i=0
+	while [ $_i -lt $(($3 * 10)) ]; do
+		grep -Eq -- "$2" "$1" 2>/dev/null && return 0
+		_i=$((_i + 1))
+		sleep 0.1
+	done
+	return 1
+}
+
+# vm_exit: exits with 1 if any check failed (call at the end of a test).
+vm_exit() { exit "$VMTEST_FAILED"; }

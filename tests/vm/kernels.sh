@@ -1,0 +1,177 @@
+#!/bin/bash
+# tests/vm/kernels.sh - fetch and unpack the newest Debian cloud kernel of a line.
+#
+#   tests/vm/kernels.sh LINE          LINE = 6.1 | 6.12 (any "<major>.<minor>")
+#
+# Picks the newest linux-image-<LINE>...-cloud-amd64[-unsigned] package that apt
+# knows (never a hard-coded version), downloads it once into tests/vm/cache/,
+# unpacks it there, and prepares tests/vm/work/<LINE>/:
+#   vmlinuz            the kernel
+#   modules/           lib/modules/<kver>/ with only the modules the lab needs
+#                      (and their dependencies from modules.dep), decompressed,
+#                      a pruned modules.dep, and asmguard.load (boot load order)
+#   kernel.env         KVER=, KPKG=, KPKG_VERSION= for the other scripts
+# Source it to get the functions; run it to prepare one line.
+
+VM_DIR=${VM_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}
+VM_CACHE=${VM_CACHE:-$VM_DIR/cache}
+VM_WORK=${VM_WORK:-$VM_DIR/work}
+
+# Modules the guest tests need. "?" marks an optional one (warn if the kernel
+# lacks it). Hard dependencies come from modules.dep, "pre:" soft dependencies
+# from modules.softdep. Modules loaded with parameters by the guest init
+# (scsi_debug, null_blk) are shipped but not in the boot load list.
+VM_MODULES="loop dm-mod dm-bufio dm-persistent-data dm-bio-prison dm-thin-pool
+ scsi_mod sd_mod sg scsi_debug null_blk
+ ?dm-multipath ?dm-round-robin ?ext4 ?xfs ?crc32c_generic ?crc32c-intel
+ ?crct10dif_generic ?crct10dif-pclmul ?crc64_rocksoft_generic"
+VM_MODULES_WITH_PARAMS="scsi_debug null_blk"
+
+vm_log() { echo "kernels: $*" >&2; }
+
+# vm_kernel_pkg LINE: prints the newest kernel image package name of LINE.
+vm_kernel_pkg() {
+	local line=$1 re names
+	re="^linux-image-${line//./\\.}[.-][0-9][^ ]*-cloud-amd64(-unsigned)?\$"
+	names=$(apt-cache search --names-only "$re" 2>/dev/null | awk '{print $1}')
+	if [ -z "$names" ]; then
+		vm_log "no package matches $re; running apt-get update"
+		vm_apt update -qq >&2 || return 1
+		names=$(apt-cache search --names-only "$re" | awk '{print $1}')
+	fi
+	[ -n "$names" ] || { vm_log "no Debian cloud kernel package for line $line"; return 1; }
+	# Newest kernel version first; for the same version prefer -unsigned (it is
+	# the real build; the signed one carries the same kernel and modules).
+	echo "$names" | awk '{v=$0; sub(/-unsigned$/, "", v); print v "\t" ($0 ~ /-unsigned$/ ? 1 : 0) "\t" $0}' |
+		sort -t "$(printf '\t')" -k1,1V -k2,2n | tail -n 1 | cut -f3
+}
+
+# vm_fetch_kernel LINE: download + unpack + prepare work/LINE. Idempotent.
+vm_fetch_kernel() {
+	local line=$1 pkg ver deb root kver
+	pkg=$(vm_kernel_pkg "$line") || return 1
+	ver=$(apt-cache policy "$pkg" | awk '/Candidate:/ {print $2}')
+	[ -n "$ver" ] && [ "$ver" != "(none)" ] || { vm_log "$pkg has no candidate version"; return 1; }
+	mkdir -p "$VM_CACHE" "$VM_WORK/$line"
+	deb="$VM_CACHE/${pkg}_${ver//:/%3a}_amd64.deb"
+	if [ ! -s "$deb" ]; then
+		vm_log "downloading $pkg $ver"
+		(cd "$VM_CACHE" && apt-get download -q "$pkg=$ver" >&2) || return 1
+		[ -s "$deb" ] || { vm_log "download of $pkg did not produce $deb"; return 1; }
+	fi
+	root="$VM_CACHE/${pkg}_${ver//:/%3a}"
+	if [ ! -e "$root/.unpacked" ]; then
+		rm -rf "$root"
+		mkdir -p "$root"
+		dpkg-deb -x "$deb" "$root" || return 1
+		# The package ships no modules.dep (its postinst runs depmod): make one.
+		kver=$(ls "$root/lib/modules" 2>/dev/null | head -n 1)
+		if [ -n "$kver" ] && [ ! -s "$root/lib/modules/$kver/modules.dep" ]; then
+			depmod -b "$root" "$kver" || return 1
+		fi
+		touch "$root/.unpacked"
+	fi
+	kver=$(ls "$root/lib/modules" 2>/dev/null | head -n 1)
+	[ -n "$kver" ] && [ -f "$root/boot/vmlinuz-$kver" ] ||
+		{ vm_log "$deb holds no kernel (lib/modules/*, boot/vmlinuz-*)"; return 1; }
+
+	local out="$VM_WORK/$line" stamp="$pkg $ver"
+	if [ -f "$out/kernel.env" ] && [ "$(cat "$out/.stamp" 2>/dev/null)" = "$stamp $VM_MODULES" ]; then
+		return 0
+	fi
+	rm -rf "$out/modules"
+	cp "$root/boot/vmlinuz-$kver" "$out/vmlinuz"
+	vm_pick_modules "$root/lib/modules/$kver" "$out/modules/lib/modules/$kver" || return 1
+	printf 'KVER=%s\nKPKG=%s\nKPKG_VERSION=%s\n' "$kver" "$pkg" "$ver" >"$out/kernel.env"
+	echo "$stamp $VM_MODULES" >"$out/.stamp"
+	vm_log "$line: $pkg $ver (kernel $kver) ready in $out"
+}
+
+# vm_pick_modules SRC DST: copies VM_MODULES and their dependencies from the
+# module tree SRC into DST, decompressed, with a pruned modules.dep and
+# asmguard.load, the modprobe order for boot.
+vm_pick_modules() {
+	local src=$1 dst=$2
+	mkdir -p "$dst"
+	# awk does the graph work: index modules.dep by normalised name, close over
+	# hard deps and softdep "pre:" deps, print "file" lines for copying and
+	# "load" lines in dependency order.
+	local plan
+	plan=$(awk -v want="$VM_MODULES" -v params="$VM_MODULES_WITH_PARAMS" '
+		function norm(s) { sub(/.*\//, "", s); sub(/\.ko(\.(xz|zst|gz))?$/, "", s); gsub(/-/, "_", s); return s }
+		FILENAME ~ /modules\.dep$/ {
+			f = $1; sub(/:$/, "", f); n = norm(f); file[n] = f; deps[n] = ""
+			for (i = 2; i <= NF; i++) deps[n] = deps[n] " " norm($i)
+			next
+		}
+		FILENAME ~ /modules\.builtin$/ { builtin[norm($1)] = 1; next }
+		FILENAME ~ /modules\.softdep$/ && $1 == "softdep" {
+			n = norm($2); pre = 0
+			for (i = 3; i <= NF; i++) {
+				if ($i == "pre:") { pre = 1; continue }
+				if ($i == "post:") { pre = 0; continue }
+				if (pre) soft[n] = soft[n] " " norm($i)
+			}
+			next
+		}
+		function visit(n, optional,   k, a, c) {
+			if (n in done) return
+			if (!(n in file)) {
+				if (n in builtin) { done[n] = 1; print "builtin " n; return }
+				if (!optional) print "missing " n; else print "absent " n
+				done[n] = 1; return
+			}
+			done[n] = 1
+			c = split(soft[n], a, " "); for (k = 1; k <= c; k++) visit(a[k], 1)
+			c = split(deps[n], a, " "); for (k = c; k >= 1; k--) visit(a[k], 0)
+			print "file " file[n]
+			print "load " n
+		}
+		END {
+			c = split(params, p, /[ \n]+/); for (k = 1; k <= c; k++) withp[norm(p[k])] = 1
+			c = split(want, w, /[ \n]+/)
+			for (k = 1; k <= c; k++) {
+				if (w[k] == "") continue
+				opt = sub(/^\?/, "", w[k]); n = norm(w[k])
+				if (n in withp) { noload[n] = 1 }
+				visit(n, opt)
+			}
+		}' "$src/modules.dep" "$src/modules.builtin" "$src/modules.softdep") || return 1
+
+	if echo "$plan" | grep -q '^missing '; then
+		vm_log "modules missing in $src: $(echo "$plan" | awk '/^missing /{printf "%s ", $2}')"
+		return 1
+	fi
+	local absent
+	absent=$(echo "$plan" | awk '/^absent /{printf "%s ", $2}')
+	[ -z "$absent" ] || vm_log "optional modules not in this kernel: $absent"
+
+	local f out
+	: >"$dst/modules.dep"
+	for f in $(echo "$plan" | awk '/^file /{print $2}'); do
+		out=${f%.xz}; out=${out%.zst}; out=${out%.gz}
+		mkdir -p "$dst/$(dirname "$out")"
+		case $f in
+		*.xz) xz -dc "$src/$f" >"$dst/$out" ;;
+		*.zst) zstd -qdc "$src/$f" >"$dst/$out" ;;
+		*.gz) gzip -dc "$src/$f" >"$dst/$out" ;;
+		*) cp "$src/$f" "$dst/$out" ;;
+		esac || return 1
+		# the pruned modules.dep line, with decompressed names
+		grep -E "^${f//./\\.}:" "$src/modules.dep" | sed -E 's/\.ko\.(xz|zst|gz)/.ko/g' >>"$dst/modules.dep"
+	done
+	cp "$src/modules.builtin" "$dst/" 2>/dev/null || true
+	cp "$src/modules.order" "$dst/" 2>/dev/null || true
+	# Boot load order: everything except the modules the init loads with parameters.
+	echo "$plan" | awk -v params="$VM_MODULES_WITH_PARAMS" '
+		BEGIN { c = split(params, p, /[ \n]+/); for (k = 1; k <= c; k++) { n = p[k]; gsub(/-/, "_", n); skip[n] = 1 } }
+		/^load / && !($2 in skip) { print $2 }' >"$dst/asmguard.load"
+}
+
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+	set -euo pipefail
+	. "$VM_DIR/deps.sh"
+	vm_deps $VM_LAB_PKGS
+	[ $# -ge 1 ] || { echo "usage: $0 LINE..." >&2; exit 2; }
+	for l in "$@"; do vm_fetch_kernel "$l"; done
+fi

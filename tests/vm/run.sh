@@ -1,0 +1,110 @@
+#!/bin/bash
+# tests/vm/run.sh - boot one Debian cloud kernel under QEMU (TCG) and run guest tests.
+#
+#   tests/vm/run.sh KERNEL_LINE [TEST...]
+#       KERNEL_LINE  6.1 | 6.12 (newest Debian cloud kernel of that line)
+#       TEST         names of tests/vm/guest/tests/<TEST>.sh (default: all)
+#
+# Environment:
+#   VM_TIMEOUT=240       seconds before qemu is killed (guest did not finish)
+#   VM_TEST_TIMEOUT=120  seconds per guest test (inside the guest)
+#   VM_BUILD=1           0: do not run cargo build --release first
+#   VM_CARGO_ARGS="--workspace --bins"   what cargo build --release builds
+#   VM_VERBOSE=0         1: stream the guest console to stderr as it runs
+#   VM_MEM=2G VM_SMP=2   guest size
+#
+# Prints one "PASS|FAIL vm-<line> <test> <detail>" line per guest check, then
+# exactly one summary line "vm-<line>: N passed, M failed". Exits 0 only if
+# every check passed and the guest finished. The console log is kept in
+# tests/vm/work/<line>.log.
+
+set -uo pipefail
+VM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+VM_ROOT=$(cd "$VM_DIR/../.." && pwd)
+export VM_DIR VM_ROOT
+VM_WORK=${VM_WORK:-$VM_DIR/work}
+
+. "$VM_DIR/deps.sh"
+. "$VM_DIR/kernels.sh"
+. "$VM_DIR/initramfs.sh"
+
+usage() { echo "usage: $0 KERNEL_LINE [TEST...]   (KERNEL_LINE: 6.1 or 6.12)" >&2; exit 2; }
+[ $# -ge 1 ] || usage
+line=$1; shift
+[[ $line =~ ^[0-9]+\.[0-9]+$ ]] || usage
+name="vm-$line"
+tests=$(echo "$*" | tr ' ' ',')
+
+summary_fail() { # summary_fail REASON: a run that could not even start
+	echo "FAIL $name setup $*"
+	echo "$name: 0 passed, 1 failed"
+	exit 1
+}
+
+vm_deps || summary_fail "could not install the lab's packages (tests/vm/deps.sh)"
+
+if [ "${VM_BUILD:-1}" = 1 ]; then
+	echo "$name: cargo build --release ${VM_CARGO_ARGS:---workspace --bins}" >&2
+	# shellcheck disable=SC2086
+	(cd "$VM_ROOT" && cargo build --release -q ${VM_CARGO_ARGS:---workspace --bins}) >&2 ||
+		summary_fail "cargo build --release failed"
+fi
+
+vm_fetch_kernel "$line" || summary_fail "could not fetch the $line kernel"
+vm_initramfs "$line" || summary_fail "could not build the initramfs"
+. "$VM_WORK/$line/kernel.env"
+echo "$name: kernel $KPKG $KPKG_VERSION ($KVER)" >&2
+
+log=$VM_WORK/$line.log
+timeout_s=${VM_TIMEOUT:-240}
+append="console=ttyS0 panic=-1 quiet loglevel=3 asmguard.test_timeout=${VM_TEST_TIMEOUT:-120}"
+[ -n "$tests" ] && append="$append asmguard.tests=$tests"
+
+qemu=(qemu-system-x86_64 -accel tcg -cpu max -m "${VM_MEM:-2G}" -smp "${VM_SMP:-2}"
+	-nographic -no-reboot
+	-kernel "$VM_WORK/$line/vmlinuz" -initrd "$VM_WORK/$line/initramfs.cpio.gz"
+	-append "$append")
+
+start=$(date +%s.%N)
+if [ "${VM_VERBOSE:-0}" = 1 ]; then
+	timeout -k 5 "$timeout_s" "${qemu[@]}" </dev/null 2>&1 | tee "$log" | tr -d '\r' >&2
+	qrc=${PIPESTATUS[0]}
+else
+	timeout -k 5 "$timeout_s" "${qemu[@]}" </dev/null >"$log" 2>&1
+	qrc=$?
+fi
+end=$(date +%s.%N)
+wall=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')
+
+# Results: "VMTEST <name> PASS|FAIL <detail>" lines (console lines end in \r).
+passed=0 failed=0
+while IFS= read -r l; do
+	l=${l%$'\r'}
+	if [[ $l =~ ^VMTEST\ ([^ ]+)\ (PASS|FAIL)\ ?(.*)$ ]]; then
+		echo "${BASH_REMATCH[2]} $name ${BASH_REMATCH[1]} ${BASH_REMATCH[3]}"
+		if [ "${BASH_REMATCH[2]}" = PASS ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+	fi
+done <"$log"
+
+done_line=$(tr -d '\r' <"$log" | grep -m1 '^VMDONE' || true)
+boot=$(tr -d '\r' <"$log" | sed -n 's/^VMINFO boot-seconds //p' | head -n 1)
+if [ -z "$done_line" ]; then
+	if [ "$qrc" = 124 ] || [ "$qrc" = 137 ]; then
+		echo "FAIL $name guest did not finish within ${timeout_s}s (qemu killed)"
+	else
+		echo "FAIL $name guest did not finish (qemu exit status $qrc)"
+	fi
+	failed=$((failed + 1))
+elif [ $((passed + failed)) = 0 ]; then
+	echo "FAIL $name the guest reported no results"
+	failed=$((failed + 1))
+fi
+
+echo "$name: boot ${boot:-?}s (kernel start to /init), guest uptime at end ${done_line#VMDONE }s, wall ${wall}s; log $log" >&2
+if [ "$failed" -gt 0 ]; then
+	echo "---- $name: last 40 console lines ($log) ----"
+	tr -d '\r' <"$log" | tail -n 40
+	echo "---- end ----"
+fi
+echo "$name: $passed passed, $failed failed"
+[ "$failed" = 0 ]
