@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * iolat.h - the types bpf/iolat.bpf.c shares with userspace (crates/metrics).
+ *
+ * Every definition here is mirrored by hand in crates/metrics/src/bpf.rs, and a
+ * unit test there checks the Rust layout against the BTF the compiler emits
+ * (the skeleton's generated types), so the two cannot drift apart silently.
+ *
+ * Needs __u32 / __u64 from the includer (asmguard_core.h in BPF code).
+ *
+ * ## Time unit and buckets
+ *
+ * Latencies are bucketed in log2 of a "binary microsecond": 1 unit = 1 ms / 1024
+ * = 976.5625 ns. With that unit, bucket boundaries fall exactly on the bucket
+ * boundaries of Oracle's wait event histogram: 2^10 units = 1 ms, 2^11 = 2 ms,
+ * ... 2^15 = 32 ms, 2^20 = 1024 ms (Oracle's "<= 1 s" bucket is 1024 ms too).
+ *
+ * Slot k (0 <= k < IOLAT_NSLOTS - 1) counts I/Os that took at most 2^k units
+ * (rounded up, Prometheus `le` semantics): a time t in ns goes to the smallest k
+ * with t * 1024 <= 2^k * 10^6, i.e. t <= 2^k / 1024 ms. Slot 0 also holds 0.
+ * The last slot (IOLAT_NSLOTS - 1) counts everything slower than
+ * 2^(IOLAT_NSLOTS - 2) units (32.768 s): it only shows up in `le="+Inf"`.
+ */
+#ifndef ASMGUARD_IOLAT_H
+#define ASMGUARD_IOLAT_H
+
+/* slots 0..25 have an upper bound of 2^k units; slot 26 is the overflow */
+#define IOLAT_NSLOTS 27
+
+/* one unit = IOLAT_UNIT_NS_NUM / IOLAT_UNIT_NS_DEN ns = 10^6 / 1024 ns */
+#define IOLAT_UNIT_NS_NUM 1000000ULL
+#define IOLAT_UNIT_NS_DEN 1024ULL
+
+/*
+ * Operation classes (the `op` label). Mapping from the kernel's REQ_OP_*:
+ *   REQ_OP_READ (0)                                   -> read
+ *   REQ_OP_WRITE (1)                                  -> write
+ *   REQ_OP_DISCARD (3), REQ_OP_SECURE_ERASE (5),
+ *   REQ_OP_WRITE_ZEROES (9)                           -> discard
+ *   REQ_OP_FLUSH (2)                                  -> flush
+ *   anything else (zone management, driver passthrough) is not counted.
+ * Write-zeroes counts as discard: like a discard it carries no data payload and
+ * is a space-management command (thin arrays turn it into UNMAP); counting its
+ * range as written bytes would inflate write throughput by gigabytes.
+ */
+enum iolat_op {
+	IOLAT_OP_READ = 0,
+	IOLAT_OP_WRITE = 1,
+	IOLAT_OP_DISCARD = 2,
+	IOLAT_OP_FLUSH = 3,
+	IOLAT_NOPS = 4,
+};
+
+/* key of the `iolat_hists` map */
+struct iolat_key {
+	__u32 dev; /* kernel dev_t of the whole disk: major << 20 | minor */
+	__u32 op;  /* enum iolat_op */
+};
+
+/* value of the `iolat_hists` map: cumulative since the program was loaded */
+struct iolat_hist {
+	__u64 bytes;        /* bytes completed */
+	__u64 lat_sum_ns;   /* sum of device times (issue -> complete), ns */
+	__u64 queue_sum_ns; /* sum of queue times (insert -> issue), ns */
+	__u64 lat[IOLAT_NSLOTS];   /* device time histogram; I/O count = sum */
+	__u64 queue[IOLAT_NSLOTS]; /* queue time histogram; same count */
+};
+
+/* value of the `iolat_start` LRU map (key: the struct request pointer) */
+struct iolat_start {
+	__u64 insert_ns; /* 0: not inserted (issued directly, or re-issued) */
+	__u64 issue_ns;  /* 0: not issued yet */
+	__u32 dev;
+	__u32 op;
+};
+
+#endif /* ASMGUARD_IOLAT_H */
