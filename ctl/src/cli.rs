@@ -3,25 +3,116 @@
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
+pub const EXIT_CODES: &str = "Exit codes: 0 success; 1 the operation failed (I/O error, \
+     read-back mismatch, daemon bug); 2 bad usage; 3 unusable input (no such device or \
+     label, not a block device, excluded by the configuration, invalid label, too small, \
+     permission denied on a file); 4 refused (the disk holds data, an ASM disk header or \
+     another label, is in use, the label is taken, or the socket peer may not do this); \
+     5 asmguardd not reachable (not running, wrong --socket, protocol mismatch, timeout); \
+     6 busy (another request is labelling that disk or label: try again).";
+
 #[derive(Debug, Parser)]
 #[command(
     name = "asmguardctl",
     version,
     about = "Label, list, protect and inspect Oracle ASM disks (asmguard control CLI)",
-    long_about = "asmguardctl drives asmguardd over its unix socket. `inspect` works offline, \
-                  without the daemon, on a block device or an image file.\n\n\
-                  Exit codes: 0 success; 1 the operation failed; 2 bad usage; \
-                  3 unusable input (no such path, wrong type, too small, permission denied)."
+    long_about = "asmguardctl drives asmguardd over its unix socket. `inspect`, `udev-rules`, \
+                  `man` and `completions` work offline, without the daemon.\n\n\
+                  Changing labels needs root; reading (lsdsk, status, scan) needs root or the \
+                  configured admin group.",
+    after_long_help = EXIT_CODES
 )]
 pub struct Cli {
+    /// The daemon's socket.
+    #[arg(
+        long,
+        global = true,
+        env = "ASMGUARD_SOCKET",
+        value_name = "PATH",
+        default_value = asmguard_proto::DEFAULT_SOCKET
+    )]
+    pub socket: PathBuf,
+    /// Seconds to wait for the daemon's answer.
+    #[arg(long, global = true, value_name = "SECONDS", default_value_t = 120)]
+    pub timeout: u64,
     #[command(subcommand)]
     pub command: Command,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Label a disk: write ORCLDISK + LABEL into its first block (read back and compared).
+    ///
+    /// Refused when the disk holds data (any partition table, filesystem, LVM, RAID,
+    /// swap, LUKS or unknown bytes: --force erases their signatures), an ASM disk
+    /// header (--migrate keeps it and only sets the label), another label (--force, or
+    /// use rename), or is in use (mounted, held by dm/md). Labelling with the label it
+    /// already has changes nothing.
+    Label(LabelArgs),
+    /// Remove a label (an ASM disk header keeps ORCLDISK; elsewhere ORCLCLRD is left).
+    Unlabel(UnlabelArgs),
+    /// Change a disk's label, touching only the label bytes.
+    Rename(RenameArgs),
+    /// List the labelled disks: label, filtering, path(s), size, sector sizes, ASM
+    /// header status, disk group; and label conflicts.
+    Lsdsk(JsonArg),
+    /// Make the daemon re-read every device, then list like lsdsk.
+    Scan(JsonArg),
+    /// Daemon version, kernel, BPF LSM, filter backend, disks, socket, metrics address.
+    Status(JsonArg),
     /// Read a disk or image offline and show its label, ASM disk header and signatures.
     Inspect(InspectArgs),
+    /// Print the udev rules for the configured owner, group and mode.
+    UdevRules(UdevRulesArgs),
+    /// Print the man page (roff) to standard output.
+    Man,
+    /// Print shell completions to standard output.
+    Completions(CompletionsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct LabelArgs {
+    /// The label: 1 to 24 characters of A-Z, 0-9 and _, starting with a letter
+    /// (stored upper-case).
+    pub label: String,
+    /// The block device (a multipath device rather than one of its paths).
+    pub device: PathBuf,
+    /// Erase foreign signatures (data!) or replace another label.
+    #[arg(long)]
+    pub force: bool,
+    /// Keep an existing ASM disk header and only set the label in it (and in its copy).
+    #[arg(long)]
+    pub migrate: bool,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct UnlabelArgs {
+    pub label: String,
+    /// Also when the ASM disk header says the disk is a disk-group member.
+    #[arg(long)]
+    pub force: bool,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RenameArgs {
+    pub old: String,
+    pub new: String,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct JsonArg {
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -31,4 +122,17 @@ pub struct InspectArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct UdevRulesArgs {
+    /// Configuration file to take owner, group and mode from.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// bash, zsh, fish, elvish or powershell.
+    pub shell: clap_complete::Shell,
 }

@@ -2,9 +2,12 @@
 //!
 //! Subcommands that change state talk to `asmguardd` over its unix socket; `inspect`
 //! is an offline, read-only reader (like `kfed read` or `blkid -p`) that works on a
-//! device or an image file without the daemon.
+//! device or an image file without the daemon. Every error is one line on stderr and
+//! a documented exit code (see `exit.rs` and the man page).
 
 mod cli;
+mod client;
+mod commands;
 mod exit;
 mod inspect;
 
@@ -12,10 +15,7 @@ use clap::Parser;
 
 fn main() {
     let cli = cli::Cli::parse();
-    let result = match cli.command {
-        cli::Command::Inspect(args) => inspect::run(&args),
-    };
-    match result {
+    match commands::run(&cli) {
         Ok(()) => std::process::exit(exit::OK),
         Err(e) => {
             eprintln!("asmguardctl: {}", e.message);

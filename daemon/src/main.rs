@@ -1,1 +1,263 @@
-fn main() {}
+//! asmguardd: discovers labelled ASM disks, keeps their state current from the kernel's
+//! uevents, and serves `asmguardctl` over a unix socket. Runs as a systemd
+//! `Type=notify` service: READY=1 is sent once the first scan is done and the socket
+//! listens; the watchdog is fed while the device monitor is alive.
+//!
+//! Exit codes: 0 stopped by SIGTERM/SIGINT; 1 could not start; 2 bad usage;
+//! 3 bad configuration.
+
+use asmguard_config as config;
+mod server;
+mod state;
+
+use clap::Parser;
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "asmguardd",
+    version,
+    about = "asmguard daemon: labelled ASM disks, stable paths, write protection",
+    long_about = "asmguardd discovers block devices carrying ASM labels (ORCLDISK + label, as \
+                  written by asmguardctl, ASMLib or AFD), groups every path of each disk, keeps \
+                  that state current from the kernel's uevents, and serves asmguardctl over a \
+                  unix socket.\n\nExit codes: 0 stopped by a signal; 1 could not start; \
+                  2 bad usage; 3 bad configuration."
+)]
+struct Args {
+    /// Configuration file (default /etc/asmguard/asmguard.toml; built-in defaults when
+    /// that file is absent).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Check the configuration, print the result, and exit (0 valid, 3 invalid).
+    #[arg(long)]
+    check_config: bool,
+    /// Listen on this socket instead of the configured one.
+    #[arg(long, value_name = "PATH")]
+    socket: Option<PathBuf>,
+}
+
+fn main() {
+    let args = Args::parse();
+    let (cfg, source) = match config::load(args.config.as_deref()) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("asmguardd: {e}");
+            std::process::exit(3);
+        }
+    };
+    if args.check_config {
+        println!("{source}: configuration is valid");
+        std::process::exit(0);
+    }
+    let journal = std::env::var_os("JOURNAL_STREAM").is_some();
+    let filter = tracing_subscriber::EnvFilter::try_from_env("ASMGUARD_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let fmt = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false);
+    if journal {
+        fmt.without_time().init();
+    } else {
+        fmt.init();
+    }
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(64)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("asmguardd: cannot start the runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    let code = rt.block_on(run(cfg, source, args.socket));
+    std::process::exit(code);
+}
+
+fn notify(states: &[sd_notify::NotifyState]) {
+    if let Err(e) = sd_notify::notify(states) {
+        tracing::debug!("sd_notify: {e}");
+    }
+}
+
+async fn run(cfg: config::Config, source: String, socket: Option<PathBuf>) -> i32 {
+    let t0 = Instant::now();
+    let socket = socket.unwrap_or_else(|| cfg.socket.path.clone());
+    // The monitor first, so nothing that happens during the first scan is missed.
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Option<String>>();
+    let monitor_alive = Arc::new(AtomicBool::new(false));
+    let monitor_desc = match asmguard_devices::uevent::Monitor::open() {
+        Ok(mut m) => {
+            monitor_alive.store(true, Ordering::SeqCst);
+            let alive = monitor_alive.clone();
+            let tx = tx.clone();
+            std::thread::Builder::new()
+                .name("uevent".into())
+                .spawn(move || {
+                    use asmguard_devices::uevent::Received;
+                    loop {
+                        match m.recv() {
+                            Ok(Received::Event(e)) => {
+                                if e.subsystem() == Some("block") {
+                                    if let Some(n) = e.name() {
+                                        tracing::debug!("uevent {} {}", e.action, n);
+                                        if tx.send(Some(n)).is_err() {
+                                            break;
+                                        }
+                                    }
+                                }
+                            }
+                            Ok(Received::Overflow) => {
+                                tracing::warn!("uevent buffer overflowed: rescanning every device");
+                                if tx.send(None).is_err() {
+                                    break;
+                                }
+                            }
+                            Err(e) => {
+                                tracing::error!("uevent monitor failed: {e}");
+                                break;
+                            }
+                        }
+                    }
+                    alive.store(false, Ordering::SeqCst);
+                })
+                .map(|_| "kernel uevents (netlink, no udevd needed)".to_string())
+                .unwrap_or_else(|e| {
+                    format!("none ({e}): run `asmguardctl scan` after device changes")
+                })
+        }
+        Err(e) => {
+            tracing::warn!(
+                "cannot listen to kernel uevents: {e}: device changes need `asmguardctl scan`"
+            );
+            format!("none ({e}): run `asmguardctl scan` after device changes")
+        }
+    };
+    let d = Arc::new(state::Daemon::new(
+        cfg,
+        source,
+        socket.clone(),
+        monitor_desc,
+    ));
+    if d.admin_gid.is_none() {
+        tracing::warn!(
+            "admin group {} does not exist: only root may use the socket",
+            d.cfg.socket.admin_group
+        );
+    }
+    let d2 = d.clone();
+    let scanned = match tokio::task::spawn_blocking(move || d2.full_scan()).await {
+        Ok(Ok(n)) => n,
+        Ok(Err(e)) => {
+            tracing::error!("cannot read /sys/class/block: {e}");
+            return 1;
+        }
+        Err(e) => {
+            tracing::error!("first scan failed: {e}");
+            return 1;
+        }
+    };
+    let listener = match server::bind(&socket) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!("{e}");
+            eprintln!("asmguardd: {e}");
+            return 1;
+        }
+    };
+    let st = d.status();
+    tracing::info!(
+        "ready in {} ms: {} devices looked at, {} disks, {} conflicts; socket {}",
+        t0.elapsed().as_millis(),
+        st.devices_scanned,
+        st.disks,
+        st.conflicts,
+        socket.display()
+    );
+    let _ = scanned;
+    for c in d.lsdsk().conflicts {
+        tracing::warn!(
+            "label {} is on more than one disk: {}: neither is used",
+            c.label,
+            c.devices.join(", ")
+        );
+    }
+    notify(&[
+        sd_notify::NotifyState::Ready,
+        sd_notify::NotifyState::Status(&format!(
+            "{} disks, {} conflicts; filter not yet implemented",
+            st.disks, st.conflicts
+        )),
+    ]);
+
+    // Device events: coalesce bursts, re-read only what changed.
+    let d3 = d.clone();
+    tokio::spawn(async move {
+        while let Some(first) = rx.recv().await {
+            let mut names = BTreeSet::new();
+            let mut rescan = first.is_none();
+            names.extend(first);
+            while let Ok(more) = rx.try_recv() {
+                match more {
+                    Some(n) => {
+                        names.insert(n);
+                    }
+                    None => rescan = true,
+                }
+            }
+            let d = d3.clone();
+            let _ = tokio::task::spawn_blocking(move || {
+                if rescan {
+                    if let Err(e) = d.full_scan() {
+                        tracing::error!("rescan: {e}");
+                    }
+                } else {
+                    d.refresh(&names);
+                }
+            })
+            .await;
+        }
+    });
+
+    // Watchdog: fed while the runtime runs and the device monitor is alive.
+    if let Some(wd) = sd_notify::watchdog_enabled() {
+        let alive = monitor_alive.clone();
+        let period = (wd / 2).max(Duration::from_millis(100));
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(period).await;
+                if alive.load(Ordering::SeqCst) {
+                    notify(&[sd_notify::NotifyState::Watchdog]);
+                } else {
+                    tracing::error!("device monitor is gone: no longer feeding the watchdog");
+                }
+            }
+        });
+    }
+
+    let serve = tokio::spawn(server::serve(listener, d.clone()));
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("SIGTERM handler: {e}");
+            return 1;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    notify(&[sd_notify::NotifyState::Stopping]);
+    serve.abort();
+    let _ = std::fs::remove_file(&socket);
+    tracing::info!("stopped");
+    0
+}

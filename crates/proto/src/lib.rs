@@ -282,15 +282,17 @@ pub fn parse_request(line: &[u8]) -> Result<Request, (u64, ErrorBody)> {
     match m.get("version") {
         None => return Err(bad(id, "`version` is missing".into())),
         Some(Value::Number(n)) if n.as_u64() == Some(VERSION as u64) => {}
-        Some(v) => return Err((
-            id,
-            ErrorBody::new(
-                ErrorCode::UnsupportedVersion,
-                format!(
+        Some(v) => {
+            return Err((
+                id,
+                ErrorBody::new(
+                    ErrorCode::UnsupportedVersion,
+                    format!(
                     "protocol version {v} is not supported: this daemon speaks version {VERSION}"
                 ),
-            ),
-        )),
+                ),
+            ))
+        }
     }
     let op = match m.remove("op") {
         Some(Value::String(s)) => s,

@@ -1,0 +1,501 @@
+//! The asmguard configuration, `/etc/asmguard/asmguard.toml`: every key optional, built-in defaults, and any
+//! unknown key or bad value is an error that names the key.
+//!
+//! ```toml
+//! [devices]            # like ASMLib's ORACLEASM_SCANORDER / ORACLEASM_SCANEXCLUDE
+//! include = ["*"]                      # kernel names, or mapper/<dm name>
+//! exclude = ["ram*", "zram*", "sr*", "fd*"]
+//! scan_order = ["dm-*", "nvme*", "sd*", "vd*", "xvd*"]
+//!
+//! [paths]              # /dev/asmguard/disks/<LABEL> (made by udev)
+//! owner = "grid"
+//! group = "asmadmin"
+//! mode = "0660"
+//!
+//! [socket]
+//! path = "/run/asmguard/asmguard.sock"
+//! admin_group = "asmadmin"             # may read (lsdsk, status, scan); root may write
+//! timeout_seconds = 60                 # idle connections are closed after this
+//!
+//! [metrics]
+//! listen = "127.0.0.1:9465"
+//!
+//! [filter]
+//! mode = "enforce"                     # enforce | audit | off
+//! allow_users = ["grid", "oracle"]
+//! allow_groups = ["asmadmin", "asmdba", "oinstall"]
+//! allow_executables = []               # absolute paths
+//! ```
+
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+pub const DEFAULT_PATH: &str = "/etc/asmguard/asmguard.toml";
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub devices: Devices,
+    pub paths: Paths,
+    pub socket: Socket,
+    pub metrics: Metrics,
+    pub filter: Filter,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Devices {
+    pub include: Vec<String>,
+    pub exclude: Vec<String>,
+    pub scan_order: Vec<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Paths {
+    pub owner: String,
+    pub group: String,
+    pub mode: Mode,
+}
+
+/// A file mode: `"0660"` (string) or `0o660` (TOML octal integer).
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum Mode {
+    Text(ModeText),
+    Number(u32),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ModeText(pub Option<u32>);
+
+impl<'de> Deserialize<'de> for ModeText {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        let ok = !s.is_empty() && s.len() <= 4 && s.chars().all(|c| ('0'..='7').contains(&c));
+        Ok(ModeText(if ok {
+            u32::from_str_radix(&s, 8).ok()
+        } else {
+            None
+        }))
+    }
+}
+
+impl Mode {
+    pub fn value(&self) -> Option<u32> {
+        match *self {
+            Mode::Text(ModeText(v)) => v,
+            Mode::Number(n) if n <= 0o7777 => Some(n),
+            Mode::Number(_) => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Socket {
+    pub path: PathBuf,
+    pub admin_group: String,
+    pub timeout_seconds: u64,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Metrics {
+    pub listen: String,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Filter {
+    pub mode: String,
+    pub allow_users: Vec<String>,
+    pub allow_groups: Vec<String>,
+    pub allow_executables: Vec<PathBuf>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            devices: Devices::default(),
+            paths: Paths::default(),
+            socket: Socket::default(),
+            metrics: Metrics::default(),
+            filter: Filter::default(),
+        }
+    }
+}
+
+impl Default for Devices {
+    fn default() -> Self {
+        let r = asmguard_devices::pattern::Rules::default();
+        Devices {
+            include: r.include,
+            exclude: r.exclude,
+            scan_order: r.scan_order,
+        }
+    }
+}
+
+impl Default for Paths {
+    fn default() -> Self {
+        Paths {
+            owner: "grid".into(),
+            group: "asmadmin".into(),
+            mode: Mode::Number(0o660),
+        }
+    }
+}
+
+impl Default for Socket {
+    fn default() -> Self {
+        Socket {
+            path: PathBuf::from(asmguard_proto::DEFAULT_SOCKET),
+            admin_group: "asmadmin".into(),
+            timeout_seconds: 60,
+        }
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            listen: "127.0.0.1:9465".into(),
+        }
+    }
+}
+
+impl Default for Filter {
+    fn default() -> Self {
+        Filter {
+            mode: "enforce".into(),
+            allow_users: vec!["grid".into(), "oracle".into()],
+            allow_groups: vec!["asmadmin".into(), "asmdba".into(), "oinstall".into()],
+            allow_executables: vec![],
+        }
+    }
+}
+
+impl Config {
+    pub fn rules(&self) -> asmguard_devices::pattern::Rules {
+        asmguard_devices::pattern::Rules {
+            include: self.devices.include.clone(),
+            exclude: self.devices.exclude.clone(),
+            scan_order: self.devices.scan_order.clone(),
+        }
+    }
+
+    pub fn mode(&self) -> u32 {
+        self.paths.mode.value().unwrap_or(0o660)
+    }
+}
+
+fn valid_name(s: &str) -> bool {
+    // POSIX-ish user/group names as useradd accepts them.
+    let mut c = s.chars();
+    matches!(c.next(), Some(f) if f.is_ascii_lowercase() || f == '_')
+        && s.len() <= 32
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+}
+
+fn valid_pattern(s: &str) -> bool {
+    !s.is_empty() && !s.contains(char::is_whitespace) && !s.starts_with('/')
+}
+
+/// One-line config error naming the file and the key.
+fn key_err(file: &str, key: &str, msg: impl std::fmt::Display) -> String {
+    format!("{file}: key `{key}`: {msg}")
+}
+
+/// Parse and validate config text. `file` names it in messages.
+pub fn parse(text: &str, file: &str) -> Result<Config, String> {
+    let cfg: Config = toml::from_str(text).map_err(|e| toml_error(text, file, &e))?;
+    validate(&cfg, file)?;
+    Ok(cfg)
+}
+
+fn validate(c: &Config, file: &str) -> Result<(), String> {
+    for (key, list) in [
+        ("devices.include", &c.devices.include),
+        ("devices.exclude", &c.devices.exclude),
+        ("devices.scan_order", &c.devices.scan_order),
+    ] {
+        if let Some(p) = list.iter().find(|p| !valid_pattern(p)) {
+            return Err(key_err(
+                file,
+                key,
+                format!("{p:?} is not a device name pattern (kernel names like \"sd*\" or \"mapper/mpath*\", no /dev/ prefix)"),
+            ));
+        }
+    }
+    if c.devices.include.is_empty() {
+        return Err(key_err(
+            file,
+            "devices.include",
+            "is empty: no device would ever be looked at",
+        ));
+    }
+    if !valid_name(&c.paths.owner) {
+        return Err(key_err(
+            file,
+            "paths.owner",
+            format!("{:?} is not a user name", c.paths.owner),
+        ));
+    }
+    if !valid_name(&c.paths.group) {
+        return Err(key_err(
+            file,
+            "paths.group",
+            format!("{:?} is not a group name", c.paths.group),
+        ));
+    }
+    match c.paths.mode.value() {
+        Some(m) if m & 0o7000 == 0 && m & 0o002 == 0 => {}
+        Some(m) => {
+            return Err(key_err(
+                file,
+                "paths.mode",
+                format!(
+                    "{m:04o} gives others write access or sets special bits: use e.g. \"0660\""
+                ),
+            ))
+        }
+        None => {
+            return Err(key_err(
+                file,
+                "paths.mode",
+                "is not an octal file mode such as \"0660\"",
+            ))
+        }
+    }
+    if !c.socket.path.is_absolute() {
+        return Err(key_err(
+            file,
+            "socket.path",
+            format!("{} is not an absolute path", c.socket.path.display()),
+        ));
+    }
+    if c.socket.path.as_os_str().len() > 107 {
+        return Err(key_err(
+            file,
+            "socket.path",
+            "is longer than a unix socket path may be (107 bytes)",
+        ));
+    }
+    if !valid_name(&c.socket.admin_group) {
+        return Err(key_err(
+            file,
+            "socket.admin_group",
+            format!("{:?} is not a group name", c.socket.admin_group),
+        ));
+    }
+    if c.socket.timeout_seconds == 0 || c.socket.timeout_seconds > 3600 {
+        return Err(key_err(
+            file,
+            "socket.timeout_seconds",
+            "must be between 1 and 3600",
+        ));
+    }
+    if c.metrics.listen.parse::<SocketAddr>().is_err() {
+        return Err(key_err(
+            file,
+            "metrics.listen",
+            format!(
+                "{:?} is not an address:port such as \"127.0.0.1:9465\"",
+                c.metrics.listen
+            ),
+        ));
+    }
+    if !matches!(c.filter.mode.as_str(), "enforce" | "audit" | "off") {
+        return Err(key_err(
+            file,
+            "filter.mode",
+            format!("{:?} is not one of enforce, audit, off", c.filter.mode),
+        ));
+    }
+    if let Some(u) = c.filter.allow_users.iter().find(|u| !valid_name(u)) {
+        return Err(key_err(
+            file,
+            "filter.allow_users",
+            format!("{u:?} is not a user name"),
+        ));
+    }
+    if let Some(g) = c.filter.allow_groups.iter().find(|g| !valid_name(g)) {
+        return Err(key_err(
+            file,
+            "filter.allow_groups",
+            format!("{g:?} is not a group name"),
+        ));
+    }
+    if let Some(x) = c.filter.allow_executables.iter().find(|x| !x.is_absolute()) {
+        return Err(key_err(
+            file,
+            "filter.allow_executables",
+            format!("{} is not an absolute path", x.display()),
+        ));
+    }
+    Ok(())
+}
+
+/// Turn a TOML error into one line: file, line, the key, what is wrong.
+fn toml_error(text: &str, file: &str, e: &toml::de::Error) -> String {
+    let msg = e.message().replace('\n', " ").trim().to_string();
+    let Some(span) = e.span() else {
+        return format!("{file}: {msg}");
+    };
+    let start = span.start.min(text.len());
+    let line_no = text[..start].matches('\n').count() + 1;
+    let line = text.lines().nth(line_no - 1).unwrap_or("").trim();
+    // The section the line is in.
+    let section = text[..start]
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| l.starts_with('[') && l.ends_with(']'))
+        .map(|l| l.trim_matches(|c| c == '[' || c == ']').trim().to_string());
+    let key = if line.starts_with('[') {
+        None
+    } else {
+        line.split('=')
+            .next()
+            .map(|k| k.trim().trim_matches('"').to_string())
+            .filter(|k| !k.is_empty())
+    };
+    let full = match (section, key) {
+        (Some(s), Some(k)) if !line.starts_with('[') => format!("{s}.{k}"),
+        (None, Some(k)) => k,
+        (Some(s), _) => s,
+        (None, None) => String::new(),
+    };
+    if full.is_empty() {
+        format!("{file}:{line_no}: {msg}")
+    } else {
+        format!("{file}:{line_no}: key `{full}`: {msg}")
+    }
+}
+
+/// Load the config: `path` given explicitly must exist; the default path may be
+/// missing (built-in defaults then).
+pub fn load(path: Option<&Path>) -> Result<(Config, String), String> {
+    let (p, explicit) = match path {
+        Some(p) => (p.to_path_buf(), true),
+        None => (PathBuf::from(DEFAULT_PATH), false),
+    };
+    let shown = p.display().to_string();
+    match std::fs::read_to_string(&p) {
+        Ok(t) => Ok((parse(&t, &shown)?, shown)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => Ok((
+            Config::default(),
+            format!("{shown} (absent: built-in defaults)"),
+        )),
+        Err(e) => Err(format!("{shown}: cannot read the configuration: {e}")),
+    }
+}
+
+/// The udev rules for this configuration's owner, group and mode: what
+/// `asmguardctl udev-rules` prints and `udev-rules/99-asmguard.rules` holds (defaults).
+pub fn udev_rules(c: &Config) -> String {
+    let (o, g, m) = (&c.paths.owner, &c.paths.group, c.mode());
+    format!(
+        r#"# asmguard: stable paths for labelled ASM disks (99-asmguard.rules).
+# Generated by `asmguardctl udev-rules` for owner {o}, group {g}, mode {m:04o}.
+#
+# /dev/asmguard/disks/<LABEL> points at the disk's top device: the multipath device,
+# never one of its sdX paths. Driven by blkid's own probe (ID_FS_TYPE=oracleasm,
+# ID_FS_LABEL_ENC), which reads the label ASMLib, AFD and asmguard all write.
+# No inotify watch on managed disks: every close after a write by ASM would make udev
+# re-probe the disk; asmguardd sends a change event itself after each label change.
+ACTION=="remove", GOTO="asmguard_end"
+SUBSYSTEM!="block", GOTO="asmguard_end"
+KERNEL=="ram*|zram*|sr*|fd*", GOTO="asmguard_end"
+# A path below a multipath device: no link (the multipath device above gets it).
+ENV{{DM_MULTIPATH_DEVICE_PATH}}=="1", GOTO="asmguard_end"
+# A dm device that is not ready (no table yet, suspended): leave it alone.
+KERNEL=="dm-*", ENV{{DM_UDEV_DISABLE_OTHER_RULES_FLAG}}=="1", GOTO="asmguard_end"
+KERNEL=="dm-*", ENV{{DM_SUSPENDED}}=="1", GOTO="asmguard_end"
+# blkid's probe, when no earlier rule ran it.
+ENV{{ID_FS_TYPE}}=="", IMPORT{{builtin}}="blkid"
+ENV{{ID_FS_TYPE}}!="oracleasm", GOTO="asmguard_end"
+ENV{{ID_FS_LABEL_ENC}}=="", GOTO="asmguard_end"
+OPTIONS+="nowatch"
+OWNER="{o}", GROUP="{g}", MODE="{m:04o}"
+SYMLINK+="asmguard/disks/$env{{ID_FS_LABEL_ENC}}"
+LABEL="asmguard_end"
+"#
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shipped_udev_rules_are_the_default_ones() {
+        let shipped = include_str!("../../../udev-rules/99-asmguard.rules");
+        assert_eq!(shipped, udev_rules(&Config::default()));
+        let c = parse(
+            "[paths]\nowner = \"nobody\"\ngroup = \"nogroup\"\nmode = \"0640\"\n",
+            "t",
+        )
+        .unwrap();
+        let r = udev_rules(&c);
+        assert!(
+            r.contains(r#"OWNER="nobody", GROUP="nogroup", MODE="0640""#),
+            "{r}"
+        );
+    }
+
+    #[test]
+    fn empty_is_defaults() {
+        let c = parse("", "t").unwrap();
+        assert_eq!(c, Config::default());
+        assert_eq!(c.mode(), 0o660);
+        assert_eq!(c.paths.owner, "grid");
+        assert_eq!(c.socket.path, PathBuf::from("/run/asmguard/asmguard.sock"));
+    }
+
+    #[test]
+    fn values_are_read() {
+        let c = parse(
+            "[devices]\ninclude = [\"loop7\"]\n[paths]\nmode = \"0640\"\nowner = \"nobody\"\n[filter]\nmode = \"audit\"\n",
+            "t",
+        )
+        .unwrap();
+        assert_eq!(c.devices.include, vec!["loop7"]);
+        assert_eq!(c.mode(), 0o640);
+        assert_eq!(c.filter.mode, "audit");
+        assert_eq!(parse("[paths]\nmode = 0o600\n", "t").unwrap().mode(), 0o600);
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let cases = [
+            ("[devices]\nincluded = [\"x\"]\n", "devices.included"),
+            ("[paths]\nmode = \"0668\"\n", "paths.mode"),
+            ("[paths]\nmode = \"0666\"\n", "paths.mode"),
+            ("[paths]\nowner = \"Grid User\"\n", "paths.owner"),
+            ("[socket]\npath = \"relative.sock\"\n", "socket.path"),
+            (
+                "[socket]\ntimeout_seconds = \"ten\"\n",
+                "socket.timeout_seconds",
+            ),
+            ("[metrics]\nlisten = \"localhost\"\n", "metrics.listen"),
+            ("[filter]\nmode = \"block\"\n", "filter.mode"),
+            (
+                "[filter]\nallow_executables = [\"sqlplus\"]\n",
+                "filter.allow_executables",
+            ),
+            ("[devices]\ninclude = [\"/dev/sdb\"]\n", "devices.include"),
+            ("[bogus]\nx = 1\n", "bogus"),
+            ("debug = true\n", "debug"),
+        ];
+        for (text, key) in cases {
+            let e = parse(text, "cfg.toml").unwrap_err();
+            assert!(e.contains(&format!("`{key}`")), "{text:?} -> {e}");
+            assert!(e.starts_with("cfg.toml"), "{e}");
+            assert!(!e.contains('\n'), "one line: {e}");
+        }
+    }
+}

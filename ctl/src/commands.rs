@@ -1,0 +1,269 @@
+//! The subcommands that talk to the daemon, and the offline generators.
+
+use crate::cli::{self, Cli};
+use crate::client::call;
+use crate::exit::{CliError, BAD_INPUT, FAILED};
+use asmguard_proto::{LabelResult, LsdskResult, Op, StatusResult};
+use clap::CommandFactory;
+use serde::de::DeserializeOwned;
+
+fn decode<T: DeserializeOwned>(v: serde_json::Value) -> Result<T, CliError> {
+    serde_json::from_value(v)
+        .map_err(|e| CliError::new(FAILED, format!("unexpected answer from asmguardd: {e}")))
+}
+
+fn print_json(v: &serde_json::Value) {
+    println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+}
+
+pub fn human(n: u64) -> String {
+    const U: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = n as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i < U.len() - 1 {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.2} {}", U[i])
+    }
+}
+
+fn label_text(r: &LabelResult) -> String {
+    let mut s = match r.action.as_str() {
+        "unchanged" => format!("{}: already labelled {}: nothing to do", r.device, r.label),
+        "migrated" => format!(
+            "{}: labelled {} (ASM disk header kept; only the label bytes changed)",
+            r.device, r.label
+        ),
+        "relabelled" => format!("{}: relabelled {}", r.device, r.label),
+        "unlabelled" => format!("{}: label {} removed", r.device, r.label),
+        "renamed" => format!("{}: renamed to {}", r.device, r.label),
+        _ => format!("{}: labelled {}", r.device, r.label),
+    };
+    if !r.erased.is_empty() {
+        s.push_str(&format!(" (erased: {})", r.erased.join(", ")));
+    }
+    s
+}
+
+fn label_op(c: &Cli, op: Op, json: bool) -> Result<(), CliError> {
+    let v = call(&c.socket, c.timeout, op)?;
+    if json {
+        print_json(&v);
+    } else {
+        let r: LabelResult = decode(v)?;
+        println!("{}", label_text(&r));
+    }
+    Ok(())
+}
+
+pub fn lsdsk_text(r: &LsdskResult) -> String {
+    use std::fmt::Write;
+    let mut rows = vec![[
+        "Label".to_string(),
+        "Filtering".into(),
+        "Path".into(),
+        "Size".into(),
+        "Sector(L/P)".into(),
+        "Header".into(),
+        "Disk group".into(),
+        "Other paths".into(),
+    ]];
+    for d in &r.disks {
+        let others: Vec<String> = d
+            .paths
+            .iter()
+            .skip(1)
+            .map(|p| format!("{}({})", p.name, p.role))
+            .collect();
+        let label = if d.conflict {
+            format!("{} CONFLICT", d.label)
+        } else {
+            d.label.clone()
+        };
+        let filtering = d.filtering.split(' ').next().unwrap_or("").to_string();
+        rows.push([
+            label,
+            filtering,
+            d.top.clone(),
+            human(d.size_bytes),
+            format!("{}/{}", d.logical_block_size, d.physical_block_size),
+            d.header_status.clone(),
+            d.disk_group.clone().unwrap_or_else(|| "-".into()),
+            if others.is_empty() {
+                "-".into()
+            } else {
+                others.join(",")
+            },
+        ]);
+    }
+    let mut w = [0usize; 8];
+    for r in &rows {
+        for (i, c) in r.iter().enumerate() {
+            w[i] = w[i].max(c.len());
+        }
+    }
+    let mut s = String::new();
+    for r in &rows {
+        let line: Vec<String> = r
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("{c:<w$}", w = w[i]))
+            .collect();
+        let _ = writeln!(s, "{}", line.join("  ").trim_end());
+    }
+    if r.disks.is_empty() {
+        let _ = writeln!(
+            s,
+            "(no labelled disks among {} devices looked at)",
+            r.devices_scanned
+        );
+    }
+    for c in &r.conflicts {
+        let _ = writeln!(
+            s,
+            "CONFLICT: label {} is on {}: neither is used until one is relabelled",
+            c.label,
+            c.devices.join(" and ")
+        );
+    }
+    for u in &r.unreadable {
+        let _ = writeln!(s, "unreadable: {u}");
+    }
+    s
+}
+
+fn list(c: &Cli, op: Op, json: bool) -> Result<(), CliError> {
+    let v = call(&c.socket, c.timeout, op)?;
+    if json {
+        print_json(&v);
+    } else {
+        let r: LsdskResult = decode(v)?;
+        print!("{}", lsdsk_text(&r));
+    }
+    Ok(())
+}
+
+fn status(c: &Cli, json: bool) -> Result<(), CliError> {
+    let v = call(&c.socket, c.timeout, Op::Status)?;
+    if json {
+        print_json(&v);
+        return Ok(());
+    }
+    let s: StatusResult = decode(v)?;
+    let rows = [
+        (
+            "daemon",
+            format!(
+                "asmguardd {} (pid {}, up {} s, protocol {})",
+                s.daemon_version, s.pid, s.uptime_seconds, s.protocol_version
+            ),
+        ),
+        ("kernel", s.kernel),
+        ("bpf lsm", s.bpf_lsm),
+        ("filter backend", s.filter_backend),
+        (
+            "filter mode",
+            format!("{} (default)", s.default_filter_mode),
+        ),
+        (
+            "disks",
+            format!(
+                "{} labelled, {} label conflicts, {} devices looked at",
+                s.disks, s.conflicts, s.devices_scanned
+            ),
+        ),
+        ("device monitor", s.monitor),
+        ("last full scan", format!("{} ms", s.last_scan_ms)),
+        ("socket", s.socket),
+        ("metrics", s.metrics_address),
+        ("config", s.config),
+    ];
+    for (k, v) in rows {
+        println!("{:<15} {v}", format!("{k}:"));
+    }
+    Ok(())
+}
+
+pub fn run(c: &Cli) -> Result<(), CliError> {
+    use asmguard_proto::{LabelArgs, RenameArgs, UnlabelArgs};
+    match &c.command {
+        cli::Command::Inspect(a) => crate::inspect::run(a),
+        cli::Command::Label(a) => {
+            let device = std::path::absolute(&a.device).unwrap_or_else(|_| a.device.clone());
+            label_op(
+                c,
+                Op::Label(LabelArgs {
+                    label: a.label.clone(),
+                    device: device.display().to_string(),
+                    force: a.force,
+                    migrate: a.migrate,
+                }),
+                a.json,
+            )
+        }
+        cli::Command::Unlabel(a) => label_op(
+            c,
+            Op::Unlabel(UnlabelArgs {
+                label: a.label.clone(),
+                force: a.force,
+            }),
+            a.json,
+        ),
+        cli::Command::Rename(a) => label_op(
+            c,
+            Op::Rename(RenameArgs {
+                old: a.old.clone(),
+                new: a.new.clone(),
+            }),
+            a.json,
+        ),
+        cli::Command::Lsdsk(a) => list(c, Op::Lsdsk, a.json),
+        cli::Command::Scan(a) => list(c, Op::Scan, a.json),
+        cli::Command::Status(a) => status(c, a.json),
+        cli::Command::UdevRules(a) => {
+            let (cfg, _) = asmguard_config::load(a.config.as_deref())
+                .map_err(|e| CliError::new(BAD_INPUT, e))?;
+            print!("{}", asmguard_config::udev_rules(&cfg));
+            Ok(())
+        }
+        cli::Command::Man => {
+            let mut out = Vec::new();
+            clap_mangen::Man::new(Cli::command())
+                .section("8")
+                .render(&mut out)
+                .map_err(|e| CliError::new(FAILED, e.to_string()))?;
+            // Each subcommand's own section, so the one page says everything.
+            let cmd = Cli::command();
+            for sub in cmd.get_subcommands() {
+                let name = sub.get_name().to_string();
+                if name == "help" {
+                    continue;
+                }
+                out.extend_from_slice(
+                    format!(".SH \"ASMGUARDCTL {}\"\n", name.to_uppercase()).as_bytes(),
+                );
+                let sub = sub.clone().bin_name(format!("asmguardctl {name}"));
+                let m = clap_mangen::Man::new(sub);
+                m.render_description_section(&mut out)
+                    .map_err(|e| CliError::new(FAILED, e.to_string()))?;
+                m.render_synopsis_section(&mut out)
+                    .map_err(|e| CliError::new(FAILED, e.to_string()))?;
+                m.render_options_section(&mut out)
+                    .map_err(|e| CliError::new(FAILED, e.to_string()))?;
+            }
+            use std::io::Write;
+            std::io::stdout()
+                .write_all(&out)
+                .map_err(|e| CliError::new(FAILED, e.to_string()))
+        }
+        cli::Command::Completions(a) => {
+            let mut cmd = Cli::command();
+            clap_complete::generate(a.shell, &mut cmd, "asmguardctl", &mut std::io::stdout());
+            Ok(())
+        }
+    }
+}

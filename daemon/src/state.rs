@@ -1,0 +1,538 @@
+//! The daemon's view of the disks and the operations on them. Everything here is
+//! blocking (sysfs and O_DIRECT reads/writes): the server calls it from
+//! `spawn_blocking`.
+
+use asmguard_config::Config;
+use asmguard_devices::discovery::{self, Grouping, Observed};
+use asmguard_devices::labelling::{self, LabelOpError, LabelOptions};
+use asmguard_devices::pattern::Rules;
+use asmguard_devices::sysfs::{self, SysDev};
+use asmguard_devices::DevError;
+use asmguard_format::label::Label;
+use asmguard_proto::{
+    Conflict, DiskInfo, ErrorBody, ErrorCode, LabelArgs, LabelResult, LsdskResult, PathInfo,
+    RenameArgs, StatusResult, UnlabelArgs,
+};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, RwLock};
+use std::time::Instant;
+
+/// What is known about the devices.
+#[derive(Debug, Default)]
+pub struct State {
+    pub devices: BTreeMap<String, Observed>,
+    pub grouping: Grouping,
+    pub last_scan_ms: u64,
+}
+
+pub struct Daemon {
+    pub cfg: Config,
+    pub cfg_source: String,
+    pub rules: Rules,
+    pub sys: PathBuf,
+    pub socket: PathBuf,
+    pub admin_gid: Option<u32>,
+    pub started: Instant,
+    pub monitor: String,
+    state: RwLock<State>,
+    /// Disks (`dev:MAJ:MIN`) and labels (`label:NAME`) being written right now.
+    inflight: Mutex<HashSet<String>>,
+}
+
+/// Holds claims on disks/labels; released on drop.
+pub struct Claim<'a> {
+    d: &'a Daemon,
+    keys: Vec<String>,
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        let mut s = self.d.inflight.lock().unwrap_or_else(|p| p.into_inner());
+        for k in &self.keys {
+            s.remove(k);
+        }
+    }
+}
+
+fn err(code: ErrorCode, m: impl Into<String>) -> ErrorBody {
+    ErrorBody::new(code, m)
+}
+
+fn map_op_error(e: LabelOpError) -> ErrorBody {
+    let code = match &e {
+        LabelOpError::Dev(d) => match d {
+            DevError::NotFound(_) => ErrorCode::NotFound,
+            DevError::PermissionDenied(_) => ErrorCode::PermissionDenied,
+            DevError::WrongType(..) | DevError::TooSmall(..) => ErrorCode::NotManageable,
+            DevError::Busy(..) => ErrorCode::InUse,
+            DevError::Io { .. } | DevError::VerifyFailed { .. } => ErrorCode::IoError,
+        },
+        LabelOpError::Data { .. } => ErrorCode::RefusedData,
+        LabelOpError::AsmHeader { .. } => ErrorCode::RefusedAsmHeader,
+        LabelOpError::Labelled { .. } => ErrorCode::RefusedLabelled,
+        LabelOpError::Member { .. } => ErrorCode::RefusedMember,
+        LabelOpError::NotLabelled { .. } => ErrorCode::NotFound,
+        LabelOpError::Unreadable(_) => ErrorCode::IoError,
+    };
+    err(code, e.to_string())
+}
+
+fn parse_label(s: &str) -> Result<Label, ErrorBody> {
+    Label::new(s).map_err(|e| err(ErrorCode::InvalidLabel, e.to_string()))
+}
+
+impl Daemon {
+    pub fn new(cfg: Config, cfg_source: String, socket: PathBuf, monitor: String) -> Daemon {
+        let admin_gid = nix::unistd::Group::from_name(&cfg.socket.admin_group)
+            .ok()
+            .flatten()
+            .map(|g| g.gid.as_raw());
+        Daemon {
+            rules: cfg.rules(),
+            cfg,
+            cfg_source,
+            sys: PathBuf::from("/sys"),
+            socket,
+            admin_gid,
+            started: Instant::now(),
+            monitor,
+            state: RwLock::new(State::default()),
+            inflight: Mutex::new(HashSet::new()),
+        }
+    }
+
+    fn read_state(&self) -> std::sync::RwLockReadGuard<'_, State> {
+        self.state.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write_state(&self) -> std::sync::RwLockWriteGuard<'_, State> {
+        self.state.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Re-read every device.
+    pub fn full_scan(&self) -> std::io::Result<usize> {
+        let t = Instant::now();
+        let devices = discovery::observe_all(&self.sys, &self.rules)?;
+        let grouping = discovery::group(&devices, &self.rules);
+        let n = devices.len();
+        let mut s = self.write_state();
+        s.devices = devices;
+        s.grouping = grouping;
+        s.last_scan_ms = t.elapsed().as_millis() as u64;
+        Ok(n)
+    }
+
+    /// Re-read the named devices (gone ones are dropped), the sysfs facts of the
+    /// devices they relate to (slaves, holders, partition parent), and regroup.
+    pub fn refresh(&self, names: &BTreeSet<String>) {
+        let mut fresh = Vec::new();
+        let mut related = BTreeSet::new();
+        for n in names {
+            let o = discovery::observe(&self.sys, &self.rules, n);
+            if let Some(o) = &o {
+                related.extend(o.sys.slaves.iter().cloned());
+                related.extend(o.sys.holders.iter().cloned());
+                related.extend(o.sys.parent.iter().cloned());
+            }
+            fresh.push((n.clone(), o));
+        }
+        let rel: Vec<(String, Option<SysDev>)> = related
+            .into_iter()
+            .filter(|r| !names.contains(r))
+            .map(|r| {
+                let s = sysfs::read(&self.sys, &r).ok();
+                (r, s)
+            })
+            .collect();
+        let mut s = self.write_state();
+        for (n, o) in fresh {
+            match o {
+                Some(o) => {
+                    s.devices.insert(n, o);
+                }
+                None => {
+                    s.devices.remove(&n);
+                }
+            }
+        }
+        for (n, sd) in rel {
+            match (sd, s.devices.get_mut(&n)) {
+                (Some(sd), Some(o)) => o.sys = sd,
+                (None, Some(_)) => {
+                    s.devices.remove(&n);
+                }
+                _ => {}
+            }
+        }
+        s.grouping = discovery::group(&s.devices, &self.rules);
+    }
+
+    fn path_info(&self, s: &State, name: &str, role: &str) -> PathInfo {
+        match s.devices.get(name) {
+            Some(o) => PathInfo {
+                name: name.to_string(),
+                dev: o.sys.display_path(),
+                devno: o.sys.devno(),
+                kdev: o.sys.kdev(),
+                role: role.to_string(),
+            },
+            None => PathInfo {
+                name: name.to_string(),
+                dev: format!("/dev/{name}"),
+                devno: String::new(),
+                kdev: 0,
+                role: role.to_string(),
+            },
+        }
+    }
+
+    pub fn lsdsk(&self) -> LsdskResult {
+        let s = self.read_state();
+        let mut disks = Vec::new();
+        for d in &s.grouping.disks {
+            let top = s.devices.get(&d.top);
+            let (size, lbs, pbs, dev) = top
+                .map(|o| {
+                    (
+                        o.sys.size,
+                        o.sys.logical_block_size,
+                        o.sys.physical_block_size,
+                        o.sys.display_path(),
+                    )
+                })
+                .unwrap_or((0, 0, 0, format!("/dev/{}", d.top)));
+            let header = top
+                .and_then(|o| o.read.as_ref())
+                .and_then(|r| r.as_ref().ok())
+                .and_then(|r| r.header.clone());
+            disks.push(DiskInfo {
+                label: d.label.to_string(),
+                top: dev,
+                stable_path: format!("/dev/asmguard/disks/{}", d.label),
+                paths: d
+                    .paths
+                    .iter()
+                    .map(|(n, r)| self.path_info(&s, n, r.as_str()))
+                    .collect(),
+                size_bytes: size,
+                logical_block_size: lbs,
+                physical_block_size: pbs,
+                header_status: header
+                    .as_ref()
+                    .map(|h| {
+                        if h.checksum_ok {
+                            h.status.clone()
+                        } else {
+                            format!("{} (checksum BAD)", h.status)
+                        }
+                    })
+                    .unwrap_or_else(|| "none".into()),
+                disk_group: header
+                    .as_ref()
+                    .map(|h| h.group.clone())
+                    .filter(|g| !g.is_empty()),
+                asm_disk_name: header
+                    .as_ref()
+                    .map(|h| h.disk.clone())
+                    .filter(|g| !g.is_empty()),
+                filtering: "off (filter not yet implemented)".into(),
+                conflict: d.conflict,
+            });
+        }
+        let conflicts = s
+            .grouping
+            .conflicts
+            .iter()
+            .map(|(l, v)| Conflict {
+                label: l.clone(),
+                devices: v.clone(),
+            })
+            .collect();
+        let unreadable = s
+            .devices
+            .values()
+            .filter_map(|o| match &o.read {
+                Some(Err(e)) => Some(e.clone()),
+                _ => None,
+            })
+            .collect();
+        LsdskResult {
+            disks,
+            conflicts,
+            devices_scanned: s.devices.values().filter(|o| o.included).count(),
+            unreadable,
+        }
+    }
+
+    pub fn status(&self) -> StatusResult {
+        let s = self.read_state();
+        let bpf_lsm = match std::fs::read_to_string("/sys/kernel/security/lsm") {
+            Ok(l) if l.trim().split(',').any(|x| x == "bpf") => format!("yes (lsm={})", l.trim()),
+            Ok(l) => format!("no (lsm={})", l.trim()),
+            Err(_) => "unknown (securityfs not mounted)".into(),
+        };
+        StatusResult {
+            daemon_version: env!("CARGO_PKG_VERSION").to_string(),
+            protocol_version: asmguard_proto::VERSION,
+            pid: std::process::id(),
+            uptime_seconds: self.started.elapsed().as_secs(),
+            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .map(|s| s.trim().to_string())
+                .unwrap_or_else(|_| "unknown".into()),
+            bpf_lsm,
+            filter_backend: "none (filter not yet implemented)".into(),
+            default_filter_mode: self.cfg.filter.mode.clone(),
+            disks: s.grouping.disks.iter().filter(|d| !d.conflict).count(),
+            conflicts: s.grouping.conflicts.len(),
+            devices_scanned: s.devices.values().filter(|o| o.included).count(),
+            socket: self.socket.display().to_string(),
+            metrics_address: format!("{} (not served yet)", self.cfg.metrics.listen),
+            config: self.cfg_source.clone(),
+            monitor: self.monitor.clone(),
+            last_scan_ms: s.last_scan_ms,
+        }
+    }
+
+    fn claim(&self, keys: Vec<String>, what: &str) -> Result<Claim<'_>, ErrorBody> {
+        let mut s = self.inflight.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(k) = keys.iter().find(|k| s.contains(*k)) {
+            let m = if k.starts_with("dev:") {
+                format!("{what}: the disk is busy being labelled by another request; try again")
+            } else {
+                format!(
+                    "{what}: label {} is being written by another request; try again",
+                    k.trim_start_matches("label:")
+                )
+            };
+            return Err(err(ErrorCode::Busy, m));
+        }
+        for k in &keys {
+            s.insert(k.clone());
+        }
+        Ok(Claim { d: self, keys })
+    }
+
+    /// The kernel name of a device path given by a user.
+    fn resolve(&self, device: &str) -> Result<SysDev, ErrorBody> {
+        let p = Path::new(device);
+        let meta = std::fs::metadata(p).map_err(|e| {
+            err(
+                ErrorCode::NotFound,
+                format!(
+                    "{device}: {} (check the path; `lsblk` lists block devices)",
+                    e
+                ),
+            )
+        })?;
+        if !meta.file_type().is_block_device() {
+            return Err(err(
+                ErrorCode::NotManageable,
+                format!("{device}: is not a block device (asmguardd labels block devices only)"),
+            ));
+        }
+        let r = meta.rdev();
+        let (ma, mi) = (libc::major(r), libc::minor(r));
+        let name = sysfs::name_of(&self.sys, ma, mi).ok_or_else(|| {
+            err(
+                ErrorCode::NotFound,
+                format!("{device}: block device {ma}:{mi} is not in sysfs"),
+            )
+        })?;
+        sysfs::read(&self.sys, &name)
+            .map_err(|e| err(ErrorCode::NotFound, format!("{device}: {name}: {e}")))
+    }
+
+    fn after_write(&self, sd: &SysDev) {
+        let mut names = BTreeSet::new();
+        names.insert(sd.name.clone());
+        names.extend(sd.slaves.iter().cloned());
+        self.refresh(&names);
+        // Let udev re-probe (stable path) and every listener know.
+        if let Err(e) = sysfs::trigger_change(&self.sys, &sd.name) {
+            tracing::warn!("{}: could not send a change uevent: {e}", sd.name);
+        }
+    }
+
+    pub fn label(&self, a: &LabelArgs) -> Result<LabelResult, ErrorBody> {
+        let label = parse_label(&a.label)?;
+        let sd = self.resolve(&a.device)?;
+        let shown = sd.display_path();
+        if !self.rules.included(&sd.name, sd.dm_name.as_deref()) {
+            return Err(err(
+                ErrorCode::NotManageable,
+                format!(
+                    "{shown}: is excluded by devices.include/devices.exclude in {}: asmguardd does not manage it",
+                    self.cfg_source
+                ),
+            ));
+        }
+        let what = format!("label {label} on {shown}");
+        let _claim = self.claim(
+            vec![format!("dev:{}", sd.devno()), format!("label:{label}")],
+            &what,
+        )?;
+        {
+            let s = self.read_state();
+            let others: Vec<String> = s
+                .grouping
+                .disks
+                .iter()
+                .filter(|d| d.label == label && !d.paths.iter().any(|(n, _)| n == &sd.name))
+                .filter_map(|d| s.devices.get(&d.top).map(|o| o.sys.display_path()))
+                .collect();
+            if !others.is_empty() {
+                return Err(err(
+                    ErrorCode::LabelConflict,
+                    format!(
+                        "{what}: label {label} is already used by {}: labels must be unique",
+                        others.join(", ")
+                    ),
+                ));
+            }
+        }
+        if let Some(why) = sysfs::in_use(&self.sys, &sd) {
+            return Err(err(
+                ErrorCode::InUse,
+                format!("{shown}: is in use: {why}: refusing to label it"),
+            ));
+        }
+        let opts = LabelOptions {
+            force: a.force,
+            migrate: a.migrate,
+        };
+        let out = labelling::label_device(&sd.dev_path(), &label, opts).map_err(map_op_error);
+        if out.is_ok() {
+            self.after_write(&sd);
+        }
+        let out = out?;
+        tracing::info!(
+            "{shown}: {} {label} (force={}, migrate={})",
+            out.action,
+            a.force,
+            a.migrate
+        );
+        Ok(LabelResult {
+            action: out.action.into(),
+            label: label.to_string(),
+            device: shown,
+            erased: out.erased,
+            written: out
+                .written
+                .iter()
+                .map(|(o, l)| format!("{o}+{l}"))
+                .collect(),
+        })
+    }
+
+    /// The top device of the disk with `label` (not in conflict).
+    fn disk_top(&self, label: &Label, what: &str) -> Result<SysDev, ErrorBody> {
+        let s = self.read_state();
+        if let Some(c) = s.grouping.conflicts.get(label.as_str()) {
+            return Err(err(
+                ErrorCode::LabelConflict,
+                format!(
+                    "{what}: label {label} is on more than one disk ({}): relabel one of them with `asmguardctl label NEWLABEL DEVICE --force`",
+                    c.join(", ")
+                ),
+            ));
+        }
+        let d = s.grouping.disk(label.as_str()).ok_or_else(|| {
+            err(
+                ErrorCode::NotFound,
+                format!("{what}: no disk is labelled {label} (`asmguardctl lsdsk` lists them; `asmguardctl scan` re-reads devices)"),
+            )
+        })?;
+        s.devices.get(&d.top).map(|o| o.sys.clone()).ok_or_else(|| {
+            err(
+                ErrorCode::NotFound,
+                format!("{what}: device {} is gone", d.top),
+            )
+        })
+    }
+
+    pub fn unlabel(&self, a: &UnlabelArgs) -> Result<LabelResult, ErrorBody> {
+        let label = parse_label(&a.label)?;
+        let what = format!("unlabel {label}");
+        let sd = self.disk_top(&label, &what)?;
+        let _claim = self.claim(
+            vec![format!("dev:{}", sd.devno()), format!("label:{label}")],
+            &what,
+        )?;
+        let shown = sd.display_path();
+        let out = labelling::unlabel_device(&sd.dev_path(), &label, a.force).map_err(map_op_error);
+        if out.is_ok() {
+            self.after_write(&sd);
+        }
+        let out = out?;
+        tracing::info!("{shown}: unlabelled {label}");
+        Ok(LabelResult {
+            action: out.action.into(),
+            label: label.to_string(),
+            device: shown,
+            erased: vec![],
+            written: out
+                .written
+                .iter()
+                .map(|(o, l)| format!("{o}+{l}"))
+                .collect(),
+        })
+    }
+
+    pub fn rename(&self, a: &RenameArgs) -> Result<LabelResult, ErrorBody> {
+        let old = parse_label(&a.old)?;
+        let new = parse_label(&a.new)?;
+        let what = format!("rename {old} to {new}");
+        let sd = self.disk_top(&old, &what)?;
+        let _claim = self.claim(
+            vec![
+                format!("dev:{}", sd.devno()),
+                format!("label:{old}"),
+                format!("label:{new}"),
+            ],
+            &what,
+        )?;
+        if old == new {
+            return Ok(LabelResult {
+                action: "unchanged".into(),
+                label: new.to_string(),
+                device: sd.display_path(),
+                erased: vec![],
+                written: vec![],
+            });
+        }
+        {
+            let s = self.read_state();
+            if let Some(d) = s.grouping.disks.iter().find(|d| d.label == new) {
+                let dev = s
+                    .devices
+                    .get(&d.top)
+                    .map(|o| o.sys.display_path())
+                    .unwrap_or_default();
+                return Err(err(
+                    ErrorCode::LabelConflict,
+                    format!("{what}: label {new} is already used by {dev}: labels must be unique"),
+                ));
+            }
+        }
+        let shown = sd.display_path();
+        let out = labelling::rename_device(&sd.dev_path(), &old, &new).map_err(map_op_error);
+        if out.is_ok() {
+            self.after_write(&sd);
+        }
+        let out = out?;
+        tracing::info!("{shown}: renamed {old} to {new}");
+        Ok(LabelResult {
+            action: out.action.into(),
+            label: new.to_string(),
+            device: shown,
+            erased: vec![],
+            written: out
+                .written
+                .iter()
+                .map(|(o, l)| format!("{o}+{l}"))
+                .collect(),
+        })
+    }
+}
