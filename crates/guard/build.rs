@@ -1,16 +1,28 @@
-//! Compiles every `bpf/*.bpf.c` of the workspace into a CO-RE BPF object and a
-//! libbpf-rs skeleton `$OUT_DIR/<name>.skel.rs` (included by `src/skel.rs`).
+//! Compiles the BPF programs this crate loads (`bpf/<name>.bpf.c` for each name
+//! in [`PROGRAMS`]) into CO-RE BPF objects and libbpf-rs skeletons
+//! `$OUT_DIR/<name>.skel.rs` (included by `src/lib.rs`).
 //!
-//! Needs `clang` (any version with the BPF target, 14 or newer) on `PATH`, or in
-//! `$CLANG`. The libbpf headers come from the vendored libbpf (libbpf-cargo puts
-//! them on the include path), so no `libbpf-dev` is needed.
+//! Programs loaded by other crates are compiled by those crates' build scripts
+//! the same way (`bpf/iolat.bpf.c`: crates/metrics), so a change to one of
+//! them never breaks this crate's build.
+//!
+//! Needs `clang` with the BPF target (14 or newer) on `PATH`, or in `$CLANG`.
+//! The libbpf headers (`<bpf/bpf_helpers.h>` ...) come from the libbpf that
+//! libbpf-sys vendors: libbpf-cargo extracts them and adds them to the include
+//! path, so no `libbpf-dev` is needed. libbpf-cargo also passes
+//! `-g -O2 -target bpf -D__TARGET_ARCH_<arch>`.
 
 use std::env;
 use std::ffi::OsStr;
-use std::fs;
 use std::path::PathBuf;
 
 use libbpf_cargo::SkeletonBuilder;
+
+/// The programs of `bpf/` that this crate loads.
+const PROGRAMS: &[&str] = &["smoke"];
+
+/// Headers of `bpf/` the programs above include.
+const HEADERS: &[&str] = &["asmguard_core.h"];
 
 fn main() {
     let manifest_dir =
@@ -20,35 +32,24 @@ fn main() {
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR"));
     let clang = env::var_os("CLANG").unwrap_or_else(|| "clang".into());
 
-    println!("cargo:rerun-if-changed={}", bpf_dir.display());
     println!("cargo:rerun-if-env-changed=CLANG");
+    for header in HEADERS {
+        println!("cargo:rerun-if-changed={}", bpf_dir.join(header).display());
+    }
 
-    let mut sources: Vec<PathBuf> = fs::read_dir(&bpf_dir)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", bpf_dir.display()))
-        .filter_map(|entry| entry.ok().map(|e| e.path()))
-        .collect();
-    sources.sort();
-
-    for path in &sources {
-        let name = path.file_name().and_then(OsStr::to_str).unwrap_or_default();
-        if name.ends_with(".h") || name.ends_with(".bpf.c") {
-            println!("cargo:rerun-if-changed={}", path.display());
-        }
-        let Some(stem) = name.strip_suffix(".bpf.c") else {
-            continue;
-        };
-        let skel = out_dir.join(format!("{stem}.skel.rs"));
+    for name in PROGRAMS {
+        let source = bpf_dir.join(format!("{name}.bpf.c"));
+        println!("cargo:rerun-if-changed={}", source.display());
         SkeletonBuilder::new()
-            .source(path)
+            .source(&source)
             .clang(&clang)
-            // libbpf-cargo already passes `-g -O2 -target bpf -D__TARGET_ARCH_<arch>`.
             .clang_args([
                 OsStr::new("-Wall"),
                 OsStr::new("-Werror"),
                 OsStr::new("-I"),
                 bpf_dir.as_os_str(),
             ])
-            .build_and_generate(&skel)
-            .unwrap_or_else(|e| panic!("building BPF program {}: {e:#}", path.display()));
+            .build_and_generate(out_dir.join(format!("{name}.skel.rs")))
+            .unwrap_or_else(|e| panic!("building BPF program {}: {e:#}", source.display()));
     }
 }

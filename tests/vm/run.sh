@@ -12,6 +12,8 @@
 #   VM_CARGO_ARGS="--workspace --bins"   what cargo build --release builds
 #   VM_VERBOSE=0         1: stream the guest console to stderr as it runs
 #   VM_MEM=2G VM_SMP=2   guest size
+#   VM_SHELL=1           after the tests, give an interactive shell on this
+#                        terminal (no timeout; "exit" powers the guest off)
 #
 # Prints one "PASS|FAIL vm-<line> <test> <detail>" line per guest check, then
 # exactly one summary line "vm-<line>: N passed, M failed". Exits 0 only if
@@ -64,6 +66,11 @@ qemu=(qemu-system-x86_64 -accel tcg -cpu max -m "${VM_MEM:-2G}" -smp "${VM_SMP:-
 	-nographic -no-reboot
 	-kernel "$VM_WORK/$line/vmlinuz" -initrd "$VM_WORK/$line/initramfs.cpio.gz"
 	-append "$append")
+
+if [ "${VM_SHELL:-0}" = 1 ]; then
+	qemu[${#qemu[@]} - 1]="$append asmguard.shell=1"
+	exec "${qemu[@]}"
+fi
 
 start=$(date +%s.%N)
 if [ "${VM_VERBOSE:-0}" = 1 ]; then
