@@ -14,7 +14,7 @@
  * loads one set. Both need the one-argument block_rq_insert of Linux >= 5.11.
  *
  * Only disks whose kernel dev_t is a key of iolat_devs are traced, unless
- * iolat_trace_all is set. Time units and buckets: see iolat.h.
+ * trace_all is set in iolat_config. Time units and buckets: see iolat.h.
  */
 #include "asmguard_core.h"
 #include "iolat.h"
@@ -79,8 +79,14 @@ struct {
 	__type(value, struct iolat_hist);
 } iolat_hists SEC(".maps");
 
-/* trace every disk, not only those in iolat_devs (set by userspace at any time) */
-__u32 iolat_trace_all = 0;
+/* settings userspace may change at any time (one element, key 0) */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct iolat_config);
+} iolat_config SEC(".maps");
+
 /* completions not counted because iolat_hists was full */
 __u64 iolat_dropped = 0;
 /* the initial value of a new iolat_hists entry (never written) */
@@ -107,7 +113,10 @@ static __always_inline __u32 op_class(unsigned int cmd_flags)
 
 static __always_inline bool wanted(__u32 dev)
 {
-	if (iolat_trace_all)
+	__u32 zero = 0;
+	struct iolat_config *cfg = bpf_map_lookup_elem(&iolat_config, &zero);
+
+	if (cfg && cfg->trace_all)
 		return true;
 	return bpf_map_lookup_elem(&iolat_devs, &dev) != NULL;
 }

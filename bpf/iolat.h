@@ -66,6 +66,11 @@ struct iolat_hist {
 	__u64 queue[IOLAT_NSLOTS]; /* queue time histogram; same count */
 };
 
+/* value of the `iolat_config` array (one element) */
+struct iolat_config {
+	__u32 trace_all; /* nonzero: trace every disk, not only those in iolat_devs */
+};
+
 /* value of the `iolat_start` LRU map (key: the struct request pointer) */
 struct iolat_start {
 	__u64 insert_ns; /* 0: not inserted (issued directly, or re-issued) */

@@ -1,0 +1,173 @@
+//! asmguard-iolat: the latency tracer and Prometheus exporter on its own (for
+//! tests and benchmarks, and until asmguardd runs it), plus `iostat`.
+//!
+//!   asmguard-iolat [--listen ADDR] [--device PATH[=LABEL]]... [--all] [--raw-tp]
+//!   asmguard-iolat iostat [LABEL] [--interval S] [--count N] [--json] [--url URL]
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use asmguard_metrics::http::{self, DEFAULT_LISTEN};
+use asmguard_metrics::{AttachMode, DiskInfo, IoLat, KernelDev, Metrics, Snapshot};
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "asmguard-iolat",
+    about = "Per-disk I/O latency histograms from BPF block tracepoints, served to Prometheus",
+    args_conflicts_with_subcommands = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    serve: ServeArgs,
+}
+
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// Address of the /metrics endpoint.
+    #[arg(long, default_value = DEFAULT_LISTEN)]
+    listen: SocketAddr,
+    /// A disk to trace, with an optional label: /dev/sdb=DATA1 (repeatable).
+    #[arg(long = "device", value_name = "PATH[=LABEL]")]
+    devices: Vec<String>,
+    /// Trace every disk, not only the --device ones.
+    #[arg(long)]
+    all: bool,
+    /// Attach with raw_tp instead of tp_btf.
+    #[arg(long)]
+    raw_tp: bool,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Per disk and op: IOPS, MB/s and Oracle's wait histogram, from the exporter.
+    Iostat {
+        /// Only this label (or device name).
+        label: Option<String>,
+        /// Seconds between samples.
+        #[arg(long, default_value_t = 1.0)]
+        interval: f64,
+        /// Number of reports (0: until interrupted).
+        #[arg(long, default_value_t = 0)]
+        count: u64,
+        /// One JSON object per report.
+        #[arg(long)]
+        json: bool,
+        /// The exporter to read.
+        #[arg(long, default_value_t = format!("http://{DEFAULT_LISTEN}/metrics"))]
+        url: String,
+    },
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Some(Command::Iostat {
+            label,
+            interval,
+            count,
+            json,
+            url,
+        }) => run_iostat(label.as_deref(), interval, count, json, &url),
+        None => serve(cli.serve),
+    }
+}
+
+fn sysfs_u32(name: &str, attr: &str) -> u32 {
+    std::fs::read_to_string(format!("/sys/class/block/{name}/queue/{attr}"))
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn serve(args: ServeArgs) -> Result<()> {
+    let iolat = if args.raw_tp {
+        IoLat::load_with(AttachMode::RawTp)
+    } else {
+        IoLat::load()
+    }
+    .context("loading the BPF latency tracer")?;
+    let iolat = Arc::new(iolat);
+    let metrics = Metrics::with_source(iolat.clone());
+    for spec in &args.devices {
+        let (path, label) = match spec.split_once('=') {
+            Some((p, l)) => (PathBuf::from(p), l.to_string()),
+            None => (PathBuf::from(spec), String::new()),
+        };
+        let dev = KernelDev::disk_of_path(&path)?;
+        iolat.add_device(dev.raw())?;
+        let device = dev.sysfs_name();
+        metrics.set_disk(
+            dev,
+            DiskInfo {
+                logical_sector: sysfs_u32(&device, "logical_block_size"),
+                physical_sector: sysfs_u32(&device, "physical_block_size"),
+                device,
+                label,
+                paths: vec![path.display().to_string()],
+            },
+        );
+    }
+    if args.all {
+        iolat.set_trace_all(true)?;
+    } else if args.devices.is_empty() {
+        bail!("nothing to trace: give --device PATH[=LABEL] or --all");
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let addr = http::spawn(args.listen, metrics)
+            .await
+            .with_context(|| format!("listening on {}", args.listen))?;
+        eprintln!(
+            "asmguard-iolat: serving http://{addr}/metrics ({}, {} disks{})",
+            iolat.mode().as_str(),
+            iolat.devices().len(),
+            if args.all { ", all disks" } else { "" }
+        );
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        Ok(())
+    })
+}
+
+fn run_iostat(label: Option<&str>, interval: f64, count: u64, json: bool, url: &str) -> Result<()> {
+    if !(interval > 0.0) {
+        bail!("--interval must be positive");
+    }
+    let read = || -> Result<(Snapshot, Instant)> {
+        let text = http::scrape_blocking(url, false)?;
+        let at = Instant::now();
+        Ok((Snapshot::from_prometheus_text(&text)?, at))
+    };
+    let (mut prev, mut prev_at) = read()?;
+    let mut n = 0u64;
+    loop {
+        std::thread::sleep(Duration::from_secs_f64(interval));
+        let (cur, at) = read()?;
+        let report = asmguard_metrics::iostat(&prev, &cur, at - prev_at, label);
+        if json {
+            println!("{}", report.to_json());
+        } else {
+            print!("{}", report.to_text());
+            if count != 1 {
+                println!();
+            }
+        }
+        n += 1;
+        if count != 0 && n >= count {
+            return Ok(());
+        }
+        (prev, prev_at) = (cur, at);
+    }
+}

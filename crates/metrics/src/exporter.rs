@@ -1,0 +1,552 @@
+//! The Prometheus side: a `prometheus-client` registry whose collector reads the
+//! BPF histograms at scrape time (nothing is copied or kept between scrapes),
+//! plus the counters and info metrics the daemon feeds.
+//!
+//! Metric names (DESIGN.md, "Metrics"):
+//!
+//! | name | type | labels |
+//! |---|---|---|
+//! | `asmguard_io_latency_seconds` | histogram | device, label, op |
+//! | `asmguard_io_queue_seconds` | histogram | device, label, op |
+//! | `asmguard_io_bytes_total` | counter | device, label, op |
+//! | `asmguard_io_dropped_total` | counter | - |
+//! | `asmguard_writes_denied_total` | counter | label, hook |
+//! | `asmguard_discard_bytes_total` | counter | label, source |
+//! | `asmguard_disk_info` | gauge (1) | label, device, paths, logical_sector, physical_sector |
+//! | `asmguard_filter_mode` | gauge (1) | label, mode |
+//! | `asmguard_backend_info` | gauge (1) | backend |
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex, RwLock};
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, NoLabelSet};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::{Registry, Unit};
+
+use crate::bpf::{Error, IoLat, RawEntry};
+use crate::devt::KernelDev;
+use crate::hist::prometheus_buckets;
+use crate::snapshot::{DiskOpStats, Snapshot};
+
+/// Where the collector gets the histograms from at scrape time.
+pub trait HistSource: Send + Sync + std::fmt::Debug + 'static {
+    /// Every (disk, op), cumulative.
+    fn read(&self) -> Result<Vec<RawEntry>, Error>;
+    /// Completions the kernel side could not count.
+    fn dropped(&self) -> u64 {
+        0
+    }
+}
+
+impl HistSource for IoLat {
+    fn read(&self) -> Result<Vec<RawEntry>, Error> {
+        IoLat::read(self)
+    }
+    fn dropped(&self) -> u64 {
+        IoLat::dropped(self)
+    }
+}
+
+/// What the daemon knows about a managed disk.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DiskInfo {
+    /// Kernel device name of the disk the I/O is counted on (`dm-3`, `sdb`).
+    pub device: String,
+    /// asmguard label (empty: none).
+    pub label: String,
+    /// Every path of the disk (`/dev/asmguard/disks/DATA1`, `/dev/sdc`, ...).
+    pub paths: Vec<String>,
+    /// Logical sector size in bytes.
+    pub logical_sector: u32,
+    /// Physical sector size in bytes.
+    pub physical_sector: u32,
+}
+
+/// `source` label of `asmguard_discard_bytes_total`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DiscardSource {
+    /// Discards Oracle issued and the filter let through.
+    Oracle,
+    /// Discards asmguard's reclaimer issued for free allocation units.
+    Reclaim,
+}
+
+impl DiscardSource {
+    fn as_str(self) -> &'static str {
+        match self {
+            DiscardSource::Oracle => "oracle",
+            DiscardSource::Reclaim => "reclaim",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DeniedLabels {
+    label: String,
+    hook: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DiscardLabels {
+    label: String,
+    source: String,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    disks: BTreeMap<KernelDev, DiskInfo>,
+    backend: Option<String>,
+    filter_modes: BTreeMap<String, String>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    state: RwLock<State>,
+    source: RwLock<Option<Arc<dyn HistSource>>>,
+    /// Names of disks the daemon did not describe (traced with `--all`),
+    /// resolved once from /sys/dev/block.
+    sysfs_names: Mutex<HashMap<KernelDev, String>>,
+}
+
+impl Shared {
+    fn names(&self, state: &State, dev: KernelDev) -> (String, String) {
+        if let Some(d) = state.disks.get(&dev) {
+            return (d.device.clone(), d.label.clone());
+        }
+        let mut cache = self.sysfs_names.lock().unwrap_or_else(|e| e.into_inner());
+        let name = cache.entry(dev).or_insert_with(|| dev.sysfs_name());
+        (name.clone(), String::new())
+    }
+
+    /// The BPF histograms with names, as a snapshot.
+    fn snapshot(&self) -> Result<Snapshot, Error> {
+        let source = self
+            .source
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let Some(source) = source else {
+            return Ok(Snapshot::default());
+        };
+        let raw = source.read()?;
+        let state = self.state.read().unwrap_or_else(|e| e.into_inner());
+        let mut snap = Snapshot {
+            entries: raw
+                .into_iter()
+                .map(|e| {
+                    let (device, label) = self.names(&state, KernelDev::from_raw(e.dev));
+                    DiskOpStats {
+                        device,
+                        label,
+                        op: e.op,
+                        hist: e.hist,
+                    }
+                })
+                .collect(),
+        };
+        snap.sort();
+        Ok(snap)
+    }
+}
+
+/// The collector registered with the registry: reads everything at scrape time.
+#[derive(Debug)]
+struct IoCollector(Arc<Shared>);
+
+impl Collector for IoCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        // A failed map read shows as missing histograms, not as a failed scrape.
+        let snap = self.0.snapshot().unwrap_or_default();
+        let labels: Vec<[(&str, &str); 3]> = snap
+            .entries
+            .iter()
+            .map(|e| {
+                [
+                    ("device", e.device.as_str()),
+                    ("label", e.label.as_str()),
+                    ("op", e.op.as_str()),
+                ]
+            })
+            .collect();
+
+        {
+            let mut m = encoder.encode_descriptor(
+                "asmguard_io_latency",
+                "Device time of block I/Os (issue to completion), per disk and operation",
+                Some(&Unit::Seconds),
+                MetricType::Histogram,
+            )?;
+            for (e, l) in snap.entries.iter().zip(&labels) {
+                m.encode_family(l)?.encode_histogram::<NoLabelSet>(
+                    e.hist.lat_sum_ns as f64 / 1e9,
+                    e.hist.count(),
+                    &prometheus_buckets(&e.hist.lat),
+                    None,
+                )?;
+            }
+        }
+        {
+            let mut m = encoder.encode_descriptor(
+                "asmguard_io_queue",
+                "Queue time of block I/Os (insert to issue; 0 when issued directly), per disk and operation",
+                Some(&Unit::Seconds),
+                MetricType::Histogram,
+            )?;
+            for (e, l) in snap.entries.iter().zip(&labels) {
+                m.encode_family(l)?.encode_histogram::<NoLabelSet>(
+                    e.hist.queue_sum_ns as f64 / 1e9,
+                    e.hist.queue_count(),
+                    &prometheus_buckets(&e.hist.queue),
+                    None,
+                )?;
+            }
+        }
+        {
+            let mut m = encoder.encode_descriptor(
+                "asmguard_io_bytes",
+                "Bytes of completed block I/Os, per disk and operation",
+                None,
+                MetricType::Counter,
+            )?;
+            for (e, l) in snap.entries.iter().zip(&labels) {
+                m.encode_family(l)?
+                    .encode_counter::<NoLabelSet, _, u64>(&e.hist.bytes, None)?;
+            }
+        }
+        {
+            let dropped = self
+                .0
+                .source
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .as_ref()
+                .map_or(0, |s| s.dropped());
+            let mut m = encoder.encode_descriptor(
+                "asmguard_io_dropped",
+                "Completed I/Os not counted because the histogram map was full",
+                None,
+                MetricType::Counter,
+            )?;
+            m.encode_counter::<NoLabelSet, _, u64>(&dropped, None)?;
+        }
+
+        let state = self.0.state.read().unwrap_or_else(|e| e.into_inner());
+        {
+            let mut m = encoder.encode_descriptor(
+                "asmguard_disk_info",
+                "Managed disks: label, device, paths and sector sizes (value always 1)",
+                None,
+                MetricType::Gauge,
+            )?;
+            for d in state.disks.values() {
+                let paths = d.paths.join(",");
+                let logical = d.logical_sector.to_string();
+                let physical = d.physical_sector.to_string();
+                let l = [
+                    ("label", d.label.as_str()),
+                    ("device", d.device.as_str()),
+                    ("paths", paths.as_str()),
+                    ("logical_sector", logical.as_str()),
+                    ("physical_sector", physical.as_str()),
+                ];
+                m.encode_family(&l)?.encode_gauge(&1i64)?;
+            }
+        }
+        {
+            let mut m = encoder.encode_descriptor(
+                "asmguard_filter_mode",
+                "Filter mode of each managed label (enforce, audit or off; value always 1)",
+                None,
+                MetricType::Gauge,
+            )?;
+            for (label, mode) in &state.filter_modes {
+                let l = [("label", label.as_str()), ("mode", mode.as_str())];
+                m.encode_family(&l)?.encode_gauge(&1i64)?;
+            }
+        }
+        {
+            let mut m = encoder.encode_descriptor(
+                "asmguard_backend_info",
+                "The write-filter backend in use (lsm or cgroup_device; value always 1)",
+                None,
+                MetricType::Gauge,
+            )?;
+            if let Some(b) = &state.backend {
+                m.encode_family(&[("backend", b.as_str())])?
+                    .encode_gauge(&1i64)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The exporter's state and registry; cheap to clone (one shared inner).
+///
+/// The daemon keeps one, describes disks with [`Metrics::set_disk`], feeds the
+/// counters with [`Metrics::record_denied`] / [`Metrics::record_discard`], and
+/// serves it with [`crate::http::serve`].
+#[derive(Clone, Debug)]
+pub struct Metrics {
+    shared: Arc<Shared>,
+    registry: Arc<Registry>,
+    denied: Family<DeniedLabels, Counter>,
+    discard: Family<DiscardLabels, Counter>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    /// An exporter with no histogram source yet ([`Metrics::set_source`]).
+    pub fn new() -> Metrics {
+        let shared = Arc::new(Shared {
+            state: RwLock::default(),
+            source: RwLock::new(None),
+            sysfs_names: Mutex::default(),
+        });
+        let mut registry = Registry::default();
+        let denied = Family::<DeniedLabels, Counter>::default();
+        let discard = Family::<DiscardLabels, Counter>::default();
+        registry.register(
+            "asmguard_writes_denied",
+            "Writes to managed disks denied by the filter, per label and hook",
+            denied.clone(),
+        );
+        registry.register(
+            "asmguard_discard_bytes",
+            "Bytes discarded on managed disks, per label and source (oracle or reclaim)",
+            discard.clone(),
+        );
+        registry.register_collector(Box::new(IoCollector(shared.clone())));
+        Metrics {
+            shared,
+            registry: Arc::new(registry),
+            denied,
+            discard,
+        }
+    }
+
+    /// An exporter reading the histograms of `source` (usually an [`IoLat`]).
+    pub fn with_source(source: Arc<dyn HistSource>) -> Metrics {
+        let m = Metrics::new();
+        m.set_source(Some(source));
+        m
+    }
+
+    /// Sets (or clears) the histogram source.
+    pub fn set_source(&self, source: Option<Arc<dyn HistSource>>) {
+        *self
+            .shared
+            .source
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = source;
+    }
+
+    /// Describes a disk (by the kernel dev_t its I/O is counted on). Replaces an
+    /// earlier description.
+    pub fn set_disk(&self, dev: KernelDev, info: DiskInfo) {
+        self.state_mut().disks.insert(dev, info);
+    }
+
+    /// Forgets a disk.
+    pub fn remove_disk(&self, dev: KernelDev) {
+        self.state_mut().disks.remove(&dev);
+    }
+
+    /// Sets the write-filter backend (`lsm`, `cgroup_device`).
+    pub fn set_backend(&self, backend: &str) {
+        self.state_mut().backend = Some(backend.to_string());
+    }
+
+    /// Sets a label's filter mode (`enforce`, `audit`, `off`).
+    pub fn set_filter_mode(&self, label: &str, mode: &str) {
+        self.state_mut()
+            .filter_modes
+            .insert(label.to_string(), mode.to_string());
+    }
+
+    /// Forgets a label's filter mode.
+    pub fn remove_filter_mode(&self, label: &str) {
+        self.state_mut().filter_modes.remove(label);
+    }
+
+    /// Counts one denied write (`hook`: `file_open`, `file_ioctl`, ...).
+    pub fn record_denied(&self, label: &str, hook: &str) {
+        self.denied
+            .get_or_create(&DeniedLabels {
+                label: label.to_string(),
+                hook: hook.to_string(),
+            })
+            .inc();
+    }
+
+    /// Counts discarded bytes.
+    pub fn record_discard(&self, label: &str, source: DiscardSource, bytes: u64) {
+        self.discard
+            .get_or_create(&DiscardLabels {
+                label: label.to_string(),
+                source: source.as_str().to_string(),
+            })
+            .inc_by(bytes);
+    }
+
+    /// The histograms now, with device names and labels (for `iostat`).
+    pub fn snapshot(&self) -> Result<Snapshot, Error> {
+        self.shared.snapshot()
+    }
+
+    /// The scrape in OpenMetrics text format (ends with `# EOF`).
+    pub fn encode_openmetrics(&self) -> String {
+        let mut out = String::with_capacity(64 * 1024);
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+
+    /// The scrape in the Prometheus text format 0.0.4 (what `promtool check
+    /// metrics` and scrapers without OpenMetrics read).
+    pub fn encode_prometheus_text(&self) -> String {
+        openmetrics_to_prometheus_text(&self.encode_openmetrics())
+    }
+
+    fn state_mut(&self) -> std::sync::RwLockWriteGuard<'_, State> {
+        self.shared.state.write().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Rewrites OpenMetrics text into the Prometheus text format 0.0.4: counter
+/// families are named with their `_total` suffix in `# HELP` / `# TYPE`, and
+/// `# UNIT` and `# EOF` go away. Samples are the same in both formats.
+pub fn openmetrics_to_prometheus_text(om: &str) -> String {
+    let counters: std::collections::HashSet<&str> = om
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(om.len());
+    for line in om.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let meta = ["# HELP ", "# TYPE "]
+            .into_iter()
+            .find_map(|p| line.strip_prefix(p).map(|rest| (p, rest)));
+        if let Some((prefix, rest)) = meta {
+            let name = rest.split(' ').next().unwrap_or("");
+            if counters.contains(name) {
+                let _ = writeln!(out, "{prefix}{name}_total{}", &rest[name.len()..]);
+                continue;
+            }
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::{Op, OpHist};
+    use crate::NSLOTS;
+
+    #[derive(Debug)]
+    struct Fake(Vec<RawEntry>);
+    impl HistSource for Fake {
+        fn read(&self) -> Result<Vec<RawEntry>, Error> {
+            Ok(self.0.clone())
+        }
+    }
+
+    fn entry(dev: u32, op: Op, slots: &[(usize, u64)], bytes: u64) -> RawEntry {
+        let mut hist = OpHist {
+            bytes,
+            ..OpHist::default()
+        };
+        for &(k, n) in slots {
+            hist.lat[k] = n;
+            hist.queue[0] += n;
+            hist.lat_sum_ns += n * crate::hist::slot_max_ns(k.min(NSLOTS - 2));
+        }
+        RawEntry { dev, op, hist }
+    }
+
+    #[test]
+    fn scrape_round_trips_through_the_parser() {
+        let dev = KernelDev::new(8, 16).unwrap();
+        let m = Metrics::with_source(Arc::new(Fake(vec![
+            entry(
+                dev.raw(),
+                Op::Read,
+                &[(3, 5), (10, 2), (NSLOTS - 1, 1)],
+                8 * 4096,
+            ),
+            entry(dev.raw(), Op::Write, &[(12, 4)], 4 * 8192),
+        ])));
+        m.set_disk(
+            dev,
+            DiskInfo {
+                device: "sdb".into(),
+                label: "DATA1".into(),
+                paths: vec!["/dev/sdb".into()],
+                logical_sector: 512,
+                physical_sector: 4096,
+            },
+        );
+        for text in [m.encode_openmetrics(), m.encode_prometheus_text()] {
+            let snap = Snapshot::from_prometheus_text(&text).unwrap();
+            assert_eq!(snap.entries.len(), 2);
+            let r = snap.find("DATA1", Op::Read).unwrap();
+            assert_eq!(r.device, "sdb");
+            assert_eq!(r.hist.count(), 8);
+            assert_eq!(r.hist.lat[3], 5);
+            assert_eq!(r.hist.lat[10], 2);
+            assert_eq!(r.hist.lat[NSLOTS - 1], 1);
+            assert_eq!(r.hist.bytes, 8 * 4096);
+            assert_eq!(r.hist.queue[0], 8);
+            let w = snap.find("sdb", Op::Write).unwrap();
+            assert_eq!((w.hist.count(), w.hist.bytes), (4, 4 * 8192));
+        }
+    }
+
+    #[test]
+    fn counters_and_info_metrics() {
+        let m = Metrics::new();
+        m.record_denied("DATA1", "file_open");
+        m.record_denied("DATA1", "file_open");
+        m.record_discard("DATA1", DiscardSource::Reclaim, 1 << 20);
+        m.set_backend("lsm");
+        m.set_filter_mode("DATA1", "enforce");
+        let text = m.encode_prometheus_text();
+        assert!(
+            text.contains("asmguard_writes_denied_total{label=\"DATA1\",hook=\"file_open\"} 2\n")
+        );
+        assert!(text.contains(
+            "asmguard_discard_bytes_total{label=\"DATA1\",source=\"reclaim\"} 1048576\n"
+        ));
+        assert!(text.contains("asmguard_backend_info{backend=\"lsm\"} 1\n"));
+        assert!(text.contains("asmguard_filter_mode{label=\"DATA1\",mode=\"enforce\"} 1\n"));
+        assert!(text.contains("# TYPE asmguard_writes_denied_total counter\n"));
+        assert!(!text.contains("# EOF"));
+        assert!(m.encode_openmetrics().ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn conversion_renames_only_counter_metadata() {
+        let om = "# HELP a_bytes B.\n# TYPE a_bytes counter\na_bytes_total 1\n\
+                  # HELP h_seconds H.\n# TYPE h_seconds histogram\n# UNIT h_seconds seconds\n\
+                  h_seconds_count 0\n# EOF\n";
+        assert_eq!(
+            openmetrics_to_prometheus_text(om),
+            "# HELP a_bytes_total B.\n# TYPE a_bytes_total counter\na_bytes_total 1\n\
+             # HELP h_seconds H.\n# TYPE h_seconds histogram\nh_seconds_count 0\n"
+        );
+    }
+}

@@ -1,0 +1,29 @@
+//! asmguard-metrics: per-disk block I/O latency from BPF tracepoints, exported
+//! to Prometheus, and the `iostat` terminal view.
+//!
+//! - [`IoLat`] loads `bpf/iolat.bpf.c` (tp_btf, raw_tp fallback), keeps the set
+//!   of traced disks and reads the histograms;
+//! - [`Metrics`] is the `prometheus-client` registry: a collector reads the BPF
+//!   maps at scrape time; the daemon adds disk names, labels, filter modes, the
+//!   backend and the denied-write / discard counters;
+//! - [`http::serve`] serves `/metrics` (default [`http::DEFAULT_LISTEN`]);
+//! - [`iostat::iostat`] turns two [`Snapshot`]s into the Oracle-style view.
+//!
+//! Buckets and units: [`hist`].
+
+#![deny(missing_docs)]
+
+pub mod bpf;
+pub mod devt;
+pub mod exporter;
+pub mod hist;
+pub mod http;
+pub mod iostat;
+pub mod snapshot;
+
+pub use bpf::{AttachMode, Error, IoLat, RawEntry};
+pub use devt::{DevError, KernelDev};
+pub use exporter::{DiscardSource, DiskInfo, HistSource, Metrics};
+pub use hist::NSLOTS;
+pub use iostat::{iostat, IostatReport, IostatRow};
+pub use snapshot::{DiskOpStats, Op, OpHist, Snapshot};
