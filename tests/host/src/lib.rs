@@ -1,1 +1,465 @@
-//! Helpers for the host integration tests (loop devices, a daemon under test).
+//! Helpers for the host integration tests: loop devices on sparse files, a daemon
+//! under test with a throw-away config and socket, and the CLI.
+//!
+//! Everything created here is undone on drop, also when a test fails (panics unwind):
+//! loop devices are detached and removed from the kernel, daemons are killed and
+//! reaped, temporary files deleted. Tests that touch loop devices take [`lock`] so they
+//! run one at a time. The daemon under test only ever includes the loop devices the
+//! test made itself (`devices.include` lists their names), so no other disk is read.
+//!
+//! The tests need root and loop devices. Without root they fail, unless
+//! `ASMGUARD_HOST_TESTS=skip` is set, which makes them print SKIPPED and pass.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::net::{UnixDatagram, UnixStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+static LOCK: Mutex<()> = Mutex::new(());
+
+/// Serialise tests that use loop devices or global state. `None`: skip the test.
+pub fn lock() -> Option<MutexGuard<'static, ()>> {
+    if !nix::unistd::geteuid().is_root() {
+        if std::env::var("ASMGUARD_HOST_TESTS").as_deref() == Ok("skip") {
+            eprintln!("SKIPPED: host tests need root (ASMGUARD_HOST_TESTS=skip)");
+            return None;
+        }
+        panic!("host tests need root and loop devices; set ASMGUARD_HOST_TESTS=skip to skip them");
+    }
+    Some(LOCK.lock().unwrap_or_else(|p| p.into_inner()))
+}
+
+/// The directory of the workspace's binaries (`target/debug` or `target/release`).
+pub fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    // target/<profile>/deps/<test> -> target/<profile>
+    exe.parent()
+        .and_then(|p| p.parent())
+        .expect("target dir")
+        .to_path_buf()
+}
+
+fn bin(name: &str) -> PathBuf {
+    let p = bin_dir().join(name);
+    assert!(
+        p.exists(),
+        "{} is missing: run `cargo test --workspace` (or `cargo build --workspace` first)",
+        p.display()
+    );
+    p
+}
+
+pub fn daemon_bin() -> PathBuf {
+    bin("asmguardd")
+}
+
+pub fn ctl_bin() -> PathBuf {
+    bin("asmguardctl")
+}
+
+/// A command's output, as text.
+#[derive(Debug)]
+pub struct Out {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Out {
+    fn from(o: Output) -> Out {
+        Out {
+            code: o.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {:?} / {:?}", self.stdout, self.stderr))
+    }
+    #[track_caller]
+    pub fn ok(self) -> Out {
+        assert_eq!(self.code, 0, "expected success: {self:?}");
+        self
+    }
+}
+
+pub fn run(cmd: &mut Command) -> Out {
+    Out::from(cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}")))
+}
+
+pub fn sh(prog: &str, args: &[&str]) -> Out {
+    run(Command::new(prog).args(args))
+}
+
+/// A free loop device number that does not exist yet (high numbers, so `losetup -f`
+/// users elsewhere on the machine do not take it while the test runs).
+pub fn fresh_loop_number() -> u32 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let base = 300 + (std::process::id() % 200) * 3;
+    loop {
+        let n = base + NEXT.fetch_add(1, Ordering::SeqCst) % 2000;
+        if !Path::new(&format!("/sys/class/block/loop{n}")).exists()
+            && !Path::new(&format!("/dev/loop{n}")).exists()
+        {
+            return n;
+        }
+    }
+}
+
+/// A loop device on a sparse file. Detached and removed on drop.
+pub struct Loop {
+    pub number: u32,
+    pub name: String,
+    pub dev: PathBuf,
+    pub file: PathBuf,
+    attached: bool,
+    _dir: tempfile::TempDir,
+}
+
+nix::ioctl_write_int_bad!(loop_ctl_remove, 0x4C81);
+
+impl Loop {
+    /// A backing file of `size` bytes, not attached yet (for hotplug tests).
+    pub fn prepare(size: u64) -> Loop {
+        let dir = tempfile::Builder::new()
+            .prefix("asmguard-host-")
+            .tempdir()
+            .unwrap();
+        let file = dir.path().join("disk.img");
+        let f = File::create(&file).unwrap();
+        f.set_len(size).unwrap();
+        let number = fresh_loop_number();
+        Loop {
+            number,
+            name: format!("loop{number}"),
+            dev: PathBuf::from(format!("/dev/loop{number}")),
+            file,
+            attached: false,
+            _dir: dir,
+        }
+    }
+
+    /// Attach (`losetup`, with `--sector-size` if given).
+    pub fn attach(&mut self, sector_size: Option<u32>) {
+        let mut c = Command::new("losetup");
+        if let Some(s) = sector_size {
+            c.arg("--sector-size").arg(s.to_string());
+        }
+        c.arg(&self.dev).arg(&self.file);
+        let o = run(&mut c);
+        assert_eq!(o.code, 0, "losetup {}: {}", self.dev.display(), o.stderr);
+        self.attached = true;
+    }
+
+    pub fn new(size: u64) -> Loop {
+        let mut l = Loop::prepare(size);
+        l.attach(None);
+        l
+    }
+
+    pub fn with_sector_size(size: u64, sector: u32) -> Loop {
+        let mut l = Loop::prepare(size);
+        l.attach(Some(sector));
+        l
+    }
+
+    pub fn detach(&mut self) {
+        if self.attached {
+            let _ = sh("losetup", &["-d", &self.dev.display().to_string()]);
+            self.attached = false;
+        }
+    }
+
+    /// Write into the backing file (buffered; the loop device sees it after a flush of
+    /// its page cache, so use [`Loop::write_dev`] when the device is attached).
+    pub fn write_file(&self, off: u64, data: &[u8]) {
+        let f = OpenOptions::new().write(true).open(&self.file).unwrap();
+        f.write_all_at(data, off).unwrap();
+        f.sync_all().unwrap();
+    }
+
+    /// Write through the device with `O_DIRECT` (`off` and `data.len()` aligned).
+    pub fn write_dev(&self, off: u64, data: &[u8]) {
+        let f = OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(&self.dev)
+            .unwrap();
+        let mut buf = aligned(data.len());
+        buf.as_mut_slice().copy_from_slice(data);
+        f.write_all_at(buf.as_slice(), off).unwrap();
+        f.sync_all().unwrap();
+    }
+
+    /// Read through the device with `O_DIRECT`.
+    pub fn read_dev(&self, off: u64, len: usize) -> Vec<u8> {
+        let f = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(&self.dev)
+            .unwrap();
+        let mut buf = aligned(len);
+        f.read_exact_at(buf.as_mut_slice(), off).unwrap();
+        buf.as_slice().to_vec()
+    }
+}
+
+impl Drop for Loop {
+    fn drop(&mut self) {
+        self.detach();
+        // Remove the device node the test made (it did not exist before).
+        if let Ok(ctl) = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/loop-control")
+        {
+            use std::os::fd::AsRawFd;
+            for _ in 0..50 {
+                // SAFETY: LOOP_CTL_REMOVE takes the device number as its argument and
+                // touches no memory of ours; the fd is an open /dev/loop-control.
+                match unsafe { loop_ctl_remove(ctl.as_raw_fd(), self.number as libc::c_int) } {
+                    Err(nix::errno::Errno::EBUSY) => std::thread::sleep(Duration::from_millis(20)),
+                    _ => break,
+                }
+            }
+        }
+    }
+}
+
+/// A page-aligned buffer (for `O_DIRECT`).
+pub struct Aligned {
+    raw: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+impl Aligned {
+    pub fn as_slice(&self) -> &[u8] {
+        &self.raw[self.start..self.start + self.len]
+    }
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        &mut self.raw[self.start..self.start + self.len]
+    }
+}
+
+pub fn aligned(len: usize) -> Aligned {
+    let raw = vec![0u8; len + 4096];
+    let start = (4096 - raw.as_ptr() as usize % 4096) % 4096;
+    Aligned { raw, start, len }
+}
+
+/// A daemon under test with its own config and socket.
+pub struct Daemon {
+    child: Option<Child>,
+    pub socket: PathBuf,
+    pub config: PathBuf,
+    pub dir: tempfile::TempDir,
+    /// Time from spawn to READY=1.
+    pub ready_after: Duration,
+    pub log: PathBuf,
+}
+
+impl Daemon {
+    /// Start with `devices.include` = exactly these kernel names, plus `extra` TOML
+    /// (other sections). Waits for READY=1 on a private NOTIFY_SOCKET.
+    pub fn start(include: &[&str], extra: &str) -> Daemon {
+        let dir = tempfile::Builder::new()
+            .prefix("asmguardd-test-")
+            .tempdir()
+            .unwrap();
+        std::fs::set_permissions(
+            dir.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        let socket = dir.path().join("asmguard.sock");
+        let config = dir.path().join("asmguard.toml");
+        let inc: Vec<String> = include.iter().map(|n| format!("{n:?}")).collect();
+        let text = format!(
+            "[devices]\ninclude = [{}]\nexclude = []\n\n[socket]\npath = {:?}\n{}",
+            inc.join(", "),
+            socket.display().to_string(),
+            extra
+        );
+        std::fs::write(&config, text).unwrap();
+        let notify = dir.path().join("notify.sock");
+        let ns = UnixDatagram::bind(&notify).unwrap();
+        ns.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let log = dir.path().join("daemon.log");
+        let t0 = Instant::now();
+        let child = Command::new(daemon_bin())
+            .arg("--config")
+            .arg(&config)
+            .env("NOTIFY_SOCKET", &notify)
+            .env("ASMGUARD_LOG", "debug")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let mut d = Daemon {
+            child: Some(child),
+            socket,
+            config,
+            dir,
+            ready_after: Duration::ZERO,
+            log,
+        };
+        let mut buf = [0u8; 4096];
+        loop {
+            if let Ok(n) = ns.recv(&mut buf) {
+                let msg = String::from_utf8_lossy(&buf[..n]);
+                if msg.lines().any(|l| l == "READY=1") {
+                    d.ready_after = t0.elapsed();
+                    break;
+                }
+            }
+            if let Some(st) = d.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("asmguardd exited ({st}) before READY: {}", d.log_text());
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "no READY=1 within 30 s: {}",
+                d.log_text()
+            );
+        }
+        d
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn alive(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| c.try_wait().unwrap().is_none())
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    /// asmguardctl against this daemon.
+    pub fn ctl(&self, args: &[&str]) -> Out {
+        run(Command::new(ctl_bin())
+            .arg("--socket")
+            .arg(&self.socket)
+            .args(args))
+    }
+
+    /// asmguardctl as another user (setpriv), e.g. `["--reuid","65534","--regid","65534","--clear-groups"]`.
+    pub fn ctl_as(&self, setpriv: &[&str], args: &[&str]) -> Out {
+        run(Command::new("setpriv")
+            .args(setpriv)
+            .arg(ctl_bin())
+            .arg("--socket")
+            .arg(&self.socket)
+            .args(args))
+    }
+
+    /// `lsdsk --json`.
+    pub fn lsdsk(&self) -> serde_json::Value {
+        self.ctl(&["lsdsk", "--json"]).ok().json()
+    }
+
+    /// The labels lsdsk shows.
+    pub fn labels(&self) -> Vec<String> {
+        self.lsdsk()["disks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["label"].as_str().unwrap().to_string())
+            .collect()
+    }
+
+    /// Send raw bytes on a new connection, read one response line.
+    pub fn raw(&self, bytes: &[u8]) -> serde_json::Value {
+        let mut s = UnixStream::connect(&self.socket).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        // The daemon may close early (an oversized request): the answer is still there.
+        let _ = s.write_all(bytes);
+        let mut line = String::new();
+        BufReader::new(s).read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("bad response {line:?}: {e}"))
+    }
+
+    /// Poll until `f(lsdsk)` holds; the time it took, or None after `limit`.
+    pub fn wait_for(
+        &self,
+        limit: Duration,
+        f: impl Fn(&serde_json::Value) -> bool,
+    ) -> Option<Duration> {
+        let t0 = Instant::now();
+        loop {
+            if f(&self.lsdsk()) {
+                return Some(t0.elapsed());
+            }
+            if t0.elapsed() > limit {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    pub fn stop(&mut self) -> Option<std::process::ExitStatus> {
+        let mut c = self.child.take()?;
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(c.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(5) {
+            if let Ok(Some(st)) = c.try_wait() {
+                return Some(st);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = c.kill();
+        c.wait().ok()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The label block a fresh `label` writes (4096 bytes, or `unit` if larger).
+pub fn fresh_label_block(label: &str, unit: usize) -> Vec<u8> {
+    let mut b = vec![0u8; unit.max(4096)];
+    asmguard_format::label::write(&mut b, &asmguard_format::Label::new(label).unwrap()).unwrap();
+    b
+}
+
+/// Raw ASMLib-style label bytes at 32 (as `oracleasm createdisk` leaves a blank disk).
+pub fn asmlib_block(label: &str) -> Vec<u8> {
+    fresh_label_block(label, 4096)
+}
+
+/// Assert two byte strings are equal, reporting the first difference (not the bytes).
+#[track_caller]
+pub fn assert_same(a: &[u8], b: &[u8], what: &str) {
+    if a != b {
+        let i = a
+            .iter()
+            .zip(b)
+            .position(|(x, y)| x != y)
+            .unwrap_or(a.len().min(b.len()));
+        panic!(
+            "{what}: differ at byte {i} (lengths {} and {}): {:02x?} vs {:02x?}",
+            a.len(),
+            b.len(),
+            a.get(i..(i + 16).min(a.len())).unwrap_or(&[]),
+            b.get(i..(i + 16).min(b.len())).unwrap_or(&[])
+        );
+    }
+}

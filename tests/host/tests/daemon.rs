@@ -1,0 +1,512 @@
+//! The daemon: hotplug within 1 s, concurrent label requests, socket authorisation by
+//! SO_PEERCRED, malformed / oversized / unknown requests, start-to-READY, the systemd
+//! unit, the udev rules.
+
+use asmguard_host_tests::*;
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const MIB: u64 = 1 << 20;
+
+fn has_label(v: &serde_json::Value, l: &str) -> bool {
+    v["disks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|d| d["label"] == l)
+}
+
+#[test]
+fn hotplug_add_change_remove_within_one_second() {
+    let Some(_g) = lock() else { return };
+    // The device does not exist when the daemon starts.
+    let mut l = Loop::prepare(64 * MIB);
+    l.write_file(0, &asmlib_block("HOT1"));
+    let d = Daemon::start(&[&l.name], "");
+    assert!(!Path::new(&format!("/sys/class/block/{}", l.name)).exists());
+    assert!(d.labels().is_empty());
+
+    // add: losetup makes the device and attaches the labelled file.
+    let t0 = Instant::now();
+    l.attach(None);
+    let t = d
+        .wait_for(Duration::from_secs(3), |v| has_label(v, "HOT1"))
+        .unwrap_or_else(|| panic!("HOT1 never appeared: {}", d.log_text()));
+    let add = t0.elapsed();
+    eprintln!("hotplug add seen after {add:?} ({t:?} of polling)");
+    assert!(add < Duration::from_secs(1), "add took {add:?}");
+
+    // change: another tool rewrites the label, the kernel sends a change uevent
+    // (as udev's watch or `udevadm trigger --action=change` would make it).
+    l.write_dev(0, &asmlib_block("HOT2"));
+    let t0 = Instant::now();
+    std::fs::write(format!("/sys/class/block/{}/uevent", l.name), "change").unwrap();
+    d.wait_for(Duration::from_secs(3), |v| {
+        has_label(v, "HOT2") && !has_label(v, "HOT1")
+    })
+    .unwrap_or_else(|| panic!("HOT2 never appeared: {}", d.log_text()));
+    let change = t0.elapsed();
+    eprintln!("hotplug change seen after {change:?}");
+    assert!(change < Duration::from_secs(1), "change took {change:?}");
+
+    // remove: losetup -d.
+    let t0 = Instant::now();
+    l.detach();
+    d.wait_for(Duration::from_secs(3), |v| {
+        v["disks"].as_array().unwrap().is_empty()
+    })
+    .unwrap_or_else(|| panic!("HOT2 never went away: {}", d.log_text()));
+    let remove = t0.elapsed();
+    eprintln!("hotplug remove seen after {remove:?}");
+    assert!(remove < Duration::from_secs(1), "remove took {remove:?}");
+    // None of it needed a scan.
+    assert!(!d.log_text().contains("rescanning every device"));
+}
+
+#[test]
+fn concurrent_label_requests_exactly_one_wins() {
+    let Some(_g) = lock() else { return };
+    let l = Loop::new(64 * MIB);
+    let d = Daemon::start(&[&l.name], "");
+    let dev = l.dev.display().to_string();
+    let mut busy_seen = 0;
+    for round in 0..8 {
+        // Start blank each round.
+        l.write_dev(0, &vec![0u8; 4096]);
+        d.ctl(&["scan"]).ok();
+        let labels: Vec<String> = (0..4).map(|i| format!("R{round}C{i}")).collect();
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(labels.len()));
+        let outs: Vec<(String, Out)> = std::thread::scope(|s| {
+            let hs: Vec<_> = labels
+                .iter()
+                .map(|lab| {
+                    let b = barrier.clone();
+                    let (d, dev) = (&d, &dev);
+                    s.spawn(move || {
+                        b.wait();
+                        (lab.clone(), d.ctl(&["label", lab, dev]))
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let winners: Vec<&(String, Out)> = outs.iter().filter(|(_, o)| o.code == 0).collect();
+        assert_eq!(winners.len(), 1, "round {round}: {outs:#?}");
+        for (_, o) in outs.iter().filter(|(_, o)| o.code != 0) {
+            // Either busy (6) while the winner wrote, or refused (4) because the label
+            // was already there; a clear one-line message either way.
+            assert!(o.code == 6 || o.code == 4, "{o:?}");
+            assert_eq!(o.stderr.lines().count(), 1, "{o:?}");
+            if o.code == 6 {
+                busy_seen += 1;
+                assert!(o.stderr.contains("busy being labelled"), "{o:?}");
+            } else {
+                assert!(o.stderr.contains("already labelled"), "{o:?}");
+            }
+        }
+        // The disk holds one whole label: exactly the block the winner writes.
+        let w = &winners[0].0;
+        assert_same(
+            &l.read_dev(0, 4096),
+            &fresh_label_block(w, 512),
+            "label block",
+        );
+        assert_eq!(d.labels(), vec![w.clone()]);
+    }
+    eprintln!("busy refusals seen: {busy_seen} (the rest saw the label already written)");
+}
+
+#[test]
+fn socket_authorisation_by_peer_credentials() {
+    let Some(_g) = lock() else { return };
+    let l = Loop::new(64 * MIB);
+    let dev = l.dev.display().to_string();
+    // Admin group: nogroup (gid 65534).
+    let d = Daemon::start(&[&l.name], "admin_group = \"nogroup\"\n");
+    let nobody = ["--reuid", "65534", "--regid", "65534", "--clear-groups"];
+    // A reader in the admin group (primary gid) may list, may not label.
+    let o = d.ctl_as(&nobody, &["lsdsk", "--json"]);
+    assert_eq!(o.code, 0, "{o:?}");
+    let o = d.ctl_as(&nobody, &["label", "NOPE", &dev]);
+    assert_eq!(o.code, 4, "{o:?}");
+    assert!(
+        o.stderr.contains("permission denied") && o.stderr.contains("needs root"),
+        "{o:?}"
+    );
+    assert_same(&l.read_dev(0, 4096), &[0u8; 4096], "refused label");
+    for args in [vec!["unlabel", "X"], vec!["rename", "X", "Y"]] {
+        let o = d.ctl_as(&nobody, &args);
+        assert_eq!(o.code, 4, "{o:?}");
+    }
+    // Admin group as a supplementary group.
+    let supp = ["--reuid", "65534", "--regid", "1", "--groups", "65534"];
+    assert_eq!(d.ctl_as(&supp, &["status"]).code, 0);
+    // Neither primary nor supplementary: refused, also for reads.
+    let stranger = ["--reuid", "65534", "--regid", "1", "--clear-groups"];
+    let o = d.ctl_as(&stranger, &["lsdsk"]);
+    assert_eq!(o.code, 4, "{o:?}");
+    assert!(
+        o.stderr
+            .contains("needs root or membership of group nogroup"),
+        "{o:?}"
+    );
+    // Root may.
+    d.ctl(&["label", "ROOTOK", &dev]).ok();
+}
+
+#[test]
+fn malformed_oversized_and_unknown_requests_get_structured_errors() {
+    let Some(_g) = lock() else { return };
+    let l = Loop::new(16 * MIB);
+    let mut d = Daemon::start(&[&l.name], "timeout_seconds = 2\n");
+    let code = |v: &serde_json::Value| v["error"]["code"].as_str().unwrap_or("").to_string();
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (b"hello\n".to_vec(), "bad_request"),
+        (b"\xff\xfe\x00garbage\n".to_vec(), "bad_request"),
+        (b"[1,2,3]\n".to_vec(), "bad_request"),
+        (br#"{"id":1,"op":"lsdsk"}"#.iter().chain(b"\n").copied().collect(), "bad_request"),
+        (b"{\"version\":99,\"id\":2,\"op\":\"lsdsk\"}\n".to_vec(), "unsupported_version"),
+        (b"{\"version\":1,\"id\":3,\"op\":\"format_disk\"}\n".to_vec(), "unknown_op"),
+        (b"{\"version\":1,\"id\":4,\"op\":\"label\",\"args\":{\"label\":\"X\"}}\n".to_vec(), "bad_request"),
+        (b"{\"version\":1,\"id\":5,\"op\":\"label\",\"args\":{\"label\":\"X\",\"device\":\"/dev/null\",\"wipe\":true}}\n".to_vec(), "bad_request"),
+        (b"{\"version\":1,\"id\":6,\"op\":\"label\",\"args\":{\"label\":\"X\",\"device\":\"/dev/null\"}}\n".to_vec(), "not_manageable"),
+        (b"{\"version\":1,\"id\":7,\"op\":\"label\",\"args\":{\"label\":\"bad label\",\"device\":\"/dev/null\"}}\n".to_vec(), "invalid_label"),
+    ];
+    for (bytes, want) in &cases {
+        let v = d.raw(bytes);
+        assert_eq!(v["ok"], false, "{v}");
+        assert_eq!(v["version"], 1, "{v}");
+        assert_eq!(
+            code(&v),
+            *want,
+            "{:?} -> {v}",
+            String::from_utf8_lossy(bytes)
+        );
+        assert!(!v["error"]["message"].as_str().unwrap().is_empty());
+    }
+    // The id comes back when it could be read.
+    assert_eq!(
+        d.raw(b"{\"version\":1,\"id\":3,\"op\":\"format_disk\"}\n")["id"],
+        3
+    );
+    // Oversized: 1 MiB without a newline, and 100 KiB with one.
+    let big = vec![b'x'; 1 << 20];
+    let v = d.raw(&big);
+    assert_eq!(code(&v), "too_large", "{v}");
+    let mut line = format!(
+        "{{\"version\":1,\"id\":8,\"op\":\"lsdsk\",\"pad\":\"{}\"}}",
+        "y".repeat(100 * 1024)
+    );
+    line.push('\n');
+    assert_eq!(code(&d.raw(line.as_bytes())), "too_large");
+    // Several requests on one connection, then an idle one is closed after the timeout.
+    let mut s = UnixStream::connect(&d.socket).unwrap();
+    s.write_all(
+        b"{\"version\":1,\"id\":10,\"op\":\"ping\"}\n{\"version\":1,\"id\":11,\"op\":\"status\"}\n",
+    )
+    .unwrap();
+    let t0 = Instant::now();
+    let mut all = String::new();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.read_to_string(&mut all).unwrap();
+    let lines: Vec<serde_json::Value> = all
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 3, "{all}");
+    assert_eq!(lines[0]["id"], 10);
+    assert_eq!(lines[1]["id"], 11);
+    assert_eq!(lines[1]["ok"], true);
+    assert!(lines[2]["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("within 2 s"));
+    assert!(t0.elapsed() >= Duration::from_secs(2) && t0.elapsed() < Duration::from_secs(6));
+    // A client that disconnects mid-request.
+    {
+        let mut s = UnixStream::connect(&d.socket).unwrap();
+        s.write_all(b"{\"version\":1,\"id\":1,").unwrap();
+    }
+    // Many clients at once.
+    std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..64)
+            .map(|_| sc.spawn(|| d.raw(b"{\"version\":1,\"id\":1,\"op\":\"lsdsk\"}\n")))
+            .collect();
+        for h in hs {
+            assert_eq!(h.join().unwrap()["ok"], true);
+        }
+    });
+    // Still alive and answering.
+    assert!(d.alive(), "{}", d.log_text());
+    d.ctl(&["status"]).ok();
+    // The CLI turns a daemon that is not there into exit 5 and one line.
+    let o = run(Command::new(ctl_bin()).args(["--socket", "/nonexistent/asmguard.sock", "lsdsk"]));
+    assert_eq!(o.code, 5, "{o:?}");
+    assert_eq!(o.stderr.lines().count(), 1);
+    assert!(o.stderr.contains("not reachable"), "{o:?}");
+    let o = run(Command::new(ctl_bin())
+        .env("ASMGUARD_SOCKET", &d.socket)
+        .args(["status", "--json"]));
+    assert_eq!(o.code, 0, "{o:?}");
+}
+
+#[test]
+fn status_reports_the_facts() {
+    let Some(_g) = lock() else { return };
+    let l = Loop::new(16 * MIB);
+    let d = Daemon::start(&[&l.name], "");
+    let s = d.ctl(&["status", "--json"]).ok().json();
+    assert_eq!(s["daemon_version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(s["pid"], d.pid());
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    assert_eq!(s["kernel"], kernel.trim());
+    let lsm = std::fs::read_to_string("/sys/kernel/security/lsm");
+    let b = s["bpf_lsm"].as_str().unwrap();
+    match lsm {
+        Ok(l) if l.split(',').any(|x| x.trim() == "bpf") => assert!(b.starts_with("yes"), "{b}"),
+        Ok(_) => assert!(b.starts_with("no"), "{b}"),
+        Err(_) => assert_eq!(b, "unknown (securityfs not mounted)"),
+    }
+    assert!(s["filter_backend"].as_str().unwrap().starts_with("none"));
+    assert_eq!(s["socket"], d.socket.display().to_string());
+    assert!(s["metrics_address"]
+        .as_str()
+        .unwrap()
+        .starts_with("127.0.0.1:9465"));
+    assert_eq!(s["devices_scanned"], 1);
+    assert!(s["monitor"].as_str().unwrap().contains("uevents"));
+    let t = d.ctl(&["status"]).ok().stdout;
+    for k in [
+        "daemon:",
+        "kernel:",
+        "bpf lsm:",
+        "filter backend:",
+        "disks:",
+        "socket:",
+        "metrics:",
+    ] {
+        assert!(t.contains(k), "{t}");
+    }
+}
+
+#[test]
+fn daemon_start_to_ready_and_clean_stop() {
+    let Some(_g) = lock() else { return };
+    let loops: Vec<Loop> = (0..8).map(|_| Loop::new(16 * MIB)).collect();
+    for (i, l) in loops.iter().enumerate() {
+        l.write_dev(0, &asmlib_block(&format!("RDY{i}")));
+    }
+    let names: Vec<&str> = loops.iter().map(|l| l.name.as_str()).collect();
+    let mut d = Daemon::start(&names, "");
+    eprintln!(
+        "asmguardd start -> READY=1 with 8 labelled loop devices: {:?}",
+        d.ready_after
+    );
+    assert!(
+        d.ready_after < Duration::from_secs(5),
+        "{:?}",
+        d.ready_after
+    );
+    // READY means the first scan is done: everything is listed at once.
+    assert_eq!(d.labels().len(), 8);
+    let sock = d.socket.clone();
+    let st = d.stop().unwrap();
+    assert!(st.success(), "{st}");
+    assert!(!sock.exists(), "socket removed on stop");
+    // A second daemon on a live socket refuses to start; a stale socket is replaced.
+    let d1 = Daemon::start(&names, "");
+    let o = run(Command::new(daemon_bin()).arg("--config").arg(&d1.config));
+    assert_eq!(o.code, 1, "{o:?}");
+    assert!(o.stderr.contains("already listening"), "{o:?}");
+}
+
+#[test]
+fn config_errors_name_the_key_and_exit_3() {
+    // No devices touched: --check-config only.
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("c.toml");
+    let check = |text: &str| {
+        std::fs::write(&p, text).unwrap();
+        run(Command::new(daemon_bin())
+            .arg("--check-config")
+            .arg("--config")
+            .arg(&p))
+    };
+    let o = check("[devices]\ninclude = [\"loop0\"]\n[paths]\nmode = \"0640\"\n");
+    assert_eq!(o.code, 0, "{o:?}");
+    assert!(o.stdout.contains("valid"));
+    for (text, key) in [
+        ("[paths]\nmodee = \"0640\"\n", "paths.modee"),
+        ("[paths]\nmode = \"rw\"\n", "paths.mode"),
+        ("[socket]\ntimeout_seconds = -1\n", "socket.timeout_seconds"),
+        ("[filter]\nmode = \"maybe\"\n", "filter.mode"),
+        ("[metrics]\nlisten = \"nowhere\"\n", "metrics.listen"),
+    ] {
+        let o = check(text);
+        assert_eq!(o.code, 3, "{text}: {o:?}");
+        assert!(o.stderr.contains(&format!("`{key}`")), "{text}: {o:?}");
+        assert_eq!(o.stderr.lines().count(), 1, "{o:?}");
+    }
+    // A missing explicit config is an error too (not silently the defaults).
+    let o = run(Command::new(daemon_bin()).args([
+        "--check-config",
+        "--config",
+        "/nonexistent/asmguard.toml",
+    ]));
+    assert_eq!(o.code, 3, "{o:?}");
+    // The daemon itself refuses to start on a bad config.
+    std::fs::write(&p, "[devices]\nbogus = 1\n").unwrap();
+    let o = run(Command::new(daemon_bin()).arg("--config").arg(&p));
+    assert_eq!(o.code, 3, "{o:?}");
+}
+
+#[test]
+fn systemd_unit_verifies() {
+    let unit = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../systemd/asmguard.service"),
+    )
+    .unwrap();
+    for k in [
+        "Type=notify",
+        "WatchdogSec=",
+        "Restart=on-failure",
+        "Before=oracle-ohasd.service",
+        "NoNewPrivileges=yes",
+        "ProtectSystem=strict",
+        "ReadWritePaths=/sys/fs/bpf",
+        "CAP_BPF",
+    ] {
+        assert!(unit.contains(k), "unit lacks {k}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // systemd-analyze checks that ExecStart exists and that man: documentation resolves.
+    let u = dir.path().join("asmguard.service");
+    std::fs::write(
+        &u,
+        unit.replace("/usr/sbin/asmguardd", &daemon_bin().display().to_string()),
+    )
+    .unwrap();
+    let man8 = dir.path().join("man/man8");
+    std::fs::create_dir_all(&man8).unwrap();
+    let man = run(Command::new(ctl_bin()).arg("man")).ok();
+    std::fs::write(man8.join("asmguardctl.8"), man.stdout).unwrap();
+    let o = run(Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&u)
+        .env("MANPATH", dir.path().join("man"))
+        .env("SYSTEMD_LOG_LEVEL", "notice"));
+    assert_eq!(o.code, 0, "{o:?}");
+    assert!(
+        o.stderr.trim().is_empty() && o.stdout.trim().is_empty(),
+        "not clean: {o:?}"
+    );
+}
+
+/// Undo what `udevadm test` does on this host (no udevd): links, db, owner/mode.
+struct UdevCleanup {
+    dev: std::path::PathBuf,
+    created: Vec<std::path::PathBuf>,
+    rules: std::path::PathBuf,
+}
+
+impl Drop for UdevCleanup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.rules);
+        let target = self.dev.file_name().unwrap().to_string_lossy().to_string();
+        for root in ["/dev/asmguard", "/dev/disk", "/dev/block"] {
+            let _ = remove_links_to(Path::new(root), &target);
+        }
+        let _ = nix::unistd::chown(&self.dev, Some(0.into()), Some(6.into()));
+        let _ = std::fs::set_permissions(
+            &self.dev,
+            std::os::unix::fs::PermissionsExt::from_mode(0o660),
+        );
+        for p in self.created.iter().rev() {
+            let _ = std::fs::remove_dir_all(p);
+        }
+    }
+}
+
+fn remove_links_to(dir: &Path, target: &str) -> std::io::Result<()> {
+    for e in std::fs::read_dir(dir)? {
+        let p = e?.path();
+        let m = std::fs::symlink_metadata(&p)?;
+        if m.is_dir() {
+            let _ = remove_links_to(&p, target);
+        } else if m.file_type().is_symlink() {
+            if std::fs::read_link(&p)?
+                .file_name()
+                .is_some_and(|f| f == target)
+            {
+                std::fs::remove_file(&p)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn udev_rules_make_the_link_with_owner_and_mode() {
+    let Some(_g) = lock() else { return };
+    if Path::new("/run/udev/control").exists() {
+        eprintln!("SKIPPED: a udevd runs here; this test only runs where udevadm test is alone");
+        return;
+    }
+    let l = Loop::new(16 * MIB);
+    let d = Daemon::start(&[&l.name], "");
+    d.ctl(&["label", "UDEV1", &l.dev.display().to_string()])
+        .ok();
+    drop(d);
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(
+        &cfg,
+        "[paths]\nowner = \"nobody\"\ngroup = \"nogroup\"\nmode = \"0640\"\n",
+    )
+    .unwrap();
+    let rules = run(Command::new(ctl_bin())
+        .args(["udev-rules", "--config"])
+        .arg(&cfg))
+    .ok()
+    .stdout;
+    assert!(
+        rules.contains(r#"OWNER="nobody", GROUP="nogroup", MODE="0640""#),
+        "{rules}"
+    );
+    // Record what did not exist, so it is removed afterwards.
+    let created: Vec<std::path::PathBuf> =
+        ["/run/udev", "/dev/asmguard", "/dev/disk", "/dev/block"]
+            .iter()
+            .map(std::path::PathBuf::from)
+            .filter(|p| !p.exists())
+            .collect();
+    std::fs::create_dir_all("/run/udev/rules.d").unwrap();
+    let path = Path::new("/run/udev/rules.d")
+        .join(format!("99-asmguard-test-{}.rules", std::process::id()));
+    std::fs::write(&path, &rules).unwrap();
+    let _c = UdevCleanup {
+        dev: l.dev.clone(),
+        created,
+        rules: path,
+    };
+    let o = run(Command::new("udevadm")
+        .args(["test", "--action=change"])
+        .arg(format!("/sys/class/block/{}", l.name)));
+    assert_eq!(o.code, 0, "{o:?}");
+    assert!(o.stdout.contains("ID_FS_TYPE=oracleasm"), "{o:?}");
+    let link = Path::new("/dev/asmguard/disks/UDEV1");
+    let target =
+        std::fs::read_link(link).unwrap_or_else(|e| panic!("{}: {e}: {o:?}", link.display()));
+    assert_eq!(target, Path::new("../..").join(&l.name));
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(&l.dev).unwrap();
+    assert_eq!((m.uid(), m.gid(), m.mode() & 0o7777), (65534, 65534, 0o640));
+    assert!(
+        o.stderr.contains("nowatch")
+            || o.stdout.contains("nowatch")
+            || rules.contains("OPTIONS+=\"nowatch\"")
+    );
+}
