@@ -1,0 +1,139 @@
+//! Host tests of the BPF latency tracer on loop devices (root).
+
+mod common;
+
+use std::process::Command;
+
+use asmguard_metrics::{AttachMode, IoLat, KernelDev, Op, OpHist, RawEntry};
+use common::{direct_reads, direct_writes, require_root, LoopDev};
+
+fn hist_of(entries: &[RawEntry], dev: KernelDev, op: Op) -> OpHist {
+    entries
+        .iter()
+        .find(|e| e.dev == dev.raw() && e.op == op)
+        .map(|e| e.hist.clone())
+        .unwrap_or_default()
+}
+
+/// N reads and M writes of 4 KiB show as exactly N and M I/Os, N*4096 and
+/// M*4096 bytes, with every I/O in one latency and one queue slot.
+fn exact_counts(mode: AttachMode, n: u64, m: u64) {
+    let disk = LoopDev::new(&format!("exact-{}", mode.as_str()), 64);
+    let dev = KernelDev::disk_of_path(&disk.path).unwrap();
+    let iolat = IoLat::load_with(mode).expect("loading the tracer");
+    assert_eq!(iolat.mode(), mode);
+    iolat.add_device(dev.raw()).unwrap();
+    assert_eq!(iolat.devices(), vec![dev.raw()]);
+
+    // Reads first: closing a device opened for writing makes udev probe it
+    // (more reads), so each op is measured in its own window.
+    let s0 = iolat.read().unwrap();
+    direct_reads(&disk.path, n);
+    let s1 = iolat.read().unwrap();
+    direct_writes(&disk.path, m, 128);
+    let s2 = iolat.read().unwrap();
+
+    let reads = hist_of(&s1, dev, Op::Read).delta(&hist_of(&s0, dev, Op::Read));
+    let writes = hist_of(&s2, dev, Op::Write).delta(&hist_of(&s1, dev, Op::Write));
+    assert_eq!(reads.count(), n, "reads: {reads:?}");
+    assert_eq!(reads.bytes, n * 4096);
+    assert_eq!(reads.queue_count(), n);
+    assert!(reads.lat_sum_ns > 0);
+    assert_eq!(writes.count(), m, "writes: {writes:?}");
+    assert_eq!(writes.bytes, m * 4096);
+    assert_eq!(writes.queue_count(), m);
+    // no writes in the read window
+    let w01 = hist_of(&s1, dev, Op::Write).delta(&hist_of(&s0, dev, Op::Write));
+    assert_eq!(w01.count(), 0);
+    assert_eq!(iolat.dropped(), 0);
+}
+
+#[test]
+fn exact_counts_tp_btf() {
+    if !require_root() {
+        return;
+    }
+    exact_counts(AttachMode::TpBtf, 37, 23);
+}
+
+#[test]
+fn exact_counts_raw_tp() {
+    if !require_root() {
+        return;
+    }
+    exact_counts(AttachMode::RawTp, 19, 41);
+}
+
+#[test]
+fn discards_and_flushes_have_their_own_op() {
+    if !require_root() {
+        return;
+    }
+    let disk = LoopDev::new("discard", 64);
+    let dev = KernelDev::disk_of_path(&disk.path).unwrap();
+    let iolat = IoLat::load().unwrap();
+    iolat.add_device(dev.raw()).unwrap();
+    let s0 = iolat.read().unwrap();
+    let st = Command::new("blkdiscard")
+        .args(["-o", "1048576", "-l", "1048576"])
+        .arg(&disk.path)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let s1 = iolat.read().unwrap();
+    let d = hist_of(&s1, dev, Op::Discard).delta(&hist_of(&s0, dev, Op::Discard));
+    assert!(d.count() >= 1, "{d:?}");
+    assert_eq!(d.bytes, 1 << 20);
+    // discards are not writes
+    let w = hist_of(&s1, dev, Op::Write).delta(&hist_of(&s0, dev, Op::Write));
+    assert_eq!(w.bytes, 0);
+
+    // fsync of a device with a write-back cache sends a flush
+    let cache = std::fs::read_to_string(format!("/sys/block/{}/queue/write_cache", disk.name()))
+        .unwrap_or_default();
+    if cache.trim() == "write back" {
+        let st = Command::new("dd")
+            .args(["if=/dev/zero", "bs=4096", "count=1", "oflag=direct", "conv=fsync", "status=none"])
+            .arg(format!("of={}", disk.path.display()))
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let s2 = iolat.read().unwrap();
+        let f = hist_of(&s2, dev, Op::Flush).delta(&hist_of(&s1, dev, Op::Flush));
+        assert!(f.count() >= 1, "no flush counted: {f:?}");
+    }
+}
+
+#[test]
+fn only_added_disks_unless_trace_all() {
+    if !require_root() {
+        return;
+    }
+    let traced = LoopDev::new("traced", 16);
+    let other = LoopDev::new("other", 16);
+    let tdev = KernelDev::disk_of_path(&traced.path).unwrap();
+    let odev = KernelDev::disk_of_path(&other.path).unwrap();
+    let iolat = IoLat::load().unwrap();
+    iolat.add_device(tdev.raw()).unwrap();
+
+    direct_reads(&other.path, 5);
+    direct_reads(&traced.path, 5);
+    let s = iolat.read().unwrap();
+    assert!(hist_of(&s, tdev, Op::Read).count() >= 5);
+    assert_eq!(hist_of(&s, odev, Op::Read).count(), 0, "untraced disk counted");
+
+    iolat.set_trace_all(true).unwrap();
+    direct_reads(&other.path, 7);
+    let s = iolat.read().unwrap();
+    assert!(hist_of(&s, odev, Op::Read).count() >= 7);
+
+    // removing a disk stops counting; forgetting drops its histograms
+    iolat.set_trace_all(false).unwrap();
+    iolat.remove_device(tdev.raw()).unwrap();
+    let before = hist_of(&iolat.read().unwrap(), tdev, Op::Read);
+    direct_reads(&traced.path, 3);
+    let after = hist_of(&iolat.read().unwrap(), tdev, Op::Read);
+    assert_eq!(after, before);
+    iolat.forget_device(tdev.raw()).unwrap();
+    assert!(iolat.read().unwrap().iter().all(|e| e.dev != tdev.raw()));
+}
