@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 
 pub const DEFAULT_PATH: &str = "/etc/asmguard/asmguard.toml";
 
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     pub devices: Devices,
@@ -113,18 +113,6 @@ pub struct Filter {
     pub allow_users: Vec<String>,
     pub allow_groups: Vec<String>,
     pub allow_executables: Vec<PathBuf>,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            devices: Devices::default(),
-            paths: Paths::default(),
-            socket: Socket::default(),
-            metrics: Metrics::default(),
-            filter: Filter::default(),
-        }
-    }
 }
 
 impl Default for Devices {

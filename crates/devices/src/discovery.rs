@@ -215,9 +215,9 @@ pub fn group(devs: &BTreeMap<String, Observed>, rules: &Rules) -> Grouping {
             }
         }
         let mut comps: BTreeMap<usize, Vec<&str>> = BTreeMap::new();
-        for i in 0..members.len() {
+        for (i, m) in members.iter().enumerate() {
             let r = root(&mut comp, i);
-            comps.entry(r).or_default().push(members[i]);
+            comps.entry(r).or_default().push(m);
         }
         let conflict = comps.len() > 1;
         let mut tops = Vec::new();

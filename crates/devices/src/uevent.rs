@@ -1,5 +1,5 @@
-//! The kernel's own uevents: a `NETLINK_KOBJECT_UEVENT` socket bound to multicast group
-//! 1. These arrive whether or not udevd runs (VM lab, containers, minimal hosts), and
+//! The kernel's own uevents: a `NETLINK_KOBJECT_UEVENT` socket bound to the kernel's
+//! multicast group (1). These arrive whether or not udevd runs (VM lab, containers, minimal hosts), and
 //! before udev has processed them; asmguard reads the label sector itself, so it needs
 //! nothing udev adds. Only messages from the kernel (netlink port id 0) are accepted.
 

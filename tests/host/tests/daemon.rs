@@ -436,13 +436,12 @@ fn remove_links_to(dir: &Path, target: &str) -> std::io::Result<()> {
         let m = std::fs::symlink_metadata(&p)?;
         if m.is_dir() {
             let _ = remove_links_to(&p, target);
-        } else if m.file_type().is_symlink() {
-            if std::fs::read_link(&p)?
+        } else if m.file_type().is_symlink()
+            && std::fs::read_link(&p)?
                 .file_name()
                 .is_some_and(|f| f == target)
-            {
-                std::fs::remove_file(&p)?;
-            }
+        {
+            std::fs::remove_file(&p)?;
         }
     }
     Ok(())
