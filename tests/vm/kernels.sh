@@ -17,8 +17,8 @@ VM_DIR=${VM_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}
 VM_CACHE=${VM_CACHE:-$VM_DIR/cache}
 VM_WORK=${VM_WORK:-$VM_DIR/work}
 
-# Modules the guest tests need. "?" marks an optional one (warn if the kernel
-# lacks it). Hard dependencies come from modules.dep, "pre:" soft dependencies
+# Modules the guest tests need. "?" marks an optional one: shipped if the kernel
+# has it, not loaded at boot (a test runs "modprobe xfs"). Hard dependencies come from modules.dep, "pre:" soft dependencies
 # from modules.softdep. Modules loaded with parameters by the guest init
 # (scsi_debug, null_blk) are shipped but not in the boot load list.
 VM_MODULES="loop dm-mod dm-bufio dm-persistent-data dm-bio-prison dm-thin-pool
@@ -75,15 +75,17 @@ vm_fetch_kernel() {
 	[ -n "$kver" ] && [ -f "$root/boot/vmlinuz-$kver" ] ||
 		{ vm_log "$deb holds no kernel (lib/modules/*, boot/vmlinuz-*)"; return 1; }
 
-	local out="$VM_WORK/$line" stamp="$pkg $ver"
-	if [ -f "$out/kernel.env" ] && [ "$(cat "$out/.stamp" 2>/dev/null)" = "$stamp $VM_MODULES" ]; then
+	# redo when the package, the module list or this script changes
+	local out="$VM_WORK/$line" stamp
+	stamp="$pkg $ver $(echo $VM_MODULES) $(cksum <"$VM_DIR/kernels.sh")"
+	if [ -f "$out/kernel.env" ] && [ "$(cat "$out/.stamp" 2>/dev/null)" = "$stamp" ]; then
 		return 0
 	fi
 	rm -rf "$out/modules"
 	cp "$root/boot/vmlinuz-$kver" "$out/vmlinuz"
 	vm_pick_modules "$root/lib/modules/$kver" "$out/modules/lib/modules/$kver" || return 1
 	printf 'KVER=%s\nKPKG=%s\nKPKG_VERSION=%s\n' "$kver" "$pkg" "$ver" >"$out/kernel.env"
-	echo "$stamp $VM_MODULES" >"$out/.stamp"
+	echo "$stamp" >"$out/.stamp"
 	vm_log "$line: $pkg $ver (kernel $kver) ready in $out"
 }
 
@@ -118,11 +120,12 @@ vm_pick_modules() {
 			if (n in done) return
 			if (!(n in file)) {
 				if (n in builtin) { done[n] = 1; print "builtin " n; return }
-				if (!optional) print "missing " n; else print "absent " n
+				# (a softdep, optional == 2, may name a crypto alias: say nothing)
+				if (!optional) print "missing " n; else if (optional == 1) print "absent " n
 				done[n] = 1; return
 			}
 			done[n] = 1
-			c = split(soft[n], a, " "); for (k = 1; k <= c; k++) visit(a[k], 1)
+			c = split(soft[n], a, " "); for (k = 1; k <= c; k++) visit(a[k], 2)
 			c = split(deps[n], a, " "); for (k = c; k >= 1; k--) visit(a[k], 0)
 			print "file " file[n]
 			print "load " n
@@ -133,7 +136,8 @@ vm_pick_modules() {
 			for (k = 1; k <= c; k++) {
 				if (w[k] == "") continue
 				opt = sub(/^\?/, "", w[k]); n = norm(w[k])
-				if (n in withp) { noload[n] = 1 }
+				# optional modules are shipped, not loaded at boot (tests modprobe them)
+				if (opt && !(n in done)) print "skip " n
 				visit(n, opt)
 			}
 		}' "$src/modules.dep" "$src/modules.builtin" "$src/modules.softdep") || return 1
@@ -165,7 +169,9 @@ vm_pick_modules() {
 	# Boot load order: everything except the modules the init loads with parameters.
 	echo "$plan" | awk -v params="$VM_MODULES_WITH_PARAMS" '
 		BEGIN { c = split(params, p, /[ \n]+/); for (k = 1; k <= c; k++) { n = p[k]; gsub(/-/, "_", n); skip[n] = 1 } }
-		/^load / && !($2 in skip) { print $2 }' >"$dst/asmguard.load"
+		/^skip / { skip[$2] = 1 }
+		/^load / { order[++m] = $2 }
+		END { for (k = 1; k <= m; k++) if (!(order[k] in skip)) print order[k] }' >"$dst/asmguard.load"
 }
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
