@@ -22,7 +22,10 @@ const UNIT_NS_DEN: u64 = 1024;
 /// `ns <= 2^k units`, capped at the overflow slot. The same arithmetic as
 /// `slot_of()` in `bpf/iolat.bpf.c`.
 pub fn slot_of_ns(ns: u64) -> usize {
-    let units = ns.saturating_mul(UNIT_NS_DEN).saturating_add(UNIT_NS_NUM - 1) / UNIT_NS_NUM;
+    let units = ns
+        .saturating_mul(UNIT_NS_DEN)
+        .saturating_add(UNIT_NS_NUM - 1)
+        / UNIT_NS_NUM;
     if units <= 1 {
         return 0;
     }

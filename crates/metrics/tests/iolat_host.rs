@@ -93,7 +93,14 @@ fn discards_and_flushes_have_their_own_op() {
         .unwrap_or_default();
     if cache.trim() == "write back" {
         let st = Command::new("dd")
-            .args(["if=/dev/zero", "bs=4096", "count=1", "oflag=direct", "conv=fsync", "status=none"])
+            .args([
+                "if=/dev/zero",
+                "bs=4096",
+                "count=1",
+                "oflag=direct",
+                "conv=fsync",
+                "status=none",
+            ])
             .arg(format!("of={}", disk.path.display()))
             .status()
             .unwrap();
@@ -120,7 +127,11 @@ fn only_added_disks_unless_trace_all() {
     direct_reads(&traced.path, 5);
     let s = iolat.read().unwrap();
     assert!(hist_of(&s, tdev, Op::Read).count() >= 5);
-    assert_eq!(hist_of(&s, odev, Op::Read).count(), 0, "untraced disk counted");
+    assert_eq!(
+        hist_of(&s, odev, Op::Read).count(),
+        0,
+        "untraced disk counted"
+    );
 
     iolat.set_trace_all(true).unwrap();
     direct_reads(&other.path, 7);

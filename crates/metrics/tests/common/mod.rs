@@ -20,7 +20,9 @@ pub fn require_root() -> bool {
 }
 
 fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
     assert!(
         out.status.success(),
         "{cmd:?} failed: {}",
@@ -51,7 +53,11 @@ impl LoopDev {
     }
 
     pub fn name(&self) -> String {
-        self.path.file_name().unwrap().to_string_lossy().into_owned()
+        self.path
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned()
     }
 }
 
@@ -64,7 +70,9 @@ impl Drop for LoopDev {
 
 /// Waits until udev has handled every event (so its probes are done).
 pub fn settle() {
-    let _ = Command::new("udevadm").args(["settle", "--timeout=10"]).status();
+    let _ = Command::new("udevadm")
+        .args(["settle", "--timeout=10"])
+        .status();
 }
 
 /// `count` O_DIRECT reads of 4 KiB, one request each.

@@ -1,0 +1,251 @@
+//! The Grafana dashboard is valid JSON and queries only what the exporter
+//! emits: every metric name in every expression (and template query) appears
+//! in a live scrape, and every label it filters or groups by is a label the
+//! exporter sets.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use asmguard_metrics::http;
+use asmguard_metrics::{
+    DiscardSource, DiskInfo, Error, HistSource, KernelDev, Metrics, Op, OpHist, RawEntry,
+};
+use serde_json::Value;
+
+#[derive(Debug)]
+struct OneDisk;
+impl HistSource for OneDisk {
+    fn read(&self) -> Result<Vec<RawEntry>, Error> {
+        Ok(Op::ALL
+            .into_iter()
+            .map(|op| {
+                let mut hist = OpHist::default();
+                hist.lat[10] = 1;
+                hist.queue[0] = 1;
+                hist.bytes = 4096;
+                RawEntry {
+                    dev: KernelDev::new(7, 0).unwrap().raw(),
+                    op,
+                    hist,
+                }
+            })
+            .collect())
+    }
+}
+
+/// A live scrape of an exporter with every family populated.
+fn scrape_everything() -> String {
+    let m = Metrics::with_source(Arc::new(OneDisk));
+    m.set_disk(
+        KernelDev::new(7, 0).unwrap(),
+        DiskInfo {
+            device: "loop0".into(),
+            label: "DATA1".into(),
+            paths: vec!["/dev/loop0".into()],
+            logical_sector: 512,
+            physical_sector: 4096,
+        },
+    );
+    m.set_backend("lsm");
+    m.set_filter_mode("DATA1", "enforce");
+    m.record_denied("DATA1", "file_open");
+    m.record_discard("DATA1", DiscardSource::Oracle, 4096);
+    m.record_discard("DATA1", DiscardSource::Reclaim, 4096);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let addr = http::spawn("127.0.0.1:0".parse().unwrap(), m)
+            .await
+            .unwrap();
+        http::scrape(&format!("http://{addr}/metrics"), false)
+            .await
+            .unwrap()
+    })
+}
+
+/// Sample names and label names of a scrape.
+fn emitted(scrape: &str) -> (BTreeSet<String>, BTreeSet<String>) {
+    let mut names = BTreeSet::new();
+    let mut labels = BTreeSet::new();
+    for line in scrape
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
+        let end = line.find(['{', ' ']).unwrap();
+        names.insert(line[..end].to_string());
+        if line[end..].starts_with('{') {
+            let inner = &line[end + 1..line.rfind('}').unwrap()];
+            for part in inner.split("\",") {
+                labels.insert(part.split('=').next().unwrap().trim().to_string());
+            }
+        }
+    }
+    (names, labels)
+}
+
+fn is_ident(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_' || c == ':'
+}
+
+/// Identifiers of an expression that start with `asmguard_`.
+fn metric_names(expr: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = expr;
+    while let Some(i) = rest.find("asmguard_") {
+        let before = rest[..i].chars().last();
+        let tail = &rest[i..];
+        let len = tail.find(|c| !is_ident(c)).unwrap_or(tail.len());
+        if !before.is_some_and(is_ident) {
+            out.push(tail[..len].to_string());
+        }
+        rest = &tail[len..];
+    }
+    out
+}
+
+/// Label names an expression matches on (`{a="x", b=~"y"}`) or groups by
+/// (`by (a, b)`, `without (...)`); `le` of histogram_quantile included.
+fn label_names(expr: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut s = expr;
+    while let Some(open) = s.find('{') {
+        let close = open + s[open..].find('}').expect("unbalanced braces");
+        for m in s[open + 1..close].split(',') {
+            let name: String = m.trim().chars().take_while(|&c| is_ident(c)).collect();
+            if !name.is_empty() {
+                out.push(name);
+            }
+        }
+        s = &s[close + 1..];
+    }
+    for kw in ["by (", "without ("] {
+        let mut s = expr;
+        while let Some(i) = s.find(kw) {
+            let from = i + kw.len();
+            let close = from + s[from..].find(')').expect("unbalanced parentheses");
+            out.extend(s[from..close].split(',').map(|l| l.trim().to_string()));
+            s = &s[close..];
+        }
+    }
+    out
+}
+
+/// Every PromQL string of the dashboard: targets' `expr` and query variables.
+fn queries(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::Object(map) => {
+            for (k, v) in map {
+                match (k.as_str(), v) {
+                    ("expr", Value::String(s)) | ("definition", Value::String(s)) => {
+                        out.push(s.clone())
+                    }
+                    ("query", Value::String(s)) if s.contains("asmguard_") => out.push(s.clone()),
+                    _ => queries(v, out),
+                }
+            }
+        }
+        Value::Array(a) => a.iter().for_each(|v| queries(v, out)),
+        _ => {}
+    }
+}
+
+fn dashboard() -> Value {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../dashboards/asmguard.json"
+    );
+    let text = std::fs::read_to_string(path).expect("dashboards/asmguard.json");
+    serde_json::from_str(&text).expect("the dashboard is valid JSON")
+}
+
+#[test]
+fn dashboard_queries_only_emitted_metrics_and_labels() {
+    let (names, labels) = emitted(&scrape_everything());
+    assert!(
+        names.contains("asmguard_io_latency_seconds_bucket"),
+        "{names:?}"
+    );
+    let mut exprs = Vec::new();
+    queries(&dashboard(), &mut exprs);
+    assert!(exprs.len() >= 10, "only {} queries found", exprs.len());
+    let mut used = BTreeSet::new();
+    for e in &exprs {
+        assert_eq!(e.matches('(').count(), e.matches(')').count(), "{e}");
+        assert_eq!(e.matches('{').count(), e.matches('}').count(), "{e}");
+        let found = metric_names(e);
+        assert!(!found.is_empty(), "no asmguard metric in {e}");
+        for n in found {
+            assert!(
+                names.contains(&n),
+                "{e}: {n} is not emitted by the exporter"
+            );
+            used.insert(n);
+        }
+        for l in label_names(e) {
+            // `label_values(metric, label)` is not a selector: skip it
+            if e.starts_with("label_values(") {
+                continue;
+            }
+            assert!(labels.contains(&l), "{e}: label {l} is not emitted");
+        }
+    }
+    // the issue's panels: latency (heatmap and quantiles), IOPS, throughput,
+    // denials, discards
+    for must in [
+        "asmguard_io_latency_seconds_bucket",
+        "asmguard_io_latency_seconds_count",
+        "asmguard_io_bytes_total",
+        "asmguard_writes_denied_total",
+        "asmguard_discard_bytes_total",
+    ] {
+        assert!(used.contains(must), "the dashboard does not use {must}");
+    }
+}
+
+#[test]
+fn dashboard_has_the_required_panels() {
+    let d = dashboard();
+    let panels = d["panels"].as_array().expect("panels");
+    let mut ids = BTreeSet::new();
+    for p in panels {
+        assert!(
+            ids.insert(p["id"].as_u64().expect("numeric id")),
+            "duplicate id"
+        );
+        assert!(p["title"].as_str().is_some_and(|t| !t.is_empty()));
+        for t in p["targets"].as_array().into_iter().flatten() {
+            assert!(t["refId"].as_str().is_some());
+        }
+    }
+    let heatmap = panels
+        .iter()
+        .find(|p| p["type"] == "heatmap")
+        .expect("a heatmap panel");
+    assert_eq!(heatmap["targets"][0]["format"], "heatmap");
+    assert!(heatmap["targets"][0]["expr"]
+        .as_str()
+        .unwrap()
+        .contains("by (le)"));
+    let quantiles: Vec<&str> = panels
+        .iter()
+        .flat_map(|p| p["targets"].as_array().into_iter().flatten())
+        .filter_map(|t| t["expr"].as_str())
+        .filter(|e| e.starts_with("histogram_quantile("))
+        .collect();
+    for q in ["histogram_quantile(0.5,", "histogram_quantile(0.99,"] {
+        assert!(quantiles.iter().any(|e| e.starts_with(q)), "no {q}");
+    }
+    for e in &quantiles {
+        assert!(e.contains("_bucket") && e.contains(" le)"), "{e}");
+    }
+    assert!(d["uid"].as_str().is_some() && d["schemaVersion"].as_u64().is_some());
+}
+
+#[test]
+fn name_extraction_finds_names_and_labels() {
+    let e = r#"histogram_quantile(0.99, sum by (label, le) (rate(asmguard_io_latency_seconds_bucket{op="read",label=~"$label"}[5m]))) / notasmguard_x"#;
+    assert_eq!(metric_names(e), vec!["asmguard_io_latency_seconds_bucket"]);
+    let l = label_names(e);
+    for want in ["op", "label", "le"] {
+        assert!(l.contains(&want.to_string()), "{l:?}");
+    }
+}
