@@ -312,8 +312,11 @@ impl Snapshot {
     }
 }
 
+/// Label names and values of one sample.
+type Labels = Vec<(String, String)>;
+
 /// Parses `{a="x",b="y"} rest` (or ` rest`): the labels and what follows.
-fn parse_labels(s: &str) -> Result<(Vec<(String, String)>, &str), String> {
+fn parse_labels(s: &str) -> Result<(Labels, &str), String> {
     let Some(mut rest) = s.strip_prefix('{') else {
         return Ok((Vec::new(), s));
     };

@@ -142,7 +142,7 @@ fn serve(args: ServeArgs) -> Result<()> {
 }
 
 fn run_iostat(label: Option<&str>, interval: f64, count: u64, json: bool, url: &str) -> Result<()> {
-    if !(interval > 0.0) {
+    if !interval.is_finite() || interval <= 0.0 {
         bail!("--interval must be positive");
     }
     let read = || -> Result<(Snapshot, Instant)> {

@@ -1,0 +1,218 @@
+//! The exporter live: `asmguard-iolat` on a loop device, scraped over HTTP,
+//! checked by `promtool check metrics` (Debian's prometheus package), and its
+//! `iostat` view (root).
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use asmguard_metrics::http::{self, scrape_blocking};
+use asmguard_metrics::{DiscardSource, DiskInfo, IoLat, KernelDev, Metrics, Op, Snapshot};
+use common::{direct_reads, direct_writes, require_root, LoopDev};
+
+/// The exporter binary; killed on drop.
+struct Exporter {
+    child: Child,
+    url: String,
+}
+
+impl Exporter {
+    fn start(args: &[&str]) -> Exporter {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_asmguard-iolat"))
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starting asmguard-iolat");
+        let mut line = String::new();
+        BufReader::new(child.stderr.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let url = line
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .unwrap_or_else(|| panic!("asmguard-iolat did not start: {line}"))
+            .to_string();
+        Exporter { child, url }
+    }
+}
+
+impl Drop for Exporter {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `promtool check metrics` on a scrape: (success, everything it printed).
+fn promtool(scrape: &str) -> (bool, String) {
+    let mut p = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool (Debian package prometheus) is needed");
+    p.stdin
+        .take()
+        .unwrap()
+        .write_all(scrape.as_bytes())
+        .unwrap();
+    let out = p.wait_with_output().unwrap();
+    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), text)
+}
+
+#[test]
+fn promtool_accepts_a_live_scrape_of_the_binary() {
+    if !require_root() {
+        return;
+    }
+    let disk = LoopDev::new("promtool", 32);
+    let exporter = Exporter::start(&["--device", &format!("{}=DATA1", disk.path.display())]);
+    direct_reads(&disk.path, 11);
+    direct_writes(&disk.path, 3, 64);
+    let text = scrape_blocking(&exporter.url, false).unwrap();
+    let (ok, out) = promtool(&text);
+    assert!(
+        ok && out.trim().is_empty(),
+        "promtool: {out}\n--- scrape:\n{text}"
+    );
+    // not an empty scrape: the disk's histograms and info are there
+    let snap = Snapshot::from_prometheus_text(&text).unwrap();
+    let reads = snap
+        .find("DATA1", Op::Read)
+        .expect("read histogram of DATA1");
+    assert_eq!(reads.device, disk.name());
+    assert!(reads.hist.count() >= 11);
+    assert!(snap.find("DATA1", Op::Write).unwrap().hist.bytes >= 3 * 4096);
+    assert!(text.contains(&format!(
+        "asmguard_disk_info{{label=\"DATA1\",device=\"{}\",paths=\"{}\",logical_sector=\"512\",physical_sector=\"512\"}} 1",
+        disk.name(),
+        disk.path.display()
+    )));
+    // OpenMetrics for those who ask
+    let om = scrape_blocking(&exporter.url, true).unwrap();
+    assert!(om.ends_with("# EOF\n"));
+    assert!(om.contains("# UNIT asmguard_io_latency_seconds seconds"));
+}
+
+#[test]
+fn promtool_accepts_every_family() {
+    if !require_root() {
+        return;
+    }
+    let disk = LoopDev::new("families", 32);
+    let dev = KernelDev::disk_of_path(&disk.path).unwrap();
+    let iolat = Arc::new(IoLat::load().unwrap());
+    iolat.add_device(dev.raw()).unwrap();
+    let m = Metrics::with_source(iolat);
+    m.set_disk(
+        dev,
+        DiskInfo {
+            device: disk.name(),
+            label: "DATA1".into(),
+            paths: vec![
+                disk.path.display().to_string(),
+                "/dev/asmguard/disks/DATA1".into(),
+            ],
+            logical_sector: 512,
+            physical_sector: 4096,
+        },
+    );
+    m.set_backend("cgroup_device");
+    m.set_filter_mode("DATA1", "enforce");
+    m.record_denied("DATA1", "file_open");
+    m.record_denied("DATA1", "file_ioctl");
+    m.record_discard("DATA1", DiscardSource::Oracle, 1 << 20);
+    m.record_discard("DATA1", DiscardSource::Reclaim, 4 << 20);
+    direct_reads(&disk.path, 4);
+    let _ = Command::new("blkdiscard")
+        .args(["-o", "0", "-l", "65536"])
+        .arg(&disk.path)
+        .status();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let text = rt.block_on(async {
+        let addr = http::spawn("127.0.0.1:0".parse().unwrap(), m)
+            .await
+            .unwrap();
+        http::scrape(&format!("http://{addr}/metrics"), false)
+            .await
+            .unwrap()
+    });
+    let (ok, out) = promtool(&text);
+    assert!(
+        ok && out.trim().is_empty(),
+        "promtool: {out}\n--- scrape:\n{text}"
+    );
+    for family in [
+        "asmguard_io_latency_seconds_bucket{",
+        "asmguard_io_queue_seconds_bucket{",
+        "asmguard_io_bytes_total{",
+        "asmguard_io_dropped_total ",
+        "asmguard_writes_denied_total{",
+        "asmguard_discard_bytes_total{",
+        "asmguard_disk_info{",
+        "asmguard_filter_mode{",
+        "asmguard_backend_info{",
+    ] {
+        assert!(text.contains(family), "{family} missing from:\n{text}");
+    }
+    assert!(text.contains("op=\"discard\""));
+}
+
+#[test]
+fn iostat_shows_the_interval() {
+    if !require_root() {
+        return;
+    }
+    let disk = LoopDev::new("iostat", 32);
+    let exporter = Exporter::start(&["--device", &format!("{}=DATA1", disk.path.display())]);
+    let iostat = Command::new(env!("CARGO_BIN_EXE_asmguard-iolat"))
+        .args([
+            "iostat",
+            "DATA1",
+            "--interval",
+            "3",
+            "--count",
+            "1",
+            "--json",
+            "--url",
+        ])
+        .arg(&exporter.url)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // after iostat's first scrape, well before its second
+    std::thread::sleep(Duration::from_millis(1000));
+    direct_reads(&disk.path, 150);
+    let out = iostat.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = report["rows"].as_array().unwrap();
+    let read = rows.iter().find(|r| r["op"] == "read").expect("a read row");
+    assert_eq!(read["label"], "DATA1");
+    assert_eq!(read["ios"], 150);
+    let iops = read["iops"].as_f64().unwrap();
+    assert!((40.0..=60.0).contains(&iops), "150 I/Os in ~3 s: {iops}");
+    let shares: f64 = read["wait_pct"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_f64().unwrap())
+        .sum();
+    assert!((shares - 100.0).abs() < 1e-6, "{shares}");
+    let text = Command::new(env!("CARGO_BIN_EXE_asmguard-iolat"))
+        .args(["iostat", "--interval", "0.2", "--count", "1", "--url"])
+        .arg(&exporter.url)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.starts_with("DEVICE"), "{text}");
+    assert!(text.contains("<=1s"));
+    assert!(text.contains("DATA1"));
+}
