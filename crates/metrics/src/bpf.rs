@@ -229,6 +229,15 @@ impl IoLat {
             .unwrap_or(0)
     }
 
+    /// Writes a (disk, op) histogram as if the kernel had counted it; the kernel
+    /// keeps adding to it. For benchmarks (the scrape cost of many disks) and
+    /// tests, not for normal operation.
+    pub fn insert_histogram(&self, dev: u32, op: Op, hist: &OpHist) -> Result<(), Error> {
+        self.hists
+            .update(&hist_key(dev, op), &hist.to_bytes(), MapFlags::ANY)
+            .map_err(bpf("writing iolat_hists"))
+    }
+
     /// Reads every (disk, op) histogram. Cumulative: nothing is reset, and
     /// nothing is kept on this side between reads.
     pub fn read(&self) -> Result<Vec<RawEntry>, Error> {

@@ -76,14 +76,29 @@ pub fn slot_of_le(le: &str) -> Option<usize> {
     })
 }
 
-/// Prometheus buckets `(upper bound, count in this slot)` for the encoder,
-/// which accumulates them: the last is `+Inf`.
+/// The slots whose upper bounds are exported as Prometheus `le` buckets:
+/// every power of two from 2^4 units (15.625 us) to 2^20 units (1.024 s), then
+/// 4.096 s and 32.768 s, then `+Inf`. Coarser than the kernel's slots at the
+/// ends (nothing a disk does takes under 15 us, and beyond a second only the
+/// order of magnitude matters) to keep a scrape of 1,000 disks small; every
+/// Oracle wait-histogram boundary is among them. Cumulative counts at a subset
+/// of the boundaries are exact.
+pub const EXPORTED_SLOTS: [usize; 19] = [
+    4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 22, 25,
+];
+
+/// Prometheus buckets `(upper bound, count since the previous bound)` at the
+/// [`EXPORTED_SLOTS`] bounds, then `+Inf`; the encoder accumulates them.
 pub fn prometheus_buckets(slots: &[u64; NSLOTS]) -> Vec<(f64, u64)> {
-    let mut out = Vec::with_capacity(NSLOTS);
-    for (k, &n) in slots.iter().enumerate().take(FINITE_SLOTS) {
+    let mut out = Vec::with_capacity(EXPORTED_SLOTS.len() + 1);
+    let mut from = 0;
+    for &k in &EXPORTED_SLOTS {
+        let n = slots[from..=k].iter().fold(0u64, |a, &b| a.wrapping_add(b));
         out.push((le_seconds(k), n));
+        from = k + 1;
     }
-    out.push((f64::INFINITY, slots[NSLOTS - 1]));
+    let rest = slots[from..].iter().fold(0u64, |a, &b| a.wrapping_add(b));
+    out.push((f64::INFINITY, rest));
     out
 }
 
@@ -193,8 +208,26 @@ mod tests {
         assert_eq!(cum[FINITE_SLOTS - 1], 5);
         assert_eq!(cum[NSLOTS - 1], 6); // +Inf: + 50 s
         let buckets = prometheus_buckets(&slots);
-        assert_eq!(buckets.len(), NSLOTS);
+        assert_eq!(buckets.len(), EXPORTED_SLOTS.len() + 1);
         assert!(buckets.last().unwrap().0.is_infinite());
         assert!(buckets.windows(2).all(|w| w[0].0 < w[1].0));
+        // what the encoder prints: running sums of the bucket counts
+        let mut run = 0;
+        for (i, &(bound, n)) in buckets.iter().enumerate() {
+            run += n;
+            let k = EXPORTED_SLOTS.get(i).copied().unwrap_or(NSLOTS - 1);
+            assert_eq!(run, cum[k], "le={bound}");
+        }
+        // the 0 (slot 0) is counted in the first exported bucket (slot 4)
+        assert_eq!(buckets[0], (le_seconds(4), 1));
+    }
+
+    #[test]
+    fn exported_bounds_include_every_oracle_boundary() {
+        for k in [10, 11, 12, 13, 14, 15, 20] {
+            assert!(EXPORTED_SLOTS.contains(&k), "slot {k}");
+        }
+        assert!(EXPORTED_SLOTS.windows(2).all(|w| w[0] < w[1]));
+        assert!(*EXPORTED_SLOTS.last().unwrap() < FINITE_SLOTS);
     }
 }

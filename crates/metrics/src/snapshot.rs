@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::hist::{slot_of_le, FINITE_SLOTS, NSLOTS};
+use crate::hist::{slot_of_le, EXPORTED_SLOTS, FINITE_SLOTS, NSLOTS};
 
 /// The operation classes of the `op` label (`enum iolat_op` in `bpf/iolat.h`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -119,6 +119,19 @@ impl OpHist {
         Some(hist)
     }
 
+    /// Encodes as a `struct iolat_hist` map value (native endian).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(HIST_BYTES);
+        for w in [self.bytes, self.lat_sum_ns, self.queue_sum_ns]
+            .iter()
+            .chain(&self.lat)
+            .chain(&self.queue)
+        {
+            out.extend_from_slice(&w.to_ne_bytes());
+        }
+        out
+    }
+
     /// What happened between `earlier` and `self` (both cumulative). Counters
     /// that went backwards (the program was reloaded) count from zero.
     pub fn delta(&self, earlier: &OpHist) -> OpHist {
@@ -183,6 +196,9 @@ struct Partial {
     queue_inf: u64,
 }
 
+/// Per-slot counts from cumulative buckets at the exported bounds: each
+/// bucket's increment goes to the slot of its bound (the exact slot within a
+/// merged range is not in a scrape; the Oracle boundaries all are).
 fn slots_from_cumulative(
     cum: &[Option<u64>; FINITE_SLOTS],
     inf: u64,
@@ -190,10 +206,10 @@ fn slots_from_cumulative(
 ) -> Result<[u64; NSLOTS], ParseError> {
     let mut out = [0u64; NSLOTS];
     let mut prev = 0u64;
-    for (k, c) in cum.iter().enumerate() {
-        let c = c.ok_or_else(|| ParseError {
+    for &k in &EXPORTED_SLOTS {
+        let c = cum[k].ok_or_else(|| ParseError {
             line,
-            what: format!("bucket {k} missing"),
+            what: format!("bucket le={} missing", crate::hist::le_decimal(k)),
         })?;
         out[k] = c.checked_sub(prev).ok_or_else(|| ParseError {
             line,
@@ -370,6 +386,7 @@ mod tests {
             raw.extend_from_slice(&(i * 10).to_ne_bytes());
         }
         let h = OpHist::from_bytes(&raw).unwrap();
+        assert_eq!(h.to_bytes(), raw);
         assert_eq!((h.bytes, h.lat_sum_ns, h.queue_sum_ns), (0, 10, 20));
         assert_eq!(h.lat[0], 30);
         assert_eq!(h.queue[NSLOTS - 1], 10 * (2 + 2 * NSLOTS as u64));

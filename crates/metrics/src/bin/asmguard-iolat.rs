@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use asmguard_metrics::http::{self, DEFAULT_LISTEN};
-use asmguard_metrics::{AttachMode, DiskInfo, IoLat, KernelDev, Metrics, Snapshot};
+use asmguard_metrics::{AttachMode, DiskInfo, IoLat, KernelDev, Metrics, Op, OpHist, Snapshot};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -41,6 +41,10 @@ struct ServeArgs {
     /// Attach with raw_tp instead of tp_btf.
     #[arg(long)]
     raw_tp: bool,
+    /// Benchmarks only: add N synthetic disks (read and write histograms written
+    /// into the BPF map, names BENCH0001...) to measure scrapes of many disks.
+    #[arg(long, value_name = "N", default_value_t = 0, hide = true)]
+    synthetic_disks: u32,
 }
 
 #[derive(Subcommand)]
@@ -113,9 +117,10 @@ fn serve(args: ServeArgs) -> Result<()> {
             },
         );
     }
+    add_synthetic_disks(&iolat, &metrics, args.synthetic_disks)?;
     if args.all {
         iolat.set_trace_all(true)?;
-    } else if args.devices.is_empty() {
+    } else if args.devices.is_empty() && args.synthetic_disks == 0 {
         bail!("nothing to trace: give --device PATH[=LABEL] or --all");
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -139,6 +144,35 @@ fn serve(args: ServeArgs) -> Result<()> {
         }
         Ok(())
     })
+}
+
+/// Synthetic disks on major 4095 (unused by Linux), with plausible histograms.
+fn add_synthetic_disks(iolat: &IoLat, metrics: &Metrics, n: u32) -> Result<()> {
+    for i in 0..n {
+        let dev = KernelDev::new(4095, i)?;
+        for (op, base) in [(Op::Read, 9usize), (Op::Write, 10usize)] {
+            let mut hist = OpHist::default();
+            for k in 0..6 {
+                hist.lat[base + k] = 1000 >> k;
+                hist.queue[k] = 500 >> k;
+            }
+            hist.bytes = 16384 * hist.count();
+            hist.lat_sum_ns = 500_000 * hist.count();
+            iolat.insert_histogram(dev.raw(), op, &hist)?;
+        }
+        let label = format!("BENCH{:04}", i + 1);
+        metrics.set_disk(
+            dev,
+            DiskInfo {
+                device: format!("bench{}", i + 1),
+                paths: vec![format!("/dev/asmguard/disks/{label}")],
+                label,
+                logical_sector: 512,
+                physical_sector: 4096,
+            },
+        );
+    }
+    Ok(())
 }
 
 fn run_iostat(label: Option<&str>, interval: f64, count: u64, json: bool, url: &str) -> Result<()> {
