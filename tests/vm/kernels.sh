@@ -56,7 +56,7 @@ vm_fetch_kernel() {
 	deb="$VM_CACHE/${pkg}_${ver//:/%3a}_amd64.deb"
 	if [ ! -s "$deb" ]; then
 		vm_log "downloading $pkg $ver"
-		(cd "$VM_CACHE" && apt-get download -q "$pkg=$ver" >&2) || return 1
+		(cd "$VM_CACHE" && apt-get download -q -o APT::Sandbox::User=root "$pkg=$ver" >&2) || return 1
 		[ -s "$deb" ] || { vm_log "download of $pkg did not produce $deb"; return 1; }
 	fi
 	root="$VM_CACHE/${pkg}_${ver//:/%3a}"
