@@ -64,6 +64,10 @@ vm_fetch_kernel() {
 		rm -rf "$root"
 		mkdir -p "$root"
 		dpkg-deb -x "$deb" "$root" || return 1
+		# Newer packages put modules in usr/lib/modules: one layout for the rest.
+		if [ ! -d "$root/lib/modules" ] && [ -d "$root/usr/lib/modules" ]; then
+			mkdir -p "$root/lib" && ln -s ../usr/lib/modules "$root/lib/modules"
+		fi
 		# The package ships no modules.dep (its postinst runs depmod): make one.
 		kver=$(ls "$root/lib/modules" 2>/dev/null | head -n 1)
 		if [ -n "$kver" ] && [ ! -s "$root/lib/modules/$kver/modules.dep" ]; then

@@ -155,3 +155,29 @@ impl<'obj> SmokeFilter<'obj> {
         Ok(u64::from_ne_bytes(raw))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use libbpf_rs::{MapType, ProgramType};
+
+    /// Opening (not loading) needs no privilege and no kernel BTF: it checks
+    /// what build.rs produced, on any host.
+    #[test]
+    fn smoke_object_has_the_lsm_program_and_map() {
+        let mut storage = ObjectStorage::new();
+        let open = SmokeSkelBuilder::default()
+            .open(&mut storage.0)
+            .expect("open the smoke object");
+
+        let prog = &open.progs.smoke_file_open;
+        assert_eq!(prog.prog_type(), ProgramType::Lsm);
+        assert_eq!(prog.section(), "lsm/file_open");
+
+        let map = &open.maps.smoke_devs;
+        assert_eq!(map.map_type(), MapType::Hash);
+        assert_eq!(map.key_size(), 4, "key: kernel dev_t (u32)");
+        assert_eq!(map.value_size(), 1);
+        assert!(map.max_entries() >= 256);
+    }
+}
