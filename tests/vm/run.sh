@@ -52,6 +52,15 @@ if [ "${VM_BUILD:-1}" = 1 ]; then
 		summary_fail "cargo build --release failed"
 fi
 
+# One lab run at a time on this checkout (they share tests/vm/work, and two TCG
+# guests on two cores would only slow each other down).
+mkdir -p "$VM_WORK"
+exec 9>"$VM_WORK/.lock"
+if ! flock -n 9; then
+	echo "$name: waiting for another VM lab run in this checkout" >&2
+	flock 9
+fi
+
 vm_fetch_kernel "$line" || summary_fail "could not fetch the $line kernel"
 vm_initramfs "$line" || summary_fail "could not build the initramfs"
 . "$VM_WORK/$line/kernel.env"
