@@ -1,0 +1,268 @@
+#!/bin/bash
+# Benchmarks of asmguard's I/O latency tracer (bpf/iolat.bpf.c + asmguard-iolat).
+# Not pass/fail: prints the figures BENCHMARKS.md quotes, as Markdown, and keeps
+# the raw fio/bpftool/curl output in target/bench/iolat/.
+#
+#   sudo scripts/bench-iolat.sh
+#
+#   RUNTIME=10   seconds per fio run
+#   ROUNDS=3     on/off pairs per workload (the order alternates; median ratio)
+#   DISKS=1000   synthetic disks for the scrape benchmark
+#   SIZE_MIB=2048  size of the tmpfs-backed loop device
+#
+# What it measures, all against one loop device backed by a file in /dev/shm:
+#  1. fio 4 KiB random reads, queue depth 32: IOPS with the tracer attached and
+#     tracing the device ("on") vs no tracer loaded ("off"), in the same run.
+#  2. An Oracle-like mix (16k random reads, 1M sequential reads, 16k random
+#     writes, 768k sequential writes, 64k O_DSYNC redo writes), unthrottled:
+#     total IOPS and MB/s on vs off.
+#  3. The same mix at fixed rates (a bank's AWR profile, scaled down 10x):
+#     mean and p99 completion latency per I/O type on vs off.
+#  4. BPF cost per event from kernel.bpf_stats_enabled (run_time_ns / run_cnt
+#     per program) on a traced disk and on an untraced one (filter miss).
+#  5. Scrape time and exporter RSS with DISKS synthetic disks (2 ops each).
+# The write filter is not part of this run (not built yet): "on" means tracing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+RUNTIME=${RUNTIME:-10}
+ROUNDS=${ROUNDS:-3}
+DISKS=${DISKS:-1000}
+SIZE_MIB=${SIZE_MIB:-2048}
+OUT=target/bench/iolat
+BIN=target/release/asmguard-iolat
+
+[ "$(id -u)" = 0 ] || { echo "bench-iolat: needs root (BPF, loop devices)" >&2; exit 1; }
+for t in fio jq bpftool curl losetup promtool; do
+    command -v "$t" >/dev/null || { echo "bench-iolat: $t is missing" >&2; exit 1; }
+done
+mkdir -p "$OUT"
+rm -f "$OUT"/*.json "$OUT"/*.txt "$OUT"/*.log
+cargo build --release -p asmguard-metrics >&2
+
+IMG=/dev/shm/asmguard-bench-$$.img
+IMG2=/dev/shm/asmguard-bench2-$$.img
+LOOP=
+LOOP2=
+TPID=
+STATS_WAS=$(sysctl -n kernel.bpf_stats_enabled)
+cleanup() {
+    [ -n "$TPID" ] && kill "$TPID" 2>/dev/null && wait "$TPID" 2>/dev/null
+    sysctl -q kernel.bpf_stats_enabled="$STATS_WAS" || true
+    [ -n "$LOOP" ] && losetup -d "$LOOP"
+    [ -n "$LOOP2" ] && losetup -d "$LOOP2"
+    rm -f "$IMG" "$IMG2"
+}
+trap cleanup EXIT
+
+# A written (not sparse) backing file, so reads touch real pages.
+dd if=/dev/zero of="$IMG" bs=1M count="$SIZE_MIB" status=none
+dd if=/dev/zero of="$IMG2" bs=1M count=256 status=none
+LOOP=$(losetup -f --show "$IMG")
+LOOP2=$(losetup -f --show "$IMG2")
+udevadm settle --timeout=10 || true
+
+# start_tracer [ARGS...]: the exporter in the background; waits until it serves.
+start_tracer() {
+    "$BIN" --listen 127.0.0.1:0 "$@" 2>"$OUT/tracer.log" &
+    TPID=$!
+    for _ in $(seq 100); do
+        grep -q serving "$OUT/tracer.log" 2>/dev/null && break
+        sleep 0.1
+    done
+    grep -q serving "$OUT/tracer.log" || { cat "$OUT/tracer.log" >&2; exit 1; }
+    URL=$(grep -o 'http://[^ ]*' "$OUT/tracer.log")
+}
+stop_tracer() {
+    kill "$TPID"
+    wait "$TPID" 2>/dev/null || true
+    TPID=
+}
+
+randread() {
+    fio --output-format=json --name=randread --filename="$LOOP" --rw=randread --bs=4k \
+        --iodepth=32 --ioengine=libaio --direct=1 --time_based --runtime="$RUNTIME" \
+        --size="${SIZE_MIB}M" --randrepeat=0 --norandommap "$@"
+}
+
+# The Oracle-like mix; $1: "max" (unthrottled) or "rate" (AWR profile / 10).
+mixjob() {
+    local rate=$1 r1='' r2='' r3='' r4='' r5=''
+    if [ "$rate" = rate ]; then
+        r1='rate_iops=325'; r2='rate_iops=250'; r3='rate_iops=580'; r4='rate_iops=75'; r5='rate_iops=5'
+    fi
+    cat <<EOF
+[global]
+filename=$LOOP
+ioengine=libaio
+direct=1
+time_based
+runtime=$RUNTIME
+randrepeat=0
+norandommap
+
+; db file sequential read: single-block random reads
+[rand-read-16k]
+rw=randread
+bs=16k
+iodepth=8
+offset=0
+size=40%
+$r1
+
+; db file scattered read / direct path read: multi-block sequential reads
+[seq-read-1m]
+rw=read
+bs=1M
+iodepth=2
+offset=40%
+size=20%
+$r2
+
+; db file parallel write: DBWR random writes
+[rand-write-16k]
+rw=randwrite
+bs=16k
+iodepth=8
+offset=60%
+size=20%
+$r3
+
+; direct path write: sequential multi-block writes
+[seq-write-768k]
+rw=write
+bs=768k
+iodepth=2
+offset=80%
+size=12%
+$r4
+
+; log file parallel write: LGWR, O_DSYNC
+[redo-64k]
+rw=write
+bs=64k
+iodepth=1
+sync=dsync
+offset=92%
+size=8%
+$r5
+EOF
+}
+
+# run WORKLOAD MODE ROUND: one fio run, JSON to $OUT/WORKLOAD-MODE-ROUND.json
+run() {
+    local w=$1 mode=$2 r=$3 f="$OUT/$1-$2-$3.json"
+    if [ "$mode" = on ]; then start_tracer --device "$LOOP=BENCH"; fi
+    case $w in
+        randread) randread >"$f" ;;
+        mix) mixjob max >"$OUT/mix.fio"; fio --output-format=json "$OUT/mix.fio" >"$f" ;;
+        rate) mixjob rate >"$OUT/rate.fio"; fio --output-format=json "$OUT/rate.fio" >"$f" ;;
+    esac
+    if [ "$mode" = on ]; then
+        curl -s "$URL" >"$OUT/$w-on-$r-scrape.txt"
+        stop_tracer
+    fi
+}
+
+for w in randread mix rate; do
+    for r in $(seq "$ROUNDS"); do
+        # alternate the order, so drift (thermal, page cache) does not favour one side
+        if [ $((r % 2)) = 1 ]; then run $w off "$r"; run $w on "$r"; else run $w on "$r"; run $w off "$r"; fi
+        echo "bench-iolat: $w round $r done" >&2
+    done
+done
+
+iops() { jq '[.jobs[] | .read.iops + .write.iops] | add' "$1"; }
+mbps() { jq '[.jobs[] | .read.bw_bytes + .write.bw_bytes] | add / 1048576' "$1"; }
+median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+ratio_of() { # workload metric-fn -> one ratio per round
+    for r in $(seq "$ROUNDS"); do
+        awk -v on="$($2 "$OUT/$1-on-$r.json")" -v off="$($2 "$OUT/$1-off-$r.json")" 'BEGIN {printf "%.4f\n", on/off}'
+    done
+}
+
+# ---- BPF cost per event ----
+stats_run() { # $1: traced|untraced
+    start_tracer --device "$LOOP=BENCH"
+    sysctl -q kernel.bpf_stats_enabled=1
+    if [ "$1" = traced ]; then randread >"$OUT/stats-$1.json"
+    else fio --output-format=json --name=untraced --filename="$LOOP2" --rw=randread --bs=4k \
+            --iodepth=32 --ioengine=libaio --direct=1 --time_based --runtime="$RUNTIME" \
+            --randrepeat=0 --norandommap >"$OUT/stats-$1.json"
+    fi
+    bpftool prog show --json >"$OUT/stats-$1-progs.json"
+    sysctl -q kernel.bpf_stats_enabled="$STATS_WAS"
+    curl -s "$URL" >"$OUT/stats-$1-scrape.txt"
+    stop_tracer
+}
+stats_run traced
+stats_run untraced
+prog_table() {
+    jq -r '.[] | select(.name | startswith("iolat_")) | select(.run_cnt > 0)
+        | "| \(.name) | \(.run_cnt) | \(.run_time_ns) | \((.run_time_ns / .run_cnt * 10 | round) / 10) |"' \
+        "$OUT/stats-$1-progs.json"
+}
+per_io() { # total ns of the three programs / I/Os fio completed
+    local ns ios
+    ns=$(jq '[.[] | select(.name | startswith("iolat_")) | .run_time_ns] | add' "$OUT/stats-$1-progs.json")
+    ios=$(jq '[.jobs[] | .read.total_ios + .write.total_ios] | add' "$OUT/stats-$1.json")
+    awk -v ns="$ns" -v ios="$ios" 'BEGIN {printf "%.1f", ns/ios}'
+}
+
+# ---- scrape time and RSS with many disks ----
+start_tracer --synthetic-disks "$DISKS"
+curl -s "$URL" >"$OUT/scrape-$DISKS.txt"
+for _ in $(seq 50); do curl -s -o /dev/null -w '%{time_total}\n' "$URL"; done >"$OUT/scrape-times.txt"
+RSS=$(awk '/VmRSS/ {print $2}' "/proc/$TPID/status")
+HWM=$(awk '/VmHWM/ {print $2}' "/proc/$TPID/status")
+stop_tracer
+SCRAPE_MED=$(median <"$OUT/scrape-times.txt")
+SCRAPE_MAX=$(sort -g "$OUT/scrape-times.txt" | tail -1)
+SCRAPE_BYTES=$(wc -c <"$OUT/scrape-$DISKS.txt")
+SCRAPE_SERIES=$(grep -vc '^#' "$OUT/scrape-$DISKS.txt")
+if promtool check metrics <"$OUT/scrape-$DISKS.txt" >"$OUT/promtool.txt" 2>&1; then PROMTOOL=clean; else PROMTOOL="NOT clean (see $OUT/promtool.txt)"; fi
+
+# ---- report ----
+{
+echo "## Results ($(date -u '+%Y-%m-%d %H:%M UTC'), kernel $(uname -r), $(nproc) CPUs, RUNTIME=${RUNTIME}s, ROUNDS=$ROUNDS)"
+echo
+echo "Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg). Tracer attach mode: $(grep -o 'tp_btf\|raw_tp' "$OUT/tracer.log" | head -1)."
+echo
+echo "| workload | metric | off (median) | on (median) | on/off per round | median on/off |"
+echo "|---|---|---|---|---|---|"
+for w in randread mix; do
+    for m in iops mbps; do
+        offs=$(for r in $(seq "$ROUNDS"); do $m "$OUT/$w-off-$r.json"; done | median)
+        ons=$(for r in $(seq "$ROUNDS"); do $m "$OUT/$w-on-$r.json"; done | median)
+        rs=$(ratio_of $w $m | paste -sd' ')
+        echo "| $w | $( [ $m = iops ] && echo IOPS || echo MiB/s) | $(printf %.0f "$offs") | $(printf %.0f "$ons") | $rs | $(ratio_of $w $m | median) |"
+    done
+done
+echo
+echo "Fixed-rate Oracle mix (AWR profile / 10): completion latency per I/O type, median over rounds"
+echo
+echo "| job | IOPS off | IOPS on | mean off (us) | mean on (us) | p99 off (us) | p99 on (us) |"
+echo "|---|---|---|---|---|---|---|"
+for job in $(jq -r '.jobs[].jobname' "$OUT/rate-off-1.json"); do
+    val() { # mode jq-expr -> median over rounds
+        for r in $(seq "$ROUNDS"); do
+            jq --arg j "$job" ".jobs[] | select(.jobname == \$j) | (if .read.total_ios > 0 then .read else .write end) | $2" "$OUT/rate-$1-$r.json"
+        done | median
+    }
+    printf '| %s | %.0f | %.0f | %.1f | %.1f | %.1f | %.1f |\n' "$job" \
+        "$(val off .iops)" "$(val on .iops)" \
+        "$(val off '.clat_ns.mean / 1000')" "$(val on '.clat_ns.mean / 1000')" \
+        "$(val off '.clat_ns.percentile["99.000000"] / 1000')" "$(val on '.clat_ns.percentile["99.000000"] / 1000')"
+done
+echo
+echo "BPF cost (kernel.bpf_stats_enabled=1, 4k randread QD32, one run of ${RUNTIME}s each)"
+echo
+echo "| disk | program | run_cnt | run_time_ns | ns per event |"
+echo "|---|---|---|---|---|"
+prog_table traced | sed 's/^/| traced /'
+prog_table untraced | sed 's/^/| untraced /'
+echo
+echo "Tracing cost per I/O (insert + issue + complete programs, total run_time_ns / I/Os): traced disk $(per_io traced) ns, untraced disk $(per_io untraced) ns."
+echo
+echo "Scrape of $DISKS synthetic disks x 2 ops ($SCRAPE_SERIES samples, $((SCRAPE_BYTES / 1024)) KiB, promtool: $PROMTOOL): median $(awk -v s="$SCRAPE_MED" 'BEGIN {printf "%.1f", s*1000}') ms, max $(awk -v s="$SCRAPE_MAX" 'BEGIN {printf "%.1f", s*1000}') ms over 50 scrapes; exporter RSS $((RSS / 1024)) MiB after them (peak $((HWM / 1024)) MiB)."
+} | tee "$OUT/results.md"
