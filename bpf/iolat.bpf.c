@@ -3,18 +3,23 @@
  * iolat.bpf.c - per-disk, per-operation I/O latency histograms from the block
  * tracepoints, read by crates/metrics (asmguard-metrics) at scrape time.
  *
- *   block_rq_insert    remember when the request entered the queue
- *   block_rq_issue     remember when it went to the driver
- *   block_rq_complete  device time = complete - issue, queue time = issue -
- *                      insert (0 when the request was issued directly, without
- *                      being queued); add both to the (disk, op) histograms
+ *   block_rq_issue     the request goes to the driver: remember when, and its
+ *                      queue time (issue - rq->start_time_ns, the block layer's
+ *                      own stamp taken when the request was set up, before it
+ *                      was inserted or plugged)
+ *   block_rq_complete  device time = complete - issue; add it and the queue
+ *                      time to the (disk, op) histograms
+ *
+ * The hot path is two programs and three map lookups per I/O, no map update
+ * or delete in the steady state (see struct iolat_start). block_rq_insert is
+ * not needed: the kernel's start_time_ns already marks the start of queueing.
  *
  * Each hook exists twice: tp_btf (direct, typed access to struct request) and
  * raw_tp (bpf_probe_read, for kernels that cannot attach tp_btf). The loader
- * loads one set. Both need the one-argument block_rq_insert of Linux >= 5.11.
+ * loads one set.
  *
- * Only disks whose kernel dev_t is a key of iolat_devs are traced, unless
- * trace_all is set in iolat_config. Time units and buckets: see iolat.h.
+ * Only disks that are keys of iolat_devs are traced; "all disks" is userspace
+ * adding every disk. Time units and buckets: see iolat.h.
  */
 #include "asmguard_core.h"
 #include "iolat.h"
@@ -43,25 +48,25 @@ struct request_queue___iolat {
 struct request___iolat {
 	struct request_queue___iolat *q;
 	unsigned int cmd_flags;
+	__u64 start_time_ns;
 } __attribute__((preserve_access_index));
 
 struct request___old {
 	struct gendisk___iolat *rq_disk; /* removed in Linux 5.17 */
 } __attribute__((preserve_access_index));
 
-/* disks to trace: kernel dev_t -> 1 (filled by userspace) */
+/* traced disks: kernel dev_t -> slot (filled by userspace) */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
+	__uint(max_entries, IOLAT_MAX_DISKS);
 	__type(key, __u32);
-	__type(value, __u8);
+	__type(value, __u32);
 } iolat_devs SEC(".maps");
 
 /*
- * In-flight requests: request pointer -> timestamps. LRU, so completions we
- * never see (lost, or of requests issued before we attached) cannot leak
- * entries. Userspace raises max_entries on hosts with many CPUs (the LRU keeps
- * per-CPU free lists).
+ * Requests seen: request pointer -> issue time. LRU, so the map stays bounded
+ * whatever happens to completions. Userspace raises max_entries with the CPU
+ * count (the LRU keeps per-CPU free lists).
  */
 struct {
 	__uint(type, IOLAT_MAP_TYPE_LRU_HASH);
@@ -70,27 +75,16 @@ struct {
 	__type(value, struct iolat_start);
 } iolat_start SEC(".maps");
 
-/* (disk, op) -> histograms; allocated on first use */
+/* histograms: element slot * IOLAT_NOPS + op (userspace sizes it) */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 8192);
-	__uint(map_flags, IOLAT_F_NO_PREALLOC);
-	__type(key, struct iolat_key);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, IOLAT_MAX_DISKS * IOLAT_NOPS);
+	__type(key, __u32);
 	__type(value, struct iolat_hist);
 } iolat_hists SEC(".maps");
 
-/* settings userspace may change at any time (one element, key 0) */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct iolat_config);
-} iolat_config SEC(".maps");
-
-/* completions not counted because iolat_hists was full */
+/* issues of traced disks that could not be remembered (LRU insert failed) */
 __u64 iolat_dropped = 0;
-/* the initial value of a new iolat_hists entry (never written) */
-struct iolat_hist iolat_zero = {};
 
 /* REQ_OP_* -> enum iolat_op, or IOLAT_NOPS for operations we do not count */
 static __always_inline __u32 op_class(unsigned int cmd_flags)
@@ -109,16 +103,6 @@ static __always_inline __u32 op_class(unsigned int cmd_flags)
 	default:
 		return IOLAT_NOPS;
 	}
-}
-
-static __always_inline bool wanted(__u32 dev)
-{
-	__u32 zero = 0;
-	struct iolat_config *cfg = bpf_map_lookup_elem(&iolat_config, &zero);
-
-	if (cfg && cfg->trace_all)
-		return true;
-	return bpf_map_lookup_elem(&iolat_devs, &dev) != NULL;
 }
 
 /* floor(log2(v)) for v >= 1, branch-free */
@@ -157,87 +141,57 @@ static __always_inline __u32 slot_of(__u64 ns)
 	return k < IOLAT_NSLOTS - 1 ? k : IOLAT_NSLOTS - 1;
 }
 
-/* insert: the disk and op are known, the request is new */
-static __always_inline void on_insert(__u64 rq, __u32 dev, unsigned int cmd_flags)
+/* issue of a request of disk `dev`; `start` is rq->start_time_ns (0: unknown) */
+static __always_inline void on_issue(__u64 rq, __u32 dev, unsigned int cmd_flags, __u64 start)
 {
-	struct iolat_start s = {};
-
-	s.op = op_class(cmd_flags);
-	if (s.op >= IOLAT_NOPS || !wanted(dev))
-		return;
-	s.dev = dev;
-	s.insert_ns = bpf_ktime_get_ns();
-	bpf_map_update_elem(&iolat_start, &rq, &s, BPF_ANY);
-}
-
-/*
- * issue of a request we saw inserted: stamp it. Returns false when the request
- * is unknown (issued directly) and the caller must read its disk and op.
- */
-static __always_inline bool on_issue_known(__u64 rq)
-{
-	struct iolat_start *s = bpf_map_lookup_elem(&iolat_start, &rq);
+	struct iolat_start *s, fresh = {};
+	__u32 *slot, op;
 	__u64 now;
 
-	if (!s)
-		return false;
-	now = bpf_ktime_get_ns();
-	/* a second issue (requeue, or a stale entry): no queue time */
-	if (s->issue_ns)
-		s->insert_ns = 0;
-	s->issue_ns = now;
-	return true;
-}
-
-/* issue of a request that never went through the queue */
-static __always_inline void on_issue_direct(__u64 rq, __u32 dev, unsigned int cmd_flags)
-{
-	struct iolat_start s = {};
-
-	s.op = op_class(cmd_flags);
-	if (s.op >= IOLAT_NOPS || !wanted(dev))
+	slot = bpf_map_lookup_elem(&iolat_devs, &dev);
+	if (!slot)
 		return;
-	s.dev = dev;
-	s.issue_ns = bpf_ktime_get_ns();
-	bpf_map_update_elem(&iolat_start, &rq, &s, BPF_ANY);
+	op = op_class(cmd_flags);
+	if (op >= IOLAT_NOPS)
+		return;
+	now = bpf_ktime_get_ns();
+	s = bpf_map_lookup_elem(&iolat_start, &rq);
+	if (!s)
+		s = &fresh;
+	s->issue_ns = now;
+	s->queue_ns = start && start <= now ? now - start : IOLAT_NO_QUEUE_TIME;
+	s->idx = *slot * IOLAT_NOPS + op;
+	if (s == &fresh && bpf_map_update_elem(&iolat_start, &rq, &fresh, BPF_ANY))
+		__sync_fetch_and_add(&iolat_dropped, 1);
 }
 
 static __always_inline void on_complete(__u64 rq, unsigned int nr_bytes)
 {
 	struct iolat_start *s = bpf_map_lookup_elem(&iolat_start, &rq);
-	struct iolat_key key;
 	struct iolat_hist *h;
-	__u64 now, lat, queue = 0;
+	__u64 issue, lat, queue;
+	__u32 idx;
 
 	if (!s)
 		return;
-	now = bpf_ktime_get_ns();
-	if (!s->issue_ns) {
-		/* completed (failed) without being issued: nothing to measure */
-		bpf_map_delete_elem(&iolat_start, &rq);
+	issue = s->issue_ns;
+	if (!issue)
 		return;
-	}
-	lat = now - s->issue_ns;
-	if (s->insert_ns && s->insert_ns < s->issue_ns)
-		queue = s->issue_ns - s->insert_ns;
-	key.dev = s->dev;
-	key.op = s->op;
-	bpf_map_delete_elem(&iolat_start, &rq);
+	lat = bpf_ktime_get_ns() - issue;
+	queue = s->queue_ns;
+	idx = s->idx;
+	s->issue_ns = 0;
 
-	h = bpf_map_lookup_elem(&iolat_hists, &key);
-	if (!h) {
-		bpf_map_update_elem(&iolat_hists, &key, &iolat_zero, BPF_NOEXIST);
-		h = bpf_map_lookup_elem(&iolat_hists, &key);
-		if (!h) {
-			__sync_fetch_and_add(&iolat_dropped, 1);
-			return;
-		}
-	}
+	h = bpf_map_lookup_elem(&iolat_hists, &idx);
+	if (!h)
+		return;
 	__sync_fetch_and_add(&h->lat[slot_of(lat)], 1);
-	__sync_fetch_and_add(&h->queue[slot_of(queue)], 1);
 	__sync_fetch_and_add(&h->lat_sum_ns, lat);
-	__sync_fetch_and_add(&h->queue_sum_ns, queue);
 	__sync_fetch_and_add(&h->bytes, nr_bytes);
+	if (queue != IOLAT_NO_QUEUE_TIME) {
+		__sync_fetch_and_add(&h->queue[slot_of(queue)], 1);
+		__sync_fetch_and_add(&h->queue_sum_ns, queue);
+	}
 }
 
 /* ---- tp_btf: typed, direct reads of struct request ---- */
@@ -258,18 +212,14 @@ static __always_inline __u32 dev_btf(struct request___iolat *rq)
 	return MKDEV((__u32)disk->major, (__u32)disk->first_minor);
 }
 
-SEC("tp_btf/block_rq_insert")
-int BPF_PROG(iolat_btf_insert, struct request___iolat *rq)
-{
-	on_insert((__u64)rq, dev_btf(rq), rq->cmd_flags);
-	return 0;
-}
-
 SEC("tp_btf/block_rq_issue")
 int BPF_PROG(iolat_btf_issue, struct request___iolat *rq)
 {
-	if (!on_issue_known((__u64)rq))
-		on_issue_direct((__u64)rq, dev_btf(rq), rq->cmd_flags);
+	__u64 start = 0;
+
+	if (bpf_core_field_exists(rq->start_time_ns))
+		start = rq->start_time_ns;
+	on_issue((__u64)rq, dev_btf(rq), rq->cmd_flags, start);
 	return 0;
 }
 
@@ -298,18 +248,14 @@ static __always_inline __u32 dev_raw(struct request___iolat *rq)
 	return MKDEV((__u32)BPF_CORE_READ(disk, major), (__u32)BPF_CORE_READ(disk, first_minor));
 }
 
-SEC("raw_tp/block_rq_insert")
-int BPF_PROG(iolat_raw_insert, struct request___iolat *rq)
-{
-	on_insert((__u64)rq, dev_raw(rq), BPF_CORE_READ(rq, cmd_flags));
-	return 0;
-}
-
 SEC("raw_tp/block_rq_issue")
 int BPF_PROG(iolat_raw_issue, struct request___iolat *rq)
 {
-	if (!on_issue_known((__u64)rq))
-		on_issue_direct((__u64)rq, dev_raw(rq), BPF_CORE_READ(rq, cmd_flags));
+	__u64 start = 0;
+
+	if (bpf_core_field_exists(rq->start_time_ns))
+		start = BPF_CORE_READ(rq, start_time_ns);
+	on_issue((__u64)rq, dev_raw(rq), BPF_CORE_READ(rq, cmd_flags), start);
 	return 0;
 }
 
@@ -317,5 +263,16 @@ SEC("raw_tp/block_rq_complete")
 int BPF_PROG(iolat_raw_complete, struct request___iolat *rq, int error, unsigned int nr_bytes)
 {
 	on_complete((__u64)rq, nr_bytes);
+	return 0;
+}
+
+/*
+ * Benchmarks only (never loaded otherwise): an empty program on the same
+ * tracepoint. Its run_time_ns / run_cnt under kernel.bpf_stats_enabled is the
+ * cost of the measurement itself, to subtract from the figures above.
+ */
+SEC("tp_btf/block_rq_complete")
+int BPF_PROG(iolat_calibrate)
+{
 	return 0;
 }

@@ -51,32 +51,38 @@ enum iolat_op {
 	IOLAT_NOPS = 4,
 };
 
-/* key of the `iolat_hists` map */
-struct iolat_key {
-	__u32 dev; /* kernel dev_t of the whole disk: major << 20 | minor */
-	__u32 op;  /* enum iolat_op */
-};
+/* default number of disk slots (userspace may size the maps differently) */
+#define IOLAT_MAX_DISKS 2048
 
-/* value of the `iolat_hists` map: cumulative since the program was loaded */
+/*
+ * `iolat_devs` (hash): kernel dev_t of a traced whole disk -> its slot. Slots
+ * are handed out by userspace; the histograms of slot s and op o are element
+ * s * IOLAT_NOPS + o of the `iolat_hists` array.
+ */
+
+/* element of the `iolat_hists` array: cumulative since userspace zeroed it */
 struct iolat_hist {
 	__u64 bytes;        /* bytes completed */
 	__u64 lat_sum_ns;   /* sum of device times (issue -> complete), ns */
-	__u64 queue_sum_ns; /* sum of queue times (insert -> issue), ns */
+	__u64 queue_sum_ns; /* sum of queue times, ns */
 	__u64 lat[IOLAT_NSLOTS];   /* device time histogram; I/O count = sum */
-	__u64 queue[IOLAT_NSLOTS]; /* queue time histogram; same count */
+	__u64 queue[IOLAT_NSLOTS]; /* queue time histogram (I/Os with a known queue time) */
 };
 
-/* value of the `iolat_config` array (one element) */
-struct iolat_config {
-	__u32 trace_all; /* nonzero: trace every disk, not only those in iolat_devs */
-};
+/* no queue time known (the kernel did not stamp the request) */
+#define IOLAT_NO_QUEUE_TIME (~0ULL)
 
-/* value of the `iolat_start` LRU map (key: the struct request pointer) */
+/*
+ * value of the `iolat_start` LRU map (key: the struct request pointer). Entries
+ * are not deleted on completion: a struct request is reused for I/O after I/O,
+ * so its entry is looked up and rewritten in place, which is much cheaper than
+ * inserting and deleting one per I/O. The LRU bounds the map.
+ */
 struct iolat_start {
-	__u64 insert_ns; /* 0: not inserted (issued directly, or re-issued) */
-	__u64 issue_ns;  /* 0: not issued yet */
-	__u32 dev;
-	__u32 op;
+	__u64 issue_ns; /* 0: not in flight */
+	__u64 queue_ns; /* or IOLAT_NO_QUEUE_TIME */
+	__u32 idx;      /* element of iolat_hists */
+	__u32 pad;
 };
 
 #endif /* ASMGUARD_IOLAT_H */

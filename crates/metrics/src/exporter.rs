@@ -227,7 +227,7 @@ impl Collector for IoCollector {
                 .map_or(0, |s| s.dropped());
             let mut m = encoder.encode_descriptor(
                 "asmguard_io_dropped",
-                "Completed I/Os not counted because the histogram map was full",
+                "I/Os of traced disks that could not be tracked (in-flight map insert failed)",
                 None,
                 MetricType::Counter,
             )?;

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use asmguard_metrics::bpf::DEFAULT_MAX_DISKS;
 use asmguard_metrics::http::{self, DEFAULT_LISTEN};
 use asmguard_metrics::{AttachMode, DiskInfo, IoLat, KernelDev, Metrics, Op, OpHist, Snapshot};
 use clap::{Parser, Subcommand};
@@ -45,6 +46,10 @@ struct ServeArgs {
     /// into the BPF map, names BENCH0001...) to measure scrapes of many disks.
     #[arg(long, value_name = "N", default_value_t = 0, hide = true)]
     synthetic_disks: u32,
+    /// Benchmarks only: also attach an empty program to block_rq_complete, to
+    /// measure what kernel.bpf_stats_enabled itself costs per event.
+    #[arg(long, hide = true)]
+    calibrate: bool,
 }
 
 #[derive(Subcommand)]
@@ -90,8 +95,11 @@ fn sysfs_u32(name: &str, attr: &str) -> u32 {
 }
 
 fn serve(args: ServeArgs) -> Result<()> {
+    let max_disks = DEFAULT_MAX_DISKS.max(args.synthetic_disks);
     let iolat = if args.raw_tp {
-        IoLat::load_with(AttachMode::RawTp)
+        IoLat::load_opts(AttachMode::RawTp, max_disks, args.calibrate)
+    } else if args.calibrate || args.synthetic_disks > DEFAULT_MAX_DISKS {
+        IoLat::load_opts(AttachMode::TpBtf, max_disks, args.calibrate)
     } else {
         IoLat::load()
     }
@@ -128,6 +136,18 @@ fn serve(args: ServeArgs) -> Result<()> {
         .enable_all()
         .build()?;
     rt.block_on(async move {
+        if args.all {
+            // disks that appear later
+            let iolat = iolat.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(Duration::from_secs(5)).await;
+                    if let Err(e) = iolat.rescan() {
+                        eprintln!("asmguard-iolat: rescanning disks: {e}");
+                    }
+                }
+            });
+        }
         let addr = http::spawn(args.listen, metrics)
             .await
             .with_context(|| format!("listening on {}", args.listen))?;
