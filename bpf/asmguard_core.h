@@ -51,6 +51,24 @@ enum bpf_map_type {
 	BPF_MAP_TYPE_RINGBUF = 27,
 };
 
+/* cgroup device programs (BPF_PROG_TYPE_CGROUP_DEVICE): the context and its codes */
+struct bpf_cgroup_dev_ctx {
+	__u32 access_type; /* (access << 16) | type */
+	__u32 major;
+	__u32 minor;
+};
+
+enum {
+	BPF_DEVCG_ACC_MKNOD = (1ULL << 0),
+	BPF_DEVCG_ACC_READ = (1ULL << 1),
+	BPF_DEVCG_ACC_WRITE = (1ULL << 2),
+};
+
+enum {
+	BPF_DEVCG_DEV_BLOCK = (1ULL << 0),
+	BPF_DEVCG_DEV_CHAR = (1ULL << 1),
+};
+
 enum {
 	BPF_ANY = 0,
 	BPF_NOEXIST = 1,
@@ -73,16 +91,65 @@ enum {
 #define MKDEV(ma, mi) (((ma) << MINORBITS) | (mi))
 
 /* ---- kernel structs: only the fields asmguard reads ---- */
+struct super_block;
 struct inode {
 	umode_t i_mode;
 	dev_t i_rdev;
 	unsigned long i_ino;
+	struct super_block *i_sb;
 } __attribute__((preserve_access_index));
 
 struct file {
 	struct inode *f_inode;
 	fmode_t f_mode;
 	unsigned int f_flags;
+} __attribute__((preserve_access_index));
+
+/*
+ * Added for the write filter (bpf/guard.bpf.c). kuid_t/kgid_t are one-member
+ * structs in the kernel; task_struct->cred is `const struct cred __rcu *`.
+ */
+typedef int pid_t;
+typedef struct {
+	uid_t val;
+} kuid_t;
+typedef struct {
+	gid_t val;
+} kgid_t;
+
+struct super_block {
+	dev_t s_dev;
+} __attribute__((preserve_access_index));
+
+struct cred {
+	kuid_t uid;
+	kgid_t gid;
+	kuid_t euid;
+	kgid_t egid;
+	kuid_t fsuid;
+	kgid_t fsgid;
+} __attribute__((preserve_access_index));
+
+struct mm_struct {
+	struct file *exe_file;
+} __attribute__((preserve_access_index));
+
+struct task_struct {
+	pid_t pid;
+	pid_t tgid;
+	const struct cred *cred;
+	struct mm_struct *mm;
+} __attribute__((preserve_access_index));
+
+/* vm_flags sits in an anonymous union since 6.3: CO-RE matches it by name */
+struct vm_area_struct {
+	unsigned long vm_flags;
+	struct file *vm_file;
+} __attribute__((preserve_access_index));
+
+struct io_uring_cmd {
+	struct file *file;
+	__u32 cmd_op;
 } __attribute__((preserve_access_index));
 
 #include <bpf/bpf_helpers.h>

@@ -1,6 +1,7 @@
 //! Compiles the BPF programs this crate loads (`bpf/<name>.bpf.c` for each name
 //! in [`PROGRAMS`]) into CO-RE BPF objects and libbpf-rs skeletons
-//! `$OUT_DIR/<name>.skel.rs` (included by `src/lib.rs`).
+//! `$OUT_DIR/<name>.skel.rs` (included by `src/lib.rs`); the object itself is
+//! kept as `$OUT_DIR/<name>.bpf.o` (embedded by `src/filter.rs`).
 //!
 //! Programs loaded by other crates are compiled by those crates' build scripts
 //! the same way (`bpf/iolat.bpf.c`: crates/metrics), so a change to one of
@@ -19,10 +20,10 @@ use std::path::PathBuf;
 use libbpf_cargo::SkeletonBuilder;
 
 /// The programs of `bpf/` that this crate loads.
-const PROGRAMS: &[&str] = &["smoke"];
+const PROGRAMS: &[&str] = &["smoke", "guard"];
 
 /// Headers of `bpf/` the programs above include.
-const HEADERS: &[&str] = &["asmguard_core.h"];
+const HEADERS: &[&str] = &["asmguard_core.h", "guard.h"];
 
 fn main() {
     let manifest_dir =
@@ -42,6 +43,7 @@ fn main() {
         println!("cargo:rerun-if-changed={}", source.display());
         SkeletonBuilder::new()
             .source(&source)
+            .obj(out_dir.join(format!("{name}.bpf.o")))
             .clang(&clang)
             .clang_args([
                 OsStr::new("-Wall"),

@@ -75,6 +75,27 @@ impl KernelDev {
         Self::from_user(meta.rdev())
     }
 
+    /// The device number of the block or character device special file at
+    /// `path`, and whether it is a character device.
+    pub fn of_device(path: &Path) -> Result<(Self, bool), DevtError> {
+        let meta = std::fs::metadata(path).map_err(|source| DevtError::Stat {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let ft = meta.file_type();
+        if !ft.is_block_device() && !ft.is_char_device() {
+            return Err(DevtError::NotBlock {
+                path: path.display().to_string(),
+            });
+        }
+        Ok((Self::from_user(meta.rdev())?, ft.is_char_device()))
+    }
+
+    /// From the raw kernel encoding (as found in BPF maps and events).
+    pub fn from_raw(raw: u32) -> Self {
+        Self(raw)
+    }
+
     /// The raw kernel encoding.
     pub fn raw(self) -> u32 {
         self.0

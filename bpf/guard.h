@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * guard.h - what bpf/guard.bpf.c and its userspace (crates/guard/src/filter.rs)
+ * agree on: map value and key layouts, the event record, hook and mode codes.
+ * Every struct is plain fixed-size fields with explicit padding, so the Rust
+ * side mirrors it with #[repr(C)] field by field.
+ *
+ * Needs __u8/__u32/__u64 from the includer (asmguard_core.h in BPF code).
+ */
+#ifndef ASMGUARD_GUARD_H
+#define ASMGUARD_GUARD_H
+
+/* Per-disk mode (value of the device maps). */
+#define AG_MODE_OFF 0     /* in the map but not filtered */
+#define AG_MODE_AUDIT 1   /* log, allow */
+#define AG_MODE_ENFORCE 2 /* log, deny with -EPERM */
+
+/* Which hook saw the operation (event.hook, stats index). */
+#define AG_HOOK_FILE_OPEN 1
+#define AG_HOOK_FILE_PERMISSION 2
+#define AG_HOOK_FILE_IOCTL 3
+#define AG_HOOK_FILE_IOCTL_COMPAT 4
+#define AG_HOOK_MMAP_FILE 5
+#define AG_HOOK_FILE_MPROTECT 6
+#define AG_HOOK_URING_CMD 7
+#define AG_HOOK_CGROUP_DEVICE 8
+#define AG_NHOOKS 9
+
+/* Stats array (ag_stats), u64 each:
+ *   [hook]                 denials (enforce) by hook
+ *   [AG_NHOOKS + hook]     audited (allowed, logged) by hook
+ *   [AG_STAT_RB_DROPS]     events lost because the ring buffer was full */
+#define AG_STAT_RB_DROPS (2 * AG_NHOOKS)
+#define AG_NSTATS 32
+
+/* Value of ag_blk / ag_chr (key: kernel dev_t, u32). */
+struct ag_disk {
+	__u32 disk_id; /* the daemon's number for the label, carried in events */
+	__u32 mode;    /* AG_MODE_* */
+};
+
+/* Key of ag_exes: the executable's inode. */
+struct ag_exe_key {
+	__u64 ino;
+	__u32 dev; /* kernel dev_t of the filesystem (s_dev) */
+	__u32 pad; /* zero */
+};
+
+/* event.flags */
+#define AG_EV_CHR 1 /* the device is a character device (sg, bsg, ng) */
+
+/* One denial (or audited operation), through the ag_events ring buffer. */
+struct ag_event {
+	__u64 ts_ns;   /* bpf_ktime_get_ns() */
+	__u64 exe_ino; /* caller's executable inode (0 for kernel threads) */
+	__u32 exe_dev; /* ... and its filesystem's kernel dev_t */
+	__u32 pid;     /* thread group id */
+	__u32 tid;
+	__u32 uid;     /* real uid */
+	__u32 euid;
+	__u32 fsuid;
+	__u32 egid;
+	__u32 dev;     /* kernel dev_t of the device */
+	__u32 disk_id;
+	__u32 hook;    /* AG_HOOK_* */
+	__u32 op;      /* open: f_mode; permission: mask; ioctl: cmd; mmap/mprotect: prot;
+			  uring_cmd: cmd_op; cgroup_device: access_type */
+	__u32 mode;    /* AG_MODE_AUDIT or AG_MODE_ENFORCE */
+	__u32 flags;   /* AG_EV_* */
+	__u32 pad;
+	char comm[16];
+};
+
+#endif /* ASMGUARD_GUARD_H */
