@@ -131,7 +131,7 @@ impl Default for Paths {
         Paths {
             owner: "grid".into(),
             group: "asmadmin".into(),
-            mode: Mode::Number(0o660),
+            mode: Mode::Text(ModeText(Some(0o660))),
         }
     }
 }
@@ -433,6 +433,12 @@ mod tests {
             r.contains(r#"OWNER="nobody", GROUP="nogroup", MODE="0640""#),
             "{r}"
         );
+    }
+
+    #[test]
+    fn shipped_example_is_the_defaults() {
+        let text = include_str!("../../../daemon/asmguard.toml");
+        assert_eq!(parse(text, "asmguard.toml").unwrap(), Config::default());
     }
 
     #[test]

@@ -509,3 +509,43 @@ fn udev_rules_make_the_link_with_owner_and_mode() {
             || rules.contains("OPTIONS+=\"nowatch\"")
     );
 }
+
+#[test]
+fn install_script_stages_everything() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dest = tempfile::tempdir().unwrap();
+    let o = run(Command::new(root.join("scripts/install.sh"))
+        .env("DESTDIR", dest.path())
+        .env("BIN", bin_dir()));
+    assert_eq!(o.code, 0, "{o:?}");
+    for f in [
+        "usr/sbin/asmguardd",
+        "usr/sbin/asmguardctl",
+        "usr/lib/systemd/system/asmguard.service",
+        "etc/asmguard/asmguard.toml",
+        "etc/udev/rules.d/99-asmguard.rules",
+        "usr/share/man/man8/asmguardctl.8",
+        "usr/share/bash-completion/completions/asmguardctl",
+    ] {
+        assert!(dest.path().join(f).is_file(), "{f} not installed: {o:?}");
+    }
+    let rules =
+        std::fs::read_to_string(dest.path().join("etc/udev/rules.d/99-asmguard.rules")).unwrap();
+    let shipped = std::fs::read_to_string(root.join("udev-rules/99-asmguard.rules")).unwrap();
+    assert_eq!(rules, shipped);
+    // An existing config is never overwritten.
+    std::fs::write(
+        dest.path().join("etc/asmguard/asmguard.toml"),
+        "[paths]\nmode = \"0640\"\n",
+    )
+    .unwrap();
+    run(Command::new(root.join("scripts/install.sh"))
+        .env("DESTDIR", dest.path())
+        .env("BIN", bin_dir()))
+    .ok();
+    let c = std::fs::read_to_string(dest.path().join("etc/asmguard/asmguard.toml")).unwrap();
+    assert_eq!(c, "[paths]\nmode = \"0640\"\n");
+    let rules =
+        std::fs::read_to_string(dest.path().join("etc/udev/rules.d/99-asmguard.rules")).unwrap();
+    assert!(rules.contains("MODE=\"0640\""), "{rules}");
+}
