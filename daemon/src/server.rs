@@ -245,7 +245,7 @@ async fn connection(stream: UnixStream, d: Arc<Daemon>) {
                     );
                     Response::err(req.id, e)
                 }
-                Ok(()) => dispatch(d.clone(), req).await,
+                Ok(()) => dispatch(d.clone(), req, peer).await,
             },
         };
         if send(&mut wr, &resp).await.is_err() {
@@ -271,9 +271,13 @@ fn to_value<T: serde::Serialize>(v: T) -> Result<serde_json::Value, ErrorBody> {
         .map_err(|e| ErrorBody::new(ErrorCode::Internal, format!("encoding the result: {e}")))
 }
 
-async fn dispatch(d: Arc<Daemon>, req: Request) -> Response {
+async fn dispatch(d: Arc<Daemon>, req: Request, peer: Peer) -> Response {
     let id = req.id;
     let name = req.op.name();
+    let audit = req.op.access() == Access::Write;
+    if audit {
+        tracing::info!("uid {} pid {:?} asks: {:?}", peer.uid, peer.pid, req.op);
+    }
     let r = tokio::task::spawn_blocking(move || -> Result<serde_json::Value, ErrorBody> {
         match &req.op {
             Op::Ping => to_value(serde_json::json!({"daemon_version": env!("CARGO_PKG_VERSION")})),
@@ -296,7 +300,17 @@ async fn dispatch(d: Arc<Daemon>, req: Request) -> Response {
     .await;
     match r {
         Ok(Ok(v)) => Response::ok(id, v),
-        Ok(Err(e)) => Response::err(id, e),
+        Ok(Err(e)) => {
+            if audit {
+                tracing::warn!(
+                    "uid {} pid {:?}: `{name}` refused: {}",
+                    peer.uid,
+                    peer.pid,
+                    e.message
+                );
+            }
+            Response::err(id, e)
+        }
         Err(e) => {
             tracing::error!("`{name}` failed internally: {e}");
             Response::err(

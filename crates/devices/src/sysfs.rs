@@ -185,13 +185,26 @@ pub fn trigger_change(root: &Path, name: &str) -> io::Result<()> {
 /// swap. `None` when nothing is seen (the `O_EXCL` open still has the last word).
 pub fn in_use(root: &Path, dev: &SysDev) -> Option<String> {
     let parts = partitions(root, &dev.name);
+    // "dm-2 (/dev/mapper/mpatha, multipath: label that instead)"
+    let holder = |h: &String| {
+        let d = class_block(root).join(h);
+        match (read_trim(&d.join("dm/name")), read_trim(&d.join("dm/uuid"))) {
+            (Some(n), Some(u)) if u.starts_with("mpath-") => {
+                format!("{h} (/dev/mapper/{n}, a multipath device: label that instead)")
+            }
+            (Some(n), _) => format!("{h} (/dev/mapper/{n})"),
+            _ => h.clone(),
+        }
+    };
     if !dev.holders.is_empty() {
-        return Some(format!("held by {}", dev.holders.join(", ")));
+        let hs: Vec<String> = dev.holders.iter().map(holder).collect();
+        return Some(format!("held by {}", hs.join(", ")));
     }
     for p in &parts {
         let h = dir_names(&class_block(root).join(p).join("holders"));
         if !h.is_empty() {
-            return Some(format!("its partition {p} is held by {}", h.join(", ")));
+            let hs: Vec<String> = h.iter().map(holder).collect();
+            return Some(format!("its partition {p} is held by {}", hs.join(", ")));
         }
     }
     let mut numbers = vec![(dev.devno(), dev.name.clone())];
@@ -231,6 +244,102 @@ pub fn in_use(root: &Path, dev: &SysDev) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A synthetic sysfs: sdb and sdc under multipath dm-0, sdd with partition sdd1
+    /// held by md0.
+    fn fake_sysfs() -> tempfile::TempDir {
+        let t = tempfile::tempdir().unwrap();
+        let r = t.path();
+        let mk = |rel: &str, files: &[(&str, &str)]| {
+            let d = r.join("devices/virtual/block").join(rel);
+            fs::create_dir_all(&d).unwrap();
+            for (f, v) in files {
+                if let Some(parent) = Path::new(f).parent() {
+                    fs::create_dir_all(d.join(parent)).unwrap();
+                }
+                fs::write(d.join(f), v).unwrap();
+            }
+            d
+        };
+        fs::create_dir_all(r.join("class/block")).unwrap();
+        let link = |name: &str, target: &Path| {
+            std::os::unix::fs::symlink(target, r.join("class/block").join(name)).unwrap();
+        };
+        let dm = mk(
+            "dm-0",
+            &[
+                ("dev", "253:0\n"),
+                ("size", "2048\n"),
+                ("dm/name", "mpatha\n"),
+                ("dm/uuid", "mpath-3600\n"),
+            ],
+        );
+        fs::create_dir_all(dm.join("slaves")).unwrap();
+        link("dm-0", &dm);
+        for (n, m) in [("sdb", 16), ("sdc", 32)] {
+            let d = mk(
+                n,
+                &[
+                    ("dev", &format!("8:{m}\n")),
+                    ("size", "2048\n"),
+                    ("queue/logical_block_size", "512\n"),
+                    ("queue/physical_block_size", "4096\n"),
+                ],
+            );
+            fs::create_dir_all(d.join("holders")).unwrap();
+            fs::write(d.join("holders/dm-0"), "").unwrap();
+            fs::write(dm.join("slaves").join(n), "").unwrap();
+            link(n, &d);
+        }
+        let sdd = mk(
+            "sdd",
+            &[
+                ("dev", "8:48\n"),
+                ("size", "4096\n"),
+                ("queue/logical_block_size", "4096\n"),
+            ],
+        );
+        link("sdd", &sdd);
+        let p = mk(
+            "sdd/sdd1",
+            &[("dev", "8:49\n"), ("size", "2048\n"), ("partition", "1\n")],
+        );
+        fs::create_dir_all(p.join("holders/md0")).unwrap();
+        link("sdd1", &p);
+        t
+    }
+
+    #[test]
+    fn topology_and_in_use_from_sysfs() {
+        let t = fake_sysfs();
+        let r = t.path();
+        assert_eq!(list(r).unwrap(), vec!["dm-0", "sdb", "sdc", "sdd", "sdd1"]);
+        let dm = read(r, "dm-0").unwrap();
+        assert_eq!(dm.slaves, vec!["sdb", "sdc"]);
+        assert!(dm.is_multipath());
+        assert_eq!(dm.kdev(), kdev(253, 0));
+        let sdb = read(r, "sdb").unwrap();
+        assert_eq!(
+            (sdb.logical_block_size, sdb.physical_block_size),
+            (512, 4096)
+        );
+        assert_eq!(sdb.holders, vec!["dm-0"]);
+        let why = in_use(r, &sdb).unwrap();
+        assert!(
+            why.contains("/dev/mapper/mpatha") && why.contains("label that instead"),
+            "{why}"
+        );
+        let p = read(r, "sdd1").unwrap();
+        assert_eq!(p.parent.as_deref(), Some("sdd"));
+        assert_eq!(
+            p.logical_block_size, 4096,
+            "a partition has its disk's sector size"
+        );
+        assert_eq!(partitions(r, "sdd"), vec!["sdd1"]);
+        let why = in_use(r, &read(r, "sdd").unwrap()).unwrap();
+        assert!(why.contains("partition sdd1 is held by md0"), "{why}");
+        assert!(in_use(r, &dm).is_none());
+    }
 
     #[test]
     fn kernel_devt() {

@@ -263,12 +263,18 @@ pub struct Daemon {
     /// Time from spawn to READY=1.
     pub ready_after: Duration,
     pub log: PathBuf,
+    notify: UnixDatagram,
 }
 
 impl Daemon {
     /// Start with `devices.include` = exactly these kernel names, plus `extra` TOML
     /// (other sections). Waits for READY=1 on a private NOTIFY_SOCKET.
     pub fn start(include: &[&str], extra: &str) -> Daemon {
+        Daemon::start_env(include, extra, &[])
+    }
+
+    /// [`Daemon::start`] with extra environment variables.
+    pub fn start_env(include: &[&str], extra: &str, env: &[(&str, &str)]) -> Daemon {
         let dir = tempfile::Builder::new()
             .prefix("asmguardd-test-")
             .tempdir()
@@ -299,6 +305,7 @@ impl Daemon {
             .arg(&config)
             .env("NOTIFY_SOCKET", &notify)
             .env("ASMGUARD_LOG", "debug")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(File::create(&log).unwrap())
@@ -311,10 +318,11 @@ impl Daemon {
             dir,
             ready_after: Duration::ZERO,
             log,
+            notify: ns,
         };
         let mut buf = [0u8; 4096];
         loop {
-            if let Ok(n) = ns.recv(&mut buf) {
+            if let Ok(n) = d.notify.recv(&mut buf) {
                 let msg = String::from_utf8_lossy(&buf[..n]);
                 if msg.lines().any(|l| l == "READY=1") {
                     d.ready_after = t0.elapsed();
@@ -331,6 +339,23 @@ impl Daemon {
             );
         }
         d
+    }
+
+    /// sd_notify messages received during `during`.
+    pub fn notifications(&self, during: Duration) -> Vec<String> {
+        let t0 = Instant::now();
+        let mut out = Vec::new();
+        let mut buf = [0u8; 4096];
+        while t0.elapsed() < during {
+            if let Ok(n) = self.notify.recv(&mut buf) {
+                out.extend(
+                    String::from_utf8_lossy(&buf[..n])
+                        .lines()
+                        .map(str::to_string),
+                );
+            }
+        }
+        out
     }
 
     pub fn log_text(&self) -> String {

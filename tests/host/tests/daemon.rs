@@ -324,6 +324,26 @@ fn daemon_start_to_ready_and_clean_stop() {
 }
 
 #[test]
+fn watchdog_is_fed_and_stop_is_announced() {
+    let Some(_g) = lock() else { return };
+    let l = Loop::new(16 * MIB);
+    let mut d = Daemon::start_env(&[&l.name], "", &[("WATCHDOG_USEC", "200000")]);
+    let msgs = d.notifications(Duration::from_millis(1000));
+    let pings = msgs.iter().filter(|m| *m == "WATCHDOG=1").count();
+    assert!(pings >= 4, "expected a ping every 100 ms: {msgs:?}");
+    let pid = d.pid().to_string();
+    // SIGTERM: STOPPING=1, exit 0.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid.parse().unwrap()),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let msgs = d.notifications(Duration::from_millis(500));
+    assert!(msgs.iter().any(|m| m == "STOPPING=1"), "{msgs:?}");
+    assert!(d.stop().is_none_or(|s| s.success()));
+}
+
+#[test]
 fn config_errors_name_the_key_and_exit_3() {
     // No devices touched: --check-config only.
     let dir = tempfile::tempdir().unwrap();
