@@ -14,7 +14,9 @@ use crate::sysfs::{self, SysDev};
 use asmguard_format::header::DiskHeader;
 use asmguard_format::label::{self, Label, LabelState};
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
 
 /// What the label sector of a device says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,14 +68,104 @@ pub fn read_label(path: &Path) -> Result<LabelRead, DevError> {
     })
 }
 
+/// How long a label-sector read may take. A suspended dm device, or a multipath
+/// device queueing I/O with no path left (`queue_if_no_path`), blocks reads until
+/// something changes: the device is then reported unreadable instead of hanging the
+/// daemon (the thread stuck in the read is left behind).
+pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+fn timed_out(path: &Path, t: Duration) -> String {
+    format!(
+        "{}: the label sector did not come back within {} s (a suspended dm device, or multipath queueing with no path left?): not used",
+        path.display(),
+        t.as_secs()
+    )
+}
+
+/// Run `read` on every item on up to `workers` threads. Items whose read has not
+/// answered once no read has finished for `timeout` are reported as timed out.
+pub fn run_reads<F>(
+    items: Vec<(String, PathBuf)>,
+    workers: usize,
+    timeout: Duration,
+    read: F,
+) -> BTreeMap<String, Result<LabelRead, String>>
+where
+    F: Fn(&Path) -> Result<LabelRead, String> + Send + Sync + 'static,
+{
+    let mut out = BTreeMap::new();
+    if items.is_empty() {
+        return out;
+    }
+    let mut pending: BTreeMap<String, PathBuf> = items.iter().cloned().collect();
+    let queue = Arc::new(Mutex::new(items));
+    let read = Arc::new(read);
+    let (tx, rx) = mpsc::channel();
+    for _ in 0..workers.max(1).min(pending.len()) {
+        let (queue, read, tx) = (queue.clone(), read.clone(), tx.clone());
+        let spawned = std::thread::Builder::new()
+            .name("label-read".into())
+            .spawn(move || loop {
+                let next = queue.lock().unwrap_or_else(|p| p.into_inner()).pop();
+                let Some((name, path)) = next else { break };
+                let r = read(&path);
+                if tx.send((name, r)).is_err() {
+                    break;
+                }
+            });
+        if spawned.is_err() {
+            break;
+        }
+    }
+    drop(tx);
+    while !pending.is_empty() {
+        match rx.recv_timeout(timeout) {
+            Ok((n, r)) => {
+                pending.remove(&n);
+                out.insert(n, r);
+            }
+            // No read finished for `timeout` (or no worker could start).
+            Err(_) => break,
+        }
+    }
+    queue.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    for (n, p) in pending {
+        out.insert(n, Err(timed_out(&p, timeout)));
+    }
+    out
+}
+
+fn wants_read(sys: &SysDev, included: bool) -> Option<Result<(), String>> {
+    if !included || sys.size < MIN_SIZE {
+        None
+    } else if sys.dm_suspended {
+        Some(Err(format!(
+            "{}: suspended device-mapper device: not read until it is resumed",
+            sys.dev_path().display()
+        )))
+    } else {
+        Some(Ok(()))
+    }
+}
+
+fn read_one(path: &Path) -> Result<LabelRead, String> {
+    read_label(path).map_err(|e| e.to_string())
+}
+
 /// Observe one device by kernel name. `None` when it is gone from sysfs.
 pub fn observe(root: &Path, rules: &Rules, name: &str) -> Option<Observed> {
     let sys = sysfs::read(root, name).ok()?;
     let included = rules.included(&sys.name, sys.dm_name.as_deref());
-    let read = if included && sys.size >= MIN_SIZE {
-        Some(read_label(&sys.dev_path()).map_err(|e| e.to_string()))
-    } else {
-        None
+    let read = match wants_read(&sys, included) {
+        None => None,
+        Some(Err(e)) => Some(Err(e)),
+        Some(Ok(())) => run_reads(
+            vec![(name.to_string(), sys.dev_path())],
+            1,
+            READ_TIMEOUT,
+            read_one,
+        )
+        .remove(name),
     };
     Some(Observed {
         sys,
@@ -82,12 +174,35 @@ pub fn observe(root: &Path, rules: &Rules, name: &str) -> Option<Observed> {
     })
 }
 
-/// Observe every block device.
+/// Observe every block device: sysfs first, then the label sectors, read in parallel.
 pub fn observe_all(root: &Path, rules: &Rules) -> std::io::Result<BTreeMap<String, Observed>> {
     let mut out = BTreeMap::new();
+    let mut todo = Vec::new();
     for n in sysfs::list(root)? {
-        if let Some(o) = observe(root, rules, &n) {
-            out.insert(n, o);
+        let Ok(sys) = sysfs::read(root, &n) else {
+            continue;
+        };
+        let included = rules.included(&sys.name, sys.dm_name.as_deref());
+        let read = match wants_read(&sys, included) {
+            None => None,
+            Some(Err(e)) => Some(Err(e)),
+            Some(Ok(())) => {
+                todo.push((n.clone(), sys.dev_path()));
+                None
+            }
+        };
+        out.insert(
+            n,
+            Observed {
+                sys,
+                included,
+                read,
+            },
+        );
+    }
+    for (n, r) in run_reads(todo, 16, READ_TIMEOUT, read_one) {
+        if let Some(o) = out.get_mut(&n) {
+            o.read = Some(r);
         }
     }
     Ok(out)
@@ -349,6 +464,28 @@ mod tests {
 
     fn map(v: Vec<Observed>) -> BTreeMap<String, Observed> {
         v.into_iter().map(|o| (o.sys.name.clone(), o)).collect()
+    }
+
+    #[test]
+    fn a_read_that_never_returns_does_not_hang_discovery() {
+        let items: Vec<(String, PathBuf)> = (0..40)
+            .map(|i| (format!("d{i}"), PathBuf::from(format!("/dev/d{i}"))))
+            .collect();
+        let t0 = std::time::Instant::now();
+        let r = run_reads(items, 4, Duration::from_millis(300), |p: &Path| {
+            if p.ends_with("d7") {
+                std::thread::sleep(Duration::from_secs(3600));
+            }
+            Ok(LabelRead {
+                state: LabelState::Unmarked,
+                header: None,
+            })
+        });
+        assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+        assert_eq!(r.len(), 40);
+        let e = r["d7"].as_ref().unwrap_err();
+        assert!(e.contains("did not come back within"), "{e}");
+        assert_eq!(r.values().filter(|x| x.is_ok()).count(), 39);
     }
 
     #[test]

@@ -34,6 +34,8 @@ pub struct SysDev {
     /// SCSI/NVMe WWID when the device exposes one (`device/wwid` or `wwid`).
     pub wwid: Option<String>,
     pub read_only: bool,
+    /// A suspended device-mapper device (I/O to it blocks until it is resumed).
+    pub dm_suspended: bool,
 }
 
 impl SysDev {
@@ -156,6 +158,7 @@ pub fn read(root: &Path, name: &str) -> io::Result<SysDev> {
         dm_uuid: read_trim(&d.join("dm/uuid")).filter(|s| !s.is_empty()),
         wwid,
         read_only: read_num::<u8>(&d.join("ro")).unwrap_or(0) == 1,
+        dm_suspended: read_num::<u8>(&d.join("dm/suspended")).unwrap_or(0) == 1,
     })
 }
 
