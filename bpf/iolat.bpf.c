@@ -11,8 +11,10 @@
  *                      time to the (disk, op) histograms
  *
  * The hot path is two programs and three map lookups per I/O, no map update
- * or delete in the steady state (see struct iolat_start). block_rq_insert is
- * not needed: the kernel's start_time_ns already marks the start of queueing.
+ * or delete in the steady state (see struct iolat_start); on queues where the
+ * kernel stamps requests itself (see iolat_stats_bit) it is one program and
+ * one lookup. block_rq_insert is not needed: the kernel's start_time_ns
+ * already marks the start of queueing.
  *
  * Each hook exists twice: tp_btf (direct, typed access to struct request) and
  * raw_tp (bpf_probe_read, for kernels that cannot attach tp_btf). The loader
@@ -43,12 +45,14 @@ struct gendisk___iolat {
 
 struct request_queue___iolat {
 	struct gendisk___iolat *disk; /* Linux >= 5.15 */
+	unsigned long queue_flags;
 } __attribute__((preserve_access_index));
 
 struct request___iolat {
 	struct request_queue___iolat *q;
 	unsigned int cmd_flags;
 	__u64 start_time_ns;
+	__u64 io_start_time_ns;
 } __attribute__((preserve_access_index));
 
 struct request___old {
@@ -85,6 +89,19 @@ struct {
 
 /* issues of traced disks that could not be remembered (LRU insert failed) */
 __u64 iolat_dropped = 0;
+
+/*
+ * The bit number of QUEUE_FLAG_STATS in request_queue->queue_flags on the
+ * running kernel (an anonymous enum, so CO-RE cannot relocate it: userspace
+ * reads it from the kernel's BTF before loading), or ~0 if unknown.
+ *
+ * On a queue with that flag (set whenever writeback throttling, io.latency or
+ * io.cost watch the queue, which is the default for most disks), the kernel
+ * itself stamps every request at issue (rq->io_start_time_ns, right after the
+ * block_rq_issue tracepoint). Then the issue program has nothing to do, and
+ * the complete program needs no map entry: one program, one map lookup.
+ */
+const volatile __u32 iolat_stats_bit = ~0U;
 
 /* REQ_OP_* -> enum iolat_op, or IOLAT_NOPS for operations we do not count */
 static __always_inline __u32 op_class(unsigned int cmd_flags)
@@ -165,24 +182,10 @@ static __always_inline void on_issue(__u64 rq, __u32 dev, unsigned int cmd_flags
 		__sync_fetch_and_add(&iolat_dropped, 1);
 }
 
-static __always_inline void on_complete(__u64 rq, unsigned int nr_bytes)
+static __always_inline void record(__u32 idx, __u64 lat, __u64 queue, unsigned int nr_bytes)
 {
-	struct iolat_start *s = bpf_map_lookup_elem(&iolat_start, &rq);
-	struct iolat_hist *h;
-	__u64 issue, lat, queue;
-	__u32 idx;
+	struct iolat_hist *h = bpf_map_lookup_elem(&iolat_hists, &idx);
 
-	if (!s)
-		return;
-	issue = s->issue_ns;
-	if (!issue)
-		return;
-	lat = bpf_ktime_get_ns() - issue;
-	queue = s->queue_ns;
-	idx = s->idx;
-	s->issue_ns = 0;
-
-	h = bpf_map_lookup_elem(&iolat_hists, &idx);
 	if (!h)
 		return;
 	__sync_fetch_and_add(&h->lat[slot_of(lat)], 1);
@@ -192,6 +195,40 @@ static __always_inline void on_complete(__u64 rq, unsigned int nr_bytes)
 		__sync_fetch_and_add(&h->queue[slot_of(queue)], 1);
 		__sync_fetch_and_add(&h->queue_sum_ns, queue);
 	}
+}
+
+/* completion of a request the kernel stamped at issue (io_start != 0) */
+static __always_inline void on_complete_stamped(__u32 dev, unsigned int cmd_flags, __u64 start,
+						__u64 io_start, unsigned int nr_bytes)
+{
+	__u32 *slot = bpf_map_lookup_elem(&iolat_devs, &dev);
+	__u32 op;
+	__u64 now;
+
+	if (!slot)
+		return;
+	op = op_class(cmd_flags);
+	if (op >= IOLAT_NOPS)
+		return;
+	now = bpf_ktime_get_ns();
+	record(*slot * IOLAT_NOPS + op, now > io_start ? now - io_start : 0,
+	       start && start <= io_start ? io_start - start : IOLAT_NO_QUEUE_TIME, nr_bytes);
+}
+
+/* completion of a request we stamped at issue (or never saw) */
+static __always_inline void on_complete_tracked(__u64 rq, unsigned int nr_bytes)
+{
+	struct iolat_start *s = bpf_map_lookup_elem(&iolat_start, &rq);
+	__u64 issue, lat;
+
+	if (!s)
+		return;
+	issue = s->issue_ns;
+	if (!issue)
+		return;
+	lat = bpf_ktime_get_ns() - issue;
+	s->issue_ns = 0;
+	record(s->idx, lat, s->queue_ns, nr_bytes);
 }
 
 /* ---- tp_btf: typed, direct reads of struct request ---- */
@@ -215,8 +252,15 @@ static __always_inline __u32 dev_btf(struct request___iolat *rq)
 SEC("tp_btf/block_rq_issue")
 int BPF_PROG(iolat_btf_issue, struct request___iolat *rq)
 {
+	struct request_queue___iolat *q;
 	__u64 start = 0;
 
+	if (iolat_stats_bit < 64) {
+		q = rq->q;
+		/* the kernel stamps this request right after us */
+		if (q && (q->queue_flags >> iolat_stats_bit) & 1)
+			return 0;
+	}
 	if (bpf_core_field_exists(rq->start_time_ns))
 		start = rq->start_time_ns;
 	on_issue((__u64)rq, dev_btf(rq), rq->cmd_flags, start);
@@ -226,7 +270,15 @@ int BPF_PROG(iolat_btf_issue, struct request___iolat *rq)
 SEC("tp_btf/block_rq_complete")
 int BPF_PROG(iolat_btf_complete, struct request___iolat *rq, int error, unsigned int nr_bytes)
 {
-	on_complete((__u64)rq, nr_bytes);
+	__u64 io_start = 0;
+
+	if (bpf_core_field_exists(rq->io_start_time_ns))
+		io_start = rq->io_start_time_ns;
+	if (io_start && iolat_stats_bit < 64)
+		on_complete_stamped(dev_btf(rq), rq->cmd_flags, rq->start_time_ns, io_start,
+				    nr_bytes);
+	else
+		on_complete_tracked((__u64)rq, nr_bytes);
 	return 0;
 }
 
@@ -253,6 +305,8 @@ int BPF_PROG(iolat_raw_issue, struct request___iolat *rq)
 {
 	__u64 start = 0;
 
+	if (iolat_stats_bit < 64 && (BPF_CORE_READ(rq, q, queue_flags) >> iolat_stats_bit) & 1)
+		return 0;
 	if (bpf_core_field_exists(rq->start_time_ns))
 		start = BPF_CORE_READ(rq, start_time_ns);
 	on_issue((__u64)rq, dev_raw(rq), BPF_CORE_READ(rq, cmd_flags), start);
@@ -262,7 +316,15 @@ int BPF_PROG(iolat_raw_issue, struct request___iolat *rq)
 SEC("raw_tp/block_rq_complete")
 int BPF_PROG(iolat_raw_complete, struct request___iolat *rq, int error, unsigned int nr_bytes)
 {
-	on_complete((__u64)rq, nr_bytes);
+	__u64 io_start = 0;
+
+	if (bpf_core_field_exists(rq->io_start_time_ns))
+		io_start = BPF_CORE_READ(rq, io_start_time_ns);
+	if (io_start && iolat_stats_bit < 64)
+		on_complete_stamped(dev_raw(rq), BPF_CORE_READ(rq, cmd_flags),
+				    BPF_CORE_READ(rq, start_time_ns), io_start, nr_bytes);
+	else
+		on_complete_tracked((__u64)rq, nr_bytes);
 	return 0;
 }
 

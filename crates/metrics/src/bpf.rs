@@ -98,7 +98,9 @@ struct Slots {
 #[derive(Debug)]
 pub struct IoLat {
     mode: AttachMode,
+    kernel_stamps: bool,
     capacity: u32,
+    start: MapHandle,
     devs: MapHandle,
     hists: MapHandle,
     bss: MapHandle,
@@ -108,6 +110,33 @@ pub struct IoLat {
 
 /// Default number of disks that can be traced at once (`IOLAT_MAX_DISKS`).
 pub const DEFAULT_MAX_DISKS: u32 = 2048;
+
+/// How to load the tracer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// tp_btf or raw_tp.
+    pub mode: AttachMode,
+    /// Disks that can be traced at once (sizes the maps).
+    pub max_disks: u32,
+    /// Use the kernel's own issue stamps where the queue has them (one program
+    /// and one map lookup per I/O instead of two and three). Off: always stamp
+    /// requests ourselves.
+    pub kernel_stamps: bool,
+    /// Benchmarks only: also attach an empty program to block_rq_complete, whose
+    /// bpf_stats cost is the cost of the measurement itself.
+    pub calibrate: bool,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            mode: AttachMode::TpBtf,
+            max_disks: DEFAULT_MAX_DISKS,
+            kernel_stamps: true,
+            calibrate: false,
+        }
+    }
+}
 
 /// Entries of the in-flight map. Entries stay for as long as their struct
 /// request is in use (one per request of a traced disk's tag sets) and the LRU
@@ -135,12 +164,21 @@ impl IoLat {
 
     /// Loads and attaches with one mode only, with room for `max_disks` disks.
     pub fn load_with(mode: AttachMode, max_disks: u32) -> Result<IoLat, Error> {
-        IoLat::load_opts(mode, max_disks, false)
+        IoLat::load_opts(&LoadOptions {
+            mode,
+            max_disks,
+            ..LoadOptions::default()
+        })
     }
 
-    /// [`IoLat::load_with`], plus (`calibrate`, benchmarks only) an empty
-    /// program on block_rq_complete whose bpf_stats cost is the measurement's.
-    pub fn load_opts(mode: AttachMode, max_disks: u32, calibrate: bool) -> Result<IoLat, Error> {
+    /// Loads and attaches with every option spelled out.
+    pub fn load_opts(opts: &LoadOptions) -> Result<IoLat, Error> {
+        let LoadOptions {
+            mode,
+            max_disks,
+            kernel_stamps,
+            calibrate,
+        } = *opts;
         let max_disks = max_disks.max(1);
         let mut storage = MaybeUninit::<OpenObject>::uninit();
         let mut open: OpenIolatSkel<'_> = IolatSkelBuilder::default()
@@ -152,6 +190,14 @@ impl IoLat {
         open.progs.iolat_raw_issue.set_autoload(!btf);
         open.progs.iolat_raw_complete.set_autoload(!btf);
         open.progs.iolat_calibrate.set_autoload(calibrate);
+        let stats_bit = if kernel_stamps {
+            queue_flag_stats_bit()
+        } else {
+            None
+        };
+        if let Some(rodata) = open.maps.rodata_data.as_deref_mut() {
+            rodata.iolat_stats_bit = stats_bit.unwrap_or(u32::MAX);
+        }
         open.maps
             .iolat_start
             .set_max_entries(start_map_entries())
@@ -189,7 +235,9 @@ impl IoLat {
         let handle = |m: &libbpf_rs::MapMut<'_>, what| MapHandle::try_from(m).map_err(bpf(what));
         let iolat = IoLat {
             mode,
+            kernel_stamps: stats_bit.is_some(),
             capacity: max_disks,
+            start: handle(&skel.maps.iolat_start, "duplicating iolat_start")?,
             devs: handle(&skel.maps.iolat_devs, "duplicating iolat_devs")?,
             hists: handle(&skel.maps.iolat_hists, "duplicating iolat_hists")?,
             bss: handle(&skel.maps.bss, "duplicating the .bss map")?,
@@ -205,6 +253,16 @@ impl IoLat {
     /// How the programs are attached.
     pub fn mode(&self) -> AttachMode {
         self.mode
+    }
+
+    /// Whether the kernel's own issue stamps are used where queues have them.
+    pub fn kernel_stamps(&self) -> bool {
+        self.kernel_stamps
+    }
+
+    /// Requests we stamped ourselves and still remember (diagnostics, tests).
+    pub fn tracked_requests(&self) -> usize {
+        self.start.keys().count()
     }
 
     fn slots(&self) -> std::sync::MutexGuard<'_, Slots> {
@@ -391,6 +449,19 @@ impl IoLat {
     }
 }
 
+/// The value of `QUEUE_FLAG_STATS` on the running kernel, from its BTF. The
+/// enum is anonymous, so CO-RE cannot relocate it in the BPF program.
+pub fn queue_flag_stats_bit() -> Option<u32> {
+    use libbpf_rs::btf::types::Enum;
+    let btf = libbpf_rs::btf::Btf::from_vmlinux().ok()?;
+    let value = btf.type_by_kind::<Enum<'_>>().find_map(|e| {
+        e.iter()
+            .find(|m| m.name.is_some_and(|n| n == "QUEUE_FLAG_STATS"))
+            .map(|m| m.value)
+    })?;
+    u32::try_from(value).ok().filter(|&v| v < 64)
+}
+
 /// Whole disks of the system (not partitions), from /sys/class/block.
 fn system_disks() -> Vec<KernelDev> {
     let Ok(dir) = std::fs::read_dir("/sys/class/block") else {
@@ -432,6 +503,15 @@ mod tests {
             std::mem::offset_of!(skel::types::iolat_hist, queue),
             24 + 8 * NSLOTS
         );
+    }
+
+    #[test]
+    fn queue_flag_stats_is_found_in_the_kernel_btf() {
+        // every kernel with BTF since 4.x has it; its value moved over time
+        if std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
+            let bit = queue_flag_stats_bit().expect("QUEUE_FLAG_STATS in vmlinux BTF");
+            assert!(bit < 64);
+        }
     }
 
     #[test]

@@ -21,7 +21,7 @@ pub mod http;
 pub mod iostat;
 pub mod snapshot;
 
-pub use bpf::{AttachMode, Error, IoLat, RawEntry};
+pub use bpf::{AttachMode, Error, IoLat, LoadOptions, RawEntry};
 pub use devt::{DevError, KernelDev};
 pub use exporter::{DiscardSource, DiskInfo, HistSource, Metrics};
 pub use hist::NSLOTS;

@@ -4,7 +4,7 @@ mod common;
 
 use std::process::Command;
 
-use asmguard_metrics::{AttachMode, IoLat, KernelDev, Op, OpHist, RawEntry};
+use asmguard_metrics::{AttachMode, IoLat, KernelDev, LoadOptions, Op, OpHist, RawEntry};
 use common::{direct_reads, direct_writes, require_root, LoopDev};
 
 fn hist_of(entries: &[RawEntry], dev: KernelDev, op: Op) -> OpHist {
@@ -17,11 +17,21 @@ fn hist_of(entries: &[RawEntry], dev: KernelDev, op: Op) -> OpHist {
 
 /// N reads and M writes of 4 KiB show as exactly N and M I/Os, N*4096 and
 /// M*4096 bytes, with every I/O in one latency and one queue slot.
-fn exact_counts(mode: AttachMode, n: u64, m: u64) {
-    let disk = LoopDev::new(&format!("exact-{}", mode.as_str()), 64);
+/// `kernel_stamps`: use the kernel's issue stamps (loop devices have them:
+/// writeback throttling watches their queues) or stamp requests ourselves in
+/// the LRU map.
+fn exact_counts(mode: AttachMode, kernel_stamps: bool, n: u64, m: u64) {
+    let disk = LoopDev::new(&format!("exact-{}-{kernel_stamps}", mode.as_str()), 64);
     let dev = KernelDev::disk_of_path(&disk.path).unwrap();
-    let iolat = IoLat::load_with(mode, 16).expect("loading the tracer");
+    let iolat = IoLat::load_opts(&LoadOptions {
+        mode,
+        max_disks: 16,
+        kernel_stamps,
+        calibrate: false,
+    })
+    .expect("loading the tracer");
     assert_eq!(iolat.mode(), mode);
+    assert_eq!(iolat.kernel_stamps(), kernel_stamps);
     iolat.add_device(dev.raw()).unwrap();
     assert_eq!(iolat.devices(), vec![dev.raw()]);
 
@@ -47,22 +57,48 @@ fn exact_counts(mode: AttachMode, n: u64, m: u64) {
     let w01 = hist_of(&s1, dev, Op::Write).delta(&hist_of(&s0, dev, Op::Write));
     assert_eq!(w01.count(), 0);
     assert_eq!(iolat.dropped(), 0);
+    // which path counted them: our own stamps leave one entry per request used
+    let tracked = iolat.tracked_requests();
+    if kernel_stamps {
+        assert_eq!(
+            tracked, 0,
+            "the kernel stamps loop requests: no entries expected"
+        );
+    } else {
+        assert!(tracked >= 1, "own stamps: entries expected");
+    }
 }
 
 #[test]
-fn exact_counts_tp_btf() {
+fn exact_counts_tp_btf_kernel_stamps() {
     if !require_root() {
         return;
     }
-    exact_counts(AttachMode::TpBtf, 37, 23);
+    exact_counts(AttachMode::TpBtf, true, 37, 23);
 }
 
 #[test]
-fn exact_counts_raw_tp() {
+fn exact_counts_tp_btf_own_stamps() {
     if !require_root() {
         return;
     }
-    exact_counts(AttachMode::RawTp, 19, 41);
+    exact_counts(AttachMode::TpBtf, false, 29, 31);
+}
+
+#[test]
+fn exact_counts_raw_tp_kernel_stamps() {
+    if !require_root() {
+        return;
+    }
+    exact_counts(AttachMode::RawTp, true, 19, 41);
+}
+
+#[test]
+fn exact_counts_raw_tp_own_stamps() {
+    if !require_root() {
+        return;
+    }
+    exact_counts(AttachMode::RawTp, false, 43, 17);
 }
 
 #[test]

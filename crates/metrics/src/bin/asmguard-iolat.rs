@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use asmguard_metrics::bpf::DEFAULT_MAX_DISKS;
 use asmguard_metrics::http::{self, DEFAULT_LISTEN};
-use asmguard_metrics::{AttachMode, DiskInfo, IoLat, KernelDev, Metrics, Op, OpHist, Snapshot};
+use asmguard_metrics::{
+    AttachMode, DiskInfo, IoLat, KernelDev, LoadOptions, Metrics, Op, OpHist, Snapshot,
+};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -46,6 +48,9 @@ struct ServeArgs {
     /// into the BPF map, names BENCH0001...) to measure scrapes of many disks.
     #[arg(long, value_name = "N", default_value_t = 0, hide = true)]
     synthetic_disks: u32,
+    /// Always stamp requests ourselves, even on queues the kernel stamps.
+    #[arg(long)]
+    no_kernel_stamps: bool,
     /// Benchmarks only: also attach an empty program to block_rq_complete, to
     /// measure what kernel.bpf_stats_enabled itself costs per event.
     #[arg(long, hide = true)]
@@ -95,13 +100,24 @@ fn sysfs_u32(name: &str, attr: &str) -> u32 {
 }
 
 fn serve(args: ServeArgs) -> Result<()> {
-    let max_disks = DEFAULT_MAX_DISKS.max(args.synthetic_disks);
+    let opts = LoadOptions {
+        max_disks: DEFAULT_MAX_DISKS.max(args.synthetic_disks),
+        kernel_stamps: !args.no_kernel_stamps,
+        calibrate: args.calibrate,
+        ..LoadOptions::default()
+    };
     let iolat = if args.raw_tp {
-        IoLat::load_opts(AttachMode::RawTp, max_disks, args.calibrate)
-    } else if args.calibrate || args.synthetic_disks > DEFAULT_MAX_DISKS {
-        IoLat::load_opts(AttachMode::TpBtf, max_disks, args.calibrate)
+        IoLat::load_opts(&LoadOptions {
+            mode: AttachMode::RawTp,
+            ..opts
+        })
     } else {
-        IoLat::load()
+        IoLat::load_opts(&opts).or_else(|_| {
+            IoLat::load_opts(&LoadOptions {
+                mode: AttachMode::RawTp,
+                ..opts
+            })
+        })
     }
     .context("loading the BPF latency tracer")?;
     let iolat = Arc::new(iolat);
@@ -152,8 +168,13 @@ fn serve(args: ServeArgs) -> Result<()> {
             .await
             .with_context(|| format!("listening on {}", args.listen))?;
         eprintln!(
-            "asmguard-iolat: serving http://{addr}/metrics ({}, {} disks{})",
+            "asmguard-iolat: serving http://{addr}/metrics ({}{}, {} disks{})",
             iolat.mode().as_str(),
+            if iolat.kernel_stamps() {
+                ", kernel stamps"
+            } else {
+                ""
+            },
             iolat.devices().len(),
             if args.all { ", all disks" } else { "" }
         );
