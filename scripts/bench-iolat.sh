@@ -5,12 +5,12 @@
 #
 #   sudo scripts/bench-iolat.sh
 #
-#   RUNTIME=10   seconds per fio run
-#   ROUNDS=3     on/off pairs per workload (the order alternates; median ratio)
+#   RUNTIME=8    seconds per fio run
+#   ROUNDS=5     on/off pairs per workload (the order alternates; median ratio)
 #   DISKS=1000   synthetic disks for the scrape benchmark
 #   SIZE_MIB=2048  size of the tmpfs-backed loop device
 #
-# What it measures, all against one loop device backed by a file in /dev/shm:
+# What it measures, all against a loop device backed by a file in /dev/shm:
 #  1. fio 4 KiB random reads, queue depth 32: IOPS with the tracer attached and
 #     tracing the device ("on") vs no tracer loaded ("off"), in the same run.
 #  2. An Oracle-like mix (16k random reads, 1M sequential reads, 16k random
@@ -19,15 +19,16 @@
 #  3. The same mix at fixed rates (a bank's AWR profile, scaled down 10x):
 #     mean and p99 completion latency per I/O type on vs off.
 #  4. BPF cost per event from kernel.bpf_stats_enabled (run_time_ns / run_cnt
-#     per program) on a traced disk and on an untraced one (filter miss), with
+#     per program) on a traced disk (with the kernel's issue stamps, and with
+#     our own: --no-kernel-stamps) and on an untraced one (filter miss), with
 #     an empty program on the same tracepoint to measure bpf_stats' own cost.
 #  5. Scrape time and exporter RSS with DISKS synthetic disks (2 ops each).
 # The write filter is not part of this run (not built yet): "on" means tracing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-RUNTIME=${RUNTIME:-10}
-ROUNDS=${ROUNDS:-3}
+RUNTIME=${RUNTIME:-8}
+ROUNDS=${ROUNDS:-5}
 DISKS=${DISKS:-1000}
 SIZE_MIB=${SIZE_MIB:-2048}
 OUT=target/bench/iolat
@@ -156,8 +157,8 @@ run() {
     if [ "$mode" = on ]; then start_tracer --device "$LOOP=BENCH"; fi
     case $w in
         randread) randread >"$f" ;;
-        mix) mixjob max >"$OUT/mix.fio"; fio --output-format=json "$OUT/mix.fio" >"$f" ;;
-        rate) mixjob rate >"$OUT/rate.fio"; fio --output-format=json "$OUT/rate.fio" >"$f" ;;
+        mix) mixjob max >"$OUT/mix.fio"; fio --output-format=json "$OUT/mix.fio" >"$f" 2>>"$OUT/fio.log" ;;
+        rate) mixjob rate >"$OUT/rate.fio"; fio --output-format=json "$OUT/rate.fio" >"$f" 2>>"$OUT/fio.log" ;;
     esac
     if [ "$mode" = on ]; then
         curl -s "$URL" >"$OUT/$w-on-$r-scrape.txt"
@@ -183,10 +184,14 @@ ratio_of() { # workload metric-fn -> one ratio per round
 }
 
 # ---- BPF cost per event ----
-stats_run() { # $1: traced|untraced
-    start_tracer --device "$LOOP=BENCH" --calibrate
+stats_run() { # $1: traced|traced-own|untraced
+    if [ "$1" = traced-own ]; then
+        start_tracer --device "$LOOP=BENCH" --calibrate --no-kernel-stamps
+    else
+        start_tracer --device "$LOOP=BENCH" --calibrate
+    fi
     sysctl -q kernel.bpf_stats_enabled=1
-    if [ "$1" = traced ]; then randread >"$OUT/stats-$1.json"
+    if [ "$1" != untraced ]; then randread >"$OUT/stats-$1.json"
     else fio --output-format=json --name=untraced --filename="$LOOP2" --rw=randread --bs=4k \
             --iodepth=32 --ioengine=libaio --direct=1 --time_based --runtime="$RUNTIME" \
             --randrepeat=0 --norandommap >"$OUT/stats-$1.json"
@@ -197,6 +202,7 @@ stats_run() { # $1: traced|untraced
     stop_tracer
 }
 stats_run traced
+stats_run traced-own
 stats_run untraced
 prog_table() {
     jq -r '.[] | select(.name | startswith("iolat_")) | select(.run_cnt > 0)
@@ -269,10 +275,17 @@ echo "BPF cost (kernel.bpf_stats_enabled=1, 4k randread QD32, one run of ${RUNTI
 echo
 echo "| disk | program | run_cnt | run_time_ns | ns per event |"
 echo "|---|---|---|---|---|"
-prog_table traced | sed 's/^/| traced /'
+prog_table traced | sed 's/^/| traced (kernel stamps) /'
+prog_table traced-own | sed 's/^/| traced (own stamps) /'
 prog_table untraced | sed 's/^/| untraced /'
 echo
-echo "Tracing cost per I/O (issue + complete programs, total run_time_ns / I/Os completed): traced disk $(per_io traced raw) ns raw, $(per_io traced corrected) ns without the measurement's own cost (iolat_calibrate, an empty program on the same tracepoint); untraced disk $(per_io untraced raw) ns raw, $(per_io untraced corrected) ns corrected."
+echo "Tracing cost per I/O (issue + complete programs, total run_time_ns / I/Os completed; corrected = minus the measurement's own cost, iolat_calibrate, an empty program on the same tracepoint):"
+echo
+echo "| disk | raw ns per I/O | corrected ns per I/O |"
+echo "|---|---|---|"
+for k in traced traced-own untraced; do
+    echo "| $k | $(per_io $k raw) | $(per_io $k corrected) |"
+done
 echo
 echo "Scrape of $DISKS synthetic disks x 2 ops ($SCRAPE_SERIES samples, $((SCRAPE_BYTES / 1024)) KiB, promtool: $PROMTOOL): median $(awk -v s="$SCRAPE_MED" 'BEGIN {printf "%.1f", s*1000}') ms, max $(awk -v s="$SCRAPE_MAX" 'BEGIN {printf "%.1f", s*1000}') ms over 50 scrapes; exporter RSS $((RSS / 1024)) MiB after them (peak $((HWM / 1024)) MiB)."
 } | tee "$OUT/results.md"
