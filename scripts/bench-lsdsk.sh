@@ -69,11 +69,11 @@ t1=$(date +%s.%N)
 echo "created $N loop devices in $(python3 -c "print(round($t1-$t0,1))") s" >&2
 
 SOCK="$WORK/asmguard.sock"
-# Patterns covering exactly loop$BASE..loop$((BASE+N-1)).
+# Patterns covering exactly loop$BASE..loop$((BASE+N)) (the last one for the hotplug probe).
 PATS=$(python3 - "$BASE" "$N" <<'PY'
 import sys
 b, n = int(sys.argv[1]), int(sys.argv[2])
-print(", ".join('"loop%d"' % (b + i) for i in range(n)))
+print(", ".join('"loop%d"' % (b + i) for i in range(n + 1)))
 PY
 )
 cat > "$WORK/asmguard.toml" <<TOML
@@ -118,3 +118,33 @@ echo "asmguardd start -> READY:  $READY ms (first scan of all devices included)"
 echo "lsdsk --json (median of 5): $(timeit "${CTL[@]}" lsdsk --json) ms"
 echo "lsdsk text   (median of 5): $(timeit "${CTL[@]}" lsdsk) ms"
 echo "scan (re-read all, median): $(timeit "${CTL[@]}" scan --json) ms"
+
+# Hotplug with N devices present: one more labelled loop device, until lsdsk lists it.
+HOT=$((BASE + N))
+if [ ! -e "/sys/class/block/loop$HOT" ]; then
+    python3 - "$WORK/hot.img" <<'PY'
+import struct, sys
+b = bytearray(4096); label = b"HOTPLUG"
+b[32:40] = b"ORCLDISK"; b[40:40 + len(label)] = label
+x = 0
+for o in range(0, 64, 4):
+    if o != 12: x ^= struct.unpack_from("<I", b, o)[0]
+struct.pack_into("<I", b, 12, x)
+with open(sys.argv[1], "wb") as f: f.write(b); f.truncate(64 << 20)
+PY
+    MADE+=("$HOT")
+    HOTMS=$(python3 - "$HOT" "$WORK/hot.img" "${CTL[@]}" <<'PY'
+import json, subprocess, sys, time
+n, img, ctl = sys.argv[1], sys.argv[2], sys.argv[3:]
+t0 = time.monotonic()
+subprocess.run(["losetup", "/dev/loop" + n, img], check=True)
+while time.monotonic() - t0 < 10:
+    out = subprocess.run(ctl + ["lsdsk", "--json"], capture_output=True, text=True).stdout
+    if any(d["label"] == "HOTPLUG" for d in json.loads(out)["disks"]):
+        print("%.1f" % ((time.monotonic() - t0) * 1000)); break
+else:
+    print("not seen within 10 s")
+PY
+)
+    echo "hotplug (losetup -> listed): $HOTMS ms with $N other devices"
+fi

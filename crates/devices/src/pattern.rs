@@ -3,16 +3,17 @@
 
 /// Does `name` match the shell-style `pattern` (`*` and `?` only)?
 pub fn matches(pattern: &str, name: &str) -> bool {
-    let p: Vec<char> = pattern.chars().collect();
-    let n: Vec<char> = name.chars().collect();
+    // Bytes, not chars: device names are ASCII, and this runs for every device against
+    // every pattern (a config may list a thousand names).
+    let (p, n) = (pattern.as_bytes(), name.as_bytes());
     // Iterative wildcard match with backtracking to the last `*`.
     let (mut pi, mut ni) = (0usize, 0usize);
     let mut star: Option<(usize, usize)> = None;
     while ni < n.len() {
-        if pi < p.len() && (p[pi] == '?' || p[pi] == n[ni]) {
+        if pi < p.len() && (p[pi] == b'?' || p[pi] == n[ni]) {
             pi += 1;
             ni += 1;
-        } else if pi < p.len() && p[pi] == '*' {
+        } else if pi < p.len() && p[pi] == b'*' {
             star = Some((pi, ni));
             pi += 1;
         } else if let Some((sp, sn)) = star {
@@ -23,7 +24,7 @@ pub fn matches(pattern: &str, name: &str) -> bool {
             return false;
         }
     }
-    p[pi..].iter().all(|&c| c == '*')
+    p[pi..].iter().all(|&c| c == b'*')
 }
 
 /// Include/exclude rules and the scan order, as ASMLib's SCANORDER / SCANEXCLUDE.
