@@ -134,7 +134,10 @@ struct mm_struct {
 	struct file *exe_file;
 } __attribute__((preserve_access_index));
 
+#define PF_KTHREAD 0x00200000 /* I am a kernel thread */
+
 struct task_struct {
+	unsigned int flags;
 	pid_t pid;
 	pid_t tgid;
 	const struct cred *cred;

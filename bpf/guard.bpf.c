@@ -143,6 +143,12 @@ static __always_inline int verdict(struct ag_disk *d, __u32 dev, __u32 flags, __
 
 	if (mode != AG_MODE_AUDIT && mode != AG_MODE_ENFORCE)
 		return 0;
+	/* A kernel thread writing through a file (the loop driver's worker on a
+	 * loop device backed by a managed disk) acts for whoever opened that file
+	 * for writing, which file_open already judged. */
+	if (hook == AG_HOOK_FILE_PERMISSION &&
+	    (BPF_CORE_READ((struct task_struct *)bpf_get_current_task(), flags) & PF_KTHREAD))
+		return 0;
 	who(&e);
 	if (allowed(&e))
 		return 0;

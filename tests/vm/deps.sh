@@ -5,8 +5,9 @@
 #   VM_DEPS_SKIP=1   do not check or install anything (offline use)
 
 # Build: clang compiles bpf/*.bpf.c; libbpf-sys builds the vendored libbpf with
-# make/gcc/pkg-config against libelf and zlib.
-VM_BUILD_PKGS="clang llvm libelf-dev zlib1g-dev pkg-config make gcc"
+# make/gcc/pkg-config against libelf and zlib; gcc + libc6-dev build the lab's
+# static test helpers (tests/vm/helpers/*.c).
+VM_BUILD_PKGS="clang llvm libelf-dev zlib1g-dev pkg-config make gcc libc6-dev linux-libc-dev"
 # Lab: the emulator, the kernel packages' tools, the initramfs tools and the test tools.
 VM_LAB_PKGS="qemu-system-x86 busybox-static dash binutils diffutils findutils cpio gzip xz-utils zstd kmod dpkg apt
  fio sg3-utils util-linux e2fsprogs xfsprogs dmsetup coreutils libaio1 liburing2"

@@ -21,7 +21,8 @@ VM_WORK=${VM_WORK:-$VM_DIR/work}
 VM_TOOLS="dash fio blkdiscard wipefs losetup blkid blockdev lsblk fallocate fstrim
  mkfs.ext4 mke2fs mkfs.xfs xfs_io setpriv dd sha256sum cmp stat
  timeout env nohup nice xargs find flock
- dmsetup sg_raw sg_dd sg_inq sg_readcap sg_unmap sg_write_same sg_get_lba_status sg_vpd"
+ dmsetup sg_raw sg_dd sg_inq sg_readcap sg_unmap sg_write_same sg_get_lba_status sg_vpd
+ sfdisk partx delpart addpart od"
 # Tools the tests cannot do without.
 VM_REQUIRED_TOOLS="dash fio blkdiscard wipefs losetup blkid mkfs.ext4 dd sha256sum dmsetup sg_raw sg_dd setpriv
  timeout env xargs"
@@ -110,6 +111,13 @@ ir_build_common() {
 		done
 	fi
 	ir_log "$n project binaries from $target: $(ls "$ir_stage/usr/local/bin" | tr '\n' ' ')"
+
+	# Test helpers (tests/vm/helpers/*.c): small static C programs.
+	local c
+	for c in "$VM_DIR"/helpers/*.c; do
+		[ -f "$c" ] || continue
+		gcc -static -O2 -Wall -o "$ir_stage/usr/local/bin/$(basename "$c" .c)" "$c" || return 1
+	done
 
 	# ld.so cache (the loader's built-in multiarch paths would do, this is belt and braces).
 	printf '/usr/lib/x86_64-linux-gnu\n/usr/local/lib\n' >"$ir_stage/etc/ld.so.conf"

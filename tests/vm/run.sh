@@ -102,7 +102,7 @@ while IFS= read -r l; do
 	fi
 done <"$log"
 
-done_line=$(tr -d '\r' <"$log" | grep -m1 '^VMDONE' || true)
+done_line=$(tr -d '\r' <"$log" | grep -a -m1 '^VMDONE' || true)
 boot=$(tr -d '\r' <"$log" | sed -n 's/^VMINFO boot-seconds //p' | head -n 1)
 if [ -z "$done_line" ]; then
 	if [ "$qrc" = 124 ] || [ "$qrc" = 137 ]; then
