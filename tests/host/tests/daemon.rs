@@ -396,7 +396,7 @@ fn systemd_unit_verifies() {
         "Before=oracle-ohasd.service",
         "NoNewPrivileges=yes",
         "ProtectSystem=strict",
-        "ReadWritePaths=/sys/fs/bpf",
+        "ReadWritePaths=-/sys/fs/bpf",
         "CAP_BPF",
     ] {
         assert!(unit.contains(k), "unit lacks {k}");
