@@ -258,6 +258,12 @@ async fn run(cfg: config::Config, source: String, socket: Option<PathBuf>) -> i3
     }
     notify(&[sd_notify::NotifyState::Stopping]);
     serve.abort();
+    // A label write under way finishes (write, sync, read-back) before the exit.
+    let t = Instant::now();
+    while d.writing() && t.elapsed() < Duration::from_secs(60) {
+        tracing::info!("waiting for a label write to finish before stopping");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let _ = std::fs::remove_file(&socket);
     tracing::info!("stopped");
     0

@@ -295,6 +295,15 @@ impl Daemon {
         }
     }
 
+    /// Whether a label write is under way.
+    pub fn writing(&self) -> bool {
+        !self
+            .inflight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_empty()
+    }
+
     fn claim(&self, keys: Vec<String>, what: &str) -> Result<Claim<'_>, ErrorBody> {
         let mut s = self.inflight.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(k) = keys.iter().find(|k| s.contains(*k)) {

@@ -112,6 +112,18 @@ fn label_lsdsk_rename_unlabel_scan() {
     assert_eq!(&l.read_dev(0, 512)[32..40], b"ORCLCLRD");
     assert_eq!(d.ctl(&["unlabel", "DATA9"]).code, 3);
 
+    // A symlink to the device (as /dev/mapper/* or /dev/disk/by-id/* are) works too.
+    let links = tempfile::tempdir().unwrap();
+    let link = links.path().join("lun7");
+    std::os::unix::fs::symlink(&l.dev, &link).unwrap();
+    let j = d
+        .ctl(&["label", "VIALINK", &link.display().to_string(), "--json"])
+        .ok()
+        .json();
+    assert_eq!(j["device"], dev);
+    assert_eq!(d.labels(), vec!["VIALINK"]);
+    d.ctl(&["unlabel", "VIALINK"]).ok();
+
     // Something else writes a label behind the daemon's back (no uevent): scan sees it.
     l.write_dev(0, &asmlib_block("BEHIND"));
     let v = d.ctl(&["scan", "--json"]).ok().json();
