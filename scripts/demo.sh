@@ -17,14 +17,18 @@ if [ "$(id -u)" != 0 ]; then
     echo "demo: needs root (it creates a loop device)" >&2
     exit 1
 fi
-for t in losetup truncate cargo; do
+for t in losetup truncate; do
     command -v "$t" >/dev/null || { echo "demo: $t is missing" >&2; exit 1; }
 done
 
-PROFILE=${PROFILE:-release}
-step "Building asmguardd and asmguardctl (cargo build --$PROFILE)"
-cargo build "--$PROFILE" -p asmguardd -p asmguardctl
-BIN="target/$PROFILE"
+# BIN=<dir> uses binaries built already (the tests do); otherwise a release build.
+if [ -n "${BIN:-}" ]; then
+    step "Using the binaries in $BIN"
+else
+    step "Building asmguardd and asmguardctl (cargo build --release)"
+    cargo build --release -p asmguardd -p asmguardctl
+    BIN="target/release"
+fi
 
 WORK=$(mktemp -d /tmp/asmguard-demo.XXXXXX)
 LOOP=""

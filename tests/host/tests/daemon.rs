@@ -569,3 +569,54 @@ fn install_script_stages_everything() {
         std::fs::read_to_string(dest.path().join("etc/udev/rules.d/99-asmguard.rules")).unwrap();
     assert!(rules.contains("MODE=\"0640\""), "{rules}");
 }
+
+#[test]
+fn demo_script_runs_and_cleans_up() {
+    let Some(_g) = lock() else { return };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let o = run(Command::new(root.join("scripts/demo.sh")).env("BIN", bin_dir()));
+    assert_eq!(o.code, 0, "{o:?}");
+    for s in [
+        "labelled DEMO1",
+        "DEMO1  off",
+        "bpf lsm:",
+        "label:       DEMO1 (ORCLDISK)",
+        "Cleaning up",
+        "detaching /dev/loop",
+    ] {
+        assert!(
+            o.stdout.contains(s),
+            "demo output lacks {s:?}: {}",
+            o.stdout
+        );
+    }
+    // Nothing left behind: the loop device is detached, the daemon gone, files removed.
+    let dev = o
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("loop device: "))
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        sh("losetup", &["-a"]).stdout,
+        loops_before,
+        "{dev} still attached"
+    );
+    let work = o
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("removed "))
+        .unwrap()
+        .to_string();
+    assert!(!Path::new(&work).exists(), "{work} left behind");
+    let pid = o
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("stopping asmguardd (pid "))
+        .unwrap();
+    let pid = pid.trim_end_matches(')');
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists(),
+        "asmguardd {pid} still runs"
+    );
+}
