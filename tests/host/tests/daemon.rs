@@ -597,17 +597,19 @@ fn demo_script_runs_and_cleans_up() {
         .find_map(|l| l.strip_prefix("loop device: "))
         .unwrap()
         .to_string();
-    assert_eq!(
-        sh("losetup", &["-a"]).stdout,
-        loops_before,
-        "{dev} still attached"
-    );
     let work = o
         .stdout
         .lines()
         .find_map(|l| l.strip_prefix("removed "))
         .unwrap()
         .to_string();
+    let name = dev.trim_start_matches("/dev/");
+    let backing = std::fs::read_to_string(format!("/sys/class/block/{name}/loop/backing_file"))
+        .unwrap_or_default();
+    assert!(
+        !backing.contains(&work),
+        "{dev} still attached to {backing}"
+    );
     assert!(!Path::new(&work).exists(), "{work} left behind");
     let pid = o
         .stdout
