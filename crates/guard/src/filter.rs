@@ -570,6 +570,10 @@ pub fn pinned_backend(pin_dir: &Path) -> Option<Backend> {
 /// Removes every pin (links first: detaching the programs) under `pin_dir`.
 /// The filter is off once this returns. Not an error if nothing was pinned.
 pub fn remove_pins(pin_dir: &Path) -> Result<(), Error> {
+    // Hold every link while the pins go: dropping a pin defers the release to
+    // a kernel work item, closing the last fd releases synchronously. So the
+    // programs are detached when this returns, not a moment later.
+    let mut held = Vec::new();
     for sub in ["links", "maps"] {
         let dir = pin_dir.join(sub);
         let entries = match std::fs::read_dir(&dir) {
@@ -580,9 +584,8 @@ pub fn remove_pins(pin_dir: &Path) -> Result<(), Error> {
         for e in entries.flatten() {
             let p = e.path();
             if sub == "links" {
-                // Detach explicitly: another process may still hold a link fd.
                 if let Ok(link) = Link::open(&p) {
-                    let _ = link.detach();
+                    held.push(link);
                 }
             }
             std::fs::remove_file(&p).map_err(io_err("removing a pin"))?;
@@ -590,6 +593,12 @@ pub fn remove_pins(pin_dir: &Path) -> Result<(), Error> {
         let _ = std::fs::remove_dir(&dir);
     }
     let _ = std::fs::remove_dir(pin_dir);
+    for link in held {
+        // Cgroup links detach at once; for LSM (tracing) links the kernel has
+        // no detach operation and the close below does it.
+        let _ = link.detach();
+        drop(link);
+    }
     Ok(())
 }
 
@@ -890,10 +899,12 @@ impl Guard {
 
     /// Detaches the programs and removes every pin: the filter is off.
     pub fn uninstall(mut self) -> Result<(), Error> {
-        for (_, link) in self.links.drain(..) {
+        let links: Vec<Link> = self.links.drain(..).map(|(_, l)| l).collect();
+        let r = remove_pins(&self.pin_dir);
+        for link in links {
             let _ = link.detach();
         }
-        remove_pins(&self.pin_dir)
+        r
     }
 }
 
