@@ -39,9 +39,9 @@ pub struct SysDev {
 }
 
 impl SysDev {
-    /// `/dev/<name>`.
+    /// `/dev/<name>` (a `!` in a kernel name is a `/` in /dev: `cciss!c0d0`).
     pub fn dev_path(&self) -> PathBuf {
-        PathBuf::from("/dev").join(&self.name)
+        PathBuf::from("/dev").join(self.name.replace('!', "/"))
     }
 
     /// The name a DBA knows: `/dev/mapper/<dm name>` for a dm device when that node

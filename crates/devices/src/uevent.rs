@@ -24,12 +24,13 @@ impl Uevent {
     pub fn subsystem(&self) -> Option<&str> {
         self.env.get("SUBSYSTEM").map(String::as_str)
     }
-    /// The kernel name (`DEVNAME` without `/dev/`, else the last devpath component).
+    /// The kernel name as in /sys/class/block: the last devpath component (`cciss!c0d0`,
+    /// where `DEVNAME` says `cciss/c0d0`).
     pub fn name(&self) -> Option<String> {
-        self.env
-            .get("DEVNAME")
-            .map(|d| d.trim_start_matches("/dev/").to_string())
-            .or_else(|| self.devpath.rsplit('/').next().map(str::to_string))
+        self.devpath
+            .rsplit('/')
+            .next()
+            .map(str::to_string)
             .filter(|s| !s.is_empty())
     }
 }
@@ -127,6 +128,8 @@ mod tests {
         assert!(parse(b"libudev\0\xfe\xed\xca\xfe").is_none());
         assert!(parse(b"").is_none());
         assert!(parse(b"add@/x\0ACTION=remove\0").is_none());
+        let c = parse(b"add@/devices/pci0000:00/0000:00:05.0/cciss0/c0d0/block/cciss!c0d0\0SUBSYSTEM=block\0DEVNAME=cciss/c0d0\0").unwrap();
+        assert_eq!(c.name().as_deref(), Some("cciss!c0d0"));
     }
 
     #[test]
