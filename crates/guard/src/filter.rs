@@ -529,6 +529,7 @@ fn ensure_bpffs(pin_dir: &Path) {
     // SAFETY: statfs(2) writes into a buffer of the right type and size.
     let rc = unsafe { libc::statfs(path.as_ptr(), st.as_mut_ptr()) };
     // SAFETY: zero-initialised and, when rc == 0, filled by the kernel.
+    #[allow(clippy::unnecessary_cast)] // f_type is not i64 on every target
     let magic = unsafe { st.assume_init() }.f_type as i64;
     if rc != 0 || magic != BPF_FS_MAGIC {
         mount_fs("bpf", "/sys/fs/bpf");

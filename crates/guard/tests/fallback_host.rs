@@ -1,0 +1,325 @@
+//! Host tests of the write filter's cgroup-device backend (the fallback where
+//! the BPF LSM is not usable, as on this project's CI host), on loop devices.
+//!
+//! Each test uses its own pin directory and loop device; both are removed on
+//! drop, also when the test fails (a panic unwinds through the guards), so a
+//! failing test never leaves a deny program attached to the cgroup root.
+//!
+//! Root is needed. Without root the tests fail, unless
+//! `ASMGUARD_HOST_TESTS=skip` is set (then they print SKIPPED and pass).
+
+use std::fs::OpenOptions;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use asmguard_guard::filter::{pinned_backend, remove_pins};
+use asmguard_guard::{Backend, DenialEvent, DevKey, Guard, Hook, Mode, Options};
+
+static LOCK: Mutex<()> = Mutex::new(());
+
+fn lock() -> Option<MutexGuard<'static, ()>> {
+    // SAFETY: geteuid(2) has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        if std::env::var("ASMGUARD_HOST_TESTS").as_deref() == Ok("skip") {
+            eprintln!("SKIPPED: host tests need root (ASMGUARD_HOST_TESTS=skip)");
+            return None;
+        }
+        panic!("host tests need root and loop devices; set ASMGUARD_HOST_TESTS=skip to skip them");
+    }
+    Some(LOCK.lock().unwrap_or_else(|p| p.into_inner()))
+}
+
+/// A loop device over a sparse file, detached and deleted on drop.
+struct Loop {
+    dev: PathBuf,
+    file: PathBuf,
+}
+
+impl Loop {
+    fn new(tag: &str) -> Loop {
+        let file =
+            std::env::temp_dir().join(format!("asmguard-guard-{tag}-{}.img", std::process::id()));
+        let f = std::fs::File::create(&file).expect("create backing file");
+        f.set_len(8 << 20).expect("size backing file");
+        drop(f);
+        let out = Command::new("losetup")
+            .args(["-f", "--show"])
+            .arg(&file)
+            .output()
+            .expect("run losetup");
+        assert!(
+            out.status.success(),
+            "losetup: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let dev = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim().to_string());
+        Loop { dev, file }
+    }
+    fn key(&self) -> DevKey {
+        DevKey::of_path(&self.dev).expect("device number")
+    }
+}
+
+impl Drop for Loop {
+    fn drop(&mut self) {
+        let _ = Command::new("losetup").arg("-d").arg(&self.dev).status();
+        let _ = std::fs::remove_file(&self.file);
+    }
+}
+
+/// A pin directory of its own, emptied (programs detached) on drop.
+struct Pins(PathBuf);
+
+impl Pins {
+    fn new(tag: &str) -> Pins {
+        let p = PathBuf::from(format!(
+            "/sys/fs/bpf/asmguard-test-{tag}-{}",
+            std::process::id()
+        ));
+        let _ = remove_pins(&p);
+        Pins(p)
+    }
+    fn opts(&self) -> Options {
+        Options {
+            pin_dir: self.0.clone(),
+            backend: Some(Backend::CgroupDevice),
+            cgroup: None,
+        }
+    }
+}
+
+impl Drop for Pins {
+    fn drop(&mut self) {
+        if let Err(e) = remove_pins(&self.0) {
+            eprintln!("removing {}: {e}", self.0.display());
+        }
+    }
+}
+
+fn write_open(dev: &Path) -> std::io::Result<std::fs::File> {
+    OpenOptions::new().write(true).open(dev)
+}
+
+fn is_eperm(r: &std::io::Result<std::fs::File>) -> bool {
+    matches!(r, Err(e) if e.raw_os_error() == Some(libc::EPERM))
+}
+
+/// `dd` writing one block to `dev` as `uid`; true when it succeeded.
+fn dd_as(uid: u32, dev: &Path) -> bool {
+    Command::new("dd")
+        .arg("if=/dev/zero")
+        .arg(format!("of={}", dev.display()))
+        .args(["bs=4096", "count=1", "conv=notrunc"])
+        .uid(uid)
+        .gid(uid)
+        .stderr(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("run dd")
+        .success()
+}
+
+/// Events until one satisfies `want` (or the deadline).
+fn wait_event(g: &Guard, want: impl Fn(&DenialEvent) -> bool) -> Option<DenialEvent> {
+    let mut r = g.event_reader().expect("event reader");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        for e in r.poll(Duration::from_millis(100)).expect("poll") {
+            if want(&e) {
+                return Some(e);
+            }
+        }
+    }
+    None
+}
+
+#[test]
+fn fallback_denies_root_write_open_and_allows_reads() {
+    let Some(_l) = lock() else { return };
+    let lo = Loop::new("deny");
+    let pins = Pins::new("deny");
+    let g = Guard::open(&pins.opts()).expect("open the guard");
+    assert_eq!(g.backend(), Backend::CgroupDevice);
+    assert_eq!(g.backend().coverage(), "degraded: open-time only");
+    assert!(write_open(&lo.dev).is_ok(), "writable before the filter");
+    g.set_disk(&[lo.key()], Mode::Enforce, 3).unwrap();
+
+    assert!(
+        is_eperm(&write_open(&lo.dev)),
+        "root write-open must be EPERM"
+    );
+    assert!(
+        is_eperm(&OpenOptions::new().read(true).write(true).open(&lo.dev)),
+        "O_RDWR must be EPERM"
+    );
+    assert!(!dd_as(0, &lo.dev), "root dd must fail");
+    assert!(
+        OpenOptions::new().read(true).open(&lo.dev).is_ok(),
+        "reads stay allowed"
+    );
+    let s = g.stats().unwrap();
+    assert!(
+        s.denied.get(&Hook::CgroupDevice).copied().unwrap_or(0) >= 3,
+        "{s:?}"
+    );
+
+    g.remove_disk(&[lo.key()]).unwrap();
+    assert!(write_open(&lo.dev).is_ok(), "writable once removed");
+}
+
+#[test]
+fn fallback_allow_listed_uid_can_write() {
+    let Some(_l) = lock() else { return };
+    let lo = Loop::new("uid");
+    let pins = Pins::new("uid");
+    // DAC must not be what stops the write: open the mode bits.
+    std::fs::set_permissions(&lo.dev, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
+    let g = Guard::open(&pins.opts()).unwrap();
+    g.set_allow(&[65534], &[], &[]).unwrap();
+    g.set_disk(&[lo.key()], Mode::Enforce, 1).unwrap();
+    assert!(dd_as(65534, &lo.dev), "the allow-listed uid writes");
+    assert!(!dd_as(65533, &lo.dev), "another uid does not");
+    assert!(!dd_as(0, &lo.dev), "root does not");
+    // the allow-list is replaced, not merged
+    g.set_allow(&[65533], &[], &[]).unwrap();
+    assert_eq!(g.allow().0, vec![65533]);
+    assert!(!dd_as(65534, &lo.dev));
+    assert!(dd_as(65533, &lo.dev));
+}
+
+#[test]
+fn fallback_audit_logs_and_allows_off_allows() {
+    let Some(_l) = lock() else { return };
+    let lo = Loop::new("audit");
+    let pins = Pins::new("audit");
+    let g = Guard::open(&pins.opts()).unwrap();
+    g.set_disk(&[lo.key()], Mode::Audit, 9).unwrap();
+    let mut reader = g.event_reader().unwrap();
+    assert!(write_open(&lo.dev).is_ok(), "audit allows");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut got = None;
+    while got.is_none() && Instant::now() < deadline {
+        got = reader
+            .poll(Duration::from_millis(100))
+            .unwrap()
+            .into_iter()
+            .find(|e| e.pid == std::process::id());
+    }
+    let e = got.expect("an audit event");
+    assert_eq!(e.mode, Mode::Audit);
+    assert_eq!(e.disk_id, 9);
+    let s = g.stats().unwrap();
+    // (the kernel may ask the device cgroup twice per open: inode permission,
+    // then the block device open itself; an allowed open passes both)
+    assert!(
+        s.audited.get(&Hook::CgroupDevice).copied().unwrap_or(0) >= 1,
+        "{s:?}"
+    );
+    assert_eq!(s.denied_total(), 0);
+
+    g.set_disk(&[lo.key()], Mode::Off, 9).unwrap();
+    assert!(write_open(&lo.dev).is_ok(), "off allows");
+    assert_eq!(g.stats().unwrap(), s, "off neither counts nor logs");
+    assert!(reader.poll(Duration::from_millis(300)).unwrap().is_empty());
+    assert_eq!(
+        g.disks().unwrap().get(&lo.key()),
+        Some(&(Mode::Off, 9)),
+        "the map holds the mode"
+    );
+}
+
+#[test]
+fn fallback_events_carry_the_caller() {
+    let Some(_l) = lock() else { return };
+    let lo = Loop::new("events");
+    let pins = Pins::new("events");
+    let g = Guard::open(&pins.opts()).unwrap();
+    g.set_disk(&[lo.key()], Mode::Enforce, 42).unwrap();
+    let mut reader = g.event_reader().unwrap();
+    assert!(is_eperm(&write_open(&lo.dev)));
+    let me = std::process::id();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut got = None;
+    while got.is_none() && Instant::now() < deadline {
+        got = reader
+            .poll(Duration::from_millis(100))
+            .unwrap()
+            .into_iter()
+            .find(|e| e.pid == me);
+    }
+    let e = got.expect("an event from this process");
+    assert_eq!(e.uid, 0);
+    assert_eq!(e.euid, 0);
+    assert_eq!(e.dev, lo.key());
+    assert_eq!(e.disk_id, 42);
+    assert_eq!(e.hook, Hook::CgroupDevice);
+    assert_eq!(e.operation(), "write-open");
+    assert_eq!(e.mode, Mode::Enforce);
+    let exe = std::fs::read_link("/proc/self/exe").unwrap();
+    assert_eq!(
+        e.exe,
+        exe.display().to_string(),
+        "exe resolved in userspace"
+    );
+    assert_ne!(e.exe_id.ino, 0, "the kernel saw the executable's inode");
+    assert!(!e.comm.is_empty());
+
+    // a dd child: its own pid and comm
+    assert!(!dd_as(0, &lo.dev));
+    let e = wait_event(&g, |e| e.comm == "dd").expect("dd's event");
+    assert_ne!(e.pid, me);
+}
+
+#[test]
+fn fallback_pins_survive_a_drop_and_are_readopted() {
+    let Some(_l) = lock() else { return };
+    let lo = Loop::new("pins");
+    let pins = Pins::new("pins");
+    {
+        let g = Guard::open(&pins.opts()).unwrap();
+        assert!(!g.adopted());
+        g.set_allow(&[65534], &[], &[]).unwrap();
+        g.set_disk(&[lo.key()], Mode::Enforce, 5).unwrap();
+        // dropped here, as after a kill -9: nothing is detached
+    }
+    assert_eq!(pinned_backend(&pins.0), Some(Backend::CgroupDevice));
+    assert!(
+        is_eperm(&write_open(&lo.dev)),
+        "protection stays without the process"
+    );
+
+    // restart: no backend requested, the pinned one is re-adopted as it is
+    let opts = Options {
+        backend: None,
+        ..pins.opts()
+    };
+    let g = Guard::open(&opts).unwrap();
+    assert!(g.adopted());
+    assert_eq!(g.backend(), Backend::CgroupDevice);
+    assert_eq!(g.disks().unwrap().get(&lo.key()), Some(&(Mode::Enforce, 5)));
+    assert_eq!(g.allow().0, vec![65534]);
+    assert!(is_eperm(&write_open(&lo.dev)));
+    // the re-adopted ring buffer still delivers
+    let mut reader = g.event_reader().unwrap();
+    assert!(is_eperm(&write_open(&lo.dev)));
+    let mut seen = false;
+    for _ in 0..50 {
+        if reader
+            .poll(Duration::from_millis(100))
+            .unwrap()
+            .iter()
+            .any(|e| e.pid == std::process::id())
+        {
+            seen = true;
+            break;
+        }
+    }
+    assert!(seen, "an event through the re-adopted ring buffer");
+
+    g.uninstall().unwrap();
+    assert!(!pins.0.exists(), "uninstall removes the pins");
+    assert!(write_open(&lo.dev).is_ok(), "uninstall detaches at once");
+}
