@@ -43,6 +43,20 @@ pub fn bin_dir() -> PathBuf {
         .to_path_buf()
 }
 
+fn newest_source(dir: &Path) -> Option<std::time::SystemTime> {
+    let mut newest = None;
+    for e in std::fs::read_dir(dir).ok()?.flatten() {
+        let p = e.path();
+        let t = if p.is_dir() {
+            newest_source(&p)
+        } else {
+            e.metadata().ok().and_then(|m| m.modified().ok())
+        };
+        newest = newest.max(t);
+    }
+    newest
+}
+
 fn bin(name: &str) -> PathBuf {
     let p = bin_dir().join(name);
     assert!(
@@ -50,6 +64,26 @@ fn bin(name: &str) -> PathBuf {
         "{} is missing: run `cargo test --workspace` (or `cargo build --workspace` first)",
         p.display()
     );
+    // `cargo test -p asmguard-host-tests` alone does not rebuild the binaries: refuse to
+    // test a stale one.
+    let built = std::fs::metadata(&p).and_then(|m| m.modified()).unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    for dir in [
+        "daemon/src",
+        "ctl/src",
+        "crates/proto/src",
+        "crates/devices/src",
+        "crates/config/src",
+        "crates/format/src",
+    ] {
+        if let Some(t) = newest_source(&root.join(dir)) {
+            assert!(
+                t <= built,
+                "{} is older than the sources in {dir}: run `cargo build -p asmguardd -p asmguardctl` or `cargo test --workspace`",
+                p.display()
+            );
+        }
+    }
     p
 }
 
