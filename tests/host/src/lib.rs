@@ -68,9 +68,13 @@ fn bin(name: &str) -> PathBuf {
     // test a stale one.
     let built = std::fs::metadata(&p).and_then(|m| m.modified()).unwrap();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let own = if name == "asmguardd" {
+        "daemon/src"
+    } else {
+        "ctl/src"
+    };
     for dir in [
-        "daemon/src",
-        "ctl/src",
+        own,
         "crates/proto/src",
         "crates/devices/src",
         "crates/config/src",
