@@ -15,6 +15,7 @@ use libbpf_rs::{Link, MapCore, MapFlags, OpenObject};
 
 mod devt;
 pub mod filter;
+pub mod service;
 pub use devt::{DevtError, KernelDev};
 pub use filter::{
     Backend, DenialEvent, DevKey, EventReader, ExeId, Guard, Hook, Mode, Options, Stats, PIN_DIR,

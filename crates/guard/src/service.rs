@@ -1,0 +1,596 @@
+//! The filter as the daemon runs it: a [`Guard`] plus what the daemon knows
+//! (labels, their devices, per-label modes), the event thread, recent events
+//! and live subscribers.
+//!
+//! The daemon calls [`FilterService::sync`] after every scan or uevent with
+//! each label's devices; the service keeps the kernel's managed set equal to
+//! it (new devices in, gone ones out), so a hotplugged path is protected as
+//! soon as the daemon has seen it.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::filter::{remove_pins, Backend, DenialEvent, DevKey, ExeId, Guard, Mode, Options};
+use crate::{Error, KernelDev};
+
+/// How many events `recent` keeps.
+const RECENT: usize = 1000;
+
+/// A denial (or audited operation) with the label it concerns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FilterEvent {
+    /// Wall-clock time the daemon received it (ms since the epoch).
+    pub time_ms: u64,
+    /// The label of the disk (empty when the device left the managed set meanwhile).
+    pub label: String,
+    /// The kernel's record.
+    pub event: DenialEvent,
+}
+
+/// Per-label action of `asmguardctl filter`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Enforce.
+    Enable,
+    /// Off (for one label) / remove the programs (for all).
+    Disable,
+    /// Audit.
+    Audit,
+}
+
+/// What `status` shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FilterStatus {
+    /// `lsm`, `cgroup_device`, or `none`.
+    pub backend: String,
+    /// `full`, `degraded: open-time only`, or why there is no filter.
+    pub coverage: String,
+    /// Why this backend (or why none).
+    pub reason: String,
+    /// Whether pinned programs were re-adopted at start.
+    pub adopted: bool,
+    /// Attached programs.
+    pub programs: Vec<String>,
+    /// Devices in the kernel's managed set.
+    pub devices: usize,
+}
+
+type Sink = Box<dyn Fn(&FilterEvent) + Send + Sync>;
+
+struct Inner {
+    guard: Option<Guard>,
+    why_none: String,
+    /// label -> devices, as last synced.
+    disks: BTreeMap<String, BTreeSet<DevKey>>,
+    /// label -> disk id (stable for the daemon's life).
+    ids: HashMap<String, u32>,
+    next_id: u32,
+    /// runtime per-label modes (`filter enable|audit|disable LABEL`)
+    overrides: BTreeMap<String, Mode>,
+    /// `filter disable` with no label: no programs until `enable`/`audit`.
+    disabled: bool,
+    allow: (Vec<u32>, Vec<u32>, Vec<ExeId>),
+    reader: Option<(Arc<AtomicBool>, JoinHandle<()>)>,
+}
+
+/// The daemon's filter.
+pub struct FilterService {
+    opts: Options,
+    default_mode: Mode,
+    state_file: Option<PathBuf>,
+    inner: Mutex<Inner>,
+    labels: Arc<Mutex<HashMap<u32, String>>>,
+    recent: Arc<Mutex<VecDeque<FilterEvent>>>,
+    subscribers: Arc<Mutex<Vec<mpsc::Sender<FilterEvent>>>>,
+    sink: Arc<Sink>,
+}
+
+impl std::fmt::Debug for FilterService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FilterService").finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl FilterService {
+    /// Starts the filter (loading or re-adopting the programs) unless the
+    /// runtime state file says it was disabled. `sink` sees every event (the
+    /// daemon logs it and counts it). Never fails: without a filter,
+    /// [`FilterService::status`] says why.
+    ///
+    /// `state_file` keeps runtime choices (`filter disable`, per-label modes)
+    /// across daemon restarts (a file under /run: not across reboots).
+    pub fn start(
+        opts: Options,
+        default_mode: Mode,
+        state_file: Option<PathBuf>,
+        sink: Sink,
+    ) -> FilterService {
+        let svc = FilterService {
+            opts,
+            default_mode,
+            state_file,
+            inner: Mutex::new(Inner {
+                guard: None,
+                why_none: String::new(),
+                disks: BTreeMap::new(),
+                ids: HashMap::new(),
+                next_id: 1,
+                overrides: BTreeMap::new(),
+                disabled: false,
+                allow: (vec![], vec![], vec![]),
+                reader: None,
+            }),
+            labels: Arc::new(Mutex::new(HashMap::new())),
+            recent: Arc::new(Mutex::new(VecDeque::new())),
+            subscribers: Arc::new(Mutex::new(Vec::new())),
+            sink: Arc::new(sink),
+        };
+        {
+            let mut inner = lock(&svc.inner);
+            svc.load_state(&mut inner);
+            if inner.disabled {
+                inner.why_none = "disabled (asmguardctl filter disable)".into();
+            } else {
+                svc.install(&mut inner);
+            }
+        }
+        svc
+    }
+
+    fn load_state(&self, inner: &mut Inner) {
+        let Some(p) = &self.state_file else { return };
+        let Ok(text) = std::fs::read_to_string(p) else {
+            return;
+        };
+        for line in text.lines() {
+            let mut f = line.split_whitespace();
+            match (f.next(), f.next(), f.next()) {
+                (Some("disabled"), None, None) => inner.disabled = true,
+                (Some("mode"), Some(label), Some(m)) => {
+                    if let Ok(m) = m.parse() {
+                        inner.overrides.insert(label.to_string(), m);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn save_state(&self, inner: &Inner) {
+        let Some(p) = &self.state_file else { return };
+        let mut text = String::new();
+        if inner.disabled {
+            text.push_str("disabled\n");
+        }
+        for (l, m) in &inner.overrides {
+            text.push_str(&format!("mode {l} {m}\n"));
+        }
+        if let Some(dir) = p.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        if let Err(e) = std::fs::write(p, text) {
+            eprintln!(
+                "asmguard: cannot save the filter state {}: {e}",
+                p.display()
+            );
+        }
+    }
+
+    fn install(&self, inner: &mut Inner) {
+        match Guard::open(&self.opts) {
+            Ok(g) => {
+                inner.guard = Some(g);
+                inner.why_none.clear();
+                // apply what we know (a re-adopted map may hold stale entries)
+                let (u, gi, e) = inner.allow.clone();
+                if let Some(g) = &inner.guard {
+                    let _ = g.set_allow(&u, &gi, &e);
+                }
+                self.apply(inner, true);
+                self.start_reader(inner);
+            }
+            Err(e) => {
+                inner.guard = None;
+                inner.why_none = format!("no filter: {e}");
+            }
+        }
+    }
+
+    fn start_reader(&self, inner: &mut Inner) {
+        let Some(g) = &inner.guard else { return };
+        let mut reader = match g.event_reader() {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("asmguard: no filter events: {e}");
+                return;
+            }
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let labels = self.labels.clone();
+        let recent = self.recent.clone();
+        let subs = self.subscribers.clone();
+        let sink = self.sink.clone();
+        let handle = std::thread::Builder::new()
+            .name("filter-events".into())
+            .spawn(move || {
+                while !stop2.load(Ordering::Relaxed) {
+                    let Ok(evs) = reader.poll(Duration::from_millis(200)) else {
+                        std::thread::sleep(Duration::from_millis(200));
+                        continue;
+                    };
+                    for ev in evs {
+                        let label = lock(&labels).get(&ev.disk_id).cloned().unwrap_or_default();
+                        let fe = FilterEvent {
+                            time_ms: SystemTime::now()
+                                .duration_since(UNIX_EPOCH)
+                                .map(|d| d.as_millis() as u64)
+                                .unwrap_or(0),
+                            label,
+                            event: ev,
+                        };
+                        (sink)(&fe);
+                        {
+                            let mut r = lock(&recent);
+                            if r.len() >= RECENT {
+                                r.pop_front();
+                            }
+                            r.push_back(fe.clone());
+                        }
+                        lock(&subs).retain(|s| s.send(fe.clone()).is_ok());
+                    }
+                }
+            });
+        match handle {
+            Ok(h) => inner.reader = Some((stop, h)),
+            Err(e) => eprintln!("asmguard: cannot start the filter event thread: {e}"),
+        }
+    }
+
+    fn stop_reader(inner: &mut Inner) {
+        if let Some((stop, h)) = inner.reader.take() {
+            stop.store(true, Ordering::Relaxed);
+            let _ = h.join();
+        }
+    }
+
+    fn mode_for(&self, inner: &Inner, label: &str) -> Mode {
+        inner
+            .overrides
+            .get(label)
+            .copied()
+            .unwrap_or(self.default_mode)
+    }
+
+    /// Writes the managed set into the kernel maps. With `full`, also removes
+    /// every map entry that is not a device of a current label (after a
+    /// re-adoption the maps hold the previous daemon's set).
+    fn apply(&self, inner: &mut Inner, full: bool) {
+        let Some(g) = &inner.guard else { return };
+        let mut wanted: BTreeMap<DevKey, (Mode, u32)> = BTreeMap::new();
+        for (label, devs) in &inner.disks {
+            let id = inner.ids.get(label).copied().unwrap_or(0);
+            let mode = self.mode_for(inner, label);
+            for d in devs {
+                wanted.insert(*d, (mode, id));
+            }
+        }
+        // New and changed entries first, then the stale ones leave: a device
+        // that stays is never out of the map.
+        let current = g.disks().unwrap_or_default();
+        for (d, (mode, id)) in &wanted {
+            if current.get(d) != Some(&(*mode, *id)) {
+                if let Err(e) = g.set_disk(&[*d], *mode, *id) {
+                    eprintln!("asmguard: filter: cannot add {d}: {e}");
+                }
+            }
+        }
+        let stale: Vec<DevKey> = current
+            .keys()
+            .filter(|d| !wanted.contains_key(d))
+            .copied()
+            .collect();
+        if full || !stale.is_empty() {
+            let _ = g.remove_disk(&stale);
+        }
+    }
+
+    /// The daemon's current disks: label -> every device (block and generic
+    /// character) that reaches it. Devices of labels not given leave the set.
+    pub fn sync(&self, disks: BTreeMap<String, BTreeSet<DevKey>>) {
+        let mut inner = lock(&self.inner);
+        for label in disks.keys() {
+            if !inner.ids.contains_key(label) {
+                let id = inner.next_id;
+                inner.next_id += 1;
+                inner.ids.insert(label.clone(), id);
+                lock(&self.labels).insert(id, label.clone());
+            }
+        }
+        inner.disks = disks;
+        self.apply(&mut inner, false);
+    }
+
+    /// Replaces the allow-list.
+    pub fn set_allow(&self, uids: Vec<u32>, gids: Vec<u32>, exes: Vec<ExeId>) -> Result<(), Error> {
+        let mut inner = lock(&self.inner);
+        inner.allow = (uids, gids, exes);
+        if let Some(g) = &inner.guard {
+            let (u, gi, e) = &inner.allow;
+            g.set_allow(u, gi, e)?;
+        }
+        Ok(())
+    }
+
+    /// `asmguardctl filter enable|disable|audit [LABEL]`. Returns the labels
+    /// concerned. Without a label: enable/audit set every disk (and install
+    /// the programs if they were removed); disable removes the programs and
+    /// their pins. With a label that is not managed: `Err`.
+    pub fn set_mode(&self, label: Option<&str>, action: Action) -> Result<Vec<String>, String> {
+        let mut inner = lock(&self.inner);
+        let result = match label {
+            Some(l) => {
+                if !inner.disks.contains_key(l) {
+                    return Err(format!("no managed disk has the label {l}"));
+                }
+                let m = match action {
+                    Action::Enable => Mode::Enforce,
+                    Action::Audit => Mode::Audit,
+                    Action::Disable => Mode::Off,
+                };
+                inner.overrides.insert(l.to_string(), m);
+                if inner.guard.is_some() {
+                    self.apply(&mut inner, false);
+                }
+                vec![l.to_string()]
+            }
+            None => {
+                let labels: Vec<String> = inner.disks.keys().cloned().collect();
+                match action {
+                    Action::Disable => {
+                        Self::stop_reader(&mut inner);
+                        if let Some(g) = inner.guard.take() {
+                            g.uninstall().map_err(|e| e.to_string())?;
+                        } else {
+                            remove_pins(&self.opts.pin_dir).map_err(|e| e.to_string())?;
+                        }
+                        inner.disabled = true;
+                        inner.why_none = "disabled (asmguardctl filter disable)".into();
+                    }
+                    Action::Enable | Action::Audit => {
+                        let m = if action == Action::Enable {
+                            Mode::Enforce
+                        } else {
+                            Mode::Audit
+                        };
+                        for l in inner.disks.keys().cloned().collect::<Vec<_>>() {
+                            inner.overrides.insert(l, m);
+                        }
+                        inner.disabled = false;
+                        if inner.guard.is_none() {
+                            self.install(&mut inner);
+                            if inner.guard.is_none() {
+                                return Err(inner.why_none.clone());
+                            }
+                        } else {
+                            self.apply(&mut inner, false);
+                        }
+                    }
+                }
+                labels
+            }
+        };
+        self.save_state(&inner);
+        Ok(result)
+    }
+
+    /// The Filtering column of `lsdsk` for a label: `enforce (lsm)`,
+    /// `audit (cgroup_device, open-time only)`, `off`, or `off (no filter)`.
+    pub fn filtering(&self, label: &str) -> String {
+        let inner = lock(&self.inner);
+        let Some(g) = &inner.guard else {
+            return if inner.disabled {
+                "off (filter disabled)".into()
+            } else {
+                "off (no filter)".into()
+            };
+        };
+        let m = self.mode_for(&inner, label);
+        match (m, g.backend()) {
+            (Mode::Off, _) => "off".into(),
+            (m, Backend::Lsm) => format!("{m} (lsm)"),
+            (m, Backend::CgroupDevice) => format!("{m} (cgroup_device, open-time only)"),
+        }
+    }
+
+    /// Backend and coverage, for `status` and the backend metric.
+    pub fn status(&self) -> FilterStatus {
+        let inner = lock(&self.inner);
+        match &inner.guard {
+            Some(g) => FilterStatus {
+                backend: g.backend().as_str().into(),
+                coverage: g.backend().coverage().into(),
+                reason: g.reason().into(),
+                adopted: g.adopted(),
+                programs: g.programs(),
+                devices: g.disks().map(|d| d.len()).unwrap_or(0),
+            },
+            None => FilterStatus {
+                backend: "none".into(),
+                coverage: inner.why_none.clone(),
+                reason: inner.why_none.clone(),
+                adopted: false,
+                programs: vec![],
+                devices: 0,
+            },
+        }
+    }
+
+    /// The last events (oldest first), at most `n`.
+    pub fn recent(&self, n: usize) -> Vec<FilterEvent> {
+        let r = lock(&self.recent);
+        r.iter().skip(r.len().saturating_sub(n)).cloned().collect()
+    }
+
+    /// Every event from now on.
+    pub fn subscribe(&self) -> mpsc::Receiver<FilterEvent> {
+        let (tx, rx) = mpsc::channel();
+        lock(&self.subscribers).push(tx);
+        rx
+    }
+}
+
+impl Drop for FilterService {
+    fn drop(&mut self) {
+        // The programs stay (pinned); only the event thread stops.
+        Self::stop_reader(&mut lock(&self.inner));
+    }
+}
+
+/// Reads a sysfs `dev` file (`MAJ:MIN`).
+fn read_dev(path: &Path) -> Option<KernelDev> {
+    let s = std::fs::read_to_string(path).ok()?;
+    let (ma, mi) = s.trim().split_once(':')?;
+    KernelDev::new(ma.parse().ok()?, mi.parse().ok()?).ok()
+}
+
+/// The generic character devices of a whole block device (`sdb`, `nvme0n1`):
+/// its SCSI generic node (`sg*`), its bsg node, and its NVMe generic node
+/// (`ng0n1`). `sys` is normally `/sys`.
+pub fn generic_devices(sys: &Path, block_name: &str) -> Vec<DevKey> {
+    let mut out = Vec::new();
+    let dev_dir = sys.join("class/block").join(block_name).join("device");
+    for sub in ["scsi_generic", "bsg"] {
+        if let Ok(entries) = std::fs::read_dir(dev_dir.join(sub)) {
+            for e in entries.flatten() {
+                if let Some(d) = read_dev(&e.path().join("dev")) {
+                    out.push(DevKey::char(d));
+                }
+            }
+        }
+    }
+    if let Some(rest) = block_name.strip_prefix("nvme") {
+        // nvme0n1 -> ng0n1 (namespaces only, not partitions)
+        if rest.contains('n') && !rest.contains('p') {
+            let ng = sys.join("class/nvme-generic").join(format!("ng{rest}"));
+            if let Some(d) = read_dev(&ng.join("dev")) {
+                out.push(DevKey::char(d));
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Resolves `allow_users`/`allow_groups` names and `allow_executables` paths
+/// to ids (unknown names and missing files are reported, not fatal).
+pub fn resolve_allow(
+    users: &[String],
+    groups: &[String],
+    exes: &[PathBuf],
+) -> (Vec<u32>, Vec<u32>, Vec<ExeId>, Vec<String>) {
+    let mut problems = Vec::new();
+    let uids = users
+        .iter()
+        .filter_map(|u| match lookup_id("/etc/passwd", u) {
+            Some(id) => Some(id),
+            None => {
+                problems.push(format!("user {u} does not exist"));
+                None
+            }
+        })
+        .collect();
+    let gids = groups
+        .iter()
+        .filter_map(|g| match lookup_id("/etc/group", g) {
+            Some(id) => Some(id),
+            None => {
+                problems.push(format!("group {g} does not exist"));
+                None
+            }
+        })
+        .collect();
+    let exes = exes
+        .iter()
+        .filter_map(|p| match ExeId::of_path(p) {
+            Ok(e) => Some(e),
+            Err(e) => {
+                problems.push(format!("executable: {e}"));
+                None
+            }
+        })
+        .collect();
+    (uids, gids, exes, problems)
+}
+
+/// The numeric id of `name` in a passwd/group-format file, or a number as is.
+fn lookup_id(file: &str, name: &str) -> Option<u32> {
+    if let Ok(n) = name.parse() {
+        return Some(n);
+    }
+    let text = std::fs::read_to_string(file).ok()?;
+    text.lines().find_map(|l| {
+        let mut f = l.split(':');
+        (f.next()? == name).then_some(())?;
+        f.next()?;
+        f.next()?.parse().ok()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generic_devices_from_sysfs() {
+        let dir = std::env::temp_dir().join(format!("asmguard-sysfs-{}", std::process::id()));
+        let sg = dir.join("class/block/sdb/device/scsi_generic/sg1");
+        let bsg = dir.join("class/block/sdb/device/bsg/1:0:0:0");
+        let ng = dir.join("class/nvme-generic/ng0n1");
+        for d in [&sg, &bsg, &ng] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        std::fs::write(sg.join("dev"), "21:1\n").unwrap();
+        std::fs::write(bsg.join("dev"), "247:1\n").unwrap();
+        std::fs::write(ng.join("dev"), "242:0\n").unwrap();
+        let got = generic_devices(&dir, "sdb");
+        assert_eq!(
+            got,
+            vec![
+                DevKey::char(KernelDev::new(21, 1).unwrap()),
+                DevKey::char(KernelDev::new(247, 1).unwrap())
+            ]
+        );
+        assert_eq!(
+            generic_devices(&dir, "nvme0n1"),
+            vec![DevKey::char(KernelDev::new(242, 0).unwrap())]
+        );
+        assert!(generic_devices(&dir, "nvme0n1p1").is_empty());
+        assert!(generic_devices(&dir, "loop0").is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn ids_from_names_and_numbers() {
+        assert_eq!(lookup_id("/etc/passwd", "root"), Some(0));
+        assert_eq!(lookup_id("/etc/passwd", "54331"), Some(54331));
+        assert_eq!(lookup_id("/etc/passwd", "no-such-user-asmguard"), None);
+        let (u, g, e, p) = resolve_allow(
+            &["root".into(), "no-such-user-asmguard".into()],
+            &["root".into()],
+            &[PathBuf::from("/nonexistent/x")],
+        );
+        assert_eq!((u, g, e.len()), (vec![0], vec![0], 0));
+        assert_eq!(p.len(), 2);
+    }
+}
