@@ -70,6 +70,7 @@ pub fn lsdsk_text(r: &LsdskResult) -> String {
         "Sector(L/P)".into(),
         "Header".into(),
         "Disk group".into(),
+        "Link".into(),
         "Other paths".into(),
     ]];
     for d in &r.disks {
@@ -93,6 +94,7 @@ pub fn lsdsk_text(r: &LsdskResult) -> String {
             format!("{}/{}", d.logical_block_size, d.physical_block_size),
             d.header_status.clone(),
             d.disk_group.clone().unwrap_or_else(|| "-".into()),
+            d.stable_link.split(':').next().unwrap_or("").to_string(),
             if others.is_empty() {
                 "-".into()
             } else {
@@ -100,7 +102,7 @@ pub fn lsdsk_text(r: &LsdskResult) -> String {
             },
         ]);
     }
-    let mut w = [0usize; 8];
+    let mut w = [0usize; 9];
     for r in &rows {
         for (i, c) in r.iter().enumerate() {
             w[i] = w[i].max(c.len());

@@ -79,6 +79,23 @@ fn map_op_error(e: LabelOpError) -> ErrorBody {
     err(code, e.to_string())
 }
 
+/// Does the stable path lead to the top device (same device number)?
+fn stable_link(path: &str, top: Option<&SysDev>) -> String {
+    let Ok(target) = std::fs::read_link(path) else {
+        return "missing".into();
+    };
+    let same = std::fs::metadata(path).ok().zip(top).is_some_and(|(m, t)| {
+        m.file_type().is_block_device()
+            && libc::major(m.rdev()) == t.major
+            && libc::minor(m.rdev()) == t.minor
+    });
+    if same {
+        "ok".into()
+    } else {
+        format!("wrong: points to {}", target.display())
+    }
+}
+
 fn parse_label(s: &str) -> Result<Label, ErrorBody> {
     Label::new(s).map_err(|e| err(ErrorCode::InvalidLabel, e.to_string()))
 }
@@ -211,6 +228,10 @@ impl Daemon {
                 label: d.label.to_string(),
                 top: dev,
                 stable_path: format!("/dev/asmguard/disks/{}", d.label),
+                stable_link: stable_link(
+                    &format!("/dev/asmguard/disks/{}", d.label),
+                    top.map(|o| &o.sys),
+                ),
                 paths: d
                     .paths
                     .iter()

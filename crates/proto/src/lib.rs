@@ -376,6 +376,10 @@ pub struct DiskInfo {
     pub top: String,
     /// `/dev/asmguard/disks/<label>` (made by udev).
     pub stable_path: String,
+    /// Whether the stable path exists and leads to the top device: `ok`, `missing`
+    /// (udev has not made it: rules not installed, or no udevd), or `wrong: <target>`.
+    #[serde(default)]
+    pub stable_link: String,
     pub paths: Vec<PathInfo>,
     pub size_bytes: u64,
     pub logical_block_size: u32,

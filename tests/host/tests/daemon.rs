@@ -523,6 +523,22 @@ fn udev_rules_make_the_link_with_owner_and_mode() {
     use std::os::unix::fs::MetadataExt;
     let m = std::fs::metadata(&l.dev).unwrap();
     assert_eq!((m.uid(), m.gid(), m.mode() & 0o7777), (65534, 65534, 0o640));
+    // lsdsk sees the link udev made, leading to the top device.
+    let d = Daemon::start(&[&l.name], "");
+    let v = d.lsdsk();
+    assert_eq!(v["disks"][0]["stable_link"], "ok", "{v}");
+    drop(d);
+    // A link to something else is reported, not trusted.
+    std::fs::remove_file(link).unwrap();
+    std::os::unix::fs::symlink("/dev/null", link).unwrap();
+    let d = Daemon::start(&[&l.name], "");
+    let v = d.lsdsk();
+    assert_eq!(
+        v["disks"][0]["stable_link"], "wrong: points to /dev/null",
+        "{v}"
+    );
+    std::fs::remove_file(link).unwrap();
+    drop(d);
     assert!(
         o.stderr.contains("nowatch")
             || o.stdout.contains("nowatch")
