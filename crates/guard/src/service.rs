@@ -24,6 +24,9 @@ const RECENT: usize = 1000;
 /// A denial (or audited operation) with the label it concerns.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FilterEvent {
+    /// Sequence number (1, 2, ... for the daemon's life): `events --follow`
+    /// asks for the events after the last one it printed.
+    pub seq: u64,
     /// Wall-clock time the daemon received it (ms since the epoch).
     pub time_ms: u64,
     /// The label of the disk (empty when the device left the managed set meanwhile).
@@ -61,6 +64,8 @@ pub struct FilterStatus {
 }
 
 type Sink = Box<dyn Fn(&FilterEvent) + Send + Sync>;
+/// Event counts by (label, hook, mode).
+pub type Counts = BTreeMap<(String, String, String), u64>;
 
 struct Inner {
     guard: Option<Guard>,
@@ -87,6 +92,8 @@ pub struct FilterService {
     labels: Arc<Mutex<HashMap<u32, String>>>,
     recent: Arc<Mutex<VecDeque<FilterEvent>>>,
     subscribers: Arc<Mutex<Vec<mpsc::Sender<FilterEvent>>>>,
+    counts: Arc<Mutex<Counts>>,
+    seq: Arc<std::sync::atomic::AtomicU64>,
     sink: Arc<Sink>,
 }
 
@@ -132,6 +139,8 @@ impl FilterService {
             labels: Arc::new(Mutex::new(HashMap::new())),
             recent: Arc::new(Mutex::new(VecDeque::new())),
             subscribers: Arc::new(Mutex::new(Vec::new())),
+            counts: Arc::new(Mutex::new(BTreeMap::new())),
+            seq: Arc::new(std::sync::atomic::AtomicU64::new(0)),
             sink: Arc::new(sink),
         };
         {
@@ -220,6 +229,8 @@ impl FilterService {
         let recent = self.recent.clone();
         let subs = self.subscribers.clone();
         let sink = self.sink.clone();
+        let counts = self.counts.clone();
+        let seq = self.seq.clone();
         let handle = std::thread::Builder::new()
             .name("filter-events".into())
             .spawn(move || {
@@ -230,7 +241,15 @@ impl FilterService {
                     };
                     for ev in evs {
                         let label = lock(&labels).get(&ev.disk_id).cloned().unwrap_or_default();
+                        *lock(&counts)
+                            .entry((
+                                label.clone(),
+                                ev.hook.as_str().to_string(),
+                                ev.mode.as_str().to_string(),
+                            ))
+                            .or_insert(0) += 1;
                         let fe = FilterEvent {
+                            seq: seq.fetch_add(1, Ordering::Relaxed) + 1,
                             time_ms: SystemTime::now()
                                 .duration_since(UNIX_EPOCH)
                                 .map(|d| d.as_millis() as u64)
@@ -439,6 +458,21 @@ impl FilterService {
     pub fn recent(&self, n: usize) -> Vec<FilterEvent> {
         let r = lock(&self.recent);
         r.iter().skip(r.len().saturating_sub(n)).cloned().collect()
+    }
+
+    /// The kept events with a sequence number above `after` (oldest first).
+    pub fn events_after(&self, after: u64) -> Vec<FilterEvent> {
+        lock(&self.recent)
+            .iter()
+            .filter(|e| e.seq > after)
+            .cloned()
+            .collect()
+    }
+
+    /// Events received since start, by (label, hook, mode): the source of
+    /// `asmguard_writes_denied_total{label,hook}` (mode `enforce`).
+    pub fn counts(&self) -> Counts {
+        lock(&self.counts).clone()
     }
 
     /// Every event from now on.
