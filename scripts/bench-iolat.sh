@@ -85,8 +85,10 @@ stop_tracer() {
     TPID=
 }
 
-fio() { nice -n "$NICE" command fio "$@"; }
-curl() { nice -n "$NICE" command curl "$@"; }
+FIO=$(type -P fio)
+CURL=$(type -P curl)
+fio() { nice -n "$NICE" "$FIO" "$@"; }
+curl() { nice -n "$NICE" "$CURL" "$@"; }
 
 randread() {
     fio --output-format=json --name=randread --filename="$LOOP" --rw=randread --bs=4k \
