@@ -35,5 +35,10 @@ lint:
 fuzz:
 	@FUZZ_SECONDS=$${FUZZ_SECONDS:-600} scripts/fuzz.sh
 
+# Install binaries, the udev rules, the systemd unit, the man page and a default config
+# (an existing /etc/asmguard/asmguard.toml is never overwritten). DESTDIR is honoured.
+install: build
+	@PREFIX=$(PREFIX) scripts/install.sh
+
 clean:
 	$(CARGO) clean
