@@ -192,7 +192,7 @@ impl Collector for IoCollector {
         {
             let mut m = encoder.encode_descriptor(
                 "asmguard_io_queue",
-                "Queue time of block I/Os (insert to issue; 0 when issued directly), per disk and operation",
+                "Queue time of block I/Os (request set up to issue to the driver), per disk and operation",
                 Some(&Unit::Seconds),
                 MetricType::Histogram,
             )?;

@@ -105,7 +105,7 @@ pub struct IostatRow {
     pub mb_per_s: f64,
     /// Average device time (issue -> complete), ms.
     pub avg_ms: f64,
-    /// Average queue time (insert -> issue), ms.
+    /// Average queue time (request set up -> issue), ms.
     pub avg_queue_ms: f64,
     /// Wait histogram of the device time, percent of `ios`.
     pub wait_pct: WaitShares,

@@ -73,7 +73,7 @@ pub struct OpHist {
     pub bytes: u64,
     /// Sum of device times (issue -> complete), ns.
     pub lat_sum_ns: u64,
-    /// Sum of queue times (insert -> issue), ns.
+    /// Sum of queue times (request set up -> issue), ns.
     pub queue_sum_ns: u64,
     /// Device time per slot (not cumulative), see [`crate::hist`].
     pub lat: [u64; NSLOTS],
