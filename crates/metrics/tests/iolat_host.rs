@@ -170,10 +170,22 @@ fn only_added_disks_unless_trace_all() {
         "untraced disk counted"
     );
 
-    iolat.set_trace_all(true).unwrap();
+    assert!(iolat.set_trace_all(true).unwrap() >= 2);
     direct_reads(&other.path, 7);
     let s = iolat.read().unwrap();
     assert!(hist_of(&s, odev, Op::Read).count() >= 7);
+
+    // a disk unknown to the tracer (here: forgotten; in life: hotplugged) is
+    // traced after a rescan
+    let late = LoopDev::new("late", 16);
+    let ldev = KernelDev::disk_of_path(&late.path).unwrap();
+    iolat.forget_device(ldev.raw()).unwrap();
+    assert!(!iolat.devices().contains(&ldev.raw()));
+    iolat.rescan().unwrap();
+    assert!(iolat.devices().contains(&ldev.raw()));
+    direct_reads(&late.path, 9);
+    let s = iolat.read().unwrap();
+    assert!(hist_of(&s, ldev, Op::Read).count() >= 9);
 
     // removing a disk stops counting; forgetting drops its histograms
     iolat.set_trace_all(false).unwrap();
