@@ -3,6 +3,7 @@
 //!
 //!   asmguard-iolat [--listen ADDR] [--device PATH[=LABEL]]... [--all] [--raw-tp]
 //!   asmguard-iolat iostat [LABEL] [--interval S] [--count N] [--json] [--url URL]
+//!   asmguard-iolat scrape [--url URL] [--openmetrics]
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -76,6 +77,15 @@ enum Command {
         #[arg(long, default_value_t = format!("http://{DEFAULT_LISTEN}/metrics"))]
         url: String,
     },
+    /// Prints one scrape of the exporter (Prometheus text, or OpenMetrics).
+    Scrape {
+        /// The exporter to read.
+        #[arg(long, default_value_t = format!("http://{DEFAULT_LISTEN}/metrics"))]
+        url: String,
+        /// Ask for OpenMetrics instead of the Prometheus text format.
+        #[arg(long)]
+        openmetrics: bool,
+    },
 }
 
 fn main() -> Result<()> {
@@ -88,6 +98,10 @@ fn main() -> Result<()> {
             json,
             url,
         }) => run_iostat(label.as_deref(), interval, count, json, &url),
+        Some(Command::Scrape { url, openmetrics }) => {
+            print!("{}", http::scrape_blocking(&url, openmetrics)?);
+            Ok(())
+        }
         None => serve(cli.serve),
     }
 }

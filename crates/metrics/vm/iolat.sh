@@ -1,0 +1,80 @@
+#!/bin/sh
+# VM-lab guest test of the latency tracer (asmguard-iolat) on a real Debian
+# kernel: tp_btf and raw_tp, with the kernel's issue stamps and with our own,
+# on scsi_debug (mq-deadline: requests are inserted), null_blk and a loop
+# device. Each case: N O_DIRECT reads and M writes of 4 KiB must show as
+# exactly N and M I/Os and N*4096 / M*4096 bytes in the scrape, and the
+# scrape's histograms must be cumulative.
+#
+# To run it: copy (or link) to tests/vm/guest/tests/iolat.sh, then
+#   tests/vm/run.sh 6.1 iolat; tests/vm/run.sh 6.12 iolat
+. /vmtests/lib.sh
+
+port=19790
+# sample NAME TEXT: the value of one sample line of a scrape
+sample() { printf '%s\n' "$2" | awk -v n="$1" 'index($0, n" ") == 1 {print $NF}'; }
+
+# case NAME DEV FLAGS...: trace DEV with asmguard-iolat FLAGS, check exact counts
+check_case() {
+	name=$1 dev=$2
+	shift 2
+	port=$((port + 1))
+	url="http://127.0.0.1:$port/metrics"
+	asmguard-iolat --listen "127.0.0.1:$port" --device "$dev=VMT" "$@" 2>/tmp/iolat-$name.log &
+	pid=$!
+	i=0
+	while ! grep -q serving /tmp/iolat-$name.log 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+	if ! grep -q serving /tmp/iolat-$name.log; then
+		fail "$name.start" "$(cat /tmp/iolat-$name.log)"
+		kill $pid 2>/dev/null
+		return
+	fi
+	pass "$name.start" "$(cat /tmp/iolat-$name.log)"
+	d=$(basename "$(readlink -f "$dev")")
+	key_r="{device=\"$d\",label=\"VMT\",op=\"read\"}"
+	key_w="{device=\"$d\",label=\"VMT\",op=\"write\"}"
+	before=$(asmguard-iolat scrape --url "$url")
+	dd if="$dev" of=/dev/null bs=4096 count=37 iflag=direct status=none
+	mid=$(asmguard-iolat scrape --url "$url")
+	dd if=/dev/zero of="$dev" bs=4096 seek=256 count=23 oflag=direct status=none
+	after=$(asmguard-iolat scrape --url "$url")
+	r0=$(sample "asmguard_io_latency_seconds_count$key_r" "$before"); r0=${r0:-0}
+	r1=$(sample "asmguard_io_latency_seconds_count$key_r" "$mid")
+	b0=$(sample "asmguard_io_bytes_total$key_r" "$before"); b0=${b0:-0}
+	b1=$(sample "asmguard_io_bytes_total$key_r" "$mid")
+	w1=$(sample "asmguard_io_latency_seconds_count$key_w" "$mid"); w1=${w1:-0}
+	w2=$(sample "asmguard_io_latency_seconds_count$key_w" "$after")
+	wb1=$(sample "asmguard_io_bytes_total$key_w" "$mid"); wb1=${wb1:-0}
+	wb2=$(sample "asmguard_io_bytes_total$key_w" "$after")
+	[ "$((r1 - r0))" = 37 ] && [ "$((b1 - b0))" = $((37 * 4096)) ] \
+		&& pass "$name.reads" "37 reads, $((b1 - b0)) bytes" \
+		|| fail "$name.reads" "counted $((r1 - r0)) reads, $((b1 - b0)) bytes (want 37, $((37 * 4096)))"
+	[ "$((w2 - w1))" = 23 ] && [ "$((wb2 - wb1))" = $((23 * 4096)) ] \
+		&& pass "$name.writes" "23 writes, $((wb2 - wb1)) bytes" \
+		|| fail "$name.writes" "counted $((w2 - w1)) writes, $((wb2 - wb1)) bytes (want 23, $((23 * 4096)))"
+	# buckets never decrease and +Inf equals _count
+	bad=$(printf '%s\n' "$after" | awk -v k="$key_r" '
+		index($0, "asmguard_io_latency_seconds_bucket{le=") == 1 && index($0, substr(k, 2)) {
+			if ($NF + 0 < prev + 0) bad = 1; prev = $NF; last = $NF }
+		END { print bad + 0, last }')
+	count=$(sample "asmguard_io_latency_seconds_count$key_r" "$after")
+	[ "${bad%% *}" = 0 ] && [ "${bad#* }" = "$count" ] \
+		&& pass "$name.cumulative" "+Inf = count = $count" \
+		|| fail "$name.cumulative" "bad buckets: $bad, count $count"
+	kill $pid
+	wait $pid 2>/dev/null
+}
+
+loopf=/tmp/iolat-loop.img
+dd if=/dev/zero of=$loopf bs=1M count=32 status=none
+loopdev=$(losetup -f --show $loopf)
+
+for dev in "$VM_SCSI" "$VM_NULLB" "$loopdev"; do
+	n=$(basename "$dev")
+	check_case "$n-tp_btf" "$dev"
+	check_case "$n-tp_btf-own" "$dev" --no-kernel-stamps
+	check_case "$n-raw_tp" "$dev" --raw-tp
+	check_case "$n-raw_tp-own" "$dev" --raw-tp --no-kernel-stamps
+done
+losetup -d "$loopdev"
+vm_exit
