@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # asmguard demo (make demo): build, make a sparse-file loop device, start asmguardd with
-# a throw-away config and socket, label the disk, show lsdsk, status and inspect, and
-# clean up after itself (trap on EXIT: daemon stopped, loop device detached, files
+# a throw-away config and socket, label the disk, show lsdsk, status and inspect, show
+# the write filter denying root's dd and the event it produced, and clean up after
+# itself (trap on EXIT: filter removed, daemon stopped, loop device detached, files
 # removed), also when a step fails or on Ctrl-C.
 #
 # Needs root (loop devices, exclusive opens). Touches no disk but the loop device it
@@ -31,12 +32,20 @@ else
 fi
 
 WORK=$(mktemp -d /tmp/asmguard-demo.XXXXXX)
+# The filter's BPF pins: a directory of the demo's own, never /sys/fs/bpf/asmguard.
+PIN=/sys/fs/bpf/asmguard-demo-$$
 LOOP=""
 DPID=""
 cleanup() {
     rc=$?
     trap - EXIT INT TERM
     step "Cleaning up"
+    if [ -e "$PIN" ]; then
+        # pinned programs outlive the daemon by design: remove them explicitly
+        "$BIN/asmguardctl" --socket "$WORK/asmguard.sock" filter disable >/dev/null 2>&1 || true
+        rm -rf "$PIN" 2>/dev/null || true
+        echo "removed the write filter ($PIN)"
+    fi
     if [ -n "$DPID" ] && kill -0 "$DPID" 2>/dev/null; then
         echo "stopping asmguardd (pid $DPID)"
         kill -TERM "$DPID" 2>/dev/null || true
@@ -72,7 +81,7 @@ path = "$SOCK"
 TOML
 cat "$WORK/asmguard.toml"
 show "$BIN/asmguardd" --check-config --config "$WORK/asmguard.toml"
-"$BIN/asmguardd" --config "$WORK/asmguard.toml" 2>"$WORK/asmguardd.log" &
+"$BIN/asmguardd" --config "$WORK/asmguard.toml" --bpf-pin-dir "$PIN" 2>"$WORK/asmguardd.log" &
 DPID=$!
 CTL=("$BIN/asmguardctl" --socket "$SOCK")
 for _ in $(seq 100); do
@@ -103,6 +112,26 @@ fi
 
 step "Refusals keep data safe: a second label without --force"
 show "${CTL[@]}" label OTHER "$LOOP" || echo "(refused with exit $?, nothing written)"
+
+step "The write filter: root tries to overwrite the labelled disk with dd"
+BACKEND=$("${CTL[@]}" status --json | sed -n 's/.*"filter_backend":"\([^"]*\)".*/\1/p')
+if [ "$BACKEND" = cgroup_device ]; then
+    echo "(This kernel does not run BPF LSM programs, so asmguardd uses its fallback backend:"
+    echo " a cgroup-device program on the cgroup-v2 root that denies write-opens of managed"
+    echo " disks. status says \"degraded: open-time only\". The full LSM filter - writes on"
+    echo " old file descriptors, discard/SG_IO/partition ioctls, mmap, io_uring - runs in the"
+    echo " VM lab: tests/vm/run.sh 6.12 filter.)"
+else
+    echo "(filter backend: $BACKEND)"
+fi
+show dd if=/dev/zero of="$LOOP" bs=4096 count=1 conv=notrunc ||
+    echo "(refused with exit $?: nothing reached the disk or the page cache)"
+
+step "The event it produced (asmguardctl events; --json and --follow also work)"
+show "${CTL[@]}" events
+
+step "A fresh read shows the label, untouched"
+show "${CTL[@]}" inspect "$LOOP"
 
 step "asmguardd log"
 cat "$WORK/asmguardd.log"

@@ -60,6 +60,17 @@ pub enum Command {
     Scan(JsonArg),
     /// Daemon version, kernel, BPF LSM, filter backend, disks, socket, metrics address.
     Status(JsonArg),
+    /// Write filter: enforce (enable), log and allow (audit) or off (disable) on one
+    /// disk, or on all disks when no label is given (root only).
+    ///
+    /// `filter disable` without a label removes the BPF programs and their pins
+    /// altogether; `filter enable` (or `audit`) without a label puts them back.
+    /// Runtime choices last until the next reboot; the configuration's
+    /// `filter.mode` is the default.
+    Filter(FilterArgs),
+    /// Writes the filter denied (or, in audit mode, logged): pid, uid, command,
+    /// executable, device, label, hook and operation.
+    Events(EventsArgs),
     /// Read a disk or image offline and show its label, ASM disk header and signatures.
     Inspect(InspectArgs),
     /// Print the udev rules for the configured owner, group and mode.
@@ -111,6 +122,28 @@ pub struct RenameArgs {
 #[derive(Debug, Args)]
 pub struct JsonArg {
     /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct FilterArgs {
+    /// enable (enforce), disable (off) or audit (log and allow).
+    #[arg(value_parser = ["enable", "disable", "audit"])]
+    pub action: String,
+    /// One disk's label; all disks when absent.
+    pub label: Option<String>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct EventsArgs {
+    /// Keep printing new events as they come (until interrupted).
+    #[arg(long, short = 'f')]
+    pub follow: bool,
+    /// One JSON object per line instead of text.
     #[arg(long)]
     pub json: bool,
 }

@@ -166,7 +166,27 @@ fn status(c: &Cli, json: bool) -> Result<(), CliError> {
         ),
         ("kernel", s.kernel),
         ("bpf lsm", s.bpf_lsm),
-        ("filter backend", s.filter_backend),
+        (
+            "filter backend",
+            if s.filter_coverage.is_empty() || s.filter_backend == "none" {
+                format!("{} ({})", s.filter_backend, s.filter_reason)
+            } else {
+                format!("{} ({})", s.filter_backend, s.filter_coverage)
+            },
+        ),
+        (
+            "filter",
+            format!(
+                "{} devices protected; programs: {}; {}",
+                s.filter_devices,
+                if s.filter_programs.is_empty() {
+                    "none".to_string()
+                } else {
+                    s.filter_programs.join(", ")
+                },
+                s.filter_reason
+            ),
+        ),
         (
             "filter mode",
             format!("{} (default)", s.default_filter_mode),
@@ -188,6 +208,93 @@ fn status(c: &Cli, json: bool) -> Result<(), CliError> {
         println!("{:<15} {v}", format!("{k}:"));
     }
     Ok(())
+}
+
+fn filter(c: &Cli, a: &cli::FilterArgs) -> Result<(), CliError> {
+    let v = call(
+        &c.socket,
+        c.timeout,
+        Op::Filter(asmguard_proto::FilterArgs {
+            action: a.action.clone(),
+            label: a.label.clone(),
+        }),
+    )?;
+    if a.json {
+        print_json(&v);
+        return Ok(());
+    }
+    let r: asmguard_proto::FilterResult = decode(v)?;
+    let what = match r.action.as_str() {
+        "enable" => "enforcing",
+        "audit" => "auditing (logging, allowing)",
+        _ => "off",
+    };
+    match (&a.label, r.action.as_str()) {
+        (None, "disable") => println!("filter disabled: programs detached and unpinned"),
+        (None, _) => println!(
+            "filter {what} on all disks ({}): {}",
+            r.backend,
+            if r.labels.is_empty() {
+                "none yet".to_string()
+            } else {
+                r.labels.join(", ")
+            }
+        ),
+        (Some(l), _) => println!("filter {what} on {l} ({})", r.backend),
+    }
+    Ok(())
+}
+
+pub fn event_text(e: &asmguard_proto::FilterEventInfo) -> String {
+    let secs = e.time_ms / 1000;
+    let (h, m, s) = ((secs / 3600) % 24, (secs / 60) % 60, secs % 60);
+    format!(
+        "{h:02}:{m:02}:{s:02}Z {} {} label={} device={}{} pid={} uid={} comm={} exe={} hook={}",
+        if e.mode == "enforce" {
+            "DENIED "
+        } else {
+            "AUDITED"
+        },
+        e.operation,
+        if e.label.is_empty() { "?" } else { &e.label },
+        if e.device_type == "char" { "c" } else { "b" },
+        e.device,
+        e.pid,
+        e.uid,
+        e.comm,
+        if e.exe.is_empty() { "?" } else { &e.exe },
+        e.hook
+    )
+}
+
+fn events(c: &Cli, a: &cli::EventsArgs) -> Result<(), CliError> {
+    use std::io::Write;
+    let mut after = 0u64;
+    loop {
+        let v = call(
+            &c.socket,
+            c.timeout,
+            Op::Events(asmguard_proto::EventsArgs { after }),
+        )?;
+        let r: asmguard_proto::EventsResult = decode(v)?;
+        let mut out = std::io::stdout().lock();
+        for e in &r.events {
+            let line = if a.json {
+                serde_json::to_string(e).unwrap_or_default()
+            } else {
+                event_text(e)
+            };
+            if writeln!(out, "{line}").is_err() {
+                return Ok(()); // stdout closed (a pager or head quit)
+            }
+        }
+        let _ = out.flush();
+        after = after.max(r.last_seq);
+        if !a.follow {
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
 }
 
 pub fn run(c: &Cli) -> Result<(), CliError> {
@@ -226,6 +333,8 @@ pub fn run(c: &Cli) -> Result<(), CliError> {
         cli::Command::Lsdsk(a) => list(c, Op::Lsdsk, a.json),
         cli::Command::Scan(a) => list(c, Op::Scan, a.json),
         cli::Command::Status(a) => status(c, a.json),
+        cli::Command::Filter(a) => filter(c, a),
+        cli::Command::Events(a) => events(c, a),
         cli::Command::UdevRules(a) => {
             let (cfg, _) = asmguard_config::load(a.config.as_deref())
                 .map_err(|e| CliError::new(BAD_INPUT, e))?;

@@ -7,6 +7,7 @@
 //! 3 bad configuration.
 
 use asmguard_config as config;
+mod filter;
 mod server;
 mod state;
 
@@ -39,6 +40,10 @@ struct Args {
     /// Listen on this socket instead of the configured one.
     #[arg(long, value_name = "PATH")]
     socket: Option<PathBuf>,
+    /// Pin the write filter's BPF maps and links here instead of
+    /// /sys/fs/bpf/asmguard (tests and demos that must not touch the real one).
+    #[arg(long, value_name = "DIR")]
+    bpf_pin_dir: Option<PathBuf>,
 }
 
 fn main() {
@@ -79,7 +84,7 @@ fn main() {
             std::process::exit(1);
         }
     };
-    let code = rt.block_on(run(cfg, source, args.socket));
+    let code = rt.block_on(run(cfg, source, args.socket, args.bpf_pin_dir));
     std::process::exit(code);
 }
 
@@ -89,7 +94,12 @@ fn notify(states: &[sd_notify::NotifyState]) {
     }
 }
 
-async fn run(cfg: config::Config, source: String, socket: Option<PathBuf>) -> i32 {
+async fn run(
+    cfg: config::Config,
+    source: String,
+    socket: Option<PathBuf>,
+    bpf_pin_dir: Option<PathBuf>,
+) -> i32 {
     let t0 = Instant::now();
     let socket = socket.unwrap_or_else(|| cfg.socket.path.clone());
     // The monitor first, so nothing that happens during the first scan is missed.
@@ -174,6 +184,25 @@ async fn run(cfg: config::Config, source: String, socket: Option<PathBuf>) -> i3
             return 1;
         }
     };
+    // The write filter, once the socket is ours (a second daemon that cannot
+    // bind never touches it). Pinned programs of an earlier run are re-adopted
+    // as they are, so protection never drops; the sync fills the managed set.
+    let state_file = socket
+        .parent()
+        .unwrap_or(std::path::Path::new("/run/asmguard"))
+        .join("filter.state");
+    let cfg2 = d.cfg.clone();
+    let d4 = d.clone();
+    match tokio::task::spawn_blocking(move || {
+        let f = filter::start(&cfg2, bpf_pin_dir, state_file);
+        let _ = d4.filter.set(f);
+        d4.sync_filter();
+    })
+    .await
+    {
+        Ok(()) => {}
+        Err(e) => tracing::error!("write filter: {e}"),
+    }
     let st = d.status();
     tracing::info!(
         "ready in {} ms: {} devices looked at, {} disks, {} conflicts; socket {}",
@@ -194,8 +223,8 @@ async fn run(cfg: config::Config, source: String, socket: Option<PathBuf>) -> i3
     notify(&[
         sd_notify::NotifyState::Ready,
         sd_notify::NotifyState::Status(&format!(
-            "{} disks, {} conflicts; filter not yet implemented",
-            st.disks, st.conflicts
+            "{} disks, {} conflicts; filter {} ({})",
+            st.disks, st.conflicts, st.filter_backend, st.filter_coverage
         )),
     ]);
 

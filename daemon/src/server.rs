@@ -295,6 +295,46 @@ async fn dispatch(d: Arc<Daemon>, req: Request, peer: Peer) -> Response {
             Op::Label(a) => to_value(d.label(a)?),
             Op::Unlabel(a) => to_value(d.unlabel(a)?),
             Op::Rename(a) => to_value(d.rename(a)?),
+            Op::Filter(a) => {
+                let f = d.filter.get().ok_or_else(|| {
+                    ErrorBody::new(ErrorCode::Internal, "the write filter is not started")
+                })?;
+                let action = crate::filter::action(&a.action).ok_or_else(|| {
+                    ErrorBody::new(ErrorCode::BadRequest, "unknown filter action")
+                })?;
+                let labels = f.set_mode(a.label.as_deref(), action).map_err(|m| {
+                    let code = if m.starts_with("no managed disk") {
+                        ErrorCode::NotFound
+                    } else {
+                        ErrorCode::IoError
+                    };
+                    ErrorBody::new(code, m)
+                })?;
+                tracing::info!(
+                    "filter {} {}: uid {} pid {:?}",
+                    a.action,
+                    a.label.as_deref().unwrap_or("(all disks)"),
+                    peer.uid,
+                    peer.pid
+                );
+                to_value(asmguard_proto::FilterResult {
+                    action: a.action.clone(),
+                    labels,
+                    backend: f.status().backend,
+                })
+            }
+            Op::Events(a) => {
+                let f = d.filter.get().ok_or_else(|| {
+                    ErrorBody::new(ErrorCode::Internal, "the write filter is not started")
+                })?;
+                let events: Vec<_> = f
+                    .events_after(a.after)
+                    .iter()
+                    .map(crate::filter::info)
+                    .collect();
+                let last_seq = events.last().map(|e| e.seq).unwrap_or(a.after);
+                to_value(asmguard_proto::EventsResult { events, last_seq })
+            }
         }
     })
     .await;

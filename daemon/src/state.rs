@@ -37,6 +37,8 @@ pub struct Daemon {
     pub started: Instant,
     pub monitor: String,
     state: RwLock<State>,
+    /// The write filter (set once at start, before the first scan).
+    pub filter: std::sync::OnceLock<asmguard_guard::service::FilterService>,
     /// Disks (`dev:MAJ:MIN`) and labels (`label:NAME`) being written right now.
     inflight: Mutex<HashSet<String>>,
 }
@@ -116,6 +118,7 @@ impl Daemon {
             started: Instant::now(),
             monitor,
             state: RwLock::new(State::default()),
+            filter: std::sync::OnceLock::new(),
             inflight: Mutex::new(HashSet::new()),
         }
     }
@@ -138,7 +141,17 @@ impl Daemon {
         s.devices = devices;
         s.grouping = grouping;
         s.last_scan_ms = t.elapsed().as_millis() as u64;
+        drop(s);
+        self.sync_filter();
         Ok(n)
+    }
+
+    /// Puts every device of every label into the filter's managed set (and
+    /// takes out the ones that are gone). Called after every scan and uevent.
+    pub fn sync_filter(&self) {
+        if let Some(f) = self.filter.get() {
+            f.sync(crate::filter::managed_set(&self.sys, &self.lsdsk()));
+        }
     }
 
     /// Re-read the named devices (gone ones are dropped), the sysfs facts of the
@@ -184,6 +197,8 @@ impl Daemon {
             }
         }
         s.grouping = discovery::group(&s.devices, &self.rules);
+        drop(s);
+        self.sync_filter();
     }
 
     fn path_info(&self, s: &State, name: &str, role: &str) -> PathInfo {
@@ -258,7 +273,11 @@ impl Daemon {
                     .as_ref()
                     .map(|h| h.disk.clone())
                     .filter(|g| !g.is_empty()),
-                filtering: "off (filter not yet implemented)".into(),
+                filtering: self
+                    .filter
+                    .get()
+                    .map(|f| f.filtering(&d.label.to_string()))
+                    .unwrap_or_else(|| "off (no filter)".into()),
                 conflict: d.conflict,
             });
         }
@@ -294,6 +313,16 @@ impl Daemon {
             Ok(l) => format!("no (lsm={})", l.trim()),
             Err(_) => "unknown (securityfs not mounted)".into(),
         };
+        let fst = self.filter.get().map(|f| f.status()).unwrap_or(
+            asmguard_guard::service::FilterStatus {
+                backend: "none".into(),
+                coverage: "not started".into(),
+                reason: "not started".into(),
+                adopted: false,
+                programs: vec![],
+                devices: 0,
+            },
+        );
         StatusResult {
             daemon_version: env!("CARGO_PKG_VERSION").to_string(),
             protocol_version: asmguard_proto::VERSION,
@@ -303,7 +332,11 @@ impl Daemon {
                 .map(|s| s.trim().to_string())
                 .unwrap_or_else(|_| "unknown".into()),
             bpf_lsm,
-            filter_backend: "none (filter not yet implemented)".into(),
+            filter_backend: fst.backend,
+            filter_coverage: fst.coverage,
+            filter_reason: fst.reason,
+            filter_programs: fst.programs,
+            filter_devices: fst.devices,
             default_filter_mode: self.cfg.filter.mode.clone(),
             disks: s.grouping.disks.iter().filter(|d| !d.conflict).count(),
             conflicts: s.grouping.conflicts.len(),

@@ -552,6 +552,10 @@ pub fn cgroup2_root() -> Result<PathBuf, Error> {
         .ok_or(Error::NoCgroup2)
 }
 
+fn libbpf_to_stderr(_level: libbpf_rs::PrintLevel, msg: String) {
+    eprint!("libbpf: {msg}");
+}
+
 /// The backend whose links are pinned in `pin_dir`, if any.
 pub fn pinned_backend(pin_dir: &Path) -> Option<Backend> {
     let links = std::fs::read_dir(pin_dir.join("links")).ok()?;
@@ -639,8 +643,15 @@ impl Guard {
             None => {
                 let why = match active_lsms() {
                     Ok(l) if l.split(',').any(|x| x == "bpf") => {
-                        match Guard::load(opts, Backend::Lsm, format!("bpf is an active LSM ({l})"))
-                        {
+                        // libbpf's own complaints (a verifier log, "try raising
+                        // ulimit -l") would only confuse: the reason says it.
+                        let prev = libbpf_rs::set_print(None);
+                        let r =
+                            Guard::load(opts, Backend::Lsm, format!("bpf is an active LSM ({l})"));
+                        libbpf_rs::set_print(
+                            prev.or(Some((libbpf_rs::PrintLevel::Warn, libbpf_to_stderr))),
+                        );
+                        match r {
                             Ok(g) => return Ok(g),
                             Err(e) => {
                                 let _ = remove_links(&opts.pin_dir);

@@ -74,13 +74,15 @@ struct Inner {
     disks: BTreeMap<String, BTreeSet<DevKey>>,
     /// label -> disk id (stable for the daemon's life).
     ids: HashMap<String, u32>,
-    next_id: u32,
     /// runtime per-label modes (`filter enable|audit|disable LABEL`)
     overrides: BTreeMap<String, Mode>,
     /// `filter disable` with no label: no programs until `enable`/`audit`.
     disabled: bool,
     allow: (Vec<u32>, Vec<u32>, Vec<ExeId>),
     reader: Option<(Arc<AtomicBool>, JoinHandle<()>)>,
+    /// Whether the daemon has synced once (the reader starts then, so that
+    /// events queued in the kernel while nobody read name their label).
+    synced: bool,
 }
 
 /// The daemon's filter.
@@ -108,6 +110,15 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl FilterService {
+    /// Tells the service the labels it will see (before the first scan), so
+    /// events already in the ring buffer name their label.
+    pub fn know_labels<'a>(&self, labels: impl IntoIterator<Item = &'a str>) {
+        let mut l = lock(&self.labels);
+        for label in labels {
+            l.insert(disk_id(label), label.to_string());
+        }
+    }
+
     /// Starts the filter (loading or re-adopting the programs) unless the
     /// runtime state file says it was disabled. `sink` sees every event (the
     /// daemon logs it and counts it). Never fails: without a filter,
@@ -130,11 +141,11 @@ impl FilterService {
                 why_none: String::new(),
                 disks: BTreeMap::new(),
                 ids: HashMap::new(),
-                next_id: 1,
                 overrides: BTreeMap::new(),
                 disabled: false,
                 allow: (vec![], vec![], vec![]),
                 reader: None,
+                synced: false,
             }),
             labels: Arc::new(Mutex::new(HashMap::new())),
             recent: Arc::new(Mutex::new(VecDeque::new())),
@@ -205,7 +216,9 @@ impl FilterService {
                     let _ = g.set_allow(&u, &gi, &e);
                 }
                 self.apply(inner, true);
-                self.start_reader(inner);
+                if inner.synced {
+                    self.start_reader(inner);
+                }
             }
             Err(e) => {
                 inner.guard = None;
@@ -329,14 +342,20 @@ impl FilterService {
         let mut inner = lock(&self.inner);
         for label in disks.keys() {
             if !inner.ids.contains_key(label) {
-                let id = inner.next_id;
-                inner.next_id += 1;
+                let id = disk_id(label);
                 inner.ids.insert(label.clone(), id);
                 lock(&self.labels).insert(id, label.clone());
             }
         }
         inner.disks = disks;
-        self.apply(&mut inner, false);
+        let full = !inner.synced;
+        self.apply(&mut inner, full);
+        if !inner.synced {
+            inner.synced = true;
+            if inner.guard.is_some() && inner.reader.is_none() {
+                self.start_reader(&mut inner);
+            }
+        }
     }
 
     /// Replaces the allow-list.
@@ -490,6 +509,18 @@ impl Drop for FilterService {
     }
 }
 
+/// A label's disk id: FNV-1a of the label, never 0. The same in every daemon
+/// run, so events recorded by the kernel while the daemon was down (or before
+/// its first scan) still name the right label.
+pub fn disk_id(label: &str) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for b in label.bytes() {
+        h ^= u32::from(b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    h.max(1)
+}
+
 /// Reads a sysfs `dev` file (`MAJ:MIN`).
 fn read_dev(path: &Path) -> Option<KernelDev> {
     let s = std::fs::read_to_string(path).ok()?;
@@ -612,6 +643,13 @@ mod tests {
         assert!(generic_devices(&dir, "nvme0n1p1").is_empty());
         assert!(generic_devices(&dir, "loop0").is_empty());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn disk_ids_are_stable_and_distinct() {
+        assert_eq!(disk_id("DATA1"), disk_id("DATA1"));
+        assert_ne!(disk_id("DATA1"), disk_id("DATA2"));
+        assert_ne!(disk_id(""), 0);
     }
 
     #[test]

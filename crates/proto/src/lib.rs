@@ -53,6 +53,10 @@ pub enum Op {
     Label(LabelArgs),
     Unlabel(UnlabelArgs),
     Rename(RenameArgs),
+    /// `filter enable|disable|audit [LABEL]` (root only).
+    Filter(FilterArgs),
+    /// The write filter's events (denials, audited writes) after a sequence number.
+    Events(EventsArgs),
 }
 
 impl Op {
@@ -65,6 +69,8 @@ impl Op {
             Op::Label(_) => "label",
             Op::Unlabel(_) => "unlabel",
             Op::Rename(_) => "rename",
+            Op::Filter(_) => "filter",
+            Op::Events(_) => "events",
         }
     }
 
@@ -72,8 +78,8 @@ impl Op {
     /// admin group may ask for it.
     pub fn access(&self) -> Access {
         match self {
-            Op::Ping | Op::Lsdsk | Op::Scan | Op::Status => Access::Read,
-            Op::Label(_) | Op::Unlabel(_) | Op::Rename(_) => Access::Write,
+            Op::Ping | Op::Lsdsk | Op::Scan | Op::Status | Op::Events(_) => Access::Read,
+            Op::Label(_) | Op::Unlabel(_) | Op::Rename(_) | Op::Filter(_) => Access::Write,
         }
     }
 
@@ -82,6 +88,8 @@ impl Op {
             Op::Label(a) => serde_json::to_value(a),
             Op::Unlabel(a) => serde_json::to_value(a),
             Op::Rename(a) => serde_json::to_value(a),
+            Op::Filter(a) => serde_json::to_value(a),
+            Op::Events(a) => serde_json::to_value(a),
             _ => return None,
         };
         v.ok()
@@ -119,6 +127,26 @@ pub struct UnlabelArgs {
 pub struct RenameArgs {
     pub old: String,
     pub new: String,
+}
+
+/// `filter enable|disable|audit [LABEL]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FilterArgs {
+    /// `enable` (enforce), `disable` (off; without a label: remove the programs),
+    /// `audit` (log and allow).
+    pub action: String,
+    /// One disk; all disks when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+}
+
+/// `events`: the kept events whose sequence number is above `after` (0: all kept).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventsArgs {
+    #[serde(default)]
+    pub after: u64,
 }
 
 impl Request {
@@ -336,13 +364,27 @@ pub fn parse_request(line: &[u8]) -> Result<Request, (u64, ErrorBody)> {
         "label" => Op::Label(take(id, &op, args)?),
         "unlabel" => Op::Unlabel(take(id, &op, args)?),
         "rename" => Op::Rename(take(id, &op, args)?),
+        "filter" => {
+            let a: FilterArgs = take(id, &op, args)?;
+            if !matches!(a.action.as_str(), "enable" | "disable" | "audit") {
+                return Err(bad(
+                    id,
+                    format!(
+                        "filter action {:?} is not one of enable, disable, audit",
+                        a.action.chars().take(32).collect::<String>()
+                    ),
+                ));
+            }
+            Op::Filter(a)
+        }
+        "events" => Op::Events(take(id, &op, args)?),
         other => {
             let shown: String = other.chars().take(64).collect();
             return Err((
                 id,
                 ErrorBody::new(
                     ErrorCode::UnknownOp,
-                    format!("unknown operation {shown:?}: known are ping, lsdsk, scan, status, label, unlabel, rename"),
+                    format!("unknown operation {shown:?}: known are ping, lsdsk, scan, status, label, unlabel, rename, filter, events"),
                 ),
             ));
         }
@@ -452,6 +494,62 @@ pub struct StatusResult {
     /// How device changes are seen.
     pub monitor: String,
     pub last_scan_ms: u64,
+    /// `full` (LSM), `degraded: open-time only` (cgroup device), or why there is no filter.
+    #[serde(default)]
+    pub filter_coverage: String,
+    /// Why this backend.
+    #[serde(default)]
+    pub filter_reason: String,
+    /// The attached BPF programs.
+    #[serde(default)]
+    pub filter_programs: Vec<String>,
+    /// Devices in the kernel's managed set.
+    #[serde(default)]
+    pub filter_devices: usize,
+}
+
+/// The answer to `filter`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FilterResult {
+    pub action: String,
+    /// The labels concerned.
+    pub labels: Vec<String>,
+    /// The backend afterwards (`none` once disabled).
+    pub backend: String,
+}
+
+/// One write the filter denied (mode `enforce`) or logged and allowed (`audit`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FilterEventInfo {
+    pub seq: u64,
+    /// When the daemon received it (ms since the epoch).
+    pub time_ms: u64,
+    pub pid: u32,
+    pub uid: u32,
+    pub euid: u32,
+    /// The kernel's command name (display only: never used to authorise).
+    pub comm: String,
+    /// The executable (from /proc/PID/exe, empty if the process was gone).
+    pub exe: String,
+    /// `major:minor`.
+    pub device: String,
+    /// `block` or `char`.
+    pub device_type: String,
+    pub label: String,
+    /// `file_open`, `file_permission`, `file_ioctl`, `mmap_file`, `cgroup_device` ...
+    pub hook: String,
+    /// `write-open`, `write`, `BLKDISCARD`, `SG_IO`, `mmap-shared-write` ...
+    pub operation: String,
+    /// `enforce` (denied) or `audit` (allowed).
+    pub mode: String,
+}
+
+/// The answer to `events`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventsResult {
+    pub events: Vec<FilterEventInfo>,
+    /// The highest sequence number handed out so far (ask for `after` it next).
+    pub last_seq: u64,
 }
 
 #[cfg(test)]
@@ -506,6 +604,25 @@ mod tests {
         );
         let big = vec![b' '; MAX_REQUEST_LEN + 1];
         assert_eq!(parse_request(&big).unwrap_err().1.code, ErrorCode::TooLarge);
+        let f = Request {
+            id: 4,
+            op: Op::Filter(FilterArgs {
+                action: "audit".into(),
+                label: Some("DATA1".into()),
+            }),
+        };
+        assert_eq!(parse_request(f.to_line().as_bytes()).unwrap(), f);
+        assert_eq!(f.op.access(), Access::Write);
+        assert_eq!(
+            code(r#"{"version":1,"op":"filter","args":{"action":"off"}}"#),
+            ErrorCode::BadRequest
+        );
+        let e = Request {
+            id: 5,
+            op: Op::Events(EventsArgs { after: 7 }),
+        };
+        assert_eq!(parse_request(e.to_line().as_bytes()).unwrap(), e);
+        assert_eq!(e.op.access(), Access::Read);
         let (id, _) = parse_request(br#"{"version":1,"id":9,"op":"nope"}"#).unwrap_err();
         assert_eq!(id, 9);
     }

@@ -295,6 +295,8 @@ pub fn aligned(len: usize) -> Aligned {
 /// A daemon under test with its own config and socket.
 pub struct Daemon {
     child: Option<Child>,
+    /// The daemon's BPF pin directory.
+    pub pin_dir: PathBuf,
     pub socket: PathBuf,
     pub config: PathBuf,
     pub dir: tempfile::TempDir,
@@ -325,12 +327,28 @@ impl Daemon {
         let socket = dir.path().join("asmguard.sock");
         let config = dir.path().join("asmguard.toml");
         let inc: Vec<String> = include.iter().map(|n| format!("{n:?}")).collect();
+        // The write filter stays out of the way of tests that write to labelled
+        // disks themselves, unless a test configures it.
+        let filter = if extra.contains("[filter]") {
+            ""
+        } else {
+            "\n[filter]\nmode = \"off\"\n"
+        };
         let text = format!(
-            "[devices]\ninclude = [{}]\nexclude = []\n\n[socket]\npath = {:?}\n{}",
+            "[devices]\ninclude = [{}]\nexclude = []\n\n[socket]\npath = {:?}\n{}{}",
             inc.join(", "),
             socket.display().to_string(),
-            extra
+            extra,
+            filter
         );
+        // Its own pin directory (never the real /sys/fs/bpf/asmguard), removed on drop.
+        let pin_dir = PathBuf::from(format!(
+            "/sys/fs/bpf/asmguard-hosttest-{}",
+            dir.path()
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        ));
         std::fs::write(&config, text).unwrap();
         let notify = dir.path().join("notify.sock");
         let ns = UnixDatagram::bind(&notify).unwrap();
@@ -341,6 +359,8 @@ impl Daemon {
         let child = Command::new(daemon_bin())
             .arg("--config")
             .arg(&config)
+            .arg("--bpf-pin-dir")
+            .arg(&pin_dir)
             .env("NOTIFY_SOCKET", &notify)
             .env("ASMGUARD_LOG", "debug")
             .envs(env.iter().copied())
@@ -351,6 +371,7 @@ impl Daemon {
             .unwrap();
         let mut d = Daemon {
             child: Some(child),
+            pin_dir,
             socket,
             config,
             dir,
@@ -493,6 +514,10 @@ impl Daemon {
 impl Drop for Daemon {
     fn drop(&mut self) {
         self.stop();
+        // The filter's programs outlive the daemon by design: detach them.
+        if let Err(e) = asmguard_guard::filter::remove_pins(&self.pin_dir) {
+            eprintln!("removing {}: {e}", self.pin_dir.display());
+        }
     }
 }
 

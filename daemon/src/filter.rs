@@ -1,0 +1,124 @@
+//! The write filter in the daemon: starting (or re-adopting) it from the
+//! configuration, feeding it every device of every label after each scan and
+//! uevent, logging each denial as one journal line, and the JSON of events.
+
+use asmguard_config::Config;
+use asmguard_guard::service::{self, Action, FilterEvent, FilterService};
+use asmguard_guard::{DevKey, KernelDev, Mode, Options, PIN_DIR};
+use asmguard_proto::{FilterEventInfo, LsdskResult};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Starts the filter: loads the programs (or re-adopts the pinned ones, with
+/// no moment without protection), sets the allow-list from the
+/// configuration. Never fails: without a filter, `status` says why.
+pub fn start(cfg: &Config, pin_dir: Option<PathBuf>, state_file: PathBuf) -> FilterService {
+    let mode: Mode = cfg.filter.mode.parse().unwrap_or(Mode::Enforce);
+    let opts = Options {
+        pin_dir: pin_dir.unwrap_or_else(|| PathBuf::from(PIN_DIR)),
+        ..Options::default()
+    };
+    let svc = FilterService::start(opts, mode, Some(state_file), Box::new(log_event));
+    let (uids, gids, mut exes, problems) = service::resolve_allow(
+        &cfg.filter.allow_users,
+        &cfg.filter.allow_groups,
+        &cfg.filter.allow_executables,
+    );
+    for p in problems {
+        tracing::warn!("filter allow-list: {p}: ignored");
+    }
+    // The daemon writes labels itself.
+    match asmguard_guard::ExeId::of_path(Path::new("/proc/self/exe")) {
+        Ok(me) => exes.push(me),
+        Err(e) => tracing::error!("filter: cannot allow the daemon's own label writes: {e}"),
+    }
+    if let Err(e) = svc.set_allow(uids.clone(), gids.clone(), exes.clone()) {
+        tracing::error!("filter allow-list: {e}");
+    }
+    let st = svc.status();
+    if st.backend == "none" {
+        tracing::error!("write filter: {}", st.reason);
+    } else {
+        tracing::info!(
+            "write filter: backend {} ({}){}: {}; allowed uids {:?}, gids {:?}, {} executables",
+            st.backend,
+            st.coverage,
+            if st.adopted { ", re-adopted" } else { "" },
+            st.reason,
+            uids,
+            gids,
+            exes.len()
+        );
+        if st.backend == "cgroup_device" {
+            tracing::warn!("write filter degraded: open-time only (writes on file descriptors opened before it, ioctls and mappings are not filtered)");
+        }
+    }
+    svc
+}
+
+fn log_event(e: &FilterEvent) {
+    let ev = &e.event;
+    let verb = if ev.mode == Mode::Enforce {
+        "write denied"
+    } else {
+        "write audited (allowed)"
+    };
+    tracing::warn!(
+        "{verb}: pid={} uid={} euid={} comm={:?} exe={:?} device={} label={} hook={} operation={}",
+        ev.pid,
+        ev.uid,
+        ev.euid,
+        ev.comm,
+        if ev.exe.is_empty() { "?" } else { &ev.exe },
+        ev.dev,
+        if e.label.is_empty() { "?" } else { &e.label },
+        ev.hook,
+        ev.operation()
+    );
+}
+
+/// Every device that reaches each label: the block paths the daemon knows
+/// (labelled device, multipath device, sd paths, parent disk) and the generic
+/// character devices (sg, bsg, NVMe ng) of the whole disks among them.
+/// Conflicting labels are protected too (both claimants).
+pub fn managed_set(sys: &Path, ls: &LsdskResult) -> BTreeMap<String, BTreeSet<DevKey>> {
+    let mut out: BTreeMap<String, BTreeSet<DevKey>> = BTreeMap::new();
+    for disk in &ls.disks {
+        let set = out.entry(disk.label.clone()).or_default();
+        for p in &disk.paths {
+            set.insert(DevKey::block(KernelDev::from_raw(p.kdev)));
+            set.extend(service::generic_devices(sys, &p.name));
+        }
+    }
+    out
+}
+
+/// `filter enable|disable|audit` as an action.
+pub fn action(s: &str) -> Option<Action> {
+    match s {
+        "enable" => Some(Action::Enable),
+        "disable" => Some(Action::Disable),
+        "audit" => Some(Action::Audit),
+        _ => None,
+    }
+}
+
+/// The protocol's view of an event.
+pub fn info(e: &FilterEvent) -> FilterEventInfo {
+    let ev = &e.event;
+    FilterEventInfo {
+        seq: e.seq,
+        time_ms: e.time_ms,
+        pid: ev.pid,
+        uid: ev.uid,
+        euid: ev.euid,
+        comm: ev.comm.clone(),
+        exe: ev.exe.clone(),
+        device: format!("{}:{}", ev.dev.dev.major(), ev.dev.dev.minor()),
+        device_type: if ev.dev.chr { "char" } else { "block" }.into(),
+        label: e.label.clone(),
+        hook: ev.hook.as_str().into(),
+        operation: ev.operation(),
+        mode: ev.mode.as_str().into(),
+    }
+}

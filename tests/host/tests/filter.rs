@@ -1,0 +1,206 @@
+//! The write filter through the daemon, on the host (where the BPF LSM cannot
+//! load, so this is the cgroup-device fallback, and the daemon says so):
+//! a labelled disk is protected at once, root's write-open is denied and
+//! logged (journal line, `events`), reads pass, the daemon's own label writes
+//! pass, an allow-listed user writes, audit/off/disable work per label and for
+//! all, and only root may change the filter.
+
+use asmguard_host_tests::*;
+use std::fs::OpenOptions;
+use std::time::{Duration, Instant};
+
+const MIB: u64 = 1 << 20;
+
+fn write_open(dev: &str) -> std::io::Result<std::fs::File> {
+    OpenOptions::new().write(true).open(dev)
+}
+
+fn denied(dev: &str) -> bool {
+    matches!(write_open(dev), Err(e) if e.raw_os_error() == Some(libc::EPERM))
+}
+
+fn disk<'a>(v: &'a serde_json::Value, label: &str) -> &'a serde_json::Value {
+    v["disks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["label"] == label)
+        .unwrap_or_else(|| panic!("no disk {label} in {v:#}"))
+}
+
+/// Events (JSON) until `f` finds one, or panics after 5 s.
+fn wait_event(d: &Daemon, f: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+    let t0 = Instant::now();
+    loop {
+        let o = d.ctl(&["events", "--json"]).ok();
+        for line in o.stdout.lines() {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            if f(&v) {
+                return v;
+            }
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "no such event in: {}",
+            o.stdout
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn daemon_filter_protects_labelled_disks() {
+    let Some(_g) = lock() else { return };
+    let l = Loop::new(64 * MIB);
+    let l2 = Loop::new(64 * MIB);
+    let dev = l.dev.display().to_string();
+    let dev2 = l2.dev.display().to_string();
+    let d = Daemon::start(
+        &[&l.name, &l2.name],
+        "[filter]\nmode = \"enforce\"\nallow_users = [\"nobody\"]\nallow_groups = []\n",
+    );
+    assert!(
+        write_open(&dev).is_ok(),
+        "not protected before it is labelled"
+    );
+
+    // status names the backend and says it is degraded
+    let st = d.ctl(&["status", "--json"]).ok().json();
+    assert_eq!(st["filter_backend"], "cgroup_device", "{st:#}");
+    assert_eq!(st["filter_coverage"], "degraded: open-time only");
+    let text = d.ctl(&["status"]).ok().stdout;
+    assert!(
+        text.contains("cgroup_device (degraded: open-time only)"),
+        "{text}"
+    );
+
+    d.ctl(&["label", "FDATA1", &dev]).ok();
+    assert!(
+        denied(&dev),
+        "root write-open of a labelled disk must be EPERM"
+    );
+    assert!(
+        OpenOptions::new().read(true).open(&dev).is_ok(),
+        "reads pass"
+    );
+    let v = d.lsdsk();
+    assert_eq!(
+        disk(&v, "FDATA1")["filtering"],
+        "enforce (cgroup_device, open-time only)"
+    );
+    let lsdsk_text = d.ctl(&["lsdsk"]).ok().stdout;
+    assert!(lsdsk_text.contains("enforce"), "{lsdsk_text}");
+
+    // the denial: an event with the caller, and a journal line
+    let dd = sh(
+        "dd",
+        &[
+            "if=/dev/zero",
+            &format!("of={dev}"),
+            "bs=4096",
+            "count=1",
+            "conv=notrunc",
+        ],
+    );
+    assert_ne!(dd.code, 0, "dd must fail: {dd:?}");
+    assert!(dd.stderr.contains("Operation not permitted"), "{dd:?}");
+    let e = wait_event(&d, |e| e["comm"] == "dd");
+    assert_eq!(e["label"], "FDATA1");
+    assert_eq!(e["hook"], "cgroup_device");
+    assert_eq!(e["operation"], "write-open");
+    assert_eq!(e["mode"], "enforce");
+    assert_eq!(e["uid"], 0);
+    assert_eq!(e["device_type"], "block");
+    let text = d.ctl(&["events"]).ok().stdout;
+    assert!(
+        text.contains("DENIED") && text.contains("label=FDATA1") && text.contains("comm=dd"),
+        "{text}"
+    );
+    let log = d.log_text();
+    assert!(
+        log.contains("write denied:")
+            && log.contains("label=FDATA1")
+            && log.contains("hook=cgroup_device"),
+        "{log}"
+    );
+
+    // the daemon's own writes pass: rename and relabel work while enforcing
+    d.ctl(&["rename", "FDATA1", "FDATA2"]).ok();
+    assert!(denied(&dev), "still protected under the new label");
+
+    // a disk labelled now is protected at once
+    d.ctl(&["label", "FDATA3", &dev2]).ok();
+    assert!(denied(&dev2));
+
+    // the allow-listed user (nobody) writes; DAC opened so the filter decides
+    let chmod = sh("chmod", &["666", &dev]);
+    assert_eq!(chmod.code, 0);
+    let as_nobody = |dev: &str| {
+        sh(
+            "setpriv",
+            &[
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "dd",
+                "if=/dev/zero",
+                &format!("of={dev}"),
+                "bs=4096",
+                "count=1",
+                "seek=100",
+                "conv=notrunc",
+            ],
+        )
+    };
+    assert_eq!(as_nobody(&dev).code, 0, "allow-listed user writes");
+
+    // only root changes the filter
+    let o = d.ctl_as(
+        &["--reuid", "65534", "--regid", "65534", "--clear-groups"],
+        &["filter", "disable"],
+    );
+    assert_ne!(o.code, 0, "{o:?}");
+    assert!(denied(&dev));
+
+    // per label: audit logs and allows, disable allows
+    d.ctl(&["filter", "audit", "FDATA2"]).ok();
+    assert!(write_open(&dev).is_ok(), "audit allows");
+    assert!(denied(&dev2), "the other disk keeps enforcing");
+    wait_event(&d, |e| e["mode"] == "audit" && e["label"] == "FDATA2");
+    assert_eq!(
+        disk(&d.lsdsk(), "FDATA2")["filtering"],
+        "audit (cgroup_device, open-time only)"
+    );
+    d.ctl(&["filter", "disable", "FDATA2"]).ok();
+    assert!(write_open(&dev).is_ok());
+    assert_eq!(disk(&d.lsdsk(), "FDATA2")["filtering"], "off");
+    let o = d.ctl(&["filter", "enable", "NOSUCH"]);
+    assert_ne!(o.code, 0);
+    assert!(o.stderr.contains("NOSUCH"), "{o:?}");
+
+    // all disks: disable removes the programs and their pins, enable brings them back
+    d.ctl(&["filter", "disable"]).ok();
+    assert!(!d.pin_dir.exists(), "pins removed");
+    assert!(write_open(&dev2).is_ok());
+    let st = d.ctl(&["status", "--json"]).ok().json();
+    assert_eq!(st["filter_backend"], "none");
+    d.ctl(&["filter", "enable"]).ok();
+    assert!(d.pin_dir.join("links").exists());
+    assert!(denied(&dev) && denied(&dev2));
+    let v = d.lsdsk();
+    assert_eq!(
+        disk(&v, "FDATA2")["filtering"],
+        "enforce (cgroup_device, open-time only)"
+    );
+
+    // unlabel: the disk leaves the managed set
+    d.ctl(&["unlabel", "FDATA3"]).ok();
+    let t0 = Instant::now();
+    while denied(&dev2) && t0.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        write_open(&dev2).is_ok(),
+        "an unlabelled disk is no longer protected"
+    );
+}
