@@ -11,6 +11,8 @@
 . /vmtests/lib.sh
 
 port=19790
+# the exporter and its scrapes talk over loopback
+ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up
 # sample NAME TEXT: the value of one sample line of a scrape
 sample() { printf '%s\n' "$2" | awk -v n="$1" 'index($0, n" ") == 1 {print $NF}'; }
 
@@ -33,7 +35,11 @@ check_case() {
 	d=$(basename "$(readlink -f "$dev")")
 	key_r="{device=\"$d\",label=\"VMT\",op=\"read\"}"
 	key_w="{device=\"$d\",label=\"VMT\",op=\"write\"}"
-	before=$(asmguard-iolat scrape --url "$url")
+	if ! before=$(asmguard-iolat scrape --url "$url" 2>&1); then
+		fail "$name.scrape" "$before"
+		kill $pid
+		return
+	fi
 	dd if="$dev" of=/dev/null bs=4096 count=37 iflag=direct status=none
 	mid=$(asmguard-iolat scrape --url "$url")
 	dd if=/dev/zero of="$dev" bs=4096 seek=256 count=23 oflag=direct status=none
@@ -58,7 +64,7 @@ check_case() {
 			if ($NF + 0 < prev + 0) bad = 1; prev = $NF; last = $NF }
 		END { print bad + 0, last }')
 	count=$(sample "asmguard_io_latency_seconds_count$key_r" "$after")
-	[ "${bad%% *}" = 0 ] && [ "${bad#* }" = "$count" ] \
+	[ "${count:-0}" -gt 0 ] && [ "${bad%% *}" = 0 ] && [ "${bad#* }" = "$count" ] \
 		&& pass "$name.cumulative" "+Inf = count = $count" \
 		|| fail "$name.cumulative" "bad buckets: $bad, count $count"
 	kill $pid
