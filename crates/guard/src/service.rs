@@ -78,7 +78,9 @@ struct Inner {
     overrides: BTreeMap<String, Mode>,
     /// `filter disable` with no label: no programs until `enable`/`audit`.
     disabled: bool,
-    allow: (Vec<u32>, Vec<u32>, Vec<ExeId>),
+    /// The allow-list, once the daemon gave one (until then a re-adopted
+    /// map keeps the previous daemon's).
+    allow: Option<(Vec<u32>, Vec<u32>, Vec<ExeId>)>,
     reader: Option<(Arc<AtomicBool>, JoinHandle<()>)>,
     /// Whether the daemon has synced once (the reader starts then, so that
     /// events queued in the kernel while nobody read name their label).
@@ -143,7 +145,7 @@ impl FilterService {
                 ids: HashMap::new(),
                 overrides: BTreeMap::new(),
                 disabled: false,
-                allow: (vec![], vec![], vec![]),
+                allow: None,
                 reader: None,
                 synced: false,
             }),
@@ -210,13 +212,15 @@ impl FilterService {
             Ok(g) => {
                 inner.guard = Some(g);
                 inner.why_none.clear();
-                // apply what we know (a re-adopted map may hold stale entries)
-                let (u, gi, e) = inner.allow.clone();
-                if let Some(g) = &inner.guard {
-                    let _ = g.set_allow(&u, &gi, &e);
+                // A re-adopted filter keeps its maps exactly as they are until
+                // the daemon knows better: the first sync adds the current
+                // devices, then removes the stale ones, so no managed device
+                // is ever out of the map (and no allowed user is refused).
+                if let (Some(g), Some((u, gi, e))) = (&inner.guard, &inner.allow) {
+                    let _ = g.set_allow(u, gi, e);
                 }
-                self.apply(inner, true);
                 if inner.synced {
+                    self.apply(inner, true);
                     self.start_reader(inner);
                 }
             }
@@ -361,11 +365,10 @@ impl FilterService {
     /// Replaces the allow-list.
     pub fn set_allow(&self, uids: Vec<u32>, gids: Vec<u32>, exes: Vec<ExeId>) -> Result<(), Error> {
         let mut inner = lock(&self.inner);
-        inner.allow = (uids, gids, exes);
         if let Some(g) = &inner.guard {
-            let (u, gi, e) = &inner.allow;
-            g.set_allow(u, gi, e)?;
+            g.set_allow(&uids, &gids, &exes)?;
         }
+        inner.allow = Some((uids, gids, exes));
         Ok(())
     }
 

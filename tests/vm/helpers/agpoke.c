@@ -9,7 +9,8 @@
  * GOFILE to exist before attacking (so the fd predates the filter).
  *
  * Attacks: write (buffered write + fsync), odirect (O_DIRECT pwrite), uring
- * (io_uring IORING_OP_WRITE, raw syscalls), mmap (shared writable mapping +
+ * (io_uring IORING_OP_WRITE, raw syscalls), uringdiscard (io_uring
+ * IORING_OP_URING_CMD BLOCK_URING_CMD_DISCARD: 6.12+), mmap (shared writable mapping +
  * msync), mprotect (shared read mapping made writable), punch (fallocate
  * PUNCH_HOLE), discard (BLKDISCARD), zeroout (BLKZEROOUT), secdiscard
  * (BLKSECDISCARD). Every attack writes/discards 4 KiB-1 MiB at OFFSET.
@@ -44,7 +45,12 @@ static void report(const char *name, int err)
 	fflush(stdout);
 }
 
-static int uring_write(int fd, off_t off)
+/* BLOCK_URING_CMD_DISCARD (linux/blkdev.h, 6.12+): _IO(0x12, 0) */
+#define AG_BLOCK_URING_CMD_DISCARD 0x1200
+
+/* One io_uring request on fd: IORING_OP_WRITE of LEN bytes at off, or (discard)
+ * IORING_OP_URING_CMD BLOCK_URING_CMD_DISCARD of 1 MiB at off. */
+static int uring_op(int fd, off_t off, int discard)
 {
 	struct io_uring_params p;
 	memset(&p, 0, sizeof(p));
@@ -73,11 +79,18 @@ static int uring_write(int fd, off_t off)
 	unsigned *array = (unsigned *)(sq + p.sq_off.array);
 	unsigned t = *tail, idx = t & mask;
 	memset(&sqes[idx], 0, sizeof(sqes[idx]));
-	sqes[idx].opcode = IORING_OP_WRITE;
 	sqes[idx].fd = fd;
-	sqes[idx].addr = (uint64_t)(uintptr_t)buf;
-	sqes[idx].len = LEN;
-	sqes[idx].off = off;
+	if (discard) {
+		sqes[idx].opcode = IORING_OP_URING_CMD;
+		sqes[idx].cmd_op = AG_BLOCK_URING_CMD_DISCARD;
+		sqes[idx].addr = off;
+		sqes[idx].addr3 = 1 << 20;
+	} else {
+		sqes[idx].opcode = IORING_OP_WRITE;
+		sqes[idx].addr = (uint64_t)(uintptr_t)buf;
+		sqes[idx].len = LEN;
+		sqes[idx].off = off;
+	}
 	array[idx] = idx;
 	__atomic_store_n(tail, t + 1, __ATOMIC_RELEASE);
 	if (syscall(__NR_io_uring_enter, rfd, 1, 1, IORING_ENTER_GETEVENTS, NULL, 0) < 0)
@@ -89,7 +102,7 @@ static int uring_write(int fd, off_t off)
 	close(rfd);
 	if (res < 0)
 		return -res;
-	return res == LEN ? 0 : EIO;
+	return (discard || res == LEN) ? 0 : EIO;
 }
 
 static int attack(int fd, const char *a, off_t off)
@@ -109,7 +122,9 @@ static int attack(int fd, const char *a, off_t off)
 		return r;
 	}
 	if (!strcmp(a, "uring"))
-		return uring_write(fd, off);
+		return uring_op(fd, off, 0);
+	if (!strcmp(a, "uringdiscard"))
+		return uring_op(fd, off, 1);
 	if (!strcmp(a, "mmap")) {
 		char *m = mmap(0, LEN, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off);
 		if (m == MAP_FAILED)

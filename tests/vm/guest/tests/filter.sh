@@ -61,7 +61,7 @@ done
 
 # ---- fds opened before the filter starts ----------------------------------------
 rm -f /tmp/go
-agpoke --preopen /tmp/go "$D" 0 write odirect uring mmap mprotect punch discard zeroout secdiscard >/tmp/pre.out 2>&1 &
+agpoke --preopen /tmp/go "$D" 0 write odirect uring mmap mprotect punch discard zeroout secdiscard uringdiscard >/tmp/pre.out 2>&1 &
 pre=$!
 sleep 1000 <"$D" &
 sleeper=$!
@@ -197,7 +197,7 @@ chmod 660 "$D"
 
 # fds opened before the filter: every attack through them
 touch /tmp/go
-wait_for_line /tmp/pre.out '^ATTACK secdiscard' 20
+wait_for_line /tmp/pre.out '^ATTACK uringdiscard' 20
 for a in write odirect uring mmap mprotect punch discard zeroout secdiscard; do
 	line=$(grep "^ATTACK $a " /tmp/pre.out)
 	case $line in
@@ -211,6 +211,18 @@ if [ "$(printf '%s\n' "$out" | grep -c ' OK$')" = 8 ]; then
 else
 	fail preopened-fd.allowed-ok "$out"
 fi
+# io_uring passthrough (lsm/uring_cmd): block devices take BLOCK_URING_CMD_DISCARD
+# from 6.12; older kernels refuse the command before any LSM hook (EOPNOTSUPP)
+gout=$(as_user grid agpoke "$D" $((G48 + 4194304)) uringdiscard 2>&1)
+iline=$(grep "^ATTACK uringdiscard " /tmp/pre.out)
+case "$gout|$iline" in
+"ATTACK uringdiscard OK|ATTACK uringdiscard FAIL 1 "*)
+	pass preopened-fd-uringdiscard.intruder-denied "$iline"
+	pass preopened-fd-uringdiscard.allowed-ok "$gout" ;;
+"ATTACK uringdiscard FAIL 95 "*"|ATTACK uringdiscard FAIL 95 "*)
+	pass preopened-fd-uringdiscard.not-in-this-kernel "intruder: $iline; grid: $gout" ;;
+*) fail preopened-fd-uringdiscard "intruder: ${iline:-no result}; grid: $gout" ;;
+esac
 
 # ---- nothing changed ----------------------------------------------------------------
 after=$(region_sha)
