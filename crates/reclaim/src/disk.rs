@@ -1,0 +1,94 @@
+//! Reading a disk for a plan and for the watch (uncached reads through
+//! `asmguard-devices`), and opening it for the ioctls.
+
+use crate::caps::{self, Caps, Method};
+use crate::plan::{self, AtScan, Layout, Limits, Plan};
+use crate::safety::Stamps;
+use asmguard_devices::Device;
+use asmguard_format::header::{off, DiskHeader};
+use serde::Serialize;
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+/// Everything known about one disk before any write.
+#[derive(Debug, Clone, Serialize)]
+pub struct DiskPlan {
+    pub device: String,
+    pub device_size: u64,
+    pub disk_group: String,
+    pub asm_disk: String,
+    pub method: Method,
+    pub caps: Caps,
+    pub limits: Limits,
+    pub layout: Layout,
+    pub scan: AtScan,
+    pub plan: Plan,
+    /// Seconds the AT read and plan took.
+    pub scan_seconds: f64,
+}
+
+/// Read the header and AU 0 of `dev` (kernel name `name` under `sys`), check the
+/// device's capabilities for `method` and plan.
+pub fn prepare(dev: &Path, sys: &Path, name: &str, method: Method) -> Result<DiskPlan, String> {
+    let t = std::time::Instant::now();
+    let caps = caps::read(sys, name)?;
+    let limits = caps::check(&caps, method)?;
+    let d = Device::open_read(dev).map_err(|e| e.to_string())?;
+    let b0 = d.read_block0().map_err(|e| e.to_string())?;
+    let h = DiskHeader::parse(&b0).ok_or_else(|| {
+        format!(
+            "{}: holds no ASM disk header: there is no allocation table to read",
+            dev.display()
+        )
+    })?;
+    let l = Layout::from_header(&h).map_err(|e| format!("{}: {e}", dev.display()))?;
+    let au0 = d.read_at(0, l.ausize as usize).map_err(|e| e.to_string())?;
+    let (layout, scan, plan) = plan::plan_disk(&h, &au0, d.size, &limits, method.as_str())
+        .map_err(|e| format!("{}: {e}", dev.display()))?;
+    Ok(DiskPlan {
+        device: dev.display().to_string(),
+        device_size: d.size,
+        disk_group: h.grpname.clone(),
+        asm_disk: h.dskname.clone(),
+        method,
+        caps,
+        limits,
+        layout,
+        scan,
+        plan,
+        scan_seconds: t.elapsed().as_secs_f64(),
+    })
+}
+
+/// The mount stamp and heartbeat block, read with `O_DIRECT`.
+pub fn stamps(d: &Device, l: &Layout) -> Result<Stamps, String> {
+    let b0 = d.read_block0().map_err(|e| e.to_string())?;
+    let h = DiskHeader::parse(&b0)
+        .ok_or_else(|| format!("{}: the ASM disk header is gone", d.path.display()))?;
+    let e = h.kfbh.endian;
+    let hb = d
+        .read_at(l.heartbeat_offset(), l.blksize as usize)
+        .map_err(|e| e.to_string())?;
+    if hb.len() != l.blksize as usize {
+        return Err(format!(
+            "{}: the heartbeat block could not be read",
+            d.path.display()
+        ));
+    }
+    Ok(Stamps {
+        mntstmp: (e.u32(&b0, off::MNTSTMP), e.u32(&b0, off::MNTSTMP + 4)),
+        heartbeat: hb,
+    })
+}
+
+/// Open the device for the ioctls (read-write; `O_EXCL` is not used so that the
+/// device-mapper or multipath holders above a path do not make it fail: the
+/// safety checks decide).
+pub fn open_rw(dev: &Path) -> std::io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(dev)
+}

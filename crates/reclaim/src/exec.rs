@@ -1,0 +1,287 @@
+//! Carrying out a plan: BLKDISCARD or BLKZEROOUT per range (cut into chunks so the
+//! rate limit and cancellation stay responsive), progress callbacks, and a
+//! checkpoint file (plan hash + next offset) written after every chunk, so a
+//! cancelled run (Ctrl-C in the CLI closes the connection) is completed by a rerun.
+
+use crate::caps::Method;
+use crate::plan::{Plan, Range};
+use serde::{Deserialize, Serialize};
+use std::fs::File;
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+nix::ioctl_write_ptr_bad!(blkdiscard, 0x1277, [u64; 2]);
+nix::ioctl_write_ptr_bad!(blkzeroout, 0x127f, [u64; 2]);
+
+/// One ioctl on `f` for `[offset, offset + len)`.
+pub fn issue(f: &File, m: Method, offset: u64, len: u64) -> std::io::Result<()> {
+    let range = [offset, len];
+    let fd = f.as_raw_fd();
+    let r = match m {
+        // SAFETY: `fd` is an open block device owned by `f` for the whole call; the
+        // kernel reads exactly two u64 (start, length) from the pointer, which points
+        // to `range`, alive on this stack frame until the ioctl returns.
+        Method::Discard => unsafe { blkdiscard(fd, &range) },
+        // SAFETY: as above; BLKZEROOUT takes the same two-u64 argument.
+        Method::Zeroout => unsafe { blkzeroout(fd, &range) },
+    };
+    r.map(|_| ()).map_err(std::io::Error::from)
+}
+
+/// Where a run stands. Written next to nothing else: one small JSON file per disk.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    pub version: u32,
+    pub label: String,
+    pub plan_hash: String,
+    pub method: String,
+    /// Every planned byte below this offset has been handed back.
+    pub next_offset: u64,
+    pub done_bytes: u64,
+    pub total_bytes: u64,
+}
+
+impl Checkpoint {
+    pub fn load(p: &Path) -> Option<Checkpoint> {
+        let s = std::fs::read_to_string(p).ok()?;
+        serde_json::from_str(&s).ok()
+    }
+    /// Atomic replace (write a temporary file, rename).
+    pub fn save(&self, p: &Path) -> std::io::Result<()> {
+        if let Some(d) = p.parent() {
+            std::fs::create_dir_all(d)?;
+        }
+        let tmp = p.with_extension("json.tmp");
+        std::fs::write(&tmp, serde_json::to_vec(self).unwrap_or_default())?;
+        std::fs::rename(&tmp, p)
+    }
+}
+
+/// Progress of one disk.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Progress {
+    pub label: String,
+    pub done_bytes: u64,
+    pub total_bytes: u64,
+    pub percent: f64,
+    /// Bytes per second over this run.
+    pub rate_bytes_per_sec: f64,
+    pub eta_seconds: f64,
+    pub elapsed_seconds: f64,
+}
+
+pub struct ExecOptions<'a> {
+    pub label: String,
+    pub method: Method,
+    /// Bytes per second; `None` or 0: unthrottled.
+    pub rate: Option<u64>,
+    pub checkpoint: Option<PathBuf>,
+    pub cancel: &'a AtomicBool,
+    /// Minimum time between progress callbacks.
+    pub progress_every: Duration,
+    /// The device's discard granularity: rate-limited chunks are multiples of it.
+    pub granularity: u64,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Outcome {
+    /// Bytes handed back by this run.
+    pub bytes: u64,
+    /// Bytes of the plan done before this run (from the checkpoint).
+    pub resumed_from: u64,
+    pub total_bytes: u64,
+    pub cancelled: bool,
+    pub elapsed_seconds: f64,
+    pub ioctls: u64,
+}
+
+/// The ranges still to do after `next_offset`.
+pub fn remaining(ranges: &[Range], next_offset: u64) -> Vec<Range> {
+    ranges
+        .iter()
+        .filter(|r| r.end() > next_offset)
+        .map(|r| {
+            if r.offset >= next_offset {
+                *r
+            } else {
+                Range {
+                    offset: next_offset,
+                    len: r.end() - next_offset,
+                }
+            }
+        })
+        .collect()
+}
+
+/// Run `plan` on `f`. Resumes from the checkpoint when its plan hash matches;
+/// removes the checkpoint when the plan is complete.
+pub fn execute(
+    f: &File,
+    plan: &Plan,
+    o: &ExecOptions,
+    progress: &mut dyn FnMut(&Progress),
+) -> std::io::Result<Outcome> {
+    let t0 = Instant::now();
+    let mut cp = Checkpoint {
+        version: 1,
+        label: o.label.clone(),
+        plan_hash: plan.hash.clone(),
+        method: o.method.as_str().into(),
+        next_offset: 0,
+        done_bytes: 0,
+        total_bytes: plan.total_bytes,
+    };
+    if let Some(p) = &o.checkpoint {
+        if let Some(old) = Checkpoint::load(p) {
+            if old.plan_hash == plan.hash && old.label == o.label {
+                cp.next_offset = old.next_offset;
+                cp.done_bytes = old.done_bytes.min(plan.total_bytes);
+            }
+        }
+    }
+    let resumed_from = cp.done_bytes;
+    let rate = o.rate.filter(|r| *r > 0);
+    // Chunks: a quarter second's worth at the rate limit, a multiple of `unit`
+    // (a multiple of the granularity of at least 1 MiB): ranges start and end on
+    // granularity boundaries, so every chunk does too.
+    let g = o.granularity.max(512);
+    let unit = g * (1u64 << 20).div_ceil(g);
+    let chunk = |r: &Range| -> u64 {
+        match rate {
+            Some(rt) => ((rt / 4).max(unit) / unit * unit).min(r.len),
+            None => r.len,
+        }
+    };
+    let mut this_run = 0u64;
+    let mut ioctls = 0u64;
+    let mut last = Instant::now() - o.progress_every;
+    let report = |done: u64, this_run: u64, progress: &mut dyn FnMut(&Progress)| {
+        let el = t0.elapsed().as_secs_f64();
+        let r = if el > 0.0 { this_run as f64 / el } else { 0.0 };
+        let left = plan.total_bytes.saturating_sub(done) as f64;
+        progress(&Progress {
+            label: o.label.clone(),
+            done_bytes: done,
+            total_bytes: plan.total_bytes,
+            percent: if plan.total_bytes == 0 {
+                100.0
+            } else {
+                done as f64 * 100.0 / plan.total_bytes as f64
+            },
+            rate_bytes_per_sec: r,
+            eta_seconds: if r > 0.0 { left / r } else { 0.0 },
+            elapsed_seconds: el,
+        })
+    };
+    let mut cancelled = false;
+    'outer: for r in remaining(&plan.ranges, cp.next_offset) {
+        let mut off = r.offset;
+        while off < r.end() {
+            if o.cancel.load(Ordering::SeqCst) {
+                cancelled = true;
+                break 'outer;
+            }
+            let n = chunk(&Range {
+                offset: off,
+                len: r.end() - off,
+            });
+            // A chunk that would leave a tail smaller than a unit: take the rest.
+            let n = if r.end() - off - n < unit {
+                r.end() - off
+            } else {
+                n
+            };
+            issue(f, o.method, off, n)?;
+            ioctls += 1;
+            off += n;
+            this_run += n;
+            cp.next_offset = off;
+            cp.done_bytes += n;
+            if let Some(p) = &o.checkpoint {
+                cp.save(p)?;
+            }
+            if let Some(rt) = rate {
+                let due = Duration::from_secs_f64(this_run as f64 / rt as f64);
+                while t0.elapsed() < due {
+                    if o.cancel.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    std::thread::sleep((due - t0.elapsed()).min(Duration::from_millis(50)));
+                }
+            }
+            if last.elapsed() >= o.progress_every {
+                last = Instant::now();
+                report(cp.done_bytes, this_run, progress);
+            }
+        }
+    }
+    if !cancelled {
+        if let Some(p) = &o.checkpoint {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+    report(cp.done_bytes, this_run, progress);
+    Ok(Outcome {
+        bytes: this_run,
+        resumed_from,
+        total_bytes: plan.total_bytes,
+        cancelled,
+        elapsed_seconds: t0.elapsed().as_secs_f64(),
+        ioctls,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remaining_cuts_at_offset() {
+        let r = [
+            Range { offset: 0, len: 10 },
+            Range {
+                offset: 20,
+                len: 10,
+            },
+        ];
+        assert_eq!(remaining(&r, 0), r.to_vec());
+        assert_eq!(
+            remaining(&r, 5),
+            vec![
+                Range { offset: 5, len: 5 },
+                Range {
+                    offset: 20,
+                    len: 10
+                }
+            ]
+        );
+        assert_eq!(
+            remaining(&r, 10),
+            vec![Range {
+                offset: 20,
+                len: 10
+            }]
+        );
+        assert_eq!(remaining(&r, 30), vec![]);
+    }
+
+    #[test]
+    fn checkpoint_round_trip() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("x/DATA1.json");
+        let c = Checkpoint {
+            version: 1,
+            label: "DATA1".into(),
+            plan_hash: "ab".into(),
+            method: "discard".into(),
+            next_offset: 5,
+            done_bytes: 4,
+            total_bytes: 9,
+        };
+        c.save(&p).unwrap();
+        assert_eq!(Checkpoint::load(&p), Some(c));
+    }
+}

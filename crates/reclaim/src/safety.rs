@@ -1,0 +1,204 @@
+//! Refuse while the disk group may be mounted.
+//!
+//! 1. This host: any process (other than the caller) with a file descriptor on any
+//!    path of the disk (any of its dev_t) opened for writing (`/proc/PID/fdinfo/N`
+//!    `flags:` with O_WRONLY or O_RDWR). ASM opens its disks read-write while the
+//!    disk group is mounted.
+//! 2. Other hosts (RAC): the ASM heartbeat block (the last block of AU 1) or the
+//!    disk header's mount stamp (`mntstmp`) changes during a watch window. ASM
+//!    rewrites the heartbeat every few seconds while any instance has the disk
+//!    group mounted. Both are read bypassing the page cache (`O_DIRECT`).
+
+use serde::Serialize;
+use std::collections::HashSet;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// A process holding a path of the disk open for writing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Opener {
+    pub pid: u32,
+    pub comm: String,
+    pub fd: u32,
+    pub path: String,
+    /// `major:minor`.
+    pub device: String,
+}
+
+impl std::fmt::Display for Opener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "pid {} ({}) fd {} on {} ({})",
+            self.pid, self.comm, self.fd, self.path, self.device
+        )
+    }
+}
+
+fn fd_flags(proc: &Path, pid: &str, fd: &str) -> Option<u32> {
+    let s = std::fs::read_to_string(proc.join(pid).join("fdinfo").join(fd)).ok()?;
+    let l = s.lines().find(|l| l.starts_with("flags:"))?;
+    u32::from_str_radix(l["flags:".len()..].trim(), 8).ok()
+}
+
+/// Every process but `exclude_pid` with a write-mode fd on one of `devs`
+/// (`(major, minor)` of block devices). `proc` is `/proc`.
+pub fn writers(proc: &Path, devs: &[(u32, u32)], exclude_pid: u32) -> Vec<Opener> {
+    let want: HashSet<(u32, u32)> = devs.iter().copied().collect();
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir(proc) else {
+        return out;
+    };
+    for e in rd.filter_map(|e| e.ok()) {
+        let pid = e.file_name().to_string_lossy().into_owned();
+        let Ok(p) = pid.parse::<u32>() else { continue };
+        if p == exclude_pid {
+            continue;
+        }
+        let Ok(fds) = std::fs::read_dir(e.path().join("fd")) else {
+            continue;
+        };
+        for fd in fds.filter_map(|x| x.ok()) {
+            let Ok(m) = std::fs::metadata(fd.path()) else {
+                continue;
+            };
+            if !m.file_type().is_block_device() {
+                continue;
+            }
+            let r = m.rdev();
+            let d = (libc::major(r), libc::minor(r));
+            if !want.contains(&d) {
+                continue;
+            }
+            let fdn = fd.file_name().to_string_lossy().into_owned();
+            let Some(flags) = fd_flags(proc, &pid, &fdn) else {
+                continue;
+            };
+            if flags & libc::O_ACCMODE as u32 == libc::O_RDONLY as u32 {
+                continue;
+            }
+            out.push(Opener {
+                pid: p,
+                comm: std::fs::read_to_string(e.path().join("comm"))
+                    .map(|s| s.trim().to_string())
+                    .unwrap_or_default(),
+                fd: fdn.parse().unwrap_or(0),
+                path: std::fs::read_link(fd.path())
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default(),
+                device: format!("{}:{}", d.0, d.1),
+            });
+        }
+    }
+    out.sort_by_key(|o| (o.pid, o.fd));
+    out
+}
+
+/// What the watch compares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stamps {
+    /// kfdhdb.mntstmp (hi, lo) from block 0.
+    pub mntstmp: (u32, u32),
+    /// The heartbeat block's bytes.
+    pub heartbeat: Vec<u8>,
+}
+
+/// Why the watch refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum WatchResult {
+    Quiet,
+    HeartbeatChanged,
+    MountStampChanged,
+    Cancelled,
+}
+
+/// Read the stamps twice, `window` apart (checking every 250 ms so a change is
+/// seen early). `read` returns the stamps from the device (uncached).
+pub fn watch(
+    read: &mut dyn FnMut() -> Result<Stamps, String>,
+    window: Duration,
+    cancel: &AtomicBool,
+) -> Result<WatchResult, String> {
+    let first = read()?;
+    let t0 = Instant::now();
+    loop {
+        let left = window.saturating_sub(t0.elapsed());
+        std::thread::sleep(left.min(Duration::from_millis(250)));
+        if cancel.load(Ordering::SeqCst) {
+            return Ok(WatchResult::Cancelled);
+        }
+        let now = read()?;
+        if now.mntstmp != first.mntstmp {
+            return Ok(WatchResult::MountStampChanged);
+        }
+        if now.heartbeat != first.heartbeat {
+            return Ok(WatchResult::HeartbeatChanged);
+        }
+        if t0.elapsed() >= window {
+            return Ok(WatchResult::Quiet);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs::OpenOptions;
+
+    #[test]
+    fn watch_sees_changes() {
+        let c = AtomicBool::new(false);
+        let mut n = 0u32;
+        let mut quiet = || -> Result<Stamps, String> {
+            Ok(Stamps {
+                mntstmp: (1, 2),
+                heartbeat: vec![0; 8],
+            })
+        };
+        assert_eq!(
+            watch(&mut quiet, Duration::from_millis(300), &c).unwrap(),
+            WatchResult::Quiet
+        );
+        let mut hb = || -> Result<Stamps, String> {
+            n += 1;
+            Ok(Stamps {
+                mntstmp: (1, 2),
+                heartbeat: vec![n as u8; 8],
+            })
+        };
+        assert_eq!(
+            watch(&mut hb, Duration::from_millis(300), &c).unwrap(),
+            WatchResult::HeartbeatChanged
+        );
+        let mut m = 0u32;
+        let mut ms = || -> Result<Stamps, String> {
+            m += 1;
+            Ok(Stamps {
+                mntstmp: (1, m),
+                heartbeat: vec![0; 8],
+            })
+        };
+        assert_eq!(
+            watch(&mut ms, Duration::from_millis(300), &c).unwrap(),
+            WatchResult::MountStampChanged
+        );
+    }
+
+    #[test]
+    fn writers_finds_write_fds_only() {
+        // /dev/null is a char device: never a match. Use a fake /proc with a
+        // symlink to a real block device if there is one readable; otherwise the
+        // flags parser alone.
+        let t = tempfile::tempdir().unwrap();
+        let me = std::process::id();
+        assert!(writers(t.path(), &[(7, 0)], me).is_empty());
+        // The real /proc: this test process opens nothing on loop 7:4095.
+        assert!(writers(Path::new("/proc"), &[(7, 4095)], 0).is_empty());
+        let _f = OpenOptions::new().write(true).open("/dev/null").unwrap();
+        let r = std::fs::metadata("/dev/null").unwrap().rdev();
+        // A char device is not a block device: not reported.
+        assert!(writers(Path::new("/proc"), &[(libc::major(r), libc::minor(r))], 0).is_empty());
+    }
+}
