@@ -71,6 +71,19 @@ pub enum Command {
     /// Writes the filter denied (or, in audit mode, logged): pid, uid, command,
     /// executable, device, label, hook and operation.
     Events(EventsArgs),
+    /// Give the free ASM allocation units of disks back to a thin-provisioned array
+    /// (root only).
+    ///
+    /// Reads each disk's ASM allocation table, turns the allocation units it
+    /// positively says are free into byte ranges (never AU 0, 1, 11, metadata AUs,
+    /// or anything it cannot parse), aligns them to the device's discard
+    /// granularity and discards them (BLKDISCARD), or writes zeros (--method
+    /// zeroout, for arrays that detect zeros but take no UNMAP). Refused while
+    /// the disk group may be mounted: a process on this host holding a path of
+    /// the disk open for writing, or the ASM heartbeat block or mount stamp
+    /// changing during the watch window (another RAC node). Progress goes to
+    /// stderr; Ctrl-C stops cleanly and a rerun completes the job.
+    Reclaim(ReclaimArgs),
     /// Read a disk or image offline and show its label, ASM disk header and signatures.
     Inspect(InspectArgs),
     /// Print the udev rules for the configured owner, group and mode.
@@ -144,6 +157,31 @@ pub struct EventsArgs {
     #[arg(long, short = 'f')]
     pub follow: bool,
     /// One JSON object per line instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ReclaimArgs {
+    /// Labels of the disks (or --diskgroup).
+    pub labels: Vec<String>,
+    /// Every managed disk of this ASM disk group.
+    #[arg(long, value_name = "NAME")]
+    pub diskgroup: Option<String>,
+    /// Report the bytes that would go back to the array; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// At most this many MiB per second (large UNMAPs hurt array latency).
+    #[arg(long, value_name = "MiB/s")]
+    pub rate: Option<f64>,
+    /// discard (BLKDISCARD: UNMAP/TRIM) or zeroout (BLKZEROOUT: for arrays with
+    /// zero detection and no UNMAP).
+    #[arg(long, default_value = "discard", value_parser = ["discard", "zeroout"])]
+    pub method: String,
+    /// Seconds to watch the ASM heartbeat and mount stamp before any write.
+    #[arg(long, value_name = "SECONDS", default_value_t = 3.0)]
+    pub watch: f64,
+    /// Print JSON instead of text (progress as JSON lines on stderr).
     #[arg(long)]
     pub json: bool,
 }

@@ -335,6 +335,7 @@ pub fn run(c: &Cli) -> Result<(), CliError> {
         cli::Command::Status(a) => status(c, a.json),
         cli::Command::Filter(a) => filter(c, a),
         cli::Command::Events(a) => events(c, a),
+        cli::Command::Reclaim(a) => crate::reclaim::run(c, a),
         cli::Command::UdevRules(a) => {
             let (cfg, _) = asmguard_config::load(a.config.as_deref())
                 .map_err(|e| CliError::new(BAD_INPUT, e))?;

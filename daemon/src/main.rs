@@ -8,6 +8,7 @@
 
 use asmguard_config as config;
 mod filter;
+mod reclaim;
 mod server;
 mod state;
 

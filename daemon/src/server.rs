@@ -245,7 +245,21 @@ async fn connection(stream: UnixStream, d: Arc<Daemon>) {
                     );
                     Response::err(req.id, e)
                 }
-                Ok(()) => dispatch(d.clone(), req, peer).await,
+                Ok(()) => {
+                    // `reclaim` streams progress lines and watches the connection.
+                    if let Op::Reclaim(a) = &req.op {
+                        tracing::info!("uid {} pid {:?} asks: {:?}", peer.uid, peer.pid, req.op);
+                        let a = a.clone();
+                        if crate::reclaim::serve(d.clone(), req.id, a, &mut rd, &mut wr)
+                            .await
+                            .is_err()
+                        {
+                            return;
+                        }
+                        continue;
+                    }
+                    dispatch(d.clone(), req, peer).await
+                }
             },
         };
         if send(&mut wr, &resp).await.is_err() {
@@ -323,6 +337,10 @@ async fn dispatch(d: Arc<Daemon>, req: Request, peer: Peer) -> Response {
                     backend: f.status().backend,
                 })
             }
+            Op::Reclaim(_) => Err(ErrorBody::new(
+                ErrorCode::Internal,
+                "`reclaim` is served on its connection (crate::reclaim)",
+            )),
             Op::Events(a) => {
                 let f = d.filter.get().ok_or_else(|| {
                     ErrorBody::new(ErrorCode::Internal, "the write filter is not started")

@@ -8,6 +8,11 @@
 //! <- {"version":1,"id":7,"ok":false,"error":{"code":"refused_data","message":"..."}}
 //! ```
 //!
+//! `reclaim` is the one operation that may answer with several lines: zero or more
+//! progress lines `{"version":1,"id":7,"progress":{...}}` ([`ProgressLine`], a
+//! [`ReclaimProgress`]) before its final response. Closing the connection while it
+//! runs cancels it cleanly (a rerun completes the job).
+//!
 //! A request line is at most [`MAX_REQUEST_LEN`] bytes (newline included). Requests are
 //! parsed in two steps ([`parse_request`]): first the envelope, then the arguments of the
 //! named operation, so every malformed, oversized, unknown or wrongly versioned request
@@ -57,6 +62,9 @@ pub enum Op {
     Filter(FilterArgs),
     /// The write filter's events (denials, audited writes) after a sequence number.
     Events(EventsArgs),
+    /// Give free ASM allocation units back to a thin-provisioned array (root only;
+    /// streams progress lines before the response).
+    Reclaim(ReclaimArgs),
 }
 
 impl Op {
@@ -71,6 +79,7 @@ impl Op {
             Op::Rename(_) => "rename",
             Op::Filter(_) => "filter",
             Op::Events(_) => "events",
+            Op::Reclaim(_) => "reclaim",
         }
     }
 
@@ -79,7 +88,9 @@ impl Op {
     pub fn access(&self) -> Access {
         match self {
             Op::Ping | Op::Lsdsk | Op::Scan | Op::Status | Op::Events(_) => Access::Read,
-            Op::Label(_) | Op::Unlabel(_) | Op::Rename(_) | Op::Filter(_) => Access::Write,
+            Op::Label(_) | Op::Unlabel(_) | Op::Rename(_) | Op::Filter(_) | Op::Reclaim(_) => {
+                Access::Write
+            }
         }
     }
 
@@ -90,6 +101,7 @@ impl Op {
             Op::Rename(a) => serde_json::to_value(a),
             Op::Filter(a) => serde_json::to_value(a),
             Op::Events(a) => serde_json::to_value(a),
+            Op::Reclaim(a) => serde_json::to_value(a),
             _ => return None,
         };
         v.ok()
@@ -147,6 +159,102 @@ pub struct FilterArgs {
 pub struct EventsArgs {
     #[serde(default)]
     pub after: u64,
+}
+
+/// `reclaim LABEL... | --diskgroup NAME [--dry-run] [--rate MiB/s] [--method M]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReclaimArgs {
+    /// Labels of the disks; empty when `diskgroup` is given.
+    #[serde(default)]
+    pub labels: Vec<String>,
+    /// Every managed disk whose ASM header names this disk group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diskgroup: Option<String>,
+    /// Plan and report only: nothing is written.
+    #[serde(default)]
+    pub dry_run: bool,
+    /// Bytes per second over all disks (0: unthrottled).
+    #[serde(default)]
+    pub rate_bytes: u64,
+    /// `discard` (BLKDISCARD) or `zeroout` (BLKZEROOUT).
+    #[serde(default = "default_method")]
+    pub method: String,
+    /// Seconds to watch the heartbeat block and mount stamp for a change.
+    #[serde(default = "default_watch")]
+    pub watch_seconds: f64,
+}
+
+fn default_method() -> String {
+    "discard".into()
+}
+
+fn default_watch() -> f64 {
+    3.0
+}
+
+impl Eq for ReclaimArgs {}
+
+/// Progress of a running `reclaim` (one per progress line).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReclaimProgress {
+    /// `checking` (safety checks and watch window), `reclaiming`.
+    pub phase: String,
+    pub label: String,
+    pub done_bytes: u64,
+    pub total_bytes: u64,
+    pub percent: f64,
+    pub rate_bytes_per_sec: f64,
+    pub eta_seconds: f64,
+}
+
+/// A progress line: `{"version":1,"id":7,"progress":{...}}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProgressLine {
+    pub version: u32,
+    pub id: u64,
+    pub progress: ReclaimProgress,
+}
+
+/// One disk in the answer to `reclaim`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReclaimDisk {
+    pub label: String,
+    pub device: String,
+    pub disk_group: String,
+    pub method: String,
+    pub ausize: u64,
+    pub dsksize_aus: u64,
+    /// AUs the allocation table positively says are free (reserved ones excluded).
+    pub free_aus: u64,
+    /// AT blocks read / accepted, and why others were not used.
+    pub at_blocks_read: u64,
+    pub at_blocks_valid: u64,
+    #[serde(default)]
+    pub at_rejected: Vec<String>,
+    /// Bytes the plan hands back (after alignment), and its number of ranges.
+    pub planned_bytes: u64,
+    pub ranges: u64,
+    /// Free bytes lost to the device's discard granularity/alignment.
+    pub unaligned_bytes: u64,
+    /// Bytes handed back by this run, and before it (resumed from a checkpoint).
+    pub reclaimed_bytes: u64,
+    pub resumed_from_bytes: u64,
+    pub cancelled: bool,
+    pub scan_seconds: f64,
+    pub elapsed_seconds: f64,
+    pub rate_bytes_per_sec: f64,
+    pub discard_granularity: u64,
+    pub discard_max_bytes: u64,
+}
+
+/// The answer to `reclaim`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReclaimResult {
+    pub dry_run: bool,
+    pub disks: Vec<ReclaimDisk>,
+    pub planned_bytes: u64,
+    pub reclaimed_bytes: u64,
 }
 
 impl Request {
@@ -378,13 +486,29 @@ pub fn parse_request(line: &[u8]) -> Result<Request, (u64, ErrorBody)> {
             Op::Filter(a)
         }
         "events" => Op::Events(take(id, &op, args)?),
+        "reclaim" => {
+            let a: ReclaimArgs = take(id, &op, args)?;
+            if !matches!(a.method.as_str(), "discard" | "zeroout") {
+                return Err(bad(id, "reclaim method must be discard or zeroout".into()));
+            }
+            if a.labels.is_empty() == a.diskgroup.is_none() {
+                return Err(bad(
+                    id,
+                    "reclaim needs either labels or a disk group (not both)".into(),
+                ));
+            }
+            if !(0.0..=3600.0).contains(&a.watch_seconds) {
+                return Err(bad(id, "reclaim watch must be 0 to 3600 seconds".into()));
+            }
+            Op::Reclaim(a)
+        }
         other => {
             let shown: String = other.chars().take(64).collect();
             return Err((
                 id,
                 ErrorBody::new(
                     ErrorCode::UnknownOp,
-                    format!("unknown operation {shown:?}: known are ping, lsdsk, scan, status, label, unlabel, rename, filter, events"),
+                    format!("unknown operation {shown:?}: known are ping, lsdsk, scan, status, label, unlabel, rename, filter, events, reclaim"),
                 ),
             ));
         }
@@ -625,6 +749,61 @@ mod tests {
         assert_eq!(e.op.access(), Access::Read);
         let (id, _) = parse_request(br#"{"version":1,"id":9,"op":"nope"}"#).unwrap_err();
         assert_eq!(id, 9);
+    }
+
+    #[test]
+    fn reclaim_requests() {
+        let r = Request {
+            id: 6,
+            op: Op::Reclaim(ReclaimArgs {
+                labels: vec!["DATA1".into()],
+                diskgroup: None,
+                dry_run: true,
+                rate_bytes: 1 << 20,
+                method: "zeroout".into(),
+                watch_seconds: 0.5,
+            }),
+        };
+        assert_eq!(parse_request(r.to_line().as_bytes()).unwrap(), r);
+        assert_eq!(r.op.access(), Access::Write);
+        let code = |s: &str| parse_request(s.as_bytes()).unwrap_err().1.code;
+        assert_eq!(
+            code(r#"{"version":1,"op":"reclaim","args":{"labels":["A"],"method":"trim"}}"#),
+            ErrorCode::BadRequest
+        );
+        assert_eq!(
+            code(r#"{"version":1,"op":"reclaim","args":{}}"#),
+            ErrorCode::BadRequest
+        );
+        assert_eq!(
+            code(r#"{"version":1,"op":"reclaim","args":{"labels":["A"],"diskgroup":"D"}}"#),
+            ErrorCode::BadRequest
+        );
+        let ok =
+            parse_request(br#"{"version":1,"op":"reclaim","args":{"diskgroup":"DATA"}}"#).unwrap();
+        match ok.op {
+            Op::Reclaim(a) => {
+                assert_eq!(a.method, "discard");
+                assert_eq!(a.watch_seconds, 3.0);
+            }
+            _ => panic!(),
+        }
+        let p = ProgressLine {
+            version: VERSION,
+            id: 6,
+            progress: ReclaimProgress {
+                phase: "reclaiming".into(),
+                label: "DATA1".into(),
+                done_bytes: 1,
+                total_bytes: 2,
+                percent: 50.0,
+                rate_bytes_per_sec: 1.0,
+                eta_seconds: 1.0,
+            },
+        };
+        let line = serde_json::to_string(&p).unwrap();
+        assert!(serde_json::from_str::<Response>(&line).is_err() || !line.contains("\"ok\""));
+        assert_eq!(serde_json::from_str::<ProgressLine>(&line).unwrap(), p);
     }
 
     #[test]

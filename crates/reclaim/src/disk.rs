@@ -77,7 +77,7 @@ pub fn stamps(d: &Device, l: &Layout) -> Result<Stamps, String> {
         ));
     }
     Ok(Stamps {
-        mntstmp: (e.u32(&b0, off::MNTSTMP), e.u32(&b0, off::MNTSTMP + 4)),
+        mntstmp: vec![(e.u32(&b0, off::MNTSTMP), e.u32(&b0, off::MNTSTMP + 4))],
         heartbeat: hb,
     })
 }

@@ -99,9 +99,9 @@ pub fn writers(proc: &Path, devs: &[(u32, u32)], exclude_pid: u32) -> Vec<Opener
 /// What the watch compares.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stamps {
-    /// kfdhdb.mntstmp (hi, lo) from block 0.
-    pub mntstmp: (u32, u32),
-    /// The heartbeat block's bytes.
+    /// kfdhdb.mntstmp (hi, lo) from block 0 (one per disk watched together).
+    pub mntstmp: Vec<(u32, u32)>,
+    /// The heartbeat block's bytes (concatenated when several disks are watched).
     pub heartbeat: Vec<u8>,
 }
 
@@ -153,7 +153,7 @@ mod tests {
         let mut n = 0u32;
         let mut quiet = || -> Result<Stamps, String> {
             Ok(Stamps {
-                mntstmp: (1, 2),
+                mntstmp: vec![(1, 2)],
                 heartbeat: vec![0; 8],
             })
         };
@@ -164,7 +164,7 @@ mod tests {
         let mut hb = || -> Result<Stamps, String> {
             n += 1;
             Ok(Stamps {
-                mntstmp: (1, 2),
+                mntstmp: vec![(1, 2)],
                 heartbeat: vec![n as u8; 8],
             })
         };
@@ -176,7 +176,7 @@ mod tests {
         let mut ms = || -> Result<Stamps, String> {
             m += 1;
             Ok(Stamps {
-                mntstmp: (1, m),
+                mntstmp: vec![(1, m)],
                 heartbeat: vec![0; 8],
             })
         };
