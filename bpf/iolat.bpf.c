@@ -123,9 +123,9 @@ static __always_inline __u32 op_class(unsigned int cmd_flags)
 }
 
 /* floor(log2(v)) for v >= 1, branch-free */
-static __always_inline __u32 log2_floor(__u64 v)
+static __always_inline __u64 log2_floor(__u64 v)
 {
-	__u32 r, shift;
+	__u64 r, shift;
 
 	r = (v > 0xFFFFFFFFULL) << 5;
 	v >>= r;
@@ -145,17 +145,24 @@ static __always_inline __u32 log2_floor(__u64 v)
 	return r;
 }
 
-/* the histogram slot of a time in ns: smallest k with ns <= 2^k units */
-static __always_inline __u32 slot_of(__u64 ns)
+/*
+ * The histogram slot of a time in ns: smallest k with ns <= 2^k units. 64-bit
+ * all the way, and pinned in a register after the clamp: older verifiers
+ * (6.1) lose the bound if the compiler indexes with an unclamped copy.
+ */
+static __always_inline __u64 slot_of(__u64 ns)
 {
 	/* time in units, rounded up */
 	__u64 units = (ns * IOLAT_UNIT_NS_DEN + IOLAT_UNIT_NS_NUM - 1) / IOLAT_UNIT_NS_NUM;
-	__u32 k;
+	__u64 k = 0;
 
-	if (units <= 1)
-		return 0;
-	k = log2_floor(units - 1) + 1;
-	return k < IOLAT_NSLOTS - 1 ? k : IOLAT_NSLOTS - 1;
+	if (units > 1)
+		k = log2_floor(units - 1) + 1;
+	barrier_var(k);
+	if (k > IOLAT_NSLOTS - 1)
+		k = IOLAT_NSLOTS - 1;
+	barrier_var(k);
+	return k;
 }
 
 /* issue of a request of disk `dev`; `start` is rq->start_time_ns (0: unknown) */
