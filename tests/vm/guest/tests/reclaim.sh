@@ -1,0 +1,124 @@
+#!/bin/sh
+# reclaim: `asmguardctl reclaim` gives the free AUs of a SYNTHETIC ASM disk
+# (asmguard-synth-asm: random data in every AU, free ones below the highest
+# allocated AU included) back to thin-provisioned storage, through asmguardd
+# with the write filter enforcing (the daemon's own discards pass, root's
+# blkdiscard is denied):
+#   dm-thin   the pool's used data blocks (dmsetup status) drop by the free AUs
+#   scsi_debug lbpu=1 (the UNMAP path): the mapped blocks (scsi_debug's map)
+#             drop, the free AUs read back as zeros (lbprz=1)
+# and every AU reclaim must keep (allocated, 0, 1, 11) hashes the same.
+# An allow-listed user's (grid) blkdiscard passing the filter and an
+# intruder's being denied is in filter.sh (blkdiscard matrix).
+. /vmtests/lib.sh
+
+C="asmguardctl --socket /run/asmguard/asmguard.sock"
+ALLOC=2-10,12-20,30-40,50 # AU 11 free in the AT but reserved; 50 is the high-water mark
+MIB=1048576
+pool_used() { dmsetup status vmpool | awk '{split($6, a, "/"); print a[1]}'; }
+scsi_mapped() { # mapped 512-byte blocks per scsi_debug's map
+	tr ',' '\n' </sys/bus/pseudo/drivers/scsi_debug/map | awk -F- 'NF == 2 {n += $2 - $1 + 1} NF == 1 && $1 != "" {n++} END {print n + 0}'
+}
+json_num() { # json_num KEY: first "KEY":N in stdin
+	grep -o "\"$1\": *[0-9]*" | head -n 1 | grep -o '[0-9]*$'
+}
+
+daemon_start() { # include patterns
+	inc=""
+	for p in "$@"; do inc="$inc\"$p\", "; done
+	cat >/tmp/rc.toml <<TOML
+[devices]
+include = [${inc%, }]
+exclude = []
+[filter]
+mode = "enforce"
+allow_users = ["grid"]
+allow_groups = []
+TOML
+	asmguardd --config /tmp/rc.toml >>/tmp/rc.log 2>&1 &
+	agd=$!
+	i=0
+	while [ $i -lt 100 ] && ! $C status >/dev/null 2>&1; do i=$((i + 1)); sleep 0.1; done
+}
+daemon_stop() {
+	$C filter disable >/dev/null 2>&1
+	kill "$agd" 2>/dev/null
+	wait "$agd" 2>/dev/null
+}
+
+# ---- dm-thin -------------------------------------------------------------
+if [ -b "${VM_THIN:-}" ]; then
+	AUS=96
+	w=$(asmguard-synth-asm write "$VM_THIN" --label RTHIN --group RDG --aus $AUS --allocated $ALLOC --fill 2>&1)
+	free=$(echo "$w" | sed -n 's/.*free_bytes \([0-9]*\).*/\1/p')
+	[ -n "$free" ] && pass thin-synthetic "$w" || fail thin-synthetic "$w"
+	h0=$(asmguard-synth-asm hash "$VM_THIN" --aus $AUS --allocated $ALLOC)
+	daemon_start mapper/vmthin
+	out=$($C lsdsk 2>&1)
+	echo "$out" | grep -q "^RTHIN *enforce" && pass thin-labelled-enforced "$out" || fail thin-labelled-enforced "$out :: $(tail -n 5 /tmp/rc.log)"
+	expect_fail thin-root-blkdiscard-denied "Operation not permitted" blkdiscard -o $((60 * MIB)) -l $MIB "$VM_THIN"
+	dry=$($C reclaim RTHIN --dry-run --json 2>/dev/null)
+	pb=$(echo "$dry" | json_num planned_bytes)
+	[ "$pb" = "$free" ] && pass thin-dry-run-exact "planned $pb = free $free" || fail thin-dry-run-exact "planned '$pb' free $free :: $dry"
+	u0=$(pool_used)
+	t0=$(date +%s.%N)
+	res=$($C reclaim RTHIN --watch 1 --json 2>/tmp/rc.progress)
+	rc=$?
+	t1=$(date +%s.%N)
+	u1=$(pool_used)
+	rb=$(echo "$res" | json_num reclaimed_bytes)
+	if [ $rc = 0 ] && [ "$rb" = "$free" ]; then
+		pass thin-reclaim "$rb bytes in $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", b - a}') s (incl. 1 s watch)"
+	else
+		fail thin-reclaim "exit $rc reclaimed '$rb' free $free :: $res :: $(tail -n 3 /tmp/rc.progress) :: $(tail -n 5 /tmp/rc.log)"
+	fi
+	grep -q '"phase":"reclaiming"' /tmp/rc.progress && pass thin-progress "$(tail -n 1 /tmp/rc.progress)" || fail thin-progress "$(cat /tmp/rc.progress)"
+	# 64 KiB pool blocks: the free AUs are whole blocks.
+	want=$((free / 65536))
+	drop=$((u0 - u1))
+	if [ "$drop" -ge $((want - 2)) ] && [ "$drop" -le $((want + 2)) ]; then
+		pass thin-pool-blocks-drop "pool data blocks $u0 -> $u1 (-$drop, free AUs = $want blocks)"
+	else
+		fail thin-pool-blocks-drop "pool data blocks $u0 -> $u1 (-$drop), expected -$want"
+	fi
+	h1=$(asmguard-synth-asm hash "$VM_THIN" --aus $AUS --allocated $ALLOC)
+	[ "$h0" = "$h1" ] && pass thin-kept-aus-unchanged "$h1" || fail thin-kept-aus-unchanged "$h0 -> $h1"
+	grep -q "write denied" /tmp/rc.log && grep -q "reclaim RTHIN: $free of $free bytes" /tmp/rc.log &&
+		pass thin-journal "$(grep -m1 'reclaim RTHIN' /tmp/rc.log)" || fail thin-journal "$(tail -n 5 /tmp/rc.log)"
+	daemon_stop
+else
+	fail thin "no dm-thin fixture"
+fi
+
+# ---- scsi_debug lbpu=1: UNMAP ---------------------------------------------
+if [ -b "${VM_SCSI:-}" ] && [ -r /sys/bus/pseudo/drivers/scsi_debug/map ]; then
+	AUS=64
+	w=$(asmguard-synth-asm write "$VM_SCSI" --label RSCSI --group RDG --aus $AUS --allocated $ALLOC --fill 2>&1)
+	free=$(echo "$w" | sed -n 's/.*free_bytes \([0-9]*\).*/\1/p')
+	[ -n "$free" ] && pass scsi-synthetic "$w" || fail scsi-synthetic "$w"
+	h0=$(asmguard-synth-asm hash "$VM_SCSI" --aus $AUS --allocated $ALLOC)
+	daemon_start "${VM_SCSI#/dev/}"
+	m0=$(scsi_mapped)
+	res=$($C reclaim --diskgroup RDG --watch 1 --json 2>/tmp/rc.progress)
+	rc=$?
+	m1=$(scsi_mapped)
+	rb=$(echo "$res" | json_num reclaimed_bytes)
+	[ $rc = 0 ] && [ "$rb" = "$free" ] && pass scsi-reclaim "$rb bytes (UNMAP)" || fail scsi-reclaim "exit $rc '$rb' vs $free :: $res :: $(tail -n 5 /tmp/rc.log)"
+	want=$((free / 512))
+	drop=$((m0 - m1))
+	if [ "$drop" -ge $((want - 16)) ] && [ "$drop" -le $((want + 16)) ]; then
+		pass scsi-mapped-blocks-drop "mapped blocks $m0 -> $m1 (-$drop, free AUs = $want blocks)"
+	else
+		fail scsi-mapped-blocks-drop "mapped blocks $m0 -> $m1 (-$drop), expected -$want"
+	fi
+	# lbprz=1: an unmapped AU reads zeros; AU 21 was free (random data before).
+	z=$(dd if="$VM_SCSI" bs=$MIB skip=21 count=1 iflag=direct 2>/dev/null | tr -d '\0' | wc -c)
+	[ "$z" = 0 ] && pass scsi-free-au-reads-zeros || fail scsi-free-au-reads-zeros "$z non-zero bytes in AU 21"
+	h1=$(asmguard-synth-asm hash "$VM_SCSI" --aus $AUS --allocated $ALLOC)
+	[ "$h0" = "$h1" ] && pass scsi-kept-aus-unchanged "$h1" || fail scsi-kept-aus-unchanged "$h0 -> $h1"
+	daemon_stop
+else
+	fail scsi "no scsi_debug fixture with a provisioning map"
+fi
+
+vm_exit
