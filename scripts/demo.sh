@@ -114,7 +114,7 @@ step "Refusals keep data safe: a second label without --force"
 show "${CTL[@]}" label OTHER "$LOOP" || echo "(refused with exit $?, nothing written)"
 
 step "The write filter: root tries to overwrite the labelled disk with dd"
-BACKEND=$("${CTL[@]}" status --json | sed -n 's/.*"filter_backend":"\([^"]*\)".*/\1/p')
+BACKEND=$("${CTL[@]}" status --json | tr -d ' \n' | sed -n 's/.*"filter_backend":"\([^"]*\)".*/\1/p')
 if [ "$BACKEND" = cgroup_device ]; then
     echo "(This kernel does not run BPF LSM programs, so asmguardd uses its fallback backend:"
     echo " a cgroup-device program on the cgroup-v2 root that denies write-opens of managed"

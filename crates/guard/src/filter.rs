@@ -968,9 +968,17 @@ impl EventReader {
         builder
             .add(&map, move |data: &[u8]| {
                 if let Some(mut ev) = DenialEvent::parse(data) {
+                    // Best effort: the caller has often exited (dd gives up
+                    // at once); then the kernel's inode identifies the binary.
                     ev.exe = std::fs::read_link(format!("/proc/{}/exe", ev.pid))
                         .map(|p| p.display().to_string())
-                        .unwrap_or_default();
+                        .unwrap_or_else(|_| {
+                            if ev.exe_id.ino == 0 {
+                                String::new()
+                            } else {
+                                format!("(exited: inode {} on {})", ev.exe_id.ino, ev.exe_id.dev)
+                            }
+                        });
                     if let Ok(mut q) = q.lock() {
                         q.push_back(ev);
                     }
