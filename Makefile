@@ -40,5 +40,10 @@ fuzz:
 install: build
 	@PREFIX=$(PREFIX) scripts/install.sh
 
+# Removes the write filter's pinned BPF programs first, then the installed files
+# (the configuration stays unless PURGE=1).
+uninstall:
+	@scripts/uninstall.sh
+
 clean:
 	$(CARGO) clean
