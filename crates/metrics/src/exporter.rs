@@ -21,9 +21,7 @@ use std::fmt::Write as _;
 use std::sync::{Arc, Mutex, RwLock};
 
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, NoLabelSet};
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
+use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 
@@ -84,23 +82,15 @@ impl DiscardSource {
     }
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct DeniedLabels {
-    label: String,
-    hook: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct DiscardLabels {
-    label: String,
-    source: String,
-}
-
 #[derive(Debug, Default)]
 struct State {
     disks: BTreeMap<KernelDev, DiskInfo>,
     backend: Option<String>,
     filter_modes: BTreeMap<String, String>,
+    /// (label, hook) -> denied writes
+    denied: BTreeMap<(String, String), u64>,
+    /// (label, source) -> discarded bytes
+    discard: BTreeMap<(String, &'static str), u64>,
 }
 
 #[derive(Debug)]
@@ -270,6 +260,32 @@ impl Collector for IoCollector {
         }
         {
             let mut m = encoder.encode_descriptor(
+                "asmguard_writes_denied",
+                "Writes to managed disks denied by the filter, per label and hook",
+                None,
+                MetricType::Counter,
+            )?;
+            for ((label, hook), n) in &state.denied {
+                let l = [("label", label.as_str()), ("hook", hook.as_str())];
+                m.encode_family(&l)?
+                    .encode_counter::<NoLabelSet, _, u64>(n, None)?;
+            }
+        }
+        {
+            let mut m = encoder.encode_descriptor(
+                "asmguard_discard_bytes",
+                "Bytes discarded on managed disks, per label and source (oracle or reclaim)",
+                None,
+                MetricType::Counter,
+            )?;
+            for ((label, source), n) in &state.discard {
+                let l = [("label", label.as_str()), ("source", *source)];
+                m.encode_family(&l)?
+                    .encode_counter::<NoLabelSet, _, u64>(n, None)?;
+            }
+        }
+        {
+            let mut m = encoder.encode_descriptor(
                 "asmguard_backend_info",
                 "The write-filter backend in use (lsm or cgroup_device; value always 1)",
                 None,
@@ -293,8 +309,6 @@ impl Collector for IoCollector {
 pub struct Metrics {
     shared: Arc<Shared>,
     registry: Arc<Registry>,
-    denied: Family<DeniedLabels, Counter>,
-    discard: Family<DiscardLabels, Counter>,
     /// Size of the last scrape: the next one's buffer starts that large (a
     /// scrape of 1,000 disks is several MB; growing by doubling costs time).
     size_hint: Arc<std::sync::atomic::AtomicUsize>,
@@ -315,24 +329,10 @@ impl Metrics {
             sysfs_names: Mutex::default(),
         });
         let mut registry = Registry::default();
-        let denied = Family::<DeniedLabels, Counter>::default();
-        let discard = Family::<DiscardLabels, Counter>::default();
-        registry.register(
-            "asmguard_writes_denied",
-            "Writes to managed disks denied by the filter, per label and hook",
-            denied.clone(),
-        );
-        registry.register(
-            "asmguard_discard_bytes",
-            "Bytes discarded on managed disks, per label and source (oracle or reclaim)",
-            discard.clone(),
-        );
         registry.register_collector(Box::new(IoCollector(shared.clone())));
         Metrics {
             shared,
             registry: Arc::new(registry),
-            denied,
-            discard,
             size_hint: Arc::default(),
         }
     }
@@ -383,22 +383,39 @@ impl Metrics {
 
     /// Counts one denied write (`hook`: `file_open`, `file_ioctl`, ...).
     pub fn record_denied(&self, label: &str, hook: &str) {
-        self.denied
-            .get_or_create(&DeniedLabels {
-                label: label.to_string(),
-                hook: hook.to_string(),
-            })
-            .inc();
+        let mut state = self.state_mut();
+        let n = state
+            .denied
+            .entry((label.to_string(), hook.to_string()))
+            .or_default();
+        *n = n.saturating_add(1);
+    }
+
+    /// Sets the number of denied writes of a (label, hook), for a caller that
+    /// keeps its own counts (it must never go down: it is a counter).
+    pub fn set_denied_total(&self, label: &str, hook: &str, total: u64) {
+        self.state_mut()
+            .denied
+            .insert((label.to_string(), hook.to_string()), total);
     }
 
     /// Counts discarded bytes.
     pub fn record_discard(&self, label: &str, source: DiscardSource, bytes: u64) {
-        self.discard
-            .get_or_create(&DiscardLabels {
-                label: label.to_string(),
-                source: source.as_str().to_string(),
-            })
-            .inc_by(bytes);
+        let mut state = self.state_mut();
+        let n = state
+            .discard
+            .entry((label.to_string(), source.as_str()))
+            .or_default();
+        *n = n.saturating_add(bytes);
+    }
+
+    /// Sets the discarded bytes of a (label, source), for a caller that keeps
+    /// its own totals (e.g. oracle = discard bytes traced on the disk minus
+    /// reclaim's; it must never go down: it is a counter).
+    pub fn set_discard_total(&self, label: &str, source: DiscardSource, total: u64) {
+        self.state_mut()
+            .discard
+            .insert((label.to_string(), source.as_str()), total);
     }
 
     /// The histograms now, with device names and labels (for `iostat`).
@@ -557,7 +574,16 @@ mod tests {
         m.record_discard("DATA1", DiscardSource::Reclaim, 1 << 20);
         m.set_backend("lsm");
         m.set_filter_mode("DATA1", "enforce");
+        m.set_denied_total("DATA2", "file_ioctl", 7);
+        m.record_denied("DATA2", "file_ioctl");
+        m.set_discard_total("DATA1", DiscardSource::Oracle, 4096);
         let text = m.encode_prometheus_text();
+        assert!(
+            text.contains("asmguard_writes_denied_total{label=\"DATA2\",hook=\"file_ioctl\"} 8\n")
+        );
+        assert!(
+            text.contains("asmguard_discard_bytes_total{label=\"DATA1\",source=\"oracle\"} 4096\n")
+        );
         assert!(
             text.contains("asmguard_writes_denied_total{label=\"DATA1\",hook=\"file_open\"} 2\n")
         );
