@@ -188,7 +188,7 @@ fn iostat_shows_the_interval() {
         .spawn()
         .unwrap();
     // after iostat's first scrape, well before its second
-    std::thread::sleep(Duration::from_millis(1000));
+    std::thread::sleep(Duration::from_millis(1500));
     direct_reads(&disk.path, 150);
     let out = iostat.wait_with_output().unwrap();
     assert!(out.status.success());
@@ -198,7 +198,7 @@ fn iostat_shows_the_interval() {
     assert_eq!(read["label"], "DATA1");
     assert_eq!(read["ios"], 150);
     let iops = read["iops"].as_f64().unwrap();
-    assert!((40.0..=60.0).contains(&iops), "150 I/Os in ~3 s: {iops}");
+    assert!((25.0..=35.0).contains(&iops), "150 I/Os in ~5 s: {iops}");
     let shares: f64 = read["wait_pct"]
         .as_object()
         .unwrap()
