@@ -177,7 +177,7 @@ fn iostat_shows_the_interval() {
             "iostat",
             "DATA1",
             "--interval",
-            "3",
+            "5",
             "--count",
             "1",
             "--json",
