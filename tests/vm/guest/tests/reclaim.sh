@@ -16,8 +16,9 @@ C="asmguardctl --socket /run/asmguard/asmguard.sock"
 ALLOC=2-10,12-20,30-40,50 # AU 11 free in the AT but reserved; 50 is the high-water mark
 MIB=1048576
 pool_used() { dmsetup status vmpool | awk '{split($6, a, "/"); print a[1]}'; }
-scsi_mapped() { # mapped 512-byte blocks per scsi_debug's map
-	tr ',' '\n' </sys/bus/pseudo/drivers/scsi_debug/map | awk -F- 'NF == 2 {n += $2 - $1 + 1} NF == 1 && $1 != "" {n++} END {print n + 0}'
+scsi_mapped() { # mapped 512-byte blocks: scsi_debug's map has one entry per unmap granule
+	g=$(cat /sys/module/scsi_debug/parameters/unmap_granularity 2>/dev/null || echo 1)
+	tr ',' '\n' </sys/bus/pseudo/drivers/scsi_debug/map | awk -F- -v g="$g" 'NF == 2 {n += $2 - $1 + 1} NF == 1 && $1 != "" {n++} END {print (n + 0) * g}'
 }
 json_num() { # json_num KEY: first "KEY":N in stdin
 	grep -o "\"$1\": *[0-9]*" | head -n 1 | grep -o '[0-9]*$'
