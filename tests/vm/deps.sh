@@ -6,8 +6,8 @@
 
 # Build: clang compiles bpf/*.bpf.c; libbpf-sys builds the vendored libbpf with
 # make/gcc/pkg-config against libelf and zlib; gcc + libc6-dev build the lab's
-# static test helpers (tests/vm/helpers/*.c).
-VM_BUILD_PKGS="clang llvm libelf-dev zlib1g-dev pkg-config make gcc libc6-dev linux-libc-dev"
+# static test helpers (tests/vm/helpers/*.c), gcc-multilib their 32-bit builds.
+VM_BUILD_PKGS="clang llvm libelf-dev zlib1g-dev pkg-config make gcc libc6-dev linux-libc-dev gcc-multilib"
 # Lab: the emulator, the kernel packages' tools, the initramfs tools and the test tools.
 VM_LAB_PKGS="qemu-system-x86 busybox-static dash binutils diffutils findutils cpio gzip xz-utils zstd kmod dpkg apt
  fio sg3-utils util-linux e2fsprogs xfsprogs dmsetup coreutils libaio1 liburing2"

@@ -114,9 +114,12 @@ ir_build_common() {
 
 	# Test helpers (tests/vm/helpers/*.c): small static C programs.
 	local c
+	# Also as 32-bit programs (<name>32), for the compat ioctl path; needs gcc-multilib.
 	for c in "$VM_DIR"/helpers/*.c; do
 		[ -f "$c" ] || continue
-		gcc -static -O2 -Wall -o "$ir_stage/usr/local/bin/$(basename "$c" .c)" "$c" || return 1
+		gcc -static -O2 -Wall -D_FILE_OFFSET_BITS=64 -o "$ir_stage/usr/local/bin/$(basename "$c" .c)" "$c" || return 1
+		gcc -m32 -static -O2 -Wall -D_FILE_OFFSET_BITS=64 -o "$ir_stage/usr/local/bin/$(basename "$c" .c)32" "$c" 2>/dev/null ||
+			ir_log "note: no 32-bit $(basename "$c" .c)32 (install gcc-multilib)"
 	done
 
 	# ld.so cache (the loader's built-in multiarch paths would do, this is belt and braces).

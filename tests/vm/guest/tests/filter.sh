@@ -63,9 +63,14 @@ done
 rm -f /tmp/go
 agpoke --preopen /tmp/go "$D" 0 write odirect uring mmap mprotect punch discard zeroout secdiscard uringdiscard >/tmp/pre.out 2>&1 &
 pre=$!
+# the same from a 32-bit process: its ioctls take the compat path (file_ioctl_compat)
+rm -f /tmp/go32
+agpoke32 --preopen /tmp/go32 "$D" 0 discard zeroout secdiscard >/tmp/pre32.out 2>&1 &
+pre32=$!
 sleep 1000 <"$D" &
 sleeper=$!
 wait_for_line /tmp/pre.out '^opened' 10 || fail setup "agpoke did not open: $(cat /tmp/pre.out)"
+wait_for_line /tmp/pre32.out '^opened' 10 || fail setup-32bit "agpoke32 did not open: $(cat /tmp/pre32.out)"
 
 # ---- the filter ----------------------------------------------------------------
 devs="$D $SG $P $P1 $S"
@@ -205,6 +210,17 @@ for a in write odirect uring mmap mprotect punch discard zeroout secdiscard; do
 	*) fail preopened-fd-$a.intruder-denied "${line:-no result}: $(cat /tmp/pre.out)" ;;
 	esac
 done
+touch /tmp/go32
+wait_for_line /tmp/pre32.out '^ATTACK secdiscard' 20
+for a in discard zeroout secdiscard; do
+	line=$(grep "^ATTACK $a " /tmp/pre32.out)
+	case $line in
+	"ATTACK $a FAIL 1 "*) pass preopened-fd-32bit-$a.intruder-denied "$line" ;;
+	*) fail preopened-fd-32bit-$a.intruder-denied "${line:-no result}: $(cat /tmp/pre32.out)" ;;
+	esac
+done
+out=$(as_user grid agpoke32 "$D" $((G48 + 5242880)) discard zeroout 2>&1)
+[ "$(printf '%s\n' "$out" | grep -c ' OK$')" = 2 ] && pass preopened-fd-32bit.allowed-ok "$out" || fail preopened-fd-32bit.allowed-ok "$out"
 out=$(as_user grid agpoke "$D" $((G48 + 2097152)) write odirect uring mmap mprotect punch discard zeroout 2>&1)
 if [ "$(printf '%s\n' "$out" | grep -c ' OK$')" = 8 ]; then
 	pass preopened-fd.allowed-ok "$out"
@@ -246,6 +262,7 @@ for pat in "comm=dd exe=/usr/bin/dd .*hook=file_open op=write-open mode=enforce"
 	"uid=0 .*hook=file_permission op=write" "hook=file_ioctl op=BLKPG" "hook=file_ioctl op=BLKRRPART" \
 	"hook=file_ioctl op=SG_IO" "hook=file_ioctl op=BLKDISCARD" "hook=file_ioctl op=BLKZEROOUT" \
 	"hook=file_ioctl op=BLKSECDISCARD" "hook=file_ioctl op=BLKROSET" "hook=mmap_file" "hook=file_mprotect" \
+	"hook=file_ioctl_compat op=BLKDISCARD" \
 	"uid=1001 euid=1001 .*hook=file_open"; do
 	if grep -q -- "$pat" /tmp/events.out; then
 		pass "event.$(echo "$pat" | sed 's/.*hook=//; s/ .*//; s/[^a-z_]//g')-$(echo "$pat" | sed 's/.*op=//; s/ .*//')" "$(grep -m1 -- "$pat" /tmp/events.out)"
@@ -261,7 +278,7 @@ fi
 info "stats: $($G stats 2>&1)"
 info "events: $(grep -c '^event' /tmp/events.out)"
 
-kill "$pre" "$sleeper" "$gsleeper" 2>/dev/null
+kill "$pre" "$pre32" "$sleeper" "$gsleeper" 2>/dev/null
 kill -9 "$holder" 2>/dev/null
 $G unload >/dev/null 2>&1
 losetup -d "$P" "$S" 2>/dev/null
