@@ -9,6 +9,15 @@ use asmguard_proto::{FilterEventInfo, LsdskResult};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+/// System programs that send SCSI commands (SG_IO) to every disk: multipathd's
+/// path checkers (TUR, ALUA) and udev's WWID reader. Allowed when present.
+const SYSTEM_SG_TOOLS: &[&str] = &[
+    "/usr/sbin/multipathd",
+    "/sbin/multipathd",
+    "/usr/lib/udev/scsi_id",
+    "/lib/udev/scsi_id",
+];
+
 /// Starts the filter: loads the programs (or re-adopts the pinned ones, with
 /// no moment without protection), sets the allow-list from the
 /// configuration. Never fails: without a filter, `status` says why.
@@ -31,6 +40,24 @@ pub fn start(cfg: &Config, pin_dir: Option<PathBuf>, state_file: PathBuf) -> Fil
     match asmguard_guard::ExeId::of_path(Path::new("/proc/self/exe")) {
         Ok(me) => exes.push(me),
         Err(e) => tracing::error!("filter: cannot allow the daemon's own label writes: {e}"),
+    }
+    // SG_IO is refused to every caller not allow-listed (the hook cannot tell a
+    // SCSI read from a write): the system's own path checkers and WWID readers
+    // must keep working on managed disks, or multipath would fail their paths.
+    let mut system = Vec::new();
+    for p in SYSTEM_SG_TOOLS {
+        if let Ok(id) = asmguard_guard::ExeId::of_path(Path::new(p)) {
+            if !exes.contains(&id) {
+                exes.push(id);
+                system.push(*p);
+            }
+        }
+    }
+    if !system.is_empty() {
+        tracing::info!(
+            "filter: allowing the system tools that query disks through SG_IO: {}",
+            system.join(", ")
+        );
     }
     if let Err(e) = svc.set_allow(uids.clone(), gids.clone(), exes.clone()) {
         tracing::error!("filter allow-list: {e}");
