@@ -3,15 +3,19 @@
 //! `crates/guard/build.rs` does for the other programs.
 //!
 //! Needs `clang` with the BPF target (14 or newer) on `PATH`, or in `$CLANG`. The
-//! libbpf headers come from the libbpf that libbpf-sys vendors.
+//! libbpf headers come from the libbpf that libbpf-sys vendors. Without the
+//! `bpf` feature there is nothing to build.
 
-use std::env;
-use std::ffi::OsStr;
-use std::path::PathBuf;
+#[cfg(not(feature = "bpf"))]
+fn main() {}
 
-use libbpf_cargo::SkeletonBuilder;
-
+#[cfg(feature = "bpf")]
 fn main() {
+    use libbpf_cargo::SkeletonBuilder;
+    use std::env;
+    use std::ffi::OsStr;
+    use std::path::PathBuf;
+
     let manifest_dir =
         PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
     let bpf_dir = manifest_dir.join("../../bpf");

@@ -25,9 +25,12 @@ use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::bpf::{Error, IoLat, RawEntry};
+#[cfg(feature = "bpf")]
+use crate::bpf::IoLat;
 use crate::devt::KernelDev;
+use crate::error::Error;
 use crate::hist::prometheus_buckets;
+use crate::snapshot::RawEntry;
 use crate::snapshot::{DiskOpStats, Snapshot};
 
 /// Where the collector gets the histograms from at scrape time.
@@ -40,6 +43,7 @@ pub trait HistSource: Send + Sync + std::fmt::Debug + 'static {
     }
 }
 
+#[cfg(feature = "bpf")]
 impl HistSource for IoLat {
     fn read(&self) -> Result<Vec<RawEntry>, Error> {
         IoLat::read(self)

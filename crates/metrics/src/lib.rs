@@ -10,20 +10,29 @@
 //! - [`iostat::iostat`] turns two [`Snapshot`]s into the Oracle-style view.
 //!
 //! Buckets and units: [`hist`].
+//!
+//! Feature `bpf` (default) builds the BPF program and [`IoLat`]; without it
+//! (`default-features = false`) the crate is the exporter, the snapshot parser,
+//! the scraping client and `iostat` only: no libbpf, no clang, for clients
+//! such as asmguardctl.
 
 #![deny(missing_docs)]
 
+#[cfg(feature = "bpf")]
 pub mod bpf;
 pub mod devt;
+pub mod error;
 pub mod exporter;
 pub mod hist;
 pub mod http;
 pub mod iostat;
 pub mod snapshot;
 
-pub use bpf::{AttachMode, Error, IoLat, LoadOptions, RawEntry};
+#[cfg(feature = "bpf")]
+pub use bpf::{AttachMode, IoLat, LoadOptions};
 pub use devt::{DevError, KernelDev};
+pub use error::Error;
 pub use exporter::{DiscardSource, DiskInfo, HistSource, Metrics};
 pub use hist::NSLOTS;
 pub use iostat::{iostat, IostatReport, IostatRow};
-pub use snapshot::{DiskOpStats, Op, OpHist, Snapshot};
+pub use snapshot::{DiskOpStats, Op, OpHist, RawEntry, Snapshot};

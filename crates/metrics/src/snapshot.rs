@@ -150,6 +150,17 @@ impl OpHist {
     }
 }
 
+/// One (disk, op) as the kernel counts it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RawEntry {
+    /// Kernel dev_t of the whole disk (`major << 20 | minor`).
+    pub dev: u32,
+    /// Operation class.
+    pub op: Op,
+    /// Cumulative histograms.
+    pub hist: OpHist,
+}
+
 /// One (disk, op) of a snapshot, with the disk's names.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DiskOpStats {

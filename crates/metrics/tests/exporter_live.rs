@@ -2,6 +2,8 @@
 //! checked by `promtool check metrics` (Debian's prometheus package), and its
 //! `iostat` view (root).
 
+#![cfg(feature = "bpf")]
+
 mod common;
 
 use std::io::{BufRead, BufReader, Write};

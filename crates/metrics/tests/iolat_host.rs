@@ -1,5 +1,7 @@
 //! Host tests of the BPF latency tracer on loop devices (root).
 
+#![cfg(feature = "bpf")]
+
 mod common;
 
 use std::process::Command;
