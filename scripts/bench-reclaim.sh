@@ -115,7 +115,7 @@ blocks() { stat --format=%b "$timg"; }
 $C reclaim BTHRU --dry-run --json >"$dir/t.json"
 tp=$(grep -o '"planned_bytes": *[0-9]*' "$dir/t.json" | tail -n 1 | sed 's/.*: *//')
 b0=$(blocks)
-$C reclaim BTHRU --watch 0 --json >"$dir/r1.json"
+$C reclaim BTHRU --watch 0 --json >"$dir/r1.json" 2>/dev/null
 b1=$(blocks)
 rb=$(num reclaimed_bytes <"$dir/r1.json")
 re=$(num elapsed_seconds <"$dir/r1.json")
@@ -127,11 +127,13 @@ sync
 # the same byte range as the plan: AU 12 (11 is reserved) to the end of the last whole AU
 off=$((12 * 1048576))
 len=$(( (THRU_MIB - 12) * 1048576 ))
+b2=$(blocks)
 t0=$(now)
-blkdiscard -o "$off" -l "$len" "$tl"
+blkdiscard -f -o "$off" -l "$len" "$tl"
 bd=$(secs "$t0" "$(now)")
+b3=$(blocks)
 br=$(awk -v b="$len" -v s="$bd" 'BEGIN {printf "%.0f", b / s / 2^20}')
-echo "blkdiscard of the same range ($len bytes) on the same loop device: $bd s = $br MiB/s; reclaim/blkdiscard = $(awk -v a="$rr" -v b="$br" 'BEGIN {printf "%.2f", a / b}')"
+echo "blkdiscard of the same range ($len bytes) on the same loop device: $bd s = $br MiB/s (backing file: $b2 -> $b3 blocks); reclaim/blkdiscard = $(awk -v a="$rr" -v b="$br" 'BEGIN {printf "%.2f", a / b}')"
 
 fill
 sync
