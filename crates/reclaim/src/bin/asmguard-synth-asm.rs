@@ -39,8 +39,8 @@ fn spec(s: &str, n: usize) -> Vec<bool> {
             .trim()
             .parse()
             .unwrap_or_else(|_| die(format!("bad SPEC {s}")));
-        for x in a..=b.min(n.saturating_sub(1)) {
-            v[x] = true;
+        for slot in v.iter_mut().take(b.saturating_add(1)).skip(a) {
+            *slot = true;
         }
     }
     v
