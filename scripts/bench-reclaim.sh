@@ -40,6 +40,9 @@ agd=""
 cleanup() {
 	[ -n "$agd" ] && kill "$agd" 2>/dev/null && wait "$agd" 2>/dev/null
 	for l in $loops; do losetup -d "$l" 2>/dev/null || true; done
+	# The daemon's filter pins outlive it by design: remove them, or a stale
+	# cgroup-device program keeps denying writes to reused loop numbers.
+	rm -rf "/sys/fs/bpf/asmguard-bench-$$"
 	rm -rf "$dir"
 }
 trap cleanup EXIT INT TERM

@@ -2,8 +2,9 @@
 //!
 //! 1. This host: any process (other than the caller) with a file descriptor on any
 //!    path of the disk (any of its dev_t) opened for writing (`/proc/PID/fdinfo/N`
-//!    `flags:` with O_WRONLY or O_RDWR). ASM opens its disks read-write while the
-//!    disk group is mounted.
+//!    `flags:` with O_WRONLY or O_RDWR), or a shared writable mapping of it
+//!    (`/proc/PID/maps`). ASM opens its disks read-write while the disk group is
+//!    mounted.
 //! 2. Other hosts (RAC): the ASM heartbeat block (the last block of AU 1) or the
 //!    disk header's mount stamp (`mntstmp`) changes during a watch window. ASM
 //!    rewrites the heartbeat every few seconds while any instance has the disk
@@ -90,6 +91,50 @@ pub fn writers(proc: &Path, devs: &[(u32, u32)], exclude_pid: u32) -> Vec<Opener
                     .unwrap_or_default(),
                 device: format!("{}:{}", d.0, d.1),
             });
+        }
+    }
+    // Shared writable mappings of the device (`rw-s` in /proc/PID/maps; the
+    // mapped file is looked up through map_files, in this mount namespace).
+    if let Ok(rd) = std::fs::read_dir(proc) {
+        for e in rd.filter_map(|e| e.ok()) {
+            let pid = e.file_name().to_string_lossy().into_owned();
+            let Ok(p) = pid.parse::<u32>() else { continue };
+            if p == exclude_pid {
+                continue;
+            }
+            let Ok(maps) = std::fs::read_to_string(e.path().join("maps")) else {
+                continue;
+            };
+            for l in maps.lines() {
+                let mut f = l.split_whitespace();
+                let (Some(range), Some(perms)) = (f.next(), f.next()) else {
+                    continue;
+                };
+                let pb = perms.as_bytes();
+                if pb.len() < 4 || pb[1] != b'w' || pb[3] != b's' {
+                    continue;
+                }
+                let Ok(m) = std::fs::metadata(e.path().join("map_files").join(range)) else {
+                    continue;
+                };
+                if !m.file_type().is_block_device() {
+                    continue;
+                }
+                let r = m.rdev();
+                let d = (libc::major(r), libc::minor(r));
+                if want.contains(&d) {
+                    out.push(Opener {
+                        pid: p,
+                        comm: std::fs::read_to_string(e.path().join("comm"))
+                            .map(|s| s.trim().to_string())
+                            .unwrap_or_default(),
+                        fd: 0,
+                        path: format!("shared writable mapping {range}"),
+                        device: format!("{}:{}", d.0, d.1),
+                    });
+                    break;
+                }
+            }
         }
     }
     out.sort_by_key(|o| (o.pid, o.fd));

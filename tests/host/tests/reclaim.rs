@@ -274,6 +274,35 @@ fn reclaim_refuses_while_mounted() {
         o.stderr
     );
     drop(holder);
+    // (1b) A shared writable mapping of the device, its fd already closed.
+    let map = {
+        use std::os::fd::AsRawFd;
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&disk.l.dev)
+            .unwrap();
+        // SAFETY: a fresh shared mapping of 4 KiB of the device at offset 60 MiB
+        // (an AU the test never checks), not aliased by any Rust reference; it is
+        // unmapped below with the same address and length.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                4096,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                f.as_raw_fd(),
+                60 * MIB as libc::off_t,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        p
+    };
+    let o = d.ctl(&["reclaim", "RCLM3", "--watch", "0"]);
+    // SAFETY: `map` is the 4 KiB mapping made above, not used after this.
+    unsafe { libc::munmap(map, 4096) };
+    assert_eq!(o.code, 4, "{o:?}");
+    assert!(o.stderr.contains("shared writable mapping"), "{}", o.stderr);
     // A read-only opener is no reason to refuse (checked with a dry run's sibling:
     // the real run below starts with a read-only fd open).
     let _reader = OpenOptions::new().read(true).open(&disk.l.dev).unwrap();
