@@ -396,3 +396,36 @@ fn reclaim_refuses_device_without_discard_and_zeroout_works() {
     }
     assert_eq!(hashes(&disk.l), h0);
 }
+
+#[test]
+fn reclaim_passes_the_filter_that_denies_everyone_else() {
+    let Some(_g) = lock() else { return };
+    let disk = make("RCLM5");
+    let d = Daemon::start(
+        &[&disk.l.name],
+        "[filter]\nmode = \"enforce\"\nallow_users = []\nallow_groups = []\n",
+    );
+    let st = d.ctl(&["status", "--json"]).ok().json();
+    assert_ne!(st["filter_backend"], "none", "{st:#}");
+    let dev = disk.l.dev.display().to_string();
+    // Root's discard of the managed disk is denied (on the host: the
+    // cgroup-device fallback, at open time)...
+    let o = sh(
+        "blkdiscard",
+        &["-f", "-o", "22020096", "-l", "1048576", &dev],
+    );
+    assert_ne!(o.code, 0, "root's blkdiscard must be denied: {o:?}");
+    assert!(o.stderr.contains("Operation not permitted"), "{o:?}");
+    let h0 = hashes(&disk.l);
+    let before = allocated_bytes(&disk.l);
+    // ...the daemon's reclaim passes.
+    let v = d
+        .ctl(&["reclaim", "RCLM5", "--watch", "0", "--json"])
+        .ok()
+        .json();
+    let expect = free_aus().len() as u64 * MIB;
+    assert_eq!(v["reclaimed_bytes"], expect);
+    assert!((before - allocated_bytes(&disk.l)).abs_diff(expect) <= 64 * 1024);
+    assert_eq!(hashes(&disk.l), h0);
+    d.ctl(&["filter", "disable"]).ok();
+}
