@@ -178,8 +178,10 @@ pub struct ReclaimArgs {
     /// zero detection and no UNMAP).
     #[arg(long, default_value = "discard", value_parser = ["discard", "zeroout"])]
     pub method: String,
-    /// Seconds to watch the ASM heartbeat and mount stamp before any write.
-    #[arg(long, value_name = "SECONDS", default_value_t = 3.0)]
+    /// Seconds to watch the ASM heartbeat and mount stamp before any write
+    /// (ASM rewrites the heartbeat every few seconds while mounted: keep it
+    /// above twice that interval).
+    #[arg(long, value_name = "SECONDS", default_value_t = 7.0)]
     pub watch: f64,
     /// Print JSON instead of text (progress as JSON lines on stderr).
     #[arg(long)]

@@ -190,7 +190,7 @@ fn default_method() -> String {
 }
 
 fn default_watch() -> f64 {
-    3.0
+    7.0
 }
 
 impl Eq for ReclaimArgs {}
@@ -784,7 +784,7 @@ mod tests {
         match ok.op {
             Op::Reclaim(a) => {
                 assert_eq!(a.method, "discard");
-                assert_eq!(a.watch_seconds, 3.0);
+                assert_eq!(a.watch_seconds, 7.0);
             }
             _ => panic!(),
         }
