@@ -84,6 +84,10 @@ pub enum Command {
     /// changing during the watch window (another RAC node). Progress goes to
     /// stderr; Ctrl-C stops cleanly and a rerun completes the job.
     Reclaim(ReclaimArgs),
+    /// I/O per disk and operation: IOPS, MB/s and the share of I/Os in Oracle's wait
+    /// histogram buckets (<1ms <2ms <4ms <8ms <16ms <32ms <=1s >1s), from the
+    /// daemon's metrics endpoint.
+    Iostat(IostatArgs),
     /// Read a disk or image offline and show its label, ASM disk header and signatures.
     Inspect(InspectArgs),
     /// Print the udev rules for the configured owner, group and mode.
@@ -128,6 +132,24 @@ pub struct RenameArgs {
     pub old: String,
     pub new: String,
     /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct IostatArgs {
+    /// Only this label's disk.
+    pub label: Option<String>,
+    /// Seconds between reports.
+    #[arg(long, default_value_t = 1.0)]
+    pub interval: f64,
+    /// Stop after this many reports (0: until interrupted).
+    #[arg(long, default_value_t = 0)]
+    pub count: u64,
+    /// The metrics endpoint (default: the one `status` reports).
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// Print one JSON object per report.
     #[arg(long)]
     pub json: bool,
 }

@@ -10,6 +10,7 @@ mod client;
 mod commands;
 mod exit;
 mod inspect;
+mod iostat;
 mod reclaim;
 
 use clap::Parser;

@@ -8,6 +8,7 @@
 
 use asmguard_config as config;
 mod filter;
+mod metrics;
 mod reclaim;
 mod server;
 mod state;
@@ -165,6 +166,14 @@ async fn run(
             d.cfg.socket.admin_group
         );
     }
+    // The tracer before the first scan, so the scan puts the disks under it.
+    let trace_all = d.cfg.metrics.trace_all_disks;
+    match tokio::task::spawn_blocking(move || metrics::MetricsService::start(trace_all)).await {
+        Ok(m) => {
+            let _ = d.metrics.set(m);
+        }
+        Err(e) => tracing::error!("metrics: {e}"),
+    }
     let d2 = d.clone();
     let scanned = match tokio::task::spawn_blocking(move || d2.full_scan()).await {
         Ok(Ok(n)) => n,
@@ -198,12 +207,34 @@ async fn run(
         let f = filter::start(&cfg2, bpf_pin_dir, state_file);
         let _ = d4.filter.set(f);
         d4.sync_filter();
+        d4.sync_metrics();
     })
     .await
     {
         Ok(()) => {}
         Err(e) => tracing::error!("write filter: {e}"),
     }
+    if let Some(m) = d.metrics.get() {
+        m.serve(&d.cfg.metrics.listen).await;
+    }
+    // The filter's denials and the discard totals, copied into the exporter.
+    let d5 = d.clone();
+    tokio::spawn(async move {
+        loop {
+            if let Some(m) = d5.metrics.get() {
+                let mut denied = std::collections::BTreeMap::new();
+                if let Some(f) = d5.filter.get() {
+                    for ((label, hook, mode), n) in f.counts() {
+                        if mode == "enforce" {
+                            *denied.entry((label, hook)).or_insert(0) += n;
+                        }
+                    }
+                }
+                m.update_counters(&denied, &reclaim::counters().all_reclaim());
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    });
     let st = d.status();
     tracing::info!(
         "ready in {} ms: {} devices looked at, {} disks, {} conflicts; socket {}",

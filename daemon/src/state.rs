@@ -39,6 +39,8 @@ pub struct Daemon {
     state: RwLock<State>,
     /// The write filter (set once at start, before the first scan).
     pub filter: std::sync::OnceLock<asmguard_guard::service::FilterService>,
+    /// The latency tracer and the exporter (set once at start, before the first scan).
+    pub metrics: std::sync::OnceLock<crate::metrics::MetricsService>,
     /// Disks (`dev:MAJ:MIN`) and labels (`label:NAME`) being written right now.
     inflight: Mutex<HashSet<String>>,
 }
@@ -119,6 +121,7 @@ impl Daemon {
             monitor,
             state: RwLock::new(State::default()),
             filter: std::sync::OnceLock::new(),
+            metrics: std::sync::OnceLock::new(),
             inflight: Mutex::new(HashSet::new()),
         }
     }
@@ -143,6 +146,7 @@ impl Daemon {
         s.last_scan_ms = t.elapsed().as_millis() as u64;
         drop(s);
         self.sync_filter();
+        self.sync_metrics();
         Ok(n)
     }
 
@@ -151,6 +155,25 @@ impl Daemon {
     pub fn sync_filter(&self) {
         if let Some(f) = self.filter.get() {
             f.sync(crate::filter::managed_set(&self.sys, &self.lsdsk()));
+        }
+    }
+
+    /// Traces the managed disks' I/O and describes them to the exporter. Called after
+    /// every scan and uevent, after the filter's sync (the Filtering mode is exported).
+    pub fn sync_metrics(&self) {
+        if let Some(m) = self.metrics.get() {
+            let backend = self
+                .filter
+                .get()
+                .map(|f| f.status().backend)
+                .unwrap_or_else(|| "none".into());
+            let filtering = |label: &str| {
+                self.filter
+                    .get()
+                    .map(|f| f.filtering(label))
+                    .unwrap_or_else(|| "off".into())
+            };
+            m.sync(&self.lsdsk(), filtering, &backend);
         }
     }
 
@@ -199,6 +222,7 @@ impl Daemon {
         s.grouping = discovery::group(&s.devices, &self.rules);
         drop(s);
         self.sync_filter();
+        self.sync_metrics();
     }
 
     fn path_info(&self, s: &State, name: &str, role: &str) -> PathInfo {
@@ -342,7 +366,11 @@ impl Daemon {
             conflicts: s.grouping.conflicts.len(),
             devices_scanned: s.devices.values().filter(|o| o.included).count(),
             socket: self.socket.display().to_string(),
-            metrics_address: format!("{} (not served yet)", self.cfg.metrics.listen),
+            metrics_address: self
+                .metrics
+                .get()
+                .map(|m| format!("{} (latency: {})", m.address(), m.tracer))
+                .unwrap_or_else(|| format!("{} (not served yet)", self.cfg.metrics.listen)),
             config: self.cfg_source.clone(),
             monitor: self.monitor.clone(),
             last_scan_ms: s.last_scan_ms,

@@ -19,6 +19,7 @@
 //!
 //! [metrics]
 //! listen = "127.0.0.1:9465"
+//! trace_all_disks = false              # latency of every disk, not only labelled ones
 //!
 //! [filter]
 //! mode = "enforce"                     # enforce | audit | off
@@ -104,6 +105,8 @@ pub struct Socket {
 #[serde(deny_unknown_fields, default)]
 pub struct Metrics {
     pub listen: String,
+    /// Trace the I/O latency of every disk, not only the labelled ones.
+    pub trace_all_disks: bool,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -150,6 +153,7 @@ impl Default for Metrics {
     fn default() -> Self {
         Metrics {
             listen: "127.0.0.1:9465".into(),
+            trace_all_disks: false,
         }
     }
 }
