@@ -94,16 +94,13 @@ fn daemon_exports_exact_io_counts_denials_and_iostat() {
     let w0 = sample(&before, &count("write")).unwrap_or(0.0);
     let wb0 = sample(&before, &bytes("write")).unwrap_or(0.0);
     let o = dd(&[
-        "if=".to_string() + &dev,
-        "of=/dev/null".into(),
-        "bs=4096".into(),
-        format!("count={n}"),
-        "skip=100".into(),
-        "iflag=direct".into(),
-    ]
-    .iter()
-    .map(|s| s.as_str())
-    .collect::<Vec<_>>());
+        &format!("if={dev}"),
+        "of=/dev/null",
+        "bs=4096",
+        &format!("count={n}"),
+        "skip=100",
+        "iflag=direct",
+    ]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     // Root writes through dd are denied by the filter (enforce by default): write
     // with the filter off for this disk, then turn it back on.
