@@ -71,6 +71,10 @@ echo "loop device: $LOOP"
 
 step "Writing a throw-away config (only $NAME is looked at) and starting asmguardd"
 SOCK="$WORK/asmguard.sock"
+# A free port for the metrics endpoint (the default is 127.0.0.1:9465).
+MPORT=$(for p in $(seq 19465 19565); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; break; }
+done)
 cat > "$WORK/asmguard.toml" <<TOML
 [devices]
 include = ["$NAME"]
@@ -78,6 +82,9 @@ exclude = []
 
 [socket]
 path = "$SOCK"
+
+[metrics]
+listen = "127.0.0.1:$MPORT"
 TOML
 cat "$WORK/asmguard.toml"
 show "$BIN/asmguardd" --check-config --config "$WORK/asmguard.toml"
@@ -132,6 +139,19 @@ show "${CTL[@]}" events
 
 step "A fresh read shows the label, untouched"
 show "${CTL[@]}" inspect "$LOOP"
+
+step "Latency, measured as it happens: asmguardctl iostat while a reader runs"
+dd if="$LOOP" of=/dev/null bs=16k count=3000 iflag=direct 2>/dev/null &
+RPID=$!
+show "${CTL[@]}" iostat DEMO1 --interval 1 --count 1
+wait "$RPID" 2>/dev/null || true
+
+step "A few lines of the Prometheus scrape (http://127.0.0.1:$MPORT/metrics)"
+if command -v curl >/dev/null; then
+    curl -s "http://127.0.0.1:$MPORT/metrics" |
+        grep -E '^asmguard_(disk_info|backend_info|filter_mode|writes_denied_total|io_bytes_total|io_latency_seconds_(count|bucket\{.*op="read".*le="0.001"))' |
+        head -n 12
+fi
 
 step "asmguardd log"
 cat "$WORK/asmguardd.log"
