@@ -191,5 +191,9 @@ int main(int argc, char **argv)
 	}
 	for (int k = i + 2; k < argc; k++)
 		report(argv[k], attack(fd, argv[k], off));
+	/* stay a moment: the denial events are read in userspace, which resolves
+	 * /proc/PID/exe of a process that still exists */
+	if (go)
+		sleep(2);
 	return 0;
 }

@@ -258,8 +258,8 @@ p1before=$(dd if=/tmp/filter-parent.img bs=1M skip=1 count=4 2>/dev/null | sha25
 
 # ---- events -------------------------------------------------------------------------
 sleep 0.5
-for pat in "comm=dd exe=/usr/bin/dd .*hook=file_open op=write-open mode=enforce" \
-	"uid=0 .*hook=file_permission op=write" "hook=file_ioctl op=BLKPG" "hook=file_ioctl op=BLKRRPART" \
+for pat in "comm=dd exe=.* dev=b8:0 disk=1 hook=file_open op=write-open mode=enforce" \
+	"uid=0 .*comm=agpoke exe=/usr/local/bin/agpoke .*hook=file_permission op=write" "hook=file_ioctl op=BLKPG" "hook=file_ioctl op=BLKRRPART" \
 	"hook=file_ioctl op=SG_IO" "hook=file_ioctl op=BLKDISCARD" "hook=file_ioctl op=BLKZEROOUT" \
 	"hook=file_ioctl op=BLKSECDISCARD" "hook=file_ioctl op=BLKROSET" "hook=mmap_file" "hook=file_mprotect" \
 	"hook=file_ioctl_compat op=BLKDISCARD" \

@@ -6,7 +6,7 @@
 # exactly N and M I/Os and N*4096 / M*4096 bytes in the scrape, and the
 # scrape's histograms must be cumulative.
 #
-# To run it: copy (or link) to tests/vm/guest/tests/iolat.sh, then
+# To run it alone:
 #   tests/vm/run.sh 6.1 iolat; tests/vm/run.sh 6.12 iolat
 . /vmtests/lib.sh
 
