@@ -429,3 +429,73 @@ fn reclaim_passes_the_filter_that_denies_everyone_else() {
     assert_eq!(hashes(&disk.l), h0);
     d.ctl(&["filter", "disable"]).ok();
 }
+
+fn scrape(port: u16) -> String {
+    let o = run(Command::new("curl").args(["-sf", &format!("http://127.0.0.1:{port}/metrics")]));
+    assert_eq!(o.code, 0, "scrape failed: {}", o.stderr);
+    o.stdout
+}
+
+/// Waits (5 s) until the sample starting with `prefix` equals `want`.
+fn wait_sample(port: u16, prefix: &str, want: u64) {
+    let t0 = Instant::now();
+    loop {
+        let text = scrape(port);
+        let v = text
+            .lines()
+            .find(|l| l.starts_with(prefix))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse::<f64>().ok());
+        if v == Some(want as f64) {
+            return;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "{prefix} is {v:?}, not {want}:\n{}",
+            text.lines()
+                .filter(|l| l.contains("discard"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn discard_bytes_by_source() {
+    let Some(_g) = lock() else { return };
+    let disk = make("RCLM6");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let d = Daemon::start(
+        &[&disk.l.name],
+        &format!("[metrics]\nlisten = \"127.0.0.1:{port}\"\n"),
+    );
+    let expect = free_aus().len() as u64 * MIB;
+    d.ctl(&["reclaim", "RCLM6", "--watch", "0"]).ok();
+    let reclaim = "asmguard_discard_bytes_total{label=\"RCLM6\",source=\"reclaim\"}";
+    let oracle = "asmguard_discard_bytes_total{label=\"RCLM6\",source=\"oracle\"}";
+    wait_sample(port, reclaim, expect);
+    wait_sample(port, oracle, 0);
+    // A discard by someone the filter lets through (here the filter is off; in
+    // production only the allow-listed database processes get this far) counts
+    // as the database's.
+    let dev = disk.l.dev.display().to_string();
+    sh(
+        "blkdiscard",
+        &[
+            "-f",
+            "-o",
+            &(22 * MIB).to_string(),
+            "-l",
+            &MIB.to_string(),
+            &dev,
+        ],
+    )
+    .ok();
+    wait_sample(port, oracle, MIB);
+    wait_sample(port, reclaim, expect);
+}
