@@ -8,8 +8,9 @@
 #   scsi_debug lbpu=1 (the UNMAP path): the mapped blocks (scsi_debug's map)
 #             drop, the free AUs read back as zeros (lbprz=1)
 # and every AU reclaim must keep (allocated, 0, 1, 11) hashes the same.
-# An allow-listed user's (grid) blkdiscard passing the filter and an
-# intruder's being denied is in filter.sh (blkdiscard matrix).
+# asmguard_discard_bytes_total counts reclaim's bytes as source="reclaim" and
+# (on scsi_debug) an allow-listed user's (grid) blkdiscard, which passes the
+# filter, as source="oracle". The full allow/deny matrix of discards is in filter.sh.
 . /vmtests/lib.sh
 
 C="asmguardctl --socket /run/asmguard/asmguard.sock"
@@ -20,6 +21,10 @@ scsi_mapped() { # mapped 512-byte blocks: scsi_debug's map has one entry per unm
 	g=$(cat /sys/module/scsi_debug/parameters/unmap_granularity 2>/dev/null || echo 1)
 	tr ',' '\n' </sys/bus/pseudo/drivers/scsi_debug/map | awk -F- -v g="$g" 'NF == 2 {n += $2 - $1 + 1} NF == 1 && $1 != "" {n++} END {print (n + 0) * g}'
 }
+ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up
+PORT=19870
+scrape() { asmguard-iolat scrape --url "http://127.0.0.1:$PORT/metrics" 2>&1; }
+sample() { printf '%s\n' "$2" | awk -v n="$1" 'index($0, n" ") == 1 {print $NF}'; }
 json_num() { # json_num KEY: first "KEY":N in stdin
 	grep -o "\"$1\": *[0-9]*" | head -n 1 | grep -o '[0-9]*$'
 }
@@ -35,6 +40,8 @@ exclude = []
 mode = "enforce"
 allow_users = ["grid"]
 allow_groups = []
+[metrics]
+listen = "127.0.0.1:$PORT"
 TOML
 	asmguardd --config /tmp/rc.toml >>/tmp/rc.log 2>&1 &
 	agd=$!
@@ -86,6 +93,17 @@ if [ -b "${VM_THIN:-}" ]; then
 	[ "$h0" = "$h1" ] && pass thin-kept-aus-unchanged "$h1" || fail thin-kept-aus-unchanged "$h0 -> $h1"
 	grep -q "write denied" /tmp/rc.log && grep -q "reclaim RTHIN: $free of $free bytes" /tmp/rc.log &&
 		pass thin-journal "$(grep -m1 'reclaim RTHIN' /tmp/rc.log)" || fail thin-journal "$(tail -n 5 /tmp/rc.log)"
+	# the discard counter of reclaim (dm-thin is bio-based: the request
+	# tracer sees no discards on it, so source="oracle" is checked on scsi_debug)
+	R='asmguard_discard_bytes_total{label="RTHIN",source="reclaim"}'
+	i=0
+	while [ $i -lt 50 ]; do
+		m=$(scrape)
+		[ "$(sample "$R" "$m")" = "$free" ] && break
+		i=$((i + 1)); sleep 0.1
+	done
+	r=$(sample "$R" "$m")
+	[ "$r" = "$free" ] && pass thin-metric-reclaim "$R $r" || fail thin-metric-reclaim "'$r' not $free :: $(echo "$m" | grep discard)"
 	daemon_stop
 else
 	fail thin "no dm-thin fixture"
@@ -117,6 +135,21 @@ if [ -b "${VM_SCSI:-}" ] && [ -r /sys/bus/pseudo/drivers/scsi_debug/map ]; then
 	[ "$z" = 0 ] && pass scsi-free-au-reads-zeros || fail scsi-free-au-reads-zeros "$z non-zero bytes in AU 21"
 	h1=$(asmguard-synth-asm hash "$VM_SCSI" --aus $AUS --allocated $ALLOC)
 	[ "$h0" = "$h1" ] && pass scsi-kept-aus-unchanged "$h1" || fail scsi-kept-aus-unchanged "$h0 -> $h1"
+	# the discard counters: reclaim's, then grid's blkdiscard (allowed by the
+	# filter) as the database's
+	chown grid "$VM_SCSI"
+	expect_ok scsi-grid-blkdiscard-allowed as_user grid "$(command -v blkdiscard)" -o $((60 * MIB)) -l $MIB "$VM_SCSI"
+	R='asmguard_discard_bytes_total{label="RSCSI",source="reclaim"}'
+	O='asmguard_discard_bytes_total{label="RSCSI",source="oracle"}'
+	i=0
+	while [ $i -lt 50 ]; do
+		m=$(scrape)
+		[ "$(sample "$R" "$m")" = "$free" ] && [ "$(sample "$O" "$m")" = "$MIB" ] && break
+		i=$((i + 1)); sleep 0.1
+	done
+	r=$(sample "$R" "$m"); o=$(sample "$O" "$m")
+	[ "$r" = "$free" ] && pass scsi-metric-reclaim "$R $r" || fail scsi-metric-reclaim "'$r' not $free :: $(echo "$m" | grep discard)"
+	[ "$o" = "$MIB" ] && pass scsi-metric-oracle "$O $o" || fail scsi-metric-oracle "'$o' not $MIB :: $(echo "$m" | grep discard)"
 	daemon_stop
 else
 	fail scsi "no scsi_debug fixture with a provisioning map"
