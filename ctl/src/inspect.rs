@@ -1,6 +1,7 @@
 //! `asmguardctl inspect`: offline, read-only view of a device or image.
 
 use crate::cli::InspectArgs;
+use crate::commands::human;
 use crate::exit::{CliError, FAILED};
 use asmguard_devices::{Device, DeviceKind};
 use asmguard_format::header::DiskHeader;
@@ -82,21 +83,6 @@ pub fn run(args: &InspectArgs) -> Result<(), CliError> {
         print!("{}", text(&r));
     }
     Ok(())
-}
-
-fn human(n: u64) -> String {
-    const U: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    let mut v = n as f64;
-    let mut i = 0;
-    while v >= 1024.0 && i < U.len() - 1 {
-        v /= 1024.0;
-        i += 1;
-    }
-    if i == 0 {
-        format!("{n} B")
-    } else {
-        format!("{v:.2} {}", U[i])
-    }
 }
 
 pub fn label_text(l: &LabelState) -> String {
