@@ -223,7 +223,18 @@ async fn run(
         loop {
             if let Some(m) = d5.metrics.get() {
                 let mut denied = std::collections::BTreeMap::new();
-                if let Some(f) = d5.filter.get() {
+                let filter = d5.filter.get();
+                m.refresh_modes(
+                    |l| {
+                        filter
+                            .map(|f| f.filtering(l))
+                            .unwrap_or_else(|| "off".into())
+                    },
+                    &filter
+                        .map(|f| f.status().backend)
+                        .unwrap_or_else(|| "none".into()),
+                );
+                if let Some(f) = filter {
                     for ((label, hook, mode), n) in f.counts() {
                         if mode == "enforce" {
                             *denied.entry((label, hook)).or_insert(0) += n;

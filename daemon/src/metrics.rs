@@ -144,6 +144,22 @@ impl MetricsService {
         }
     }
 
+    /// Re-read the filter's mode of every traced label and its backend (they change
+    /// with `asmguardctl filter`, between scans).
+    pub fn refresh_modes(&self, filtering: impl Fn(&str) -> String, backend: &str) {
+        self.metrics.set_backend(backend);
+        let labels: Vec<String> = self
+            .traced
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        for l in labels {
+            self.metrics.set_filter_mode(&l, mode_word(&filtering(&l)));
+        }
+    }
+
     /// Copy the filter's denial counts and the discard totals into the exporter.
     /// `denied`: (label, hook) -> count of enforced denials; `reclaim`: label -> bytes.
     pub fn update_counters(
