@@ -59,6 +59,7 @@ expect_ok allowed-after-restart as_user grid dd if="$L" of=/dev/null bs=4096 cou
 expect_ok allowed-write-after-restart as_user grid dd if=/tmp/junk of="$L" $DDW
 
 # events flow from the re-adopted ring buffer
+$G events --timeout 1 >/dev/null 2>&1
 $G events --count 1 --timeout 20 >/tmp/ev.out 2>&1 &
 evr=$!
 sleep 1
@@ -68,6 +69,9 @@ grep -q "comm=dd .*hook=file_open op=write-open mode=enforce" /tmp/ev.out && pas
 
 # audit: logged and allowed; off: allowed, not logged
 $G load --mode audit --id 7 "$A" >/dev/null 2>&1
+# Drain what earlier steps left in the ring buffer (the attacker loop's denials),
+# so the reader below sees the audit event, not an old one.
+$G events --timeout 1 >/dev/null 2>&1
 $G events --count 1 --timeout 20 >/tmp/ev.out 2>&1 &
 evr=$!
 sleep 1
