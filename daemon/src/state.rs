@@ -100,6 +100,22 @@ fn stable_link(path: &str, top: Option<&SysDev>) -> String {
     }
 }
 
+/// The answer to a label operation: what was done, where, and which byte ranges
+/// were written (`offset+length`).
+fn label_result(out: labelling::Outcome, label: &Label, device: String) -> LabelResult {
+    LabelResult {
+        action: out.action.into(),
+        label: label.to_string(),
+        device,
+        erased: out.erased,
+        written: out
+            .written
+            .iter()
+            .map(|(o, l)| format!("{o}+{l}"))
+            .collect(),
+    }
+}
+
 fn parse_label(s: &str) -> Result<Label, ErrorBody> {
     Label::new(s).map_err(|e| err(ErrorCode::InvalidLabel, e.to_string()))
 }
@@ -504,17 +520,7 @@ impl Daemon {
             a.force,
             a.migrate
         );
-        Ok(LabelResult {
-            action: out.action.into(),
-            label: label.to_string(),
-            device: shown,
-            erased: out.erased,
-            written: out
-                .written
-                .iter()
-                .map(|(o, l)| format!("{o}+{l}"))
-                .collect(),
-        })
+        Ok(label_result(out, &label, shown))
     }
 
     /// The top device of the disk with `label` (not in conflict).
@@ -558,17 +564,7 @@ impl Daemon {
         }
         let out = out?;
         tracing::info!("{shown}: unlabelled {label}");
-        Ok(LabelResult {
-            action: out.action.into(),
-            label: label.to_string(),
-            device: shown,
-            erased: vec![],
-            written: out
-                .written
-                .iter()
-                .map(|(o, l)| format!("{o}+{l}"))
-                .collect(),
-        })
+        Ok(label_result(out, &label, shown))
     }
 
     pub fn rename(&self, a: &RenameArgs) -> Result<LabelResult, ErrorBody> {
@@ -614,16 +610,6 @@ impl Daemon {
         }
         let out = out?;
         tracing::info!("{shown}: renamed {old} to {new}");
-        Ok(LabelResult {
-            action: out.action.into(),
-            label: new.to_string(),
-            device: shown,
-            erased: vec![],
-            written: out
-                .written
-                .iter()
-                .map(|(o, l)| format!("{o}+{l}"))
-                .collect(),
-        })
+        Ok(label_result(out, &new, shown))
     }
 }

@@ -151,6 +151,31 @@ fn edit_in_place(
     Ok(written)
 }
 
+/// Without `--force`: refuse foreign data, then another label.
+fn refuse_unless_forced(
+    shown: &str,
+    foreign: &[&Signature],
+    existing: &Option<String>,
+    force: bool,
+) -> Result<(), LabelOpError> {
+    if force {
+        return Ok(());
+    }
+    if !foreign.is_empty() {
+        return Err(LabelOpError::Data {
+            path: shown.to_string(),
+            sigs: describe(foreign),
+        });
+    }
+    if let Some(e) = existing {
+        return Err(LabelOpError::Labelled {
+            path: shown.to_string(),
+            existing: e.clone(),
+        });
+    }
+    Ok(())
+}
+
 /// Label the device at `path`.
 pub fn label_device(path: &Path, new: &Label, opts: LabelOptions) -> Result<Outcome, LabelOpError> {
     let p = open_probe(path)?;
@@ -181,18 +206,7 @@ pub fn label_device(path: &Path, new: &Label, opts: LabelOptions) -> Result<Outc
                 status: h.status.name(),
             });
         }
-        if !foreign.is_empty() && !opts.force {
-            return Err(LabelOpError::Data {
-                path: shown,
-                sigs: describe(&foreign),
-            });
-        }
-        if let (Some(e), false) = (&existing, opts.force) {
-            return Err(LabelOpError::Labelled {
-                path: shown,
-                existing: e.clone(),
-            });
-        }
+        refuse_unless_forced(&shown, &foreign, &existing, opts.force)?;
         // Only the label bytes change; nothing is erased on an ASM disk.
         let written = edit_in_place(
             &p,
@@ -207,18 +221,7 @@ pub fn label_device(path: &Path, new: &Label, opts: LabelOptions) -> Result<Outc
             written,
         });
     }
-    if !foreign.is_empty() && !opts.force {
-        return Err(LabelOpError::Data {
-            path: shown,
-            sigs: describe(&foreign),
-        });
-    }
-    if let (Some(e), false) = (&existing, opts.force) {
-        return Err(LabelOpError::Labelled {
-            path: shown,
-            existing: e.clone(),
-        });
-    }
+    refuse_unless_forced(&shown, &foreign, &existing, opts.force)?;
     // A fresh label block covers the first 4 KiB (or one logical block if larger).
     let fresh_len = 4096usize.max(p.unit);
     let mut written = Vec::new();
