@@ -1,7 +1,6 @@
 # asmguard: the two commands a fresh machine needs are `make demo` and `make test`.
 .PHONY: all deps build demo test test-host test-vm fuzz lint install uninstall clean
 
-PREFIX ?= /usr/local
 CARGO ?= cargo
 
 all: build
@@ -38,7 +37,7 @@ fuzz:
 # Install binaries, the udev rules, the systemd unit, the man page and a default config
 # (an existing /etc/asmguard/asmguard.toml is never overwritten). DESTDIR is honoured.
 install: build
-	@PREFIX=$(PREFIX) scripts/install.sh
+	@scripts/install.sh
 
 # Removes the write filter's pinned BPF programs first, then the installed files
 # (the configuration stays unless PURGE=1).
