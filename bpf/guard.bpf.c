@@ -121,6 +121,17 @@ static __always_inline void who(struct ag_event *e)
 	e->pad = BPF_CORE_READ(c, fsgid.val);
 }
 
+/* The caller's identity where only bpf_get_current_uid_gid is available (the
+ * cgroup-device programs of 5.10-era kernels): real uid and gid, no pid, no
+ * executable, no supplementary or effective ids. */
+static __always_inline void who_ids(struct ag_event *e)
+{
+	__u64 ug = bpf_get_current_uid_gid();
+
+	e->uid = e->euid = e->fsuid = (__u32)ug;
+	e->egid = e->pad = ug >> 32;
+}
+
 static __always_inline bool allowed(struct ag_event *e)
 {
 	struct ag_exe_key k = { .ino = e->exe_ino, .dev = e->exe_dev, .pad = 0 };
@@ -134,8 +145,11 @@ static __always_inline bool allowed(struct ag_event *e)
 	return false;
 }
 
-/* The verdict for a write-like operation on a managed device: 0 or -EPERM. */
-static __always_inline int verdict(struct ag_disk *d, __u32 dev, __u32 flags, __u32 hook, __u32 op)
+/* The verdict for a write-like operation on a managed device: 0 or -EPERM.
+ * `full`: the whole identity (task walk, executable, comm); false for programs
+ * that may call only bpf_get_current_uid_gid. */
+static __always_inline int verdict(struct ag_disk *d, __u32 dev, __u32 flags, __u32 hook, __u32 op,
+				   bool full)
 {
 	struct ag_event e = {};
 	struct ag_event *r;
@@ -149,7 +163,10 @@ static __always_inline int verdict(struct ag_disk *d, __u32 dev, __u32 flags, __
 	if (hook == AG_HOOK_FILE_PERMISSION &&
 	    (BPF_CORE_READ((struct task_struct *)bpf_get_current_task(), flags) & PF_KTHREAD))
 		return 0;
-	who(&e);
+	if (full)
+		who(&e);
+	else
+		who_ids(&e);
 	if (allowed(&e))
 		return 0;
 
@@ -164,7 +181,8 @@ static __always_inline int verdict(struct ag_disk *d, __u32 dev, __u32 flags, __
 		e.op = op;
 		e.mode = mode;
 		e.flags = flags;
-		bpf_get_current_comm(&e.comm, sizeof(e.comm));
+		if (full)
+			bpf_get_current_comm(&e.comm, sizeof(e.comm));
 		__builtin_memcpy(r, &e, sizeof(e));
 		bpf_ringbuf_submit(r, 0);
 	} else {
@@ -204,7 +222,7 @@ static __always_inline int check_file(struct file *file, __u32 hook, __u32 op)
 	d = managed(file->f_inode, &dev, &flags);
 	if (!d)
 		return 0;
-	return verdict(d, dev, flags, hook, op);
+	return verdict(d, dev, flags, hook, op, true);
 }
 
 SEC("lsm/file_open")
@@ -318,8 +336,7 @@ int BPF_PROG(ag_uring_cmd, struct io_uring_cmd *ioucmd, int ret)
 
 /* Fallback: open-time only. Runs for opens and mknods in every cgroup below the
  * root it is attached to; returns 1 to allow, 0 to deny. */
-SEC("cgroup/dev")
-int ag_cgroup_dev(struct bpf_cgroup_dev_ctx *ctx)
+static __always_inline int cgroup_dev(struct bpf_cgroup_dev_ctx *ctx, bool full)
 {
 	__u32 type = ctx->access_type & 0xffff;
 	__u32 access = ctx->access_type >> 16;
@@ -342,5 +359,20 @@ int ag_cgroup_dev(struct bpf_cgroup_dev_ctx *ctx)
 	}
 	if (!d)
 		return 1;
-	return verdict(d, dev, flags, AG_HOOK_CGROUP_DEVICE, ctx->access_type) ? 0 : 1;
+	return verdict(d, dev, flags, AG_HOOK_CGROUP_DEVICE, ctx->access_type, full) ? 0 : 1;
+}
+
+SEC("cgroup/dev")
+int ag_cgroup_dev(struct bpf_cgroup_dev_ctx *ctx)
+{
+	return cgroup_dev(ctx, true);
+}
+
+/* The same for kernels whose cgroup-device programs may not walk the task
+ * (5.10: no bpf_get_current_task, pid_tgid or comm there): identity from
+ * bpf_get_current_uid_gid alone. Loaded when ag_cgroup_dev is refused. */
+SEC("cgroup/dev")
+int ag_cgroup_dev_ids(struct bpf_cgroup_dev_ctx *ctx)
+{
+	return cgroup_dev(ctx, false);
 }

@@ -151,12 +151,22 @@ fn list(c: &Cli, op: Op, json: bool) -> Result<(), CliError> {
 
 fn status(c: &Cli, json: bool) -> Result<(), CliError> {
     let v = call(&c.socket, c.timeout, Op::Status)?;
+    let s: StatusResult = decode(v.clone())?;
     if json {
         print_json(&v);
-        return Ok(());
+        return unprotected(&s);
     }
-    let s: StatusResult = decode(v)?;
-    let rows = [
+    for (k, v) in status_rows(s.clone()) {
+        println!("{:<15} {v}", format!("{k}:"));
+    }
+    if !s.bpf_lsm_hint.is_empty() {
+        println!("{:<15} {}", "hint:", s.bpf_lsm_hint);
+    }
+    unprotected(&s)
+}
+
+fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
+    vec![
         (
             "daemon",
             format!(
@@ -164,6 +174,7 @@ fn status(c: &Cli, json: bool) -> Result<(), CliError> {
                 s.daemon_version, s.pid, s.uptime_seconds, s.protocol_version
             ),
         ),
+        ("protection", s.protection),
         ("kernel", s.kernel),
         ("bpf lsm", s.bpf_lsm),
         (
@@ -203,9 +214,16 @@ fn status(c: &Cli, json: bool) -> Result<(), CliError> {
         ("socket", s.socket),
         ("metrics", s.metrics_address),
         ("config", s.config),
-    ];
-    for (k, v) in rows {
-        println!("{:<15} {v}", format!("{k}:"));
+    ]
+}
+
+/// `status` exits with 7 when nothing protects the disks.
+fn unprotected(s: &StatusResult) -> Result<(), CliError> {
+    if s.unprotected() {
+        return Err(CliError::new(
+            crate::exit::UNPROTECTED,
+            format!("the managed disks are {}", s.protection),
+        ));
     }
     Ok(())
 }

@@ -19,6 +19,9 @@ pub const REFUSED: i32 = 4;
 pub const UNREACHABLE: i32 = 5;
 /// Busy: another request is labelling the disk or label right now; try again.
 pub const BUSY: i32 = 6;
+/// `status`: the daemon runs but no write filter protects the disks (none could
+/// load on this kernel); the status output says why and what to do.
+pub const UNPROTECTED: i32 = 7;
 
 /// An error to print as one line, with the exit code to leave with.
 #[derive(Debug)]

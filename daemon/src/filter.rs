@@ -63,8 +63,33 @@ pub fn start(cfg: &Config, pin_dir: Option<PathBuf>, state_file: PathBuf) -> Fil
         tracing::error!("filter allow-list: {e}");
     }
     let st = svc.status();
-    if st.backend == "none" {
-        tracing::error!("write filter: {}", st.reason);
+    // A fallback that knows callers by uid/gid only cannot see the daemon's
+    // executable: its own write-opens (labels, reclaim) use an allowed group.
+    if st.programs.iter().any(|p| p == "ag_cgroup_dev_ids") {
+        asmguard_devices::writer::set_writer_gid(gids.first().copied());
+        match gids.first() {
+            Some(g) => tracing::info!(
+                "write filter: this kernel's fallback knows callers by uid and gid only; \
+                 the daemon opens disks for writing with real gid {g}, and \
+                 allow_executables cannot apply"
+            ),
+            None => tracing::error!(
+                "write filter: this kernel's fallback knows callers by uid and gid only and \
+                 [filter] allow_groups is empty: the daemon's own label writes and reclaim \
+                 will be refused; allow a group"
+            ),
+        }
+    }
+    if st.backend == "none" && !st.disabled {
+        tracing::error!(
+            "UNPROTECTED: no write filter could load: {}; managed disks are open to every writer{}",
+            st.reason,
+            asmguard_guard::bpf_lsm_hint()
+                .map(|h| format!("; {h}"))
+                .unwrap_or_default()
+        );
+    } else if st.backend == "none" {
+        tracing::warn!("write filter: off (disabled by an administrator until reboot or `asmguardctl filter enable`)");
     } else {
         tracing::info!(
             "write filter: backend {} ({}){}: {}; allowed uids {:?}, gids {:?}, {} executables",
@@ -78,6 +103,9 @@ pub fn start(cfg: &Config, pin_dir: Option<PathBuf>, state_file: PathBuf) -> Fil
         );
         if st.backend == "cgroup_device" {
             tracing::warn!("write filter degraded: open-time only (writes on file descriptors opened before it, ioctls and mappings are not filtered)");
+            if let Some(h) = asmguard_guard::bpf_lsm_hint() {
+                tracing::warn!("{h}");
+            }
         }
     }
     svc

@@ -203,15 +203,30 @@ async fn run(
         .join("filter.state");
     let cfg2 = d.cfg.clone();
     let d4 = d.clone();
+    let require = d.cfg.filter.require_protection;
     match tokio::task::spawn_blocking(move || {
         let f = filter::start(&cfg2, bpf_pin_dir, state_file);
+        let st = f.status();
+        if require && st.backend == "none" && !st.disabled {
+            return Err(st.reason);
+        }
         let _ = d4.filter.set(f);
         d4.sync_filter();
         d4.sync_metrics();
+        Ok(())
     })
     .await
     {
-        Ok(()) => {}
+        Ok(Ok(())) => {}
+        Ok(Err(why)) => {
+            let msg = format!(
+                "refusing to start: no write filter could load ({why}) and [filter] \
+                 require_protection = true; fix the cause or set it to false to run unprotected"
+            );
+            tracing::error!("{msg}");
+            eprintln!("asmguardd: {msg}");
+            return 1;
+        }
         Err(e) => tracing::error!("write filter: {e}"),
     }
     if let Some(m) = d.metrics.get() {

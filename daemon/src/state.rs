@@ -361,8 +361,10 @@ impl Daemon {
                 adopted: false,
                 programs: vec![],
                 devices: 0,
+                disabled: false,
             },
         );
+        let protection = protection(&fst);
         StatusResult {
             daemon_version: env!("CARGO_PKG_VERSION").to_string(),
             protocol_version: asmguard_proto::VERSION,
@@ -377,6 +379,8 @@ impl Daemon {
             filter_reason: fst.reason,
             filter_programs: fst.programs,
             filter_devices: fst.devices,
+            protection,
+            bpf_lsm_hint: asmguard_guard::bpf_lsm_hint().unwrap_or_default(),
             default_filter_mode: self.cfg.filter.mode.clone(),
             disks: s.grouping.disks.iter().filter(|d| !d.conflict).count(),
             conflicts: s.grouping.conflicts.len(),
@@ -611,5 +615,15 @@ impl Daemon {
         let out = out?;
         tracing::info!("{shown}: renamed {old} to {new}");
         Ok(label_result(out, &new, shown))
+    }
+}
+
+/// The one-word state of protection for `status` (see `StatusResult::protection`).
+pub fn protection(f: &asmguard_guard::service::FilterStatus) -> String {
+    match f.backend.as_str() {
+        "lsm" => "protected".into(),
+        "cgroup_device" => "degraded: open-time only".into(),
+        _ if f.disabled => "off (disabled by an administrator)".into(),
+        _ => format!("UNPROTECTED: {}", f.reason),
     }
 }

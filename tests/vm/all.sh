@@ -4,7 +4,8 @@
 #   tests/vm/all.sh [TEST...]
 #
 # Builds the workspace once (cargo build --release; VM_BUILD=0 skips it), then
-# runs tests/vm/run.sh for each line in VM_LINES (default "6.1 6.12"),
+# runs tests/vm/run.sh for each line in VM_LINES (default "5.10 5.10+lsm 6.1 6.12
+# newest"),
 # sequentially (TCG wants both host cores). Prints each run's lines and summary,
 # then one total line "vm: N passed, M failed". Exit status 0 only if every
 # run passed (make-friendly).
@@ -12,7 +13,7 @@
 set -uo pipefail
 VM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 VM_ROOT=$(cd "$VM_DIR/../.." && pwd)
-lines=${VM_LINES:-6.1 6.12}
+lines=${VM_LINES:-5.10 5.10+lsm 6.1 6.12 newest}
 
 . "$VM_DIR/deps.sh"
 total_pass=0 total_fail=0 summaries=()
@@ -34,7 +35,7 @@ fi
 
 for line in $lines; do
 	VM_BUILD=0 VM_DEPS_SKIP=1 "$VM_DIR/run.sh" "$line" "$@" | tee "$tmp"
-	summary=$(grep -E "^vm-$line: [0-9]+ passed, [0-9]+ failed$" "$tmp" | tail -n 1)
+	summary=$(grep -E "^vm-${line//+/\\+}: [0-9]+ passed, [0-9]+ failed$" "$tmp" | tail -n 1)
 	if [ -z "$summary" ]; then
 		summary="vm-$line: 0 passed, 1 failed"
 	fi

@@ -1,10 +1,12 @@
 #!/bin/bash
 # tests/vm/kernels.sh - fetch and unpack the newest Debian cloud kernel of a line.
 #
-#   tests/vm/kernels.sh LINE          LINE = 6.1 | 6.12 (any "<major>.<minor>")
+#   tests/vm/kernels.sh LINE          LINE = 5.10 | 6.1 | 6.12 | newest (or any "<major>.<minor>")
 #
-# Picks the newest linux-image-<LINE>...-cloud-amd64[-unsigned] package that apt
-# knows (never a hard-coded version), downloads it once into tests/vm/cache/,
+# Picks the newest linux-image-<LINE>...-cloud-amd64[-unsigned] package of the
+# line's Debian suites (never a hard-coded version; "newest" takes the newest over
+# every suite), through the lab's own apt configuration (apt.sh), downloads it
+# (and, for split 7.x packaging, its binary/modules/base parts) into tests/vm/cache/,
 # unpacks it there, and prepares tests/vm/work/<LINE>/:
 #   vmlinuz            the kernel
 #   modules/           lib/modules/<kver>/ with only the modules the lab needs
@@ -16,6 +18,7 @@
 VM_DIR=${VM_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}
 VM_CACHE=${VM_CACHE:-$VM_DIR/cache}
 VM_WORK=${VM_WORK:-$VM_DIR/work}
+. "$VM_DIR/apt.sh"
 
 # Modules the guest tests need. "?" marks an optional one: shipped if the kernel
 # has it, not loaded at boot (a test runs "modprobe xfs"). Hard dependencies come from modules.dep, "pre:" soft dependencies
@@ -29,41 +32,76 @@ VM_MODULES_WITH_PARAMS="scsi_debug null_blk"
 
 vm_log() { echo "kernels: $*" >&2; }
 
-# vm_kernel_pkg LINE: prints the newest kernel image package name of LINE.
+# vm_line_suites LINE: the Debian suites a lab line takes its kernel from ("*": any).
+vm_line_suites() {
+	case ${1%%+*} in
+	5.10) echo "bullseye" ;; # (its security pool is gone from the mirror: LTS ended)
+	6.1 | 6.12) echo "bookworm bookworm-updates bookworm-security" ;;
+	*) echo "*" ;;
+	esac
+}
+
+# vm_kernel_pkg LINE: prints "PACKAGE VERSION" of the newest cloud kernel image of
+# LINE ("5.10", "6.1", "6.12", "newest", or any "<major>.<minor>"; a "+..." suffix
+# such as "5.10+lsm" names a boot variant of the same kernel) in the line's suites.
 vm_kernel_pkg() {
-	local line=$1 re names
-	re="^linux-image-${line//./\\.}[.-][0-9][^ ]*-cloud-amd64(-unsigned)?\$"
-	names=$(apt-cache search --names-only "$re" 2>/dev/null | awk '{print $1}')
-	if [ -z "$names" ]; then
-		vm_log "no package matches $re; running apt-get update"
-		vm_apt update -qq >&2 || return 1
-		names=$(apt-cache search --names-only "$re" | awk '{print $1}')
+	local line=${1%%+*} re names suites n
+	if [ "$line" = newest ]; then
+		re='^linux-image-[0-9]+\.[0-9]+[.-][0-9][^ ]*-cloud-amd64(-unsigned)?$'
+	else
+		re="^linux-image-${line//./\\.}[.-][0-9][^ ]*-cloud-amd64(-unsigned)?\$"
 	fi
-	[ -n "$names" ] || { vm_log "no Debian cloud kernel package for line $line"; return 1; }
-	# Newest kernel version first; for the same version prefer -unsigned (it is
-	# the real build; the signed one carries the same kernel and modules).
-	echo "$names" | awk '{v=$0; sub(/-unsigned$/, "", v); print v "\t" ($0 ~ /-unsigned$/ ? 1 : 0) "\t" $0}' |
-		sort -t "$(printf '\t')" -k1,1V -k2,2n | tail -n 1 | cut -f3
+	lab_apt_update || return 1
+	names=$(lab_apt_cache search --names-only "$re" 2>/dev/null | awk '{print $1}')
+	[ -n "$names" ] || { vm_log "no Debian cloud kernel package for line $1 ($re)"; return 1; }
+	suites=$(vm_line_suites "$1")
+	# "kernel-version<TAB>unsigned?<TAB>package<TAB>version" for each (package, version)
+	# in an allowed suite; newest kernel first, -unsigned preferred (the same build).
+	for n in $names; do
+		lab_apt_cache madison "$n" | awk -F'|' -v n="$n" -v suites=" $suites " '
+			{
+				gsub(/ /, "", $2); split($3, u, " "); suite = u[2]; sub(/\/.*/, "", suite)
+				if (suites != " * " && index(suites, " " suite " ") == 0) next
+				k = n; sub(/^linux-image-/, "", k); sub(/-cloud-amd64(-unsigned)?$/, "", k)
+				print k "\t" (n ~ /-unsigned$/ ? 1 : 0) "\t" n "\t" $2
+			}'
+	done | sort -t "$(printf '\t')" -k1,1V -k2,2n -k4,4V | tail -n 1 | awk -F'\t' 'NF == 4 {print $3, $4}' | grep . ||
+		{ vm_log "no cloud kernel of line $1 in suites: $suites"; return 1; }
+}
+
+# vm_download PKG VER: apt-get download PKG=VER into the cache once; prints the .deb.
+vm_download() {
+	local deb="$VM_CACHE/${1}_${2//:/%3a}_amd64.deb"
+	if [ ! -s "$deb" ]; then
+		vm_log "downloading $1 $2"
+		(cd "$VM_CACHE" && lab_apt_get download -q "$1=$2" >&2) || return 1
+		[ -s "$deb" ] || { vm_log "download of $1 did not produce $deb"; return 1; }
+	fi
+	echo "$deb"
 }
 
 # vm_fetch_kernel LINE: download + unpack + prepare work/LINE. Idempotent.
+# Both package layouts work: one linux-image package (<= 6.x), or the split one of
+# 7.x where linux-image depends on linux-binary-* (the kernel, vmlinuz at
+# usr/lib/modules/KVER/vmlinuz), linux-modules-* and linux-base-* (modules.builtin).
 vm_fetch_kernel() {
-	local line=$1 pkg ver deb root kver
-	pkg=$(vm_kernel_pkg "$line") || return 1
-	ver=$(apt-cache policy "$pkg" | awk '/Candidate:/ {print $2}')
-	[ -n "$ver" ] && [ "$ver" != "(none)" ] || { vm_log "$pkg has no candidate version"; return 1; }
+	local line=$1 pkg ver deb root kver dep dver part pv
+	pv=$(vm_kernel_pkg "$line") || return 1
+	pkg=${pv% *} ver=${pv#* }
 	mkdir -p "$VM_CACHE" "$VM_WORK/$line"
-	deb="$VM_CACHE/${pkg}_${ver//:/%3a}_amd64.deb"
-	if [ ! -s "$deb" ]; then
-		vm_log "downloading $pkg $ver"
-		(cd "$VM_CACHE" && apt-get download -q -o APT::Sandbox::User=root "$pkg=$ver" >&2) || return 1
-		[ -s "$deb" ] || { vm_log "download of $pkg did not produce $deb"; return 1; }
-	fi
+	deb=$(vm_download "$pkg" "$ver") || return 1
 	root="$VM_CACHE/${pkg}_${ver//:/%3a}"
 	if [ ! -e "$root/.unpacked" ]; then
 		rm -rf "$root"
 		mkdir -p "$root"
 		dpkg-deb -x "$deb" "$root" || return 1
+		# split packaging: the image's exact-version siblings hold the kernel and modules
+		for dep in $(dpkg-deb -f "$deb" Depends | tr ',' '\n' |
+			sed -nE 's/^ *(linux-(binary|modules|base)-[^ ]+) \(= ([^)]+)\).*/\1=\3/p'); do
+			dver=${dep#*=}
+			part=$(vm_download "${dep%%=*}" "$dver") || return 1
+			dpkg-deb -x "$part" "$root" || return 1
+		done
 		# Newer packages put modules in usr/lib/modules: one layout for the rest.
 		if [ ! -d "$root/lib/modules" ] && [ -d "$root/usr/lib/modules" ]; then
 			mkdir -p "$root/lib" && ln -s ../usr/lib/modules "$root/lib/modules"
@@ -76,8 +114,10 @@ vm_fetch_kernel() {
 		touch "$root/.unpacked"
 	fi
 	kver=$(ls "$root/lib/modules" 2>/dev/null | head -n 1)
-	[ -n "$kver" ] && [ -f "$root/boot/vmlinuz-$kver" ] ||
-		{ vm_log "$deb holds no kernel (lib/modules/*, boot/vmlinuz-*)"; return 1; }
+	local vmlinuz="$root/boot/vmlinuz-$kver"
+	[ -f "$vmlinuz" ] || vmlinuz="$root/lib/modules/$kver/vmlinuz"
+	[ -n "$kver" ] && [ -f "$vmlinuz" ] ||
+		{ vm_log "$deb holds no kernel (lib/modules/*, boot/vmlinuz-* or lib/modules/*/vmlinuz)"; return 1; }
 
 	# redo when the package, the module list or this script changes
 	local out="$VM_WORK/$line" stamp
@@ -86,8 +126,11 @@ vm_fetch_kernel() {
 		return 0
 	fi
 	rm -rf "$out/modules"
-	cp "$root/boot/vmlinuz-$kver" "$out/vmlinuz"
+	cp "$vmlinuz" "$out/vmlinuz"
 	vm_pick_modules "$root/lib/modules/$kver" "$out/modules/lib/modules/$kver" || return 1
+	# the kernel's boot configuration (its CONFIG_LSM default list, CONFIG_BPF_LSM)
+	cp "$root/boot/config-$kver" "$out/config" 2>/dev/null ||
+		cp "$root/lib/modules/$kver/config" "$out/config" 2>/dev/null || : >"$out/config"
 	printf 'KVER=%s\nKPKG=%s\nKPKG_VERSION=%s\n' "$kver" "$pkg" "$ver" >"$out/kernel.env"
 	echo "$stamp" >"$out/.stamp"
 	vm_log "$line: $pkg $ver (kernel $kver) ready in $out"

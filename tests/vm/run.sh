@@ -2,7 +2,11 @@
 # tests/vm/run.sh - boot one Debian cloud kernel under QEMU (TCG) and run guest tests.
 #
 #   tests/vm/run.sh KERNEL_LINE [TEST...]
-#       KERNEL_LINE  6.1 | 6.12 (newest Debian cloud kernel of that line)
+#       KERNEL_LINE  5.10      Debian bullseye's cloud kernel, Debian's default boot options
+#                    5.10+lsm  the same kernel with bpf appended to its LSM list (lsm=)
+#                    6.1 | 6.12  the newest Debian 12 cloud kernel of that line
+#                    newest    the newest Debian cloud kernel of any suite the lab knows
+#                    (any other "<major>.<minor>[+lsm]" works too)
 #       TEST         names of tests/vm/guest/tests/<TEST>.sh (default: all)
 #
 # Environment:
@@ -15,9 +19,12 @@
 #   VM_SHELL=1           after the tests, give an interactive shell on this
 #                        terminal (no timeout; "exit" powers the guest off)
 #
-# Prints one "PASS|FAIL vm-<line> <test> <detail>" line per guest check, then
-# exactly one summary line "vm-<line>: N passed, M failed". Exits 0 only if
-# every check passed and the guest finished. The console log is kept in
+# Prints one "PASS|FAIL vm-<line> <test> <detail>" line per guest check, one
+# "N/A vm-<line> <test> <reason>" line per check that cannot apply on this kernel
+# (never counted as a pass), then "vm-<line>: K n/a" and exactly one summary line
+# "vm-<line>: N passed, M failed". Exits 0 only if every check passed and the guest
+# finished. A guest that panics before /init (seen under TCG) is booted once more,
+# and a "RETRY vm-<line> ..." line says so. The console log is kept in
 # tests/vm/work/<line>.log.
 
 set -uo pipefail
@@ -30,10 +37,10 @@ VM_WORK=${VM_WORK:-$VM_DIR/work}
 . "$VM_DIR/kernels.sh"
 . "$VM_DIR/initramfs.sh"
 
-usage() { echo "usage: $0 KERNEL_LINE [TEST...]   (KERNEL_LINE: 6.1 or 6.12)" >&2; exit 2; }
+usage() { echo "usage: $0 KERNEL_LINE [TEST...]   (KERNEL_LINE: 5.10, 5.10+lsm, 6.1, 6.12, newest)" >&2; exit 2; }
 [ $# -ge 1 ] || usage
 line=$1; shift
-[[ $line =~ ^[0-9]+\.[0-9]+$ ]] || usage
+[[ $line =~ ^([0-9]+\.[0-9]+|newest)(\+lsm)?$ ]] || usage
 name="vm-$line"
 tests=$(echo "$*" | tr ' ' ',')
 
@@ -70,6 +77,14 @@ log=$VM_WORK/$line.log
 timeout_s=${VM_TIMEOUT:-240}
 append="console=ttyS0 panic=-1 quiet loglevel=3 asmguard.test_timeout=${VM_TEST_TIMEOUT:-120}"
 [ -n "$tests" ] && append="$append asmguard.tests=$tests"
+# "+lsm": the kernel's own default LSM list (CONFIG_LSM) with bpf appended.
+if [[ $line == *+lsm ]]; then
+	lsms=$(sed -n 's/^CONFIG_LSM="\(.*\)"$/\1/p' "$VM_WORK/$line/config")
+	[ -n "$lsms" ] || summary_fail "the $line kernel's config names no CONFIG_LSM list"
+	case ",$lsms," in *,bpf,*) ;; *) lsms="$lsms,bpf" ;; esac
+	append="$append lsm=$lsms"
+	echo "$name: booting with lsm=$lsms" >&2
+fi
 
 qemu=(qemu-system-x86_64 -accel tcg -cpu max -m "${VM_MEM:-2G}" -smp "${VM_SMP:-2}"
 	-nographic -no-reboot
@@ -82,23 +97,43 @@ if [ "${VM_SHELL:-0}" = 1 ]; then
 fi
 
 start=$(date +%s.%N)
-if [ "${VM_VERBOSE:-0}" = 1 ]; then
-	timeout -k 5 "$timeout_s" "${qemu[@]}" </dev/null 2>&1 | tee "$log" | tr -d '\r' >&2
-	qrc=${PIPESTATUS[0]}
-else
-	timeout -k 5 "$timeout_s" "${qemu[@]}" </dev/null >"$log" 2>&1
-	qrc=$?
+vm_boot() {
+	if [ "${VM_VERBOSE:-0}" = 1 ]; then
+		timeout -k 5 "$timeout_s" "${qemu[@]}" </dev/null 2>&1 | tee "$log" | tr -d '\r' >&2
+		qrc=${PIPESTATUS[0]}
+	else
+		timeout -k 5 "$timeout_s" "${qemu[@]}" </dev/null >"$log" 2>&1
+		qrc=$?
+	fi
+}
+vm_boot
+# A kernel panic before /init ran (no boot-seconds line) is the emulator's or the
+# kernel's early-boot trouble, not a result: boot once more, and say so.
+if ! grep -aq '^VMINFO boot-seconds' "$log" && grep -aq 'Kernel panic' "$log"; then
+	why=$(tr -d '\r' <"$log" | grep -a -m1 'Kernel panic' | cut -c1-160)
+	mv "$log" "$log.panic"
+	echo "RETRY $name guest panicked before /init ($why); booting once more (first console log: $log.panic)"
+	vm_boot
 fi
 end=$(date +%s.%N)
 wall=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')
 
 # Results: "VMTEST <name> PASS|FAIL <detail>" lines (console lines end in \r).
-passed=0 failed=0
+passed=0 failed=0 na=0
 while IFS= read -r l; do
 	l=${l%$'\r'}
-	if [[ $l =~ ^VMTEST\ ([^ ]+)\ (PASS|FAIL)\ ?(.*)$ ]]; then
-		echo "${BASH_REMATCH[2]} $name ${BASH_REMATCH[1]} ${BASH_REMATCH[3]}"
-		if [ "${BASH_REMATCH[2]}" = PASS ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+	if [[ $l =~ ^VMTEST\ ([^ ]+)\ (PASS|FAIL|NA)\ ?(.*)$ ]]; then
+		case ${BASH_REMATCH[2]} in
+		PASS) passed=$((passed + 1)); echo "PASS $name ${BASH_REMATCH[1]} ${BASH_REMATCH[3]}" ;;
+		FAIL) failed=$((failed + 1)); echo "FAIL $name ${BASH_REMATCH[1]} ${BASH_REMATCH[3]}" ;;
+		NA)
+			na=$((na + 1))
+			echo "N/A $name ${BASH_REMATCH[1]} ${BASH_REMATCH[3]}"
+			# n/a needs a reason
+			if [ -z "${BASH_REMATCH[3]}" ]; then
+				failed=$((failed + 1)); echo "FAIL $name ${BASH_REMATCH[1]} n/a without a reason"
+			fi ;;
+		esac
 	fi
 done <"$log"
 
@@ -122,5 +157,6 @@ if [ "$failed" -gt 0 ]; then
 	tr -d '\r' <"$log" | tail -n 40
 	echo "---- end ----"
 fi
+echo "$name: $na n/a"
 echo "$name: $passed passed, $failed failed"
 [ "$failed" = 0 ]

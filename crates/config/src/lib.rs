@@ -26,6 +26,7 @@
 //! allow_users = ["grid", "oracle"]
 //! allow_groups = ["asmadmin", "asmdba", "oinstall"]
 //! allow_executables = []               # absolute paths
+//! require_protection = false           # true: refuse to start when no filter can load
 //! ```
 
 use serde::Deserialize;
@@ -116,6 +117,11 @@ pub struct Filter {
     pub allow_users: Vec<String>,
     pub allow_groups: Vec<String>,
     pub allow_executables: Vec<PathBuf>,
+    /// Refuse to start when no filter backend can load (neither the BPF LSM nor
+    /// the cgroup-device fallback), instead of running UNPROTECTED. Off by
+    /// default: labels and the stable disk paths are what ASM needs to start,
+    /// and an unprotected daemon says so loudly (status, exit code, metric, log).
+    pub require_protection: bool,
 }
 
 impl Default for Devices {
@@ -165,6 +171,7 @@ impl Default for Filter {
             allow_users: vec!["grid".into(), "oracle".into()],
             allow_groups: vec!["asmadmin".into(), "asmdba".into(), "oinstall".into()],
             allow_executables: vec![],
+            require_protection: false,
         }
     }
 }

@@ -153,7 +153,12 @@ impl Device {
             flags |= libc::O_EXCL;
         }
         opts.custom_flags(flags);
-        let file = opts.open(path).map_err(|e| {
+        let opened = if write {
+            crate::writer::open(&opts, path)
+        } else {
+            opts.open(path)
+        };
+        let file = opened.map_err(|e| {
             if e.raw_os_error() == Some(libc::EBUSY) {
                 DevError::Busy(
                     path.to_path_buf(),

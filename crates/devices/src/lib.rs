@@ -14,5 +14,6 @@ pub mod labelling;
 pub mod pattern;
 pub mod sysfs;
 pub mod uevent;
+pub mod writer;
 
 pub use blockdev::{DevError, Device, DeviceKind};

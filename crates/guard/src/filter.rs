@@ -41,7 +41,11 @@ const OPTIONAL_LSM: [(&str, &str); 2] = [
     ("ag_file_ioctl_compat", "bpf_lsm_file_ioctl_compat"),
     ("ag_uring_cmd", "bpf_lsm_uring_cmd"),
 ];
+/// The cgroup-device program, and its variant for kernels whose cgroup-device
+/// programs may not call the task helpers (5.10): identity from uid and gid alone.
 const CGROUP_PROG: &str = "ag_cgroup_dev";
+const CGROUP_PROG_IDS: &str = "ag_cgroup_dev_ids";
+const CGROUP_PROGS: [&str; 2] = [CGROUP_PROG, CGROUP_PROG_IDS];
 
 const NHOOKS: usize = 9;
 const STAT_RB_DROPS: u32 = 2 * NHOOKS as u32;
@@ -495,6 +499,48 @@ pub fn active_lsms() -> Result<String, String> {
         .map_err(|e| format!("cannot read {}: {e}", path.display()))
 }
 
+/// How to turn the BPF LSM on, when the kernel has it built in but `bpf` is not
+/// in its active LSM list; `None` when it is active or not built in. Built in:
+/// `CONFIG_BPF_LSM=y` in `/boot/config-$(uname -r)`, or its hook functions
+/// (`bpf_lsm_file_open`) in the kernel's BTF.
+pub fn bpf_lsm_hint() -> Option<String> {
+    let lsms = active_lsms().ok()?;
+    bpf_lsm_hint_for(&lsms, bpf_lsm_built_in())
+}
+
+fn bpf_lsm_built_in() -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let config = std::fs::read_to_string(format!("/boot/config-{}", release.trim()))
+        .unwrap_or_default();
+    if config.lines().any(|l| l.trim() == "CONFIG_BPF_LSM=y") {
+        return true;
+    }
+    let btf = std::fs::read("/sys/kernel/btf/vmlinux").unwrap_or_default();
+    kernel_btf_has(&btf, "bpf_lsm_file_open")
+}
+
+/// The hint for an active list `lsms` (as in `/sys/kernel/security/lsm`).
+pub fn bpf_lsm_hint_for(lsms: &str, built_in: bool) -> Option<String> {
+    let list: Vec<&str> = lsms
+        .trim()
+        .split(',')
+        .filter(|l| !l.is_empty())
+        .collect();
+    if !built_in || list.contains(&"bpf") {
+        return None;
+    }
+    // capability is always first and implicit: the lsm= list names the others.
+    let mut want: Vec<&str> = list.into_iter().filter(|l| *l != "capability").collect();
+    want.push("bpf");
+    let arg = format!("lsm={}", want.join(","));
+    Some(format!(
+        "this kernel has the BPF LSM but it is not active: boot with {arg} \
+         (RHEL/Oracle Linux: grubby --update-kernel=ALL --args=\"{arg}\"; \
+         Debian/Ubuntu: add {arg} to GRUB_CMDLINE_LINUX in /etc/default/grub, run update-grub) \
+         and reboot"
+    ))
+}
+
 /// `mount -t FSTYPE FSTYPE TARGET`, best effort.
 fn mount_fs(fstype: &str, target: &str) {
     let Ok(src) = std::ffi::CString::new(fstype) else {
@@ -563,7 +609,7 @@ pub fn pinned_backend(pin_dir: &Path) -> Option<Backend> {
         .filter_map(|e| e.ok())
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
-    if names.iter().any(|n| n == CGROUP_PROG) {
+    if names.iter().any(|n| CGROUP_PROGS.contains(&n.as_str())) {
         Some(Backend::CgroupDevice)
     } else if names.iter().any(|n| n.starts_with("ag_")) {
         Some(Backend::Lsm)
@@ -627,7 +673,17 @@ impl Guard {
             .map_err(io_err("creating the pin directory"))?;
 
         if let Some(b) = pinned_backend(&opts.pin_dir) {
-            let mut g = Guard::load(opts, b, "re-adopted the pinned filter".into())?;
+            let mut g = match b {
+                Backend::CgroupDevice => {
+                    let prog = if opts.pin_dir.join("links").join(CGROUP_PROG_IDS).exists() {
+                        CGROUP_PROG_IDS
+                    } else {
+                        CGROUP_PROG
+                    };
+                    Guard::load_with(opts, b, prog, "re-adopted the pinned filter".into())?
+                }
+                Backend::Lsm => Guard::load(opts, b, "re-adopted the pinned filter".into())?,
+            };
             g.adopted = true;
             return Ok(g);
         }
@@ -668,6 +724,36 @@ impl Guard {
     }
 
     fn load(opts: &Options, backend: Backend, reason: String) -> Result<Guard, Error> {
+        if backend == Backend::Lsm {
+            return Guard::load_with(opts, backend, "", reason);
+        }
+        // The full cgroup-device program first; where the kernel refuses its
+        // helpers (5.10 allows cgroup-device programs bpf_get_current_uid_gid
+        // but not the task walk), the uid/gid variant.
+        let prev = libbpf_rs::set_print(None);
+        let full = Guard::load_with(opts, backend, CGROUP_PROG, reason.clone());
+        libbpf_rs::set_print(prev.or(Some((libbpf_rs::PrintLevel::Warn, libbpf_to_stderr))));
+        match full {
+            Ok(g) => Ok(g),
+            Err(e) => Guard::load_with(
+                opts,
+                backend,
+                CGROUP_PROG_IDS,
+                format!(
+                    "{reason}; identity from uid and gid only (this kernel refuses the task \
+                     helpers to cgroup-device programs: {e})"
+                ),
+            ),
+        }
+    }
+
+    /// Loads `backend`; `cgroup_prog` names the cgroup-device program to use.
+    fn load_with(
+        opts: &Options,
+        backend: Backend,
+        cgroup_prog: &str,
+        reason: String,
+    ) -> Result<Guard, Error> {
         let btf = std::fs::read("/sys/kernel/btf/vmlinux").unwrap_or_default();
         let mut open = ObjectBuilder::default()
             .open_memory(GUARD_OBJ)
@@ -675,9 +761,9 @@ impl Guard {
         for mut prog in open.progs_mut() {
             let name = prog.name().to_string_lossy().into_owned();
             let load = match backend {
-                Backend::CgroupDevice => name == CGROUP_PROG,
+                Backend::CgroupDevice => name == cgroup_prog,
                 Backend::Lsm => {
-                    name != CGROUP_PROG
+                    !CGROUP_PROGS.contains(&name.as_str())
                         && OPTIONAL_LSM
                             .iter()
                             .find(|(p, _)| *p == name)
@@ -1084,6 +1170,17 @@ mod tests {
             );
         }
         assert_eq!(progs[CGROUP_PROG].0, ProgramType::CgroupDevice);
+        assert_eq!(progs[CGROUP_PROG_IDS].0, ProgramType::CgroupDevice);
+    }
+
+    #[test]
+    fn bpf_lsm_hint_names_the_list_and_both_tools() {
+        let h = bpf_lsm_hint_for("lockdown,capability,yama,apparmor", true).unwrap();
+        assert!(h.contains("lsm=lockdown,yama,apparmor,bpf"), "{h}");
+        assert!(h.contains("grubby --update-kernel=ALL --args=\"lsm=lockdown,yama,apparmor,bpf\""));
+        assert!(h.contains("GRUB_CMDLINE_LINUX"));
+        assert_eq!(bpf_lsm_hint_for("capability,yama,bpf", true), None);
+        assert_eq!(bpf_lsm_hint_for("capability,yama", false), None);
         let maps: BTreeMap<String, (u32, u32)> = open
             .maps()
             .map(|m| {

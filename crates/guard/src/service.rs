@@ -61,6 +61,9 @@ pub struct FilterStatus {
     pub programs: Vec<String>,
     /// Devices in the kernel's managed set.
     pub devices: usize,
+    /// Whether an administrator disabled the filter (`filter disable`): no
+    /// backend on purpose, as opposed to none that could load.
+    pub disabled: bool,
 }
 
 type Sink = Box<dyn Fn(&FilterEvent) + Send + Sync>;
@@ -442,7 +445,7 @@ impl FilterService {
             return if inner.disabled {
                 "off (filter disabled)".into()
             } else {
-                "off (no filter)".into()
+                "UNPROTECTED (no filter backend)".into()
             };
         };
         let m = self.mode_for(&inner, label);
@@ -464,6 +467,7 @@ impl FilterService {
                 adopted: g.adopted(),
                 programs: g.programs(),
                 devices: g.disks().map(|d| d.len()).unwrap_or(0),
+                disabled: false,
             },
             None => FilterStatus {
                 backend: "none".into(),
@@ -472,6 +476,7 @@ impl FilterService {
                 adopted: false,
                 programs: vec![],
                 devices: 0,
+                disabled: inner.disabled,
             },
         }
     }

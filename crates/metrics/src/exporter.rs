@@ -15,6 +15,7 @@
 //! | `asmguard_disk_info` | gauge (1) | label, device, paths, logical_sector, physical_sector |
 //! | `asmguard_filter_mode` | gauge (1) | label, mode |
 //! | `asmguard_backend_info` | gauge (1) | backend |
+//! | `asmguard_protected` | gauge (0/1) | - |
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -299,6 +300,17 @@ impl Collector for IoCollector {
                 m.encode_family(&[("backend", b.as_str())])?
                     .encode_gauge(&1i64)?;
             }
+        }
+        {
+            let mut m = encoder.encode_descriptor(
+                "asmguard_protected",
+                "1 while a write filter protects the managed disks (lsm or cgroup_device), \
+                 0 when none could load or it is disabled",
+                None,
+                MetricType::Gauge,
+            )?;
+            let on = matches!(state.backend.as_deref(), Some("lsm" | "cgroup_device"));
+            m.encode_gauge(&i64::from(on))?;
         }
         Ok(())
     }
@@ -595,6 +607,12 @@ mod tests {
             "asmguard_discard_bytes_total{label=\"DATA1\",source=\"reclaim\"} 1048576\n"
         ));
         assert!(text.contains("asmguard_backend_info{backend=\"lsm\"} 1\n"));
+        assert!(text.contains("asmguard_protected 1\n"));
+        m.set_backend("none");
+        let off = m.encode_prometheus_text();
+        assert!(off.contains("asmguard_protected 0\n"), "{off}");
+        assert!(!off.contains("asmguard_backend_info{backend=\"lsm\"}"));
+        m.set_backend("lsm");
         assert!(text.contains("asmguard_filter_mode{label=\"DATA1\",mode=\"enforce\"} 1\n"));
         assert!(text.contains("# TYPE asmguard_writes_denied_total counter\n"));
         assert!(!text.contains("# EOF"));

@@ -630,6 +630,21 @@ pub struct StatusResult {
     /// Devices in the kernel's managed set.
     #[serde(default)]
     pub filter_devices: usize,
+    /// `protected`, `degraded: open-time only`, `off (disabled by an
+    /// administrator)` or `UNPROTECTED: <why>` (no filter backend could load;
+    /// `asmguardctl status` then exits with 7).
+    #[serde(default)]
+    pub protection: String,
+    /// How to turn the BPF LSM on, when the kernel has it but it is off.
+    #[serde(default)]
+    pub bpf_lsm_hint: String,
+}
+
+impl StatusResult {
+    /// Whether no filter protects the disks although none was disabled on purpose.
+    pub fn unprotected(&self) -> bool {
+        self.protection.starts_with("UNPROTECTED")
+    }
 }
 
 /// The answer to `filter`.

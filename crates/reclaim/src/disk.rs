@@ -86,9 +86,11 @@ pub fn stamps(d: &Device, l: &Layout) -> Result<Stamps, String> {
 /// device-mapper or multipath holders above a path do not make it fail: the
 /// safety checks decide).
 pub fn open_rw(dev: &Path) -> std::io::Result<File> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(libc::O_CLOEXEC)
-        .open(dev)
+    asmguard_devices::writer::open(
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_CLOEXEC),
+        dev,
+    )
 }

@@ -32,6 +32,23 @@ fail() { # fail CHECK [DETAIL]
 	VMTEST_FAILED=1
 }
 
+# The filter backend this kernel gives: the BPF LSM programs when bpf is an active
+# LSM, else the cgroup-device fallback (write-opens only). Tests that exercise the
+# filter use it, so every test runs on every lab line.
+if grep -qw bpf /sys/kernel/security/lsm 2>/dev/null; then
+	VM_BACKEND=lsm
+else
+	VM_BACKEND=cgroup_device
+fi
+VM_FALLBACK_WHY="cgroup-device fallback (bpf is not an active LSM: $(cat /sys/kernel/security/lsm 2>/dev/null)) sees write-opens only"
+
+# na CHECK REASON: CHECK cannot apply on this kernel, for REASON (required). Counted
+# apart by run.sh, never as a pass. Use it only where the kernel lacks the feature the
+# check exercises: a protection that is missing is a fail.
+na() {
+	echo "VMTEST $VMTEST_PREFIX.$1 NA $(_vm_detail "${2:-}")"
+}
+
 info() { echo "VMINFO $VMTEST_PREFIX $*"; }
 
 # expect_ok CHECK CMD...: PASS if CMD exits 0.
