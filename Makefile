@@ -16,7 +16,7 @@ demo: build
 	@scripts/demo.sh
 
 # Every test: lint, host tests (loop devices), a fuzz smoke, and the VM lab on the
-# Debian 6.1 and 6.12 kernels. Ends with one `total: N passed, M failed` line.
+# Debian 5.10 (twice), 6.1, 6.12 and newest kernels. Ends with one `total: N passed, M failed` line.
 test: deps
 	@scripts/test.sh
 

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Every test asmguard has, in one run: lint, the host tests (cargo test, as root, on
-# loop devices), a short fuzz run, and the real-kernel VM lab on Debian's 6.1 and
-# 6.12 kernels. Prints each step's result and ends with `total: N passed, M failed`.
+# loop devices), a short fuzz run, and the real-kernel VM lab on five Debian kernel lines
+# (5.10, 5.10+lsm, 6.1, 6.12, newest). Prints each step's result and ends with `total: N passed, M failed`.
 #
 #   ASMGUARD_SKIP_VM=1   host only (quick local loops)
 #   FUZZ_SECONDS=N       fuzz time per target (default 20; 0 skips)

@@ -9,7 +9,8 @@ pub const EXIT_CODES: &str = "Exit codes: 0 success; 1 the operation failed (I/O
      permission denied on a file); 4 refused (the disk holds data, an ASM disk header or \
      another label, is in use, the label is taken, or the socket peer may not do this); \
      5 asmguardd not reachable (not running, wrong --socket, protocol mismatch, timeout); \
-     6 busy (another request is labelling that disk or label: try again).";
+     6 busy (another request is labelling that disk or label: try again); 7 (status) the \
+     daemon runs but no write filter protects the disks: UNPROTECTED, with the reason.";
 
 #[derive(Debug, Parser)]
 #[command(

@@ -28,11 +28,68 @@ pub fn start(cfg: &Config, pin_dir: Option<PathBuf>, state_file: PathBuf) -> Fil
         ..Options::default()
     };
     let svc = FilterService::start(opts, mode, Some(state_file), Box::new(log_event));
-    let (uids, gids, mut exes, problems) = service::resolve_allow(
-        &cfg.filter.allow_users,
-        &cfg.filter.allow_groups,
-        &cfg.filter.allow_executables,
-    );
+    let (uids, gids) = set_allow(&svc, &cfg.filter);
+    let st = svc.status();
+    // A fallback that knows callers by uid/gid only cannot see the daemon's
+    // executable: its own write-opens (labels, reclaim) use an allowed group.
+    if st.programs.iter().any(|p| p == "ag_cgroup_dev_ids") {
+        asmguard_devices::writer::set_writer_gid(gids.first().copied());
+        asmguard_devices::writer::set_writer_uid(uids.first().copied());
+        match (gids.first(), uids.first()) {
+            (Some(g), _) => tracing::info!(
+                "write filter: this kernel's fallback knows callers by uid and gid only; \
+                 the daemon opens disks for writing with real gid {g}, and \
+                 allow_executables cannot apply"
+            ),
+            (None, Some(u)) => tracing::info!(
+                "write filter: this kernel's fallback knows callers by uid and gid only; \
+                 the daemon opens disks for writing with real uid {u}, and \
+                 allow_executables cannot apply"
+            ),
+            (None, None) => tracing::error!(
+                "write filter: this kernel's fallback knows callers by uid and gid only and \
+                 the allow-list names no user or group: the daemon's own label writes and \
+                 reclaim will be refused; allow one"
+            ),
+        }
+    }
+    if st.backend == "none" && !st.disabled {
+        tracing::error!(
+            "UNPROTECTED: no write filter could load: {}; managed disks are open to every writer{}",
+            st.reason,
+            asmguard_guard::bpf_lsm_hint()
+                .map(|h| format!("; {h}"))
+                .unwrap_or_default()
+        );
+    } else if st.backend == "none" {
+        tracing::warn!("write filter: off (disabled by an administrator until reboot or `asmguardctl filter enable`)");
+    } else {
+        tracing::info!(
+            "write filter: backend {} ({}){}: {}; allowed uids {:?}, gids {:?}, executables {:?}",
+            st.backend,
+            st.coverage,
+            if st.adopted { ", re-adopted" } else { "" },
+            st.reason,
+            uids,
+            gids,
+            cfg.filter.allow_executables
+        );
+        if st.backend == "cgroup_device" {
+            tracing::warn!("write filter degraded: open-time only (writes on file descriptors opened before it, ioctls and mappings are not filtered)");
+            if let Some(h) = asmguard_guard::bpf_lsm_hint() {
+                tracing::warn!("{h}");
+            }
+        }
+    }
+    svc
+}
+
+/// Resolves the allow-list of `f` (names through NSS) and hands it to the
+/// filter with the daemon's own executable and the system's SG_IO tools.
+/// Returns the uids and gids. Used at start and on SIGHUP.
+pub fn set_allow(svc: &FilterService, f: &asmguard_config::Filter) -> (Vec<u32>, Vec<u32>) {
+    let (uids, gids, mut exes, problems) =
+        service::resolve_allow(&f.allow_users, &f.allow_groups, &f.allow_executables);
     for p in problems {
         tracing::warn!("filter allow-list: {p}: ignored");
     }
@@ -62,53 +119,36 @@ pub fn start(cfg: &Config, pin_dir: Option<PathBuf>, state_file: PathBuf) -> Fil
     if let Err(e) = svc.set_allow(uids.clone(), gids.clone(), exes.clone()) {
         tracing::error!("filter allow-list: {e}");
     }
-    let st = svc.status();
-    // A fallback that knows callers by uid/gid only cannot see the daemon's
-    // executable: its own write-opens (labels, reclaim) use an allowed group.
-    if st.programs.iter().any(|p| p == "ag_cgroup_dev_ids") {
-        asmguard_devices::writer::set_writer_gid(gids.first().copied());
-        match gids.first() {
-            Some(g) => tracing::info!(
-                "write filter: this kernel's fallback knows callers by uid and gid only; \
-                 the daemon opens disks for writing with real gid {g}, and \
-                 allow_executables cannot apply"
-            ),
-            None => tracing::error!(
-                "write filter: this kernel's fallback knows callers by uid and gid only and \
-                 [filter] allow_groups is empty: the daemon's own label writes and reclaim \
-                 will be refused; allow a group"
-            ),
+    (uids, gids)
+}
+
+/// SIGHUP: re-reads the configuration's allow-list and re-resolves its names
+/// (a user added to LDAP or extrausers since the start), logging what changed.
+pub fn reload_allow(svc: &FilterService, source: Option<&Path>, before: &mut (Vec<u32>, Vec<u32>)) {
+    let cfg = match asmguard_config::load(source) {
+        Ok((c, _)) => c,
+        Err(e) => {
+            tracing::error!("SIGHUP: configuration not reloaded, the allow-list stays: {e}");
+            return;
         }
-    }
-    if st.backend == "none" && !st.disabled {
-        tracing::error!(
-            "UNPROTECTED: no write filter could load: {}; managed disks are open to every writer{}",
-            st.reason,
-            asmguard_guard::bpf_lsm_hint()
-                .map(|h| format!("; {h}"))
-                .unwrap_or_default()
-        );
-    } else if st.backend == "none" {
-        tracing::warn!("write filter: off (disabled by an administrator until reboot or `asmguardctl filter enable`)");
-    } else {
+    };
+    let now = set_allow(svc, &cfg.filter);
+    if now == *before {
         tracing::info!(
-            "write filter: backend {} ({}){}: {}; allowed uids {:?}, gids {:?}, {} executables",
-            st.backend,
-            st.coverage,
-            if st.adopted { ", re-adopted" } else { "" },
-            st.reason,
-            uids,
-            gids,
-            exes.len()
+            "SIGHUP: allow-list re-resolved, unchanged: uids {:?}, gids {:?}",
+            now.0,
+            now.1
         );
-        if st.backend == "cgroup_device" {
-            tracing::warn!("write filter degraded: open-time only (writes on file descriptors opened before it, ioctls and mappings are not filtered)");
-            if let Some(h) = asmguard_guard::bpf_lsm_hint() {
-                tracing::warn!("{h}");
-            }
-        }
+    } else {
+        tracing::warn!(
+            "SIGHUP: allow-list re-resolved: uids {:?} -> {:?}, gids {:?} -> {:?}",
+            before.0,
+            now.0,
+            before.1,
+            now.1
+        );
     }
-    svc
+    *before = now;
 }
 
 fn log_event(e: &FilterEvent) {

@@ -332,6 +332,42 @@ async fn run(
     }
 
     let serve = tokio::spawn(server::serve(listener, d.clone()));
+    // SIGHUP: the allow-list's names are resolved again (NSS: a user or group
+    // added to LDAP, SSSD or extrausers since the start) from the configuration.
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        Ok(mut hup) => {
+            let d7 = d.clone();
+            tokio::spawn(async move {
+                let (u, g, _, _) = asmguard_guard::service::resolve_allow(
+                    &d7.cfg.filter.allow_users,
+                    &d7.cfg.filter.allow_groups,
+                    &[],
+                );
+                let mut before = (u, g);
+                let path = match d7.cfg_source.strip_suffix(" (absent: built-in defaults)") {
+                    Some(_) => None,
+                    None => Some(PathBuf::from(&d7.cfg_source)),
+                };
+                while hup.recv().await.is_some() {
+                    let d8 = d7.clone();
+                    let path = path.clone();
+                    let b = before.clone();
+                    let r = tokio::task::spawn_blocking(move || {
+                        let mut b = b;
+                        if let Some(f) = d8.filter.get() {
+                            filter::reload_allow(f, path.as_deref(), &mut b);
+                        }
+                        b
+                    })
+                    .await;
+                    if let Ok(b) = r {
+                        before = b;
+                    }
+                }
+            });
+        }
+        Err(e) => tracing::error!("SIGHUP handler: {e}"),
+    }
     let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
         Ok(s) => s,
         Err(e) => {

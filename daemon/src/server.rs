@@ -92,26 +92,47 @@ pub async fn serve(listener: UnixListener, d: Arc<Daemon>) {
     }
 }
 
-/// Who is on the other end.
-#[derive(Debug, Clone, Copy)]
+/// Who is on the other end: ids and supplementary groups as the kernel recorded
+/// them when the peer connected (never read back from /proc, where the pid may
+/// be reused by then).
+#[derive(Debug, Clone)]
 struct Peer {
     uid: u32,
     gid: u32,
     pid: Option<i32>,
+    groups: Vec<u32>,
 }
 
-fn supplementary_groups(pid: i32) -> Vec<u32> {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines().find(|l| l.starts_with("Groups:")).map(|l| {
-                l["Groups:".len()..]
-                    .split_whitespace()
-                    .filter_map(|g| g.parse().ok())
-                    .collect()
-            })
-        })
-        .unwrap_or_default()
+/// The peer's supplementary groups (`SO_PEERGROUPS`, Linux 4.13+).
+fn peer_groups(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<Vec<u32>> {
+    use std::os::fd::AsRawFd;
+    let mut n = 64usize;
+    loop {
+        let mut buf = vec![0u32; n];
+        let mut len = (n * std::mem::size_of::<u32>()) as libc::socklen_t;
+        // SAFETY: buf has room for `len` bytes; getsockopt writes at most that
+        // many and sets `len` to what it wrote (or, on ERANGE, to what it needs).
+        let r = unsafe {
+            libc::getsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_PEERGROUPS,
+                buf.as_mut_ptr().cast(),
+                &mut len,
+            )
+        };
+        let got = len as usize / std::mem::size_of::<u32>();
+        if r == 0 {
+            buf.truncate(got);
+            return Ok(buf);
+        }
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::ERANGE) && got > n {
+            n = got;
+            continue;
+        }
+        return Err(e);
+    }
 }
 
 fn authorise(d: &Daemon, peer: &Peer, op: &Op) -> Result<(), ErrorBody> {
@@ -128,12 +149,9 @@ fn authorise(d: &Daemon, peer: &Peer, op: &Op) -> Result<(), ErrorBody> {
             ),
         )),
         Access::Read => {
-            let admin = d.admin_gid.is_some_and(|g| {
-                peer.gid == g
-                    || peer
-                        .pid
-                        .is_some_and(|p| supplementary_groups(p).contains(&g))
-            });
+            let admin = d
+                .admin_gid
+                .is_some_and(|g| peer.gid == g || peer.groups.contains(&g));
             if admin {
                 Ok(())
             } else {
@@ -194,6 +212,13 @@ async fn connection(stream: UnixStream, d: Arc<Daemon>) {
             uid: c.uid(),
             gid: c.gid(),
             pid: c.pid(),
+            groups: {
+                use std::os::fd::AsFd;
+                peer_groups(stream.as_fd()).unwrap_or_else(|e| {
+                    tracing::warn!("SO_PEERGROUPS: {e}: only the primary group counts");
+                    Vec::new()
+                })
+            },
         },
         Err(e) => {
             tracing::warn!("SO_PEERCRED: {e}");
@@ -258,7 +283,7 @@ async fn connection(stream: UnixStream, d: Arc<Daemon>) {
                         }
                         continue;
                     }
-                    dispatch(d.clone(), req, peer).await
+                    dispatch(d.clone(), req, peer.clone()).await
                 }
             },
         };
@@ -381,5 +406,27 @@ async fn dispatch(d: Arc<Daemon>, req: Request, peer: Peer) -> Response {
                 ),
             )
         }
+    }
+}
+
+#[cfg(test)]
+mod peer_tests {
+    use super::*;
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn peer_groups_are_the_connecting_process_groups() {
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let mut got = peer_groups(a.as_fd()).unwrap();
+        let mut want: Vec<u32> = nix::unistd::getgroups()
+            .unwrap()
+            .into_iter()
+            .map(|g| g.as_raw())
+            .collect();
+        got.sort_unstable();
+        want.sort_unstable();
+        want.dedup();
+        got.dedup();
+        assert_eq!(got, want);
     }
 }

@@ -22,7 +22,7 @@ VM_TOOLS="dash fio blkdiscard wipefs losetup blkid blockdev lsblk fallocate fstr
  mkfs.ext4 mke2fs mkfs.xfs xfs_io setpriv dd sha256sum cmp stat
  timeout env nohup nice xargs find flock
  dmsetup sg_raw sg_dd sg_inq sg_readcap sg_unmap sg_write_same sg_get_lba_status sg_vpd
- sfdisk partx delpart addpart od"
+ sfdisk partx delpart addpart od getent"
 # Tools the tests cannot do without.
 VM_REQUIRED_TOOLS="dash fio blkdiscard wipefs losetup blkid mkfs.ext4 dd sha256sum dmsetup sg_raw sg_dd setpriv
  timeout env xargs"
@@ -146,7 +146,20 @@ nogroup:x:65534:
 GROUP
 	printf 'root:*:19000:0:99999:7:::\n' >"$ir_stage/etc/shadow"
 	chmod 600 "$ir_stage/etc/shadow"
-	printf 'passwd: files\ngroup: files\nshadow: files\n' >"$ir_stage/etc/nsswitch.conf"
+	# Directory users (LDAP/SSSD stand-in): only in libnss-extrausers, never in
+	# /etc/passwd; the daemon must resolve them through NSS.
+	printf 'passwd: files extrausers\ngroup: files extrausers\nshadow: files\n' >"$ir_stage/etc/nsswitch.conf"
+	local nss
+	nss=$(ls /usr/lib/x86_64-linux-gnu/libnss_extrausers.so.2 /usr/lib/libnss_extrausers.so.2 2>/dev/null | head -n 1)
+	if [ -n "$nss" ]; then
+		ir_copy_file "$nss" "/usr/lib/x86_64-linux-gnu/libnss_extrausers.so.2" && ir_copy_libs "$nss" || return 1
+	else
+		ir_log "warning: no libnss_extrausers.so.2 (install libnss-extrausers): directory users will not resolve"
+	fi
+	mkdir -p "$ir_stage/var/lib/extrausers"
+	printf 'ldapgrid:x:54400:54400:directory user:/tmp:/bin/sh\n' >"$ir_stage/var/lib/extrausers/passwd"
+	printf 'ldapgrid:x:54400:\nldapdba:x:54401:ldapgrid\n' >"$ir_stage/var/lib/extrausers/group"
+	: >"$ir_stage/var/lib/extrausers/shadow"
 	mkdir -p "$ir_stage/home/oracle" "$ir_stage/home/grid" "$ir_stage/home/intruder"
 	chown 54321:54321 "$ir_stage/home/oracle"
 	chown 54331:54321 "$ir_stage/home/grid"

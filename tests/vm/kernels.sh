@@ -57,15 +57,15 @@ vm_kernel_pkg() {
 	suites=$(vm_line_suites "$1")
 	# "kernel-version<TAB>unsigned?<TAB>package<TAB>version" for each (package, version)
 	# in an allowed suite; newest kernel first, -unsigned preferred (the same build).
-	for n in $names; do
-		lab_apt_cache madison "$n" | awk -F'|' -v n="$n" -v suites=" $suites " '
-			{
-				gsub(/ /, "", $2); split($3, u, " "); suite = u[2]; sub(/\/.*/, "", suite)
-				if (suites != " * " && index(suites, " " suite " ") == 0) next
-				k = n; sub(/^linux-image-/, "", k); sub(/-cloud-amd64(-unsigned)?$/, "", k)
-				print k "\t" (n ~ /-unsigned$/ ? 1 : 0) "\t" n "\t" $2
-			}'
-	done | sort -t "$(printf '\t')" -k1,1V -k2,2n -k4,4V | tail -n 1 | awk -F'\t' 'NF == 4 {print $3, $4}' | grep . ||
+	# shellcheck disable=SC2086
+	lab_apt_cache madison $names | awk -F'|' -v suites=" $suites " '
+		{
+			n = $1; gsub(/ /, "", n); gsub(/ /, "", $2)
+			split($3, u, " "); suite = u[2]; sub(/\/.*/, "", suite)
+			if (suites != " * " && index(suites, " " suite " ") == 0) next
+			k = n; sub(/^linux-image-/, "", k); sub(/-cloud-amd64(-unsigned)?$/, "", k)
+			print k "\t" (n ~ /-unsigned$/ ? 1 : 0) "\t" n "\t" $2
+		}' | sort -t "$(printf '\t')" -k1,1V -k2,2n -k4,4V | tail -n 1 | awk -F'\t' 'NF == 4 {print $3, $4}' | grep . ||
 		{ vm_log "no cloud kernel of line $1 in suites: $suites"; return 1; }
 }
 

@@ -11,10 +11,10 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, Object, ObjectBuilder, ProgramType};
 
@@ -510,8 +510,8 @@ pub fn bpf_lsm_hint() -> Option<String> {
 
 fn bpf_lsm_built_in() -> bool {
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    let config = std::fs::read_to_string(format!("/boot/config-{}", release.trim()))
-        .unwrap_or_default();
+    let config =
+        std::fs::read_to_string(format!("/boot/config-{}", release.trim())).unwrap_or_default();
     if config.lines().any(|l| l.trim() == "CONFIG_BPF_LSM=y") {
         return true;
     }
@@ -521,11 +521,7 @@ fn bpf_lsm_built_in() -> bool {
 
 /// The hint for an active list `lsms` (as in `/sys/kernel/security/lsm`).
 pub fn bpf_lsm_hint_for(lsms: &str, built_in: bool) -> Option<String> {
-    let list: Vec<&str> = lsms
-        .trim()
-        .split(',')
-        .filter(|l| !l.is_empty())
-        .collect();
+    let list: Vec<&str> = lsms.trim().split(',').filter(|l| !l.is_empty()).collect();
     if !built_in || list.contains(&"bpf") {
         return None;
     }
@@ -621,6 +617,16 @@ pub fn pinned_backend(pin_dir: &Path) -> Option<Backend> {
 /// Removes every pin (links first: detaching the programs) under `pin_dir`.
 /// The filter is off once this returns. Not an error if nothing was pinned.
 pub fn remove_pins(pin_dir: &Path) -> Result<(), Error> {
+    // The managed set first: programs that stay attached a moment longer (or,
+    // on a kernel that cannot detach them, until reboot) then find no device.
+    for name in ["ag_blk", "ag_chr"] {
+        if let Ok(map) = MapHandle::from_pinned_path(pin_dir.join("maps").join(name)) {
+            let keys: Vec<Vec<u8>> = map.keys().collect();
+            for k in keys {
+                delete_quiet(&map, &k)?;
+            }
+        }
+    }
     // Hold every link while the pins go: dropping a pin defers the release to
     // a kernel work item, closing the last fd releases synchronously. So the
     // programs are detached when this returns, not a moment later.
@@ -644,13 +650,64 @@ pub fn remove_pins(pin_dir: &Path) -> Result<(), Error> {
         let _ = std::fs::remove_dir(&dir);
     }
     let _ = std::fs::remove_dir(pin_dir);
+    let ids: Vec<u32> = held.iter().filter_map(link_id).collect();
     for link in held {
         // Cgroup links detach at once; for LSM (tracing) links the kernel has
         // no detach operation and the close below does it.
         let _ = link.detach();
         drop(link);
     }
-    Ok(())
+    wait_links_gone(&ids, Duration::from_secs(5))
+}
+
+/// The kernel's id of a link, from its fd's `/proc/self/fdinfo` (`link_id:`).
+fn link_id(link: &Link) -> Option<u32> {
+    let fd = link.as_fd().as_raw_fd();
+    std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}"))
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("link_id:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Whether a link with this id still exists.
+fn link_exists(id: u32) -> bool {
+    // SAFETY: bpf_link_get_fd_by_id takes a plain id and returns a new fd we own
+    // (closed right away) or a negative error.
+    let fd = unsafe { libbpf_rs::libbpf_sys::bpf_link_get_fd_by_id(id) };
+    if fd >= 0 {
+        // SAFETY: fd was just returned to us and is closed once.
+        unsafe { libc::close(fd) };
+        true
+    } else {
+        // ENOENT: gone. Anything else (EPERM ...): cannot tell, assume gone.
+        false
+    }
+}
+
+/// Waits until none of the links `ids` exists any more. On some kernels (5.10)
+/// the last reference to an unpinned link is the bpffs inode's, dropped after
+/// an RCU grace period: the programs stay attached for a moment after the
+/// pins are gone. `filter disable` and uninstall return once they are detached.
+fn wait_links_gone(ids: &[u32], timeout: Duration) -> Result<(), Error> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let t0 = Instant::now();
+    loop {
+        let left: Vec<u32> = ids.iter().copied().filter(|id| link_exists(*id)).collect();
+        if left.is_empty() {
+            return Ok(());
+        }
+        if t0.elapsed() > timeout {
+            return Err(Error::Detach(format!(
+                "the kernel keeps links {left:?} attached {} ms after their pins were \
+                 removed; they are inert (the managed set is empty) and go at reboot",
+                timeout.as_millis()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 impl Guard {
@@ -997,12 +1054,12 @@ impl Guard {
 
     /// Detaches the programs and removes every pin: the filter is off.
     pub fn uninstall(mut self) -> Result<(), Error> {
-        let links: Vec<Link> = self.links.drain(..).map(|(_, l)| l).collect();
-        let r = remove_pins(&self.pin_dir);
-        for link in links {
+        // Our own fds go first, so that remove_pins can wait for the last
+        // reference (the pins') to go.
+        for (_, link) in self.links.drain(..) {
             let _ = link.detach();
         }
-        r
+        remove_pins(&self.pin_dir)
     }
 }
 
@@ -1171,16 +1228,6 @@ mod tests {
         }
         assert_eq!(progs[CGROUP_PROG].0, ProgramType::CgroupDevice);
         assert_eq!(progs[CGROUP_PROG_IDS].0, ProgramType::CgroupDevice);
-    }
-
-    #[test]
-    fn bpf_lsm_hint_names_the_list_and_both_tools() {
-        let h = bpf_lsm_hint_for("lockdown,capability,yama,apparmor", true).unwrap();
-        assert!(h.contains("lsm=lockdown,yama,apparmor,bpf"), "{h}");
-        assert!(h.contains("grubby --update-kernel=ALL --args=\"lsm=lockdown,yama,apparmor,bpf\""));
-        assert!(h.contains("GRUB_CMDLINE_LINUX"));
-        assert_eq!(bpf_lsm_hint_for("capability,yama,bpf", true), None);
-        assert_eq!(bpf_lsm_hint_for("capability,yama", false), None);
         let maps: BTreeMap<String, (u32, u32)> = open
             .maps()
             .map(|m| {
@@ -1197,5 +1244,15 @@ mod tests {
         for m in MAP_NAMES {
             assert!(maps.contains_key(m), "{m}");
         }
+    }
+
+    #[test]
+    fn bpf_lsm_hint_names_the_list_and_both_tools() {
+        let h = bpf_lsm_hint_for("lockdown,capability,yama,apparmor", true).unwrap();
+        assert!(h.contains("lsm=lockdown,yama,apparmor,bpf"), "{h}");
+        assert!(h.contains("grubby --update-kernel=ALL --args=\"lsm=lockdown,yama,apparmor,bpf\""));
+        assert!(h.contains("GRUB_CMDLINE_LINUX"));
+        assert_eq!(bpf_lsm_hint_for("capability,yama,bpf", true), None);
+        assert_eq!(bpf_lsm_hint_for("capability,yama", false), None);
     }
 }

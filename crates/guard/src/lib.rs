@@ -15,6 +15,7 @@ use libbpf_rs::{Link, MapCore, MapFlags, OpenObject};
 
 mod devt;
 pub mod filter;
+pub mod identity;
 pub mod service;
 pub use devt::{DevtError, KernelDev};
 pub use filter::{
@@ -69,6 +70,9 @@ pub enum Error {
     /// A lock was poisoned by a panicking thread.
     #[error("internal lock poisoned")]
     Poisoned,
+    /// The kernel kept programs attached after their links were released.
+    #[error("detaching the filter: {0}")]
+    Detach(String),
 }
 
 impl Error {

@@ -401,9 +401,29 @@ impl FilterService {
                 let labels: Vec<String> = inner.disks.keys().cloned().collect();
                 match action {
                     Action::Disable => {
+                        // Every disk's mode to off first: the programs stop
+                        // denying at once, also where the kernel is slow to
+                        // detach them (or keeps them attached until reboot).
+                        if inner.guard.is_some() {
+                            let saved = inner.overrides.clone();
+                            for l in labels.iter() {
+                                inner.overrides.insert(l.clone(), Mode::Off);
+                            }
+                            self.apply(&mut inner, false);
+                            inner.overrides = saved;
+                        }
                         Self::stop_reader(&mut inner);
                         if let Some(g) = inner.guard.take() {
-                            g.uninstall().map_err(|e| e.to_string())?;
+                            if let Err(e) = g.uninstall() {
+                                inner.disabled = true;
+                                inner.why_none = format!(
+                                    "disabled; {e}: they stay attached until reboot, with every \
+                                     disk's mode off"
+                                );
+                                eprintln!("asmguard: filter disable: {}", inner.why_none);
+                                self.save_state(&inner);
+                                return Ok(labels);
+                            }
                         } else {
                             remove_pins(&self.opts.pin_dir).map_err(|e| e.to_string())?;
                         }
@@ -575,20 +595,20 @@ pub fn resolve_allow(
     let mut problems = Vec::new();
     let uids = users
         .iter()
-        .filter_map(|u| match lookup_id("/etc/passwd", u) {
-            Some(id) => Some(id),
-            None => {
-                problems.push(format!("user {u} does not exist"));
+        .filter_map(|u| match crate::identity::uid_of(u) {
+            Ok(id) => Some(id),
+            Err(e) => {
+                problems.push(e);
                 None
             }
         })
         .collect();
     let gids = groups
         .iter()
-        .filter_map(|g| match lookup_id("/etc/group", g) {
-            Some(id) => Some(id),
-            None => {
-                problems.push(format!("group {g} does not exist"));
+        .filter_map(|g| match crate::identity::gid_of(g) {
+            Ok(id) => Some(id),
+            Err(e) => {
+                problems.push(e);
                 None
             }
         })
@@ -604,20 +624,6 @@ pub fn resolve_allow(
         })
         .collect();
     (uids, gids, exes, problems)
-}
-
-/// The numeric id of `name` in a passwd/group-format file, or a number as is.
-fn lookup_id(file: &str, name: &str) -> Option<u32> {
-    if let Ok(n) = name.parse() {
-        return Some(n);
-    }
-    let text = std::fs::read_to_string(file).ok()?;
-    text.lines().find_map(|l| {
-        let mut f = l.split(':');
-        (f.next()? == name).then_some(())?;
-        f.next()?;
-        f.next()?.parse().ok()
-    })
 }
 
 #[cfg(test)]
@@ -662,9 +668,6 @@ mod tests {
 
     #[test]
     fn ids_from_names_and_numbers() {
-        assert_eq!(lookup_id("/etc/passwd", "root"), Some(0));
-        assert_eq!(lookup_id("/etc/passwd", "54331"), Some(54331));
-        assert_eq!(lookup_id("/etc/passwd", "no-such-user-asmguard"), None);
         let (u, g, e, p) = resolve_allow(
             &["root".into(), "no-such-user-asmguard".into()],
             &["root".into()],

@@ -77,8 +77,10 @@ expect_fail() {
 # as_user USER CMD...: runs CMD as USER with USER's groups (setpriv, no PAM).
 as_user() {
 	_u=$1; shift
-	_uid=$(awk -F: -v u="$_u" '$1 == u {print $3}' /etc/passwd)
-	_gid=$(awk -F: -v u="$_u" '$1 == u {print $4}' /etc/passwd)
+	# through NSS (getent): directory users from extrausers too
+	_pw=$(getent passwd "$_u" 2>/dev/null || awk -F: -v u="$_u" '$1 == u' /etc/passwd)
+	_uid=$(echo "$_pw" | cut -d: -f3)
+	_gid=$(echo "$_pw" | cut -d: -f4)
 	[ -n "$_uid" ] || { echo "as_user: no user $_u" >&2; return 127; }
 	setpriv --reuid="$_uid" --regid="$_gid" --init-groups --reset-env -- "$@"
 }

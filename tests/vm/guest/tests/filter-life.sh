@@ -93,8 +93,9 @@ s2=$($G stats)
 # some kernels, at the inode permission check and again at the block device open)
 case $s2 in *"audited=file_open:1"* | *"audited=cgroup_device:1"* | *"audited=cgroup_device:2"*) pass audit-counted "$s2" ;; *) fail audit-counted "$s2" ;; esac
 
-# uninstall: detached and gone
-$G unload
+# uninstall: detached and gone (unload waits until the kernel has released the
+# links, and says which stay attached if it does not)
+expect_ok uninstall $G unload
 [ ! -e $PIN ] && pass uninstall-removes-pins || fail uninstall-removes-pins "$(ls -R $PIN)"
 expect_ok write-after-uninstall dd if=/tmp/junk of="$L" $DDW
 

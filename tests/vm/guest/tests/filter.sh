@@ -262,6 +262,8 @@ case "$gout|$iline" in
 	pass preopened-fd-uringdiscard.allowed-ok "$gout" ;;
 "ATTACK uringdiscard FAIL 95 "*"|ATTACK uringdiscard FAIL 95 "*)
 	na preopened-fd-uringdiscard "io_uring block discard needs 6.12+: the kernel refuses it before any hook (intruder: $iline; grid: $gout)" ;;
+"ATTACK uringdiscard FAIL 22 "*"|ATTACK uringdiscard FAIL 22 "*)
+	na preopened-fd-uringdiscard "io_uring passthrough (IORING_OP_URING_CMD) needs 5.19+: the kernel refuses the opcode (intruder: $iline; grid: $gout)" ;;
 *) fail preopened-fd-uringdiscard "intruder: ${iline:-no result}; grid: $gout" ;;
 esac
 fi

@@ -12,7 +12,10 @@
 # to turn it on (the lsm= list plus bpf, grubby and GRUB_CMDLINE_LINUX).
 . /vmtests/lib.sh
 
-C="asmguardctl --socket /run/asmguard/unprot.sock"
+# its own run directory: no filter state of an earlier test (a "disabled" kept until reboot)
+RUN=/run/asmguard-unprot
+rm -rf "$RUN"; mkdir -p "$RUN"
+C="asmguardctl --socket $RUN/unprot.sock"
 PORT=19465
 L=$(new_loop 16 unprot) || { fail setup "losetup"; vm_exit; }
 [ ! -e /sys/fs/bpf/asmguard ] || { fail setup "a filter is pinned from an earlier test: $(ls /sys/fs/bpf/asmguard/links)"; vm_exit; }
@@ -23,7 +26,7 @@ conf() { # conf REQUIRE
 include = ["${L#/dev/}"]
 exclude = []
 [socket]
-path = "/run/asmguard/unprot.sock"
+path = "$RUN/unprot.sock"
 [metrics]
 listen = "127.0.0.1:$PORT"
 [filter]
@@ -59,8 +62,8 @@ esac
 [ "$rc" = 7 ] && pass status-exit-7 "exit $rc: $(echo "$st" | tail -n 1)" || fail status-exit-7 "exit $rc"
 $C status --json >/tmp/unprot.json 2>&1
 rc=$?
-if [ "$rc" = 7 ] && grep -q '"protection":"UNPROTECTED' /tmp/unprot.json; then
-	pass status-json-exit-7 "$(grep -o '"protection":"[^"]*"' /tmp/unprot.json)"
+if [ "$rc" = 7 ] && grep -q '"protection": *"UNPROTECTED' /tmp/unprot.json; then
+	pass status-json-exit-7 "$(grep -o '"protection": *"[^"]*"' /tmp/unprot.json)"
 else
 	fail status-json-exit-7 "exit $rc: $(cat /tmp/unprot.json)"
 fi
@@ -94,7 +97,7 @@ else
 	fail require-protection-refuses-start "exit $rc: $(tail -n 5 /tmp/unprot.log)"
 	kill "$agd" 2>/dev/null
 fi
-[ -S /run/asmguard/unprot.sock ] && $C status >/dev/null 2>&1 &&
+[ -S $RUN/unprot.sock ] && $C status >/dev/null 2>&1 &&
 	fail require-protection-no-socket "a daemon answers" || pass require-protection-no-socket
 
 # With its capabilities, on this kernel: protected or degraded, never exit 7; and
@@ -127,6 +130,6 @@ else
 fi
 $C filter disable >/dev/null 2>&1
 kill "$agd"; wait "$agd" 2>/dev/null
-rm -f /run/asmguard/filter.state
+rm -rf "$RUN"
 losetup -d "$L" 2>/dev/null
 vm_exit
