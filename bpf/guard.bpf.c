@@ -85,6 +85,10 @@ struct {
 	__uint(max_entries, 256 * 1024);
 } ag_events SEC(".maps");
 
+/* Keeps struct ag_event in the object's BTF (a ring buffer has no value type):
+ * the userspace decoder's test checks its layout against it. Never used. */
+struct ag_event *ag_event_layout __attribute__((unused));
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, AG_NSTATS);

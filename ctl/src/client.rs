@@ -41,11 +41,15 @@ pub fn call(socket: &Path, timeout: u64, op: Op) -> Result<serde_json::Value, Cl
         };
         CliError::new(UNREACHABLE, format!("asmguardd at {shown}: {what}"))
     };
-    s.write_all(line.as_bytes()).map_err(lost)?;
+    // The daemon answers a peer it refuses at once and closes: the write may
+    // then fail (EPIPE) while its answer waits to be read.
+    let written = s.write_all(line.as_bytes());
     let mut r = BufReader::new(s);
     let mut resp = String::new();
-    r.read_line(&mut resp).map_err(lost)?;
+    let read = r.read_line(&mut resp);
     if resp.is_empty() {
+        written.map_err(lost)?;
+        read.map_err(lost)?;
         return Err(CliError::new(
             UNREACHABLE,
             format!("asmguardd at {shown} closed the connection without answering"),

@@ -6,6 +6,7 @@ use crate::state::Daemon;
 use asmguard_proto::{
     parse_request, Access, ErrorBody, ErrorCode, Op, Request, Response, MAX_REQUEST_LEN,
 };
+use std::collections::HashMap;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::Path;
 use std::sync::Arc;
@@ -14,8 +15,12 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::Semaphore;
 
-/// At most this many connections are served at once; more get a `busy` error.
-const MAX_CONNECTIONS: usize = 512;
+/// Connections root may hold at once (its own pool: nobody else can take them).
+const ROOT_SLOTS: usize = 64;
+/// Connections the admin group's users may hold at once, all together ...
+const ADMIN_SLOTS: usize = 448;
+/// ... and each of them.
+const PER_UID_SLOTS: usize = 32;
 
 /// Bind the socket: its directory is made (0755) if missing, a stale socket file is
 /// replaced, a live one (another daemon) is an error. Mode 0666: everyone may connect,
@@ -51,8 +56,15 @@ pub fn bind(path: &Path) -> Result<UnixListener, String> {
     Ok(l)
 }
 
+/// Accepts connections. Peers are identified at once (SO_PEERCRED,
+/// SO_PEERGROUPS): one that may do nothing (neither root nor in the admin group)
+/// gets one `permission_denied` line and is closed, holding nothing. Root has its
+/// own slots; the admin group's users share theirs, each uid bounded, so no user
+/// can lock root or the others out.
 pub async fn serve(listener: UnixListener, d: Arc<Daemon>) {
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let root_slots = Arc::new(Semaphore::new(ROOT_SLOTS));
+    let admin_slots = Arc::new(Semaphore::new(ADMIN_SLOTS));
+    let per_uid: Arc<std::sync::Mutex<HashMap<u32, usize>>> = Arc::default();
     loop {
         let (stream, _) = match listener.accept().await {
             Ok(x) => x,
@@ -63,33 +75,104 @@ pub async fn serve(listener: UnixListener, d: Arc<Daemon>) {
                 continue;
             }
         };
+        let Some(peer) = peer_of(&stream) else {
+            continue;
+        };
+        if peer.uid != 0 && !is_admin(&d, &peer) {
+            refuse_now(
+                &stream,
+                ErrorCode::PermissionDenied,
+                format!(
+                    "permission denied: asmguardd serves root and members of group {}{} only \
+                     (you are uid {}): it needs root or membership of group {}",
+                    d.cfg.socket.admin_group,
+                    if d.admin_gid.is_none() {
+                        ", which does not exist on this host,"
+                    } else {
+                        ""
+                    },
+                    peer.uid,
+                    d.cfg.socket.admin_group
+                ),
+            );
+            continue;
+        }
+        let permit = if peer.uid == 0 {
+            root_slots.clone().try_acquire_owned().ok()
+        } else {
+            let mut m = per_uid.lock().unwrap_or_else(|p| p.into_inner());
+            let n = m.entry(peer.uid).or_insert(0);
+            if *n >= PER_UID_SLOTS {
+                None
+            } else {
+                let p = admin_slots.clone().try_acquire_owned().ok();
+                if p.is_some() {
+                    *n += 1;
+                }
+                p
+            }
+        };
+        let Some(permit) = permit else {
+            refuse_now(
+                &stream,
+                ErrorCode::Busy,
+                format!(
+                    "too many connections to asmguardd from uid {}; try again",
+                    peer.uid
+                ),
+            );
+            continue;
+        };
         let d = d.clone();
-        match slots.clone().try_acquire_owned() {
-            Ok(permit) => {
-                tokio::spawn(async move {
-                    connection(stream, d).await;
-                    drop(permit);
-                });
+        let per_uid = per_uid.clone();
+        tokio::spawn(async move {
+            let uid = peer.uid;
+            connection(stream, d, peer).await;
+            drop(permit);
+            if uid != 0 {
+                let mut m = per_uid.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(n) = m.get_mut(&uid) {
+                    *n = n.saturating_sub(1);
+                    if *n == 0 {
+                        m.remove(&uid);
+                    }
+                }
             }
-            Err(_) => {
-                tokio::spawn(async move {
-                    let mut s = stream;
-                    let r = Response::err(
-                        0,
-                        ErrorBody::new(
-                            ErrorCode::Busy,
-                            "too many connections to asmguardd; try again",
-                        ),
-                    );
-                    let _ = tokio::time::timeout(
-                        Duration::from_secs(2),
-                        s.write_all(format!("{}\n", r.to_line()).as_bytes()),
-                    )
-                    .await;
-                });
-            }
+        });
+    }
+}
+
+/// Answers with one error line, if the socket takes it right away (a fresh
+/// connection's buffer is empty), and closes: no task, no waiting.
+fn refuse_now(stream: &UnixStream, code: ErrorCode, msg: String) {
+    let r = Response::err(0, ErrorBody::new(code, msg));
+    let _ = stream.try_write(format!("{}\n", r.to_line()).as_bytes());
+}
+
+fn peer_of(stream: &UnixStream) -> Option<Peer> {
+    match stream.peer_cred() {
+        Ok(c) => Some(Peer {
+            uid: c.uid(),
+            gid: c.gid(),
+            pid: c.pid(),
+            groups: {
+                use std::os::fd::AsFd;
+                peer_groups(stream.as_fd()).unwrap_or_else(|e| {
+                    tracing::warn!("SO_PEERGROUPS: {e}: only the primary group counts");
+                    Vec::new()
+                })
+            },
+        }),
+        Err(e) => {
+            tracing::warn!("SO_PEERCRED: {e}");
+            None
         }
     }
+}
+
+fn is_admin(d: &Daemon, peer: &Peer) -> bool {
+    d.admin_gid
+        .is_some_and(|g| peer.gid == g || peer.groups.contains(&g))
 }
 
 /// Who is on the other end: ids and supplementary groups as the kernel recorded
@@ -149,10 +232,7 @@ fn authorise(d: &Daemon, peer: &Peer, op: &Op) -> Result<(), ErrorBody> {
             ),
         )),
         Access::Read => {
-            let admin = d
-                .admin_gid
-                .is_some_and(|g| peer.gid == g || peer.groups.contains(&g));
-            if admin {
+            if is_admin(d, peer) {
                 Ok(())
             } else {
                 Err(ErrorBody::new(
@@ -206,25 +286,7 @@ async fn read_line<R: tokio::io::AsyncBufRead + Unpin>(r: &mut R) -> std::io::Re
     }
 }
 
-async fn connection(stream: UnixStream, d: Arc<Daemon>) {
-    let peer = match stream.peer_cred() {
-        Ok(c) => Peer {
-            uid: c.uid(),
-            gid: c.gid(),
-            pid: c.pid(),
-            groups: {
-                use std::os::fd::AsFd;
-                peer_groups(stream.as_fd()).unwrap_or_else(|e| {
-                    tracing::warn!("SO_PEERGROUPS: {e}: only the primary group counts");
-                    Vec::new()
-                })
-            },
-        },
-        Err(e) => {
-            tracing::warn!("SO_PEERCRED: {e}");
-            return;
-        }
-    };
+async fn connection(stream: UnixStream, d: Arc<Daemon>, peer: Peer) {
     let timeout = Duration::from_secs(d.cfg.socket.timeout_seconds);
     let (rd, mut wr) = stream.into_split();
     let mut rd = BufReader::with_capacity(16 * 1024, rd);
@@ -310,8 +372,45 @@ fn to_value<T: serde::Serialize>(v: T) -> Result<serde_json::Value, ErrorBody> {
         .map_err(|e| ErrorBody::new(ErrorCode::Internal, format!("encoding the result: {e}")))
 }
 
+/// `scan`: a full scan that starts after the request arrived, shared by every
+/// request that arrives while one is running or waiting (they wait here,
+/// asynchronously; one blocking thread scans).
+async fn scan(d: Arc<Daemon>, id: u64) -> Response {
+    use std::sync::atomic::Ordering::SeqCst;
+    let want = d.scans_started.load(SeqCst) + 1;
+    let _gate = d.scan_gate.lock().await;
+    if d.scans_done.load(SeqCst) < want {
+        let d2 = d.clone();
+        match tokio::task::spawn_blocking(move || d2.full_scan()).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                return Response::err(
+                    id,
+                    ErrorBody::new(
+                        ErrorCode::IoError,
+                        format!("scan: reading /sys/class/block: {e}"),
+                    ),
+                )
+            }
+            Err(e) => {
+                return Response::err(
+                    id,
+                    ErrorBody::new(ErrorCode::Internal, format!("scan: {e}")),
+                )
+            }
+        }
+    }
+    match to_value(d.lsdsk()) {
+        Ok(v) => Response::ok(id, v),
+        Err(e) => Response::err(id, e),
+    }
+}
+
 async fn dispatch(d: Arc<Daemon>, req: Request, peer: Peer) -> Response {
     let id = req.id;
+    if matches!(req.op, Op::Scan) {
+        return scan(d, id).await;
+    }
     let name = req.op.name();
     let audit = req.op.access() == Access::Write;
     if audit {
@@ -321,15 +420,8 @@ async fn dispatch(d: Arc<Daemon>, req: Request, peer: Peer) -> Response {
         match &req.op {
             Op::Ping => to_value(serde_json::json!({"daemon_version": env!("CARGO_PKG_VERSION")})),
             Op::Lsdsk => to_value(d.lsdsk()),
-            Op::Scan => {
-                d.full_scan().map_err(|e| {
-                    ErrorBody::new(
-                        ErrorCode::IoError,
-                        format!("scan: reading /sys/class/block: {e}"),
-                    )
-                })?;
-                to_value(d.lsdsk())
-            }
+            // (answered by scan() before this point)
+            Op::Scan => to_value(d.lsdsk()),
             Op::Status => to_value(d.status()),
             Op::Label(a) => to_value(d.label(a)?),
             Op::Unlabel(a) => to_value(d.unlabel(a)?),

@@ -43,7 +43,21 @@ pub struct Daemon {
     pub metrics: std::sync::OnceLock<crate::metrics::MetricsService>,
     /// Disks (`dev:MAJ:MIN`) and labels (`label:NAME`) being written right now.
     inflight: Mutex<HashSet<String>>,
+    /// Serialises full scans and refreshes, from reading sysfs to the filter's
+    /// sync: a slow scan can never replace what a newer refresh found.
+    scan_order: Mutex<()>,
+    /// Full scans started and finished (numbered from 1): `scan` requests that
+    /// arrive while one runs share the next one instead of each starting its own.
+    pub scans_started: std::sync::atomic::AtomicU64,
+    pub scans_done: std::sync::atomic::AtomicU64,
+    /// Where concurrent `scan` requests wait (asynchronously, no thread each).
+    pub scan_gate: tokio::sync::Mutex<()>,
 }
+
+/// Test hook: runs inside a full scan between reading the devices and storing
+/// them (simulates a slow scan).
+#[cfg(test)]
+static SCAN_HOOK: Mutex<Option<Box<dyn Fn() + Send>>> = Mutex::new(None);
 
 /// Holds claims on disks/labels; released on drop.
 pub struct Claim<'a> {
@@ -139,6 +153,10 @@ impl Daemon {
             filter: std::sync::OnceLock::new(),
             metrics: std::sync::OnceLock::new(),
             inflight: Mutex::new(HashSet::new()),
+            scan_order: Mutex::new(()),
+            scans_started: Default::default(),
+            scans_done: Default::default(),
+            scan_gate: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -152,10 +170,24 @@ impl Daemon {
 
     /// Re-read every device.
     pub fn full_scan(&self) -> std::io::Result<usize> {
+        use std::sync::atomic::Ordering::SeqCst;
+        let _order = self.scan_order.lock().unwrap_or_else(|p| p.into_inner());
+        let number = self.scans_started.fetch_add(1, SeqCst) + 1;
         let t = Instant::now();
-        let devices = discovery::observe_all(&self.sys, &self.rules)?;
+        let observed = discovery::observe_all(&self.sys, &self.rules);
+        let devices = match observed {
+            Ok(d) => d,
+            Err(e) => {
+                self.scans_done.store(number, SeqCst);
+                return Err(e);
+            }
+        };
         let grouping = discovery::group(&devices, &self.rules);
         let n = devices.len();
+        #[cfg(test)]
+        if let Some(h) = SCAN_HOOK.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            h();
+        }
         let mut s = self.write_state();
         s.devices = devices;
         s.grouping = grouping;
@@ -163,6 +195,11 @@ impl Daemon {
         drop(s);
         self.sync_filter();
         self.sync_metrics();
+        self.scans_done.store(number, SeqCst);
+        tracing::debug!(
+            "full scan #{number}: {n} devices in {} ms",
+            t.elapsed().as_millis()
+        );
         Ok(n)
     }
 
@@ -196,6 +233,7 @@ impl Daemon {
     /// Re-read the named devices (gone ones are dropped), the sysfs facts of the
     /// devices they relate to (slaves, holders, partition parent), and regroup.
     pub fn refresh(&self, names: &BTreeSet<String>) {
+        let _order = self.scan_order.lock().unwrap_or_else(|p| p.into_inner());
         let mut fresh = Vec::new();
         let mut related = BTreeSet::new();
         for n in names {
@@ -625,5 +663,55 @@ pub fn protection(f: &asmguard_guard::service::FilterStatus) -> String {
         "cgroup_device" => "degraded: open-time only".into(),
         _ if f.disabled => "off (disabled by an administrator)".into(),
         _ => format!("UNPROTECTED: {}", f.reason),
+    }
+}
+
+#[cfg(test)]
+mod scan_race_tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn fake_dev(root: &Path, name: &str, minor: u32) {
+        let d = root.join("class/block").join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("dev"), format!("7:{minor}\n")).unwrap();
+        std::fs::write(d.join("size"), "0\n").unwrap();
+    }
+
+    /// A full scan that read sysfs before a device appeared, and stores its
+    /// result after the refresh that added it, must not lose the device.
+    #[test]
+    fn a_slow_full_scan_never_replaces_a_newer_refresh() {
+        let root = tempfile::tempdir().unwrap();
+        fake_dev(root.path(), "fake0", 200);
+        let mut d = Daemon::new(
+            Config::default(),
+            "test".into(),
+            PathBuf::from("/nonexistent/asmguard.sock"),
+            "none".into(),
+        );
+        d.sys = root.path().to_path_buf();
+        let d = Arc::new(d);
+        let (computed, wait_computed) = std::sync::mpsc::channel::<()>();
+        let computed = Mutex::new(computed);
+        *SCAN_HOOK.lock().unwrap() = Some(Box::new(move || {
+            let _ = computed.lock().unwrap().send(());
+            // a slow scan: the refresh below runs (or waits) meanwhile
+            std::thread::sleep(std::time::Duration::from_millis(300));
+        }));
+        let d1 = Arc::clone(&d);
+        let scan = std::thread::spawn(move || d1.full_scan().unwrap());
+        wait_computed.recv().unwrap();
+        fake_dev(root.path(), "fake1", 201);
+        d.refresh(&BTreeSet::from(["fake1".to_string()]));
+        scan.join().unwrap();
+        *SCAN_HOOK.lock().unwrap() = None;
+        let s = d.read_state();
+        assert!(s.devices.contains_key("fake0"));
+        assert!(
+            s.devices.contains_key("fake1"),
+            "the scan replaced the refresh's newer state: {:?}",
+            s.devices.keys().collect::<Vec<_>>()
+        );
     }
 }

@@ -1,7 +1,8 @@
 //! The real dumps from the shared reference parse to the values written next to them
 //! (reference/vectors/EXPECTED.md). The `.bin` files are copied into this crate so the
-//! tests run anywhere; when the shared reference sits beside the repository, the
-//! copies are checked against it byte for byte.
+//! tests run anywhere, with `tests/vectors/SHA256SUMS` taken from the reference: the
+//! copies are always checked against those sums, and, when the shared reference sits
+//! beside the repository, against it byte for byte too.
 
 use asmguard_format::header::{HeaderStatus, Redundancy};
 use asmguard_format::kfbh::{self, BlockType, Checksum};
@@ -18,11 +19,31 @@ fn vector(name: &str) -> Vec<u8> {
 }
 
 #[test]
-fn copies_match_the_shared_reference() {
+fn copies_match_the_reference_sums() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/vectors");
+    let sums = std::fs::read_to_string(dir.join("SHA256SUMS")).expect("tests/vectors/SHA256SUMS");
+    let out = std::process::Command::new("sha256sum")
+        .arg("--check")
+        .arg("--strict")
+        .arg("SHA256SUMS")
+        .current_dir(&dir)
+        .output()
+        .expect("sha256sum (coreutils)");
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        sums.lines().count(),
+        3,
+        "expected the three reference vectors"
+    );
+    // Beside the shared reference (the development checkout), byte for byte too.
     let shared =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/reference/vectors");
     if !shared.is_dir() {
-        eprintln!("shared reference not beside the repository; copies not compared");
         return;
     }
     let mut n = 0;

@@ -1122,9 +1122,7 @@ impl EventReader {
                                 format!("(exited: inode {} on {})", ev.exe_id.ino, ev.exe_id.dev)
                             }
                         });
-                    if let Ok(mut q) = q.lock() {
-                        q.push_back(ev);
-                    }
+                    queue_push(&q, ev);
                 }
                 0
             })
@@ -1144,41 +1142,120 @@ impl EventReader {
         self.rb
             .poll(timeout)
             .map_err(Error::bpf("polling the event ring buffer"))?;
-        let mut q = self.queue.lock().map_err(|_| Error::Poisoned)?;
-        Ok(q.drain(..).collect())
+        Ok(queue_drain(&self.queue))
     }
+}
+
+/// The reader's queue is a plain list of decoded events: a thread that panicked
+/// while holding it cannot leave it inconsistent, so a poisoned lock is taken
+/// over rather than dropping every later event.
+fn queue_push(q: &Mutex<VecDeque<DenialEvent>>, ev: DenialEvent) {
+    q.lock().unwrap_or_else(|p| p.into_inner()).push_back(ev);
+}
+
+fn queue_drain(q: &Mutex<VecDeque<DenialEvent>>) -> Vec<DenialEvent> {
+    q.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .drain(..)
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// `struct ag_event`'s members, as the compiled object's BTF lays them out:
+    /// name -> (byte offset, size of the whole struct). Independent of the
+    /// parser's own offsets.
+    fn ag_event_layout() -> (BTreeMap<String, usize>, usize) {
+        use libbpf_rs::btf::types::{MemberAttr, Struct};
+        use libbpf_rs::btf::{Btf, HasSize};
+        let btf = Btf::from_raw("guard", GUARD_OBJ)
+            .unwrap()
+            .expect("the object has BTF");
+        let st: Struct<'_> = btf
+            .type_by_name("ag_event")
+            .expect("struct ag_event in BTF");
+        let members = st
+            .iter()
+            .map(|m| {
+                let bits = match m.attr {
+                    MemberAttr::Normal { offset } => offset,
+                    MemberAttr::BitField { offset, .. } => offset,
+                };
+                (
+                    m.name.unwrap().to_string_lossy().into_owned(),
+                    bits as usize / 8,
+                )
+            })
+            .collect();
+        (members, st.size())
+    }
+
     #[test]
-    fn event_layout_round_trip() {
-        let mut b = vec![0u8; EVENT_SIZE];
-        let put = |b: &mut Vec<u8>, o: usize, v: u32| b[o..o + 4].copy_from_slice(&v.to_ne_bytes());
-        b[8..16].copy_from_slice(&1234u64.to_ne_bytes());
-        put(&mut b, 16, (8 << 20) | 1);
-        put(&mut b, 20, 42);
-        put(&mut b, 32, 1001);
-        put(&mut b, 44, (7 << 20) | 3);
-        put(&mut b, 48, 5);
-        put(&mut b, 52, 3);
-        put(&mut b, 56, 0x1277);
-        put(&mut b, 60, 2);
-        put(&mut b, 64, 1);
-        b[72..74].copy_from_slice(b"dd");
+    fn event_decoding_follows_the_c_layout() {
+        let (at, size) = ag_event_layout();
+        assert_eq!(size, EVENT_SIZE, "struct ag_event size");
+        let mut b = vec![0u8; size];
+        let mut put = |name: &str, v: u32| {
+            let o = at[name];
+            b[o..o + 4].copy_from_slice(&v.to_ne_bytes());
+        };
+        put("exe_dev", (8 << 20) | 1);
+        put("pid", 42);
+        put("tid", 43);
+        put("uid", 1000);
+        put("euid", 1001);
+        put("fsuid", 1002);
+        put("egid", 1003);
+        put("dev", (7 << 20) | 3);
+        put("disk_id", 5);
+        put("hook", 3);
+        put("op", 0x1277);
+        put("mode", 2);
+        put("flags", 1);
+        let o = at["exe_ino"];
+        b[o..o + 8].copy_from_slice(&1234u64.to_ne_bytes());
+        let o = at["ts_ns"];
+        b[o..o + 8].copy_from_slice(&99u64.to_ne_bytes());
+        let o = at["comm"];
+        b[o..o + 2].copy_from_slice(b"dd");
         let e = DenialEvent::parse(&b).unwrap();
-        assert_eq!(e.pid, 42);
-        assert_eq!(e.euid, 1001);
+        assert_eq!(e.ts_ns, 99);
+        assert_eq!((e.pid, e.tid), (42, 43));
+        assert_eq!((e.uid, e.euid, e.fsuid, e.egid), (1000, 1001, 1002, 1003));
         assert_eq!(e.dev.dev.to_string(), "7:3");
         assert!(e.dev.chr);
+        assert_eq!(e.disk_id, 5);
         assert_eq!(e.hook, Hook::FileIoctl);
         assert_eq!(e.operation(), "BLKDISCARD");
         assert_eq!(e.mode, Mode::Enforce);
         assert_eq!(e.comm, "dd");
         assert_eq!(e.exe_id.ino, 1234);
-        assert!(DenialEvent::parse(&b[..80]).is_none());
+        assert_eq!(e.exe_id.dev.to_string(), "8:1");
+        assert!(DenialEvent::parse(&b[..size - 1]).is_none());
+    }
+
+    #[test]
+    fn a_poisoned_event_queue_still_delivers() {
+        let (at, size) = ag_event_layout();
+        let mut b = vec![0u8; size];
+        b[at["pid"]..at["pid"] + 4].copy_from_slice(&7u32.to_ne_bytes());
+        let ev = DenialEvent::parse(&b).unwrap();
+        let q = Arc::new(Mutex::new(VecDeque::new()));
+        let q2 = Arc::clone(&q);
+        let _ = std::thread::spawn(move || {
+            let _g = q2.lock().unwrap();
+            panic!("poison the queue");
+        })
+        .join();
+        assert!(q.is_poisoned());
+        queue_push(&q, ev.clone());
+        queue_push(&q, ev);
+        let got = queue_drain(&q);
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0].pid, 7);
+        assert!(queue_drain(&q).is_empty());
     }
 
     #[test]

@@ -303,7 +303,38 @@ pub struct Daemon {
     /// Time from spawn to READY=1.
     pub ready_after: Duration,
     pub log: PathBuf,
+    /// The metrics port the daemon was given (a free one, never the production
+    /// 9465), unless the test configured `[metrics]` itself.
+    pub metrics_port: Option<u16>,
     notify: UnixDatagram,
+}
+
+/// A TCP port on 127.0.0.1 that was free a moment ago.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap()
+}
+
+/// Removes the pins (and so the programs) that earlier, killed test runs left
+/// under `/sys/fs/bpf/asmguard-*test*`. Once per test binary, before its first
+/// daemon or filter: test binaries run one after another.
+pub fn remove_leftover_test_pins() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let Ok(entries) = std::fs::read_dir("/sys/fs/bpf") else {
+            return;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with("asmguard-") && name.contains("test") {
+                if let Err(err) = asmguard_guard::filter::remove_pins(&e.path()) {
+                    eprintln!("leftover {name}: {err}");
+                }
+            }
+        }
+    });
 }
 
 impl Daemon {
@@ -324,8 +355,14 @@ impl Daemon {
             std::os::unix::fs::PermissionsExt::from_mode(0o755),
         )
         .unwrap();
+        remove_leftover_test_pins();
         let socket = dir.path().join("asmguard.sock");
         let config = dir.path().join("asmguard.toml");
+        // Never the production metrics port: a free one unless the test chose.
+        let metrics_port = (!extra.contains("[metrics]")).then(free_port);
+        let metrics = metrics_port
+            .map(|p| format!("\n[metrics]\nlisten = \"127.0.0.1:{p}\"\n"))
+            .unwrap_or_default();
         let inc: Vec<String> = include.iter().map(|n| format!("{n:?}")).collect();
         // The write filter stays out of the way of tests that write to labelled
         // disks themselves, unless a test configures it.
@@ -335,11 +372,12 @@ impl Daemon {
             "\n[filter]\nmode = \"off\"\n"
         };
         let text = format!(
-            "[devices]\ninclude = [{}]\nexclude = []\n\n[socket]\npath = {:?}\n{}{}",
+            "[devices]\ninclude = [{}]\nexclude = []\n\n[socket]\npath = {:?}\n{}{}{}",
             inc.join(", "),
             socket.display().to_string(),
             extra,
-            filter
+            filter,
+            metrics
         );
         // Its own pin directory (never the real /sys/fs/bpf/asmguard), removed on drop.
         let pin_dir = PathBuf::from(format!(
@@ -377,6 +415,7 @@ impl Daemon {
             dir,
             ready_after: Duration::ZERO,
             log,
+            metrics_port,
             notify: ns,
         };
         let mut buf = [0u8; 4096];

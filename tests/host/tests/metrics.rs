@@ -48,6 +48,31 @@ fn wait_sample(port: u16, prefix: &str, ok: impl Fn(f64) -> bool) -> f64 {
     }
 }
 
+/// A scrape once the I/O counters stopped moving: two scrapes in a row (100 ms
+/// apart) with the same `asmguard_io_` samples; exact counts are checked on it.
+fn settled(port: u16) -> String {
+    let io = |t: &str| -> Vec<String> {
+        t.lines()
+            .filter(|l| l.starts_with("asmguard_io_"))
+            .map(str::to_string)
+            .collect()
+    };
+    let t0 = Instant::now();
+    let mut last = scrape(port);
+    loop {
+        std::thread::sleep(Duration::from_millis(100));
+        let now = scrape(port);
+        if io(&now) == io(&last) {
+            return now;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "the I/O counters kept moving for 5 s"
+        );
+        last = now;
+    }
+}
+
 fn dd(args: &[&str]) -> Out {
     run(Command::new("dd").args(args))
 }
@@ -118,8 +143,7 @@ fn daemon_exports_exact_io_counts_denials_and_iostat() {
     d.ctl(&["filter", "enable", "MET1"]).ok();
     wait_sample(port, &count("read"), |v| v - r0 >= n as f64);
     wait_sample(port, &count("write"), |v| v - w0 >= m as f64);
-    std::thread::sleep(Duration::from_millis(300));
-    let after = scrape(port);
+    let after = settled(port);
     assert_eq!(
         sample(&after, &count("read")).unwrap() - r0,
         n as f64,
