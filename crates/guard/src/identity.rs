@@ -34,6 +34,8 @@ pub fn gid_of(name: &str) -> Result<u32, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
+    use std::process::Command;
 
     #[test]
     fn names_numbers_and_unknowns() {
@@ -44,5 +46,101 @@ mod tests {
         assert!(e.contains("does not exist"), "{e}");
         let e = gid_of("no-such-group-asmguard").unwrap_err();
         assert!(e.contains("does not exist"), "{e}");
+    }
+
+    /// The child half of `extrausers_accounts_resolve`: runs inside a private
+    /// mount namespace where nsswitch.conf lists extrausers (ignored in normal
+    /// runs: the parent runs it with `--ignored`).
+    #[test]
+    #[ignore = "run by extrausers_accounts_resolve inside its namespace"]
+    fn extrausers_child() {
+        assert!(std::env::var_os("ASMGUARD_NSS_CHILD").is_some());
+        assert_eq!(uid_of("ldapgrid"), Ok(54399));
+        assert_eq!(gid_of("ldapasm"), Ok(54398));
+    }
+
+    /// An account that exists only in libnss-extrausers' files (as on hosts whose
+    /// grid/oracle users come from a directory) resolves. The machine's own
+    /// nsswitch.conf is left alone: a private mount namespace sees a copy that
+    /// lists extrausers and a private /var/lib/extrausers.
+    #[test]
+    fn extrausers_accounts_resolve() {
+        let so = [
+            "/usr/lib",
+            "/lib",
+            "/lib/x86_64-linux-gnu",
+            "/usr/lib/x86_64-linux-gnu",
+            "/lib64",
+            "/usr/lib64",
+        ]
+        .iter()
+        .any(|d| Path::new(d).join("libnss_extrausers.so.2").exists());
+        assert!(
+            so,
+            "libnss-extrausers is not installed: run scripts/deps.sh (it installs it)"
+        );
+        let unshare_ok = Command::new("unshare")
+            .args(["-m", "true"])
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        assert!(
+            unshare_ok,
+            "unshare -m failed: the test needs root for a private mount namespace"
+        );
+        // Without the module listed, the name is unknown (the test is not
+        // answered by some other source).
+        assert!(uid_of("ldapgrid").is_err());
+        let dir = std::env::temp_dir().join(format!("asmguard-nss-{}", std::process::id()));
+        let eu = dir.join("extrausers");
+        std::fs::create_dir_all(&eu).unwrap();
+        let nss = std::fs::read_to_string("/etc/nsswitch.conf").unwrap_or_default();
+        let mut conf = String::new();
+        for l in nss.lines() {
+            let db = l.split(':').next().unwrap_or("").trim();
+            if (db == "passwd" || db == "group") && !l.contains("extrausers") {
+                conf.push_str(&format!("{l} extrausers\n"));
+            } else {
+                conf.push_str(l);
+                conf.push('\n');
+            }
+        }
+        if !conf.lines().any(|l| l.starts_with("passwd:")) {
+            conf.push_str("passwd: files extrausers\ngroup: files extrausers\n");
+        }
+        std::fs::write(dir.join("nsswitch.conf"), conf).unwrap();
+        std::fs::write(
+            eu.join("passwd"),
+            "ldapgrid:x:54399:54398::/home/ldapgrid:/bin/sh\n",
+        )
+        .unwrap();
+        std::fs::write(eu.join("group"), "ldapasm:x:54398:ldapgrid\n").unwrap();
+        std::fs::write(eu.join("shadow"), "").unwrap();
+        let exe = std::env::current_exe().unwrap();
+        let script = format!(
+            "mount --bind {d}/nsswitch.conf /etc/nsswitch.conf && \
+             mount --bind {d}/extrausers /var/lib/extrausers && exec \"$0\" \
+             --exact identity::tests::extrausers_child --ignored --test-threads=1",
+            d = dir.display()
+        );
+        // Without a mount point for the module's files: a private tmpfs on /var/lib.
+        let script = if Path::new("/var/lib/extrausers").is_dir() {
+            script
+        } else {
+            format!("mount -t tmpfs none /var/lib && mkdir /var/lib/extrausers && {script}")
+        };
+        let out = Command::new("unshare")
+            .args(["-m", "--propagation", "private", "sh", "-c", &script])
+            .arg(&exe)
+            .env("ASMGUARD_NSS_CHILD", "1")
+            .output()
+            .unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && text.contains("1 passed"),
+            "child failed: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }
