@@ -68,3 +68,56 @@ impl From<asmguard_devices::DevError> for CliError {
         CliError::new(code, e.to_string())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use asmguard_proto::ErrorBody;
+
+    /// Every error kind the daemon sends, its stable wire name and the exit code
+    /// it leads to. The exit code follows the kind alone: two different
+    /// messages (a reworded or translated one) give the same code.
+    #[test]
+    fn exit_code_follows_the_kind_never_the_message() {
+        use ErrorCode::*;
+        let table = [
+            (BadRequest, "bad_request", BAD_INPUT),
+            (TooLarge, "too_large", BAD_INPUT),
+            (UnsupportedVersion, "unsupported_version", UNREACHABLE),
+            (UnknownOp, "unknown_op", UNREACHABLE),
+            (PermissionDenied, "permission_denied", REFUSED),
+            (InvalidLabel, "invalid_label", BAD_INPUT),
+            (NotFound, "not_found", BAD_INPUT),
+            (NotManageable, "not_manageable", BAD_INPUT),
+            (RefusedData, "refused_data", REFUSED),
+            (RefusedAsmHeader, "refused_asm_header", REFUSED),
+            (RefusedLabelled, "refused_labelled", REFUSED),
+            (RefusedMember, "refused_member", REFUSED),
+            (LabelConflict, "label_conflict", REFUSED),
+            (InUse, "in_use", REFUSED),
+            (Busy, "busy", BUSY),
+            (IoError, "io_error", FAILED),
+            (Internal, "internal", FAILED),
+        ];
+        for (kind, wire, code) in table {
+            assert_eq!(serde_json::to_value(kind).unwrap(), wire, "{kind:?}");
+            let line = format!(r#"{{"code":"{wire}","message":"x"}}"#);
+            let back: ErrorBody = serde_json::from_str(&line).unwrap();
+            assert_eq!(back.code, kind);
+            for msg in ["busy", "permission denied", "not found", "", "in use"] {
+                let e = CliError::from(ErrorBody::new(kind, msg));
+                assert_eq!(e.code, code, "{kind:?} with message {msg:?}");
+                assert_eq!(e.message, msg);
+            }
+        }
+        // A kind this table forgets fails to compile here, not silently at run time.
+        let every = |k: ErrorCode| match k {
+            BadRequest | TooLarge | UnsupportedVersion | UnknownOp | PermissionDenied
+            | InvalidLabel | NotFound | NotManageable | RefusedData | RefusedAsmHeader
+            | RefusedLabelled | RefusedMember | LabelConflict | InUse | Busy | IoError
+            | Internal => table.iter().any(|(t, _, _)| *t == k),
+        };
+        assert!(table.iter().all(|(k, _, _)| every(*k)));
+        assert_eq!(table.len(), 17);
+    }
+}
