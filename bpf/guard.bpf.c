@@ -96,6 +96,28 @@ struct {
 	__type(value, __u64);
 } ag_stats SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, struct ag_count_key);
+	__type(value, __u64);
+} ag_counts SEC(".maps");
+
+/* Exact per-disk counts (the ring buffer may drop events; these never miss). */
+static __always_inline void count_disk(__u32 disk_id, __u32 idx)
+{
+	struct ag_count_key k = { .disk_id = disk_id, .idx = idx };
+	__u64 zero = 0, *v;
+
+	v = bpf_map_lookup_elem(&ag_counts, &k);
+	if (!v) {
+		bpf_map_update_elem(&ag_counts, &k, &zero, BPF_NOEXIST);
+		v = bpf_map_lookup_elem(&ag_counts, &k);
+	}
+	if (v)
+		__sync_fetch_and_add(v, 1);
+}
+
 static __always_inline void stat_add(__u32 idx)
 {
 	__u64 *v = bpf_map_lookup_elem(&ag_stats, &idx);
@@ -175,6 +197,7 @@ static __always_inline int verdict(struct ag_disk *d, __u32 dev, __u32 flags, __
 		return 0;
 
 	stat_add(mode == AG_MODE_ENFORCE ? hook : AG_NHOOKS + hook);
+	count_disk(d->disk_id, mode == AG_MODE_ENFORCE ? hook : AG_NHOOKS + hook);
 	r = bpf_ringbuf_reserve(&ag_events, sizeof(*r), 0);
 	if (r) {
 		e.pad = 0;

@@ -50,6 +50,13 @@ struct ag_exe_key {
 #define AG_EV_CHR 1 /* the device is a character device (sg, bsg, ng) */
 
 /* One denial (or audited operation), through the ag_events ring buffer. */
+/* Key of ag_counts: a disk's exact denial (enforce) and audit counts per hook.
+ * idx: the hook code for denials, AG_NHOOKS + the hook code for audits. */
+struct ag_count_key {
+	__u32 disk_id;
+	__u32 idx;
+};
+
 struct ag_event {
 	__u64 ts_ns;   /* bpf_ktime_get_ns() */
 	__u64 exe_ino; /* caller's executable inode (0 for kernel threads) */

@@ -60,7 +60,7 @@ fi
 
 # The VM lab.
 if [ "${ASMGUARD_SKIP_VM:-0}" != 1 ]; then
-    tests/vm/all.sh 2>&1 | tee "$logs/vm.log" | grep -E '^(PASS|FAIL|vm)' || true
+    tests/vm/all.sh 2>&1 | tee "$logs/vm.log" | grep -E '^(PASS|FAIL|N/A|RETRY|vm)' || true
     vm_line=$(grep -E '^vm: [0-9]+ passed, [0-9]+ failed' "$logs/vm.log" | tail -n 1)
     if [ -n "$vm_line" ]; then
         passed=$((passed + $(echo "$vm_line" | awk '{print $2}')))

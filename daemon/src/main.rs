@@ -250,6 +250,7 @@ async fn run(
                         .unwrap_or_else(|| "none".into()),
                 );
                 if let Some(f) = filter {
+                    m.set_events_dropped(f.events_dropped());
                     for ((label, hook, mode), n) in f.counts() {
                         if mode == "enforce" {
                             *denied.entry((label, hook)).or_insert(0) += n;

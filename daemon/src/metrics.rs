@@ -162,6 +162,11 @@ impl MetricsService {
 
     /// Copy the filter's denial counts and the discard totals into the exporter.
     /// `denied`: (label, hook) -> count of enforced denials; `reclaim`: label -> bytes.
+    /// Filter events the kernel dropped (the denial counts stay exact).
+    pub fn set_events_dropped(&self, n: u64) {
+        self.metrics.set_events_dropped(n);
+    }
+
     pub fn update_counters(
         &self,
         denied: &BTreeMap<(String, String), u64>,
@@ -185,9 +190,17 @@ impl MetricsService {
                 .set_discard_total(label, DiscardSource::Reclaim, *r);
         }
         for (label, seen) in discard {
-            let r = reclaim.get(&label).copied().unwrap_or(0);
-            self.metrics
-                .set_discard_total(&label, DiscardSource::Oracle, seen.saturating_sub(r));
+            // Read after `seen`, in-flight before done: every reclaim ioctl whose
+            // bytes `seen` holds is in one of them (or both, for a moment), so
+            // the result never exceeds the database's own discards.
+            let c = crate::reclaim::counters();
+            let in_flight = c.in_flight(&label);
+            let r = in_flight + c.reclaim(&label);
+            self.metrics.set_discard_total(
+                &label,
+                DiscardSource::Oracle,
+                asmguard_reclaim::counters::oracle_bytes(seen, r),
+            );
         }
     }
 }

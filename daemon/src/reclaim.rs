@@ -414,6 +414,7 @@ fn run(
             cancel,
             progress_every: Duration::from_millis(250),
             granularity: p.limits.granularity,
+            counters: Some(counters()),
         };
         let mut on_progress = |pr: &asmguard_reclaim::Progress| {
             let _ = tx.send(ReclaimProgress {
@@ -438,7 +439,6 @@ fn run(
                 ),
             )
         })?;
-        counters().add_reclaim(&x.label, oc.bytes);
         tracing::info!(
             "reclaim {}: {} of {} bytes handed back by {} ({} ioctls, {:.1} s{}{})",
             x.label,

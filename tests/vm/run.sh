@@ -16,6 +16,7 @@
 #   VM_CARGO_ARGS="--workspace --bins"   what cargo build --release builds
 #   VM_VERBOSE=0         1: stream the guest console to stderr as it runs
 #   VM_MEM=2G VM_SMP=2   guest size
+#   VM_APPEND=""         more kernel command line (the lab's self-test uses it)
 #   VM_SHELL=1           after the tests, give an interactive shell on this
 #                        terminal (no timeout; "exit" powers the guest off)
 #
@@ -77,6 +78,7 @@ log=$VM_WORK/$line.log
 timeout_s=${VM_TIMEOUT:-240}
 append="console=ttyS0 panic=-1 quiet loglevel=3 asmguard.test_timeout=${VM_TEST_TIMEOUT:-120}"
 [ -n "$tests" ] && append="$append asmguard.tests=$tests"
+[ -n "${VM_APPEND:-}" ] && append="$append $VM_APPEND"
 # "+lsm": the kernel's own default LSM list (CONFIG_LSM) with bpf appended.
 if [[ $line == *+lsm ]]; then
 	lsms=$(sed -n 's/^CONFIG_LSM="\(.*\)"$/\1/p' "$VM_WORK/$line/config")

@@ -26,7 +26,7 @@ pub const PIN_DIR: &str = "/sys/fs/bpf/asmguard";
 /// The compiled `bpf/guard.bpf.c` (CO-RE: relocated at load time).
 static GUARD_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/guard.bpf.o"));
 
-const MAP_NAMES: [&str; 7] = [
+const MAP_NAMES: [&str; 8] = [
     "ag_blk",
     "ag_chr",
     "ag_uids",
@@ -34,6 +34,7 @@ const MAP_NAMES: [&str; 7] = [
     "ag_exes",
     "ag_events",
     "ag_stats",
+    "ag_counts",
 ];
 /// Programs whose hook may be missing from a kernel: loaded only when the
 /// kernel BTF has `bpf_lsm_<hook>`.
@@ -84,7 +85,7 @@ impl fmt::Display for Backend {
 }
 
 /// What the filter does on one disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Mode {
     /// Nothing.
     Off,
@@ -451,6 +452,7 @@ pub struct Guard {
     exes: MapHandle,
     events: MapHandle,
     stats: MapHandle,
+    counts: MapHandle,
     // Last: the programs' fds (the links hold the programs attached anyway).
     _obj: Object,
 }
@@ -855,6 +857,7 @@ impl Guard {
         let exes = handle("ag_exes")?;
         let events = handle("ag_events")?;
         let stats = handle("ag_stats")?;
+        let counts = handle("ag_counts")?;
 
         let cgroup = match backend {
             Backend::CgroupDevice => {
@@ -903,6 +906,7 @@ impl Guard {
             exes,
             events,
             stats,
+            counts,
             _obj: obj,
         })
     }
@@ -1015,6 +1019,36 @@ impl Guard {
             })
             .collect();
         (ids(&self.uids), ids(&self.gids), exes)
+    }
+
+    /// The kernel's exact counts per disk: (disk id, hook, mode) -> operations
+    /// denied (mode enforce) or audited. Never misses one (unlike the events).
+    pub fn disk_counts(&self) -> Result<BTreeMap<(u32, Hook, Mode), u64>, Error> {
+        let mut out = BTreeMap::new();
+        for k in self.counts.keys() {
+            let (Some(disk), Some(idx)) = (read_u32(&k), k.get(4..).and_then(read_u32)) else {
+                continue;
+            };
+            let Some(v) = self
+                .counts
+                .lookup(&k, MapFlags::ANY)
+                .map_err(Error::bpf("reading the per-disk counters"))?
+            else {
+                continue;
+            };
+            let n = v
+                .get(..8)
+                .and_then(|b| b.try_into().ok())
+                .map(u64::from_ne_bytes)
+                .unwrap_or(0);
+            let (hook, mode) = if idx >= NHOOKS as u32 {
+                (Hook::from_code(idx - NHOOKS as u32), Mode::Audit)
+            } else {
+                (Hook::from_code(idx), Mode::Enforce)
+            };
+            *out.entry((disk, hook, mode)).or_insert(0) += n;
+        }
+        Ok(out)
     }
 
     /// The programs' counters.

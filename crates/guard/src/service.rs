@@ -516,10 +516,43 @@ impl FilterService {
             .collect()
     }
 
-    /// Events received since start, by (label, hook, mode): the source of
-    /// `asmguard_writes_denied_total{label,hook}` (mode `enforce`).
+    /// Denied and audited operations by (label, hook, mode): the source of
+    /// `asmguard_writes_denied_total{label,hook}` (mode `enforce`). Read from the
+    /// kernel's exact per-disk counters (kept across daemon restarts with the
+    /// pins); only without a loaded filter, from the events received.
     pub fn counts(&self) -> Counts {
-        lock(&self.counts).clone()
+        let inner = lock(&self.inner);
+        let Some(g) = &inner.guard else {
+            return lock(&self.counts).clone();
+        };
+        match g.disk_counts() {
+            Ok(k) => {
+                let labels = lock(&self.labels);
+                let mut out = Counts::new();
+                for ((disk, hook, mode), n) in k {
+                    let label = labels
+                        .get(&disk)
+                        .cloned()
+                        .unwrap_or_else(|| format!("disk-{disk:08x}"));
+                    *out.entry((label, hook.as_str().to_string(), mode.as_str().to_string()))
+                        .or_insert(0) += n;
+                }
+                out
+            }
+            Err(_) => lock(&self.counts).clone(),
+        }
+    }
+
+    /// Events the kernel could not queue (ring buffer full); the counts above
+    /// still include those operations.
+    pub fn events_dropped(&self) -> u64 {
+        let inner = lock(&self.inner);
+        inner
+            .guard
+            .as_ref()
+            .and_then(|g| g.stats().ok())
+            .map(|s| s.ringbuf_drops)
+            .unwrap_or(0)
     }
 
     /// Every event from now on.

@@ -16,6 +16,7 @@
 //! | `asmguard_filter_mode` | gauge (1) | label, mode |
 //! | `asmguard_backend_info` | gauge (1) | backend |
 //! | `asmguard_protected` | gauge (0/1) | - |
+//! | `asmguard_filter_events_dropped_total` | counter | - |
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -96,6 +97,8 @@ struct State {
     denied: BTreeMap<(String, String), u64>,
     /// (label, source) -> discarded bytes
     discard: BTreeMap<(String, &'static str), u64>,
+    /// Filter events the kernel could not queue (the denials are still counted).
+    events_dropped: u64,
 }
 
 #[derive(Debug)]
@@ -312,6 +315,16 @@ impl Collector for IoCollector {
             let on = matches!(state.backend.as_deref(), Some("lsm" | "cgroup_device"));
             m.encode_gauge(&i64::from(on))?;
         }
+        {
+            let mut m = encoder.encode_descriptor(
+                "asmguard_filter_events_dropped",
+                "Filter events the kernel could not queue for the daemon (ring buffer full); \
+                 asmguard_writes_denied_total still counts those denials",
+                None,
+                MetricType::Counter,
+            )?;
+            m.encode_counter::<NoLabelSet, _, u64>(&state.events_dropped, None)?;
+        }
         Ok(())
     }
 }
@@ -380,6 +393,12 @@ impl Metrics {
         self.state_mut().disks.remove(&dev);
     }
 
+    /// Sets the number of filter events the kernel dropped (ring buffer full).
+    pub fn set_events_dropped(&self, n: u64) {
+        let mut s = self.state_mut();
+        s.events_dropped = s.events_dropped.max(n);
+    }
+
     /// Sets the write-filter backend (`lsm`, `cgroup_device`).
     pub fn set_backend(&self, backend: &str) {
         self.state_mut().backend = Some(backend.to_string());
@@ -428,10 +447,15 @@ impl Metrics {
     /// Sets the discarded bytes of a (label, source), for a caller that keeps
     /// its own totals (e.g. oracle = discard bytes traced on the disk minus
     /// reclaim's; it must never go down: it is a counter).
+    /// Never goes down: a total computed lower than the one exported (a moment
+    /// when a reclaim ioctl's bytes are seen but not yet counted) keeps the old.
     pub fn set_discard_total(&self, label: &str, source: DiscardSource, total: u64) {
-        self.state_mut()
+        let mut s = self.state_mut();
+        let v = s
             .discard
-            .insert((label.to_string(), source.as_str()), total);
+            .entry((label.to_string(), source.as_str()))
+            .or_insert(0);
+        *v = (*v).max(total);
     }
 
     /// The histograms now, with device names and labels (for `iostat`).
@@ -608,6 +632,15 @@ mod tests {
         ));
         assert!(text.contains("asmguard_backend_info{backend=\"lsm\"} 1\n"));
         assert!(text.contains("asmguard_protected 1\n"));
+        assert!(
+            text.contains("asmguard_filter_events_dropped_total 0\n"),
+            "{text}"
+        );
+        m.set_events_dropped(5);
+        m.set_events_dropped(3);
+        assert!(m
+            .encode_prometheus_text()
+            .contains("asmguard_filter_events_dropped_total 5\n"));
         m.set_backend("none");
         let off = m.encode_prometheus_text();
         assert!(off.contains("asmguard_protected 0\n"), "{off}");

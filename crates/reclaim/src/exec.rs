@@ -83,6 +83,8 @@ pub struct ExecOptions<'a> {
     pub progress_every: Duration,
     /// The device's discard granularity: rate-limited chunks are multiples of it.
     pub granularity: u64,
+    /// Where each ioctl is counted as it runs (`None`: not counted).
+    pub counters: Option<&'a crate::counters::DiscardCounters>,
 }
 
 /// How a run ended.
@@ -194,7 +196,14 @@ pub fn execute(
             } else {
                 n
             };
-            issue(f, o.method, off, n)?;
+            if let Some(c) = o.counters {
+                c.begin(&o.label, n);
+            }
+            let issued = issue(f, o.method, off, n);
+            if let Some(c) = o.counters {
+                c.end(&o.label, n, issued.is_ok());
+            }
+            issued?;
             ioctls += 1;
             off += n;
             this_run += n;

@@ -9,14 +9,6 @@ use std::time::{Duration, Instant};
 
 const MIB: u64 = 1 << 20;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn scrape(port: u16) -> String {
     let o = run(Command::new("curl").args(["-sf", &format!("http://127.0.0.1:{port}/metrics")]));
     assert_eq!(o.code, 0, "scrape failed: {}", o.stderr);
@@ -249,4 +241,63 @@ fn daemon_exports_exact_io_counts_denials_and_iostat() {
     assert!(o.stderr.contains("NOPE"), "{}", o.stderr);
     let o = d.ctl(&["iostat", "--interval", "0", "--count", "1"]);
     assert_eq!(o.code, 3, "{}", o.stderr);
+}
+
+/// `asmguard_writes_denied_total` is the kernel's exact count: with the daemon
+/// stopped (SIGSTOP) while thousands of write-opens are denied, the ring buffer
+/// overflows and drops events, yet the metric shows every denial, and the drops
+/// have their own counter.
+#[test]
+fn denial_counts_are_exact_when_events_are_dropped() {
+    let Some(_g) = lock() else { return };
+    let l = Loop::new(16 * MIB);
+    let dev = l.dev.to_str().unwrap().to_string();
+    let d = Daemon::start(
+        &[&l.name],
+        "[filter]\nmode = \"enforce\"\nallow_users = []\nallow_groups = []\n",
+    );
+    let port = d.metrics_port.unwrap();
+    d.ctl(&["label", "FLOOD", &dev]).ok();
+    let denied = || {
+        matches!(std::fs::OpenOptions::new().write(true).open(&dev),
+            Err(e) if e.raw_os_error() == Some(libc::EPERM))
+    };
+    let t0 = Instant::now();
+    while !denied() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "FLOOD never protected"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let hook = scrape(port)
+        .lines()
+        .find(|l| l.starts_with("asmguard_backend_info{"))
+        .map(|l| {
+            if l.contains("\"lsm\"") {
+                "file_open"
+            } else {
+                "cgroup_device"
+            }
+        })
+        .unwrap();
+    let key = format!("asmguard_writes_denied_total{{label=\"FLOOD\",hook=\"{hook}\"}}");
+    let base = wait_sample(port, &key, |v| v >= 1.0);
+    // how many checks one write-open makes on this kernel (the device cgroup may
+    // be asked twice per open)
+    assert!(denied());
+    let per_open = wait_sample(port, &key, |v| v > base) - base;
+    let base = base + per_open;
+    let pid = nix::unistd::Pid::from_raw(d.pid() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    const N: u64 = 6000; // ~88 bytes each: more than the 256 KiB ring holds
+    for _ in 0..N {
+        assert!(denied());
+    }
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+    let want = base + per_open * N as f64;
+    let got = wait_sample(port, &key, |v| v >= want);
+    assert_eq!(got, want, "exact denial count");
+    let dropped = wait_sample(port, "asmguard_filter_events_dropped_total ", |v| v > 0.0);
+    assert!(dropped > 0.0);
 }

@@ -499,3 +499,65 @@ fn discard_bytes_by_source() {
     wait_sample(port, oracle, MIB);
     wait_sample(port, reclaim, expect);
 }
+
+/// Scraped every 50 ms during a rate-limited reclaim, both discard counters only
+/// ever go up, reclaim's rises while the reclaim runs (counted per ioctl, not at
+/// the end), and the database's stays 0: reclaim's own discards are never
+/// charged to it, not even for a moment.
+#[test]
+fn discard_counters_never_go_down_during_a_reclaim() {
+    let Some(_g) = lock() else { return };
+    let disk = make("RCLM7");
+    let d = Daemon::start(&[&disk.l.name], "");
+    let port = d.metrics_port.unwrap();
+    let expect = free_aus().len() as u64 * MIB;
+    let reclaim = "asmguard_discard_bytes_total{label=\"RCLM7\",source=\"reclaim\"}";
+    let oracle = "asmguard_discard_bytes_total{label=\"RCLM7\",source=\"oracle\"}";
+    let value = |text: &str, prefix: &str| -> Option<f64> {
+        text.lines()
+            .find(|l| l.starts_with(prefix))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+    };
+    // about three seconds at the rate limit
+    let rate_mib = (expect / MIB / 3).max(1).to_string();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let samples: Vec<(Option<f64>, Option<f64>)> = std::thread::scope(|s| {
+        let scraper = s.spawn(|| {
+            let mut v = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let t = scrape(port);
+                v.push((value(&t, reclaim), value(&t, oracle)));
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            v
+        });
+        d.ctl(&["reclaim", "RCLM7", "--watch", "0", "--rate", &rate_mib])
+            .ok();
+        wait_sample(port, reclaim, expect);
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        scraper.join().unwrap()
+    });
+    let r: Vec<f64> = samples.iter().filter_map(|s| s.0).collect();
+    let o: Vec<f64> = samples.iter().filter_map(|s| s.1).collect();
+    assert!(
+        r.windows(2).all(|w| w[0] <= w[1]),
+        "reclaim went down: {r:?}"
+    );
+    assert!(
+        o.windows(2).all(|w| w[0] <= w[1]),
+        "oracle went down: {o:?}"
+    );
+    assert!(
+        o.iter().all(|v| *v == 0.0),
+        "reclaim charged to oracle: {o:?}"
+    );
+    let partial = r
+        .iter()
+        .filter(|v| **v > 0.0 && **v < expect as f64)
+        .count();
+    assert!(
+        partial >= 2,
+        "reclaim was not counted while it ran ({partial} partial samples): {r:?}"
+    );
+}
