@@ -22,6 +22,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::collections::BTreeMap;
 
 /// The protocol version this crate speaks.
 pub const VERSION: u32 = 1;
@@ -390,7 +391,6 @@ impl Response {
 /// Parse one request line (without its newline). On error, the id is returned as far
 /// as it could be read (0 otherwise) so the response can carry it.
 pub fn parse_request(line: &[u8]) -> Result<Request, (u64, ErrorBody)> {
-    let bad = |id, m: String| (id, ErrorBody::new(ErrorCode::BadRequest, m));
     if line.len() > MAX_REQUEST_LEN {
         return Err((
             0,
@@ -403,117 +403,166 @@ pub fn parse_request(line: &[u8]) -> Result<Request, (u64, ErrorBody)> {
             ),
         ));
     }
-    let text =
-        std::str::from_utf8(line).map_err(|e| bad(0, format!("request is not UTF-8 text: {e}")))?;
-    let v: Value = serde_json::from_str(text)
-        .map_err(|e| bad(0, format!("request is not valid JSON: {e}")))?;
-    let Value::Object(mut m) = v else {
-        return Err(bad(0, "request must be a JSON object".into()));
-    };
-    let id = match m.get("id") {
-        None => 0,
-        Some(Value::Number(n)) if n.as_u64().is_some() => n.as_u64().unwrap_or(0),
-        Some(_) => return Err(bad(0, "`id` must be a non-negative integer".into())),
-    };
-    match m.get("version") {
-        None => return Err(bad(id, "`version` is missing".into())),
-        Some(Value::Number(n)) if n.as_u64() == Some(VERSION as u64) => {}
-        Some(v) => {
-            return Err((
+    let e = Envelope::parse(line)?;
+    let id = e.id()?;
+    e.check_version(id)?;
+    let op = e.op_name(id)?;
+    if let Some(k) = e.unknown.keys().next() {
+        return Err(bad(id, format!("unknown field `{k}` in request")));
+    }
+    match OPS.iter().find(|(name, _)| *name == op) {
+        Some((_, parse)) => Ok(Request {
+            id,
+            op: parse(id, &op, e.args)?,
+        }),
+        None => {
+            let shown: String = op.chars().take(64).collect();
+            let known: Vec<&str> = OPS.iter().map(|(n, _)| *n).collect();
+            Err((
                 id,
                 ErrorBody::new(
-                    ErrorCode::UnsupportedVersion,
+                    ErrorCode::UnknownOp,
                     format!(
-                    "protocol version {v} is not supported: this daemon speaks version {VERSION}"
-                ),
+                        "unknown operation {shown:?}: known are {}",
+                        known.join(", ")
+                    ),
                 ),
             ))
         }
     }
-    let op = match m.remove("op") {
-        Some(Value::String(s)) => s,
-        None => return Err(bad(id, "`op` is missing".into())),
-        Some(_) => return Err(bad(id, "`op` must be a string".into())),
-    };
-    for k in m.keys() {
-        if !matches!(k.as_str(), "version" | "id" | "args") {
-            return Err(bad(id, format!("unknown field `{k}` in request")));
+}
+
+type ParseError = (u64, ErrorBody);
+
+fn bad(id: u64, m: String) -> ParseError {
+    (id, ErrorBody::new(ErrorCode::BadRequest, m))
+}
+
+/// A request line's envelope, as serde reads it; the fields are checked one by
+/// one so that each mistake gets its own message and the request's id.
+#[derive(Deserialize)]
+struct Envelope {
+    #[serde(default)]
+    id: Option<Value>,
+    #[serde(default)]
+    version: Option<Value>,
+    #[serde(default)]
+    op: Option<Value>,
+    #[serde(default)]
+    args: Option<Value>,
+    #[serde(flatten)]
+    unknown: BTreeMap<String, Value>,
+}
+
+impl Envelope {
+    fn parse(line: &[u8]) -> Result<Envelope, ParseError> {
+        let text = std::str::from_utf8(line)
+            .map_err(|e| bad(0, format!("request is not UTF-8 text: {e}")))?;
+        let v: Value = serde_json::from_str(text)
+            .map_err(|e| bad(0, format!("request is not valid JSON: {e}")))?;
+        if !v.is_object() {
+            return Err(bad(0, "request must be a JSON object".into()));
+        }
+        serde_json::from_value(v).map_err(|e| bad(0, format!("request envelope: {e}")))
+    }
+
+    fn id(&self) -> Result<u64, ParseError> {
+        match &self.id {
+            None => Ok(0),
+            Some(Value::Number(n)) if n.as_u64().is_some() => Ok(n.as_u64().unwrap_or(0)),
+            Some(_) => Err(bad(0, "`id` must be a non-negative integer".into())),
         }
     }
-    let args = m.remove("args");
-    fn take<T: for<'de> Deserialize<'de>>(
-        id: u64,
-        op: &str,
-        args: Option<Value>,
-    ) -> Result<T, (u64, ErrorBody)> {
-        let a = args.unwrap_or(Value::Object(Default::default()));
-        serde_json::from_value(a).map_err(|e| {
-            (
+
+    fn check_version(&self, id: u64) -> Result<(), ParseError> {
+        match &self.version {
+            None => Err(bad(id, "`version` is missing".into())),
+            Some(Value::Number(n)) if n.as_u64() == Some(VERSION as u64) => Ok(()),
+            Some(v) => Err((
                 id,
                 ErrorBody::new(
-                    ErrorCode::BadRequest,
-                    format!("bad arguments for `{op}`: {e}"),
-                ),
-            )
-        })
-    }
-    let no_args = |args: &Option<Value>| -> Result<(), (u64, ErrorBody)> {
-        match args {
-            None | Some(Value::Null) => Ok(()),
-            Some(Value::Object(o)) if o.is_empty() => Ok(()),
-            Some(_) => Err(bad(id, format!("`{op}` takes no arguments"))),
-        }
-    };
-    let op = match op.as_str() {
-        "ping" => no_args(&args).map(|_| Op::Ping)?,
-        "lsdsk" => no_args(&args).map(|_| Op::Lsdsk)?,
-        "scan" => no_args(&args).map(|_| Op::Scan)?,
-        "status" => no_args(&args).map(|_| Op::Status)?,
-        "label" => Op::Label(take(id, &op, args)?),
-        "unlabel" => Op::Unlabel(take(id, &op, args)?),
-        "rename" => Op::Rename(take(id, &op, args)?),
-        "filter" => {
-            let a: FilterArgs = take(id, &op, args)?;
-            if !matches!(a.action.as_str(), "enable" | "disable" | "audit") {
-                return Err(bad(
-                    id,
+                    ErrorCode::UnsupportedVersion,
                     format!(
-                        "filter action {:?} is not one of enable, disable, audit",
-                        a.action.chars().take(32).collect::<String>()
+                        "protocol version {v} is not supported: this daemon speaks version {VERSION}"
                     ),
-                ));
-            }
-            Op::Filter(a)
-        }
-        "events" => Op::Events(take(id, &op, args)?),
-        "reclaim" => {
-            let a: ReclaimArgs = take(id, &op, args)?;
-            if !matches!(a.method.as_str(), "discard" | "zeroout") {
-                return Err(bad(id, "reclaim method must be discard or zeroout".into()));
-            }
-            if a.labels.is_empty() == a.diskgroup.is_none() {
-                return Err(bad(
-                    id,
-                    "reclaim needs either labels or a disk group (not both)".into(),
-                ));
-            }
-            if !(0.0..=3600.0).contains(&a.watch_seconds) {
-                return Err(bad(id, "reclaim watch must be 0 to 3600 seconds".into()));
-            }
-            Op::Reclaim(a)
-        }
-        other => {
-            let shown: String = other.chars().take(64).collect();
-            return Err((
-                id,
-                ErrorBody::new(
-                    ErrorCode::UnknownOp,
-                    format!("unknown operation {shown:?}: known are ping, lsdsk, scan, status, label, unlabel, rename, filter, events, reclaim"),
                 ),
-            ));
+            )),
         }
-    };
-    Ok(Request { id, op })
+    }
+
+    fn op_name(&self, id: u64) -> Result<String, ParseError> {
+        match &self.op {
+            Some(Value::String(s)) => Ok(s.clone()),
+            None => Err(bad(id, "`op` is missing".into())),
+            Some(_) => Err(bad(id, "`op` must be a string".into())),
+        }
+    }
+}
+
+/// The operations: name and argument parser. Adding an operation is one row here
+/// (and its `Op` variant).
+type ParseOp = fn(u64, &str, Option<Value>) -> Result<Op, ParseError>;
+const OPS: &[(&str, ParseOp)] = &[
+    ("ping", |id, op, a| no_args(id, op, &a).map(|_| Op::Ping)),
+    ("lsdsk", |id, op, a| no_args(id, op, &a).map(|_| Op::Lsdsk)),
+    ("scan", |id, op, a| no_args(id, op, &a).map(|_| Op::Scan)),
+    ("status", |id, op, a| {
+        no_args(id, op, &a).map(|_| Op::Status)
+    }),
+    ("label", |id, op, a| take(id, op, a).map(Op::Label)),
+    ("unlabel", |id, op, a| take(id, op, a).map(Op::Unlabel)),
+    ("rename", |id, op, a| take(id, op, a).map(Op::Rename)),
+    ("filter", filter_op),
+    ("events", |id, op, a| take(id, op, a).map(Op::Events)),
+    ("reclaim", reclaim_op),
+];
+
+fn take<T: for<'de> Deserialize<'de>>(
+    id: u64,
+    op: &str,
+    args: Option<Value>,
+) -> Result<T, ParseError> {
+    let a = args.unwrap_or(Value::Object(Default::default()));
+    serde_json::from_value(a).map_err(|e| bad(id, format!("bad arguments for `{op}`: {e}")))
+}
+
+fn no_args(id: u64, op: &str, args: &Option<Value>) -> Result<(), ParseError> {
+    match args {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::Object(o)) if o.is_empty() => Ok(()),
+        Some(_) => Err(bad(id, format!("`{op}` takes no arguments"))),
+    }
+}
+
+fn filter_op(id: u64, op: &str, args: Option<Value>) -> Result<Op, ParseError> {
+    let a: FilterArgs = take(id, op, args)?;
+    if !matches!(a.action.as_str(), "enable" | "disable" | "audit") {
+        return Err(bad(
+            id,
+            format!(
+                "filter action {:?} is not one of enable, disable, audit",
+                a.action.chars().take(32).collect::<String>()
+            ),
+        ));
+    }
+    Ok(Op::Filter(a))
+}
+
+fn reclaim_op(id: u64, op: &str, args: Option<Value>) -> Result<Op, ParseError> {
+    let a: ReclaimArgs = take(id, op, args)?;
+    if !matches!(a.method.as_str(), "discard" | "zeroout") {
+        return Err(bad(id, "reclaim method must be discard or zeroout".into()));
+    }
+    if a.labels.is_empty() == a.diskgroup.is_none() {
+        return Err(bad(
+            id,
+            "reclaim needs either labels or a disk group (not both)".into(),
+        ));
+    }
+    if !(0.0..=3600.0).contains(&a.watch_seconds) {
+        return Err(bad(id, "reclaim watch must be 0 to 3600 seconds".into()));
+    }
+    Ok(Op::Reclaim(a))
 }
 
 // ---- Results ----------------------------------------------------------------------
@@ -823,6 +872,30 @@ mod tests {
             "a progress line parsed as a response: {line}"
         );
         assert_eq!(serde_json::from_str::<ProgressLine>(&line).unwrap(), p);
+    }
+
+    #[test]
+    fn every_op_of_the_table_is_known_and_named_alike() {
+        for (name, _) in OPS {
+            let line = format!("{{\"version\":{VERSION},\"id\":3,\"op\":\"{name}\"}}");
+            match parse_request(line.as_bytes()) {
+                Ok(r) => assert_eq!(r.op.name(), *name),
+                Err((id, e)) => {
+                    // ops with required arguments: refused for the arguments only
+                    assert_eq!((id, e.code), (3, ErrorCode::BadRequest), "{name}: {e:?}");
+                    assert!(e.message.contains(*name), "{e:?}");
+                }
+            }
+        }
+        let (id, e) = parse_request(b"{\"version\":1,\"id\":4,\"op\":\"nope\"}").unwrap_err();
+        assert_eq!((id, e.code), (4, ErrorCode::UnknownOp));
+        for (name, _) in OPS {
+            assert!(e.message.contains(name), "{}", e.message);
+        }
+        let (id, e) =
+            parse_request(b"{\"version\":1,\"id\":5,\"op\":\"ping\",\"x\":1}").unwrap_err();
+        assert_eq!((id, e.code), (5, ErrorCode::BadRequest));
+        assert!(e.message.contains("unknown field `x`"), "{}", e.message);
     }
 
     #[test]
