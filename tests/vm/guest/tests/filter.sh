@@ -220,13 +220,15 @@ deny intruder-uid as_user intruder dd if=/tmp/junk of="$D" bs=4096 count=1 conv=
 chmod 660 "$D"
 
 # fds opened before the filter: every attack through them
-touch /tmp/go
 if [ "$VM_BACKEND" = cgroup_device ]; then
+	# (stopped before they are told to go: the fallback cannot stop them)
 	kill "$pre" "$pre32" 2>/dev/null
+	wait "$pre" "$pre32" 2>/dev/null
 	for a in write odirect uring mmap mprotect punch discard zeroout secdiscard uringdiscard 32bit; do
 		na preopened-fd-$a.intruder-denied "$VM_FALLBACK_WHY; fds opened before the filter (not run)"
 	done
 else
+touch /tmp/go
 wait_for_line /tmp/pre.out '^ATTACK uringdiscard' 20
 for a in write odirect uring mmap mprotect punch discard zeroout secdiscard; do
 	line=$(grep "^ATTACK $a " /tmp/pre.out)
