@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * guard.h - what bpf/guard.bpf.c and its userspace (crates/guard/src/filter.rs)
+ * guard.h - what bpf/guard.bpf.c and its userspace (crates/guard/src/guard/)
  * agree on: map value and key layouts, the event record, hook and mode codes.
- * Every struct is plain fixed-size fields with explicit padding, so the Rust
- * side mirrors it with #[repr(C)] field by field.
+ * Every struct is plain fixed-size fields with explicit padding. This header is
+ * the source: the Rust side takes the map types from the skeleton generated
+ * from the object's BTF, mirrors only struct ag_event (a ring buffer record
+ * has no BTF) and its tests read these definitions back (abi.rs). A new hook
+ * is an AG_HOOK_* code here, its program, and one row of hooks.rs.
  *
  * Needs __u8/__u32/__u64 from the includer (asmguard_core.h in BPF code).
  */

@@ -186,7 +186,7 @@ pub fn managed_set(sys: &Path, ls: &LsdskResult) -> BTreeMap<String, BTreeSet<De
         let mut seen = BTreeSet::new();
         for p in &disk.paths {
             set.insert(DevKey::block(KernelDev::from_raw(p.kdev)));
-            set.extend(service::generic_devices(sys, &p.name));
+            set.extend(asmguard_guard::sysfs::generic_devices(sys, &p.name));
             holders(sys, &p.name, set, &mut seen, 0);
         }
     }

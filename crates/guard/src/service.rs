@@ -8,15 +8,15 @@
 //! soon as the daemon has seen it.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::filter::{remove_pins, Backend, DenialEvent, DevKey, ExeId, Guard, Mode, Options};
-use crate::{Error, KernelDev};
+use crate::Error;
+use crate::{remove_pins, Backend, DenialEvent, DevKey, ExeId, Guard, Mode, Options};
 
 /// How many events `recent` keeps.
 const RECENT: usize = 1000;
@@ -582,42 +582,6 @@ pub fn disk_id(label: &str) -> u32 {
     h.max(1)
 }
 
-/// Reads a sysfs `dev` file (`MAJ:MIN`).
-fn read_dev(path: &Path) -> Option<KernelDev> {
-    let s = std::fs::read_to_string(path).ok()?;
-    let (ma, mi) = s.trim().split_once(':')?;
-    KernelDev::new(ma.parse().ok()?, mi.parse().ok()?).ok()
-}
-
-/// The generic character devices of a whole block device (`sdb`, `nvme0n1`):
-/// its SCSI generic node (`sg*`), its bsg node, and its NVMe generic node
-/// (`ng0n1`). `sys` is normally `/sys`.
-pub fn generic_devices(sys: &Path, block_name: &str) -> Vec<DevKey> {
-    let mut out = Vec::new();
-    let dev_dir = sys.join("class/block").join(block_name).join("device");
-    for sub in ["scsi_generic", "bsg"] {
-        if let Ok(entries) = std::fs::read_dir(dev_dir.join(sub)) {
-            for e in entries.flatten() {
-                if let Some(d) = read_dev(&e.path().join("dev")) {
-                    out.push(DevKey::char(d));
-                }
-            }
-        }
-    }
-    if let Some(rest) = block_name.strip_prefix("nvme") {
-        // nvme0n1 -> ng0n1 (namespaces only, not partitions)
-        if rest.contains('n') && !rest.contains('p') {
-            let ng = sys.join("class/nvme-generic").join(format!("ng{rest}"));
-            if let Some(d) = read_dev(&ng.join("dev")) {
-                out.push(DevKey::char(d));
-            }
-        }
-    }
-    out.sort();
-    out.dedup();
-    out
-}
-
 /// Resolves `allow_users`/`allow_groups` names and `allow_executables` paths
 /// to ids (unknown names and missing files are reported, not fatal).
 pub fn resolve_allow(
@@ -662,35 +626,6 @@ pub fn resolve_allow(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn generic_devices_from_sysfs() {
-        let dir = std::env::temp_dir().join(format!("asmguard-sysfs-{}", std::process::id()));
-        let sg = dir.join("class/block/sdb/device/scsi_generic/sg1");
-        let bsg = dir.join("class/block/sdb/device/bsg/1:0:0:0");
-        let ng = dir.join("class/nvme-generic/ng0n1");
-        for d in [&sg, &bsg, &ng] {
-            std::fs::create_dir_all(d).unwrap();
-        }
-        std::fs::write(sg.join("dev"), "21:1\n").unwrap();
-        std::fs::write(bsg.join("dev"), "247:1\n").unwrap();
-        std::fs::write(ng.join("dev"), "242:0\n").unwrap();
-        let got = generic_devices(&dir, "sdb");
-        assert_eq!(
-            got,
-            vec![
-                DevKey::char(KernelDev::new(21, 1).unwrap()),
-                DevKey::char(KernelDev::new(247, 1).unwrap())
-            ]
-        );
-        assert_eq!(
-            generic_devices(&dir, "nvme0n1"),
-            vec![DevKey::char(KernelDev::new(242, 0).unwrap())]
-        );
-        assert!(generic_devices(&dir, "nvme0n1p1").is_empty());
-        assert!(generic_devices(&dir, "loop0").is_empty());
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
 
     #[test]
     fn disk_ids_are_stable_and_distinct() {

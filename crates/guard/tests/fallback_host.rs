@@ -15,7 +15,7 @@ use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use asmguard_guard::filter::{pinned_backend, remove_pins};
+use asmguard_guard::{pinned_backend, remove_pins};
 use asmguard_guard::{Backend, DenialEvent, DevKey, Guard, Hook, Mode, Options};
 
 static LOCK: Mutex<()> = Mutex::new(());

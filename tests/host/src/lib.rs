@@ -329,7 +329,7 @@ pub fn remove_leftover_test_pins() {
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
             if name.starts_with("asmguard-") && name.contains("test") {
-                if let Err(err) = asmguard_guard::filter::remove_pins(&e.path()) {
+                if let Err(err) = asmguard_guard::remove_pins(&e.path()) {
                     eprintln!("leftover {name}: {err}");
                 }
             }
@@ -554,7 +554,7 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         self.stop();
         // The filter's programs outlive the daemon by design: detach them.
-        if let Err(e) = asmguard_guard::filter::remove_pins(&self.pin_dir) {
+        if let Err(e) = asmguard_guard::remove_pins(&self.pin_dir) {
             eprintln!("removing {}: {e}", self.pin_dir.display());
         }
     }

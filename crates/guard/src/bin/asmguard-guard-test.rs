@@ -205,7 +205,7 @@ fn run() -> Result<(), String> {
             }
             Ok(())
         }
-        "unload" => asmguard_guard::filter::remove_pins(&a.opts.pin_dir).map_err(|e| e.to_string()),
+        "unload" => asmguard_guard::remove_pins(&a.opts.pin_dir).map_err(|e| e.to_string()),
         _ => Err(
             "usage: asmguard-guard-test load|hold|events|stats|disks|unload [OPTIONS] [DEVICE...]"
                 .into(),

@@ -1,0 +1,313 @@
+//! What `bpf/guard.h` defines, seen from Rust: the map value and key layouts,
+//! the event record, the mode codes and the stats indices.
+//!
+//! `guard.h` is the single source. The map key/value types come from the
+//! skeleton libbpf-cargo generates from the object's BTF ([`AgDisk`],
+//! [`AgExeKey`]); the event record travels through a ring buffer (no map
+//! type), so the skeleton has no type for it: [`AgEvent`] mirrors it, and the
+//! tests check every field's `offset_of!` against the object's BTF and the
+//! codes against the header's `#define`s. Hook codes live in the hook table ([`super::hooks`]).
+//!
+//! Not here: decoding records (that is [`super::events`]), map access
+//! (that is [`super::loader`]).
+
+use std::fmt;
+use std::mem::{offset_of, size_of};
+
+use super::hooks::HOOKS;
+
+/// The skeleton of `bpf/guard.bpf.c`, for its BTF-derived types.
+#[allow(missing_docs, dead_code, clippy::all, clippy::pedantic)]
+mod skel {
+    include!(concat!(env!("OUT_DIR"), "/guard.skel.rs"));
+}
+
+/// `struct ag_disk`: value of `ag_blk` / `ag_chr` (key: kernel dev_t, u32).
+pub type AgDisk = skel::types::ag_disk;
+/// `struct ag_exe_key`: key of `ag_exes`.
+pub type AgExeKey = skel::types::ag_exe_key;
+
+/// `struct ag_event`: one record of the `ag_events` ring buffer.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+#[allow(missing_docs)]
+pub struct AgEvent {
+    pub ts_ns: u64,
+    pub exe_ino: u64,
+    pub exe_dev: u32,
+    pub pid: u32,
+    pub tid: u32,
+    pub uid: u32,
+    pub euid: u32,
+    pub fsuid: u32,
+    pub egid: u32,
+    pub dev: u32,
+    pub disk_id: u32,
+    pub hook: u32,
+    pub op: u32,
+    pub mode: u32,
+    pub flags: u32,
+    pub pad: u32,
+    pub comm: [u8; 16],
+}
+
+/// Size of `struct ag_event`.
+pub const EVENT_SIZE: usize = size_of::<AgEvent>();
+const _: () = assert!(EVENT_SIZE == 88);
+const _: () = assert!(offset_of!(AgEvent, exe_dev) == 16);
+const _: () = assert!(offset_of!(AgEvent, dev) == 44);
+const _: () = assert!(offset_of!(AgEvent, flags) == 64);
+const _: () = assert!(offset_of!(AgEvent, comm) == 72);
+
+/// `AG_EV_CHR`: the event's device is a character device.
+pub const EV_CHR: u32 = 1;
+
+/// `AG_NHOOKS`: hook codes are `1..NHOOKS`.
+pub const NHOOKS: u32 = HOOKS.len() as u32 + 1;
+/// Stats index of the denials (enforce) of a hook code.
+pub const fn stat_denied(code: u32) -> u32 {
+    code
+}
+/// Stats index of the audited operations of a hook code.
+pub const fn stat_audited(code: u32) -> u32 {
+    NHOOKS + code
+}
+/// `AG_STAT_RB_DROPS`: events lost because the ring buffer was full.
+pub const STAT_RB_DROPS: u32 = 2 * NHOOKS;
+/// `AG_NSTATS`: entries of `ag_stats`.
+pub const NSTATS: u32 = 32;
+const _: () = assert!(STAT_RB_DROPS < NSTATS);
+
+/// What the filter does on one disk (`AG_MODE_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Mode {
+    /// Nothing.
+    Off,
+    /// Log (event, counter) and allow.
+    Audit,
+    /// Log and deny with EPERM.
+    Enforce,
+}
+
+impl Mode {
+    /// All modes, with their `AG_MODE_*` codes.
+    pub const ALL: [(Mode, u32); 3] = [(Mode::Off, 0), (Mode::Audit, 1), (Mode::Enforce, 2)];
+
+    /// The `AG_MODE_*` code.
+    pub fn code(self) -> u32 {
+        match self {
+            Mode::Off => 0,
+            Mode::Audit => 1,
+            Mode::Enforce => 2,
+        }
+    }
+    /// From an `AG_MODE_*` code (unknown codes: off, as the programs treat them).
+    pub fn from_code(c: u32) -> Mode {
+        Mode::ALL
+            .iter()
+            .find(|(_, code)| *code == c)
+            .map_or(Mode::Off, |(m, _)| *m)
+    }
+    /// `off`, `audit`, `enforce`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Off => "off",
+            Mode::Audit => "audit",
+            Mode::Enforce => "enforce",
+        }
+    }
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "off" => Ok(Mode::Off),
+            "audit" => Ok(Mode::Audit),
+            "enforce" => Ok(Mode::Enforce),
+            _ => Err(format!("{s:?} is not one of enforce, audit, off")),
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The value of a device map entry.
+pub fn disk_value(disk_id: u32, mode: Mode) -> [u8; size_of::<AgDisk>()] {
+    let mut v = [0u8; size_of::<AgDisk>()];
+    v[offset_of!(AgDisk, disk_id)..][..4].copy_from_slice(&disk_id.to_ne_bytes());
+    v[offset_of!(AgDisk, mode)..][..4].copy_from_slice(&mode.code().to_ne_bytes());
+    v
+}
+
+/// `(disk_id, mode code)` of a device map value; `None` if short.
+pub fn parse_disk_value(v: &[u8]) -> Option<(u32, u32)> {
+    Some((
+        read_u32(v, offset_of!(AgDisk, disk_id))?,
+        read_u32(v, offset_of!(AgDisk, mode))?,
+    ))
+}
+
+/// The key of `ag_exes` for an executable's inode and filesystem dev_t.
+pub fn exe_key(ino: u64, dev: u32) -> [u8; size_of::<AgExeKey>()] {
+    let mut k = [0u8; size_of::<AgExeKey>()];
+    k[offset_of!(AgExeKey, ino)..][..8].copy_from_slice(&ino.to_ne_bytes());
+    k[offset_of!(AgExeKey, dev)..][..4].copy_from_slice(&dev.to_ne_bytes());
+    k
+}
+
+/// `(ino, dev)` of an `ag_exes` key; `None` if short.
+pub fn parse_exe_key(k: &[u8]) -> Option<(u64, u32)> {
+    Some((
+        read_u64(k, offset_of!(AgExeKey, ino))?,
+        read_u32(k, offset_of!(AgExeKey, dev))?,
+    ))
+}
+
+/// A native-endian u32 at `off`.
+pub fn read_u32(b: &[u8], off: usize) -> Option<u32> {
+    b.get(off..off + 4)?.try_into().ok().map(u32::from_ne_bytes)
+}
+
+/// A native-endian u64 at `off`.
+pub fn read_u64(b: &[u8], off: usize) -> Option<u64> {
+    b.get(off..off + 8)?.try_into().ok().map(u64::from_ne_bytes)
+}
+
+/// A struct's members in the compiled guard object's BTF: name -> byte
+/// offset, and the struct's size. Independent of any Rust-side offsets.
+#[cfg(test)]
+pub(crate) fn btf_layout(name: &str) -> (std::collections::BTreeMap<String, usize>, usize) {
+    use libbpf_rs::btf::types::{MemberAttr, Struct};
+    use libbpf_rs::btf::{Btf, HasSize};
+    let btf = Btf::from_raw("guard", super::loader::GUARD_OBJ)
+        .unwrap()
+        .expect("the object has BTF");
+    let st: Struct<'_> = btf
+        .type_by_name(name)
+        .unwrap_or_else(|| panic!("struct {name} in BTF"));
+    let members = st
+        .iter()
+        .map(|m| {
+            let bits = match m.attr {
+                MemberAttr::Normal { offset } => offset,
+                MemberAttr::BitField { offset, .. } => offset,
+            };
+            (
+                m.name.unwrap().to_string_lossy().into_owned(),
+                bits as usize / 8,
+            )
+        })
+        .collect();
+    (members, st.size())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `bpf/guard.h`, the ABI's source.
+    const GUARD_H: &str = include_str!("../../../../bpf/guard.h");
+
+    /// The `#define NAME value` lines of guard.h with a numeric value.
+    fn defines() -> std::collections::BTreeMap<String, String> {
+        GUARD_H
+            .lines()
+            .filter_map(|l| {
+                let rest = l.strip_prefix("#define ")?;
+                let rest = rest.split("/*").next()?.trim();
+                let (name, value) = rest.split_once(char::is_whitespace)?;
+                Some((name.to_string(), value.trim().to_string()))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn codes_match_guard_h() {
+        let d = defines();
+        let num = |k: &str| -> u32 {
+            d.get(k)
+                .unwrap_or_else(|| panic!("guard.h has no {k}"))
+                .parse()
+                .unwrap_or_else(|e| panic!("{k}: {e}"))
+        };
+        for (mode, code) in Mode::ALL {
+            assert_eq!(
+                num(&format!("AG_MODE_{}", mode.as_str().to_uppercase())),
+                code
+            );
+            assert_eq!(Mode::from_code(code), mode);
+        }
+        assert_eq!(num("AG_NHOOKS"), NHOOKS);
+        assert_eq!(num("AG_NSTATS"), NSTATS);
+        assert_eq!(num("AG_EV_CHR"), EV_CHR);
+        assert_eq!(d["AG_STAT_RB_DROPS"], "(2 * AG_NHOOKS)");
+        // Every hook code of the header is a row of the table, and back.
+        let hooks: Vec<(String, u32)> = d
+            .keys()
+            .filter_map(|k| k.strip_prefix("AG_HOOK_"))
+            .map(|h| (h.to_lowercase(), num(&format!("AG_HOOK_{h}"))))
+            .collect();
+        assert_eq!(hooks.len(), HOOKS.len());
+        for (label, code) in hooks {
+            let row = HOOKS
+                .iter()
+                .find(|r| r.code == code)
+                .unwrap_or_else(|| panic!("AG_HOOK_{label} ({code}) has no row in HOOKS"));
+            assert_eq!(row.label, label, "code {code}");
+        }
+    }
+
+    #[test]
+    fn map_layouts_from_the_skeleton() {
+        assert_eq!(size_of::<AgDisk>(), 8);
+        assert_eq!(offset_of!(AgDisk, disk_id), 0);
+        assert_eq!(offset_of!(AgDisk, mode), 4);
+        assert_eq!(size_of::<AgExeKey>(), 16);
+        assert_eq!(offset_of!(AgExeKey, ino), 0);
+        assert_eq!(offset_of!(AgExeKey, dev), 8);
+        let v = disk_value(7, Mode::Enforce);
+        assert_eq!(parse_disk_value(&v), Some((7, 2)));
+        let k = exe_key(1234, (8 << 20) | 1);
+        assert_eq!(parse_exe_key(&k), Some((1234, (8 << 20) | 1)));
+        assert_eq!(parse_exe_key(&k[..10]), None);
+    }
+
+    /// The mirror of `struct ag_event` against the compiled object's BTF
+    /// (the C compiler's layout of guard.h), field by field.
+    #[test]
+    fn event_mirror_matches_the_object_btf() {
+        let (at, size) = btf_layout("ag_event");
+        assert_eq!(size, EVENT_SIZE);
+        let mine = [
+            ("ts_ns", offset_of!(AgEvent, ts_ns)),
+            ("exe_ino", offset_of!(AgEvent, exe_ino)),
+            ("exe_dev", offset_of!(AgEvent, exe_dev)),
+            ("pid", offset_of!(AgEvent, pid)),
+            ("tid", offset_of!(AgEvent, tid)),
+            ("uid", offset_of!(AgEvent, uid)),
+            ("euid", offset_of!(AgEvent, euid)),
+            ("fsuid", offset_of!(AgEvent, fsuid)),
+            ("egid", offset_of!(AgEvent, egid)),
+            ("dev", offset_of!(AgEvent, dev)),
+            ("disk_id", offset_of!(AgEvent, disk_id)),
+            ("hook", offset_of!(AgEvent, hook)),
+            ("op", offset_of!(AgEvent, op)),
+            ("mode", offset_of!(AgEvent, mode)),
+            ("flags", offset_of!(AgEvent, flags)),
+            ("pad", offset_of!(AgEvent, pad)),
+            ("comm", offset_of!(AgEvent, comm)),
+        ];
+        assert_eq!(at.len(), mine.len(), "{at:?}");
+        for (name, off) in mine {
+            assert_eq!(at.get(name), Some(&off), "{name}");
+        }
+        let (disk, size) = btf_layout("ag_disk");
+        assert_eq!(size, size_of::<AgDisk>());
+        assert_eq!(disk["mode"], offset_of!(AgDisk, mode));
+    }
+}

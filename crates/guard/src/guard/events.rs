@@ -1,0 +1,221 @@
+//! Decoding the filter's records: an `ag_event` (bpf/guard.h) into a
+//! [`DenialEvent`], and the device and executable identities the maps and
+//! events carry ([`DevKey`], [`ExeId`]).
+//!
+//! Not here: reading the ring buffer ([`super::ring`]), labels (the daemon's
+//! [`crate::service`]).
+
+use std::fmt;
+use std::mem::offset_of;
+use std::path::Path;
+
+use super::abi::{self, read_u32, read_u64, AgEvent, Mode, EVENT_SIZE, EV_CHR};
+use super::hooks::Hook;
+use crate::KernelDev;
+
+/// A device in the managed set: its kernel dev_t and whether it is a character
+/// device (block and character devices can share numbers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DevKey {
+    /// Kernel dev_t.
+    pub dev: KernelDev,
+    /// A character device (sg, bsg, NVMe generic) rather than a block device.
+    pub chr: bool,
+}
+
+impl DevKey {
+    /// A block device.
+    pub fn block(dev: KernelDev) -> Self {
+        DevKey { dev, chr: false }
+    }
+    /// A character device.
+    pub fn char(dev: KernelDev) -> Self {
+        DevKey { dev, chr: true }
+    }
+    /// The device special file at `path` (block or character).
+    pub fn of_path(path: &Path) -> Result<Self, crate::DevtError> {
+        let (dev, chr) = KernelDev::of_device(path)?;
+        Ok(DevKey { dev, chr })
+    }
+}
+
+impl fmt::Display for DevKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{}", if self.chr { "c" } else { "b" }, self.dev)
+    }
+}
+
+/// An executable in the allow-list: its filesystem (kernel dev_t) and inode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ExeId {
+    /// Kernel dev_t of the filesystem holding it.
+    pub dev: KernelDev,
+    /// Inode number.
+    pub ino: u64,
+}
+
+impl ExeId {
+    /// The executable at `path` (symlinks followed).
+    pub fn of_path(path: &Path) -> Result<Self, crate::DevtError> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(path).map_err(|source| crate::DevtError::Stat {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Ok(ExeId {
+            dev: KernelDev::from_user(meta.dev())?,
+            ino: meta.ino(),
+        })
+    }
+    /// Its `ag_exes` key.
+    pub(crate) fn key(self) -> Vec<u8> {
+        abi::exe_key(self.ino, self.dev.raw()).to_vec()
+    }
+    /// From an `ag_exes` key (`None` if short).
+    pub(crate) fn from_key(k: &[u8]) -> Option<Self> {
+        let (ino, dev) = abi::parse_exe_key(k)?;
+        Some(ExeId {
+            ino,
+            dev: KernelDev::from_raw(dev),
+        })
+    }
+}
+
+/// One denied (or, in audit mode, logged) operation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DenialEvent {
+    /// Kernel monotonic time (ns).
+    pub ts_ns: u64,
+    /// Process id (thread group).
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// Real uid.
+    pub uid: u32,
+    /// Effective uid.
+    pub euid: u32,
+    /// Filesystem uid.
+    pub fsuid: u32,
+    /// Effective gid.
+    pub egid: u32,
+    /// Command name (kernel `comm`: for display only, never for decisions).
+    pub comm: String,
+    /// The executable, resolved from `/proc/<pid>/exe` in userspace (best
+    /// effort: empty when the process is gone).
+    pub exe: String,
+    /// The executable's filesystem and inode, as the kernel saw them.
+    pub exe_id: ExeId,
+    /// The device.
+    pub dev: DevKey,
+    /// The disk id given with [`super::Guard::set_disk`].
+    pub disk_id: u32,
+    /// The hook.
+    pub hook: Hook,
+    /// Hook-specific: f_mode (open), mask (write), ioctl cmd, prot (mmap,
+    /// mprotect), uring cmd_op, access_type (cgroup device).
+    pub op: u32,
+    /// [`Mode::Enforce`] (denied) or [`Mode::Audit`] (logged, allowed).
+    pub mode: Mode,
+}
+
+impl DenialEvent {
+    /// Decodes a `struct ag_event` record (bpf/guard.h); `None` if short.
+    pub fn parse(b: &[u8]) -> Option<DenialEvent> {
+        if b.len() < EVENT_SIZE {
+            return None;
+        }
+        let u32_of = |off: usize| read_u32(b, off);
+        let comm_off = offset_of!(AgEvent, comm);
+        let comm_raw = &b[comm_off..comm_off + 16];
+        let end = comm_raw.iter().position(|&c| c == 0).unwrap_or(16);
+        let flags = u32_of(offset_of!(AgEvent, flags))?;
+        Some(DenialEvent {
+            ts_ns: read_u64(b, offset_of!(AgEvent, ts_ns))?,
+            exe_id: ExeId {
+                ino: read_u64(b, offset_of!(AgEvent, exe_ino))?,
+                dev: KernelDev::from_raw(u32_of(offset_of!(AgEvent, exe_dev))?),
+            },
+            pid: u32_of(offset_of!(AgEvent, pid))?,
+            tid: u32_of(offset_of!(AgEvent, tid))?,
+            uid: u32_of(offset_of!(AgEvent, uid))?,
+            euid: u32_of(offset_of!(AgEvent, euid))?,
+            fsuid: u32_of(offset_of!(AgEvent, fsuid))?,
+            egid: u32_of(offset_of!(AgEvent, egid))?,
+            dev: DevKey {
+                dev: KernelDev::from_raw(u32_of(offset_of!(AgEvent, dev))?),
+                chr: flags & EV_CHR != 0,
+            },
+            disk_id: u32_of(offset_of!(AgEvent, disk_id))?,
+            hook: Hook::from_code(u32_of(offset_of!(AgEvent, hook))?),
+            op: u32_of(offset_of!(AgEvent, op))?,
+            mode: Mode::from_code(u32_of(offset_of!(AgEvent, mode))?),
+            comm: String::from_utf8_lossy(&comm_raw[..end]).into_owned(),
+            exe: String::new(),
+        })
+    }
+
+    /// A short name of the operation: the ioctl's name, `write-open`, `write`,
+    /// `mmap-shared-write` ...
+    pub fn operation(&self) -> String {
+        self.hook.operation(self.op)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_decoding_follows_the_c_layout() {
+        let (at, size) = crate::guard::abi::btf_layout("ag_event");
+        assert_eq!(size, EVENT_SIZE, "struct ag_event size");
+        let mut b = vec![0u8; size];
+        let mut put = |name: &str, v: u32| {
+            let o = at[name];
+            b[o..o + 4].copy_from_slice(&v.to_ne_bytes());
+        };
+        put("exe_dev", (8 << 20) | 1);
+        put("pid", 42);
+        put("tid", 43);
+        put("uid", 1000);
+        put("euid", 1001);
+        put("fsuid", 1002);
+        put("egid", 1003);
+        put("dev", (7 << 20) | 3);
+        put("disk_id", 5);
+        put("hook", 3);
+        put("op", 0x1277);
+        put("mode", 2);
+        put("flags", 1);
+        let o = at["exe_ino"];
+        b[o..o + 8].copy_from_slice(&1234u64.to_ne_bytes());
+        let o = at["ts_ns"];
+        b[o..o + 8].copy_from_slice(&99u64.to_ne_bytes());
+        let o = at["comm"];
+        b[o..o + 2].copy_from_slice(b"dd");
+        let e = DenialEvent::parse(&b).unwrap();
+        assert_eq!(e.ts_ns, 99);
+        assert_eq!((e.pid, e.tid), (42, 43));
+        assert_eq!((e.uid, e.euid, e.fsuid, e.egid), (1000, 1001, 1002, 1003));
+        assert_eq!(e.dev.dev.to_string(), "7:3");
+        assert!(e.dev.chr);
+        assert_eq!(e.disk_id, 5);
+        assert_eq!(e.hook, Hook::FileIoctl);
+        assert_eq!(e.operation(), "BLKDISCARD");
+        assert_eq!(e.mode, Mode::Enforce);
+        assert_eq!(e.comm, "dd");
+        assert_eq!(e.exe_id.ino, 1234);
+        assert_eq!(e.exe_id.dev.to_string(), "8:1");
+        assert!(DenialEvent::parse(&b[..size - 1]).is_none());
+    }
+
+    #[test]
+    fn exe_keys_round_trip() {
+        let id = ExeId {
+            dev: KernelDev::new(8, 1).unwrap(),
+            ino: 77,
+        };
+        assert_eq!(ExeId::from_key(&id.key()), Some(id));
+        assert_eq!(id.key().len(), 16);
+    }
+}

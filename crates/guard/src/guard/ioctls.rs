@@ -1,0 +1,99 @@
+//! The names of the ioctls the filter reports: one table, [`IOCTLS`]. Which
+//! ioctls are denied is decided in `bpf/guard.bpf.c`; a command denied there
+//! and missing here is shown as `ioctl 0x<cmd>`.
+//!
+//! Adding a name: one row. Commands whose size and direction bits vary
+//! (NVMe, persistent reservations, zones) match on type and number only.
+//!
+//! Not here: the decision (C side), the event record ([`super::events`]).
+
+/// How a row matches a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cmd {
+    /// The whole 32-bit command.
+    Exact(u32),
+    /// `_IOC_TYPE` and `_IOC_NR` only (size and direction ignored).
+    TypeNr(u8, u8),
+}
+
+impl Cmd {
+    fn matches(self, cmd: u32) -> bool {
+        match self {
+            Cmd::Exact(c) => c == cmd,
+            Cmd::TypeNr(ty, nr) => {
+                (cmd >> 8) & 0xff == u32::from(ty) && cmd & 0xff == u32::from(nr)
+            }
+        }
+    }
+}
+
+/// The ioctl name table. Exact rows come first: they win over type/number rows.
+pub const IOCTLS: &[(Cmd, &str)] = &[
+    (Cmd::Exact(0x125d), "BLKROSET"),
+    (Cmd::Exact(0x125f), "BLKRRPART"),
+    (Cmd::Exact(0x1269), "BLKPG"),
+    (Cmd::Exact(0x1277), "BLKDISCARD"),
+    (Cmd::Exact(0x127d), "BLKSECDISCARD"),
+    (Cmd::Exact(0x127f), "BLKZEROOUT"),
+    (Cmd::Exact(0x2285), "SG_IO"),
+    (Cmd::Exact(0x1), "SCSI_IOCTL_SEND_COMMAND"),
+    (Cmd::TypeNr(0x12, 131), "BLKRESETZONE"),
+    (Cmd::TypeNr(0x12, 134), "BLKOPENZONE"),
+    (Cmd::TypeNr(0x12, 135), "BLKCLOSEZONE"),
+    (Cmd::TypeNr(0x12, 136), "BLKFINISHZONE"),
+    (Cmd::TypeNr(0x4e, 0x41), "NVME_IOCTL_ADMIN_CMD"),
+    (Cmd::TypeNr(0x4e, 0x42), "NVME_IOCTL_SUBMIT_IO"),
+    (Cmd::TypeNr(0x4e, 0x43), "NVME_IOCTL_IO_CMD"),
+    (Cmd::TypeNr(0x4e, 0x44), "NVME_IOCTL_RESET"),
+    (Cmd::TypeNr(0x4e, 0x45), "NVME_IOCTL_SUBSYS_RESET"),
+    (Cmd::TypeNr(0x4e, 0x46), "NVME_IOCTL_RESCAN"),
+    (Cmd::TypeNr(0x4e, 0x47), "NVME_IOCTL_ADMIN64_CMD"),
+    (Cmd::TypeNr(0x4e, 0x48), "NVME_IOCTL_IO64_CMD"),
+    (Cmd::TypeNr(0x4e, 0x49), "NVME_IOCTL_IO64_CMD_VEC"),
+    (Cmd::TypeNr(0x70, 200), "IOC_PR_REGISTER"),
+    (Cmd::TypeNr(0x70, 201), "IOC_PR_RESERVE"),
+    (Cmd::TypeNr(0x70, 202), "IOC_PR_RELEASE"),
+    (Cmd::TypeNr(0x70, 203), "IOC_PR_PREEMPT"),
+    (Cmd::TypeNr(0x70, 204), "IOC_PR_PREEMPT_ABORT"),
+    (Cmd::TypeNr(0x70, 205), "IOC_PR_CLEAR"),
+];
+
+/// The name of an ioctl command (`ioctl 0x<cmd>` when the table lacks it).
+pub fn ioctl_name(cmd: u32) -> String {
+    IOCTLS
+        .iter()
+        .find(|(m, _)| m.matches(cmd))
+        .map_or_else(|| format!("ioctl 0x{cmd:x}"), |(_, n)| (*n).to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ioctl_names() {
+        assert_eq!(ioctl_name(0x2285), "SG_IO");
+        assert_eq!(ioctl_name(0x1277), "BLKDISCARD");
+        assert_eq!(ioctl_name(0xc048_4e43), "NVME_IOCTL_IO_CMD");
+        assert_eq!(ioctl_name(0x4010_70c8), "IOC_PR_REGISTER");
+        assert_eq!(ioctl_name(0xc010_1283), "BLKRESETZONE");
+        assert_eq!(ioctl_name(0x1234), "ioctl 0x1234");
+        // Exact rows only match their exact command.
+        assert_eq!(ioctl_name(0x8000_1277), "ioctl 0x80001277");
+    }
+
+    #[test]
+    fn exact_rows_come_first_and_names_are_unique() {
+        let first_typenr = IOCTLS
+            .iter()
+            .position(|(m, _)| matches!(m, Cmd::TypeNr(..)))
+            .unwrap();
+        assert!(IOCTLS[first_typenr..]
+            .iter()
+            .all(|(m, _)| matches!(m, Cmd::TypeNr(..))));
+        let mut names: Vec<&str> = IOCTLS.iter().map(|(_, n)| *n).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), IOCTLS.len());
+    }
+}

@@ -1,0 +1,595 @@
+//! [`Guard`]: the filter loaded from the embedded `guard.bpf.o`, its backend
+//! chosen, its programs attached (or re-adopted from their pins), and the
+//! operations on its maps: the managed set, the allow-list, the counters.
+//!
+//! Which programs load comes from the hook table ([`super::hooks::HOOKS`]):
+//! the rows of the chosen backend, optional ones only when the kernel's BTF
+//! has their symbol.
+//!
+//! Not here: layouts ([`super::abi`]), pins and mounts ([`super::pins`]),
+//! the event ring ([`super::ring`]), what the daemon knows about labels.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+
+use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, Object, ObjectBuilder, ProgramType};
+
+use super::abi::{self, read_u32, stat_audited, stat_denied, Mode, STAT_RB_DROPS};
+use super::events::{DevKey, ExeId};
+use super::hooks::{Hook, HOOKS};
+use super::pins::{
+    active_lsms, cgroup2_root, delete_quiet, ensure_bpffs, io_err, kernel_btf_has,
+    libbpf_to_stderr, pinned_backend, remove_links, remove_pins, PIN_DIR,
+};
+use super::ring::EventReader;
+use crate::{Error, KernelDev};
+
+/// The compiled `bpf/guard.bpf.c` (CO-RE: relocated at load time).
+pub(crate) static GUARD_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/guard.bpf.o"));
+
+/// The maps, pinned under `maps/<name>`.
+pub(crate) const MAP_NAMES: [&str; 8] = [
+    "ag_blk",
+    "ag_chr",
+    "ag_uids",
+    "ag_gids",
+    "ag_exes",
+    "ag_events",
+    "ag_stats",
+    "ag_counts",
+];
+
+/// The cgroup-device programs of the hook table, preferred first.
+fn cgroup_programs() -> &'static [&'static str] {
+    HOOKS
+        .iter()
+        .find(|d| d.backend == Backend::CgroupDevice)
+        .map_or(&[], |d| d.programs)
+}
+
+/// Which kernel mechanism enforces the filter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// BPF LSM programs: open, write, ioctl, mmap, io_uring passthrough.
+    Lsm,
+    /// A cgroup-device program on the cgroup-v2 root: write-opens only.
+    CgroupDevice,
+}
+
+impl Backend {
+    /// `lsm` or `cgroup_device` (the metric's label value).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Lsm => "lsm",
+            Backend::CgroupDevice => "cgroup_device",
+        }
+    }
+
+    /// What it covers, for `status`.
+    pub fn coverage(self) -> &'static str {
+        match self {
+            Backend::Lsm => "full",
+            Backend::CgroupDevice => "degraded: open-time only",
+        }
+    }
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Counters kept by the programs (since they were loaded).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Denials (enforce), by hook.
+    pub denied: BTreeMap<Hook, u64>,
+    /// Logged and allowed (audit), by hook.
+    pub audited: BTreeMap<Hook, u64>,
+    /// Events lost because the ring buffer was full.
+    pub ringbuf_drops: u64,
+}
+
+impl Stats {
+    /// All denials.
+    pub fn denied_total(&self) -> u64 {
+        self.denied.values().sum()
+    }
+}
+
+/// How to open the guard.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Pin directory (default [`PIN_DIR`]).
+    pub pin_dir: PathBuf,
+    /// Force a backend instead of choosing (tests; `None`: choose).
+    pub backend: Option<Backend>,
+    /// The cgroup-v2 directory for the fallback (default: the cgroup2 mount
+    /// found in /proc/mounts).
+    pub cgroup: Option<PathBuf>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            pin_dir: PathBuf::from(PIN_DIR),
+            backend: None,
+            cgroup: None,
+        }
+    }
+}
+
+/// The loaded, attached and pinned filter.
+pub struct Guard {
+    backend: Backend,
+    reason: String,
+    adopted: bool,
+    pin_dir: PathBuf,
+    links: Vec<(String, Link)>,
+    blk: MapHandle,
+    chr: MapHandle,
+    uids: MapHandle,
+    gids: MapHandle,
+    exes: MapHandle,
+    events: MapHandle,
+    stats: MapHandle,
+    counts: MapHandle,
+    // Last: the programs' fds (the links hold the programs attached anyway).
+    _obj: Object,
+}
+
+impl fmt::Debug for Guard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Guard")
+            .field("backend", &self.backend)
+            .field("reason", &self.reason)
+            .field("adopted", &self.adopted)
+            .field(
+                "links",
+                &self
+                    .links
+                    .iter()
+                    .map(|(n, _)| n.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl Guard {
+    /// Loads (or re-adopts) the filter with the default options.
+    pub fn open_default() -> Result<Guard, Error> {
+        Guard::open(&Options::default())
+    }
+
+    /// Loads the filter, or re-adopts the one pinned in `opts.pin_dir`.
+    ///
+    /// Backend choice: the pinned one if there are pins; else `opts.backend`
+    /// if given; else the LSM programs when `bpf` is an active LSM and they
+    /// load and attach, else the cgroup-device program ([`Guard::reason`] says
+    /// why).
+    pub fn open(opts: &Options) -> Result<Guard, Error> {
+        ensure_bpffs(&opts.pin_dir);
+        std::fs::create_dir_all(opts.pin_dir.join("maps"))
+            .map_err(io_err("creating the pin directory"))?;
+        std::fs::create_dir_all(opts.pin_dir.join("links"))
+            .map_err(io_err("creating the pin directory"))?;
+
+        if let Some(b) = pinned_backend(&opts.pin_dir) {
+            let mut g = match b {
+                Backend::CgroupDevice => {
+                    // The variant whose link is pinned.
+                    let prog = cgroup_programs()
+                        .iter()
+                        .copied()
+                        .find(|p| opts.pin_dir.join("links").join(p).exists())
+                        .unwrap_or(cgroup_programs()[0]);
+                    Guard::load_with(opts, b, prog, "re-adopted the pinned filter".into())?
+                }
+                Backend::Lsm => Guard::load(opts, b, "re-adopted the pinned filter".into())?,
+            };
+            g.adopted = true;
+            return Ok(g);
+        }
+        match opts.backend {
+            Some(Backend::Lsm) => {
+                Guard::load(opts, Backend::Lsm, "requested".into()).inspect_err(|_| {
+                    let _ = remove_links(&opts.pin_dir);
+                })
+            }
+            Some(Backend::CgroupDevice) => {
+                Guard::load(opts, Backend::CgroupDevice, "requested".into())
+            }
+            None => {
+                let why = match active_lsms() {
+                    Ok(l) if l.split(',').any(|x| x == "bpf") => {
+                        // libbpf's own complaints (a verifier log, "try raising
+                        // ulimit -l") would only confuse: the reason says it.
+                        let prev = libbpf_rs::set_print(None);
+                        let r =
+                            Guard::load(opts, Backend::Lsm, format!("bpf is an active LSM ({l})"));
+                        libbpf_rs::set_print(
+                            prev.or(Some((libbpf_rs::PrintLevel::Warn, libbpf_to_stderr))),
+                        );
+                        match r {
+                            Ok(g) => return Ok(g),
+                            Err(e) => {
+                                let _ = remove_links(&opts.pin_dir);
+                                format!("the BPF LSM programs could not load or attach: {e}")
+                            }
+                        }
+                    }
+                    Ok(l) => format!("bpf is not an active LSM ({l})"),
+                    Err(e) => e,
+                };
+                Guard::load(opts, Backend::CgroupDevice, why)
+            }
+        }
+    }
+
+    fn load(opts: &Options, backend: Backend, reason: String) -> Result<Guard, Error> {
+        if backend == Backend::Lsm {
+            return Guard::load_with(opts, backend, "", reason);
+        }
+        // The full cgroup-device program first; where the kernel refuses its
+        // helpers (5.10 allows cgroup-device programs bpf_get_current_uid_gid
+        // but not the task walk), the uid/gid variant (the row's next program).
+        let progs = cgroup_programs();
+        let prev = libbpf_rs::set_print(None);
+        let full = Guard::load_with(opts, backend, progs[0], reason.clone());
+        libbpf_rs::set_print(prev.or(Some((libbpf_rs::PrintLevel::Warn, libbpf_to_stderr))));
+        match (full, progs.get(1)) {
+            (Ok(g), _) => Ok(g),
+            (Err(e), None) => Err(e),
+            (Err(e), Some(ids)) => Guard::load_with(
+                opts,
+                backend,
+                ids,
+                format!(
+                    "{reason}; identity from uid and gid only (this kernel refuses the task \
+                     helpers to cgroup-device programs: {e})"
+                ),
+            ),
+        }
+    }
+
+    /// Loads `backend`; `cgroup_prog` names the cgroup-device program to use.
+    fn load_with(
+        opts: &Options,
+        backend: Backend,
+        cgroup_prog: &str,
+        reason: String,
+    ) -> Result<Guard, Error> {
+        let btf = std::fs::read("/sys/kernel/btf/vmlinux").unwrap_or_default();
+        let mut open = ObjectBuilder::default()
+            .open_memory(GUARD_OBJ)
+            .map_err(Error::bpf("opening the guard BPF object"))?;
+        for mut prog in open.progs_mut() {
+            let name = prog.name().to_string_lossy().into_owned();
+            let load = Hook::def_of_program(&name).is_some_and(|d| match d.backend {
+                Backend::CgroupDevice => backend == Backend::CgroupDevice && name == cgroup_prog,
+                Backend::Lsm => {
+                    backend == Backend::Lsm
+                        && d.needs_btf.is_none_or(|sym| kernel_btf_has(&btf, sym))
+                }
+            });
+            prog.set_autoload(load);
+        }
+        for mut map in open.maps_mut() {
+            let name = map.name().to_string_lossy().into_owned();
+            if MAP_NAMES.contains(&name.as_str()) {
+                map.set_pin_path(opts.pin_dir.join("maps").join(&name))
+                    .map_err(Error::bpf("setting a map pin path"))?;
+            }
+        }
+        // libbpf reuses the pinned maps that exist and pins the ones it creates.
+        let obj = open
+            .load()
+            .map_err(Error::bpf("loading the guard BPF programs"))?;
+
+        let handle = |name: &str| -> Result<MapHandle, Error> {
+            let map = obj
+                .maps()
+                .find(|m| m.name() == name)
+                .ok_or(Error::MissingMap(name.to_string()))?;
+            MapHandle::try_from(&map).map_err(Error::bpf("duplicating a map fd"))
+        };
+        let blk = handle("ag_blk")?;
+        let chr = handle("ag_chr")?;
+        let uids = handle("ag_uids")?;
+        let gids = handle("ag_gids")?;
+        let exes = handle("ag_exes")?;
+        let events = handle("ag_events")?;
+        let stats = handle("ag_stats")?;
+        let counts = handle("ag_counts")?;
+
+        let cgroup = match backend {
+            Backend::CgroupDevice => {
+                let dir = match &opts.cgroup {
+                    Some(d) => d.clone(),
+                    None => cgroup2_root()?,
+                };
+                Some(std::fs::File::open(&dir).map_err(io_err("opening the cgroup2 root"))?)
+            }
+            Backend::Lsm => None,
+        };
+
+        let mut links = Vec::new();
+        for prog in obj.progs_mut() {
+            if !prog.autoload() {
+                continue;
+            }
+            let name = prog.name().to_string_lossy().into_owned();
+            let pin = opts.pin_dir.join("links").join(&name);
+            if pin.exists() {
+                let link = Link::open(&pin).map_err(Error::bpf("opening a pinned link"))?;
+                links.push((name, link));
+                continue;
+            }
+            let mut link = match (&cgroup, prog.prog_type()) {
+                (Some(cg), ProgramType::CgroupDevice) => prog
+                    .attach_cgroup(cg.as_raw_fd())
+                    .map_err(Error::bpf("attaching the cgroup device program"))?,
+                _ => prog
+                    .attach_lsm()
+                    .map_err(Error::bpf("attaching an LSM program"))?,
+            };
+            link.pin(&pin).map_err(Error::bpf("pinning a link"))?;
+            links.push((name, link));
+        }
+        Ok(Guard {
+            backend,
+            reason,
+            adopted: false,
+            pin_dir: opts.pin_dir.clone(),
+            links,
+            blk,
+            chr,
+            uids,
+            gids,
+            exes,
+            events,
+            stats,
+            counts,
+            _obj: obj,
+        })
+    }
+
+    /// The backend in use.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// Why this backend.
+    pub fn reason(&self) -> &str {
+        &self.reason
+    }
+
+    /// Whether pinned programs were re-adopted (rather than attached now).
+    pub fn adopted(&self) -> bool {
+        self.adopted
+    }
+
+    /// The attached programs (their names, e.g. `ag_file_open`).
+    pub fn programs(&self) -> Vec<String> {
+        self.links.iter().map(|(n, _)| n.clone()).collect()
+    }
+
+    fn dev_map(&self, key: DevKey) -> &MapHandle {
+        if key.chr {
+            &self.chr
+        } else {
+            &self.blk
+        }
+    }
+
+    /// Puts devices into the managed set (or changes their mode).
+    pub fn set_disk(&self, devs: &[DevKey], mode: Mode, disk_id: u32) -> Result<(), Error> {
+        let value = abi::disk_value(disk_id, mode);
+        for d in devs {
+            self.dev_map(*d)
+                .update(&d.dev.raw().to_ne_bytes(), &value, MapFlags::ANY)
+                .map_err(Error::bpf("updating the managed set"))?;
+        }
+        Ok(())
+    }
+
+    /// Removes devices from the managed set (absent ones are fine).
+    pub fn remove_disk(&self, devs: &[DevKey]) -> Result<(), Error> {
+        for d in devs {
+            delete_quiet(self.dev_map(*d), &d.dev.raw().to_ne_bytes())?;
+        }
+        Ok(())
+    }
+
+    /// The managed set: device -> (mode, disk id).
+    pub fn disks(&self) -> Result<BTreeMap<DevKey, (Mode, u32)>, Error> {
+        let mut out = BTreeMap::new();
+        for (map, chr) in [(&self.blk, false), (&self.chr, true)] {
+            for key in map.keys() {
+                let Some(raw) = read_u32(&key, 0) else {
+                    continue;
+                };
+                let Some(v) = map
+                    .lookup(&key, MapFlags::ANY)
+                    .map_err(Error::bpf("reading the managed set"))?
+                else {
+                    continue;
+                };
+                let Some((id, mode)) = abi::parse_disk_value(&v) else {
+                    continue;
+                };
+                out.insert(
+                    DevKey {
+                        dev: KernelDev::from_raw(raw),
+                        chr,
+                    },
+                    (Mode::from_code(mode), id),
+                );
+            }
+        }
+        Ok(out)
+    }
+
+    /// Replaces the allow-list: effective/fs uids, effective/fs gids,
+    /// executables. New entries go in before old ones leave.
+    pub fn set_allow(&self, uids: &[u32], gids: &[u32], exes: &[ExeId]) -> Result<(), Error> {
+        let uk: BTreeSet<Vec<u8>> = uids.iter().map(|u| u.to_ne_bytes().to_vec()).collect();
+        let gk: BTreeSet<Vec<u8>> = gids.iter().map(|g| g.to_ne_bytes().to_vec()).collect();
+        let ek: BTreeSet<Vec<u8>> = exes.iter().map(|e| e.key()).collect();
+        for (map, keys) in [(&self.uids, &uk), (&self.gids, &gk), (&self.exes, &ek)] {
+            for k in keys {
+                map.update(k, &[1u8], MapFlags::ANY)
+                    .map_err(Error::bpf("updating the allow-list"))?;
+            }
+            let stale: Vec<Vec<u8>> = map.keys().filter(|k| !keys.contains(k)).collect();
+            for k in stale {
+                delete_quiet(map, &k)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The allow-list as the kernel sees it: (uids, gids, executables).
+    pub fn allow(&self) -> (Vec<u32>, Vec<u32>, Vec<ExeId>) {
+        let ids = |m: &MapHandle| m.keys().filter_map(|k| read_u32(&k, 0)).collect::<Vec<_>>();
+        let exes = self
+            .exes
+            .keys()
+            .filter_map(|k| ExeId::from_key(&k))
+            .collect();
+        (ids(&self.uids), ids(&self.gids), exes)
+    }
+
+    /// The kernel's exact counts per disk: (disk id, hook, mode) -> operations
+    /// denied (mode enforce) or audited. Never misses one (unlike the events).
+    /// Keys are `struct ag_count_key` (bpf/guard.h): disk id, then the stats
+    /// index of the hook (`stat_denied` / `stat_audited`).
+    pub fn disk_counts(&self) -> Result<BTreeMap<(u32, Hook, Mode), u64>, Error> {
+        let mut out = BTreeMap::new();
+        for k in self.counts.keys() {
+            let (Some(disk), Some(idx)) = (read_u32(&k, 0), read_u32(&k, 4)) else {
+                continue;
+            };
+            let Some(v) = self
+                .counts
+                .lookup(&k, MapFlags::ANY)
+                .map_err(Error::bpf("reading the per-disk counters"))?
+            else {
+                continue;
+            };
+            let n = v
+                .get(..8)
+                .and_then(|b| b.try_into().ok())
+                .map(u64::from_ne_bytes)
+                .unwrap_or(0);
+            let (hook, mode) = if idx >= abi::NHOOKS {
+                (Hook::from_code(idx - abi::NHOOKS), Mode::Audit)
+            } else {
+                (Hook::from_code(idx), Mode::Enforce)
+            };
+            *out.entry((disk, hook, mode)).or_insert(0) += n;
+        }
+        Ok(out)
+    }
+
+    /// The programs' counters.
+    pub fn stats(&self) -> Result<Stats, Error> {
+        let mut s = Stats::default();
+        let get = |i: u32| -> Result<u64, Error> {
+            let v = self
+                .stats
+                .lookup(&i.to_ne_bytes(), MapFlags::ANY)
+                .map_err(Error::bpf("reading the filter counters"))?
+                .unwrap_or_default();
+            Ok(v.get(..8)
+                .and_then(|b| b.try_into().ok())
+                .map(u64::from_ne_bytes)
+                .unwrap_or(0))
+        };
+        for def in HOOKS {
+            let d = get(stat_denied(def.code))?;
+            if d > 0 {
+                s.denied.insert(def.hook, d);
+            }
+            let a = get(stat_audited(def.code))?;
+            if a > 0 {
+                s.audited.insert(def.hook, a);
+            }
+        }
+        s.ringbuf_drops = get(STAT_RB_DROPS)?;
+        Ok(s)
+    }
+
+    /// A reader of the denial events (its own handle on the ring buffer; move
+    /// it to a thread).
+    pub fn event_reader(&self) -> Result<EventReader, Error> {
+        EventReader::new(&self.events)
+    }
+
+    /// Detaches the programs and removes every pin: the filter is off.
+    pub fn uninstall(mut self) -> Result<(), Error> {
+        // Our own fds go first, so that remove_pins can wait for the last
+        // reference (the pins') to go.
+        for (_, link) in self.links.drain(..) {
+            let _ = link.detach();
+        }
+        remove_pins(&self.pin_dir)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The object has one program per row of the hook table, in its section
+    /// and of its type, and the maps with the layouts the loader assumes (no
+    /// privilege needed).
+    #[test]
+    fn guard_object_matches_the_hook_table() {
+        let open = ObjectBuilder::default().open_memory(GUARD_OBJ).unwrap();
+        let progs: BTreeMap<String, (ProgramType, String)> = open
+            .progs()
+            .map(|p| {
+                (
+                    p.name().to_string_lossy().into_owned(),
+                    (p.prog_type(), p.section().to_string_lossy().into_owned()),
+                )
+            })
+            .collect();
+        let rows: usize = HOOKS.iter().map(|d| d.programs.len()).sum();
+        assert_eq!(progs.len(), rows, "every program has a row: {progs:?}");
+        for d in HOOKS {
+            let ty = match d.backend {
+                Backend::Lsm => ProgramType::Lsm,
+                Backend::CgroupDevice => ProgramType::CgroupDevice,
+            };
+            for p in d.programs {
+                assert_eq!(progs.get(*p), Some(&(ty, d.section.to_string())), "{p}");
+            }
+        }
+        assert_eq!(cgroup_programs(), ["ag_cgroup_dev", "ag_cgroup_dev_ids"]);
+        let maps: BTreeMap<String, (u32, u32, u32)> = open
+            .maps()
+            .map(|m| {
+                (
+                    m.name().to_string_lossy().into_owned(),
+                    (m.key_size(), m.value_size(), m.max_entries()),
+                )
+            })
+            .collect();
+        let disk = std::mem::size_of::<abi::AgDisk>() as u32;
+        let exe = std::mem::size_of::<abi::AgExeKey>() as u32;
+        assert_eq!(maps["ag_blk"].0, 4);
+        assert_eq!(maps["ag_blk"].1, disk);
+        assert_eq!(maps["ag_chr"].1, disk);
+        assert_eq!((maps["ag_exes"].0, maps["ag_exes"].1), (exe, 1));
+        assert_eq!(maps["ag_stats"], (4, 8, abi::NSTATS));
+        for m in MAP_NAMES {
+            assert!(maps.contains_key(m), "{m}");
+        }
+    }
+}

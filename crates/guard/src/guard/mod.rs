@@ -1,0 +1,47 @@
+//! The write filter: `bpf/guard.bpf.c` (and its ABI header `bpf/guard.h`)
+//! loaded, attached and pinned. The submodules mirror the C side by job:
+//!
+//! - [`abi`]: the layouts and codes of `bpf/guard.h` (checked, not retyped);
+//! - [`hooks`]: the hook table -- one row per BPF program;
+//! - [`ioctls`]: the names of the ioctls the filter reports;
+//! - [`events`]: decoding an `ag_event` record into a [`DenialEvent`];
+//! - [`pins`]: bpffs, securityfs and cgroup plumbing, and the pin directory;
+//! - [`loader`]: [`Guard`]: backend choice, loading, attaching, the maps;
+//! - [`ring`]: [`EventReader`], the ring buffer reader.
+//!
+//! [`Guard::open`] picks the backend (the BPF LSM programs when `bpf` is an
+//! active LSM and they load and attach; otherwise the cgroup-device program on
+//! the cgroup-v2 root, open-time only), and pins maps and links under
+//! [`PIN_DIR`] (`maps/<name>`, `links/<program>`). Pins keep protection on when
+//! the process dies (`kill -9`); the next [`Guard::open`] re-adopts them: it
+//! reuses the pinned maps and keeps every pinned link, attaching only what is
+//! missing, so there is never a moment without the filter. [`Guard::uninstall`]
+//! detaches everything and removes the pins.
+//!
+//! **Adding an LSM hook** = the C program in `bpf/guard.bpf.c` with its
+//! `AG_HOOK_*` code in `bpf/guard.h`, plus one row in [`hooks::HOOKS`] (enum
+//! variant, code, metric label, program, section, optional BTF symbol,
+//! operation name). Loading (optional or not), the stats indices, the metric
+//! labels, event decoding and the layout tests all follow from that row; a
+//! test fails when `guard.h` and the table disagree.
+//!
+//! Not here: what the daemon knows about labels and disks (the
+//! [`crate::service`] module), device numbers ([`crate::KernelDev`]).
+
+pub mod abi;
+pub mod events;
+pub mod hooks;
+pub mod ioctls;
+pub mod loader;
+pub mod pins;
+pub mod ring;
+
+pub use abi::Mode;
+pub use events::{DenialEvent, DevKey, ExeId};
+pub use hooks::{Hook, HookDef, Op, HOOKS};
+pub use ioctls::ioctl_name;
+pub use loader::{Backend, Guard, Options, Stats};
+pub use pins::{
+    active_lsms, bpf_lsm_hint, bpf_lsm_hint_for, cgroup2_root, pinned_backend, remove_pins, PIN_DIR,
+};
+pub use ring::EventReader;

@@ -1,0 +1,318 @@
+//! The plumbing around the filter's kernel objects: the pin directory
+//! (bpffs, mounted when missing), securityfs (the active LSM list), the
+//! cgroup-v2 root for the fallback, the kernel BTF test for optional hooks,
+//! and removing pins.
+//!
+//! Not here: loading or attaching ([`super::loader`]).
+
+use std::os::fd::{AsFd, AsRawFd};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use libbpf_rs::{Link, MapCore, MapHandle};
+
+use super::hooks::HOOKS;
+use super::loader::Backend;
+use crate::Error;
+
+/// Where maps and links are pinned.
+pub const PIN_DIR: &str = "/sys/fs/bpf/asmguard";
+
+pub(crate) fn io_err(what: &'static str) -> impl FnOnce(std::io::Error) -> Error {
+    move |e| Error::Io { what, source: e }
+}
+
+/// Whether `name` (NUL-terminated) is in the kernel BTF's strings (a cheap
+/// test for a `bpf_lsm_<hook>` function).
+pub(crate) fn kernel_btf_has(btf: &[u8], name: &str) -> bool {
+    let mut needle = Vec::with_capacity(name.len() + 2);
+    needle.push(0);
+    needle.extend_from_slice(name.as_bytes());
+    needle.push(0);
+    btf.windows(needle.len()).any(|w| w == needle.as_slice())
+}
+
+/// The active LSM list (`/sys/kernel/security/lsm`), mounting securityfs if
+/// needed.
+pub fn active_lsms() -> Result<String, String> {
+    let path = Path::new("/sys/kernel/security/lsm");
+    if !path.exists() {
+        mount_fs("securityfs", "/sys/kernel/security");
+    }
+    std::fs::read_to_string(path)
+        .map(|s| s.trim().to_string())
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))
+}
+
+/// How to turn the BPF LSM on, when the kernel has it built in but `bpf` is not
+/// in its active LSM list; `None` when it is active or not built in. Built in:
+/// `CONFIG_BPF_LSM=y` in `/boot/config-$(uname -r)`, or its hook functions
+/// (`bpf_lsm_file_open`) in the kernel's BTF.
+pub fn bpf_lsm_hint() -> Option<String> {
+    let lsms = active_lsms().ok()?;
+    bpf_lsm_hint_for(&lsms, bpf_lsm_built_in())
+}
+
+fn bpf_lsm_built_in() -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let config =
+        std::fs::read_to_string(format!("/boot/config-{}", release.trim())).unwrap_or_default();
+    if config.lines().any(|l| l.trim() == "CONFIG_BPF_LSM=y") {
+        return true;
+    }
+    let btf = std::fs::read("/sys/kernel/btf/vmlinux").unwrap_or_default();
+    kernel_btf_has(&btf, "bpf_lsm_file_open")
+}
+
+/// The hint for an active list `lsms` (as in `/sys/kernel/security/lsm`).
+pub fn bpf_lsm_hint_for(lsms: &str, built_in: bool) -> Option<String> {
+    let list: Vec<&str> = lsms.trim().split(',').filter(|l| !l.is_empty()).collect();
+    if !built_in || list.contains(&"bpf") {
+        return None;
+    }
+    // capability is always first and implicit: the lsm= list names the others.
+    let mut want: Vec<&str> = list.into_iter().filter(|l| *l != "capability").collect();
+    want.push("bpf");
+    let arg = format!("lsm={}", want.join(","));
+    Some(format!(
+        "this kernel has the BPF LSM but it is not active: boot with {arg} \
+         (RHEL/Oracle Linux: grubby --update-kernel=ALL --args=\"{arg}\"; \
+         Debian/Ubuntu: add {arg} to GRUB_CMDLINE_LINUX in /etc/default/grub, run update-grub) \
+         and reboot"
+    ))
+}
+
+/// `mount -t FSTYPE FSTYPE TARGET`, best effort.
+fn mount_fs(fstype: &str, target: &str) {
+    let Ok(src) = std::ffi::CString::new(fstype) else {
+        return;
+    };
+    let Ok(tgt) = std::ffi::CString::new(target) else {
+        return;
+    };
+    // SAFETY: mount(2) with valid NUL-terminated strings and a null data pointer.
+    unsafe {
+        libc::mount(
+            src.as_ptr(),
+            tgt.as_ptr(),
+            src.as_ptr(),
+            0,
+            std::ptr::null(),
+        );
+    }
+}
+
+/// Makes sure a bpffs is mounted at /sys/fs/bpf when the pin directory is
+/// below it.
+pub(crate) fn ensure_bpffs(pin_dir: &Path) {
+    const BPF_FS_MAGIC: i64 = 0xcafe_4a11;
+    if !pin_dir.starts_with("/sys/fs/bpf") {
+        return;
+    }
+    let Ok(path) = std::ffi::CString::new("/sys/fs/bpf") else {
+        return;
+    };
+    let mut st = std::mem::MaybeUninit::<libc::statfs>::zeroed();
+    // SAFETY: statfs(2) writes into a buffer of the right type and size.
+    let rc = unsafe { libc::statfs(path.as_ptr(), st.as_mut_ptr()) };
+    // SAFETY: zero-initialised and, when rc == 0, filled by the kernel.
+    #[allow(clippy::unnecessary_cast)] // f_type is not i64 on every target
+    let magic = unsafe { st.assume_init() }.f_type as i64;
+    if rc != 0 || magic != BPF_FS_MAGIC {
+        mount_fs("bpf", "/sys/fs/bpf");
+    }
+}
+
+/// The first cgroup-v2 mount point in /proc/mounts.
+pub fn cgroup2_root() -> Result<PathBuf, Error> {
+    let mounts = std::fs::read_to_string("/proc/mounts").map_err(io_err("reading /proc/mounts"))?;
+    mounts
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let _src = f.next()?;
+            let dir = f.next()?;
+            let ty = f.next()?;
+            (ty == "cgroup2").then(|| PathBuf::from(dir.replace("\\040", " ")))
+        })
+        .min_by_key(|p| p.components().count())
+        .ok_or(Error::NoCgroup2)
+}
+
+pub(crate) fn libbpf_to_stderr(_level: libbpf_rs::PrintLevel, msg: String) {
+    eprint!("libbpf: {msg}");
+}
+
+/// The backend whose links are pinned in `pin_dir`, if any.
+pub fn pinned_backend(pin_dir: &Path) -> Option<Backend> {
+    let links = std::fs::read_dir(pin_dir.join("links")).ok()?;
+    let names: Vec<String> = links
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    let backend_of = |b: Backend| {
+        HOOKS
+            .iter()
+            .any(|d| d.backend == b && names.iter().any(|n| d.programs.contains(&n.as_str())))
+    };
+    if backend_of(Backend::CgroupDevice) {
+        Some(Backend::CgroupDevice)
+    } else if backend_of(Backend::Lsm) || names.iter().any(|n| n.starts_with("ag_")) {
+        Some(Backend::Lsm)
+    } else {
+        None
+    }
+}
+
+/// Removes every pin (links first: detaching the programs) under `pin_dir`.
+/// The filter is off once this returns. Not an error if nothing was pinned.
+pub fn remove_pins(pin_dir: &Path) -> Result<(), Error> {
+    // The managed set first: programs that stay attached a moment longer (or,
+    // on a kernel that cannot detach them, until reboot) then find no device.
+    for name in ["ag_blk", "ag_chr"] {
+        if let Ok(map) = MapHandle::from_pinned_path(pin_dir.join("maps").join(name)) {
+            let keys: Vec<Vec<u8>> = map.keys().collect();
+            for k in keys {
+                delete_quiet(&map, &k)?;
+            }
+        }
+    }
+    // Hold every link while the pins go: dropping a pin defers the release to
+    // a kernel work item, closing the last fd releases synchronously. So the
+    // programs are detached when this returns, not a moment later.
+    let mut held = Vec::new();
+    for sub in ["links", "maps"] {
+        let dir = pin_dir.join(sub);
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(io_err("reading the pin directory")(e)),
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if sub == "links" {
+                if let Ok(link) = Link::open(&p) {
+                    held.push(link);
+                }
+            }
+            std::fs::remove_file(&p).map_err(io_err("removing a pin"))?;
+        }
+        let _ = std::fs::remove_dir(&dir);
+    }
+    let _ = std::fs::remove_dir(pin_dir);
+    let ids: Vec<u32> = held.iter().filter_map(link_id).collect();
+    for link in held {
+        // Cgroup links detach at once; for LSM (tracing) links the kernel has
+        // no detach operation and the close below does it.
+        let _ = link.detach();
+        drop(link);
+    }
+    wait_links_gone(&ids, Duration::from_secs(5))
+}
+
+/// The kernel's id of a link, from its fd's `/proc/self/fdinfo` (`link_id:`).
+fn link_id(link: &Link) -> Option<u32> {
+    let fd = link.as_fd().as_raw_fd();
+    std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}"))
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("link_id:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Whether a link with this id still exists.
+fn link_exists(id: u32) -> bool {
+    // SAFETY: bpf_link_get_fd_by_id takes a plain id and returns a new fd we own
+    // (closed right away) or a negative error.
+    let fd = unsafe { libbpf_rs::libbpf_sys::bpf_link_get_fd_by_id(id) };
+    if fd >= 0 {
+        // SAFETY: fd was just returned to us and is closed once.
+        unsafe { libc::close(fd) };
+        true
+    } else {
+        // ENOENT: gone. Anything else (EPERM ...): cannot tell, assume gone.
+        false
+    }
+}
+
+/// Waits until none of the links `ids` exists any more. On some kernels (5.10)
+/// the last reference to an unpinned link is the bpffs inode's, dropped after
+/// an RCU grace period: the programs stay attached for a moment after the
+/// pins are gone. `filter disable` and uninstall return once they are detached.
+fn wait_links_gone(ids: &[u32], timeout: Duration) -> Result<(), Error> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let t0 = Instant::now();
+    loop {
+        let left: Vec<u32> = ids.iter().copied().filter(|id| link_exists(*id)).collect();
+        if left.is_empty() {
+            return Ok(());
+        }
+        if t0.elapsed() > timeout {
+            return Err(Error::Detach(format!(
+                "the kernel keeps links {left:?} attached {} ms after their pins were \
+                 removed; they are inert (the managed set is empty) and go at reboot",
+                timeout.as_millis()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Removes only the links (used when an LSM attempt fails half-way, before the
+/// fallback attaches: the maps are kept for it).
+pub(crate) fn remove_links(pin_dir: &Path) -> Result<(), Error> {
+    let dir = pin_dir.join("links");
+    if let Ok(entries) = std::fs::read_dir(&dir) {
+        for e in entries.flatten() {
+            std::fs::remove_file(e.path()).map_err(io_err("removing a link pin"))?;
+        }
+    }
+    Ok(())
+}
+
+/// Deletes a map entry; an absent one is fine.
+pub(crate) fn delete_quiet(map: &MapHandle, key: &[u8]) -> Result<(), Error> {
+    match map.delete(key) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == libbpf_rs::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::bpf("deleting a map entry")(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn btf_string_search() {
+        let btf = b"\0bpf_lsm_file_open\0bpf_lsm_file_ioctl\0";
+        assert!(kernel_btf_has(btf, "bpf_lsm_file_ioctl"));
+        assert!(!kernel_btf_has(btf, "bpf_lsm_file_ioctl_compat"));
+        assert!(!kernel_btf_has(btf, "file_open"));
+    }
+
+    #[test]
+    fn backend_of_the_pinned_links() {
+        let dir = std::env::temp_dir().join(format!("asmguard-pins-{}", std::process::id()));
+        let links = dir.join("links");
+        std::fs::create_dir_all(&links).unwrap();
+        assert_eq!(pinned_backend(&dir), None);
+        std::fs::write(links.join("ag_file_open"), "").unwrap();
+        assert_eq!(pinned_backend(&dir), Some(Backend::Lsm));
+        std::fs::write(links.join("ag_cgroup_dev"), "").unwrap();
+        assert_eq!(pinned_backend(&dir), Some(Backend::CgroupDevice));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn bpf_lsm_hint_names_the_list_and_both_tools() {
+        let h = bpf_lsm_hint_for("lockdown,capability,yama,apparmor", true).unwrap();
+        assert!(h.contains("lsm=lockdown,yama,apparmor,bpf"), "{h}");
+        assert!(h.contains("grubby --update-kernel=ALL --args=\"lsm=lockdown,yama,apparmor,bpf\""));
+        assert!(h.contains("GRUB_CMDLINE_LINUX"));
+        assert_eq!(bpf_lsm_hint_for("capability,yama,bpf", true), None);
+        assert_eq!(bpf_lsm_hint_for("capability,yama", false), None);
+    }
+}

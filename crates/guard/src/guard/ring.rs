@@ -1,0 +1,114 @@
+//! [`EventReader`]: the `ag_events` ring buffer, read on its own map handle
+//! (so it can move to a thread), records decoded by [`super::events`] and the
+//! executable's path added from `/proc` (best effort).
+//!
+//! Not here: counting (the kernel counts in `ag_stats`, see
+//! [`super::Guard::stats`]), recent-event history (the daemon's service).
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use libbpf_rs::MapHandle;
+
+use super::events::DenialEvent;
+use crate::Error;
+
+/// Reads denial events from the ring buffer.
+pub struct EventReader {
+    rb: libbpf_rs::RingBuffer<'static>,
+    queue: Arc<Mutex<VecDeque<DenialEvent>>>,
+    _map: MapHandle,
+}
+
+impl fmt::Debug for EventReader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EventReader").finish_non_exhaustive()
+    }
+}
+
+impl EventReader {
+    pub(crate) fn new(events: &MapHandle) -> Result<EventReader, Error> {
+        let map = MapHandle::try_from(events).map_err(Error::bpf("duplicating a map fd"))?;
+        let queue = Arc::new(Mutex::new(VecDeque::new()));
+        let q = Arc::clone(&queue);
+        let mut builder = libbpf_rs::RingBufferBuilder::new();
+        builder
+            .add(&map, move |data: &[u8]| {
+                if let Some(mut ev) = DenialEvent::parse(data) {
+                    // Best effort: the caller has often exited (dd gives up
+                    // at once); then the kernel's inode identifies the binary.
+                    ev.exe = std::fs::read_link(format!("/proc/{}/exe", ev.pid))
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_else(|_| {
+                            if ev.exe_id.ino == 0 {
+                                String::new()
+                            } else {
+                                format!("(exited: inode {} on {})", ev.exe_id.ino, ev.exe_id.dev)
+                            }
+                        });
+                    queue_push(&q, ev);
+                }
+                0
+            })
+            .map_err(Error::bpf("opening the event ring buffer"))?;
+        let rb = builder
+            .build()
+            .map_err(Error::bpf("opening the event ring buffer"))?;
+        Ok(EventReader {
+            rb,
+            queue,
+            _map: map,
+        })
+    }
+
+    /// Waits up to `timeout` for events and returns those that arrived (maybe none).
+    pub fn poll(&mut self, timeout: Duration) -> Result<Vec<DenialEvent>, Error> {
+        self.rb
+            .poll(timeout)
+            .map_err(Error::bpf("polling the event ring buffer"))?;
+        Ok(queue_drain(&self.queue))
+    }
+}
+
+/// The reader's queue is a plain list of decoded events: a thread that panicked
+/// while holding it cannot leave it inconsistent, so a poisoned lock is taken
+/// over rather than dropping every later event.
+fn queue_push(q: &Mutex<VecDeque<DenialEvent>>, ev: DenialEvent) {
+    q.lock().unwrap_or_else(|p| p.into_inner()).push_back(ev);
+}
+
+fn queue_drain(q: &Mutex<VecDeque<DenialEvent>>) -> Vec<DenialEvent> {
+    q.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .drain(..)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_poisoned_event_queue_still_delivers() {
+        let (at, size) = crate::guard::abi::btf_layout("ag_event");
+        let mut b = vec![0u8; size];
+        b[at["pid"]..at["pid"] + 4].copy_from_slice(&7u32.to_ne_bytes());
+        let ev = DenialEvent::parse(&b).unwrap();
+        let q = Arc::new(Mutex::new(VecDeque::new()));
+        let q2 = Arc::clone(&q);
+        let _ = std::thread::spawn(move || {
+            let _g = q2.lock().unwrap();
+            panic!("poison the queue");
+        })
+        .join();
+        assert!(q.is_poisoned());
+        queue_push(&q, ev.clone());
+        queue_push(&q, ev);
+        let got = queue_drain(&q);
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0].pid, 7);
+        assert!(queue_drain(&q).is_empty());
+    }
+}
