@@ -1,6 +1,8 @@
 //! The `/metrics` endpoint (hyper 1 on tokio) and a small scraping client.
 //!
-//! Default address: [`DEFAULT_LISTEN`] (127.0.0.1:9790). A scraper that accepts
+//! [`DEFAULT_LISTEN`] (127.0.0.1:9790) is the default of the standalone
+//! `asmguard-iolat` only; the daemon serves on its config's `[metrics] listen`
+//! (default 127.0.0.1:9465, asmguard-config). A scraper that accepts
 //! `application/openmetrics-text` (Prometheus does) gets OpenMetrics; anyone else
 //! (curl, `promtool check metrics`) gets the Prometheus text format 0.0.4.
 
