@@ -193,7 +193,11 @@ fn reclaim_rate_limit_cancel_and_resume() {
             .write_dev(a as u64 * MIB, &fill(a as u64, MIB as usize));
     }
     let before = allocated_bytes(&disk.l);
-    let mut child = Command::new(ctl_bin())
+    // (SIGINT at its default action, as at a terminal, even when the tests run
+    // from a background job, which inherits it ignored)
+    let mut child = Command::new("env")
+        .arg("--default-signal=INT")
+        .arg(ctl_bin())
         .arg("--socket")
         .arg(&d.socket)
         .args(["reclaim", "RCLM2", "--watch", "0", "--rate", "4", "--json"])
