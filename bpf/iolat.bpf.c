@@ -91,9 +91,20 @@ struct {
 __u64 iolat_dropped = 0;
 
 /*
+ * Completions the kernel did not stamp although the queue's flag at
+ * iolat_stats_bit was set, so the issue program left them to the kernel: that
+ * bit is not QUEUE_FLAG_STATS on this kernel. Userspace reads it after a probe
+ * read at load and falls back to its own stamps if it moved.
+ */
+__u64 iolat_stamp_misses = 0;
+
+/*
  * The bit number of QUEUE_FLAG_STATS in request_queue->queue_flags on the
- * running kernel (an anonymous enum, so CO-RE cannot relocate it: userspace
- * reads it from the kernel's BTF before loading), or ~0 if unknown.
+ * running kernel, or ~0 if unknown. CO-RE cannot relocate it: it is a member
+ * of an anonymous enum on newer kernels (6.12: userspace reads it from the
+ * kernel's BTF) and a #define on older ones (5.10, 6.1: userspace's
+ * per-kernel table).
+ * Userspace verifies it with a probe read (see iolat_stamp_misses).
  *
  * On a queue with that flag (set whenever writeback throttling, io.latency or
  * io.cost watch the queue, which is the default for most disks), the kernel
@@ -222,6 +233,12 @@ static __always_inline void on_complete_stamped(__u32 dev, unsigned int cmd_flag
 	       start && start <= io_start ? io_start - start : IOLAT_NO_QUEUE_TIME, nr_bytes);
 }
 
+/* the queue has the flag the issue programs take for QUEUE_FLAG_STATS */
+static __always_inline int stats_flag(unsigned long queue_flags)
+{
+	return iolat_stats_bit < 64 && (queue_flags >> iolat_stats_bit) & 1;
+}
+
 /* completion of a request we stamped at issue (or never saw) */
 static __always_inline void on_complete_tracked(__u64 rq, unsigned int nr_bytes)
 {
@@ -265,7 +282,7 @@ int BPF_PROG(iolat_btf_issue, struct request___iolat *rq)
 	if (iolat_stats_bit < 64) {
 		q = rq->q;
 		/* the kernel stamps this request right after us */
-		if (q && (q->queue_flags >> iolat_stats_bit) & 1)
+		if (q && stats_flag(q->queue_flags))
 			return 0;
 	}
 	if (bpf_core_field_exists(rq->start_time_ns))
@@ -284,6 +301,9 @@ int BPF_PROG(iolat_btf_complete, struct request___iolat *rq, int error, unsigned
 	if (io_start && iolat_stats_bit < 64)
 		on_complete_stamped(dev_btf(rq), rq->cmd_flags, rq->start_time_ns, io_start,
 				    nr_bytes);
+	else if (iolat_stats_bit < 64 && rq->q && stats_flag(rq->q->queue_flags))
+		/* left to the kernel at issue, and the kernel did not stamp it */
+		__sync_fetch_and_add(&iolat_stamp_misses, 1);
 	else
 		on_complete_tracked((__u64)rq, nr_bytes);
 	return 0;
@@ -312,7 +332,7 @@ int BPF_PROG(iolat_raw_issue, struct request___iolat *rq)
 {
 	__u64 start = 0;
 
-	if (iolat_stats_bit < 64 && (BPF_CORE_READ(rq, q, queue_flags) >> iolat_stats_bit) & 1)
+	if (iolat_stats_bit < 64 && stats_flag(BPF_CORE_READ(rq, q, queue_flags)))
 		return 0;
 	if (bpf_core_field_exists(rq->start_time_ns))
 		start = BPF_CORE_READ(rq, start_time_ns);
@@ -330,6 +350,8 @@ int BPF_PROG(iolat_raw_complete, struct request___iolat *rq, int error, unsigned
 	if (io_start && iolat_stats_bit < 64)
 		on_complete_stamped(dev_raw(rq), BPF_CORE_READ(rq, cmd_flags),
 				    BPF_CORE_READ(rq, start_time_ns), io_start, nr_bytes);
+	else if (iolat_stats_bit < 64 && stats_flag(BPF_CORE_READ(rq, q, queue_flags)))
+		__sync_fetch_and_add(&iolat_stamp_misses, 1);
 	else
 		on_complete_tracked((__u64)rq, nr_bytes);
 	return 0;

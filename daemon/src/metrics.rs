@@ -32,7 +32,7 @@ impl MetricsService {
         let (iolat, tracer) = match IoLat::load() {
             Ok(t) => {
                 let t = Arc::new(t);
-                let desc = format!("block tracepoints ({:?})", t.mode());
+                let desc = format!("block tracepoints ({}, {})", t.mode().as_str(), t.stamps());
                 (Some(t), desc)
             }
             Err(e) => {

@@ -9,7 +9,8 @@
 //! - [`http::serve`] serves `/metrics` (default [`http::DEFAULT_LISTEN`]);
 //! - [`iostat::iostat`] turns two [`Snapshot`]s into the Oracle-style view.
 //!
-//! Buckets and units: [`hist`].
+//! Buckets and units: [`hist`]. Which requests the kernel stamps at issue:
+//! [`stamps`].
 //!
 //! Feature `bpf` (default) builds the BPF program and [`IoLat`]; without it
 //! (`default-features = false`) the crate is the exporter, the snapshot parser,
@@ -27,6 +28,8 @@ pub mod hist;
 pub mod http;
 pub mod iostat;
 pub mod snapshot;
+#[cfg(feature = "bpf")]
+pub mod stamps;
 
 #[cfg(feature = "bpf")]
 pub use bpf::{AttachMode, IoLat, LoadOptions};
@@ -36,3 +39,5 @@ pub use exporter::{DiscardSource, DiskInfo, HistSource, Metrics};
 pub use hist::NSLOTS;
 pub use iostat::{iostat, IostatReport, IostatRow};
 pub use snapshot::{DiskOpStats, Op, OpHist, RawEntry, Snapshot};
+#[cfg(feature = "bpf")]
+pub use stamps::{BitSource, Stamps};

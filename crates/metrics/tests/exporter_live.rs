@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use asmguard_metrics::http::{self, scrape_blocking};
 use asmguard_metrics::{DiscardSource, DiskInfo, IoLat, KernelDev, Metrics, Op, Snapshot};
-use common::{direct_reads, direct_writes, require_root, LoopDev};
+use common::{direct_reads, direct_writes, require_root, serial, LoopDev};
 
 /// The exporter binary; killed on drop.
 struct Exporter {
@@ -74,6 +74,7 @@ fn promtool_accepts_a_live_scrape_of_the_binary() {
     if !require_root() {
         return;
     }
+    let _serial = serial();
     let disk = LoopDev::new("promtool", 32);
     let exporter = Exporter::start(&["--device", &format!("{}=DATA1", disk.path.display())]);
     direct_reads(&disk.path, 11);
@@ -108,6 +109,7 @@ fn promtool_accepts_every_family() {
     if !require_root() {
         return;
     }
+    let _serial = serial();
     let disk = LoopDev::new("families", 32);
     let dev = KernelDev::disk_of_path(&disk.path).unwrap();
     let iolat = Arc::new(IoLat::load().unwrap());
@@ -172,6 +174,7 @@ fn iostat_shows_the_interval() {
     if !require_root() {
         return;
     }
+    let _serial = serial();
     let disk = LoopDev::new("iostat", 32);
     let exporter = Exporter::start(&["--device", &format!("{}=DATA1", disk.path.display())]);
     let iostat = Command::new(env!("CARGO_BIN_EXE_asmguard-iolat"))

@@ -6,8 +6,10 @@ mod common;
 
 use std::process::Command;
 
-use asmguard_metrics::{AttachMode, IoLat, KernelDev, LoadOptions, Op, OpHist, RawEntry};
-use common::{direct_reads, direct_writes, require_root, LoopDev};
+use asmguard_metrics::{
+    AttachMode, BitSource, IoLat, KernelDev, LoadOptions, Op, OpHist, RawEntry, Stamps,
+};
+use common::{direct_reads, direct_writes, require_root, serial, LoopDev};
 
 fn hist_of(entries: &[RawEntry], dev: KernelDev, op: Op) -> OpHist {
     entries
@@ -29,7 +31,7 @@ fn exact_counts(mode: AttachMode, kernel_stamps: bool, n: u64, m: u64) {
         mode,
         max_disks: 16,
         kernel_stamps,
-        calibrate: false,
+        ..LoadOptions::default()
     })
     .expect("loading the tracer");
     assert_eq!(iolat.mode(), mode);
@@ -76,6 +78,7 @@ fn exact_counts_tp_btf_kernel_stamps() {
     if !require_root() {
         return;
     }
+    let _serial = serial();
     exact_counts(AttachMode::TpBtf, true, 37, 23);
 }
 
@@ -84,6 +87,7 @@ fn exact_counts_tp_btf_own_stamps() {
     if !require_root() {
         return;
     }
+    let _serial = serial();
     exact_counts(AttachMode::TpBtf, false, 29, 31);
 }
 
@@ -92,6 +96,7 @@ fn exact_counts_raw_tp_kernel_stamps() {
     if !require_root() {
         return;
     }
+    let _serial = serial();
     exact_counts(AttachMode::RawTp, true, 19, 41);
 }
 
@@ -100,7 +105,93 @@ fn exact_counts_raw_tp_own_stamps() {
     if !require_root() {
         return;
     }
+    let _serial = serial();
     exact_counts(AttachMode::RawTp, false, 43, 17);
+}
+
+/// The kernel's stamps are verified at load by a probe read of a disk whose
+/// queue keeps stats (every blk-mq disk with writeback throttling: here the
+/// loop device below, at least), and the read leaves no disk traced.
+#[test]
+fn kernel_stamps_are_verified_by_a_probe_read() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let _disk = LoopDev::new("probe", 16);
+    let iolat = IoLat::load().expect("loading the tracer");
+    match iolat.stamps() {
+        Stamps::Kernel {
+            bit,
+            source,
+            verified_on: Some(disk),
+        } => {
+            assert!(*bit < 64);
+            assert!(
+                std::path::Path::new("/sys/block").join(disk).exists(),
+                "verified on {disk}, which is not a disk"
+            );
+            // on this kernel (6.12 and later) the bit comes from the BTF
+            assert_eq!(*source, BitSource::Btf, "{}", iolat.stamps());
+        }
+        other => panic!("kernel stamps not verified: {other}"),
+    }
+    assert!(iolat.stamps().to_string().contains("verified on "));
+    assert_eq!(iolat.stamp_misses(), 0);
+    assert!(iolat.devices().is_empty(), "the probe left a disk traced");
+    assert!(
+        iolat.read().unwrap().is_empty(),
+        "the probe left histograms"
+    );
+}
+
+/// A bit no live queue has (QUEUE_FLAG_DYING) makes the issue program stamp
+/// every request itself: the probe reads are all counted by the tracer's own
+/// stamps, so nothing verifies the bit, and the description says so.
+#[test]
+fn a_bit_no_queue_has_is_reported_unverified() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let _disk = LoopDev::new("probe-dying", 16);
+    let dying = asmguard_metrics::stamps::btf_queue_flag("QUEUE_FLAG_DYING")
+        .expect("QUEUE_FLAG_DYING in the BTF");
+    let iolat = IoLat::load_opts(&LoadOptions {
+        stats_bit: Some(dying),
+        ..LoadOptions::default()
+    })
+    .expect("loading the tracer");
+    assert_eq!(
+        iolat.stamps(),
+        &Stamps::Kernel {
+            bit: dying,
+            source: BitSource::Given,
+            verified_on: None
+        }
+    );
+    assert!(iolat.stamps().to_string().contains("not verified"));
+    assert_eq!(iolat.stamp_misses(), 0);
+}
+
+/// A bit outside the 64-bit word is refused: own stamps, and why.
+#[test]
+fn an_impossible_bit_means_own_stamps() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let iolat = IoLat::load_opts(&LoadOptions {
+        stats_bit: Some(64),
+        ..LoadOptions::default()
+    })
+    .expect("loading the tracer");
+    assert!(!iolat.kernel_stamps());
+    assert!(
+        iolat.stamps().to_string().contains("not a bit"),
+        "{}",
+        iolat.stamps()
+    );
 }
 
 #[test]
@@ -108,6 +199,7 @@ fn discards_and_flushes_have_their_own_op() {
     if !require_root() {
         return;
     }
+    let _serial = serial();
     let disk = LoopDev::new("discard", 64);
     let dev = KernelDev::disk_of_path(&disk.path).unwrap();
     let iolat = IoLat::load().unwrap();
@@ -155,6 +247,7 @@ fn only_added_disks_unless_trace_all() {
     if !require_root() {
         return;
     }
+    let _serial = serial();
     let traced = LoopDev::new("traced", 16);
     let other = LoopDev::new("other", 16);
     let tdev = KernelDev::disk_of_path(&traced.path).unwrap();

@@ -52,6 +52,10 @@ struct ServeArgs {
     /// Always stamp requests ourselves, even on queues the kernel stamps.
     #[arg(long)]
     no_kernel_stamps: bool,
+    /// The bit number of QUEUE_FLAG_STATS, for a kernel whose BTF and the
+    /// built-in table do not know it (checked by a probe read at start).
+    #[arg(long, value_name = "BIT", value_parser = clap::value_parser!(u32).range(0..64))]
+    queue_stats_bit: Option<u32>,
     /// Benchmarks only: also attach an empty program to block_rq_complete, to
     /// measure what kernel.bpf_stats_enabled itself costs per event.
     #[arg(long, hide = true)]
@@ -118,6 +122,7 @@ fn serve(args: ServeArgs) -> Result<()> {
         max_disks: DEFAULT_MAX_DISKS.max(args.synthetic_disks),
         kernel_stamps: !args.no_kernel_stamps,
         calibrate: args.calibrate,
+        stats_bit: args.queue_stats_bit,
         ..LoadOptions::default()
     };
     let iolat = if args.raw_tp {
@@ -182,13 +187,9 @@ fn serve(args: ServeArgs) -> Result<()> {
             .await
             .with_context(|| format!("listening on {}", args.listen))?;
         eprintln!(
-            "asmguard-iolat: serving http://{addr}/metrics ({}{}, {} disks{})",
+            "asmguard-iolat: serving http://{addr}/metrics ({}, {}, {} disks{})",
             iolat.mode().as_str(),
-            if iolat.kernel_stamps() {
-                ", kernel stamps"
-            } else {
-                ""
-            },
+            iolat.stamps(),
             iolat.devices().len(),
             if args.all { ", all disks" } else { "" }
         );

@@ -5,6 +5,14 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// Taken by every test of a binary that loads a tracer: loading reads one
+/// block of a disk to verify the kernel's stamps (the probe read), which must
+/// not land in another test's exact-count window.
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// True when the test may run. Without root the tests fail, unless
 /// `ASMGUARD_HOST_TESTS=skip` is set (then they print SKIPPED and pass).
 pub fn require_root() -> bool {

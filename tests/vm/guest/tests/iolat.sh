@@ -2,7 +2,8 @@
 # VM-lab guest test of the latency tracer (asmguard-iolat) on a real Debian
 # kernel: tp_btf and raw_tp, with the kernel's issue stamps and with our own,
 # on scsi_debug (mq-deadline: requests are inserted), null_blk and a loop
-# device. Each case: N O_DIRECT reads and M writes of 4 KiB must show as
+# device. The kernel's stamps must be in use (and verified by the tracer's
+# probe read) on every line, 5.10 and 6.1 included. Each case: N O_DIRECT reads and M writes of 4 KiB must show as
 # exactly N and M I/Os and N*4096 / M*4096 bytes in the scrape, and the
 # scrape's histograms must be cumulative.
 #
@@ -32,6 +33,20 @@ check_case() {
 		return
 	fi
 	pass "$name.start" "$(cat /tmp/iolat-$name.log)"
+	# which stamps: the kernel's wherever the queue keeps stats (a #define
+	# on 5.10 and 6.1, from the tracer's table; an enum in the BTF later),
+	# verified by the tracer's probe read at load
+	case " $* " in
+	*" --no-kernel-stamps "*) want="own stamps (turned off)" ;;
+	*) want="kernel stamps (QUEUE_FLAG_STATS = " ;;
+	esac
+	if ! grep -qF "$want" /tmp/iolat-$name.log; then
+		fail "$name.stamps" "want '$want': $(cat /tmp/iolat-$name.log)"
+	elif [ "$want" != "own stamps (turned off)" ] && ! grep -q "verified on " /tmp/iolat-$name.log; then
+		fail "$name.stamps" "kernel stamps not verified by the probe read: $(cat /tmp/iolat-$name.log)"
+	else
+		pass "$name.stamps" "$(sed -n 's/.*(\(.*stamps[^)]*)\).*/\1/p' /tmp/iolat-$name.log)"
+	fi
 	d=$(basename "$(readlink -f "$dev")")
 	key_r="{device=\"$d\",label=\"VMT\",op=\"read\"}"
 	key_w="{device=\"$d\",label=\"VMT\",op=\"write\"}"
