@@ -20,8 +20,9 @@
  * raw_tp (bpf_probe_read, for kernels that cannot attach tp_btf). The loader
  * loads one set.
  *
- * Only disks that are keys of iolat_devs are traced; "all disks" is userspace
- * adding every disk. Time units and buckets: see iolat.h.
+ * Only disks that are keys of iolat_devs are traced (found through the
+ * direct-mapped iolat_devidx in front of it); "all disks" is userspace adding
+ * every disk. Time units and buckets: see iolat.h.
  */
 #include "asmguard_core.h"
 #include "iolat.h"
@@ -66,6 +67,17 @@ struct {
 	__type(key, __u32);
 	__type(value, __u32);
 } iolat_devs SEC(".maps");
+
+/* the direct-mapped index in front of iolat_devs (see iolat.h) */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2 * IOLAT_MAX_DISKS);
+	__type(key, __u32);
+	__type(value, struct iolat_devent);
+} iolat_devidx SEC(".maps");
+
+/* log2 of iolat_devidx's size (userspace sets both) */
+const volatile __u32 iolat_idx_bits = 12;
 
 /*
  * Requests seen: request pointer -> issue time. LRU, so the map stays bounded
@@ -176,15 +188,33 @@ static __always_inline __u64 slot_of(__u64 ns)
 	return k;
 }
 
+#define IOLAT_NOT_TRACED (~0U)
+
+/* the histogram slot of a traced disk, or IOLAT_NOT_TRACED: one array lookup,
+ * and a hash lookup only in a bucket several traced disks share */
+static __always_inline __u32 traced_slot(__u32 dev)
+{
+	__u32 b = IOLAT_BUCKET(dev, iolat_idx_bits);
+	struct iolat_devent *e = bpf_map_lookup_elem(&iolat_devidx, &b);
+	__u32 *slot;
+
+	if (!e || !e->slot1)
+		return IOLAT_NOT_TRACED;
+	if (e->slot1 != IOLAT_IDX_SHARED)
+		return e->dev == dev ? e->slot1 - 1 : IOLAT_NOT_TRACED;
+	slot = bpf_map_lookup_elem(&iolat_devs, &dev);
+	return slot ? *slot : IOLAT_NOT_TRACED;
+}
+
 /* issue of a request of disk `dev`; `start` is rq->start_time_ns (0: unknown) */
 static __always_inline void on_issue(__u64 rq, __u32 dev, unsigned int cmd_flags, __u64 start)
 {
 	struct iolat_start *s, fresh = {};
-	__u32 *slot, op;
+	__u32 slot, op;
 	__u64 now;
 
-	slot = bpf_map_lookup_elem(&iolat_devs, &dev);
-	if (!slot)
+	slot = traced_slot(dev);
+	if (slot == IOLAT_NOT_TRACED)
 		return;
 	op = op_class(cmd_flags);
 	if (op >= IOLAT_NOPS)
@@ -195,7 +225,7 @@ static __always_inline void on_issue(__u64 rq, __u32 dev, unsigned int cmd_flags
 		s = &fresh;
 	s->issue_ns = now;
 	s->queue_ns = start && start <= now ? now - start : IOLAT_NO_QUEUE_TIME;
-	s->idx = *slot * IOLAT_NOPS + op;
+	s->idx = slot * IOLAT_NOPS + op;
 	if (s == &fresh && bpf_map_update_elem(&iolat_start, &rq, &fresh, BPF_ANY))
 		__sync_fetch_and_add(&iolat_dropped, 1);
 }
@@ -219,17 +249,17 @@ static __always_inline void record(__u32 idx, __u64 lat, __u64 queue, unsigned i
 static __always_inline void on_complete_stamped(__u32 dev, unsigned int cmd_flags, __u64 start,
 						__u64 io_start, unsigned int nr_bytes)
 {
-	__u32 *slot = bpf_map_lookup_elem(&iolat_devs, &dev);
+	__u32 slot = traced_slot(dev);
 	__u32 op;
 	__u64 now;
 
-	if (!slot)
+	if (slot == IOLAT_NOT_TRACED)
 		return;
 	op = op_class(cmd_flags);
 	if (op >= IOLAT_NOPS)
 		return;
 	now = bpf_ktime_get_ns();
-	record(*slot * IOLAT_NOPS + op, now > io_start ? now - io_start : 0,
+	record(slot * IOLAT_NOPS + op, now > io_start ? now - io_start : 0,
 	       start && start <= io_start ? io_start - start : IOLAT_NO_QUEUE_TIME, nr_bytes);
 }
 

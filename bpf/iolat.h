@@ -60,6 +60,24 @@ enum iolat_op {
  * s * IOLAT_NOPS + o of the `iolat_hists` array.
  */
 
+/*
+ * `iolat_devidx` (array of 2^iolat_idx_bits buckets, at least twice the disk
+ * slots): a direct-mapped index in front of iolat_devs, so the hot path pays
+ * an array lookup instead of a hash lookup. Bucket iolat_bucket(dev) holds
+ * the one traced disk that hashes there as { dev, slot + 1 }, { 0, 0 } when
+ * none does, or { 0, IOLAT_IDX_SHARED } when several do (then iolat_devs
+ * decides). Userspace keeps it in step with iolat_devs.
+ */
+struct iolat_devent {
+	__u32 dev;
+	__u32 slot1; /* slot + 1; 0: no traced disk here */
+};
+
+#define IOLAT_IDX_SHARED (~0U)
+
+/* Fibonacci hashing of a dev_t to `bits` (1..31) bits */
+#define IOLAT_BUCKET(dev, bits) ((__u32)((__u32)(dev) * 2654435761U) >> (32 - (bits)))
+
 /* element of the `iolat_hists` array: cumulative since userspace zeroed it */
 struct iolat_hist {
 	__u64 bytes;        /* bytes completed */

@@ -1,6 +1,6 @@
 //! Loading `bpf/iolat.bpf.c` and reading its maps.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::mem::MaybeUninit;
 use std::sync::Mutex;
 
@@ -54,6 +54,8 @@ struct Slots {
     free: Vec<u32>,
     next: u32,
     trace_all: bool,
+    /// The keys of iolat_devs (what the kernel side traces).
+    filtered: BTreeSet<u32>,
 }
 
 /// The loaded and attached latency tracer.
@@ -68,6 +70,8 @@ pub struct IoLat {
     capacity: u32,
     start: MapHandle,
     devs: MapHandle,
+    devidx: MapHandle,
+    idx_bits: u32,
     hists: MapHandle,
     bss: MapHandle,
     slots: Mutex<Slots>,
@@ -176,9 +180,15 @@ impl IoLat {
                 "QUEUE_FLAG_STATS is neither in this kernel's BTF nor in the table".to_string()
             }),
         };
+        let idx_bits = index_bits(max_disks);
         if let Some(rodata) = open.maps.rodata_data.as_deref_mut() {
             rodata.iolat_stats_bit = bit.as_ref().map_or(u32::MAX, |&(b, _)| b);
+            rodata.iolat_idx_bits = idx_bits;
         }
+        open.maps
+            .iolat_devidx
+            .set_max_entries(1 << idx_bits)
+            .map_err(bpf("sizing the disk index"))?;
         open.maps
             .iolat_start
             .set_max_entries(start_map_entries())
@@ -228,6 +238,8 @@ impl IoLat {
             capacity: max_disks,
             start: handle(&skel.maps.iolat_start, "duplicating iolat_start")?,
             devs: handle(&skel.maps.iolat_devs, "duplicating iolat_devs")?,
+            devidx: handle(&skel.maps.iolat_devidx, "duplicating iolat_devidx")?,
+            idx_bits,
             hists: handle(&skel.maps.iolat_hists, "duplicating iolat_hists")?,
             bss: handle(&skel.maps.bss, "duplicating the .bss map")?,
             slots: Mutex::default(),
@@ -393,7 +405,30 @@ impl IoLat {
         self.devs
             .update(&dev.to_ne_bytes(), &slot.to_ne_bytes(), MapFlags::ANY)
             .map_err(bpf("adding a disk to iolat_devs"))?;
+        slots.filtered.insert(dev);
+        self.publish(slots, bucket(dev, self.idx_bits))?;
         Ok(slot)
+    }
+
+    /// Writes bucket `b` of the index from the traced disks that hash there.
+    /// Called after a disk joins iolat_devs and before one leaves it, so the
+    /// index never names a disk the hash map does not have.
+    fn publish(&self, slots: &Slots, b: u32) -> Result<(), Error> {
+        let mut here = slots
+            .filtered
+            .iter()
+            .filter(|&&d| bucket(d, self.idx_bits) == b);
+        let entry = match (here.next(), here.next()) {
+            (None, _) => (0, 0),
+            (Some(&d), None) => (d, slots.by_dev.get(&d).map_or(0, |&(s, _)| s + 1)),
+            (Some(_), Some(_)) => (0, IDX_SHARED),
+        };
+        let mut value = [0u8; 8];
+        value[..4].copy_from_slice(&entry.0.to_ne_bytes());
+        value[4..].copy_from_slice(&entry.1.to_ne_bytes());
+        self.devidx
+            .update(&b.to_ne_bytes(), &value, MapFlags::ANY)
+            .map_err(bpf("writing iolat_devidx"))
     }
 
     /// Starts tracing a disk (kernel dev_t of the whole disk). Idempotent; a
@@ -403,7 +438,10 @@ impl IoLat {
         self.add(&mut slots, dev, true).map(|_| ())
     }
 
-    fn unfilter(&self, dev: u32) -> Result<(), Error> {
+    fn unfilter(&self, slots: &mut Slots, dev: u32) -> Result<(), Error> {
+        if slots.filtered.remove(&dev) {
+            self.publish(slots, bucket(dev, self.idx_bits))?;
+        }
         match self.devs.delete(&dev.to_ne_bytes()) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == libbpf_rs::ErrorKind::NotFound => Ok(()),
@@ -418,13 +456,13 @@ impl IoLat {
         if let Some(entry) = slots.by_dev.get_mut(&dev) {
             entry.1 = false;
         }
-        self.unfilter(dev)
+        self.unfilter(&mut slots, dev)
     }
 
     /// Stops tracing a disk and drops its histograms (it went away for good).
     pub fn forget_device(&self, dev: u32) -> Result<(), Error> {
         let mut slots = self.slots();
-        self.unfilter(dev)?;
+        self.unfilter(&mut slots, dev)?;
         if let Some((slot, _)) = slots.by_dev.remove(&dev) {
             self.zero_slot(slot)?;
             slots.free.push(slot);
@@ -454,7 +492,7 @@ impl IoLat {
                     .map(|(&d, _)| d)
                     .collect();
                 for dev in implicit {
-                    self.unfilter(dev)?;
+                    self.unfilter(&mut slots, dev)?;
                 }
             }
         }
@@ -602,6 +640,29 @@ fn system_disks() -> Vec<KernelDev> {
         .collect()
 }
 
+/// `bpf/iolat.h`'s IOLAT_IDX_SHARED.
+const IDX_SHARED: u32 = u32::MAX;
+
+/// log2 of the index's size: the smallest power of two of at least twice the
+/// disk slots (at most one disk in most buckets).
+fn index_bits(max_disks: u32) -> u32 {
+    (max_disks.max(1).saturating_mul(2))
+        .next_power_of_two()
+        .trailing_zeros()
+        .clamp(1, 24)
+}
+
+/// `bpf/iolat.h`'s IOLAT_BUCKET: Fibonacci hashing of a dev_t to `bits` bits.
+fn bucket(dev: u32, bits: u32) -> u32 {
+    dev.wrapping_mul(2_654_435_761) >> (32 - bits)
+}
+
+/// The index bucket of disk `dev` in a tracer loaded for `max_disks` disks
+/// (tests use it to trace disks that share a bucket).
+pub fn index_bucket(dev: u32, max_disks: u32) -> u32 {
+    bucket(dev, index_bits(max_disks))
+}
+
 fn index(slot: u32, op: Op) -> u32 {
     slot * Op::ALL.len() as u32 + op.raw()
 }
@@ -642,6 +703,32 @@ mod tests {
         assert_eq!(Probe::classify(0, true, 1, 1), Probe::Own);
         // counted, no entry: the kernel stamped it
         assert_eq!(Probe::classify(0, true, 1, 0), Probe::Kernel);
+    }
+
+    #[test]
+    fn the_disk_index_is_twice_the_slots_and_spreads_real_disks() {
+        assert_eq!(index_bits(2048), 12);
+        assert_eq!(index_bits(16), 5);
+        assert_eq!(index_bits(1), 1);
+        assert_eq!(index_bits(0), 1);
+        assert_eq!(index_bits(u32::MAX), 24);
+        // sd disks (16 minors apart, several majors), nvme and dm (dense minors)
+        let mut disks: Vec<u32> = Vec::new();
+        for major in [8u32, 65, 66, 67] {
+            disks.extend((0..16).map(|i| (major << 20) | (i * 16)));
+        }
+        disks.extend((0..64).map(|i| (259 << 20) | i));
+        disks.extend((0..64).map(|i| (253 << 20) | i));
+        let bits = index_bits(disks.len() as u32);
+        let used: BTreeSet<u32> = disks.iter().map(|&d| bucket(d, bits)).collect();
+        // most disks get a bucket of their own
+        assert!(
+            used.len() * 10 >= disks.len() * 7,
+            "{} buckets for {} disks",
+            used.len(),
+            disks.len()
+        );
+        assert!(used.iter().all(|&b| b < 1 << bits));
     }
 
     #[test]

@@ -194,6 +194,59 @@ fn an_impossible_bit_means_own_stamps() {
     );
 }
 
+/// Two traced disks whose dev_t share a bucket of the tracer's direct-mapped
+/// index are told apart by the hash map behind it; an untraced disk is not
+/// counted; after one leaves, the other still counts exactly.
+#[test]
+fn disks_sharing_an_index_bucket_count_exactly() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    // max_disks 2: four buckets, so five disks hold a pair that shares one
+    let disks: Vec<LoopDev> = (0..5)
+        .map(|i| LoopDev::new(&format!("bucket{i}"), 16))
+        .collect();
+    let devs: Vec<KernelDev> = disks
+        .iter()
+        .map(|d| KernelDev::disk_of_path(&d.path).unwrap())
+        .collect();
+    let b = |i: usize| asmguard_metrics::bpf::index_bucket(devs[i].raw(), 2);
+    let (i, j) = (0..5)
+        .flat_map(|i| (i + 1..5).map(move |j| (i, j)))
+        .find(|&(i, j)| b(i) == b(j))
+        .expect("five disks in four buckets");
+    let iolat = IoLat::load_opts(&LoadOptions {
+        max_disks: 2,
+        ..LoadOptions::default()
+    })
+    .unwrap();
+    iolat.add_device(devs[i].raw()).unwrap();
+    iolat.add_device(devs[j].raw()).unwrap();
+    let other = (0..5).find(|&k| k != i && k != j).unwrap();
+
+    let s0 = iolat.read().unwrap();
+    direct_reads(&disks[i].path, 13);
+    direct_reads(&disks[j].path, 17);
+    direct_reads(&disks[other].path, 5);
+    let s1 = iolat.read().unwrap();
+    let reads = |s1: &[RawEntry], s0: &[RawEntry], k: usize| {
+        hist_of(s1, devs[k], Op::Read)
+            .delta(&hist_of(s0, devs[k], Op::Read))
+            .count()
+    };
+    assert_eq!(reads(&s1, &s0, i), 13);
+    assert_eq!(reads(&s1, &s0, j), 17);
+    assert_eq!(reads(&s1, &s0, other), 0);
+
+    iolat.forget_device(devs[j].raw()).unwrap();
+    direct_reads(&disks[i].path, 7);
+    direct_reads(&disks[j].path, 3);
+    let s2 = iolat.read().unwrap();
+    assert_eq!(reads(&s2, &s1, i), 7);
+    assert_eq!(reads(&s2, &s1, j), 0);
+}
+
 #[test]
 fn discards_and_flushes_have_their_own_op() {
     if !require_root() {
