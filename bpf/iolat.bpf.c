@@ -17,8 +17,10 @@
  * already marks the start of queueing.
  *
  * Each hook exists twice: tp_btf (direct, typed access to struct request) and
- * raw_tp (bpf_probe_read, for kernels that cannot attach tp_btf). The loader
- * loads one set.
+ * raw_tp (bpf_probe_read, for kernels that cannot attach tp_btf), and each of
+ * those twice again: with the in-flight cells of the own-stamps path (BPF
+ * cmpxchg, Linux 5.12) and without (the LRU map only). The loader loads one
+ * of the four sets.
  *
  * Only disks that are keys of iolat_devs are traced (found through the
  * direct-mapped iolat_devidx in front of it); "all disks" is userspace adding
@@ -47,10 +49,17 @@ struct gendisk___iolat {
 struct request_queue___iolat {
 	struct gendisk___iolat *disk; /* Linux >= 5.15 */
 	unsigned long queue_flags;
+	int id;
+} __attribute__((preserve_access_index));
+
+struct blk_mq_hw_ctx___iolat {
+	unsigned int queue_num;
 } __attribute__((preserve_access_index));
 
 struct request___iolat {
 	struct request_queue___iolat *q;
+	struct blk_mq_hw_ctx___iolat *mq_hctx;
+	int tag;
 	unsigned int cmd_flags;
 	__u64 start_time_ns;
 	__u64 io_start_time_ns;
@@ -90,6 +99,25 @@ struct {
 	__type(key, __u64);
 	__type(value, struct iolat_start);
 } iolat_start SEC(".maps");
+
+/* in-flight cells of the own-stamps path (see iolat.h; userspace sizes it) */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct iolat_cell);
+} iolat_cells SEC(".maps");
+
+/* log2 of iolat_cells' size (userspace sets both) */
+const volatile __u32 iolat_cell_bits = 16;
+
+/* requests of traced disks stamped by us rather than the kernel (per CPU) */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} iolat_own SEC(".maps");
 
 /* histograms: element slot * IOLAT_NOPS + op (userspace sizes it) */
 struct {
@@ -206,12 +234,30 @@ static __always_inline __u32 traced_slot(__u32 dev)
 	return slot ? *slot : IOLAT_NOT_TRACED;
 }
 
-/* issue of a request of disk `dev`; `start` is rq->start_time_ns (0: unknown) */
-static __always_inline void on_issue(__u64 rq, __u32 dev, unsigned int cmd_flags, __u64 start)
+/* claims the cell of request `rq` (whose in-flight identity is `key`, see
+ * cell_key) for this issue; false if another request in flight holds it
+ * (then the LRU map keeps this one) */
+static __always_inline bool cell_put(__u64 rq, __u64 key, __u64 now, __u64 queue, __u32 idx)
+{
+	__u32 k = IOLAT_CELL(key, iolat_cell_bits);
+	struct iolat_cell *c = bpf_map_lookup_elem(&iolat_cells, &k);
+
+	if (!c || __sync_val_compare_and_swap(&c->issue_ns, 0, now) != 0)
+		return false;
+	c->queue_ns = queue;
+	c->idx = idx;
+	c->rq = rq;
+	return true;
+}
+
+/* issue of a request of disk `dev`; `start` is rq->start_time_ns (0: unknown);
+ * `cells`: try the cells before the LRU map (a constant: two program sets) */
+static __always_inline void on_issue(__u64 rq, __u32 dev, unsigned int cmd_flags, __u64 start,
+				     const bool cells, __u64 key)
 {
 	struct iolat_start *s, fresh = {};
-	__u32 slot, op;
-	__u64 now;
+	__u32 slot, op, zero = 0;
+	__u64 now, queue, *own;
 
 	slot = traced_slot(dev);
 	if (slot == IOLAT_NOT_TRACED)
@@ -219,12 +265,18 @@ static __always_inline void on_issue(__u64 rq, __u32 dev, unsigned int cmd_flags
 	op = op_class(cmd_flags);
 	if (op >= IOLAT_NOPS)
 		return;
+	own = bpf_map_lookup_elem(&iolat_own, &zero);
+	if (own)
+		*own += 1;
 	now = bpf_ktime_get_ns();
+	queue = start && start <= now ? now - start : IOLAT_NO_QUEUE_TIME;
+	if (cells && cell_put(rq, key, now, queue, slot * IOLAT_NOPS + op))
+		return;
 	s = bpf_map_lookup_elem(&iolat_start, &rq);
 	if (!s)
 		s = &fresh;
 	s->issue_ns = now;
-	s->queue_ns = start && start <= now ? now - start : IOLAT_NO_QUEUE_TIME;
+	s->queue_ns = queue;
 	s->idx = slot * IOLAT_NOPS + op;
 	if (s == &fresh && bpf_map_update_elem(&iolat_start, &rq, &fresh, BPF_ANY))
 		__sync_fetch_and_add(&iolat_dropped, 1);
@@ -269,7 +321,29 @@ static __always_inline int stats_flag(unsigned long queue_flags)
 	return iolat_stats_bit < 64 && (queue_flags >> iolat_stats_bit) & 1;
 }
 
-/* completion of a request we stamped at issue (or never saw) */
+/* completion of a request whose cell (see cell_put) it still holds: records
+ * it and frees the cell; false if the cell holds another request */
+static __always_inline bool cell_take(__u64 rq, __u64 key, unsigned int nr_bytes)
+{
+	__u32 k = IOLAT_CELL(key, iolat_cell_bits);
+	struct iolat_cell *c = bpf_map_lookup_elem(&iolat_cells, &k);
+	__u64 issue, queue;
+	__u32 idx;
+
+	if (!c || c->rq != rq)
+		return false;
+	issue = c->issue_ns;
+	queue = c->queue_ns;
+	idx = c->idx;
+	c->rq = 0;
+	/* frees the cell, after the reads above (xchg is a full barrier) */
+	__sync_lock_test_and_set(&c->issue_ns, 0);
+	if (issue)
+		record(idx, bpf_ktime_get_ns() - issue, queue, nr_bytes);
+	return true;
+}
+
+/* completion of a request we stamped at issue in the LRU map (or never saw) */
 static __always_inline void on_complete_tracked(__u64 rq, unsigned int nr_bytes)
 {
 	struct iolat_start *s = bpf_map_lookup_elem(&iolat_start, &rq);
@@ -303,8 +377,31 @@ static __always_inline __u32 dev_btf(struct request___iolat *rq)
 	return MKDEV((__u32)disk->major, (__u32)disk->first_minor);
 }
 
-SEC("tp_btf/block_rq_issue")
-int BPF_PROG(iolat_btf_issue, struct request___iolat *rq)
+/*
+ * A request's identity among the requests in flight, as a number: its queue,
+ * hardware context and driver tag (the verifier does not let a program hash
+ * the request pointer itself). The cell found from it is then checked against
+ * the pointer.
+ */
+static __always_inline __u64 cell_key(int qid, unsigned int hctx, int tag)
+{
+	return ((__u64)(__u32)qid << 32) | ((__u64)(hctx & 0xffff) << 16) | (__u32)(tag & 0xffff);
+}
+
+static __always_inline __u64 cell_key_btf(struct request___iolat *rq)
+{
+	struct blk_mq_hw_ctx___iolat *h = rq->mq_hctx;
+
+	return cell_key(rq->q->id, h ? h->queue_num : 0, rq->tag);
+}
+
+static __always_inline __u64 cell_key_raw(struct request___iolat *rq)
+{
+	return cell_key(BPF_CORE_READ(rq, q, id), BPF_CORE_READ(rq, mq_hctx, queue_num),
+			BPF_CORE_READ(rq, tag));
+}
+
+static __always_inline int btf_issue(struct request___iolat *rq, const bool cells)
 {
 	struct request_queue___iolat *q;
 	__u64 start = 0;
@@ -317,12 +414,13 @@ int BPF_PROG(iolat_btf_issue, struct request___iolat *rq)
 	}
 	if (bpf_core_field_exists(rq->start_time_ns))
 		start = rq->start_time_ns;
-	on_issue((__u64)rq, dev_btf(rq), rq->cmd_flags, start);
+	on_issue((__u64)rq, dev_btf(rq), rq->cmd_flags, start, cells,
+		 cells ? cell_key_btf(rq) : 0);
 	return 0;
 }
 
-SEC("tp_btf/block_rq_complete")
-int BPF_PROG(iolat_btf_complete, struct request___iolat *rq, int error, unsigned int nr_bytes)
+static __always_inline int btf_complete(struct request___iolat *rq, unsigned int nr_bytes,
+					const bool cells)
 {
 	__u64 io_start = 0;
 
@@ -334,9 +432,37 @@ int BPF_PROG(iolat_btf_complete, struct request___iolat *rq, int error, unsigned
 	else if (iolat_stats_bit < 64 && rq->q && stats_flag(rq->q->queue_flags))
 		/* left to the kernel at issue, and the kernel did not stamp it */
 		__sync_fetch_and_add(&iolat_stamp_misses, 1);
-	else
+	else if (cells && cell_take((__u64)rq, cell_key_btf(rq), nr_bytes))
+		return 0;
+	else if (traced_slot(dev_btf(rq)) != IOLAT_NOT_TRACED)
+		/* the LRU map is looked at for traced disks only */
 		on_complete_tracked((__u64)rq, nr_bytes);
 	return 0;
+}
+
+SEC("tp_btf/block_rq_issue")
+int BPF_PROG(iolat_btf_issue, struct request___iolat *rq)
+{
+	return btf_issue(rq, false);
+}
+
+SEC("tp_btf/block_rq_complete")
+int BPF_PROG(iolat_btf_complete, struct request___iolat *rq, int error, unsigned int nr_bytes)
+{
+	return btf_complete(rq, nr_bytes, false);
+}
+
+SEC("tp_btf/block_rq_issue")
+int BPF_PROG(iolat_btf_issue_cells, struct request___iolat *rq)
+{
+	return btf_issue(rq, true);
+}
+
+SEC("tp_btf/block_rq_complete")
+int BPF_PROG(iolat_btf_complete_cells, struct request___iolat *rq, int error,
+	     unsigned int nr_bytes)
+{
+	return btf_complete(rq, nr_bytes, true);
 }
 
 /* ---- raw_tp: the same through bpf_probe_read_kernel ---- */
@@ -357,8 +483,7 @@ static __always_inline __u32 dev_raw(struct request___iolat *rq)
 	return MKDEV((__u32)BPF_CORE_READ(disk, major), (__u32)BPF_CORE_READ(disk, first_minor));
 }
 
-SEC("raw_tp/block_rq_issue")
-int BPF_PROG(iolat_raw_issue, struct request___iolat *rq)
+static __always_inline int raw_issue(struct request___iolat *rq, const bool cells)
 {
 	__u64 start = 0;
 
@@ -366,12 +491,13 @@ int BPF_PROG(iolat_raw_issue, struct request___iolat *rq)
 		return 0;
 	if (bpf_core_field_exists(rq->start_time_ns))
 		start = BPF_CORE_READ(rq, start_time_ns);
-	on_issue((__u64)rq, dev_raw(rq), BPF_CORE_READ(rq, cmd_flags), start);
+	on_issue((__u64)rq, dev_raw(rq), BPF_CORE_READ(rq, cmd_flags), start, cells,
+		 cells ? cell_key_raw(rq) : 0);
 	return 0;
 }
 
-SEC("raw_tp/block_rq_complete")
-int BPF_PROG(iolat_raw_complete, struct request___iolat *rq, int error, unsigned int nr_bytes)
+static __always_inline int raw_complete(struct request___iolat *rq, unsigned int nr_bytes,
+					const bool cells)
 {
 	__u64 io_start = 0;
 
@@ -382,9 +508,36 @@ int BPF_PROG(iolat_raw_complete, struct request___iolat *rq, int error, unsigned
 				    BPF_CORE_READ(rq, start_time_ns), io_start, nr_bytes);
 	else if (iolat_stats_bit < 64 && stats_flag(BPF_CORE_READ(rq, q, queue_flags)))
 		__sync_fetch_and_add(&iolat_stamp_misses, 1);
-	else
+	else if (cells && cell_take((__u64)rq, cell_key_raw(rq), nr_bytes))
+		return 0;
+	else if (traced_slot(dev_raw(rq)) != IOLAT_NOT_TRACED)
 		on_complete_tracked((__u64)rq, nr_bytes);
 	return 0;
+}
+
+SEC("raw_tp/block_rq_issue")
+int BPF_PROG(iolat_raw_issue, struct request___iolat *rq)
+{
+	return raw_issue(rq, false);
+}
+
+SEC("raw_tp/block_rq_complete")
+int BPF_PROG(iolat_raw_complete, struct request___iolat *rq, int error, unsigned int nr_bytes)
+{
+	return raw_complete(rq, nr_bytes, false);
+}
+
+SEC("raw_tp/block_rq_issue")
+int BPF_PROG(iolat_raw_issue_cells, struct request___iolat *rq)
+{
+	return raw_issue(rq, true);
+}
+
+SEC("raw_tp/block_rq_complete")
+int BPF_PROG(iolat_raw_complete_cells, struct request___iolat *rq, int error,
+	     unsigned int nr_bytes)
+{
+	return raw_complete(rq, nr_bytes, true);
 }
 
 /*

@@ -103,4 +103,25 @@ struct iolat_start {
 	__u32 pad;
 };
 
+/*
+ * element of the `iolat_cells` array (2^iolat_cell_bits cells): where the
+ * own-stamps path keeps a request in flight, at cell IOLAT_CELL(its key: queue
+ * id, hardware context and driver tag, unique among requests in flight).
+ * A cell is free while issue_ns is 0: an issue claims it with a
+ * compare-and-swap, its completion empties it (rq first, then issue_ns).
+ * A request whose cell is taken goes to the `iolat_start` LRU map instead, so
+ * counts stay exact. Kernels without BPF cmpxchg (before 5.12) load programs
+ * that use the LRU map only.
+ */
+struct iolat_cell {
+	__u64 rq;       /* the request pointer, 0 once completed */
+	__u64 issue_ns; /* 0: free */
+	__u64 queue_ns; /* or IOLAT_NO_QUEUE_TIME */
+	__u32 idx;      /* element of iolat_hists */
+	__u32 pad;
+};
+
+/* Fibonacci hashing of a request's key to `bits` (1..31) bits */
+#define IOLAT_CELL(key, bits) ((__u32)(((__u64)(key) * 0x9E3779B97F4A7C15ULL) >> (64 - (bits))))
+
 #endif /* ASMGUARD_IOLAT_H */

@@ -5,5 +5,11 @@
 
 fn main() {
     #[cfg(feature = "bpf")]
-    asmguard_bpf_build::build_programs(&["iolat"], &["iolat.h", "asmguard_core.h"]);
+    // v3: the in-flight cells' cmpxchg/xchg (Linux 5.12); the loader falls
+    // back to programs without them on older kernels.
+    asmguard_bpf_build::build_programs_with(
+        &["iolat"],
+        &["iolat.h", "asmguard_core.h"],
+        &["-mcpu=v3"],
+    );
 }

@@ -26,6 +26,12 @@ use libbpf_cargo::SkeletonBuilder;
 /// up); `headers` are the files of `bpf/` they include. Panics with the
 /// compiler's message on failure (this runs in a build script).
 pub fn build_programs(programs: &[&str], headers: &[&str]) {
+    build_programs_with(programs, headers, &[]);
+}
+
+/// [`build_programs`] with more clang arguments (`-mcpu=v3` for a program
+/// that needs the BPF atomics of Linux 5.12 and loads a fallback elsewhere).
+pub fn build_programs_with(programs: &[&str], headers: &[&str], extra: &[&str]) {
     let manifest_dir =
         PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
     let bpf_dir = manifest_dir.join("../../bpf");
@@ -44,12 +50,16 @@ pub fn build_programs(programs: &[&str], headers: &[&str]) {
             .source(&source)
             .obj(out_dir.join(format!("{name}.bpf.o")))
             .clang(&clang)
-            .clang_args([
-                OsStr::new("-Wall"),
-                OsStr::new("-Werror"),
-                OsStr::new("-I"),
-                bpf_dir.as_os_str(),
-            ])
+            .clang_args(
+                [
+                    OsStr::new("-Wall"),
+                    OsStr::new("-Werror"),
+                    OsStr::new("-I"),
+                    bpf_dir.as_os_str(),
+                ]
+                .into_iter()
+                .chain(extra.iter().map(OsStr::new)),
+            )
             .build_and_generate(out_dir.join(format!("{name}.skel.rs")))
             .unwrap_or_else(|e| panic!("building BPF program {}: {e:#}", source.display()));
     }

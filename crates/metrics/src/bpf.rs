@@ -68,7 +68,8 @@ pub struct IoLat {
     mode: AttachMode,
     stamps: Stamps,
     capacity: u32,
-    start: MapHandle,
+    own: MapHandle,
+    cells: bool,
     devs: MapHandle,
     devidx: MapHandle,
     idx_bits: u32,
@@ -160,16 +161,6 @@ impl IoLat {
             probe,
         } = *opts;
         let max_disks = max_disks.max(1);
-        let mut storage = MaybeUninit::<OpenObject>::uninit();
-        let mut open: OpenIolatSkel<'_> = IolatSkelBuilder::default()
-            .open(&mut storage)
-            .map_err(bpf("opening the iolat BPF object"))?;
-        let btf = mode == AttachMode::TpBtf;
-        open.progs.iolat_btf_issue.set_autoload(btf);
-        open.progs.iolat_btf_complete.set_autoload(btf);
-        open.progs.iolat_raw_issue.set_autoload(!btf);
-        open.progs.iolat_raw_complete.set_autoload(!btf);
-        open.progs.iolat_calibrate.set_autoload(calibrate);
         let bit = match (kernel_stamps, stats_bit) {
             (false, _) => Err("turned off".to_string()),
             (true, Some(bit)) if bit < 64 => Ok((bit, BitSource::Given)),
@@ -180,33 +171,41 @@ impl IoLat {
                 "QUEUE_FLAG_STATS is neither in this kernel's BTF nor in the table".to_string()
             }),
         };
-        let idx_bits = index_bits(max_disks);
-        if let Some(rodata) = open.maps.rodata_data.as_deref_mut() {
-            rodata.iolat_stats_bit = bit.as_ref().map_or(u32::MAX, |&(b, _)| b);
-            rodata.iolat_idx_bits = idx_bits;
-        }
-        open.maps
-            .iolat_devidx
-            .set_max_entries(1 << idx_bits)
-            .map_err(bpf("sizing the disk index"))?;
-        open.maps
-            .iolat_start
-            .set_max_entries(start_map_entries())
-            .map_err(bpf("sizing the in-flight map"))?;
-        open.maps
-            .iolat_devs
-            .set_max_entries(max_disks)
-            .map_err(bpf("sizing the disk map"))?;
-        open.maps
-            .iolat_hists
-            .set_max_entries(max_disks.saturating_mul(Op::ALL.len() as u32))
-            .map_err(bpf("sizing the histogram map"))?;
-        let skel = open.load().map_err(bpf("loading the iolat BPF programs"))?;
+        let sizes = Sizes {
+            max_disks,
+            idx_bits: index_bits(max_disks),
+            cell_bits: cell_bits(),
+            stats_bit: bit.as_ref().map_or(u32::MAX, |&(b, _)| b),
+        };
+        let btf = mode == AttachMode::TpBtf;
+        // The in-flight cells need BPF cmpxchg (5.12); older kernels refuse
+        // those programs, and get the ones that use the LRU map only.
+        let mut storage = MaybeUninit::<OpenObject>::uninit();
+        let mut storage_lru = MaybeUninit::<OpenObject>::uninit();
+        // libbpf's verifier log of the refused set would only confuse.
+        let prev = libbpf_rs::set_print(None);
+        let first = open_and_load(&mut storage, &sizes, btf, true, calibrate);
+        libbpf_rs::set_print(prev);
+        let (skel, cells) = match first {
+            Ok(skel) => (skel, true),
+            Err(_) => (
+                open_and_load(&mut storage_lru, &sizes, btf, false, calibrate)?,
+                false,
+            ),
+        };
+        let idx_bits = sizes.idx_bits;
 
-        let progs = if btf {
-            [&skel.progs.iolat_btf_issue, &skel.progs.iolat_btf_complete]
-        } else {
-            [&skel.progs.iolat_raw_issue, &skel.progs.iolat_raw_complete]
+        let progs = match (btf, cells) {
+            (true, true) => [
+                &skel.progs.iolat_btf_issue_cells,
+                &skel.progs.iolat_btf_complete_cells,
+            ],
+            (true, false) => [&skel.progs.iolat_btf_issue, &skel.progs.iolat_btf_complete],
+            (false, true) => [
+                &skel.progs.iolat_raw_issue_cells,
+                &skel.progs.iolat_raw_complete_cells,
+            ],
+            (false, false) => [&skel.progs.iolat_raw_issue, &skel.progs.iolat_raw_complete],
         };
         let mut links = Vec::with_capacity(3);
         for prog in progs {
@@ -236,7 +235,8 @@ impl IoLat {
             mode,
             stamps,
             capacity: max_disks,
-            start: handle(&skel.maps.iolat_start, "duplicating iolat_start")?,
+            own: handle(&skel.maps.iolat_own, "duplicating iolat_own")?,
+            cells,
             devs: handle(&skel.maps.iolat_devs, "duplicating iolat_devs")?,
             devidx: handle(&skel.maps.iolat_devidx, "duplicating iolat_devidx")?,
             idx_bits,
@@ -279,8 +279,8 @@ impl IoLat {
     /// stamps one. `Ok(Some(disk))`: that disk's queue has the flag and the
     /// kernel stamped the read; `Ok(None)`: no read reached a queue with the
     /// flag; `Err(disk)`: a read of a queue with the flag was not stamped (the
-    /// bit is wrong). Only meaningful right after load, while no disk is traced
-    /// (the in-flight map is then empty, so own stamps show as new entries).
+    /// bit is wrong). Done right after load, while no other disk is traced, so
+    /// that the own-stamps counter moves only for the probe's read.
     fn probe_stamps(&self) -> Result<Option<String>, String> {
         for (name, node) in crate::stamps::probe_candidates().into_iter().take(8) {
             let Ok(dev) = KernelDev::disk_of_path(&node) else {
@@ -310,17 +310,9 @@ impl IoLat {
                 .map(|e| e.hist.count())
                 .sum()
         };
-        let (misses0, tracked0, count0) = (
-            self.stamp_misses(),
-            self.tracked_requests(),
-            count(self.read()),
-        );
+        let (misses0, own0, count0) = (self.stamp_misses(), self.own_stamped(), count(self.read()));
         let read_ok = direct_read_4k(node);
-        let (misses1, tracked1, count1) = (
-            self.stamp_misses(),
-            self.tracked_requests(),
-            count(self.read()),
-        );
+        let (misses1, own1, count1) = (self.stamp_misses(), self.own_stamped(), count(self.read()));
         if !was_traced {
             let _ = self.forget_device(dev.raw());
         }
@@ -328,7 +320,7 @@ impl IoLat {
             misses1.saturating_sub(misses0),
             read_ok,
             count1.saturating_sub(count0),
-            tracked1.saturating_sub(tracked0),
+            own1.saturating_sub(own0),
         )
     }
 
@@ -362,9 +354,25 @@ impl IoLat {
             .unwrap_or(0)
     }
 
-    /// Requests we stamped ourselves and still remember (diagnostics, tests).
-    pub fn tracked_requests(&self) -> usize {
-        self.start.keys().count()
+    /// Requests of traced disks the tracer stamped itself (the own-stamps
+    /// path), since load.
+    pub fn own_stamped(&self) -> u64 {
+        self.own
+            .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
+            .ok()
+            .flatten()
+            .map(|cpus| {
+                cpus.iter()
+                    .filter_map(|v| Some(u64::from_ne_bytes(v.get(..8)?.try_into().ok()?)))
+                    .sum()
+            })
+            .unwrap_or(0)
+    }
+
+    /// Whether the own-stamps path keeps requests in the in-flight cells
+    /// (BPF cmpxchg, Linux 5.12) rather than the LRU map alone.
+    pub fn cells(&self) -> bool {
+        self.cells
     }
 
     fn slots(&self) -> std::sync::MutexGuard<'_, Slots> {
@@ -571,6 +579,72 @@ impl IoLat {
     }
 }
 
+/// What the maps and the read-only data are sized and set to.
+struct Sizes {
+    max_disks: u32,
+    idx_bits: u32,
+    cell_bits: u32,
+    stats_bit: u32,
+}
+
+/// log2 of the in-flight cells: a power of two of at least the in-flight
+/// map's entries.
+fn cell_bits() -> u32 {
+    start_map_entries()
+        .next_power_of_two()
+        .trailing_zeros()
+        .clamp(10, 24)
+}
+
+/// Opens the skeleton, enables one program set (tp_btf or raw_tp, with the
+/// in-flight cells or without), sizes the maps and loads it.
+fn open_and_load<'o>(
+    storage: &'o mut MaybeUninit<OpenObject>,
+    sizes: &Sizes,
+    btf: bool,
+    cells: bool,
+    calibrate: bool,
+) -> Result<skel::IolatSkel<'o>, Error> {
+    let mut open: OpenIolatSkel<'o> = IolatSkelBuilder::default()
+        .open(storage)
+        .map_err(bpf("opening the iolat BPF object"))?;
+    open.progs.iolat_btf_issue.set_autoload(btf && !cells);
+    open.progs.iolat_btf_complete.set_autoload(btf && !cells);
+    open.progs.iolat_btf_issue_cells.set_autoload(btf && cells);
+    open.progs
+        .iolat_btf_complete_cells
+        .set_autoload(btf && cells);
+    open.progs.iolat_raw_issue.set_autoload(!btf && !cells);
+    open.progs.iolat_raw_complete.set_autoload(!btf && !cells);
+    open.progs.iolat_raw_issue_cells.set_autoload(!btf && cells);
+    open.progs
+        .iolat_raw_complete_cells
+        .set_autoload(!btf && cells);
+    open.progs.iolat_calibrate.set_autoload(calibrate);
+    if let Some(rodata) = open.maps.rodata_data.as_deref_mut() {
+        rodata.iolat_stats_bit = sizes.stats_bit;
+        rodata.iolat_idx_bits = sizes.idx_bits;
+        rodata.iolat_cell_bits = sizes.cell_bits;
+    }
+    let m = &mut open.maps;
+    m.iolat_devidx
+        .set_max_entries(1 << sizes.idx_bits)
+        .map_err(bpf("sizing the disk index"))?;
+    m.iolat_cells
+        .set_max_entries(if cells { 1 << sizes.cell_bits } else { 1 })
+        .map_err(bpf("sizing the in-flight cells"))?;
+    m.iolat_start
+        .set_max_entries(start_map_entries())
+        .map_err(bpf("sizing the in-flight map"))?;
+    m.iolat_devs
+        .set_max_entries(sizes.max_disks)
+        .map_err(bpf("sizing the disk map"))?;
+    m.iolat_hists
+        .set_max_entries(sizes.max_disks.saturating_mul(Op::ALL.len() as u32))
+        .map_err(bpf("sizing the histogram map"))?;
+    open.load().map_err(bpf("loading the iolat BPF programs"))
+}
+
 /// Which path of the tracer counted a probe read.
 #[derive(Debug, PartialEq, Eq)]
 enum Probe {
@@ -586,14 +660,13 @@ enum Probe {
 
 impl Probe {
     /// From what moved during the read: stamp misses, whether the read
-    /// succeeded, I/Os counted for the disk, and new in-flight map entries
-    /// (own stamps leave one per request).
-    fn classify(misses: u64, read_ok: bool, counted: u64, new_entries: usize) -> Probe {
+    /// succeeded, I/Os counted for the disk, and requests we stamped.
+    fn classify(misses: u64, read_ok: bool, counted: u64, own_stamped: u64) -> Probe {
         if misses > 0 {
             Probe::Missed
         } else if !read_ok || counted == 0 {
             Probe::NoIo
-        } else if new_entries > 0 {
+        } else if own_stamped > 0 {
             Probe::Own
         } else {
             Probe::Kernel

@@ -187,9 +187,14 @@ fn serve(args: ServeArgs) -> Result<()> {
             .await
             .with_context(|| format!("listening on {}", args.listen))?;
         eprintln!(
-            "asmguard-iolat: serving http://{addr}/metrics ({}, {}, {} disks{})",
+            "asmguard-iolat: serving http://{addr}/metrics ({}, {}, {}, {} disks{})",
             iolat.mode().as_str(),
             iolat.stamps(),
+            if iolat.cells() {
+                "in-flight cells"
+            } else {
+                "in-flight LRU map"
+            },
             iolat.devices().len(),
             if args.all { ", all disks" } else { "" }
         );

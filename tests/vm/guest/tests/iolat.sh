@@ -47,6 +47,13 @@ check_case() {
 	else
 		pass "$name.stamps" "$(sed -n 's/.*(\(.*stamps[^)]*)\).*/\1/p' /tmp/iolat-$name.log)"
 	fi
+	# where own stamps are kept: the in-flight cells need BPF cmpxchg (5.12)
+	case $(uname -r) in
+	5.10.*) want="in-flight LRU map" ;;
+	*) want="in-flight cells" ;;
+	esac
+	grep -qF "$want" /tmp/iolat-$name.log && pass "$name.in-flight" "$want" \
+		|| fail "$name.in-flight" "want '$want': $(cat /tmp/iolat-$name.log)"
 	d=$(basename "$(readlink -f "$dev")")
 	key_r="{device=\"$d\",label=\"VMT\",op=\"read\"}"
 	key_w="{device=\"$d\",label=\"VMT\",op=\"write\"}"
