@@ -232,36 +232,11 @@ async fn run(
     if let Some(m) = d.metrics.get() {
         m.serve(&d.cfg.metrics.listen).await;
     }
-    // The filter's denials and the discard totals, copied into the exporter.
-    let d5 = d.clone();
-    tokio::spawn(async move {
-        loop {
-            if let Some(m) = d5.metrics.get() {
-                let mut denied = std::collections::BTreeMap::new();
-                let filter = d5.filter.get();
-                m.refresh_modes(
-                    |l| {
-                        filter
-                            .map(|f| f.filtering(l))
-                            .unwrap_or_else(|| "off".into())
-                    },
-                    &filter
-                        .map(|f| f.status().backend)
-                        .unwrap_or_else(|| "none".into()),
-                );
-                if let Some(f) = filter {
-                    m.set_events_dropped(f.events_dropped());
-                    for ((label, hook, mode), n) in f.counts() {
-                        if mode == "enforce" {
-                            *denied.entry((label, hook)).or_insert(0) += n;
-                        }
-                    }
-                }
-                m.update_counters(&denied, &reclaim::counters().all_reclaim());
-            }
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
-    });
+    // The filter's denials, the discard totals, the backend and the modes are
+    // read when Prometheus scrapes.
+    if let Some(m) = d.metrics.get() {
+        m.read_counters_from(&d);
+    }
     let st = d.status();
     tracing::info!(
         "ready in {} ms: {} devices looked at, {} disks, {} conflicts; socket {}",

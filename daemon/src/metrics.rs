@@ -1,6 +1,9 @@
 //! The daemon's metrics: the I/O latency tracer (`asmguard-metrics`' BPF block
-//! tracepoints) kept on the managed disks' devices, the Prometheus endpoint, and the
-//! filter's and reclaim's counters copied into the exporter.
+//! tracepoints) kept on the managed disks' devices, the Prometheus endpoint, and
+//! [`LiveCounters`], which reads the filter's kernel counters and reclaim's
+//! counters when Prometheus scrapes (nothing copies them in between).
+//!
+//! Not for: the metric families themselves (`asmguard_metrics::exporter`).
 //!
 //! Each labelled disk is traced on the whole disk under its top device (the multipath
 //! device, or the labelled device; the parent disk of a labelled partition), so a
@@ -8,11 +11,14 @@
 //! discard bytes seen on the disk minus reclaim's own: every other caller's discards
 //! are denied by the filter before they reach the block layer.
 
-use asmguard_metrics::{DiscardSource, DiskInfo, IoLat, KernelDev, Metrics, Op};
+use asmguard_metrics::exporter::{CounterSource, Counters};
+use asmguard_metrics::{DiscardSource, DiskInfo, IoLat, KernelDev, Metrics, Op, Snapshot};
 use asmguard_proto::LsdskResult;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
+
+use crate::state::Daemon;
 
 pub struct MetricsService {
     pub metrics: Metrics,
@@ -85,8 +91,7 @@ impl MetricsService {
     }
 
     /// Trace exactly the disks of `ls` and describe them to the exporter.
-    pub fn sync(&self, ls: &LsdskResult, filtering: impl Fn(&str) -> String, backend: &str) {
-        self.metrics.set_backend(backend);
+    pub fn sync(&self, ls: &LsdskResult) {
         let mut want: BTreeMap<u32, (String, DiskInfo)> = BTreeMap::new();
         for d in ls.disks.iter().filter(|d| !d.conflict) {
             // The whole disk under the top device: the parent of a labelled partition.
@@ -105,11 +110,9 @@ impl MetricsService {
                 physical_sector: d.physical_block_size,
             };
             want.insert(top.kdev, (d.label.clone(), info));
-            self.metrics
-                .set_filter_mode(&d.label, mode_word(&filtering(&d.label)));
         }
         let mut traced = self.traced.lock().unwrap_or_else(|p| p.into_inner());
-        for (dev, label) in traced.clone() {
+        for dev in traced.keys().copied().collect::<Vec<_>>() {
             if !want.contains_key(&dev) {
                 if let Some(t) = &self.iolat {
                     let r = if self.trace_all {
@@ -122,7 +125,6 @@ impl MetricsService {
                     }
                 }
                 self.metrics.remove_disk(KernelDev::from_raw(dev));
-                self.metrics.remove_filter_mode(&label);
                 traced.remove(&dev);
             }
         }
@@ -144,64 +146,82 @@ impl MetricsService {
         }
     }
 
-    /// Re-read the filter's mode of every traced label and its backend (they change
-    /// with `asmguardctl filter`, between scans).
-    pub fn refresh_modes(&self, filtering: impl Fn(&str) -> String, backend: &str) {
-        self.metrics.set_backend(backend);
-        let labels: Vec<String> = self
-            .traced
+    /// The labels traced now.
+    fn labels(&self) -> Vec<String> {
+        self.traced
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .values()
             .cloned()
-            .collect();
-        for l in labels {
-            self.metrics.set_filter_mode(&l, mode_word(&filtering(&l)));
-        }
+            .collect()
     }
 
-    /// Copy the filter's denial counts and the discard totals into the exporter.
-    /// `denied`: (label, hook) -> count of enforced denials; `reclaim`: label -> bytes.
-    /// Filter events the kernel dropped (the denial counts stay exact).
-    pub fn set_events_dropped(&self, n: u64) {
-        self.metrics.set_events_dropped(n);
+    /// Reads the daemon's counters at every scrape from now on.
+    pub fn read_counters_from(&self, d: &Arc<Daemon>) {
+        self.metrics.set_counter_source(Arc::new(LiveCounters {
+            daemon: Arc::downgrade(d),
+            oracle: Mutex::default(),
+        }));
     }
+}
 
-    pub fn update_counters(
-        &self,
-        denied: &BTreeMap<(String, String), u64>,
-        reclaim: &BTreeMap<String, u64>,
-    ) {
-        for ((label, hook), n) in denied {
-            self.metrics.set_denied_total(label, hook, *n);
+/// The daemon's counters, read at scrape time: the filter's backend, modes
+/// and exact kernel denial counts, and the discard bytes of reclaim and of
+/// Oracle.
+#[derive(Debug)]
+pub struct LiveCounters {
+    daemon: Weak<Daemon>,
+    /// label -> Oracle's discard bytes last exported (the counter never goes
+    /// down, even at the moment a reclaim ioctl's bytes are seen on the disk
+    /// but not yet counted as reclaim's).
+    oracle: Mutex<BTreeMap<String, u64>>,
+}
+
+impl CounterSource for LiveCounters {
+    fn counters(&self, io: &Snapshot) -> Counters {
+        let mut c = Counters::default();
+        let Some(d) = self.daemon.upgrade() else {
+            return c;
+        };
+        let filter = d.filter.get();
+        c.backend = Some(filter.map_or_else(|| "none".into(), |f| f.status().backend));
+        if let Some(m) = d.metrics.get() {
+            for label in m.labels() {
+                let mode = filter.map_or_else(|| "off".into(), |f| f.filtering(&label));
+                c.filter_modes.insert(label, mode_word(&mode).to_string());
+            }
         }
-        let mut discard: BTreeMap<String, u64> = BTreeMap::new();
-        if self.iolat.is_some() {
-            if let Ok(snap) = self.metrics.snapshot() {
-                for e in snap.entries.iter().filter(|e| e.op == Op::Discard) {
-                    if !e.label.is_empty() {
-                        *discard.entry(e.label.clone()).or_default() += e.hist.bytes;
-                    }
+        if let Some(f) = filter {
+            c.events_dropped = f.events_dropped();
+            for ((label, hook, mode), n) in f.counts() {
+                if mode == "enforce" {
+                    *c.denied.entry((label, hook)).or_insert(0) += n;
                 }
             }
         }
-        for (label, r) in reclaim {
-            self.metrics
-                .set_discard_total(label, DiscardSource::Reclaim, *r);
+        let counters = crate::reclaim::counters();
+        for (label, r) in counters.all_reclaim() {
+            c.discard.insert((label, DiscardSource::Reclaim), r);
         }
-        for (label, seen) in discard {
+        let mut seen: BTreeMap<&str, u64> = BTreeMap::new();
+        for e in io.entries.iter().filter(|e| e.op == Op::Discard) {
+            if !e.label.is_empty() {
+                *seen.entry(e.label.as_str()).or_default() += e.hist.bytes;
+            }
+        }
+        let mut last = self.oracle.lock().unwrap_or_else(|p| p.into_inner());
+        for (label, seen) in seen {
             // Read after `seen`, in-flight before done: every reclaim ioctl whose
             // bytes `seen` holds is in one of them (or both, for a moment), so
             // the result never exceeds the database's own discards.
-            let c = crate::reclaim::counters();
-            let in_flight = c.in_flight(&label);
-            let r = in_flight + c.reclaim(&label);
-            self.metrics.set_discard_total(
-                &label,
-                DiscardSource::Oracle,
-                asmguard_reclaim::counters::oracle_bytes(seen, r),
-            );
+            let r = counters.in_flight(label) + counters.reclaim(label);
+            let now = asmguard_reclaim::counters::oracle_bytes(seen, r);
+            let v = last.entry(label.to_string()).or_insert(0);
+            *v = (*v).max(now);
+            c.discard
+                .insert((label.to_string(), DiscardSource::Oracle), *v);
         }
+        c
     }
 }
 

@@ -215,18 +215,7 @@ impl Daemon {
     /// every scan and uevent, after the filter's sync (the Filtering mode is exported).
     pub fn sync_metrics(&self) {
         if let Some(m) = self.metrics.get() {
-            let backend = self
-                .filter
-                .get()
-                .map(|f| f.status().backend)
-                .unwrap_or_else(|| "none".into());
-            let filtering = |label: &str| {
-                self.filter
-                    .get()
-                    .map(|f| f.filtering(label))
-                    .unwrap_or_else(|| "off".into())
-            };
-            m.sync(&self.lsdsk(), filtering, &backend);
+            m.sync(&self.lsdsk());
         }
     }
 

@@ -1,6 +1,11 @@
-//! The Prometheus side: a `prometheus-client` registry whose collector reads the
-//! BPF histograms at scrape time (nothing is copied or kept between scrapes),
-//! plus the counters and info metrics the daemon feeds.
+//! The Prometheus side: a `prometheus-client` registry whose collector reads
+//! its sources at scrape time: the BPF histograms ([`HistSource`]) and the
+//! daemon's counters ([`CounterSource`]: the filter's kernel counters,
+//! reclaim's, the backend). Nothing is copied or kept between scrapes; the
+//! daemon only describes its disks ([`Metrics::set_disk`]). Each family is one
+//! function in `FAMILIES`.
+//!
+//! Not for: serving HTTP ([`crate::http`]) or parsing scrapes ([`crate::snapshot`]).
 //!
 //! Metric names (DESIGN.md, "Metrics"):
 //!
@@ -71,7 +76,7 @@ pub struct DiskInfo {
 }
 
 /// `source` label of `asmguard_discard_bytes_total`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DiscardSource {
     /// Discards Oracle issued and the filter let through.
     Oracle,
@@ -80,7 +85,8 @@ pub enum DiscardSource {
 }
 
 impl DiscardSource {
-    fn as_str(self) -> &'static str {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
         match self {
             DiscardSource::Oracle => "oracle",
             DiscardSource::Reclaim => "reclaim",
@@ -88,23 +94,43 @@ impl DiscardSource {
     }
 }
 
+/// The daemon's counters and states at one scrape: the write filter's (from
+/// the kernel's exact counters), reclaim's, and the backend.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// The write-filter backend (`lsm`, `cgroup_device`, `none`), if known.
+    pub backend: Option<String>,
+    /// label -> filter mode (`enforce`, `audit`, `off`).
+    pub filter_modes: BTreeMap<String, String>,
+    /// (label, hook) -> denied writes.
+    pub denied: BTreeMap<(String, String), u64>,
+    /// (label, source) -> discarded bytes.
+    pub discard: BTreeMap<(String, DiscardSource), u64>,
+    /// Filter events the kernel could not queue (the denials are still counted).
+    pub events_dropped: u64,
+}
+
+/// Where the collector gets [`Counters`] from at scrape time (the daemon reads
+/// its filter and reclaim counters then; nothing copies them in between).
+pub trait CounterSource: Send + Sync + std::fmt::Debug + 'static {
+    /// The counters now; `io` is this scrape's histograms (the bytes Oracle
+    /// discarded derive from them).
+    fn counters(&self, io: &Snapshot) -> Counters;
+}
+
 #[derive(Debug, Default)]
 struct State {
     disks: BTreeMap<KernelDev, DiskInfo>,
-    backend: Option<String>,
-    filter_modes: BTreeMap<String, String>,
-    /// (label, hook) -> denied writes
-    denied: BTreeMap<(String, String), u64>,
-    /// (label, source) -> discarded bytes
-    discard: BTreeMap<(String, &'static str), u64>,
-    /// Filter events the kernel could not queue (the denials are still counted).
-    events_dropped: u64,
+    /// Counters set with the `record_*` / `set_*` methods (tests, the
+    /// standalone exporter); a [`CounterSource`] replaces them.
+    pushed: Counters,
 }
 
 #[derive(Debug)]
 struct Shared {
     state: RwLock<State>,
     source: RwLock<Option<Arc<dyn HistSource>>>,
+    counters: RwLock<Option<Arc<dyn CounterSource>>>,
     /// Names of disks the daemon did not describe (traced with `--all`),
     /// resolved once from /sys/dev/block.
     sysfs_names: Mutex<HashMap<KernelDev, String>>,
@@ -151,6 +177,206 @@ impl Shared {
     }
 }
 
+/// What one scrape encodes: read once, when Prometheus asks.
+struct Scrape<'a> {
+    io: Snapshot,
+    labels: Vec<[(&'static str, String); 3]>,
+    dropped: u64,
+    disks: &'a BTreeMap<KernelDev, DiskInfo>,
+    counters: Counters,
+}
+
+type Family = fn(&Scrape<'_>, &mut DescriptorEncoder) -> Result<(), std::fmt::Error>;
+
+/// Every metric family, in scrape order: adding a metric is one function here.
+const FAMILIES: &[Family] = &[
+    io_latency,
+    io_queue,
+    io_bytes,
+    io_dropped,
+    disk_info,
+    filter_mode,
+    writes_denied,
+    discard_bytes,
+    backend_info,
+    protected,
+    filter_events_dropped,
+];
+
+/// The labels of a (disk, op) entry, as the encoder wants them.
+fn io_labels<'a>(l: &'a [(&'static str, String); 3]) -> [(&'static str, &'a str); 3] {
+    [(l[0].0, &l[0].1), (l[1].0, &l[1].1), (l[2].0, &l[2].1)]
+}
+
+fn io_latency(s: &Scrape<'_>, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+    let mut m = enc.encode_descriptor(
+        "asmguard_io_latency",
+        "Device time of block I/Os (issue to completion), per disk and operation",
+        Some(&Unit::Seconds),
+        MetricType::Histogram,
+    )?;
+    for (e, l) in s.io.entries.iter().zip(&s.labels) {
+        m.encode_family(&io_labels(l))?
+            .encode_histogram::<NoLabelSet>(
+                e.hist.lat_sum_ns as f64 / 1e9,
+                e.hist.count(),
+                &prometheus_buckets(&e.hist.lat),
+                None,
+            )?;
+    }
+    Ok(())
+}
+
+fn io_queue(s: &Scrape<'_>, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+    let mut m = enc.encode_descriptor(
+        "asmguard_io_queue",
+        "Queue time of block I/Os (request set up to issue to the driver), per disk and operation",
+        Some(&Unit::Seconds),
+        MetricType::Histogram,
+    )?;
+    for (e, l) in s.io.entries.iter().zip(&s.labels) {
+        m.encode_family(&io_labels(l))?
+            .encode_histogram::<NoLabelSet>(
+                e.hist.queue_sum_ns as f64 / 1e9,
+                e.hist.queue_count(),
+                &prometheus_buckets(&e.hist.queue),
+                None,
+            )?;
+    }
+    Ok(())
+}
+
+fn io_bytes(s: &Scrape<'_>, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+    let mut m = enc.encode_descriptor(
+        "asmguard_io_bytes",
+        "Bytes of completed block I/Os, per disk and operation",
+        None,
+        MetricType::Counter,
+    )?;
+    for (e, l) in s.io.entries.iter().zip(&s.labels) {
+        m.encode_family(&io_labels(l))?
+            .encode_counter::<NoLabelSet, _, u64>(&e.hist.bytes, None)?;
+    }
+    Ok(())
+}
+
+fn io_dropped(s: &Scrape<'_>, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+    enc.encode_descriptor(
+        "asmguard_io_dropped",
+        "I/Os of traced disks that could not be tracked (in-flight map insert failed)",
+        None,
+        MetricType::Counter,
+    )?
+    .encode_counter::<NoLabelSet, _, u64>(&s.dropped, None)
+}
+
+fn disk_info(s: &Scrape<'_>, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+    let mut m = enc.encode_descriptor(
+        "asmguard_disk_info",
+        "Managed disks: label, device, paths and sector sizes (value always 1)",
+        None,
+        MetricType::Gauge,
+    )?;
+    for d in s.disks.values() {
+        let paths = d.paths.join(",");
+        let logical = d.logical_sector.to_string();
+        let physical = d.physical_sector.to_string();
+        let l = [
+            ("label", d.label.as_str()),
+            ("device", d.device.as_str()),
+            ("paths", paths.as_str()),
+            ("logical_sector", logical.as_str()),
+            ("physical_sector", physical.as_str()),
+        ];
+        m.encode_family(&l)?.encode_gauge(&1i64)?;
+    }
+    Ok(())
+}
+
+fn filter_mode(s: &Scrape<'_>, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+    let mut m = enc.encode_descriptor(
+        "asmguard_filter_mode",
+        "Filter mode of each managed label (enforce, audit or off; value always 1)",
+        None,
+        MetricType::Gauge,
+    )?;
+    for (label, mode) in &s.counters.filter_modes {
+        let l = [("label", label.as_str()), ("mode", mode.as_str())];
+        m.encode_family(&l)?.encode_gauge(&1i64)?;
+    }
+    Ok(())
+}
+
+fn writes_denied(s: &Scrape<'_>, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+    let mut m = enc.encode_descriptor(
+        "asmguard_writes_denied",
+        "Writes to managed disks denied by the filter, per label and hook",
+        None,
+        MetricType::Counter,
+    )?;
+    for ((label, hook), n) in &s.counters.denied {
+        let l = [("label", label.as_str()), ("hook", hook.as_str())];
+        m.encode_family(&l)?
+            .encode_counter::<NoLabelSet, _, u64>(n, None)?;
+    }
+    Ok(())
+}
+
+fn discard_bytes(s: &Scrape<'_>, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+    let mut m = enc.encode_descriptor(
+        "asmguard_discard_bytes",
+        "Bytes discarded on managed disks, per label and source (oracle or reclaim)",
+        None,
+        MetricType::Counter,
+    )?;
+    for ((label, source), n) in &s.counters.discard {
+        let l = [("label", label.as_str()), ("source", source.as_str())];
+        m.encode_family(&l)?
+            .encode_counter::<NoLabelSet, _, u64>(n, None)?;
+    }
+    Ok(())
+}
+
+fn backend_info(s: &Scrape<'_>, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+    let mut m = enc.encode_descriptor(
+        "asmguard_backend_info",
+        "The write-filter backend in use (lsm or cgroup_device; value always 1)",
+        None,
+        MetricType::Gauge,
+    )?;
+    if let Some(b) = &s.counters.backend {
+        m.encode_family(&[("backend", b.as_str())])?
+            .encode_gauge(&1i64)?;
+    }
+    Ok(())
+}
+
+fn protected(s: &Scrape<'_>, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+    let on = matches!(s.counters.backend.as_deref(), Some("lsm" | "cgroup_device"));
+    enc.encode_descriptor(
+        "asmguard_protected",
+        "1 while a write filter protects the managed disks (lsm or cgroup_device), \
+         0 when none could load or it is disabled",
+        None,
+        MetricType::Gauge,
+    )?
+    .encode_gauge(&i64::from(on))
+}
+
+fn filter_events_dropped(
+    s: &Scrape<'_>,
+    enc: &mut DescriptorEncoder,
+) -> Result<(), std::fmt::Error> {
+    enc.encode_descriptor(
+        "asmguard_filter_events_dropped",
+        "Filter events the kernel could not queue for the daemon (ring buffer full); \
+         asmguard_writes_denied_total still counts those denials",
+        None,
+        MetricType::Counter,
+    )?
+    .encode_counter::<NoLabelSet, _, u64>(&s.counters.events_dropped, None)
+}
+
 /// The collector registered with the registry: reads everything at scrape time.
 #[derive(Debug)]
 struct IoCollector(Arc<Shared>);
@@ -158,172 +384,45 @@ struct IoCollector(Arc<Shared>);
 impl Collector for IoCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         // A failed map read shows as missing histograms, not as a failed scrape.
-        let snap = self.0.snapshot().unwrap_or_default();
-        let labels: Vec<[(&str, &str); 3]> = snap
+        let io = self.0.snapshot().unwrap_or_default();
+        let labels = io
             .entries
             .iter()
             .map(|e| {
                 [
-                    ("device", e.device.as_str()),
-                    ("label", e.label.as_str()),
-                    ("op", e.op.as_str()),
+                    ("device", e.device.clone()),
+                    ("label", e.label.clone()),
+                    ("op", e.op.as_str().to_string()),
                 ]
             })
             .collect();
-
-        {
-            let mut m = encoder.encode_descriptor(
-                "asmguard_io_latency",
-                "Device time of block I/Os (issue to completion), per disk and operation",
-                Some(&Unit::Seconds),
-                MetricType::Histogram,
-            )?;
-            for (e, l) in snap.entries.iter().zip(&labels) {
-                m.encode_family(l)?.encode_histogram::<NoLabelSet>(
-                    e.hist.lat_sum_ns as f64 / 1e9,
-                    e.hist.count(),
-                    &prometheus_buckets(&e.hist.lat),
-                    None,
-                )?;
-            }
-        }
-        {
-            let mut m = encoder.encode_descriptor(
-                "asmguard_io_queue",
-                "Queue time of block I/Os (request set up to issue to the driver), per disk and operation",
-                Some(&Unit::Seconds),
-                MetricType::Histogram,
-            )?;
-            for (e, l) in snap.entries.iter().zip(&labels) {
-                m.encode_family(l)?.encode_histogram::<NoLabelSet>(
-                    e.hist.queue_sum_ns as f64 / 1e9,
-                    e.hist.queue_count(),
-                    &prometheus_buckets(&e.hist.queue),
-                    None,
-                )?;
-            }
-        }
-        {
-            let mut m = encoder.encode_descriptor(
-                "asmguard_io_bytes",
-                "Bytes of completed block I/Os, per disk and operation",
-                None,
-                MetricType::Counter,
-            )?;
-            for (e, l) in snap.entries.iter().zip(&labels) {
-                m.encode_family(l)?
-                    .encode_counter::<NoLabelSet, _, u64>(&e.hist.bytes, None)?;
-            }
-        }
-        {
-            let dropped = self
-                .0
-                .source
-                .read()
-                .unwrap_or_else(|e| e.into_inner())
-                .as_ref()
-                .map_or(0, |s| s.dropped());
-            let mut m = encoder.encode_descriptor(
-                "asmguard_io_dropped",
-                "I/Os of traced disks that could not be tracked (in-flight map insert failed)",
-                None,
-                MetricType::Counter,
-            )?;
-            m.encode_counter::<NoLabelSet, _, u64>(&dropped, None)?;
-        }
-
+        let dropped = self
+            .0
+            .source
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map_or(0, |s| s.dropped());
+        let source = self
+            .0
+            .counters
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         let state = self.0.state.read().unwrap_or_else(|e| e.into_inner());
-        {
-            let mut m = encoder.encode_descriptor(
-                "asmguard_disk_info",
-                "Managed disks: label, device, paths and sector sizes (value always 1)",
-                None,
-                MetricType::Gauge,
-            )?;
-            for d in state.disks.values() {
-                let paths = d.paths.join(",");
-                let logical = d.logical_sector.to_string();
-                let physical = d.physical_sector.to_string();
-                let l = [
-                    ("label", d.label.as_str()),
-                    ("device", d.device.as_str()),
-                    ("paths", paths.as_str()),
-                    ("logical_sector", logical.as_str()),
-                    ("physical_sector", physical.as_str()),
-                ];
-                m.encode_family(&l)?.encode_gauge(&1i64)?;
-            }
-        }
-        {
-            let mut m = encoder.encode_descriptor(
-                "asmguard_filter_mode",
-                "Filter mode of each managed label (enforce, audit or off; value always 1)",
-                None,
-                MetricType::Gauge,
-            )?;
-            for (label, mode) in &state.filter_modes {
-                let l = [("label", label.as_str()), ("mode", mode.as_str())];
-                m.encode_family(&l)?.encode_gauge(&1i64)?;
-            }
-        }
-        {
-            let mut m = encoder.encode_descriptor(
-                "asmguard_writes_denied",
-                "Writes to managed disks denied by the filter, per label and hook",
-                None,
-                MetricType::Counter,
-            )?;
-            for ((label, hook), n) in &state.denied {
-                let l = [("label", label.as_str()), ("hook", hook.as_str())];
-                m.encode_family(&l)?
-                    .encode_counter::<NoLabelSet, _, u64>(n, None)?;
-            }
-        }
-        {
-            let mut m = encoder.encode_descriptor(
-                "asmguard_discard_bytes",
-                "Bytes discarded on managed disks, per label and source (oracle or reclaim)",
-                None,
-                MetricType::Counter,
-            )?;
-            for ((label, source), n) in &state.discard {
-                let l = [("label", label.as_str()), ("source", *source)];
-                m.encode_family(&l)?
-                    .encode_counter::<NoLabelSet, _, u64>(n, None)?;
-            }
-        }
-        {
-            let mut m = encoder.encode_descriptor(
-                "asmguard_backend_info",
-                "The write-filter backend in use (lsm or cgroup_device; value always 1)",
-                None,
-                MetricType::Gauge,
-            )?;
-            if let Some(b) = &state.backend {
-                m.encode_family(&[("backend", b.as_str())])?
-                    .encode_gauge(&1i64)?;
-            }
-        }
-        {
-            let mut m = encoder.encode_descriptor(
-                "asmguard_protected",
-                "1 while a write filter protects the managed disks (lsm or cgroup_device), \
-                 0 when none could load or it is disabled",
-                None,
-                MetricType::Gauge,
-            )?;
-            let on = matches!(state.backend.as_deref(), Some("lsm" | "cgroup_device"));
-            m.encode_gauge(&i64::from(on))?;
-        }
-        {
-            let mut m = encoder.encode_descriptor(
-                "asmguard_filter_events_dropped",
-                "Filter events the kernel could not queue for the daemon (ring buffer full); \
-                 asmguard_writes_denied_total still counts those denials",
-                None,
-                MetricType::Counter,
-            )?;
-            m.encode_counter::<NoLabelSet, _, u64>(&state.events_dropped, None)?;
+        let counters = match source {
+            Some(src) => src.counters(&io),
+            None => state.pushed.clone(),
+        };
+        let scrape = Scrape {
+            io,
+            labels,
+            dropped,
+            disks: &state.disks,
+            counters,
+        };
+        for family in FAMILIES {
+            family(&scrape, &mut encoder)?;
         }
         Ok(())
     }
@@ -355,6 +454,7 @@ impl Metrics {
         let shared = Arc::new(Shared {
             state: RwLock::default(),
             source: RwLock::new(None),
+            counters: RwLock::new(None),
             sysfs_names: Mutex::default(),
         });
         let mut registry = Registry::default();
@@ -393,33 +493,45 @@ impl Metrics {
         self.state_mut().disks.remove(&dev);
     }
 
+    /// Reads the daemon's counters from `source` at every scrape (the
+    /// `record_*` / `set_*` counters below are then not exported).
+    pub fn set_counter_source(&self, source: Arc<dyn CounterSource>) {
+        *self
+            .shared
+            .counters
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = Some(source);
+    }
+
     /// Sets the number of filter events the kernel dropped (ring buffer full).
     pub fn set_events_dropped(&self, n: u64) {
         let mut s = self.state_mut();
-        s.events_dropped = s.events_dropped.max(n);
+        s.pushed.events_dropped = s.pushed.events_dropped.max(n);
     }
 
     /// Sets the write-filter backend (`lsm`, `cgroup_device`).
     pub fn set_backend(&self, backend: &str) {
-        self.state_mut().backend = Some(backend.to_string());
+        self.state_mut().pushed.backend = Some(backend.to_string());
     }
 
     /// Sets a label's filter mode (`enforce`, `audit`, `off`).
     pub fn set_filter_mode(&self, label: &str, mode: &str) {
         self.state_mut()
+            .pushed
             .filter_modes
             .insert(label.to_string(), mode.to_string());
     }
 
     /// Forgets a label's filter mode.
     pub fn remove_filter_mode(&self, label: &str) {
-        self.state_mut().filter_modes.remove(label);
+        self.state_mut().pushed.filter_modes.remove(label);
     }
 
     /// Counts one denied write (`hook`: `file_open`, `file_ioctl`, ...).
     pub fn record_denied(&self, label: &str, hook: &str) {
         let mut state = self.state_mut();
         let n = state
+            .pushed
             .denied
             .entry((label.to_string(), hook.to_string()))
             .or_default();
@@ -430,6 +542,7 @@ impl Metrics {
     /// keeps its own counts (it must never go down: it is a counter).
     pub fn set_denied_total(&self, label: &str, hook: &str, total: u64) {
         self.state_mut()
+            .pushed
             .denied
             .insert((label.to_string(), hook.to_string()), total);
     }
@@ -438,8 +551,9 @@ impl Metrics {
     pub fn record_discard(&self, label: &str, source: DiscardSource, bytes: u64) {
         let mut state = self.state_mut();
         let n = state
+            .pushed
             .discard
-            .entry((label.to_string(), source.as_str()))
+            .entry((label.to_string(), source))
             .or_default();
         *n = n.saturating_add(bytes);
     }
@@ -452,8 +566,9 @@ impl Metrics {
     pub fn set_discard_total(&self, label: &str, source: DiscardSource, total: u64) {
         let mut s = self.state_mut();
         let v = s
+            .pushed
             .discard
-            .entry((label.to_string(), source.as_str()))
+            .entry((label.to_string(), source))
             .or_insert(0);
         *v = (*v).max(total);
     }

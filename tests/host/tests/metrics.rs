@@ -173,21 +173,40 @@ fn daemon_exports_exact_io_counts_denials_and_iostat() {
     } else {
         "file_open"
     };
-    wait_sample(
-        port,
-        &format!("asmguard_writes_denied_total{{label=\"MET1\",hook=\"{hook}\"}}"),
-        |v| v >= 1.0,
+    // The counters are read when Prometheus scrapes: the very next scrape has
+    // the denial, the backend and the mode, with no copy loop to wait for.
+    let now = scrape(port);
+    let denied_key = format!("asmguard_writes_denied_total{{label=\"MET1\",hook=\"{hook}\"}}");
+    assert!(
+        sample(&now, &denied_key).unwrap_or(0.0) >= 1.0,
+        "the denial is not in the next scrape:\n{now}"
     );
-    wait_sample(
-        port,
-        &format!("asmguard_backend_info{{backend=\"{backend}\"}}"),
-        |v| v == 1.0,
+    assert_eq!(
+        sample(
+            &now,
+            &format!("asmguard_backend_info{{backend=\"{backend}\"}}")
+        ),
+        Some(1.0)
     );
-    wait_sample(
-        port,
-        "asmguard_filter_mode{label=\"MET1\",mode=\"enforce\"}",
-        |v| v == 1.0,
+    assert_eq!(
+        sample(
+            &now,
+            "asmguard_filter_mode{label=\"MET1\",mode=\"enforce\"}"
+        ),
+        Some(1.0)
     );
+    // ... and so does a mode change
+    d.ctl(&["filter", "audit", "MET1"]).ok();
+    let audit = scrape(port);
+    assert_eq!(
+        sample(
+            &audit,
+            "asmguard_filter_mode{label=\"MET1\",mode=\"audit\"}"
+        ),
+        Some(1.0),
+        "{audit}"
+    );
+    d.ctl(&["filter", "enable", "MET1"]).ok();
 
     // promtool on the live endpoint: clean.
     let text = scrape(port);
