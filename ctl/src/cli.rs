@@ -147,9 +147,6 @@ pub struct IostatArgs {
     /// Stop after this many reports (0: until interrupted).
     #[arg(long, default_value_t = 0)]
     pub count: u64,
-    /// The metrics endpoint (default: the one `status` reports).
-    #[arg(long, value_name = "URL")]
-    pub url: Option<String>,
     /// Print one JSON object per report.
     #[arg(long)]
     pub json: bool,

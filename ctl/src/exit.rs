@@ -48,7 +48,7 @@ pub fn for_code(c: ErrorCode) -> i32 {
         | LabelConflict | InUse => REFUSED,
         UnsupportedVersion | UnknownOp => UNREACHABLE,
         Busy => BUSY,
-        IoError | Internal => FAILED,
+        IoError | Unavailable | Internal => FAILED,
     }
 }
 
@@ -97,6 +97,7 @@ mod tests {
             (InUse, "in_use", REFUSED),
             (Busy, "busy", BUSY),
             (IoError, "io_error", FAILED),
+            (Unavailable, "unavailable", FAILED),
             (Internal, "internal", FAILED),
         ];
         for (kind, wire, code) in table {
@@ -115,9 +116,9 @@ mod tests {
             BadRequest | TooLarge | UnsupportedVersion | UnknownOp | PermissionDenied
             | InvalidLabel | NotFound | NotManageable | RefusedData | RefusedAsmHeader
             | RefusedLabelled | RefusedMember | LabelConflict | InUse | Busy | IoError
-            | Internal => table.iter().any(|(t, _, _)| *t == k),
+            | Unavailable | Internal => table.iter().any(|(t, _, _)| *t == k),
         };
         assert!(table.iter().all(|(k, _, _)| every(*k)));
-        assert_eq!(table.len(), 17);
+        assert_eq!(table.len(), 18);
     }
 }

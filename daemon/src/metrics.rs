@@ -146,6 +146,20 @@ impl MetricsService {
         }
     }
 
+    /// The histograms of every traced disk now, for the `iostat` op.
+    pub fn snapshot(&self) -> Result<Snapshot, asmguard_proto::ErrorBody> {
+        use asmguard_proto::{ErrorBody, ErrorCode};
+        if self.iolat.is_none() {
+            return Err(ErrorBody::new(
+                ErrorCode::Unavailable,
+                format!("the I/O latency tracer is {}", self.tracer),
+            ));
+        }
+        self.metrics
+            .snapshot()
+            .map_err(|e| ErrorBody::new(ErrorCode::IoError, format!("reading the histograms: {e}")))
+    }
+
     /// The labels traced now.
     fn labels(&self) -> Vec<String> {
         self.traced

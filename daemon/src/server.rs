@@ -423,6 +423,12 @@ async fn dispatch(d: Arc<Daemon>, req: Request, peer: Peer) -> Response {
             // (answered by scan() before this point)
             Op::Scan => to_value(d.lsdsk()),
             Op::Status => to_value(d.status()),
+            Op::Iostat => {
+                let m = d.metrics.get().ok_or_else(|| {
+                    ErrorBody::new(ErrorCode::Unavailable, "the metrics service is not started")
+                })?;
+                to_value(m.snapshot()?)
+            }
             Op::Label(a) => to_value(d.label(a)?),
             Op::Unlabel(a) => to_value(d.unlabel(a)?),
             Op::Rename(a) => to_value(d.rename(a)?),

@@ -658,6 +658,7 @@ pub fn openmetrics_to_prometheus_text(om: &str) -> String {
 mod tests {
     use super::*;
     use crate::snapshot::{Op, OpHist};
+    use crate::FromPrometheusText;
     use crate::NSLOTS;
 
     #[derive(Debug)]

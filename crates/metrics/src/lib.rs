@@ -24,20 +24,20 @@ pub mod bpf;
 pub mod devt;
 pub mod error;
 pub mod exporter;
-pub mod hist;
 pub mod http;
-pub mod iostat;
-pub mod snapshot;
+pub mod parse;
+pub use asmguard_iostat::{hist, iostat, snapshot};
 #[cfg(feature = "bpf")]
 pub mod stamps;
 
+pub use asmguard_iostat::{
+    DiskOpStats, IostatReport, IostatRow, Op, OpHist, RawEntry, Snapshot, NSLOTS,
+};
 #[cfg(feature = "bpf")]
 pub use bpf::{AttachMode, IoLat, LoadOptions};
 pub use devt::{DevError, KernelDev};
 pub use error::Error;
 pub use exporter::{DiscardSource, DiskInfo, HistSource, Metrics};
-pub use hist::NSLOTS;
-pub use iostat::{iostat, IostatReport, IostatRow};
-pub use snapshot::{DiskOpStats, Op, OpHist, RawEntry, Snapshot};
+pub use parse::{FromPrometheusText, ParseError};
 #[cfg(feature = "bpf")]
 pub use stamps::{BitSource, Stamps};

@@ -12,7 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use asmguard_metrics::http::{self, scrape_blocking};
-use asmguard_metrics::{DiscardSource, DiskInfo, IoLat, KernelDev, Metrics, Op, Snapshot};
+use asmguard_metrics::{
+    DiscardSource, DiskInfo, FromPrometheusText, IoLat, KernelDev, Metrics, Op, Snapshot,
+};
 use common::{direct_reads, direct_writes, require_root, serial, LoopDev};
 
 /// The exporter binary; killed on drop.

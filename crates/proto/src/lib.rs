@@ -56,6 +56,9 @@ pub enum Op {
     Scan,
     /// Daemon, kernel and filter status.
     Status,
+    /// The latency histograms of every traced disk now (cumulative): a
+    /// snapshot as JSON (asmguard-iostat's `Snapshot`), for `asmguardctl iostat`.
+    Iostat,
     Label(LabelArgs),
     Unlabel(UnlabelArgs),
     Rename(RenameArgs),
@@ -75,6 +78,7 @@ impl Op {
             Op::Lsdsk => "lsdsk",
             Op::Scan => "scan",
             Op::Status => "status",
+            Op::Iostat => "iostat",
             Op::Label(_) => "label",
             Op::Unlabel(_) => "unlabel",
             Op::Rename(_) => "rename",
@@ -88,7 +92,9 @@ impl Op {
     /// admin group may ask for it.
     pub fn access(&self) -> Access {
         match self {
-            Op::Ping | Op::Lsdsk | Op::Scan | Op::Status | Op::Events(_) => Access::Read,
+            Op::Ping | Op::Lsdsk | Op::Scan | Op::Status | Op::Iostat | Op::Events(_) => {
+                Access::Read
+            }
             Op::Label(_) | Op::Unlabel(_) | Op::Rename(_) | Op::Filter(_) | Op::Reclaim(_) => {
                 Access::Write
             }
@@ -308,6 +314,9 @@ pub enum ErrorCode {
     Busy,
     /// Reading or writing the device failed, or the read-back did not match.
     IoError,
+    /// What the request needs is off in this daemon (the latency tracer could
+    /// not load); the message says why.
+    Unavailable,
     /// A bug: the daemon caught it and kept running.
     Internal,
 }
@@ -508,6 +517,9 @@ const OPS: &[(&str, ParseOp)] = &[
     ("scan", |id, op, a| no_args(id, op, &a).map(|_| Op::Scan)),
     ("status", |id, op, a| {
         no_args(id, op, &a).map(|_| Op::Status)
+    }),
+    ("iostat", |id, op, a| {
+        no_args(id, op, &a).map(|_| Op::Iostat)
     }),
     ("label", |id, op, a| take(id, op, a).map(Op::Label)),
     ("unlabel", |id, op, a| take(id, op, a).map(Op::Unlabel)),

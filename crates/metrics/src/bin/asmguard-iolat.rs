@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use asmguard_metrics::bpf::DEFAULT_MAX_DISKS;
 use asmguard_metrics::http::{self, DEFAULT_LISTEN};
+use asmguard_metrics::FromPrometheusText;
 use asmguard_metrics::{
     AttachMode, DiskInfo, IoLat, KernelDev, LoadOptions, Metrics, Op, OpHist, Snapshot,
 };
