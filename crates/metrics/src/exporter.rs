@@ -208,42 +208,50 @@ fn io_labels<'a>(l: &'a [(&'static str, String); 3]) -> [(&'static str, &'a str)
     [(l[0].0, &l[0].1), (l[1].0, &l[1].1), (l[2].0, &l[2].1)]
 }
 
-fn io_latency(s: &Scrape<'_>, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
-    let mut m = enc.encode_descriptor(
-        "asmguard_io_latency",
-        "Device time of block I/Os (issue to completion), per disk and operation",
-        Some(&Unit::Seconds),
-        MetricType::Histogram,
-    )?;
+/// A histogram family per (disk, op): `pick` gives a histogram's sum in ns,
+/// count and slots.
+fn io_histogram(
+    s: &Scrape<'_>,
+    enc: &mut DescriptorEncoder,
+    (name, help): (&str, &str),
+    pick: fn(&crate::OpHist) -> (u64, u64, &[u64; crate::NSLOTS]),
+) -> Result<(), std::fmt::Error> {
+    let mut m = enc.encode_descriptor(name, help, Some(&Unit::Seconds), MetricType::Histogram)?;
     for (e, l) in s.io.entries.iter().zip(&s.labels) {
+        let (sum_ns, count, slots) = pick(&e.hist);
         m.encode_family(&io_labels(l))?
             .encode_histogram::<NoLabelSet>(
-                e.hist.lat_sum_ns as f64 / 1e9,
-                e.hist.count(),
-                &prometheus_buckets(&e.hist.lat),
+                sum_ns as f64 / 1e9,
+                count,
+                &prometheus_buckets(slots),
                 None,
             )?;
     }
     Ok(())
 }
 
+fn io_latency(s: &Scrape<'_>, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+    io_histogram(
+        s,
+        enc,
+        (
+            "asmguard_io_latency",
+            "Device time of block I/Os (issue to completion), per disk and operation",
+        ),
+        |h| (h.lat_sum_ns, h.count(), &h.lat),
+    )
+}
+
 fn io_queue(s: &Scrape<'_>, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
-    let mut m = enc.encode_descriptor(
-        "asmguard_io_queue",
-        "Queue time of block I/Os (request set up to issue to the driver), per disk and operation",
-        Some(&Unit::Seconds),
-        MetricType::Histogram,
-    )?;
-    for (e, l) in s.io.entries.iter().zip(&s.labels) {
-        m.encode_family(&io_labels(l))?
-            .encode_histogram::<NoLabelSet>(
-                e.hist.queue_sum_ns as f64 / 1e9,
-                e.hist.queue_count(),
-                &prometheus_buckets(&e.hist.queue),
-                None,
-            )?;
-    }
-    Ok(())
+    io_histogram(
+        s,
+        enc,
+        (
+            "asmguard_io_queue",
+            "Queue time of block I/Os (request set up to issue to the driver), per disk and operation",
+        ),
+        |h| (h.queue_sum_ns, h.queue_count(), &h.queue),
+    )
 }
 
 fn io_bytes(s: &Scrape<'_>, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
@@ -293,48 +301,72 @@ fn disk_info(s: &Scrape<'_>, enc: &mut DescriptorEncoder) -> Result<(), std::fmt
     Ok(())
 }
 
-fn filter_mode(s: &Scrape<'_>, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
-    let mut m = enc.encode_descriptor(
-        "asmguard_filter_mode",
-        "Filter mode of each managed label (enforce, audit or off; value always 1)",
-        None,
-        MetricType::Gauge,
-    )?;
-    for (label, mode) in &s.counters.filter_modes {
-        let l = [("label", label.as_str()), ("mode", mode.as_str())];
-        m.encode_family(&l)?.encode_gauge(&1i64)?;
+/// A family with two labels: a counter of each (a, b), or an info gauge
+/// (value 1) when `values` is `None`.
+fn two_labels<'x>(
+    enc: &mut DescriptorEncoder,
+    (name, help, kind): (&str, &str, MetricType),
+    labels: [&'static str; 2],
+    rows: impl Iterator<Item = (&'x str, &'x str, u64)>,
+) -> Result<(), std::fmt::Error> {
+    let mut m = enc.encode_descriptor(name, help, None, kind)?;
+    for (a, b, n) in rows {
+        let l = [(labels[0], a), (labels[1], b)];
+        let mut f = m.encode_family(&l)?;
+        match kind {
+            MetricType::Counter => f.encode_counter::<NoLabelSet, _, u64>(&n, None)?,
+            _ => f.encode_gauge(&(n as i64))?,
+        }
     }
     Ok(())
+}
+
+fn filter_mode(s: &Scrape<'_>, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+    two_labels(
+        enc,
+        (
+            "asmguard_filter_mode",
+            "Filter mode of each managed label (enforce, audit or off; value always 1)",
+            MetricType::Gauge,
+        ),
+        ["label", "mode"],
+        s.counters
+            .filter_modes
+            .iter()
+            .map(|(l, m)| (l.as_str(), m.as_str(), 1)),
+    )
 }
 
 fn writes_denied(s: &Scrape<'_>, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
-    let mut m = enc.encode_descriptor(
-        "asmguard_writes_denied",
-        "Writes to managed disks denied by the filter, per label and hook",
-        None,
-        MetricType::Counter,
-    )?;
-    for ((label, hook), n) in &s.counters.denied {
-        let l = [("label", label.as_str()), ("hook", hook.as_str())];
-        m.encode_family(&l)?
-            .encode_counter::<NoLabelSet, _, u64>(n, None)?;
-    }
-    Ok(())
+    two_labels(
+        enc,
+        (
+            "asmguard_writes_denied",
+            "Writes to managed disks denied by the filter, per label and hook",
+            MetricType::Counter,
+        ),
+        ["label", "hook"],
+        s.counters
+            .denied
+            .iter()
+            .map(|((l, h), n)| (l.as_str(), h.as_str(), *n)),
+    )
 }
 
 fn discard_bytes(s: &Scrape<'_>, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
-    let mut m = enc.encode_descriptor(
-        "asmguard_discard_bytes",
-        "Bytes discarded on managed disks, per label and source (oracle or reclaim)",
-        None,
-        MetricType::Counter,
-    )?;
-    for ((label, source), n) in &s.counters.discard {
-        let l = [("label", label.as_str()), ("source", source.as_str())];
-        m.encode_family(&l)?
-            .encode_counter::<NoLabelSet, _, u64>(n, None)?;
-    }
-    Ok(())
+    two_labels(
+        enc,
+        (
+            "asmguard_discard_bytes",
+            "Bytes discarded on managed disks, per label and source (oracle or reclaim)",
+            MetricType::Counter,
+        ),
+        ["label", "source"],
+        s.counters
+            .discard
+            .iter()
+            .map(|((l, src), n)| (l.as_str(), src.as_str(), *n)),
+    )
 }
 
 fn backend_info(s: &Scrape<'_>, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
