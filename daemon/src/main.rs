@@ -105,9 +105,115 @@ async fn run(
     let t0 = Instant::now();
     let socket = socket.unwrap_or_else(|| cfg.socket.path.clone());
     // The monitor first, so nothing that happens during the first scan is missed.
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Option<String>>();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Option<String>>();
+    let (monitor_desc, monitor_alive) = start_monitor(tx);
+    let d = Arc::new(state::Daemon::new(
+        cfg,
+        source,
+        socket.clone(),
+        monitor_desc,
+    ));
+    if d.admin_gid.is_none() {
+        tracing::warn!(
+            "admin group {} does not exist: only root may use the socket",
+            d.cfg.socket.admin_group
+        );
+    }
+    // The tracer before the first scan, so the scan puts the disks under it.
+    let trace_all = d.cfg.metrics.trace_all_disks;
+    match tokio::task::spawn_blocking(move || metrics::MetricsService::start(trace_all)).await {
+        Ok(m) => {
+            let _ = d.metrics.set(m);
+        }
+        Err(e) => tracing::error!("metrics: {e}"),
+    }
+    let d2 = d.clone();
+    let scanned = match tokio::task::spawn_blocking(move || d2.full_scan()).await {
+        Ok(Ok(n)) => n,
+        Ok(Err(e)) => {
+            tracing::error!("cannot read /sys/class/block: {e}");
+            return 1;
+        }
+        Err(e) => {
+            tracing::error!("first scan failed: {e}");
+            return 1;
+        }
+    };
+    let listener = match server::bind(&socket) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!("{e}");
+            eprintln!("asmguardd: {e}");
+            return 1;
+        }
+    };
+    if let Err(msg) = start_filter(&d, &socket, bpf_pin_dir).await {
+        tracing::error!("{msg}");
+        eprintln!("asmguardd: {msg}");
+        return 1;
+    }
+    if let Some(m) = d.metrics.get() {
+        m.serve(&d.cfg.metrics.listen).await;
+    }
+    // The filter's denials, the discard totals, the backend and the modes are
+    // read when Prometheus scrapes.
+    if let Some(m) = d.metrics.get() {
+        m.read_counters_from(&d);
+    }
+    let st = d.status();
+    tracing::info!(
+        "ready in {} ms: {} devices looked at, {} disks, {} conflicts; socket {}",
+        t0.elapsed().as_millis(),
+        st.devices_scanned,
+        st.disks,
+        st.conflicts,
+        socket.display()
+    );
+    let _ = scanned;
+    for c in d.lsdsk().conflicts {
+        tracing::warn!(
+            "label {} is on more than one disk: {}: neither is used",
+            c.label,
+            c.devices.join(", ")
+        );
+    }
+    notify(&[
+        sd_notify::NotifyState::Ready,
+        sd_notify::NotifyState::Status(&format!(
+            "{} disks, {} conflicts; filter {} ({})",
+            st.disks, st.conflicts, st.filter_backend, st.filter_coverage
+        )),
+    ]);
+
+    spawn_device_events(d.clone(), rx);
+    spawn_watchdog(monitor_alive.clone());
+    let serve = tokio::spawn(server::serve(listener, d.clone()));
+    spawn_sighup(d.clone());
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("SIGTERM handler: {e}");
+            return 1;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    shutdown(&d, &socket, serve).await;
+    tracing::info!("stopped");
+    0
+}
+
+/// Listens to the kernel's block uevents on a thread of its own: each device
+/// name goes to `tx` (`None`: the buffer overflowed, rescan everything).
+/// Returns what `status` shows as the monitor, and whether it still runs (the
+/// watchdog stops being fed when it dies).
+fn start_monitor(
+    tx: tokio::sync::mpsc::UnboundedSender<Option<String>>,
+) -> (String, Arc<AtomicBool>) {
     let monitor_alive = Arc::new(AtomicBool::new(false));
-    let monitor_desc = match asmguard_devices::uevent::Monitor::open() {
+    let desc = match asmguard_devices::uevent::Monitor::open() {
         Ok(mut m) => {
             monitor_alive.store(true, Ordering::SeqCst);
             let alive = monitor_alive.clone();
@@ -154,116 +260,14 @@ async fn run(
             format!("none ({e}): run `asmguardctl scan` after device changes")
         }
     };
-    let d = Arc::new(state::Daemon::new(
-        cfg,
-        source,
-        socket.clone(),
-        monitor_desc,
-    ));
-    if d.admin_gid.is_none() {
-        tracing::warn!(
-            "admin group {} does not exist: only root may use the socket",
-            d.cfg.socket.admin_group
-        );
-    }
-    // The tracer before the first scan, so the scan puts the disks under it.
-    let trace_all = d.cfg.metrics.trace_all_disks;
-    match tokio::task::spawn_blocking(move || metrics::MetricsService::start(trace_all)).await {
-        Ok(m) => {
-            let _ = d.metrics.set(m);
-        }
-        Err(e) => tracing::error!("metrics: {e}"),
-    }
-    let d2 = d.clone();
-    let scanned = match tokio::task::spawn_blocking(move || d2.full_scan()).await {
-        Ok(Ok(n)) => n,
-        Ok(Err(e)) => {
-            tracing::error!("cannot read /sys/class/block: {e}");
-            return 1;
-        }
-        Err(e) => {
-            tracing::error!("first scan failed: {e}");
-            return 1;
-        }
-    };
-    let listener = match server::bind(&socket) {
-        Ok(l) => l,
-        Err(e) => {
-            tracing::error!("{e}");
-            eprintln!("asmguardd: {e}");
-            return 1;
-        }
-    };
-    // The write filter, once the socket is ours (a second daemon that cannot
-    // bind never touches it). Pinned programs of an earlier run are re-adopted
-    // as they are, so protection never drops; the sync fills the managed set.
-    let state_file = socket
-        .parent()
-        .unwrap_or(std::path::Path::new("/run/asmguard"))
-        .join("filter.state");
-    let cfg2 = d.cfg.clone();
-    let d4 = d.clone();
-    let require = d.cfg.filter.require_protection;
-    match tokio::task::spawn_blocking(move || {
-        let f = filter::start(&cfg2, bpf_pin_dir, state_file);
-        let st = f.status();
-        if require && st.backend == "none" && !st.disabled {
-            return Err(st.reason);
-        }
-        let _ = d4.filter.set(f);
-        d4.sync_filter();
-        d4.sync_metrics();
-        Ok(())
-    })
-    .await
-    {
-        Ok(Ok(())) => {}
-        Ok(Err(why)) => {
-            let msg = format!(
-                "refusing to start: no write filter could load ({why}) and [filter] \
-                 require_protection = true; fix the cause or set it to false to run unprotected"
-            );
-            tracing::error!("{msg}");
-            eprintln!("asmguardd: {msg}");
-            return 1;
-        }
-        Err(e) => tracing::error!("write filter: {e}"),
-    }
-    if let Some(m) = d.metrics.get() {
-        m.serve(&d.cfg.metrics.listen).await;
-    }
-    // The filter's denials, the discard totals, the backend and the modes are
-    // read when Prometheus scrapes.
-    if let Some(m) = d.metrics.get() {
-        m.read_counters_from(&d);
-    }
-    let st = d.status();
-    tracing::info!(
-        "ready in {} ms: {} devices looked at, {} disks, {} conflicts; socket {}",
-        t0.elapsed().as_millis(),
-        st.devices_scanned,
-        st.disks,
-        st.conflicts,
-        socket.display()
-    );
-    let _ = scanned;
-    for c in d.lsdsk().conflicts {
-        tracing::warn!(
-            "label {} is on more than one disk: {}: neither is used",
-            c.label,
-            c.devices.join(", ")
-        );
-    }
-    notify(&[
-        sd_notify::NotifyState::Ready,
-        sd_notify::NotifyState::Status(&format!(
-            "{} disks, {} conflicts; filter {} ({})",
-            st.disks, st.conflicts, st.filter_backend, st.filter_coverage
-        )),
-    ]);
+    (desc, monitor_alive)
+}
 
-    // Device events: coalesce bursts, re-read only what changed.
-    let d3 = d.clone();
+/// Device events: coalesce bursts, re-read only what changed.
+fn spawn_device_events(
+    d3: Arc<state::Daemon>,
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<Option<String>>,
+) {
     tokio::spawn(async move {
         while let Some(first) = rx.recv().await {
             let mut names = BTreeSet::new();
@@ -290,10 +294,11 @@ async fn run(
             .await;
         }
     });
+}
 
-    // Watchdog: fed while the runtime runs and the device monitor is alive.
+/// The systemd watchdog, fed while the runtime runs and the device monitor is alive.
+fn spawn_watchdog(alive: Arc<AtomicBool>) {
     if let Some(wd) = sd_notify::watchdog_enabled() {
-        let alive = monitor_alive.clone();
         let period = (wd / 2).max(Duration::from_millis(100));
         tokio::spawn(async move {
             loop {
@@ -306,10 +311,11 @@ async fn run(
             }
         });
     }
+}
 
-    let serve = tokio::spawn(server::serve(listener, d.clone()));
-    // SIGHUP: the allow-list's names are resolved again (NSS: a user or group
-    // added to LDAP, SSSD or extrausers since the start) from the configuration.
+/// SIGHUP: the allow-list's names are resolved again (NSS: a user or group
+/// added to LDAP, SSSD or extrausers since the start) from the configuration.
+fn spawn_sighup(d: Arc<state::Daemon>) {
     match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
         Ok(mut hup) => {
             let d7 = d.clone();
@@ -344,17 +350,11 @@ async fn run(
         }
         Err(e) => tracing::error!("SIGHUP handler: {e}"),
     }
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::error!("SIGTERM handler: {e}");
-            return 1;
-        }
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
-    }
+}
+
+/// Stops serving; a label write under way finishes (write, sync, read-back)
+/// before the socket goes.
+async fn shutdown(d: &state::Daemon, socket: &std::path::Path, serve: tokio::task::JoinHandle<()>) {
     notify(&[sd_notify::NotifyState::Stopping]);
     serve.abort();
     // A label write under way finishes (write, sync, read-back) before the exit.
@@ -363,7 +363,46 @@ async fn run(
         tracing::info!("waiting for a label write to finish before stopping");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let _ = std::fs::remove_file(&socket);
-    tracing::info!("stopped");
-    0
+    let _ = std::fs::remove_file(socket);
+}
+
+/// The write filter, once the socket is ours (a second daemon that cannot bind
+/// never touches it). Pinned programs of an earlier run are re-adopted as they
+/// are, so protection never drops; the sync fills the managed set. `Err`: the
+/// daemon must not start (no filter and `[filter] require_protection`).
+async fn start_filter(
+    d: &Arc<state::Daemon>,
+    socket: &std::path::Path,
+    bpf_pin_dir: Option<PathBuf>,
+) -> Result<(), String> {
+    let state_file = socket
+        .parent()
+        .unwrap_or(std::path::Path::new("/run/asmguard"))
+        .join("filter.state");
+    let cfg2 = d.cfg.clone();
+    let d4 = d.clone();
+    let require = d.cfg.filter.require_protection;
+    let started = tokio::task::spawn_blocking(move || {
+        let f = filter::start(&cfg2, bpf_pin_dir, state_file);
+        let st = f.status();
+        if require && st.backend == "none" && !st.disabled {
+            return Err(st.reason);
+        }
+        let _ = d4.filter.set(f);
+        d4.sync_filter();
+        d4.sync_metrics();
+        Ok(())
+    })
+    .await;
+    match started {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(why)) => Err(format!(
+            "refusing to start: no write filter could load ({why}) and [filter] \
+             require_protection = true; fix the cause or set it to false to run unprotected"
+        )),
+        Err(e) => {
+            tracing::error!("write filter: {e}");
+            Ok(())
+        }
+    }
 }

@@ -8,8 +8,8 @@
 //! database's: oracle = discard bytes the block tracer saw on the disk's
 //! devices - reclaim's done and in flight ([`oracle_bytes`]). Subtracting the
 //! in-flight bytes keeps that figure at or below the truth while an ioctl runs
-//! (the tracer may see its bytes before it returns); the exporter never lets
-//! a counter go down. Not for anything else: the filter's counts are the
+//! (the tracer may see its bytes before it returns); the daemon's counter
+//! source (read at scrape time) never lets the exported value go down. Not for anything else: the filter's counts are the
 //! kernel's own.
 
 use std::collections::BTreeMap;
