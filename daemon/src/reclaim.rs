@@ -222,25 +222,69 @@ fn run(
     let method = Method::parse(&a.method)
         .ok_or_else(|| err(ErrorCode::BadRequest, "method must be discard or zeroout"))?;
     let disks = select(d, a)?;
-    let _running = {
-        let mut s = running().lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(x) = disks.iter().find(|x| s.contains(&x.label)) {
-            return Err(err(
-                ErrorCode::Busy,
-                format!(
-                    "reclaim {}: another reclaim of this disk is under way",
-                    x.label
-                ),
-            ));
-        }
-        for x in &disks {
-            s.insert(x.label.clone());
-        }
-        Running(disks.iter().map(|x| x.label.clone()).collect())
-    };
-    // Plans (reads only).
-    let mut plans: Vec<(DiskInfo, DiskPlan)> = Vec::new();
-    for x in &disks {
+    let _running = claim_running(&disks)?;
+    let plans = plan(d, &disks, method)?;
+    let planned: u64 = plans.iter().map(|(_, p)| p.plan.total_bytes).sum();
+    if a.dry_run {
+        return Ok(ReclaimResult {
+            dry_run: true,
+            disks: plans
+                .iter()
+                .map(|(x, p)| disk_result(x, p, method))
+                .collect(),
+            planned_bytes: planned,
+            reclaimed_bytes: 0,
+        });
+    }
+    // Safety 1: write openers on this host; 2: heartbeat and mount stamps, all
+    // disks over one window; 1 again, for what opened during the window.
+    check_writers(&plans)?;
+    watch_quiet(&plans, a, planned, cancel, tx)?;
+    check_writers(&plans)?;
+    // Execute, disk after disk (the rate limit applies to the whole request).
+    let mut out = Vec::new();
+    let mut total = 0u64;
+    for (x, p) in &plans {
+        let r = execute(d, x, p, a, method, cancel, tx)?;
+        total += r.reclaimed_bytes;
+        out.push(r);
+    }
+    Ok(ReclaimResult {
+        dry_run: false,
+        disks: out,
+        planned_bytes: planned,
+        reclaimed_bytes: total,
+    })
+}
+
+/// Marks the disks as being reclaimed (until the guard drops); `Busy` if one
+/// already is.
+fn claim_running(disks: &[DiskInfo]) -> Result<Running, ErrorBody> {
+    let mut s = running().lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(x) = disks.iter().find(|x| s.contains(&x.label)) {
+        return Err(err(
+            ErrorCode::Busy,
+            format!(
+                "reclaim {}: another reclaim of this disk is under way",
+                x.label
+            ),
+        ));
+    }
+    for x in disks {
+        s.insert(x.label.clone());
+    }
+    Ok(Running(disks.iter().map(|x| x.label.clone()).collect()))
+}
+
+/// The plans (reads only): each disk's header, allocation table and the
+/// aligned ranges of its free allocation units.
+fn plan(
+    d: &Daemon,
+    disks: &[DiskInfo],
+    method: Method,
+) -> Result<Vec<(DiskInfo, DiskPlan)>, ErrorBody> {
+    let mut plans = Vec::new();
+    for x in disks {
         let name = top_name(x).ok_or_else(|| {
             err(
                 ErrorCode::NotFound,
@@ -264,7 +308,12 @@ fn run(
         })?;
         plans.push((x.clone(), p));
     }
-    let disk_result = |x: &DiskInfo, p: &DiskPlan| ReclaimDisk {
+    Ok(plans)
+}
+
+/// A disk's part of the answer, before anything is executed.
+fn disk_result(x: &DiskInfo, p: &DiskPlan, method: Method) -> ReclaimDisk {
+    ReclaimDisk {
         label: x.label.clone(),
         device: p.device.clone(),
         disk_group: p.disk_group.clone(),
@@ -286,45 +335,45 @@ fn run(
         rate_bytes_per_sec: 0.0,
         discard_granularity: p.limits.granularity,
         discard_max_bytes: p.limits.max_bytes,
-    };
-    let planned: u64 = plans.iter().map(|(_, p)| p.plan.total_bytes).sum();
-    if a.dry_run {
-        return Ok(ReclaimResult {
-            dry_run: true,
-            disks: plans.iter().map(|(x, p)| disk_result(x, p)).collect(),
-            planned_bytes: planned,
-            reclaimed_bytes: 0,
-        });
     }
-    // Safety 1: write openers on this host.
+}
+
+/// Safety 1: no process on this host but this daemon holds a path of a disk
+/// open for writing.
+fn check_writers(plans: &[(DiskInfo, DiskPlan)]) -> Result<(), ErrorBody> {
     let me = std::process::id();
-    let check_writers = |plans: &[(DiskInfo, DiskPlan)]| -> Result<(), ErrorBody> {
-        for (x, _) in plans {
-            let w = safety::writers(Path::new("/proc"), &devnums(x), me);
-            if !w.is_empty() {
-                let list: Vec<String> = w.iter().take(4).map(|o| o.to_string()).collect();
-                return Err(err(
-                    ErrorCode::InUse,
-                    format!(
-                        "reclaim {}: refused: the disk group may be mounted: {} hold{} a path of the disk open for writing; dismount the disk group on this host (or stop that process) and retry",
-                        x.label,
-                        list.join(", "),
-                        if w.len() == 1 { "s" } else { "" }
-                    ),
-                ));
-            }
+    for (x, _) in plans {
+        let w = safety::writers(Path::new("/proc"), &devnums(x), me);
+        if !w.is_empty() {
+            let list: Vec<String> = w.iter().take(4).map(|o| o.to_string()).collect();
+            return Err(err(
+                ErrorCode::InUse,
+                format!(
+                    "reclaim {}: refused: the disk group may be mounted: {} hold{} a path of the disk open for writing; dismount the disk group on this host (or stop that process) and retry",
+                    x.label,
+                    list.join(", "),
+                    if w.len() == 1 { "s" } else { "" }
+                ),
+            ));
         }
-        Ok(())
-    };
-    check_writers(&plans)?;
-    // Safety 2: heartbeat and mount stamps, all disks over one window.
+    }
+    Ok(())
+}
+
+/// Safety 2: the ASM heartbeat block and the mount stamp of every disk stay
+/// the same for the watch window (another RAC node with the disk group
+/// mounted rewrites them).
+fn watch_quiet(
+    plans: &[(DiskInfo, DiskPlan)],
+    a: &ReclaimArgs,
+    planned: u64,
+    cancel: &AtomicBool,
+    tx: &mpsc::UnboundedSender<ReclaimProgress>,
+) -> Result<(), ErrorBody> {
+    let labels: Vec<&str> = plans.iter().map(|(x, _)| x.label.as_str()).collect();
     let _ = tx.send(ReclaimProgress {
         phase: "checking".into(),
-        label: plans
-            .iter()
-            .map(|(x, _)| x.label.as_str())
-            .collect::<Vec<_>>()
-            .join(","),
+        label: labels.join(","),
         done_bytes: 0,
         total_bytes: planned,
         percent: 0.0,
@@ -359,117 +408,101 @@ fn run(
             )
         },
     )?;
-    let labels = plans
-        .iter()
-        .map(|(x, _)| x.label.as_str())
-        .collect::<Vec<_>>()
-        .join(", ");
-    match w {
-        WatchResult::Quiet => {}
+    let labels = labels.join(", ");
+    let what = match w {
+        WatchResult::Quiet => return Ok(()),
         WatchResult::Cancelled => {
             return Err(err(ErrorCode::Busy, "reclaim: cancelled during the watch"))
         }
-        WatchResult::HeartbeatChanged => {
-            return Err(err(
-                ErrorCode::InUse,
-                format!(
-                    "reclaim {labels}: refused: the disk group may be mounted: the ASM heartbeat block (last block of AU 1) changed during the {} s watch (an ASM instance, maybe on another host, is writing it); dismount the disk group on every node and retry",
-                    a.watch_seconds
-                ),
-            ))
-        }
-        WatchResult::MountStampChanged => {
-            return Err(err(
-                ErrorCode::InUse,
-                format!(
-                    "reclaim {labels}: refused: the disk group may be mounted: the disk header's mount stamp changed during the {} s watch; dismount the disk group on every node and retry",
-                    a.watch_seconds
-                ),
-            ))
-        }
+        WatchResult::HeartbeatChanged => "the ASM heartbeat block (last block of AU 1) changed during the watch (an ASM instance, maybe on another host, is writing it)",
+        WatchResult::MountStampChanged => "the disk header's mount stamp changed during the watch",
+    };
+    Err(err(
+        ErrorCode::InUse,
+        format!(
+            "reclaim {labels}: refused: the disk group may be mounted: {what} ({} s); dismount the disk group on every node and retry",
+            a.watch_seconds
+        ),
+    ))
+}
+
+/// Hands one disk's free allocation units back, with progress lines and a
+/// checkpoint; its part of the answer.
+fn execute(
+    d: &Daemon,
+    x: &DiskInfo,
+    p: &DiskPlan,
+    a: &ReclaimArgs,
+    method: Method,
+    cancel: &AtomicBool,
+    tx: &mpsc::UnboundedSender<ReclaimProgress>,
+) -> Result<ReclaimDisk, ErrorBody> {
+    let mut r = disk_result(x, p, method);
+    if cancel.load(Ordering::SeqCst) {
+        r.cancelled = true;
+        return Ok(r);
     }
-    drop(devs);
-    check_writers(&plans)?;
-    // Execute, disk after disk (the rate limit applies to the whole request).
-    let mut out = Vec::new();
-    let mut total = 0u64;
-    for (x, p) in &plans {
-        let mut r = disk_result(x, p);
-        if cancel.load(Ordering::SeqCst) {
-            r.cancelled = true;
-            out.push(r);
-            continue;
-        }
-        let f = disk::open_rw(Path::new(&x.top)).map_err(|e| {
-            err(
-                ErrorCode::IoError,
-                format!("reclaim {}: {}: open: {e}", x.label, x.top),
-            )
-        })?;
-        let o = ExecOptions {
-            label: x.label.clone(),
-            method,
-            rate: Some(a.rate_bytes).filter(|r| *r > 0),
-            checkpoint: Some(checkpoint_path(d, &x.label)),
-            cancel,
-            progress_every: Duration::from_millis(250),
-            granularity: p.limits.granularity,
-            counters: Some(counters()),
-        };
-        let mut on_progress = |pr: &asmguard_reclaim::Progress| {
-            let _ = tx.send(ReclaimProgress {
-                phase: "reclaiming".into(),
-                label: pr.label.clone(),
-                done_bytes: pr.done_bytes,
-                total_bytes: pr.total_bytes,
-                percent: pr.percent,
-                rate_bytes_per_sec: pr.rate_bytes_per_sec,
-                eta_seconds: pr.eta_seconds,
-            });
-        };
-        let res = asmguard_reclaim::execute(&f, &p.plan, &o, &mut on_progress);
-        let oc = res.map_err(|e| {
-            err(
-                ErrorCode::IoError,
-                format!(
-                    "reclaim {}: {} failed on {}: {e} (the checkpoint keeps what is done; rerun to continue)",
-                    x.label,
-                    if method == Method::Discard { "BLKDISCARD" } else { "BLKZEROOUT" },
-                    x.top
-                ),
-            )
-        })?;
-        tracing::info!(
-            "reclaim {}: {} of {} bytes handed back by {} ({} ioctls, {:.1} s{}{})",
-            x.label,
-            oc.bytes,
-            oc.total_bytes,
-            method.as_str(),
-            oc.ioctls,
-            oc.elapsed_seconds,
-            if oc.resumed_from > 0 {
-                format!(", resumed after {} bytes", oc.resumed_from)
-            } else {
-                String::new()
-            },
-            if oc.cancelled { ", cancelled" } else { "" }
-        );
-        total += oc.bytes;
-        r.reclaimed_bytes = oc.bytes;
-        r.resumed_from_bytes = oc.resumed_from;
-        r.cancelled = oc.cancelled;
-        r.elapsed_seconds = oc.elapsed_seconds;
-        r.rate_bytes_per_sec = if oc.elapsed_seconds > 0.0 {
-            oc.bytes as f64 / oc.elapsed_seconds
+    let f = disk::open_rw(Path::new(&x.top)).map_err(|e| {
+        err(
+            ErrorCode::IoError,
+            format!("reclaim {}: {}: open: {e}", x.label, x.top),
+        )
+    })?;
+    let o = ExecOptions {
+        label: x.label.clone(),
+        method,
+        rate: Some(a.rate_bytes).filter(|r| *r > 0),
+        checkpoint: Some(checkpoint_path(d, &x.label)),
+        cancel,
+        progress_every: Duration::from_millis(250),
+        granularity: p.limits.granularity,
+        counters: Some(counters()),
+    };
+    let mut on_progress = |pr: &asmguard_reclaim::Progress| {
+        let _ = tx.send(ReclaimProgress {
+            phase: "reclaiming".into(),
+            label: pr.label.clone(),
+            done_bytes: pr.done_bytes,
+            total_bytes: pr.total_bytes,
+            percent: pr.percent,
+            rate_bytes_per_sec: pr.rate_bytes_per_sec,
+            eta_seconds: pr.eta_seconds,
+        });
+    };
+    let oc = asmguard_reclaim::execute(&f, &p.plan, &o, &mut on_progress).map_err(|e| {
+        err(
+            ErrorCode::IoError,
+            format!(
+                "reclaim {}: {} failed on {}: {e} (the checkpoint keeps what is done; rerun to continue)",
+                x.label,
+                if method == Method::Discard { "BLKDISCARD" } else { "BLKZEROOUT" },
+                x.top
+            ),
+        )
+    })?;
+    tracing::info!(
+        "reclaim {}: {} of {} bytes handed back by {} ({} ioctls, {:.1} s{}{})",
+        x.label,
+        oc.bytes,
+        oc.total_bytes,
+        method.as_str(),
+        oc.ioctls,
+        oc.elapsed_seconds,
+        if oc.resumed_from > 0 {
+            format!(", resumed after {} bytes", oc.resumed_from)
         } else {
-            0.0
-        };
-        out.push(r);
-    }
-    Ok(ReclaimResult {
-        dry_run: false,
-        disks: out,
-        planned_bytes: planned,
-        reclaimed_bytes: total,
-    })
+            String::new()
+        },
+        if oc.cancelled { ", cancelled" } else { "" }
+    );
+    r.reclaimed_bytes = oc.bytes;
+    r.resumed_from_bytes = oc.resumed_from;
+    r.cancelled = oc.cancelled;
+    r.elapsed_seconds = oc.elapsed_seconds;
+    r.rate_bytes_per_sec = if oc.elapsed_seconds > 0.0 {
+        oc.bytes as f64 / oc.elapsed_seconds
+    } else {
+        0.0
+    };
+    Ok(r)
 }
