@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Helpers of the scale benchmarks (scripts/bench-scale.sh): many labelled loop
+"""Helpers of the scale benchmarks (scripts/bench-scale.sh, bench-lsdsk.sh): many labelled loop
 devices on new device numbers, asmguardd's start -> READY=1, its CPU and RSS,
 and an add-uevent storm timed until each disk is in the filter's map.
 
 Not a test: every subcommand prints figures (JSON) for the calling script.
 
   images WORK N PREFIX          sparse 64 MiB images WORK/d<i>.img, label PREFIX<i>
+  image FILE LABEL              one such image
   attach BASE WORK N            /dev/loop<BASE+i> on WORK/d<i>.img (new numbers only)
   detach BASE N                 detach them (the numbers stay)
   remove BASE N                 detach and delete the device numbers
@@ -49,11 +50,15 @@ def label_block(label):
     return b
 
 
+def image(path, label):
+    with open(path, "wb") as f:
+        f.write(label_block(label))
+        f.truncate(64 << 20)
+
+
 def images(work, n, prefix):
     for i in range(n):
-        with open(os.path.join(work, "d%d.img" % i), "wb") as f:
-            f.write(label_block(b"%s%d" % (prefix.encode(), i)))
-            f.truncate(64 << 20)
+        image(os.path.join(work, "d%d.img" % i), b"%s%d" % (prefix.encode(), i))
 
 
 def ctl(op, num):
@@ -231,6 +236,8 @@ def main(argv):
     cmd, a = argv[1], argv[2:]
     if cmd == "images":
         images(a[0], int(a[1]), a[2])
+    elif cmd == "image":
+        image(a[0], a[1].encode())
     elif cmd == "attach":
         for i in range(int(a[2])):
             attach_one(int(a[0]) + i, os.path.join(a[1], "d%d.img" % i))
