@@ -24,6 +24,13 @@
 #     our own: --no-kernel-stamps) and on an untraced one (filter miss), with
 #     an empty program on the same tracepoint to measure bpf_stats' own cost.
 #  5. Scrape time and exporter RSS with DISKS synthetic disks (2 ops each).
+#  6. Side by side with libbpf-tools biolatency (-D, and -Q -D) on the same
+#     device, in alternation with asmguard-iolat, SIDE_ROUNDS rounds (order
+#     rotates each round): BPF ns per I/O (raw and corrected by the empty
+#     program) and fio 4k randread IOPS with each tool on and with none.
+#
+#   PARTS="onoff stats scrape side"   which of the parts to run (1-3, 4, 5, 6)
+#   SIDE_ROUNDS=3                      rounds of part 6
 # The write filter is not part of this run (not built yet): "on" means tracing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,13 +42,16 @@ ROUNDS=${ROUNDS:-9}
 NICE=${NICE:--10}
 DISKS=${DISKS:-1000}
 SIZE_MIB=${SIZE_MIB:-2048}
+PARTS=${PARTS:-onoff stats scrape side}
+SIDE_ROUNDS=${SIDE_ROUNDS:-3}
 OUT=target/bench/iolat
 BIN=target/release/asmguard-iolat
 
 [ "$(id -u)" = 0 ] || { echo "bench-iolat: needs root (BPF, loop devices)" >&2; exit 1; }
-for t in fio jq bpftool curl losetup promtool; do
-    command -v "$t" >/dev/null || { echo "bench-iolat: $t is missing" >&2; exit 1; }
+for t in fio jq bpftool curl losetup promtool biolatency; do
+    command -v "$t" >/dev/null || { echo "bench-iolat: $t is missing (scripts/deps.sh installs it)" >&2; exit 1; }
 done
+part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 mkdir -p "$OUT"
 rm -f "$OUT"/*.json "$OUT"/*.txt "$OUT"/*.log
 cargo build --release -p asmguard-metrics >&2
@@ -51,9 +61,11 @@ IMG2=/dev/shm/asmguard-bench2-$$.img
 LOOP=
 LOOP2=
 TPID=
+BPID=
 STATS_WAS=$(sysctl -n kernel.bpf_stats_enabled)
 cleanup() {
     [ -n "$TPID" ] && kill "$TPID" 2>/dev/null && wait "$TPID" 2>/dev/null
+    [ -n "$BPID" ] && kill "$BPID" 2>/dev/null && wait "$BPID" 2>/dev/null
     sysctl -q kernel.bpf_stats_enabled="$STATS_WAS" || true
     [ -n "$LOOP" ] && losetup -d "$LOOP"
     [ -n "$LOOP2" ] && losetup -d "$LOOP2"
@@ -175,7 +187,7 @@ run() {
     fi
 }
 
-for w in randread mix rate; do
+part onoff && for w in randread mix rate; do
     for r in $(seq "$ROUNDS"); do
         # alternate the order, so drift (thermal, page cache) does not favour one side
         if [ $((r % 2)) = 1 ]; then run $w off "$r"; run $w on "$r"; else run $w on "$r"; run $w off "$r"; fi
@@ -210,9 +222,11 @@ stats_run() { # $1: traced|traced-own|untraced
     curl -s "$URL" >"$OUT/stats-$1-scrape.txt"
     stop_tracer
 }
-stats_run traced
-stats_run traced-own
-stats_run untraced
+if part stats; then
+    stats_run traced
+    stats_run traced-own
+    stats_run untraced
+fi
 prog_table() {
     jq -r '.[] | select(.name | startswith("iolat_")) | select(.run_cnt > 0)
         | "| \(.name) | \(.run_cnt) | \(.run_time_ns) | \((.run_time_ns / .run_cnt * 10 | round) / 10) |"' \
@@ -234,7 +248,88 @@ per_io() {
     fi
 }
 
+# ---- side by side with biolatency ----
+# Program ids loaded now, one per line.
+prog_ids() { bpftool prog show --json | jq '.[] | select(.name | startswith("block_rq_")) | .id' | sort -n; }
+# start_biolat ARGS...: biolatency in the background; waits until its programs
+# are loaded (they are the programs that were not there before it started).
+start_biolat() {
+    local before
+    before=$(prog_ids)
+    nice -n "$NICE" biolatency "$@" >"$OUT/biolatency.log" 2>&1 &
+    BPID=$!
+    for _ in $(seq 100); do
+        BIDS=$(comm -13 <(echo "$before") <(prog_ids) | paste -sd' ')
+        [ "$(wc -w <<<"$BIDS")" -ge 2 ] && sleep 0.3 && break
+        sleep 0.1
+    done
+    BIDS=$(comm -13 <(echo "$before") <(prog_ids) | paste -sd' ')
+    [ -n "$BIDS" ] || { cat "$OUT/biolatency.log" >&2; exit 1; }
+}
+stop_biolat() {
+    kill "$BPID"
+    wait "$BPID" 2>/dev/null || true
+    BPID=
+}
+# tool_on TOOL: load TOOL (none, asmguard, biolat, biolat-q) on the bench device.
+# For biolatency, asmguard-iolat also runs on the other (idle) loop device with
+# --calibrate: only its empty program's figure is used, to correct biolatency's.
+tool_on() {
+    case $1 in
+        none) ;;
+        asmguard) start_tracer --device "$LOOP=BENCH" --calibrate ;;
+        biolat) start_biolat -D; start_tracer --device "$LOOP2=IDLE" --calibrate ;;
+        biolat-q) start_biolat -Q -D; start_tracer --device "$LOOP2=IDLE" --calibrate ;;
+    esac
+}
+tool_off() {
+    [ -n "$TPID" ] && stop_tracer
+    [ -n "$BPID" ] && stop_biolat
+    return 0
+}
+# side_cost TOOL ROUND: one randread run under bpf_stats; prints "raw corrected"
+# ns per I/O of TOOL's programs (total run_time_ns / I/Os fio completed;
+# corrected subtracts the empty program's per-run cost for each of their runs).
+side_cost() {
+    local f="$OUT/side-$1-$2" sel
+    tool_on "$1"
+    sysctl -q kernel.bpf_stats_enabled=1
+    randread >"$f.json"
+    bpftool prog show --json >"$f-progs.json"
+    sysctl -q kernel.bpf_stats_enabled="$STATS_WAS"
+    if [ "$1" = asmguard ]; then
+        sel='select(.name | startswith("iolat_")) | select(.name != "iolat_calibrate")'
+    else
+        sel="select(.id as \$i | [$(sed 's/ /,/g' <<<"$BIDS")] | index(\$i))"
+    fi
+    tool_off
+    local ns cnt calib ios
+    ns=$(jq "[.[] | $sel | .run_time_ns // 0] | add" "$f-progs.json")
+    cnt=$(jq "[.[] | $sel | .run_cnt // 0] | add" "$f-progs.json")
+    calib=$(jq '[.[] | select(.name == "iolat_calibrate") | .run_time_ns / .run_cnt] | add' "$f-progs.json")
+    ios=$(jq '[.jobs[] | .read.total_ios] | add' "$f.json")
+    awk -v ns="$ns" -v cnt="$cnt" -v c="$calib" -v ios="$ios" \
+        'BEGIN {printf "%.1f %.1f %.1f\n", ns/ios, (ns - c*cnt)/ios, c}'
+}
+SIDE_TOOLS="none asmguard biolat biolat-q"
+if part side; then
+    for r in $(seq "$SIDE_ROUNDS"); do
+        # rotate the order each round, so no tool always runs first or last
+        order=$(for t in $SIDE_TOOLS; do echo "$t"; done | awk -v r="$r" '{a[NR]=$0} END {for (i=0;i<NR;i++) print a[(i+r-1)%NR+1]}')
+        for t in $order; do
+            tool_on "$t"
+            randread >"$OUT/side-iops-$t-$r.json"
+            tool_off
+            if [ "$t" != none ]; then side_cost "$t" "$r" >"$OUT/side-cost-$t-$r.txt"; fi
+        done
+        echo "bench-iolat: side by side round $r done ($(paste -sd' ' <<<"$order"))" >&2
+    done
+fi
+# stat3: "median min max" of numbers on stdin
+stat3() { sort -g | awk '{a[NR]=$1} END {m = NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2; printf "%.1f | %.1f | %.1f", m, a[1], a[NR]}'; }
+
 # ---- scrape time and RSS with many disks ----
+if part scrape; then
 start_tracer --synthetic-disks "$DISKS"
 curl -s "$URL" >"$OUT/scrape-$DISKS.txt"
 for _ in $(seq 50); do curl -s -o /dev/null -w '%{time_total}\n' "$URL"; done >"$OUT/scrape-times.txt"
@@ -246,12 +341,14 @@ SCRAPE_MAX=$(sort -g "$OUT/scrape-times.txt" | tail -1)
 SCRAPE_BYTES=$(wc -c <"$OUT/scrape-$DISKS.txt")
 SCRAPE_SERIES=$(grep -vc '^#' "$OUT/scrape-$DISKS.txt")
 if promtool check metrics <"$OUT/scrape-$DISKS.txt" >"$OUT/promtool.txt" 2>&1; then PROMTOOL=clean; else PROMTOOL="NOT clean (see $OUT/promtool.txt)"; fi
+fi
 
 # ---- report ----
 {
 echo "## Results ($(date -u '+%Y-%m-%d %H:%M UTC'), kernel $(uname -r), $(nproc) CPUs, RUNTIME=${RUNTIME}s, ROUNDS=$ROUNDS)"
 echo
 echo "Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg). Tracer attach mode: $(grep -o 'tp_btf\|raw_tp' "$OUT/tracer.log" | head -1)."
+if part onoff; then
 echo
 echo "| workload | metric | off (median) | on (median) | on/off per round | median on/off |"
 echo "|---|---|---|---|---|---|"
@@ -279,6 +376,8 @@ for job in $(jq -r '.jobs[].jobname' "$OUT/rate-off-1.json"); do
         "$(val off '.clat_ns.mean / 1000')" "$(val on '.clat_ns.mean / 1000')" \
         "$(val off '.clat_ns.percentile["99.000000"] / 1000')" "$(val on '.clat_ns.percentile["99.000000"] / 1000')"
 done
+fi
+if part stats; then
 echo
 echo "BPF cost (kernel.bpf_stats_enabled=1, 4k randread QD32, one run of ${RUNTIME}s each)"
 echo
@@ -295,6 +394,35 @@ echo "|---|---|---|"
 for k in traced traced-own untraced; do
     echo "| $k | $(per_io $k raw) | $(per_io $k corrected) |"
 done
+fi
+if part side; then
+echo
+echo "Side by side with libbpf-tools biolatency $(dpkg-query -W -f '${Version}' libbpf-tools 2>/dev/null), same loop device, $SIDE_ROUNDS rotating rounds of ${RUNTIME}s fio 4k randread QD32 per tool. BPF cost per I/O from bpf_stats (total run_time_ns of the tool's programs / I/Os fio completed; corrected = minus the empty program's per-run cost for each program run). IOPS from separate runs with bpf_stats off."
+echo
+echo "| tool | programs | raw ns/I/O median | min | max | corrected ns/I/O median | min | max | IOPS median | min | max | IOPS / no tracing (median) |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+iops_none=$(for r in $(seq "$SIDE_ROUNDS"); do iops "$OUT/side-iops-none-$r.json"; done | median)
+for t in $SIDE_TOOLS; do
+    case $t in
+        none) name="no tracing"; progs="-" ;;
+        asmguard) name="asmguard-iolat"; progs="iolat_btf_issue, iolat_btf_complete" ;;
+        biolat) name="biolatency -D"; progs="block_rq_issue_btf, block_rq_complete_btf" ;;
+        biolat-q) name="biolatency -Q -D"; progs="block_rq_insert_btf, block_rq_issue_btf, block_rq_complete_btf" ;;
+    esac
+    if [ "$t" = none ]; then raw="- | - | -"; cor="- | - | -"
+    else
+        raw=$(for r in $(seq "$SIDE_ROUNDS"); do cut -d' ' -f1 "$OUT/side-cost-$t-$r.txt"; done | stat3)
+        cor=$(for r in $(seq "$SIDE_ROUNDS"); do cut -d' ' -f2 "$OUT/side-cost-$t-$r.txt"; done | stat3)
+    fi
+    io=$(for r in $(seq "$SIDE_ROUNDS"); do iops "$OUT/side-iops-$t-$r.json"; done | stat3)
+    rel=$(awk -v a="$(for r in $(seq "$SIDE_ROUNDS"); do iops "$OUT/side-iops-$t-$r.json"; done | median)" -v b="$iops_none" 'BEGIN {printf "%.3f", a/b}')
+    echo "| $name | $progs | $raw | $cor | $io | $rel |"
+done
+echo
+echo "Empty program (bpf_stats' own cost per run), median over the runs: $(cat "$OUT"/side-cost-*-*.txt | cut -d' ' -f3 | median) ns."
+fi
+if part scrape; then
 echo
 echo "Scrape of $DISKS synthetic disks x 2 ops ($SCRAPE_SERIES samples, $((SCRAPE_BYTES / 1024)) KiB, promtool: $PROMTOOL): median $(awk -v s="$SCRAPE_MED" 'BEGIN {printf "%.1f", s*1000}') ms, max $(awk -v s="$SCRAPE_MAX" 'BEGIN {printf "%.1f", s*1000}') ms over 50 scrapes; exporter RSS $((RSS / 1024)) MiB after them (peak $((HWM / 1024)) MiB)."
+fi
 } | tee "$OUT/results.md"

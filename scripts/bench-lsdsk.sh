@@ -20,22 +20,16 @@ BIN="target/$PROFILE"
 WORK=$(mktemp -d /tmp/asmguard-bench.XXXXXX)
 DPID=""
 MADE=()
+# its own pin directory: the filter's pins outlive the daemon by design
+PIN=/sys/fs/bpf/asmguard-lsdsk-$$
 cleanup() {
     set +e
+    [ -n "$DPID" ] && "$BIN/asmguardctl" --socket "$WORK/asmguard.sock" filter disable >/dev/null 2>&1
     [ -n "$DPID" ] && kill -TERM "$DPID" 2>/dev/null && wait "$DPID" 2>/dev/null
+    [ -e "$PIN" ] && rm -rf "$PIN"
     for n in "${MADE[@]}"; do losetup -d "/dev/loop$n" 2>/dev/null; done
     # Remove the device numbers we created (LOOP_CTL_REMOVE).
-    python3 - "${MADE[@]}" <<'PY'
-import fcntl, os, sys, time
-fd = os.open("/dev/loop-control", os.O_RDWR)
-for n in sys.argv[1:]:
-    for _ in range(50):
-        try:
-            fcntl.ioctl(fd, 0x4C81, int(n)); break
-        except OSError as e:
-            if e.errno == 16: time.sleep(0.02); continue
-            break
-PY
+    for n in "${MADE[@]}"; do python3 scripts/bench_loops.py remove "$n" 1; done
     rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -43,22 +37,8 @@ trap 'exit 130' INT TERM
 
 echo "creating $N loop devices (loop$BASE..) ..." >&2
 t0=$(date +%s.%N)
-# Sparse files, each with a label block: ORCLDISK + label at byte 32 and the XOR word
-# at byte 12 (what asmguardctl writes).
-python3 - "$WORK" "$N" <<'PY'
-import os, struct, sys
-work, n = sys.argv[1], int(sys.argv[2])
-for i in range(n):
-    label = b"B%d" % i
-    b = bytearray(4096)
-    b[32:40] = b"ORCLDISK"; b[40:40 + len(label)] = label
-    x = 0
-    for o in range(0, 64, 4):
-        if o != 12: x ^= struct.unpack_from("<I", b, o)[0]
-    struct.pack_into("<I", b, 12, x)
-    with open(os.path.join(work, "d%d.img" % i), "wb") as f:
-        f.write(b); f.truncate(64 << 20)
-PY
+# Sparse files, each with a label block (what asmguardctl writes).
+python3 scripts/bench_loops.py images "$WORK" "$N" B
 for i in $(seq 0 $((N - 1))); do
     n=$((BASE + i))
     if [ -e "/sys/class/block/loop$n" ]; then echo "loop$n exists: choose another BASE" >&2; exit 1; fi
@@ -85,20 +65,9 @@ path = "$SOCK"
 TOML
 
 # start -> READY=1, measured on our own NOTIFY_SOCKET.
-READY=$(python3 - "$BIN/asmguardd" "$WORK/asmguard.toml" "$WORK/notify.sock" "$WORK/pid" <<'PY'
-import os, socket, subprocess, sys, time
-exe, cfg, ns, pidf = sys.argv[1:]
-s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); s.bind(ns); s.settimeout(120)
-env = dict(os.environ, NOTIFY_SOCKET=ns)
-t0 = time.monotonic()
-p = subprocess.Popen([exe, "--config", cfg], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=open(cfg + ".log", "w"), start_new_session=True)
-open(pidf, "w").write(str(p.pid))
-while True:
-    m = s.recv(4096).decode()
-    if "READY=1" in m.split("\n"):
-        print("%.1f" % ((time.monotonic() - t0) * 1000)); break
-PY
-)
+READY=$(python3 scripts/bench_loops.py ready "$BIN/asmguardd" "$WORK/notify.sock" "$WORK/pid" \
+    "$WORK/asmguard.toml.log" --config "$WORK/asmguard.toml" --bpf-pin-dir "$PIN" |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["ready_ms"])')
 DPID=$(cat "$WORK/pid")
 CTL=("$BIN/asmguardctl" --socket "$SOCK")
 disks=$("${CTL[@]}" lsdsk --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["disks"]))')
@@ -122,16 +91,7 @@ echo "scan (re-read all, median): $(timeit "${CTL[@]}" scan --json) ms"
 # Hotplug with N devices present: one more labelled loop device, until lsdsk lists it.
 HOT=$((BASE + N))
 if [ ! -e "/sys/class/block/loop$HOT" ]; then
-    python3 - "$WORK/hot.img" <<'PY'
-import struct, sys
-b = bytearray(4096); label = b"HOTPLUG"
-b[32:40] = b"ORCLDISK"; b[40:40 + len(label)] = label
-x = 0
-for o in range(0, 64, 4):
-    if o != 12: x ^= struct.unpack_from("<I", b, o)[0]
-struct.pack_into("<I", b, 12, x)
-with open(sys.argv[1], "wb") as f: f.write(b); f.truncate(64 << 20)
-PY
+    python3 scripts/bench_loops.py image "$WORK/hot.img" HOTPLUG
     MADE+=("$HOT")
     HOTMS=$(python3 - "$HOT" "$WORK/hot.img" "${CTL[@]}" <<'PY'
 import json, subprocess, sys, time

@@ -11,7 +11,10 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 HOST_TEST_PKGS="util-linux fdisk e2fsprogs xfsprogs btrfs-progs cryptsetup-bin lvm2
  udev systemd prometheus"
 
-vm_deps $VM_BUILD_PKGS $VM_LAB_PKGS $HOST_TEST_PKGS
+# Benchmarks (scripts/bench-*.sh): BPF stats, libbpf-tools' biolatency, JSON.
+BENCH_PKGS="bpftool libbpf-tools jq curl"
+
+vm_deps $VM_BUILD_PKGS $VM_LAB_PKGS $HOST_TEST_PKGS $BENCH_PKGS
 
 if ! command -v cargo >/dev/null; then
     echo "deps: cargo (Rust 1.82 or newer) is required and not on PATH" >&2

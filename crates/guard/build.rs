@@ -1,8 +1,12 @@
 //! Compiles the BPF programs this crate loads into CO-RE objects and
 //! skeletons (see asmguard-bpf-build): `smoke` (src/smoke.rs) and `guard`
 //! (src/guard/: the skeleton's types in abi.rs, the object embedded by
-//! loader.rs).
+//! loader.rs), and `bench` (empty LSM programs, loaded only by the
+//! asmguard-bench-empty benchmark tool).
 
 fn main() {
-    asmguard_bpf_build::build_programs(&["smoke", "guard"], &["asmguard_core.h", "guard.h"]);
+    asmguard_bpf_build::build_programs(
+        &["smoke", "guard", "bench"],
+        &["asmguard_core.h", "guard.h"],
+    );
 }

@@ -171,6 +171,7 @@ GROUP
 	chmod 755 "$ir_stage/init"
 	cp "$VM_DIR/guest/lib.sh" "$ir_stage/vmtests/lib.sh"
 	cp "$VM_DIR"/guest/tests/*.sh "$ir_stage/vmtests/tests/"
+	mkdir -p "$ir_stage/vmtests/bench" && cp "$VM_DIR"/guest/bench/*.sh "$ir_stage/vmtests/bench/"
 
 	# (no -R: the home directories keep their owners; we run as root)
 	(cd "$ir_stage" && find . -mindepth 1 | LC_ALL=C sort | cpio --quiet -o -H newc) | gzip -1 >"$out.tmp" || return 1

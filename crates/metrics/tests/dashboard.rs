@@ -1,7 +1,9 @@
-//! The Grafana dashboard is valid JSON and queries only what the exporter
-//! emits: every metric name in every expression (and template query) appears
-//! in a live scrape, and every label it filters or groups by is a label the
-//! exporter sets.
+//! The Grafana dashboard and the Prometheus alert rules query only what the
+//! exporter emits: every metric name in every expression (and template query)
+//! appears in a live scrape, and every label it filters or groups by is a label
+//! the exporter sets (or, for alerts, one Prometheus adds to every target).
+//! The alert rules also pass `promtool check rules` and their unit tests
+//! (`promtool test rules`).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -248,4 +250,111 @@ fn name_extraction_finds_names_and_labels() {
     for want in ["op", "label", "le"] {
         assert!(l.contains(&want.to_string()), "{l:?}");
     }
+}
+
+fn dashboards_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../dashboards")
+}
+
+/// `(alert name, expr)` of every rule of the alert file. The file is plain
+/// YAML written by hand: `expr:` holds the expression on its line, or after
+/// `>-` on the more indented lines that follow.
+fn alert_rules() -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(dashboards_dir().join("asmguard-alerts.yml"))
+        .expect("dashboards/asmguard-alerts.yml");
+    let lines: Vec<&str> = text.lines().collect();
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let mut out = Vec::new();
+    let mut name = None;
+    for (i, l) in lines.iter().enumerate() {
+        let t = l.trim_start();
+        if let Some(n) = t.strip_prefix("- alert:") {
+            name = Some(n.trim().to_string());
+        } else if let Some(e) = t.strip_prefix("expr:") {
+            let e = e.trim();
+            let expr = if e == ">-" || e == ">" {
+                lines[i + 1..]
+                    .iter()
+                    .take_while(|m| indent(m) > indent(l))
+                    .map(|m| m.trim())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            } else {
+                e.to_string()
+            };
+            out.push((name.take().expect("expr before its alert name"), expr));
+        }
+    }
+    out
+}
+
+fn promtool(args: &[&str]) {
+    let out = std::process::Command::new("promtool")
+        .args(args)
+        .current_dir(dashboards_dir())
+        .output()
+        .expect("promtool (Debian package prometheus, installed by scripts/deps.sh)");
+    assert!(
+        out.status.success(),
+        "promtool {args:?} failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn alert_rules_pass_promtool_and_their_unit_tests() {
+    promtool(&["check", "rules", "asmguard-alerts.yml"]);
+    promtool(&["test", "rules", "asmguard-alerts.test.yml"]);
+}
+
+#[test]
+fn alert_rules_query_only_emitted_metrics_and_labels() {
+    let (names, mut labels) = emitted(&scrape_everything());
+    // target labels Prometheus adds to every scraped series
+    labels.extend(["instance".to_string(), "job".to_string()]);
+    let rules = alert_rules();
+    let mut used = BTreeSet::new();
+    for (alert, e) in &rules {
+        let found = metric_names(e);
+        assert!(!found.is_empty(), "{alert}: no asmguard metric in {e}");
+        for n in found {
+            assert!(names.contains(&n), "{alert}: {n} is not emitted");
+            used.insert(n);
+        }
+        for l in label_names(e) {
+            assert!(labels.contains(&l), "{alert}: label {l} is not emitted");
+        }
+    }
+    // the alerts: protection off or degraded, denied writes, per-disk p99
+    for must in [
+        "asmguard_protected",
+        "asmguard_backend_info",
+        "asmguard_filter_mode",
+        "asmguard_writes_denied_total",
+        "asmguard_io_latency_seconds_bucket",
+    ] {
+        assert!(used.contains(must), "no alert uses {must}");
+    }
+    let p99 = rules
+        .iter()
+        .find(|(_, e)| e.starts_with("histogram_quantile(0.99,"))
+        .expect("a p99 latency alert");
+    for by in ["device", "le"] {
+        assert!(label_names(&p99.1).contains(&by.to_string()), "{p99:?}");
+    }
+}
+
+#[test]
+fn alert_rule_extraction_reads_one_line_and_folded_exprs() {
+    let rules = alert_rules();
+    assert!(rules.len() >= 5, "{rules:?}");
+    assert!(rules
+        .iter()
+        .any(|(n, e)| n == "AsmguardProtectionOff" && e == "asmguard_protected == 0"));
+    let (_, p99) = rules
+        .iter()
+        .find(|(n, _)| n == "AsmguardDiskLatencyHigh")
+        .expect("latency alert");
+    assert!(p99.contains("[5m]))) > 0.02"), "{p99}");
 }

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Benchmark (not a pass/fail test): the write filter's cost per call, in the VM
+# lab (the host refuses BPF LSM programs), on each kernel line. Boots each line
+# with tests/vm/run.sh and the guest benchmark tests/vm/guest/bench/filter-cost.sh,
+# which prints its figures as "VMINFO filter-cost bench ..." lines, and turns
+# them into Markdown in target/bench/filter/results.md.
+#
+#   scripts/bench-filter.sh [LINE...]     (default: 5.10+lsm 6.1 6.12 newest)
+#
+# Per line:
+#  (a) ns per call (bpf_stats) of each filter program during grid's allowed
+#      pwrite and io_uring writes to a managed disk;
+#  (b) ns per call of each filter program on files that are not devices
+#      (tmpfs, pipe, /dev/zero -> /dev/null), next to the empty LSM program on
+#      the same hook (bpf/bench.bpf.c) during the same calls;
+#  (c) syscall-bench on those files, filter on vs no program attached, 15
+#      alternating rounds: median, min and max of the on/off ratio.
+# The VM runs take turns with other lab runs (flock /tmp/asmguard-vm.lock).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+LINES=${*:-5.10+lsm 6.1 6.12 newest}
+OUT=target/bench/filter
+mkdir -p "$OUT"
+cargo build --release --workspace --bins >&2 || exit 1
+for line in $LINES; do
+    echo "bench-filter: $line ..." >&2
+    VM_BUILD=0 VM_EXTRA_TOOLS=bpftool VM_TEST_TIMEOUT=500 VM_TIMEOUT=600 \
+        flock /tmp/asmguard-vm.lock tests/vm/run.sh "$line" filter-cost >"$OUT/$line.run" 2>&1
+    tr -d '\r' <"tests/vm/work/$line.log" | sed -n 's/^VMINFO filter-cost bench //p' >"$OUT/$line.txt"
+    grep -E '^(FAIL|N/A)' "$OUT/$line.run" >&2
+done
+
+# field KEY LINE: the value of KEY=... in LINE
+field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $2"; }
+{
+echo "#### Run of $(date -u '+%Y-%m-%d %H:%M UTC') (QEMU TCG, 2 vCPUs, on a $(nproc)-CPU host shared with other work)"
+for line in $LINES; do
+    f="$OUT/$line.txt"
+    echo
+    echo "**$line**: $(sed -n 's/^kernel //p' "$f" | head -n 1)"
+    if ! grep -q '^onoff ' "$f"; then
+        echo
+        echo "no figures (see $OUT/$line.run)"
+        continue
+    fi
+    echo
+    echo "| workload | program | calls | ns per call | empty program on the same hook, ns per call | program - empty |"
+    echo "|---|---|---|---|---|---|"
+    while read -r w prog rest; do
+        case $w in disk-* | tmpfs | pipe | null) ;; *) continue ;; esac
+        case $prog in ag_*) ;; *) continue ;; esac
+        hook=${prog#ag_}
+        empty=$(awk -v w="$w" -v p="bench_$hook" '$1 == w && $2 == p {print}' "$f")
+        e=$(field ns_per_call "$empty")
+        ns=$(field ns_per_call "$rest")
+        d=$([ -n "$e" ] && awk -v a="$ns" -v b="$e" 'BEGIN {printf "%+.1f", a - b}')
+        echo "| $w | $prog | $(field calls "$rest") | $ns | ${e:--} | ${d:--} |"
+    done <"$f"
+    echo
+    echo "| workload | ns per call, filter on (median) | no program (median) | on/off median | min | max | rounds |"
+    echo "|---|---|---|---|---|---|---|"
+    while read -r _ w rest; do
+        echo "| $w | $(field on_ns "$rest") | $(field off_ns "$rest") | $(field ratio_median "$rest") | $(field ratio_min "$rest") | $(field ratio_max "$rest") | $(field rounds "$rest") |"
+    done < <(grep '^onoff ' "$f")
+done
+} | tee "$OUT/results.md"

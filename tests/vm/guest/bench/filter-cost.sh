@@ -1,0 +1,118 @@
+#!/bin/sh
+# filter-cost: a benchmark, not a test (scripts/bench-filter.sh runs it; the
+# lab's test runs never do: it lives outside tests/). Prints its figures as
+# "VMINFO filter-cost bench ..." lines:
+#  (a) ns per call (bpf_stats) of the filter's programs when grid, allowed,
+#      writes a managed disk with pwrite and with io_uring;
+#  (b) ns per call of each filter program on files that are not devices (tmpfs,
+#      a pipe, /dev/zero -> /dev/null), next to an EMPTY LSM program on the same
+#      hook (asmguard-bench-empty), both attached during the same calls;
+#  (c) syscall-bench on those files with the filter on vs no program attached
+#      (asmguardctl filter disable), ROUNDS alternating rounds: per round the
+#      on/off ratio of ns per call; median, min and max.
+# Under TCG every figure is emulated time: only ratios measured side by side
+# in one run say anything (see BENCHMARKS.md).
+. /vmtests/lib.sh
+
+ROUNDS=15
+N=20000
+C="asmguardctl --socket /run/asmguard/asmguard.sock"
+
+case ",$(cat /sys/kernel/security/lsm)," in
+*,bpf,*) ;;
+*) na bench "no BPF LSM in this boot ($(cat /sys/kernel/security/lsm)): nothing to measure"; vm_exit ;;
+esac
+command -v bpftool >/dev/null || { fail bench "bpftool missing (VM_EXTRA_TOOLS=bpftool)"; vm_exit; }
+
+D=$(new_loop 64 bench-disk) || { fail bench "losetup: $D"; vm_exit; }
+cat >/tmp/bench.toml <<TOML
+[devices]
+include = ["${D#/dev/}"]
+exclude = []
+[filter]
+mode = "enforce"
+allow_users = ["grid"]
+TOML
+asmguardd --config /tmp/bench.toml >/tmp/bench-agd.log 2>&1 &
+agd=$!
+i=0
+while [ $i -lt 100 ] && ! $C status >/dev/null 2>&1; do i=$((i + 1)); sleep 0.1; done
+$C label BENCH "$D" >/dev/null 2>&1 || { fail bench "label: $(tail -n 3 /tmp/bench-agd.log)"; vm_exit; }
+chown grid "$D"
+if as_user intruder dd if=/dev/zero of="$D" bs=4096 count=1 oflag=direct 2>/dev/null; then
+	fail bench "the filter does not protect $D: nothing to measure"
+	vm_exit
+fi
+info "bench kernel $(uname -r) backend $($C status | grep -i 'filter backend')"
+
+# stats: "name run_time_ns run_cnt" of every BPF program (bpf_stats must be on)
+stats() {
+	bpftool prog show | awk '/ name /{n="";t=0;c=0
+		for(i=1;i<=NF;i++){if($i=="name")n=$(i+1);if($i=="run_time_ns")t=$(i+1);if($i=="run_cnt")c=$(i+1)}
+		print n, t, c}'
+}
+# per_call BEFORE AFTER LABEL: one info line per program that ran in between:
+# "bench LABEL PROGRAM calls=N ns_per_call=T"
+per_call() {
+	awk -v label="$3" 'NR==FNR {t[$1]=$2; c[$1]=$3; next}
+		{dc=$3-c[$1]; if (dc > 0) printf "%s %s calls=%d ns_per_call=%.1f\n", label, $1, dc, ($2-t[$1])/dc}' "$1" "$2" |
+		while read -r l; do info "bench $l"; done
+}
+# measure LABEL CMD...: CMD under bpf_stats, then per_call
+measure() {
+	_l=$1; shift
+	stats >/tmp/bench-s0
+	"$@" >/tmp/bench-out 2>&1 || fail "bench-$_l" "$(cat /tmp/bench-out)"
+	stats >/tmp/bench-s1
+	per_call /tmp/bench-s0 /tmp/bench-s1 "$_l"
+}
+
+echo 1 >/proc/sys/kernel/bpf_stats_enabled
+# (a) the allowed writer on the managed disk
+measure disk-pwrite as_user grid syscall-bench pwrite "$D" 2000
+measure disk-io_uring as_user grid fio --name=w --filename="$D" --ioengine=io_uring --rw=write \
+	--bs=4k --direct=1 --size=8M --iodepth=8
+# (b) files that are not devices, the filter and the empty programs side by side
+asmguard-bench-empty >/tmp/bench-empty.out 2>&1 &
+empty=$!
+if wait_for_line /tmp/bench-empty.out '^ready' 30; then
+	measure tmpfs syscall-bench tmpfs /tmp/bench-file "$N"
+	measure pipe syscall-bench pipe "$N"
+	measure null syscall-bench null "$N"
+else
+	fail bench-empty "$(cat /tmp/bench-empty.out)"
+fi
+kill "$empty" 2>/dev/null; wait "$empty" 2>/dev/null
+echo 0 >/proc/sys/kernel/bpf_stats_enabled
+
+# (c) filter on vs no program attached, alternating
+run_modes() { # MODE: one syscall-bench per workload, "MODE workload ns" lines
+	for w in tmpfs pipe null; do
+		if [ $w = tmpfs ]; then out=$(syscall-bench tmpfs /tmp/bench-file "$N"); else out=$(syscall-bench $w "$N"); fi
+		echo "$1 $w ${out##*ns_per_call=}"
+	done
+}
+: >/tmp/bench-rounds
+r=1
+while [ $r -le $ROUNDS ]; do
+	if [ $((r % 2)) = 1 ]; then order="on off"; else order="off on"; fi
+	for m in $order; do
+		if [ $m = on ]; then $C filter enable >/dev/null; else $C filter disable >/dev/null; fi
+		run_modes $m | sed "s/^/$r /" >>/tmp/bench-rounds
+	done
+	r=$((r + 1))
+done
+$C filter enable >/dev/null
+for w in tmpfs pipe null; do
+	# per round: on/off; then median, min, max over the rounds
+	ratios=$(awk -v w=$w '$3==w {v[$1" "$2]=$4; r[$1]=1}
+		END {for (k in r) printf "%.4f\n", v[k" on"]/v[k" off"]}' /tmp/bench-rounds | sort -g)
+	n=$(echo "$ratios" | wc -l)
+	med=$(echo "$ratios" | awk -v n="$n" '{a[NR]=$1} END {print (n%2) ? a[(n+1)/2] : (a[n/2]+a[n/2+1])/2}')
+	on=$(awk -v w=$w '$2=="on" && $3==w {print $4}' /tmp/bench-rounds | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+	off=$(awk -v w=$w '$2=="off" && $3==w {print $4}' /tmp/bench-rounds | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+	info "bench onoff $w rounds=$n on_ns=$on off_ns=$off ratio_median=$med ratio_min=$(echo "$ratios" | head -n 1) ratio_max=$(echo "$ratios" | tail -n 1)"
+done
+kill "$agd" 2>/dev/null; wait "$agd" 2>/dev/null
+pass bench "figures printed ($ROUNDS rounds)"
+vm_exit

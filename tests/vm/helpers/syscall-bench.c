@@ -1,0 +1,102 @@
+/*
+ * syscall-bench: a syscall microbenchmark for the write filter's cost
+ * (scripts/bench-filter.sh; the VM lab builds every C file in tests/vm/helpers).
+ *
+ *   syscall-bench tmpfs FILE N    64-byte pwrite + pread of FILE (on tmpfs), N times
+ *   syscall-bench pipe N          64-byte write + read through a pipe, N times
+ *   syscall-bench null N          64-byte read of /dev/zero + write to /dev/null, N times
+ *   syscall-bench pwrite DEV N    4 KiB O_DIRECT pwrite to DEV (a managed disk), N times
+ *
+ * Prints "<mode> calls=<C> ns_per_call=<T>" (wall clock, CLOCK_MONOTONIC).
+ * Every failed call is an error: the run stops with exit status 1.
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+static void die(const char *what)
+{
+	perror(what);
+	exit(1);
+}
+
+static int open_or_die(const char *path, int flags)
+{
+	int fd = open(path, flags, 0600);
+
+	if (fd < 0)
+		die(path);
+	return fd;
+}
+
+int main(int argc, char **argv)
+{
+	static char buf[4096] __attribute__((aligned(4096)));
+	const char *mode = argc > 1 ? argv[1] : "";
+	int wfd, rfd, p[2];
+	long n, i;
+	size_t sz = 64;
+	double t0, t1;
+
+	if (argc == 3 && (!strcmp(mode, "pipe") || !strcmp(mode, "null"))) {
+		n = atol(argv[2]);
+	} else if (argc == 4 && (!strcmp(mode, "tmpfs") || !strcmp(mode, "pwrite"))) {
+		n = atol(argv[3]);
+	} else {
+		fprintf(stderr, "usage: syscall-bench tmpfs FILE N | pipe N | null N | pwrite DEV N\n");
+		return 2;
+	}
+	if (n <= 0) {
+		fprintf(stderr, "syscall-bench: N must be a positive number\n");
+		return 2;
+	}
+	memset(buf, 'x', sizeof(buf));
+	if (!strcmp(mode, "tmpfs")) {
+		wfd = rfd = open_or_die(argv[2], O_RDWR | O_CREAT);
+	} else if (!strcmp(mode, "pipe")) {
+		if (pipe(p))
+			die("pipe");
+		rfd = p[0];
+		wfd = p[1];
+	} else if (!strcmp(mode, "null")) {
+		rfd = open_or_die("/dev/zero", O_RDONLY);
+		wfd = open_or_die("/dev/null", O_WRONLY);
+	} else {
+		wfd = open_or_die(argv[2], O_WRONLY | O_DIRECT);
+		rfd = -1;
+		sz = sizeof(buf);
+	}
+
+	t0 = now_ns();
+	for (i = 0; i < n; i++) {
+		if (rfd < 0) {
+			if (pwrite(wfd, buf, sz, (off_t)(i % 256) * sz) != (ssize_t)sz)
+				die("pwrite");
+		} else if (!strcmp(mode, "tmpfs")) {
+			if (pwrite(wfd, buf, sz, 0) != (ssize_t)sz || pread(rfd, buf, sz, 0) != (ssize_t)sz)
+				die("tmpfs");
+		} else if (!strcmp(mode, "pipe")) {
+			if (write(wfd, buf, sz) != (ssize_t)sz || read(rfd, buf, sz) != (ssize_t)sz)
+				die("pipe");
+		} else {
+			if (read(rfd, buf, sz) != (ssize_t)sz || write(wfd, buf, sz) != (ssize_t)sz)
+				die("null");
+		}
+	}
+	t1 = now_ns();
+	n *= rfd < 0 ? 1 : 2;
+	printf("%s calls=%ld ns_per_call=%.1f\n", mode, n, (t1 - t0) / n);
+	return 0;
+}
