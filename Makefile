@@ -1,5 +1,5 @@
 # asmguard: the two commands a fresh machine needs are `make demo` and `make test`.
-.PHONY: all deps build demo test test-host test-vm fuzz lint install uninstall clean
+.PHONY: all deps build demo test test-host test-vm fuzz lint install uninstall package clean
 
 CARGO ?= cargo
 
@@ -43,6 +43,11 @@ install: build
 # (the configuration stays unless PURGE=1).
 uninstall:
 	@scripts/uninstall.sh
+
+# target/package/asmguard_<version>_amd64.deb: the files install.sh installs, with
+# maintainer scripts (config created only when absent, udev reload, unit enabled).
+package: build
+	@BIN=target/release scripts/package.sh
 
 clean:
 	$(CARGO) clean
