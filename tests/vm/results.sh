@@ -46,3 +46,16 @@ vm_results() {
 	echo "$name: $passed passed, $failed failed"
 	[ "$failed" = 0 ]
 }
+
+# vm_tally NAME OUTPUT_FILE: adds the "<NAME>: N passed, M failed" summary in
+# OUTPUT_FILE to TALLY_PASS / TALLY_FAIL and TALLY_LINES (a run that printed none
+# counts as one failure).
+TALLY_PASS=0 TALLY_FAIL=0 TALLY_LINES=()
+vm_tally() {
+	local s
+	s=$(grep -E "^${1//+/\\+}: [0-9]+ passed, [0-9]+ failed$" "$2" | tail -n 1)
+	[ -n "$s" ] || s="$1: 0 passed, 1 failed"
+	TALLY_LINES+=("$s")
+	TALLY_PASS=$((TALLY_PASS + $(echo "$s" | sed -E 's/.*: ([0-9]+) passed.*/\1/')))
+	TALLY_FAIL=$((TALLY_FAIL + $(echo "$s" | sed -E 's/.*, ([0-9]+) failed$/\1/')))
+}

@@ -53,19 +53,21 @@ chmod 0660 "$dm"
 
 # grid's fio through the link while the first path fails and comes back
 bad=$1
-as_user grid fio --name=mp --filename="$link" --rw=randwrite --bs=4k --direct=1 --ioengine=psync \
+# path_state DEV: multipathd's view, "<dm state> <checker state>" (no device I/O)
+path_state() { timeout 5 multipathd show paths raw format "%d %t %T" 2>/dev/null | awk -v d="$1" '$1 == d {print $2, $3}'; }
+as_user grid timeout 60 fio --name=mp --filename="$link" --rw=randwrite --bs=4k --direct=1 --ioengine=psync \
 	--offset=1M --size=32M --time_based --runtime=20 --verify=0 >/tmp/fio.out 2>&1 &
 fio=$!
 sleep 4
-echo offline >"/sys/block/$bad/device/state"
+timeout 10 sh -c "echo offline >/sys/block/$bad/device/state"
 i=0
-while [ $i -lt 100 ] && ! multipath -ll 2>/dev/null | grep "$bad" | grep -Eq 'failed|faulty|offline'; do i=$((i + 1)); sleep 0.1; done
-info "path $bad failed after $i tenths: $(multipath -ll 2>&1 | grep "$bad")"
+while [ $i -lt 100 ] && ! path_state "$bad" | grep -q '^failed'; do i=$((i + 1)); sleep 0.1; done
+info "path $bad offline; multipathd: $(path_state "$bad") after $i tenths"
 sleep 4
-echo running >"/sys/block/$bad/device/state"
+timeout 10 sh -c "echo running >/sys/block/$bad/device/state"
 i=0
-while [ $i -lt 300 ] && ! multipath -ll 2>/dev/null | grep "$bad" | grep -q 'active ready'; do i=$((i + 1)); sleep 0.1; done
-info "path $bad back after $i tenths: $(multipath -ll 2>&1 | grep "$bad")"
+while [ $i -lt 300 ] && ! path_state "$bad" | grep -q '^active ready'; do i=$((i + 1)); sleep 0.1; done
+info "path $bad running; multipathd: $(path_state "$bad") after $i tenths"
 wait $fio
 frc=$?
 errs=$(sed -n 's/.*err= *\([0-9]*\).*/\1/p' /tmp/fio.out | head -n 1)
