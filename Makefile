@@ -44,10 +44,11 @@ install: build
 uninstall:
 	@scripts/uninstall.sh
 
-# target/package/asmguard_<version>_amd64.deb: the files install.sh installs, with
-# maintainer scripts (config created only when absent, udev reload, unit enabled).
+# target/package/asmguard_<version>_amd64.deb and asmguard-<version>-1.x86_64.rpm: the
+# files install.sh installs, with maintainer scripts (config created only when absent,
+# udev reload, unit enabled).
 package: build
-	@BIN=target/release scripts/package.sh
+	@BIN=target/release scripts/package.sh all
 
 clean:
 	$(CARGO) clean

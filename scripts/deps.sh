@@ -10,7 +10,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 # reference blkid, udev and systemd tools for the rules and unit tests, promtool.
 HOST_TEST_PKGS="util-linux fdisk e2fsprogs xfsprogs btrfs-progs cryptsetup-bin lvm2
  udev systemd prometheus
- mmdebstrap lintian"
+ mmdebstrap lintian rpm"
 
 vm_deps $VM_BUILD_PKGS $VM_LAB_PKGS $HOST_TEST_PKGS
 

@@ -64,6 +64,26 @@ else
 	sys_fail lintian "lintian is not installed (scripts/deps.sh installs it)"
 fi
 
+# The RPM: the same files, the three scriptlets.
+rpmf=$(cd "$ROOT" && BIN=${BIN:-target/release} scripts/package.sh rpm 2>"$tmp/rpm.err") && rpmf=$ROOT/$rpmf
+if [ -s "$rpmf" ]; then
+	rpm -qpl "$rpmf" 2>/dev/null | sort >"$tmp/rpm.files"
+	grep '[^/]$' "$tmp/listing" | sort >"$tmp/deb.files"
+	if cmp -s "$tmp/rpm.files" "$tmp/deb.files"; then
+		sys_pass rpm-contents "$(basename "$rpmf"): the .deb's $(wc -l <"$tmp/deb.files") files"
+	else
+		sys_fail rpm-contents "rpm and deb differ: $(diff "$tmp/deb.files" "$tmp/rpm.files" | grep '^[<>]' | paste -sd' ')"
+	fi
+	sc=$(rpm -qp --scripts "$rpmf" 2>/dev/null | sed -n 's/^\([a-z]*\) scriptlet.*/\1/p' | paste -sd' ')
+	if [ "$sc" = "postinstall preuninstall postuninstall" ]; then
+		sys_pass rpm-scriptlets "$sc"
+	else
+		sys_fail rpm-scriptlets "expected postinstall preuninstall postuninstall, found: $sc"
+	fi
+else
+	sys_fail rpm-build "scripts/package.sh rpm: $(tail -n 3 "$tmp/rpm.err")"
+fi
+
 # Life cycle in a chroot of the lab image.
 if ! image=$(sys_image); then
 	sys_fail image "could not build the system lab image (tests/system/image.sh)"

@@ -49,7 +49,7 @@ summary_fail() { # summary_fail REASON: a run that could not even start
 }
 
 # host tools of the system lab, besides the VM lab's
-SYS_LAB_PKGS="mmdebstrap e2fsprogs lintian"
+SYS_LAB_PKGS="mmdebstrap e2fsprogs lintian rpm"
 vm_deps $VM_LAB_PKGS $SYS_LAB_PKGS || summary_fail "could not install the lab's packages"
 mkdir -p "$SYS_WORK"
 if [ "${SYS_BUILD:-1}" = 1 ]; then
