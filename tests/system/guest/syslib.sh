@@ -15,13 +15,17 @@ sys_service_up() {
 	$C status >/dev/null 2>&1
 }
 
-# sys_mpath_label LABEL: labels the multipath fixture LABEL (once) and waits for udevd's
-# link /dev/asmguard/disks/LABEL (20 s). Returns non-zero if either did not happen.
+# The multipath fixture's label, shared by the tests (the first to need it labels it).
+SYS_LABEL=SYSDISK1
+SYS_LINK=/dev/asmguard/disks/$SYS_LABEL
+
+# sys_mpath_label: labels the multipath fixture SYS_LABEL (once) and waits for udevd's
+# link SYS_LINK (20 s). Returns non-zero if either did not happen.
 sys_mpath_label() {
-	if [ "$(blkid -p -o value -s LABEL "$SYS_MPATH" 2>/dev/null)" != "$1" ]; then
-		$C label "$1" "$SYS_MPATH" >/tmp/label.out 2>&1 || { cat /tmp/label.out; return 1; }
+	if [ "$(blkid -p -o value -s LABEL "$SYS_MPATH" 2>/dev/null)" != "$SYS_LABEL" ]; then
+		$C label "$SYS_LABEL" "$SYS_MPATH" >/tmp/label.out 2>&1 || { cat /tmp/label.out; return 1; }
 	fi
-	sys_wait_link "$1" 200
+	sys_wait_link "$SYS_LABEL" 200
 }
 
 # sys_wait_link LABEL TENTHS: waits up to TENTHS tenths of a second for the link.

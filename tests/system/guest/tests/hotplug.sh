@@ -15,11 +15,22 @@ mkdir "$d" || { fail setup "no null_blk configfs ($d)"; vm_exit; }
 echo 64 >"$d/size"
 echo 512 >"$d/blocksize"
 echo 1 >"$d/memory_backed"
-echo 1 >"$d/power"
-dev=/dev/nullb$(cat "$d/index")
-i=0; while [ ! -b "$dev" ] && [ $i -lt 50 ]; do i=$((i + 1)); sleep 0.1; done
+# power_on: powers the configfs disk on; prints its /dev node (waits 5 s for it)
+power_on() {
+	echo 1 >"$d/power" || return 1
+	_i=0
+	while [ $_i -lt 50 ]; do
+		for _b in /sys/block/nullb*; do
+			[ -e "$_b" ] && [ -b "/dev/${_b##*/}" ] && { echo "/dev/${_b##*/}"; return 0; }
+		done
+		_i=$((_i + 1))
+		sleep 0.1
+	done
+	return 1
+}
+dev=$(power_on) || { fail setup "no null_blk disk after power-on of $d: $(ls /sys/block | tr '\n' ' ') $(dmesg | tail -n 3)"; vm_exit; }
 expect_ok label $C label HP1 "$dev"
-sys_wait_link HP1 100 || fail link-after-label "$(ls -l /dev/asmguard/disks)"
+sys_wait_link HP1 100 || { fail link-after-label "$(ls -l /dev/asmguard/disks)"; vm_exit; }
 
 # unplug: the link and the daemon's disk go
 echo 0 >"$d/power"
@@ -31,7 +42,7 @@ echo "$out" | grep -q '^HP1 .*nullb' && fail unplug-drops-disk "$out" || pass un
 
 # plug it back: it carries the label already
 t0=$(date +%s%N)
-echo 1 >"$d/power"
+dev=$(power_on) || { fail plug "no null_blk disk after power-on"; vm_exit; }
 i=0; while [ ! -e /dev/asmguard/disks/HP1 ] && [ $i -lt 1000 ]; do i=$((i + 1)); sleep 0.01; done
 t1=$(date +%s%N)
 if [ -e /dev/asmguard/disks/HP1 ]; then
@@ -40,7 +51,6 @@ if [ -e /dev/asmguard/disks/HP1 ]; then
 else
 	fail plug-link "no /dev/asmguard/disks/HP1 10 s after power-on"
 fi
-dev=/dev/nullb$(cat "$d/index")
 own=$(stat -L -c '%U %G %a' /dev/asmguard/disks/HP1 2>&1)
 [ "$own" = "grid asmadmin 660" ] && pass plug-owner "$own" || fail plug-owner "$own, want grid asmadmin 660"
 i=0; while ! $C lsdsk 2>/dev/null | grep -q "^HP1 .*${dev#/dev/}" && [ $i -lt 100 ]; do i=$((i + 1)); sleep 0.1; done

@@ -14,24 +14,24 @@ sys_service_up || { fail setup "asmguard does not answer: $(systemctl status asm
 dm=$(readlink -f "$SYS_MPATH")
 info "multipath $SYS_MPATH ($dm) paths $SYS_MPATH_PATHS: $(multipath -ll 2>&1 | tr '\n' ' ')"
 
-if sys_mpath_label MP1 >/tmp/mp.out 2>&1; then
-	pass udev-link "$(ls -l /dev/asmguard/disks/MP1)"
+if sys_mpath_label >/tmp/mp.out 2>&1; then
+	pass udev-link "$(ls -l "$SYS_LINK")"
 else
 	fail udev-link "$(cat /tmp/mp.out) :: $(ls -l /dev/asmguard/disks 2>&1)"
 fi
-link=/dev/asmguard/disks/MP1
+link=$SYS_LINK
 t=$(readlink -f "$link")
 [ "$t" = "$dm" ] && pass link-to-dm "$link -> $t" || fail link-to-dm "$link -> $t, want $dm"
 own=$(stat -L -c '%U %G %a' "$link" 2>&1)
 [ "$own" = "grid asmadmin 660" ] && pass owner-group-mode "$own" || fail owner-group-mode "$own, want grid asmadmin 660"
 
 out=$($C lsdsk 2>&1)
-n=$(echo "$out" | grep -c '^MP1 ')
+n=$(echo "$out" | grep -c "^$SYS_LABEL ")
 set -- $SYS_MPATH_PATHS
 if [ "$n" = 1 ] && echo "$out" | grep -q "$1" && echo "$out" | grep -q "$2"; then
-	pass lsdsk-once-both-paths "$(echo "$out" | grep -A3 '^MP1 ')"
+	pass lsdsk-once-both-paths "$(echo "$out" | grep -A3 "^$SYS_LABEL ")"
 else
-	fail lsdsk-once-both-paths "$n lines for MP1: $out"
+	fail lsdsk-once-both-paths "$n lines for $SYS_LABEL: $out"
 fi
 
 # the filter, not DAC, must refuse: every node opened up to everyone

@@ -26,8 +26,8 @@ else
 fi
 expect_ok status $C status
 
-if sys_mpath_label SVC1 >/tmp/svc.out 2>&1; then
-	pass label-link "$(ls -l /dev/asmguard/disks/SVC1)"
+if sys_mpath_label >/tmp/svc.out 2>&1; then
+	pass label-link "$(ls -l "$SYS_LINK")"
 else
 	fail label-link "$(cat /tmp/svc.out) :: $(ls -l /dev/asmguard/disks 2>&1)"
 fi
@@ -36,7 +36,7 @@ chmod 0666 "$SYS_MPATH"
 expect_fail intruder-denied-open-node "Operation not permitted" as_user intruder dd if=/tmp/junk of="$SYS_MPATH" $DDW
 sleep 1
 j=$(journalctl -b -u asmguard --no-pager -o cat)
-if echo "$j" | grep -q 'write denied: .*uid=1001 .*label=SVC1'; then
+if echo "$j" | grep -q "write denied: .*uid=1001 .*label=$SYS_LABEL"; then
 	pass denial-in-journal "$(echo "$j" | grep -m1 'write denied: .*uid=1001')"
 else
 	fail denial-in-journal "$(echo "$j" | tail -n 5)"

@@ -6,7 +6,7 @@
 . /vmtests/syslib.sh
 
 sys_service_up || { fail setup "asmguard does not answer"; vm_exit; }
-sys_mpath_label WD1 >/tmp/wd.out 2>&1 || { fail setup "label/link: $(cat /tmp/wd.out)"; vm_exit; }
+sys_mpath_label >/tmp/wd.out 2>&1 || { fail setup "label/link: $(cat /tmp/wd.out)"; vm_exit; }
 dm=$(readlink -f "$SYS_MPATH")
 chmod 0666 "$dm"
 region() { dd if="$dm" bs=4096 skip=400 count=16 iflag=direct 2>/dev/null | sha256sum | cut -d' ' -f1; }
