@@ -20,7 +20,8 @@ power_on() {
 	echo 1 >"$d/power" || return 1
 	_i=0
 	while [ $_i -lt 50 ]; do
-		for _b in /sys/block/nullb*; do
+		# (newer kernels name the disk after its configfs directory, older ones nullbN)
+		for _b in "/sys/block/${d##*/}" /sys/block/nullb*; do
 			[ -e "$_b" ] && [ -b "/dev/${_b##*/}" ] && { echo "/dev/${_b##*/}"; return 0; }
 		done
 		_i=$((_i + 1))
@@ -36,9 +37,9 @@ sys_wait_link HP1 100 || { fail link-after-label "$(ls -l /dev/asmguard/disks)";
 echo 0 >"$d/power"
 i=0; while [ -e /dev/asmguard/disks/HP1 ] && [ $i -lt 100 ]; do i=$((i + 1)); sleep 0.1; done
 [ ! -e /dev/asmguard/disks/HP1 ] && pass unplug-drops-link "after $i tenths" || fail unplug-drops-link "$(ls -l /dev/asmguard/disks)"
-i=0; while $C lsdsk 2>/dev/null | grep -q '^HP1 .*nullb' && [ $i -lt 100 ]; do i=$((i + 1)); sleep 0.1; done
+i=0; while $C lsdsk 2>/dev/null | grep -q "^HP1 .*${dev#/dev/}" && [ $i -lt 100 ]; do i=$((i + 1)); sleep 0.1; done
 out=$($C lsdsk 2>&1)
-echo "$out" | grep -q '^HP1 .*nullb' && fail unplug-drops-disk "$out" || pass unplug-drops-disk "lsdsk: $(echo "$out" | grep HP1)"
+echo "$out" | grep -q "^HP1 .*${dev#/dev/}" && fail unplug-drops-disk "$out" || pass unplug-drops-disk "lsdsk: $(echo "$out" | grep HP1)"
 
 # plug it back: it carries the label already
 t0=$(date +%s%N)
