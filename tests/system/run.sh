@@ -18,7 +18,8 @@
 # apt in a chroot, the guest runner (guest/init, started by sys-lab.service after
 # multi-user.target) and the tests go to /vmtests with the VM lab's lib.sh, and the
 # tree becomes an ext4 image booted from a QEMU NVMe disk (root=/dev/nvme0n1, no
-# initramfs: NVMe is built into the cloud kernels). Results come out on the second
+# initramfs: NVMe is built into the cloud kernels), with a second NVMe disk (serial
+# sysdata, 64 MiB) that keeps its data across the reboot test's reboot. Results come out on the second
 # serial port in the VM lab's contract (tests/vm/results.sh): "PASS|FAIL|N/A
 # system-<line> <check> <detail>" lines, then "system-<line>: N passed, M failed".
 # Logs: tests/system/work/<line>.{console,results}.log.
@@ -119,10 +120,13 @@ timeout_s=${SYS_TIMEOUT:-900}
 append="root=/dev/nvme0n1 rw console=ttyS0 panic=-1 quiet loglevel=3 systemd.show_status=0"
 append="$append asmguard.test_timeout=${SYS_TEST_TIMEOUT:-180}"
 [ -n "$tests" ] && append="$append asmguard.tests=$tests"
+# (no -no-reboot: the reboot test boots the guest twice; poweroff ends qemu)
+truncate -s 64M "$w/data.img"
 qemu=(qemu-system-x86_64 -accel tcg -cpu max -m "${SYS_MEM:-2G}" -smp "${SYS_SMP:-2}"
-	-display none -no-reboot -nic none
+	-display none -nic none
 	-kernel "$VM_WORK/$line/vmlinuz" -append "$append"
 	-drive "file=$w/disk.img,if=none,id=root,format=raw" -device nvme,drive=root,serial=sysroot
+	-drive "file=$w/data.img,if=none,id=data,format=raw" -device nvme,drive=data,serial=sysdata
 	-serial "file:$console" -serial "file:$results")
 start=$SECONDS
 timeout -k 5 "$timeout_s" "${qemu[@]}" </dev/null >"$w/qemu.log" 2>&1
@@ -132,5 +136,5 @@ boot=$(sed -n 's/^VMINFO boot-seconds //p' "$results" | head -n 1)
 done_line=$(grep -a -m1 '^VMDONE' "$results" || true)
 echo "$name: multi-user.target at ${boot:-?}s uptime, tests done at ${done_line#VMDONE }s, wall ${wall}s; logs $console $results" >&2
 grep -a '^VMINFO' "$results" | sed "s/^VMINFO /INFO $name /" >&2
-rm -f "$w/disk.img"
+rm -f "$w/disk.img" "$w/data.img"
 vm_results "$name" "$results" "$console" "$qrc" "$timeout_s"

@@ -16,6 +16,6 @@ sys_service_up || { fail setup "asmguard does not answer"; vm_exit; }
 sys_mpath_label >/tmp/nss.out 2>&1 || { fail setup "label/link: $(cat /tmp/nss.out)"; vm_exit; }
 link=$SYS_LINK
 expect_ok grid-writes-through-link as_user grid dd if=/tmp/junk of="$link" $DDW seek=300
-expect_ok grid-reads-status as_user grid $C status
+expect_ok grid-reads-status as_user grid /usr/sbin/asmguardctl status
 expect_fail root-denied "Operation not permitted" dd if=/tmp/junk of="$link" $DDW seek=300
 vm_exit

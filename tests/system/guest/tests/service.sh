@@ -25,6 +25,7 @@ else
 	pass protect-system "the daemon's /usr is read-only"
 fi
 expect_ok status $C status
+info "exposure: $(systemd-analyze security asmguard.service 2>&1 | tail -n 1)"
 
 if sys_mpath_label >/tmp/svc.out 2>&1; then
 	pass label-link "$(ls -l "$SYS_LINK")"
@@ -37,7 +38,7 @@ expect_fail intruder-denied-open-node "Operation not permitted" as_user intruder
 sleep 1
 j=$(journalctl -b -u asmguard --no-pager -o cat)
 if echo "$j" | grep -q "write denied: .*uid=1001 .*label=$SYS_LABEL"; then
-	pass denial-in-journal "$(echo "$j" | grep -m1 'write denied: .*uid=1001')"
+	pass denial-in-journal "$(echo "$j" | grep -m1 "write denied: .*uid=1001 .*label=$SYS_LABEL")"
 else
 	fail denial-in-journal "$(echo "$j" | tail -n 5)"
 fi

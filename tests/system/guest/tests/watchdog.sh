@@ -17,8 +17,10 @@ attack_loop() {
 	rm -f /tmp/wd.stop
 	: >"$1"
 	(
+		n=0
 		while [ ! -e /tmp/wd.stop ]; do
-			if as_user intruder dd if=/tmp/junk of="$dm" bs=4096 count=1 seek=$((400 + $(date +%N | cut -c1-3) % 16)) conv=notrunc oflag=direct 2>/dev/null; then
+			n=$((n + 1))
+			if as_user intruder dd if=/tmp/junk of="$dm" bs=4096 count=1 seek=$((400 + n % 16)) conv=notrunc oflag=direct 2>/dev/null; then
 				echo ok >>"$1"
 			else
 				echo denied >>"$1"
