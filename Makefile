@@ -16,7 +16,9 @@ demo: build
 	@scripts/demo.sh
 
 # Every test: lint, host tests (loop devices), a fuzz smoke, and the VM lab on the
-# Debian 5.10 (twice), 6.1, 6.12 and newest kernels. Ends with one `total: N passed, M failed` line.
+# Debian 5.10 (twice), 6.1, 6.12 and newest kernels, then the system lab (the .deb on a
+# booted Debian 12 with systemd, udevd and multipathd, tests/system/). Ends with one
+# `total: N passed, M failed` line.
 test: deps
 	@scripts/test.sh
 
