@@ -8,7 +8,7 @@
 #       TEST   names of tests/system/guest/tests/<TEST>.sh (default: all)
 #
 # Environment:
-#   SYS_TIMEOUT=900      seconds before qemu is killed (guest did not finish)
+#   SYS_TIMEOUT=600      seconds before qemu is killed (guest did not finish)
 #   SYS_TEST_TIMEOUT=180 seconds per guest test (inside the guest)
 #   SYS_BUILD=1          0: do not build the release binaries and the .deb first
 #   SYS_MEM=2G SYS_SMP=2 guest size
@@ -18,8 +18,9 @@
 # apt in a chroot, the guest runner (guest/init, started by sys-lab.service after
 # multi-user.target) and the tests go to /vmtests with the VM lab's lib.sh, and the
 # tree becomes an ext4 image booted from a QEMU NVMe disk (root=/dev/nvme0n1, no
-# initramfs: NVMe is built into the cloud kernels), with a second NVMe disk (serial
-# sysdata, 64 MiB) that keeps its data across the reboot test's reboot. Results come out on the second
+# initramfs: NVMe is built into the cloud kernels), and a second namespace of the same
+# controller, nvme0n2 (64 MiB), that keeps its data across the reboot test's reboot
+# (one controller: two controllers probe in parallel and their names can swap). Results come out on the second
 # serial port in the VM lab's contract (tests/vm/results.sh): "PASS|FAIL|N/A
 # system-<line> <check> <detail>" lines, then "system-<line>: N passed, M failed".
 # Logs: tests/system/work/<line>.{console,results}.log.
@@ -116,7 +117,7 @@ echo "$name: image ${t_image}s (cached unless the recipe changed), modules ${t_a
 console=$SYS_WORK/$line.console.log
 results=$SYS_WORK/$line.results.log
 : >"$results"
-timeout_s=${SYS_TIMEOUT:-900}
+timeout_s=${SYS_TIMEOUT:-600}
 append="root=/dev/nvme0n1 rw console=ttyS0 panic=-1 quiet loglevel=3 systemd.show_status=0"
 append="$append asmguard.test_timeout=${SYS_TEST_TIMEOUT:-180}"
 [ -n "$tests" ] && append="$append asmguard.tests=$tests"
@@ -125,8 +126,9 @@ truncate -s 64M "$w/data.img"
 qemu=(qemu-system-x86_64 -accel tcg -cpu max -m "${SYS_MEM:-2G}" -smp "${SYS_SMP:-2}"
 	-display none -nic none
 	-kernel "$VM_WORK/$line/vmlinuz" -append "$append"
-	-drive "file=$w/disk.img,if=none,id=root,format=raw" -device nvme,drive=root,serial=sysroot
-	-drive "file=$w/data.img,if=none,id=data,format=raw" -device nvme,drive=data,serial=sysdata
+	-drive "file=$w/disk.img,if=none,id=root,format=raw" -drive "file=$w/data.img,if=none,id=data,format=raw"
+	-device nvme,id=nvme0,serial=sysroot -device nvme-ns,bus=nvme0,drive=root,nsid=1
+	-device nvme-ns,bus=nvme0,drive=data,nsid=2
 	-serial "file:$console" -serial "file:$results")
 start=$SECONDS
 timeout -k 5 "$timeout_s" "${qemu[@]}" </dev/null >"$w/qemu.log" 2>&1

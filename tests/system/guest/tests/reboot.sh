@@ -2,14 +2,15 @@
 # reboot: after a reboot, the label, the link and the protection are back before a
 # stand-in ohasd.service, ordered as Oracle's is (after asmguard.service, which says
 # Before=ohasd.service), starts: there it writes as grid (allowed) and as root
-# (denied). Runs in two boots: the first labels the persistent data disk (the second
-# QEMU NVMe disk, serial sysdata), installs the stand-in and reboots; the runner runs
-# this test again on the second boot, which reads what the stand-in saw.
+# (denied). Runs in two boots: the first labels the persistent data disk (nvme0n2),
+# installs the stand-in and reboots; the runner runs
+# this test again on the second boot, which reads what the stand-in saw. The data disk
+# is the root controller's second namespace (tests/system/run.sh).
 . /vmtests/lib.sh
 . /vmtests/syslib.sh
 
 S=/var/lib/sys-lab
-D=/dev/disk/by-id/nvme-QEMU_NVMe_Ctrl_sysdata
+D=/dev/nvme0n2
 if [ ! -e $S/rebooted ]; then
 	[ -b "$D" ] || { fail setup "no data disk $D: $(ls /dev/disk/by-id | tr '\n' ' ')"; vm_exit; }
 	sys_service_up || { fail setup "asmguard does not answer"; vm_exit; }
