@@ -1,5 +1,5 @@
 # asmguard: the two commands a fresh machine needs are `make demo` and `make test`.
-.PHONY: all deps build demo test test-host test-vm fuzz lint install uninstall clean
+.PHONY: all deps build demo test test-host test-vm fuzz lint install uninstall package clean
 
 CARGO ?= cargo
 
@@ -16,7 +16,9 @@ demo: build
 	@scripts/demo.sh
 
 # Every test: lint, host tests (loop devices), a fuzz smoke, and the VM lab on the
-# Debian 5.10 (twice), 6.1, 6.12 and newest kernels. Ends with one `total: N passed, M failed` line.
+# Debian 5.10 (twice), 6.1, 6.12 and newest kernels, then the system lab (the .deb on a
+# booted Debian 12 with systemd, udevd and multipathd, tests/system/). Ends with one
+# `total: N passed, M failed` line.
 test: deps
 	@scripts/test.sh
 
@@ -43,6 +45,12 @@ install: build
 # (the configuration stays unless PURGE=1).
 uninstall:
 	@scripts/uninstall.sh
+
+# target/package/asmguard_<version>_amd64.deb and asmguard-<version>-1.x86_64.rpm: the
+# files install.sh installs, with maintainer scripts (config created only when absent,
+# udev reload, unit enabled).
+package: build
+	@BIN=target/release scripts/package.sh all
 
 clean:
 	$(CARGO) clean

@@ -9,7 +9,8 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 # Host tests: real tools that make the foreign signatures inspect must recognise, the
 # reference blkid, udev and systemd tools for the rules and unit tests, promtool.
 HOST_TEST_PKGS="util-linux fdisk e2fsprogs xfsprogs btrfs-progs cryptsetup-bin lvm2
- udev systemd prometheus"
+ udev systemd prometheus
+ mmdebstrap lintian rpm"
 
 # Benchmarks (scripts/bench-*.sh): BPF stats, libbpf-tools' biolatency, JSON.
 BENCH_PKGS="bpftool libbpf-tools jq curl"

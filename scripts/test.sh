@@ -3,7 +3,8 @@
 # loop devices), a short fuzz run, and the real-kernel VM lab on five Debian kernel lines
 # (5.10, 5.10+lsm, 6.1, 6.12, newest). Prints each step's result and ends with `total: N passed, M failed`.
 #
-#   ASMGUARD_SKIP_VM=1   host only (quick local loops)
+#   ASMGUARD_SKIP_VM=1   host only (quick local loops; skips the system lab too)
+#   ASMGUARD_SKIP_SYSTEM=1  no system lab (tests/system: the .deb on a booted Debian 12)
 #   FUZZ_SECONDS=N       fuzz time per target (default 20; 0 skips)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -72,6 +73,22 @@ if [ "${ASMGUARD_SKIP_VM:-0}" != 1 ]; then
     fi
 else
     echo "vm: skipped (ASMGUARD_SKIP_VM=1)"
+fi
+
+# The system lab: the .deb and a booted Debian 12 host (systemd, udevd, multipathd)
+# on the 6.1 and 6.12 kernels.
+if [ "${ASMGUARD_SKIP_SYSTEM:-0}" != 1 ] && [ "${ASMGUARD_SKIP_VM:-0}" != 1 ]; then
+    tests/system/all.sh 2>&1 | tee "$logs/system.log" | grep -E '^(PASS|FAIL|N/A|system)' || true
+    sys_line=$(grep -E '^system: [0-9]+ passed, [0-9]+ failed' "$logs/system.log" | tail -n 1)
+    if [ -n "$sys_line" ]; then
+        passed=$((passed + $(echo "$sys_line" | awk '{print $2}')))
+        failed=$((failed + $(echo "$sys_line" | awk '{print $4}')))
+    else
+        echo "FAIL system: the lab printed no summary; see $logs/system.log"
+        failed=$((failed + 1))
+    fi
+else
+    echo "system: skipped (ASMGUARD_SKIP_SYSTEM=1 or ASMGUARD_SKIP_VM=1)"
 fi
 
 [ ${#failures[@]} -gt 0 ] && echo "failed steps: ${failures[*]}"

@@ -37,6 +37,7 @@ VM_WORK=${VM_WORK:-$VM_DIR/work}
 . "$VM_DIR/deps.sh"
 . "$VM_DIR/kernels.sh"
 . "$VM_DIR/initramfs.sh"
+. "$VM_DIR/results.sh"
 
 usage() { echo "usage: $0 KERNEL_LINE [TEST...]   (KERNEL_LINE: 5.10, 5.10+lsm, 6.1, 6.12, newest)" >&2; exit 2; }
 [ $# -ge 1 ] || usage
@@ -120,45 +121,8 @@ fi
 end=$(date +%s.%N)
 wall=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')
 
-# Results: "VMTEST <name> PASS|FAIL <detail>" lines (console lines end in \r).
-passed=0 failed=0 na=0
-while IFS= read -r l; do
-	l=${l%$'\r'}
-	if [[ $l =~ ^VMTEST\ ([^ ]+)\ (PASS|FAIL|NA)\ ?(.*)$ ]]; then
-		case ${BASH_REMATCH[2]} in
-		PASS) passed=$((passed + 1)); echo "PASS $name ${BASH_REMATCH[1]} ${BASH_REMATCH[3]}" ;;
-		FAIL) failed=$((failed + 1)); echo "FAIL $name ${BASH_REMATCH[1]} ${BASH_REMATCH[3]}" ;;
-		NA)
-			na=$((na + 1))
-			echo "N/A $name ${BASH_REMATCH[1]} ${BASH_REMATCH[3]}"
-			# n/a needs a reason
-			if [ -z "${BASH_REMATCH[3]}" ]; then
-				failed=$((failed + 1)); echo "FAIL $name ${BASH_REMATCH[1]} n/a without a reason"
-			fi ;;
-		esac
-	fi
-done <"$log"
-
 done_line=$(tr -d '\r' <"$log" | grep -a -m1 '^VMDONE' || true)
 boot=$(tr -d '\r' <"$log" | sed -n 's/^VMINFO boot-seconds //p' | head -n 1)
-if [ -z "$done_line" ]; then
-	if [ "$qrc" = 124 ] || [ "$qrc" = 137 ]; then
-		echo "FAIL $name guest did not finish within ${timeout_s}s (qemu killed)"
-	else
-		echo "FAIL $name guest did not finish (qemu exit status $qrc)"
-	fi
-	failed=$((failed + 1))
-elif [ $((passed + failed)) = 0 ]; then
-	echo "FAIL $name the guest reported no results"
-	failed=$((failed + 1))
-fi
-
 echo "$name: boot ${boot:-?}s (kernel start to /init), guest uptime at end ${done_line#VMDONE }s, wall ${wall}s; log $log" >&2
-if [ "$failed" -gt 0 ]; then
-	echo "---- $name: last 40 console lines ($log) ----"
-	tr -d '\r' <"$log" | tail -n 40
-	echo "---- end ----"
-fi
-echo "$name: $na n/a"
-echo "$name: $passed passed, $failed failed"
-[ "$failed" = 0 ]
+# Results: "VMTEST <name> PASS|FAIL <detail>" lines (console lines end in \r).
+vm_results "$name" "$log" "$log" "$qrc" "$timeout_s"

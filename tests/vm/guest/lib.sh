@@ -104,5 +104,42 @@ wait_for_line() {
 	return 1
 }
 
+# vm_run_tests SECONDS TEST...: the runner's loop (the VM lab's init, the system lab's
+# runner): each /vmtests/tests/TEST.sh under dash with a SECONDS timeout, its output
+# kept in /tmp/vmtest.TEST.out; a test that reports nothing, or exits non-zero without
+# a FAIL line, gets one FAIL line. After a failure, the last 60 lines of dmesg.
+vm_run_tests() {
+	_per=$1; shift
+	for _t in "$@"; do
+		_f=/vmtests/tests/$_t.sh
+		# benchmarks (scripts/bench-*.sh) only run when named
+		[ -f "$_f" ] || [ ! -f "/vmtests/bench/$_t.sh" ] || _f=/vmtests/bench/$_t.sh
+		if [ ! -f "$_f" ]; then
+			echo "VMTEST $_t FAIL no such test ($_f)"
+			continue
+		fi
+		echo "VMINFO start $_t $(cut -d' ' -f1 /proc/uptime)"
+		(
+			timeout "$_per" /usr/bin/sh "$_f" </dev/null 2>&1
+			echo "VMRC $?"
+		) | tee /tmp/vmtest.$_t.out
+		_rc=$(sed -n 's/^VMRC //p' /tmp/vmtest.$_t.out | tail -n 1)
+		if ! grep -q "^VMTEST " /tmp/vmtest.$_t.out; then
+			echo "VMTEST $_t FAIL no results (exit status $_rc)"
+		elif [ "$_rc" != 0 ] && ! grep -q "^VMTEST [^ ]* FAIL" /tmp/vmtest.$_t.out; then
+			case $_rc in
+			124 | 143) echo "VMTEST $_t FAIL timed out after ${_per}s" ;;
+			*) echo "VMTEST $_t FAIL exit status $_rc" ;;
+			esac
+		fi
+		echo "VMINFO end $_t $(cut -d' ' -f1 /proc/uptime)"
+	done
+	if grep -q "^VMTEST [^ ]* FAIL" /tmp/vmtest.*.out 2>/dev/null; then
+		echo "---- dmesg (last 60 lines) ----"
+		dmesg | tail -n 60
+		echo "---- end of dmesg ----"
+	fi
+}
+
 # vm_exit: exits with 1 if any check failed (call at the end of a test).
 vm_exit() { exit "$VMTEST_FAILED"; }

@@ -1,0 +1,32 @@
+#!/bin/bash
+# tests/system/all.sh - the whole system lab: the package's host checks
+# (tests/system/package.sh), then the booted Debian 12 host on each kernel line of
+# SYS_LINES (default "6.1 6.12"), one after the other (TCG wants both host cores).
+#
+#   tests/system/all.sh [TEST...]
+#
+# Prints each run's lines and summary, then one total line "system: N passed, M failed".
+# Exit status 0 only if everything passed.
+
+set -uo pipefail
+SYS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$SYS_DIR/../vm/results.sh"
+tmp=$(mktemp)
+trap 'rm -f "$tmp"' EXIT
+
+if [ "${SYS_BUILD:-1}" = 1 ]; then
+	echo "system: cargo build --release" >&2
+	if ! (cd "$SYS_DIR/../.." && cargo build --release -q -p asmguardd -p asmguardctl) >&2; then
+		echo "system: 0 passed, 1 failed (cargo build --release failed)"
+		exit 1
+	fi
+fi
+"$SYS_DIR/package.sh" | tee "$tmp"
+vm_tally system-package "$tmp"
+for line in ${SYS_LINES:-6.1 6.12}; do
+	SYS_BUILD=0 "$SYS_DIR/run.sh" "$line" "$@" | tee "$tmp"
+	vm_tally "system-$line" "$tmp"
+done
+printf '%s\n' "${TALLY_LINES[@]}"
+echo "system: $TALLY_PASS passed, $TALLY_FAIL failed"
+[ "$TALLY_FAIL" = 0 ]

@@ -1,0 +1,80 @@
+#!/bin/sh
+# reboot: after a reboot, the label, the link and the protection are back before a
+# stand-in ohasd.service, ordered as Oracle's is (after asmguard.service, which says
+# Before=ohasd.service), starts: there it writes as grid (allowed) and as root
+# (denied). Runs in two boots: the first labels the persistent data disk (nvme0n2),
+# installs the stand-in and reboots; the runner runs
+# this test again on the second boot, which reads what the stand-in saw. The data disk
+# is the root controller's second namespace (tests/system/run.sh).
+. /vmtests/lib.sh
+. /vmtests/syslib.sh
+
+S=/var/lib/sys-lab
+D=/dev/nvme0n2
+if [ ! -e $S/rebooted ]; then
+	[ -b "$D" ] || { fail setup "no data disk $D: $(ls /dev/disk/by-id | tr '\n' ' ')"; vm_exit; }
+	sys_service_up || { fail setup "asmguard does not answer"; vm_exit; }
+	expect_ok label $C label BOOT1 "$D"
+	sys_wait_link BOOT1 200 || { fail link "no /dev/asmguard/disks/BOOT1"; vm_exit; }
+	mkdir -p $S
+	cat >/usr/local/sbin/ohasd-standin <<'SH'
+#!/bin/sh
+# what Oracle's ohasd would find at its start
+L=/dev/asmguard/disks/BOOT1
+o=/var/lib/sys-lab/ohasd.out
+dd if=/dev/zero bs=4096 count=1 2>/dev/null | tr '\0' 'O' >/tmp/ohasd.blk
+{
+	echo "asmguard=$(systemctl is-active asmguard.service)"
+	echo "link=$(readlink -f "$L" 2>/dev/null || echo missing)"
+	echo "owner=$(stat -L -c '%U:%G:%a' "$L" 2>&1)"
+	if setpriv --reuid=54331 --regid=54321 --init-groups dd if=/tmp/ohasd.blk of="$L" bs=4096 count=1 seek=10 conv=notrunc oflag=direct 2>/tmp/ohasd.err; then
+		echo "grid=ok"
+	else
+		echo "grid=refused $(tr '\n' ' ' </tmp/ohasd.err)"
+	fi
+	if dd if=/tmp/ohasd.blk of="$L" bs=4096 count=1 seek=11 conv=notrunc oflag=direct 2>/tmp/ohasd.err; then
+		echo "root=written"
+	else
+		echo "root=refused $(tr '\n' ' ' </tmp/ohasd.err)"
+	fi
+} >$o 2>&1
+SH
+	chmod 0755 /usr/local/sbin/ohasd-standin
+	cat >/etc/systemd/system/ohasd.service <<'UNIT'
+[Unit]
+Description=stand-in for Oracle High Availability Services
+After=asmguard.service
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/local/sbin/ohasd-standin
+[Install]
+WantedBy=multi-user.target
+UNIT
+	systemctl enable ohasd.service >/dev/null 2>&1
+	touch $S/rebooted
+	sync
+	info "rebooting"
+	systemctl reboot
+	sleep 600
+	fail reboot "the guest did not reboot"
+	vm_exit
+fi
+
+# the second boot
+[ -s $S/ohasd.out ] || { fail ohasd-ran "the stand-in ohasd left no $S/ohasd.out"; vm_exit; }
+. $S/ohasd.out 2>/dev/null || true
+out=$(tr '\n' ' ' <$S/ohasd.out)
+grep -q '^asmguard=active$' $S/ohasd.out && pass asmguard-active-before-ohasd "$out" || fail asmguard-active-before-ohasd "$out"
+grep -q '^link=/dev/nvme' $S/ohasd.out && pass link-before-ohasd "$out" || fail link-before-ohasd "$out"
+grep -q '^owner=grid:asmadmin:660$' $S/ohasd.out && pass owner-before-ohasd "$out" || fail owner-before-ohasd "$out"
+grep -q '^grid=ok$' $S/ohasd.out && pass grid-writes-at-ohasd "$out" || fail grid-writes-at-ohasd "$out"
+grep -q '^root=refused.*Operation not permitted' $S/ohasd.out && pass root-denied-at-ohasd "$out" || fail root-denied-at-ohasd "$out"
+a=$(systemctl show -p ActiveEnterTimestampMonotonic --value asmguard.service)
+b=$(systemctl show -p ExecMainStartTimestampMonotonic --value ohasd.service)
+if [ -n "$a" ] && [ -n "$b" ] && [ "$a" -gt 0 ] && [ "$a" -lt "$b" ]; then
+	pass ordered "asmguard ready at ${a}us, ohasd started at ${b}us (monotonic)"
+else
+	fail ordered "asmguard ready at ${a}us, ohasd started at ${b}us"
+fi
+vm_exit

@@ -1,0 +1,53 @@
+#!/bin/sh
+# service: the packaged unit under systemd: `systemctl enable --now asmguard` reaches
+# active (Type=notify: READY=1 received) with the unit's hardening in force, the journal
+# shows no sandbox denials, and a denied write shows up in `journalctl -u asmguard`.
+. /vmtests/lib.sh
+. /vmtests/syslib.sh
+
+expect_ok enable-now systemctl enable --now asmguard.service
+st=$(systemctl show -p Type -p ActiveState -p SubState -p NRestarts asmguard.service | paste -sd' ')
+case $st in
+*"Type=notify"*"ActiveState=active"*"SubState=running"*) pass active-notify "$st" ;;
+*) fail active-notify "$st :: $(journalctl -b -u asmguard --no-pager -n 5)" ;;
+esac
+pid=$(systemctl show -p MainPID --value asmguard.service)
+if grep -q '^NoNewPrivs:[[:space:]]*1' "/proc/$pid/status" && ! grep -q '^CapBnd:[[:space:]]*000001ffffffffff' "/proc/$pid/status"; then
+	pass hardening "pid $pid $(grep -E '^(NoNewPrivs|CapBnd)' "/proc/$pid/status" | tr -s '\t\n' '  ')"
+else
+	fail hardening "pid $pid $(grep -E '^(NoNewPrivs|CapBnd)' "/proc/$pid/status" | tr -s '\t\n' '  ')"
+fi
+# ProtectSystem=strict: /usr is read-only in the daemon's mount namespace
+if nsenter -t "$pid" -m sh -c ': >/usr/.asmguard-probe' 2>/dev/null; then
+	rm -f /usr/.asmguard-probe
+	fail protect-system "the daemon's /usr is writable"
+else
+	pass protect-system "the daemon's /usr is read-only"
+fi
+expect_ok status $C status
+info "exposure: $(systemd-analyze security asmguard.service 2>&1 | tail -n 1)"
+
+if sys_mpath_label >/tmp/svc.out 2>&1; then
+	pass label-link "$(ls -l "$SYS_LINK")"
+else
+	fail label-link "$(cat /tmp/svc.out) :: $(ls -l /dev/asmguard/disks 2>&1)"
+fi
+expect_fail intruder-denied "Operation not permitted|Permission denied" as_user intruder dd if=/tmp/junk of="$SYS_MPATH" $DDW
+chmod 0666 "$SYS_MPATH"
+expect_fail intruder-denied-open-node "Operation not permitted" as_user intruder dd if=/tmp/junk of="$SYS_MPATH" $DDW
+sleep 1
+j=$(journalctl -b -u asmguard --no-pager -o cat)
+if echo "$j" | grep -q "write denied: .*uid=1001 .*label=$SYS_LABEL"; then
+	pass denial-in-journal "$(echo "$j" | grep -m1 "write denied: .*uid=1001 .*label=$SYS_LABEL")"
+else
+	fail denial-in-journal "$(echo "$j" | tail -n 5)"
+fi
+# sandbox denials: the daemon failing on something the unit's sandbox forbids
+bad=$(echo "$j" | grep -v 'write denied:' | grep -Ei 'read-only file system|permission denied|operation not permitted|EACCES|EPERM')
+audit=$(journalctl -b -k --no-pager -o cat | grep -Ei 'audit.*asmguardd|apparmor="DENIED".*asmguard|seccomp.*asmguardd')
+if [ -z "$bad$audit" ]; then
+	pass no-sandbox-denials "$(echo "$j" | wc -l) journal lines of asmguard, none a sandbox denial"
+else
+	fail no-sandbox-denials "$bad $audit"
+fi
+vm_exit

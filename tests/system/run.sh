@@ -1,0 +1,142 @@
+#!/bin/bash
+# tests/system/run.sh - the system lab: a booted Debian 12 host with systemd, udevd,
+# journald and multipathd, asmguard installed from its .deb, on a lab kernel.
+#
+#   tests/system/run.sh LINE [TEST...]
+#       LINE   a VM lab kernel line (6.1, 6.12, ...: tests/vm/kernels.sh picks the newest
+#              Debian cloud kernel of it)
+#       TEST   names of tests/system/guest/tests/<TEST>.sh (default: all)
+#
+# Environment:
+#   SYS_TIMEOUT=600      seconds before qemu is killed (guest did not finish)
+#   SYS_TEST_TIMEOUT=180 seconds per guest test (inside the guest)
+#   SYS_BUILD=1          0: do not build the release binaries and the .deb first
+#   SYS_MEM=2G SYS_SMP=2 guest size
+#
+# How: the cached base image (tests/system/image.sh, mmdebstrap) is unpacked, the
+# kernel's whole module tree is added (depmod), the project's .deb is installed with
+# apt in a chroot, the guest runner (guest/init, started by sys-lab.service after
+# multi-user.target) and the tests go to /vmtests with the VM lab's lib.sh, and the
+# tree becomes an ext4 image booted from a QEMU NVMe disk (root=/dev/nvme0n1, no
+# initramfs: NVMe is built into the cloud kernels), and a second namespace of the same
+# controller, nvme0n2 (64 MiB), that keeps its data across the reboot test's reboot
+# (one controller: two controllers probe in parallel and their names can swap). Results come out on the second
+# serial port in the VM lab's contract (tests/vm/results.sh): "PASS|FAIL|N/A
+# system-<line> <check> <detail>" lines, then "system-<line>: N passed, M failed".
+# Logs: tests/system/work/<line>.{console,results}.log.
+
+set -uo pipefail
+SYS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+SYS_ROOT=$(cd "$SYS_DIR/../.." && pwd)
+SYS_WORK=${SYS_WORK:-$SYS_DIR/work}
+VM_DIR=$SYS_ROOT/tests/vm
+VM_WORK=$SYS_WORK/kernels
+export VM_DIR VM_WORK
+. "$VM_DIR/deps.sh"
+. "$VM_DIR/kernels.sh"
+. "$VM_DIR/results.sh"
+. "$SYS_DIR/image.sh"
+
+usage() { echo "usage: $0 LINE [TEST...]   (LINE: 6.1, 6.12, ...)" >&2; exit 2; }
+[ $# -ge 1 ] || usage
+line=$1; shift
+[[ $line =~ ^([0-9]+\.[0-9]+|newest)$ ]] || usage
+name="system-$line"
+tests=$(echo "$*" | tr ' ' ',')
+
+summary_fail() { # summary_fail REASON: a run that could not even start
+	echo "FAIL $name setup $*"
+	echo "$name: 0 passed, 1 failed"
+	exit 1
+}
+
+# host tools of the system lab, besides the VM lab's
+SYS_LAB_PKGS="mmdebstrap e2fsprogs lintian rpm"
+vm_deps $VM_LAB_PKGS $SYS_LAB_PKGS || summary_fail "could not install the lab's packages"
+mkdir -p "$SYS_WORK"
+if [ "${SYS_BUILD:-1}" = 1 ]; then
+	echo "$name: cargo build --release and the .deb" >&2
+	(cd "$SYS_ROOT" && cargo build --release -q -p asmguardd -p asmguardctl) >&2 ||
+		summary_fail "cargo build --release failed"
+fi
+deb=$(cd "$SYS_ROOT" && BIN=target/release scripts/package.sh) || summary_fail "scripts/package.sh failed"
+deb=$SYS_ROOT/$deb
+
+# One system lab run at a time on this checkout (they share tests/system/work).
+exec 9>"$SYS_WORK/.lock"
+if ! flock -n 9; then
+	echo "$name: waiting for another system lab run in this checkout" >&2
+	flock 9
+fi
+
+t0=$SECONDS
+image=$(sys_image) || summary_fail "could not build the image (tests/system/image.sh)"
+t_image=$((SECONDS - t0))
+vm_fetch_kernel "$line" || summary_fail "could not fetch the $line kernel"
+. "$VM_WORK/$line/kernel.env"
+kroot=$VM_CACHE/${KPKG}_${KPKG_VERSION//:/%3a}
+echo "$name: kernel $KPKG $KPKG_VERSION ($KVER)" >&2
+
+# ---- the guest's root: image + modules + package + tests ---------------------
+t0=$SECONDS
+w=$SYS_WORK/$line
+r=$w/root
+rm -rf "$w"
+mkdir -p "$r"
+tar -C "$r" -xf "$image" || summary_fail "could not unpack $image"
+mkdir -p "$r/usr/lib/modules/$KVER"
+cp -a "$kroot/lib/modules/$KVER/." "$r/usr/lib/modules/$KVER/" || summary_fail "could not copy the modules"
+depmod -b "$r" "$KVER" || summary_fail "depmod failed"
+cp "$deb" "$r/tmp/"
+t_assemble=$((SECONDS - t0))
+t0=$SECONDS
+if ! out=$(chroot "$r" env DEBIAN_FRONTEND=noninteractive PATH=/usr/sbin:/usr/bin:/sbin:/bin \
+	apt-get install -y -q "/tmp/${deb##*/}" 2>&1); then
+	summary_fail "apt-get install of the package in the image: $(echo "$out" | tail -n 3 | tr '\n' ' ')"
+fi
+t_install=$((SECONDS - t0))
+rm -f "$r/tmp/${deb##*/}"
+mkdir -p "$r/vmtests/tests"
+cp "$VM_DIR/guest/lib.sh" "$r/vmtests/lib.sh"
+cp "$SYS_DIR/guest/syslib.sh" "$r/vmtests/syslib.sh"
+cp "$SYS_DIR/guest/init" "$r/vmtests/init"
+cp "$SYS_DIR"/guest/tests/*.sh "$r/vmtests/tests/"
+cp "$SYS_DIR/guest/sys-lab.service" "$r/etc/systemd/system/"
+chmod 0755 "$r/vmtests/init"
+systemctl --root="$r" enable sys-lab.service >/dev/null 2>&1
+# Prometheus is started by the test that needs it (TCG time is scarce)
+systemctl --root="$r" disable prometheus.service prometheus-node-exporter.service >/dev/null 2>&1
+t0=$SECONDS
+size=$(($(du -sm "$r" | cut -f1) + 512))
+mkfs.ext4 -q -F -L sysroot -d "$r" "$w/disk.img" "${size}M" || summary_fail "mkfs.ext4 -d failed"
+t_mkfs=$((SECONDS - t0))
+rm -rf "$r"
+echo "$name: image ${t_image}s (cached unless the recipe changed), modules ${t_assemble}s, apt install ${t_install}s, ext4 ${t_mkfs}s" >&2
+
+# ---- boot ---------------------------------------------------------------------
+console=$SYS_WORK/$line.console.log
+results=$SYS_WORK/$line.results.log
+: >"$results"
+timeout_s=${SYS_TIMEOUT:-600}
+append="root=/dev/nvme0n1 rw console=ttyS0 panic=-1 quiet loglevel=3 systemd.show_status=0"
+append="$append asmguard.test_timeout=${SYS_TEST_TIMEOUT:-180}"
+[ -n "$tests" ] && append="$append asmguard.tests=$tests"
+# (no -no-reboot: the reboot test boots the guest twice; poweroff ends qemu)
+truncate -s 64M "$w/data.img"
+qemu=(qemu-system-x86_64 -accel tcg -cpu max -m "${SYS_MEM:-2G}" -smp "${SYS_SMP:-2}"
+	-display none -nic none
+	-kernel "$VM_WORK/$line/vmlinuz" -append "$append"
+	-drive "file=$w/disk.img,if=none,id=root,format=raw" -drive "file=$w/data.img,if=none,id=data,format=raw"
+	-device nvme,id=nvme0,serial=sysroot -device nvme-ns,bus=nvme0,drive=root,nsid=1
+	-device nvme-ns,bus=nvme0,drive=data,nsid=2
+	-serial "file:$console" -serial "file:$results")
+start=$SECONDS
+timeout -k 5 "$timeout_s" "${qemu[@]}" </dev/null >"$w/qemu.log" 2>&1
+qrc=$?
+wall=$((SECONDS - start))
+boot=$(sed -n 's/^VMINFO boot-seconds //p' "$results" | head -n 1)
+done_line=$(grep -a -m1 '^VMDONE' "$results" || true)
+echo "$name: multi-user.target at ${boot:-?}s uptime, tests done at ${done_line#VMDONE }s, wall ${wall}s; logs $console $results" >&2
+grep -a '^VMINFO' "$results" | sed "s/^VMINFO /INFO $name /" >&2
+rm -f "$w/disk.img" "$w/data.img"
+vm_results "$name" "$results" "$console" "$qrc" "$timeout_s"

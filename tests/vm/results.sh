@@ -1,0 +1,61 @@
+# shellcheck shell=bash
+# tests/vm/results.sh - the labs' result contract, shared by tests/vm/run.sh and
+# tests/system/run.sh: a guest prints "VMTEST <check> PASS|FAIL|NA <detail>" lines and
+# "VMDONE <uptime>" when it finished; the host turns them into "PASS|FAIL|N/A <name>
+# <check> <detail>" lines, "<name>: K n/a" and exactly one "<name>: N passed, M failed".
+
+# vm_results NAME RESULTS_LOG CONSOLE_LOG QEMU_STATUS TIMEOUT: prints the lines and the
+# summary; returns 0 only if every check passed and the guest finished.
+vm_results() {
+	local name=$1 log=$2 console=$3 qrc=$4 timeout_s=$5 passed=0 failed=0 na=0 l done_line
+	while IFS= read -r l; do
+		l=${l%$'\r'}
+		if [[ $l =~ ^VMTEST\ ([^ ]+)\ (PASS|FAIL|NA)\ ?(.*)$ ]]; then
+			case ${BASH_REMATCH[2]} in
+			PASS) passed=$((passed + 1)); echo "PASS $name ${BASH_REMATCH[1]} ${BASH_REMATCH[3]}" ;;
+			FAIL) failed=$((failed + 1)); echo "FAIL $name ${BASH_REMATCH[1]} ${BASH_REMATCH[3]}" ;;
+			NA)
+				na=$((na + 1))
+				echo "N/A $name ${BASH_REMATCH[1]} ${BASH_REMATCH[3]}"
+				# n/a needs a reason
+				if [ -z "${BASH_REMATCH[3]}" ]; then
+					failed=$((failed + 1)); echo "FAIL $name ${BASH_REMATCH[1]} n/a without a reason"
+				fi ;;
+			esac
+		fi
+	done <"$log"
+
+	done_line=$(tr -d '\r' <"$log" | grep -a -m1 '^VMDONE' || true)
+	if [ -z "$done_line" ]; then
+		if [ "$qrc" = 124 ] || [ "$qrc" = 137 ]; then
+			echo "FAIL $name guest did not finish within ${timeout_s}s (qemu killed)"
+		else
+			echo "FAIL $name guest did not finish (qemu exit status $qrc)"
+		fi
+		failed=$((failed + 1))
+	elif [ $((passed + failed)) = 0 ]; then
+		echo "FAIL $name the guest reported no results"
+		failed=$((failed + 1))
+	fi
+	if [ "$failed" -gt 0 ]; then
+		echo "---- $name: last 40 console lines ($console) ----"
+		tr -d '\r' <"$console" | tail -n 40
+		echo "---- end ----"
+	fi
+	echo "$name: $na n/a"
+	echo "$name: $passed passed, $failed failed"
+	[ "$failed" = 0 ]
+}
+
+# vm_tally NAME OUTPUT_FILE: adds the "<NAME>: N passed, M failed" summary in
+# OUTPUT_FILE to TALLY_PASS / TALLY_FAIL and TALLY_LINES (a run that printed none
+# counts as one failure).
+TALLY_PASS=0 TALLY_FAIL=0 TALLY_LINES=()
+vm_tally() {
+	local s
+	s=$(grep -E "^${1//+/\\+}: [0-9]+ passed, [0-9]+ failed$" "$2" | tail -n 1)
+	[ -n "$s" ] || s="$1: 0 passed, 1 failed"
+	TALLY_LINES+=("$s")
+	TALLY_PASS=$((TALLY_PASS + $(echo "$s" | sed -E 's/.*: ([0-9]+) passed.*/\1/')))
+	TALLY_FAIL=$((TALLY_FAIL + $(echo "$s" | sed -E 's/.*, ([0-9]+) failed$/\1/')))
+}
