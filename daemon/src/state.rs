@@ -52,6 +52,8 @@ pub struct Daemon {
     pub scans_done: std::sync::atomic::AtomicU64,
     /// Where concurrent `scan` requests wait (asynchronously, no thread each).
     pub scan_gate: tokio::sync::Mutex<()>,
+    /// The exclusive claims on managed disks (kept in step with the filter's set).
+    pub claims: crate::claims::Claims,
 }
 
 /// Test hook: runs inside a full scan between reading the devices and storing
@@ -157,6 +159,7 @@ impl Daemon {
             scans_started: Default::default(),
             scans_done: Default::default(),
             scan_gate: tokio::sync::Mutex::new(()),
+            claims: crate::claims::Claims::from_environment(),
         }
     }
 
@@ -209,6 +212,32 @@ impl Daemon {
         if let Some(f) = self.filter.get() {
             f.sync(crate::filter::managed_set(&self.sys, &self.lsdsk()));
         }
+        self.claims.sync(&self.wanted_claims());
+    }
+
+    /// The top device of every disk whose filter mode is neither `off` nor
+    /// `audit` (a disk with no filter backend at all is claimed too).
+    fn wanted_claims(&self) -> Vec<crate::claims::Wanted> {
+        let s = self.read_state();
+        s.grouping
+            .disks
+            .iter()
+            .filter(|d| {
+                let mode = self
+                    .filter
+                    .get()
+                    .map(|f| f.filtering(d.label.as_str()))
+                    .unwrap_or_default();
+                !(mode.starts_with("off") || mode.starts_with("audit"))
+            })
+            .filter_map(|d| {
+                s.devices.get(&d.top).map(|o| crate::claims::Wanted {
+                    label: d.label.to_string(),
+                    devno: o.sys.devno(),
+                    path: o.sys.dev_path(),
+                })
+            })
+            .collect()
     }
 
     /// Traces the managed disks' I/O and describes them to the exporter. Called after
@@ -550,6 +579,7 @@ impl Daemon {
         let opts = LabelOptions {
             force: a.force,
             migrate: a.migrate,
+            held: self.claims.holds(&sd.devno()),
         };
         let out = labelling::label_device(&sd.dev_path(), &label, opts).map_err(map_op_error);
         if out.is_ok() {
@@ -600,7 +630,13 @@ impl Daemon {
             &what,
         )?;
         let shown = sd.display_path();
-        let out = labelling::unlabel_device(&sd.dev_path(), &label, a.force).map_err(map_op_error);
+        let out = labelling::unlabel_device(
+            &sd.dev_path(),
+            &label,
+            a.force,
+            self.claims.holds(&sd.devno()),
+        )
+        .map_err(map_op_error);
         if out.is_ok() {
             self.after_write(&sd);
         }
@@ -646,7 +682,9 @@ impl Daemon {
             }
         }
         let shown = sd.display_path();
-        let out = labelling::rename_device(&sd.dev_path(), &old, &new).map_err(map_op_error);
+        let out =
+            labelling::rename_device(&sd.dev_path(), &old, &new, self.claims.holds(&sd.devno()))
+                .map_err(map_op_error);
         if out.is_ok() {
             self.after_write(&sd);
         }
