@@ -106,3 +106,15 @@ wait_for_line() {
 
 # vm_exit: exits with 1 if any check failed (call at the end of a test).
 vm_exit() { exit "$VMTEST_FAILED"; }
+
+# agd_start CONFIG LOG: starts asmguardd with CONFIG (its output appended to LOG),
+# sets $agd to its pid, and waits up to 10 s until its socket answers.
+agd_start() {
+	asmguardd --config "$1" >>"$2" 2>&1 &
+	agd=$!
+	_i=0
+	while [ $_i -lt 100 ] && ! asmguardctl --socket /run/asmguard/asmguard.sock status >/dev/null 2>&1; do
+		_i=$((_i + 1))
+		sleep 0.1
+	done
+}
