@@ -118,3 +118,9 @@ agd_start() {
 		sleep 0.1
 	done
 }
+
+# sysfs_write FILE VALUE: writes VALUE to a sysfs/configfs attribute with coreutils dd,
+# which names the kernel's errno on failure (dash's echo says "I/O error" for all).
+sysfs_write() {
+	printf '%s\n' "$2" | dd of="$1" conv=notrunc status=none
+}

@@ -123,7 +123,7 @@ unchanged loop
 
 # -- zram: backing device for writeback
 if modprobe zram num_devices=1 2>/dev/null && [ -e /sys/block/zram0/backing_dev ]; then
-	expect_fail zram-backing.refused "$busy" sh -c "echo $D >/sys/block/zram0/backing_dev"
+	expect_fail zram-backing.refused "$busy" sysfs_write /sys/block/zram0/backing_dev "$D"
 	b=$(cat /sys/block/zram0/backing_dev)
 	[ "$b" = none ] && pass zram-backing.unset "$b" || fail zram-backing.unset "backing_dev is $b"
 else
@@ -135,7 +135,7 @@ unchanged zram
 if modprobe bcache 2>/dev/null && [ -e /sys/fs/bcache/register ]; then
 	truncate -s 16M /tmp/bc.img && make-bcache -B /tmp/bc.img >/dev/null 2>&1
 	grid_puts bcache.grid-made-backing /tmp/bc.img 15
-	expect_fail bcache-register.refused "$busy" sh -c "echo $D >/sys/fs/bcache/register"
+	expect_fail bcache-register.refused "$busy" sysfs_write /sys/fs/bcache/register "$D"
 else
 	na bcache-register.refused "this kernel has no bcache module"
 fi
@@ -152,20 +152,20 @@ if modprobe target_core_iblock 2>/dev/null && modprobe tcm_loop 2>/dev/null && [
 	sp="$CFG/target/core/iblock_91/spare"
 	mkdir -p "$sp"
 	echo "udev_path=$L2" >"$sp/control"
-	expect_ok lio-iblock.spare-works sh -c "echo 1 >$sp/enable"
+	expect_ok lio-iblock.spare-works sysfs_write "$sp/enable" 1
 	rmdir "$sp" "${sp%/*}" 2>/dev/null
 	ib="$CFG/target/core/iblock_90/agc"
 	mkdir -p "$ib"
 	echo "udev_path=$D" >"$ib/control"
-	expect_fail lio-iblock.refused "$busy" sh -c "echo 1 >$ib/enable"
+	expect_fail lio-iblock.refused "$busy" sysfs_write "$ib/enable" 1
 	rmdir "$ib" "${ib%/*}" 2>/dev/null
 	if modprobe target_core_pscsi 2>/dev/null; then
 		ps="$CFG/target/core/pscsi_90/agc"
 		mkdir -p "$ps"
 		hctl=$(basename "$(readlink -f "/sys/class/block/${D#/dev/}/device")")
 		echo "$hctl" | awk -F: '{printf "scsi_host_id=%s,scsi_channel_id=%s,scsi_target_id=%s,scsi_lun_id=%s", $1, $2, $3, $4}' >"$ps/control"
-		echo "udev_path=$D" >"$ps/control"
-		expect_fail lio-pscsi.refused "$busy" sh -c "echo 1 >$ps/enable"
+		sysfs_write "$ps/udev_path" "$D"
+		expect_fail lio-pscsi.refused "$busy" sysfs_write "$ps/enable" 1
 		rmdir "$ps" "${ps%/*}" 2>/dev/null
 	else
 		na lio-pscsi.refused "this kernel has no target_core_pscsi module"
@@ -181,7 +181,7 @@ if modprobe nvmet 2>/dev/null && modprobe nvme-loop 2>/dev/null && [ -d "$CFG/nv
 	mkdir -p "$ss/namespaces/1"
 	echo 1 >"$ss/attr_allow_any_host"
 	printf '%s' "$D" >"$ss/namespaces/1/device_path"
-	expect_fail nvmet-ns.refused "$busy" sh -c "echo 1 >$ss/namespaces/1/enable"
+	expect_fail nvmet-ns.refused "$busy" sysfs_write "$ss/namespaces/1/enable" 1
 	echo 0 >"$ss/namespaces/1/enable" 2>/dev/null
 	rmdir "$ss/namespaces/1" "$ss" 2>/dev/null
 else
