@@ -177,11 +177,37 @@ impl Claims {
         self.lock().contains_key(devno)
     }
 
-    /// Takes the claims wanted and releases the others. A device that another
+    /// The claims held, `LABEL MAJ:MIN` (for `status`).
+    pub fn list(&self) -> Vec<String> {
+        self.lock()
+            .iter()
+            .map(|(d, h)| format!("{} {d}", h.label))
+            .collect()
+    }
+
+    /// Where the claims outlive a restart (for `status`).
+    pub fn kept(&self) -> &'static str {
+        if self.store {
+            "systemd fd store"
+        } else {
+            "none (no NOTIFY_SOCKET: re-taken on start)"
+        }
+    }
+
+    /// Takes the claims wanted and releases the others, leaving the devices in
+    /// `frozen` (`MAJ:MIN`, being labelled) as they are. A device that another
     /// exclusive holder has (mounted, in a dm table) cannot be claimed: logged.
-    pub fn sync(&self, wanted: &[Wanted]) {
+    pub fn sync(&self, wanted: &[Wanted], frozen: &[String]) {
         let mut held = self.lock();
         let (take, release) = plan(held.keys(), wanted);
+        let take: Vec<Wanted> = take
+            .into_iter()
+            .filter(|w| !frozen.contains(&w.devno))
+            .collect();
+        let release: Vec<String> = release
+            .into_iter()
+            .filter(|d| !frozen.contains(d))
+            .collect();
         for devno in release {
             if let Some(h) = held.remove(&devno) {
                 self.store_notify(&devno, &h.file, true);
@@ -302,7 +328,7 @@ mod tests {
         let e = claim(Path::new("/dev/null"), "1:3").unwrap_err();
         assert!(e.to_string().contains("is not block device 1:3"), "{e}");
         let c = Claims::new(false);
-        c.sync(&[w("A", "1:3")]);
+        c.sync(&[w("A", "1:3")], &[]);
         assert!(!c.holds("1:3"));
     }
 }

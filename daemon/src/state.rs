@@ -212,7 +212,21 @@ impl Daemon {
         if let Some(f) = self.filter.get() {
             f.sync(crate::filter::managed_set(&self.sys, &self.lsdsk()));
         }
-        self.claims.sync(&self.wanted_claims());
+        self.sync_claims();
+    }
+
+    /// Takes and releases the exclusive claims to match the disks and their filter
+    /// modes. A disk being labelled right now keeps its claim as it is (the label
+    /// write decided how to open it from that).
+    pub fn sync_claims(&self) {
+        let busy: Vec<String> = self
+            .inflight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter_map(|k| k.strip_prefix("dev:").map(str::to_string))
+            .collect();
+        self.claims.sync(&self.wanted_claims(), &busy);
     }
 
     /// The top device of every disk whose filter mode is neither `off` nor
@@ -448,6 +462,8 @@ impl Daemon {
             filter_devices: fst.devices,
             protection,
             bpf_lsm_hint: asmguard_guard::bpf_lsm_hint().unwrap_or_default(),
+            claims: self.claims.list(),
+            claims_kept: self.claims.kept().into(),
             default_filter_mode: self.cfg.filter.mode.clone(),
             disks: s.grouping.disks.iter().filter(|d| !d.conflict).count(),
             conflicts: s.grouping.conflicts.len(),
@@ -547,7 +563,7 @@ impl Daemon {
             ));
         }
         let what = format!("label {label} on {shown}");
-        let _claim = self.claim(
+        let claim = self.claim(
             vec![format!("dev:{}", sd.devno()), format!("label:{label}")],
             &what,
         )?;
@@ -585,6 +601,10 @@ impl Daemon {
         if out.is_ok() {
             self.after_write(&sd);
         }
+        // the claim follows the new state once the write is over (it is frozen while
+        // the disk is being written)
+        drop(claim);
+        self.sync_claims();
         let out = out?;
         tracing::info!(
             "{shown}: {} {label} (force={}, migrate={})",
@@ -625,7 +645,7 @@ impl Daemon {
         let label = parse_label(&a.label)?;
         let what = format!("unlabel {label}");
         let sd = self.disk_top(&label, &what)?;
-        let _claim = self.claim(
+        let claim = self.claim(
             vec![format!("dev:{}", sd.devno()), format!("label:{label}")],
             &what,
         )?;
@@ -640,6 +660,10 @@ impl Daemon {
         if out.is_ok() {
             self.after_write(&sd);
         }
+        // the claim follows the new state once the write is over (it is frozen while
+        // the disk is being written)
+        drop(claim);
+        self.sync_claims();
         let out = out?;
         tracing::info!("{shown}: unlabelled {label}");
         Ok(label_result(out, &label, shown))
@@ -650,7 +674,7 @@ impl Daemon {
         let new = parse_label(&a.new)?;
         let what = format!("rename {old} to {new}");
         let sd = self.disk_top(&old, &what)?;
-        let _claim = self.claim(
+        let claim = self.claim(
             vec![
                 format!("dev:{}", sd.devno()),
                 format!("label:{old}"),
@@ -688,6 +712,10 @@ impl Daemon {
         if out.is_ok() {
             self.after_write(&sd);
         }
+        // the claim follows the new state once the write is over (it is frozen while
+        // the disk is being written)
+        drop(claim);
+        self.sync_claims();
         let out = out?;
         tracing::info!("{shown}: renamed {old} to {new}");
         Ok(label_result(out, &new, shown))

@@ -227,9 +227,15 @@ fn managed_disks_are_claimed_exclusively_until_unlabelled() {
     d.ctl(&["label", "CLAIM1", &dev]).ok();
     let e = claim_open(&dev).expect_err("a managed disk is claimed by the daemon");
     assert_eq!(e.raw_os_error(), Some(libc::EBUSY), "{e}");
+    let st = d.ctl(&["status", "--json"]).ok().json();
+    let devno = std::fs::read_to_string(format!("/sys/class/block/{}/dev", l.name)).unwrap();
+    assert_eq!(
+        st["claims"],
+        serde_json::json!([format!("CLAIM1 {}", devno.trim())])
+    );
+    assert_eq!(st["claims_kept"], "systemd fd store", "{st:#}");
     // opens without O_EXCL (ASM, the database, multipathd) are not in its way
     assert!(OpenOptions::new().read(true).write(true).open(&dev).is_ok());
-    let devno = std::fs::read_to_string(format!("/sys/class/block/{}/dev", l.name)).unwrap();
     let name = format!("FDNAME=claim-{}", devno.trim().replace(':', "-"));
     let n = d.notifications(Duration::from_millis(300));
     assert!(
@@ -245,6 +251,8 @@ fn managed_disks_are_claimed_exclusively_until_unlabelled() {
     );
     d.ctl(&["unlabel", "CLAIM3"]).ok();
     drop(claim_open(&dev).expect("unlabelled: the claim is released"));
+    let st = d.ctl(&["status", "--json"]).ok().json();
+    assert_eq!(st["claims"], serde_json::json!([]), "{st:#}");
     let n = d.notifications(Duration::from_millis(300));
     assert!(
         n.windows(2)

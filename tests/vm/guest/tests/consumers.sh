@@ -32,6 +32,11 @@ dd if=/dev/zero of="$D" bs=1M count=4 oflag=direct 2>/dev/null
 truncate -s 16M /tmp/fs.img && mkfs.ext4 -q -F /tmp/fs.img >/dev/null 2>&1
 agd_start /tmp/cons.toml /tmp/cons.log
 expect_ok label $C label CONS1 "$D"
+st=$($C status 2>&1 | grep 'exclusive claims')
+case $st in
+*"1 disk(s)"*"CONS1 $(cat "/sys/class/block/${D#/dev/}/dev")"*"re-taken on start"*) pass status-claims "$st" ;;
+*) fail status-claims "$st" ;;
+esac
 chown grid "$D"
 grid_write() { # the allowed user's own path to the disk keeps working
 	expect_ok "$1.grid-writes" as_user grid dd if=/tmp/grid.blk of="$D" bs=4096 count=1 seek=2048 conv=notrunc oflag=direct
