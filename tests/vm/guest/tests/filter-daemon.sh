@@ -31,12 +31,7 @@ allow_users = ["grid"]
 allow_groups = ["asmadmin"]
 TOML
 
-start_daemon() {
-	asmguardd --config /tmp/ag.toml >>/tmp/agd.log 2>&1 &
-	agd=$!
-	i=0
-	while [ $i -lt 100 ] && ! $C status >/dev/null 2>&1; do i=$((i + 1)); sleep 0.1; done
-}
+start_daemon() { agd_start /tmp/ag.toml /tmp/agd.log; }
 start_daemon
 st=$($C status 2>&1)
 if [ "$VM_BACKEND" = lsm ]; then
