@@ -203,6 +203,19 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
             format!("{} (default)", s.default_filter_mode),
         ),
         (
+            "exclusive claims",
+            if s.claims.is_empty() {
+                "none".to_string()
+            } else {
+                format!(
+                    "{} disk(s), kernel consumers get EBUSY: {}; kept across restarts: {}",
+                    s.claims.len(),
+                    s.claims.join(", "),
+                    s.claims_kept
+                )
+            },
+        ),
+        (
             "disks",
             format!(
                 "{} labelled, {} label conflicts, {} devices looked at",

@@ -7,6 +7,7 @@
 //! 3 bad configuration.
 
 use asmguard_config as config;
+mod claims;
 mod filter;
 mod metrics;
 mod reclaim;

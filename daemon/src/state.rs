@@ -52,6 +52,8 @@ pub struct Daemon {
     pub scans_done: std::sync::atomic::AtomicU64,
     /// Where concurrent `scan` requests wait (asynchronously, no thread each).
     pub scan_gate: tokio::sync::Mutex<()>,
+    /// The exclusive claims on managed disks (kept in step with the filter's set).
+    pub claims: crate::claims::Claims,
 }
 
 /// Test hook: runs inside a full scan between reading the devices and storing
@@ -157,6 +159,7 @@ impl Daemon {
             scans_started: Default::default(),
             scans_done: Default::default(),
             scan_gate: tokio::sync::Mutex::new(()),
+            claims: crate::claims::Claims::from_environment(),
         }
     }
 
@@ -209,6 +212,46 @@ impl Daemon {
         if let Some(f) = self.filter.get() {
             f.sync(crate::filter::managed_set(&self.sys, &self.lsdsk()));
         }
+        self.sync_claims();
+    }
+
+    /// Takes and releases the exclusive claims to match the disks and their filter
+    /// modes. A disk being labelled right now keeps its claim as it is (the label
+    /// write decided how to open it from that).
+    pub fn sync_claims(&self) {
+        let busy: Vec<String> = self
+            .inflight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter_map(|k| k.strip_prefix("dev:").map(str::to_string))
+            .collect();
+        self.claims.sync(&self.wanted_claims(), &busy);
+    }
+
+    /// The top device of every disk whose filter mode is neither `off` nor
+    /// `audit` (a disk with no filter backend at all is claimed too).
+    fn wanted_claims(&self) -> Vec<crate::claims::Wanted> {
+        let s = self.read_state();
+        s.grouping
+            .disks
+            .iter()
+            .filter(|d| {
+                let mode = self
+                    .filter
+                    .get()
+                    .map(|f| f.filtering(d.label.as_str()))
+                    .unwrap_or_default();
+                !(mode.starts_with("off") || mode.starts_with("audit"))
+            })
+            .filter_map(|d| {
+                s.devices.get(&d.top).map(|o| crate::claims::Wanted {
+                    label: d.label.to_string(),
+                    devno: o.sys.devno(),
+                    path: o.sys.dev_path(),
+                })
+            })
+            .collect()
     }
 
     /// Traces the managed disks' I/O and describes them to the exporter. Called after
@@ -408,6 +451,8 @@ impl Daemon {
             filter_devices: fst.devices,
             protection,
             bpf_lsm_hint: asmguard_guard::bpf_lsm_hint().unwrap_or_default(),
+            claims: self.claims.list(),
+            claims_kept: self.claims.kept().into(),
             default_filter_mode: self.cfg.filter.mode.clone(),
             disks: s.grouping.disks.iter().filter(|d| !d.conflict).count(),
             conflicts: s.grouping.conflicts.len(),
@@ -507,7 +552,7 @@ impl Daemon {
             ));
         }
         let what = format!("label {label} on {shown}");
-        let _claim = self.claim(
+        let claim = self.claim(
             vec![format!("dev:{}", sd.devno()), format!("label:{label}")],
             &what,
         )?;
@@ -539,11 +584,16 @@ impl Daemon {
         let opts = LabelOptions {
             force: a.force,
             migrate: a.migrate,
+            held: self.claims.holds(&sd.devno()),
         };
         let out = labelling::label_device(&sd.dev_path(), &label, opts).map_err(map_op_error);
         if out.is_ok() {
             self.after_write(&sd);
         }
+        // the claim follows the new state once the write is over (it is frozen while
+        // the disk is being written)
+        drop(claim);
+        self.sync_claims();
         let out = out?;
         tracing::info!(
             "{shown}: {} {label} (force={}, migrate={})",
@@ -584,15 +634,25 @@ impl Daemon {
         let label = parse_label(&a.label)?;
         let what = format!("unlabel {label}");
         let sd = self.disk_top(&label, &what)?;
-        let _claim = self.claim(
+        let claim = self.claim(
             vec![format!("dev:{}", sd.devno()), format!("label:{label}")],
             &what,
         )?;
         let shown = sd.display_path();
-        let out = labelling::unlabel_device(&sd.dev_path(), &label, a.force).map_err(map_op_error);
+        let out = labelling::unlabel_device(
+            &sd.dev_path(),
+            &label,
+            a.force,
+            self.claims.holds(&sd.devno()),
+        )
+        .map_err(map_op_error);
         if out.is_ok() {
             self.after_write(&sd);
         }
+        // the claim follows the new state once the write is over (it is frozen while
+        // the disk is being written)
+        drop(claim);
+        self.sync_claims();
         let out = out?;
         tracing::info!("{shown}: unlabelled {label}");
         Ok(label_result(out, &label, shown))
@@ -603,7 +663,7 @@ impl Daemon {
         let new = parse_label(&a.new)?;
         let what = format!("rename {old} to {new}");
         let sd = self.disk_top(&old, &what)?;
-        let _claim = self.claim(
+        let claim = self.claim(
             vec![
                 format!("dev:{}", sd.devno()),
                 format!("label:{old}"),
@@ -635,10 +695,16 @@ impl Daemon {
             }
         }
         let shown = sd.display_path();
-        let out = labelling::rename_device(&sd.dev_path(), &old, &new).map_err(map_op_error);
+        let out =
+            labelling::rename_device(&sd.dev_path(), &old, &new, self.claims.holds(&sd.devno()))
+                .map_err(map_op_error);
         if out.is_ok() {
             self.after_write(&sd);
         }
+        // the claim follows the new state once the write is over (it is frozen while
+        // the disk is being written)
+        drop(claim);
+        self.sync_claims();
         let out = out?;
         tracing::info!("{shown}: renamed {old} to {new}");
         Ok(label_result(out, &new, shown))

@@ -106,22 +106,30 @@ impl AlignedBuf {
 impl Device {
     /// Open read-only (`O_DIRECT` for a block device, so no page-cache copy is read).
     pub fn open_read(path: &Path) -> Result<Device, DevError> {
-        Self::open(path, false, false)
+        Self::open(path, false, false, false)
     }
 
     /// Open for writing: `O_RDWR | O_DIRECT | O_EXCL` for a block device (the kernel
     /// refuses `O_EXCL` while the device is mounted or held by dm/md).
     pub fn open_write(path: &Path) -> Result<Device, DevError> {
-        Self::open(path, true, false)
+        Self::open_write_as(path, false)
+    }
+
+    /// Open for writing; `held`: the caller itself holds the exclusive claim on this
+    /// block device (asmguardd's claim on a managed disk), so the open goes without
+    /// `O_EXCL`, which that claim would refuse, and stays exclusive of every other
+    /// claimer all the same.
+    pub fn open_write_as(path: &Path, held: bool) -> Result<Device, DevError> {
+        Self::open(path, true, false, held)
     }
 
     /// Open an image file or block device read-only without `O_DIRECT` (for files on
     /// filesystems without direct I/O, e.g. tmpfs).
     pub fn open_buffered(path: &Path) -> Result<Device, DevError> {
-        Self::open(path, false, true)
+        Self::open(path, false, true, false)
     }
 
-    fn open(path: &Path, write: bool, buffered: bool) -> Result<Device, DevError> {
+    fn open(path: &Path, write: bool, buffered: bool, held: bool) -> Result<Device, DevError> {
         let meta = std::fs::metadata(path).map_err(io_err(path, "stat"))?;
         let ft = meta.file_type();
         let kind = if ft.is_block_device() {
@@ -149,7 +157,7 @@ impl Device {
         if direct {
             flags |= libc::O_DIRECT;
         }
-        if write && kind == DeviceKind::BlockDevice {
+        if write && kind == DeviceKind::BlockDevice && !held {
             flags |= libc::O_EXCL;
         }
         opts.custom_flags(flags);

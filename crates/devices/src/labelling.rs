@@ -26,6 +26,9 @@ use std::path::Path;
 pub struct LabelOptions {
     pub force: bool,
     pub migrate: bool,
+    /// The caller holds the exclusive claim on the device (asmguardd on a managed
+    /// disk): open it without `O_EXCL` (see `Device::open_write_as`).
+    pub held: bool,
 }
 
 /// What was done.
@@ -96,8 +99,8 @@ struct Probed {
     unit: usize,
 }
 
-fn open_probe(path: &Path) -> Result<Probed, LabelOpError> {
-    let dev = Device::open_write(path)?;
+fn open_probe(path: &Path, held: bool) -> Result<Probed, LabelOpError> {
+    let dev = Device::open_write_as(path, held)?;
     dev.require_size(MIN_SIZE.max(dev.logical_block_size as u64))?;
     let (head, tail) = dev.read_probe_regions()?;
     let unit = dev.logical_block_size.max(512) as usize;
@@ -178,7 +181,7 @@ fn refuse_unless_forced(
 
 /// Label the device at `path`.
 pub fn label_device(path: &Path, new: &Label, opts: LabelOptions) -> Result<Outcome, LabelOpError> {
-    let p = open_probe(path)?;
+    let p = open_probe(path, opts.held)?;
     let shown = path.display().to_string();
     let current = label::read(&p.head);
     if current.label().as_ref() == Some(new) {
@@ -267,8 +270,14 @@ pub fn label_device(path: &Path, new: &Label, opts: LabelOptions) -> Result<Outc
 
 /// Change the label `old` on the device at `path` to `new`, touching only the label
 /// bytes (and the checksum word), on block 0 and on a valid ASM header copy.
-pub fn rename_device(path: &Path, old: &Label, new: &Label) -> Result<Outcome, LabelOpError> {
-    let p = open_probe(path)?;
+/// `held` as in `LabelOptions::held`.
+pub fn rename_device(
+    path: &Path,
+    old: &Label,
+    new: &Label,
+    held: bool,
+) -> Result<Outcome, LabelOpError> {
+    let p = open_probe(path, held)?;
     let current = label::read(&p.head);
     if current.label().as_ref() != Some(old) {
         return Err(LabelOpError::NotLabelled {
@@ -294,9 +303,14 @@ pub fn rename_device(path: &Path, old: &Label, new: &Label) -> Result<Outcome, L
 /// Remove the label `expected` from the device at `path`. On an ASM disk the
 /// `ORCLDISK` provstr stays and only the label bytes are zeroed; elsewhere the tag
 /// becomes `ORCLCLRD` as ASMLib's `deletedisk` leaves it. A disk-group member is
-/// refused without `force`.
-pub fn unlabel_device(path: &Path, expected: &Label, force: bool) -> Result<Outcome, LabelOpError> {
-    let p = open_probe(path)?;
+/// refused without `force`. `held` as in `LabelOptions::held`.
+pub fn unlabel_device(
+    path: &Path,
+    expected: &Label,
+    force: bool,
+    held: bool,
+) -> Result<Outcome, LabelOpError> {
+    let p = open_probe(path, held)?;
     let current = label::read(&p.head);
     if current.label().as_ref() != Some(expected) {
         return Err(LabelOpError::NotLabelled {
@@ -363,10 +377,10 @@ mod tests {
         assert_eq!(o.action, "unchanged");
         let e = label_device(f.path(), &l("DATA2"), LabelOptions::default()).unwrap_err();
         assert!(matches!(e, LabelOpError::Labelled { .. }), "{e}");
-        let o = rename_device(f.path(), &l("DATA1"), &l("DATA2")).unwrap();
+        let o = rename_device(f.path(), &l("DATA1"), &l("DATA2"), false).unwrap();
         assert_eq!(o.action, "renamed");
         assert_eq!(label::read(&bytes(&f)).label(), Some(l("DATA2")));
-        unlabel_device(f.path(), &l("DATA2"), false).unwrap();
+        unlabel_device(f.path(), &l("DATA2"), false, false).unwrap();
         assert_eq!(label::read(&bytes(&f)), LabelState::Cleared);
         // A cleared disk is blank enough to label again without force.
         label_device(f.path(), &l("DATA3"), LabelOptions::default()).unwrap();
@@ -395,6 +409,7 @@ mod tests {
             LabelOptions {
                 force: false,
                 migrate: true,
+                held: false,
             },
         )
         .unwrap_err();
@@ -405,6 +420,7 @@ mod tests {
             LabelOptions {
                 force: true,
                 migrate: false,
+                held: false,
             },
         )
         .unwrap();
@@ -448,6 +464,7 @@ mod tests {
             LabelOptions {
                 force: false,
                 migrate: true,
+                held: false,
             },
         )
         .unwrap();
@@ -471,9 +488,9 @@ mod tests {
         assert!(c.checksum_ok());
         assert_eq!(c.label.label(), Some(l("MIG1")));
         // A member: unlabel needs force, and keeps ORCLDISK.
-        let e = unlabel_device(f.path(), &l("MIG1"), false).unwrap_err();
+        let e = unlabel_device(f.path(), &l("MIG1"), false, false).unwrap_err();
         assert!(matches!(e, LabelOpError::Member { .. }), "{e}");
-        unlabel_device(f.path(), &l("MIG1"), true).unwrap();
+        unlabel_device(f.path(), &l("MIG1"), true, false).unwrap();
         let h = DiskHeader::parse(&bytes(&f)[..4096]).unwrap();
         assert!(h.checksum_ok());
         assert_eq!(h.provstr, "ORCLDISK");

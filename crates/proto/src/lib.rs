@@ -699,6 +699,14 @@ pub struct StatusResult {
     /// How to turn the BPF LSM on, when the kernel has it but it is off.
     #[serde(default)]
     pub bpf_lsm_hint: String,
+    /// The exclusive claims the daemon holds on managed disks (`LABEL MAJ:MIN`):
+    /// the kernel's consumers (dm, md, mount, swap ...) get EBUSY on them.
+    #[serde(default)]
+    pub claims: Vec<String>,
+    /// Where the claims outlive a restart: `systemd fd store`, or `none
+    /// (re-taken on start)`.
+    #[serde(default)]
+    pub claims_kept: String,
 }
 
 impl StatusResult {

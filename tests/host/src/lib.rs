@@ -306,7 +306,10 @@ pub struct Daemon {
     /// The metrics port the daemon was given (a free one, never the production
     /// 9465), unless the test configured `[metrics]` itself.
     pub metrics_port: Option<u16>,
-    notify: UnixDatagram,
+    /// sd_notify lines received since READY=1 and not yet taken by
+    /// [`Daemon::notifications`], read as they come like systemd does (file
+    /// descriptors sent with them, FDSTORE=1, are closed on receipt).
+    notes: std::sync::Arc<Mutex<Vec<String>>>,
 }
 
 /// A TCP port on 127.0.0.1 that was free a moment ago.
@@ -416,11 +419,11 @@ impl Daemon {
             ready_after: Duration::ZERO,
             log,
             metrics_port,
-            notify: ns,
+            notes: Default::default(),
         };
         let mut buf = [0u8; 4096];
         loop {
-            if let Ok(n) = d.notify.recv(&mut buf) {
+            if let Ok(n) = ns.recv(&mut buf) {
                 let msg = String::from_utf8_lossy(&buf[..n]);
                 if msg.lines().any(|l| l == "READY=1") {
                     d.ready_after = t0.elapsed();
@@ -436,24 +439,28 @@ impl Daemon {
                 d.log_text()
             );
         }
+        let notes = std::sync::Arc::downgrade(&d.notes);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            // until the Daemon is dropped (the socket has a 200 ms read timeout)
+            while let Some(notes) = notes.upgrade() {
+                if let Ok(n) = ns.recv(&mut buf) {
+                    notes.lock().unwrap_or_else(|p| p.into_inner()).extend(
+                        String::from_utf8_lossy(&buf[..n])
+                            .lines()
+                            .map(str::to_string),
+                    );
+                }
+            }
+        });
         d
     }
 
-    /// sd_notify messages received during `during`.
+    /// sd_notify lines received since the last call (or READY=1), after
+    /// waiting `during`.
     pub fn notifications(&self, during: Duration) -> Vec<String> {
-        let t0 = Instant::now();
-        let mut out = Vec::new();
-        let mut buf = [0u8; 4096];
-        while t0.elapsed() < during {
-            if let Ok(n) = self.notify.recv(&mut buf) {
-                out.extend(
-                    String::from_utf8_lossy(&buf[..n])
-                        .lines()
-                        .map(str::to_string),
-                );
-            }
-        }
-        out
+        std::thread::sleep(during);
+        std::mem::take(&mut *self.notes.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     pub fn log_text(&self) -> String {

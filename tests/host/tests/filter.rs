@@ -204,3 +204,59 @@ fn daemon_filter_protects_labelled_disks() {
         "an unlabelled disk is no longer protected"
     );
 }
+
+/// An exclusive open of the device (what dm, md, mount, swapon ... do in the kernel).
+fn claim_open(dev: &str) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_EXCL)
+        .open(dev)
+}
+
+#[test]
+fn managed_disks_are_claimed_exclusively_until_unlabelled() {
+    let Some(_g) = lock() else { return };
+    let l = Loop::new(16 * MIB);
+    let dev = l.dev.display().to_string();
+    let d = Daemon::start(
+        &[&l.name],
+        "[filter]\nmode = \"enforce\"\nallow_users = [\"root\"]\nallow_groups = []\n",
+    );
+    drop(claim_open(&dev).expect("nobody claims it before it is labelled"));
+    d.ctl(&["label", "CLAIM1", &dev]).ok();
+    let e = claim_open(&dev).expect_err("a managed disk is claimed by the daemon");
+    assert_eq!(e.raw_os_error(), Some(libc::EBUSY), "{e}");
+    let st = d.ctl(&["status", "--json"]).ok().json();
+    let devno = std::fs::read_to_string(format!("/sys/class/block/{}/dev", l.name)).unwrap();
+    assert_eq!(
+        st["claims"],
+        serde_json::json!([format!("CLAIM1 {}", devno.trim())])
+    );
+    assert_eq!(st["claims_kept"], "systemd fd store", "{st:#}");
+    // opens without O_EXCL (ASM, the database, multipathd) are not in its way
+    assert!(OpenOptions::new().read(true).write(true).open(&dev).is_ok());
+    let name = format!("FDNAME=claim-{}", devno.trim().replace(':', "-"));
+    let n = d.notifications(Duration::from_millis(300));
+    assert!(
+        n.windows(2).any(|w| w[0] == "FDSTORE=1" && w[1] == name),
+        "the claim goes to systemd's fd store: {n:?}"
+    );
+    // the daemon's own label writes go through its claim
+    d.ctl(&["rename", "CLAIM1", "CLAIM2"]).ok();
+    d.ctl(&["label", "CLAIM3", &dev, "--force"]).ok();
+    assert_eq!(
+        claim_open(&dev).unwrap_err().raw_os_error(),
+        Some(libc::EBUSY)
+    );
+    d.ctl(&["unlabel", "CLAIM3"]).ok();
+    drop(claim_open(&dev).expect("unlabelled: the claim is released"));
+    let st = d.ctl(&["status", "--json"]).ok().json();
+    assert_eq!(st["claims"], serde_json::json!([]), "{st:#}");
+    let n = d.notifications(Duration::from_millis(300));
+    assert!(
+        n.windows(2)
+            .any(|w| w[0] == "FDSTOREREMOVE=1" && w[1] == name),
+        "released from the fd store: {n:?}"
+    );
+}

@@ -143,3 +143,21 @@ vm_run_tests() {
 
 # vm_exit: exits with 1 if any check failed (call at the end of a test).
 vm_exit() { exit "$VMTEST_FAILED"; }
+
+# agd_start CONFIG LOG: starts asmguardd with CONFIG (its output appended to LOG),
+# sets $agd to its pid, and waits up to 10 s until its socket answers.
+agd_start() {
+	asmguardd --config "$1" >>"$2" 2>&1 &
+	agd=$!
+	_i=0
+	while [ $_i -lt 100 ] && ! asmguardctl --socket /run/asmguard/asmguard.sock status >/dev/null 2>&1; do
+		_i=$((_i + 1))
+		sleep 0.1
+	done
+}
+
+# sysfs_write FILE VALUE: writes VALUE to a sysfs/configfs attribute with coreutils dd,
+# which names the kernel's errno on failure (dash's echo says "I/O error" for all).
+sysfs_write() {
+	printf '%s\n' "$2" | dd of="$1" conv=notrunc status=none
+}
