@@ -61,7 +61,7 @@ fi
 
 # The VM lab.
 if [ "${ASMGUARD_SKIP_VM:-0}" != 1 ]; then
-    tests/vm/all.sh 2>&1 | tee "$logs/vm.log" | grep -E '^(PASS|FAIL|N/A|RETRY|vm)' || true
+    tests/vm/all.sh 2>&1 | tee "$logs/vm.log" | grep -E '^(PASS|FAIL|N/A|XFAIL|RETRY|vm)' || true
     vm_line=$(grep -E '^vm: [0-9]+ passed, [0-9]+ failed' "$logs/vm.log" | tail -n 1)
     if [ -n "$vm_line" ]; then
         passed=$((passed + $(echo "$vm_line" | awk '{print $2}')))
@@ -78,7 +78,7 @@ fi
 # The system lab: the .deb and a booted Debian 12 host (systemd, udevd, multipathd)
 # on the 6.1 and 6.12 kernels.
 if [ "${ASMGUARD_SKIP_SYSTEM:-0}" != 1 ] && [ "${ASMGUARD_SKIP_VM:-0}" != 1 ]; then
-    tests/system/all.sh 2>&1 | tee "$logs/system.log" | grep -E '^(PASS|FAIL|N/A|system)' || true
+    tests/system/all.sh 2>&1 | tee "$logs/system.log" | grep -E '^(PASS|FAIL|N/A|XFAIL|system)' || true
     sys_line=$(grep -E '^system: [0-9]+ passed, [0-9]+ failed' "$logs/system.log" | tail -n 1)
     if [ -n "$sys_line" ]; then
         passed=$((passed + $(echo "$sys_line" | awk '{print $2}')))
@@ -92,5 +92,7 @@ else
 fi
 
 [ ${#failures[@]} -gt 0 ] && echo "failed steps: ${failures[*]}"
+gaps=$(cat "$logs"/vm.log "$logs"/system.log 2>/dev/null | grep -c '^XFAIL' || true)
+[ "${gaps:-0}" = 0 ] || echo "known gaps: $gaps (XFAIL lines: protections still missing, their issues open)"
 echo "total: $passed passed, $failed failed"
 [ "$failed" = 0 ]

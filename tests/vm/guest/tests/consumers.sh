@@ -196,7 +196,13 @@ if modprobe nvmet 2>/dev/null && modprobe nvme-loop 2>/dev/null && [ -d "$CFG/nv
 	mkdir -p "$ss/namespaces/1"
 	echo 1 >"$ss/attr_allow_any_host"
 	printf '%s' "$D" >"$ss/namespaces/1/device_path"
-	expect_fail nvmet-ns.refused "$busy" sysfs_write "$ss/namespaces/1/enable" 1
+	if [ "$VM_BACKEND" = lsm ]; then
+		# its by-path open runs no LSM hook and takes no claim (issue 12)
+		known_gap nvmet-ns.refused "issue 12: nvmet's block backend opens by path without a claim, and no LSM hook sees it" \
+			sysfs_write "$ss/namespaces/1/enable" 1
+	else
+		expect_fail nvmet-ns.refused "$busy" sysfs_write "$ss/namespaces/1/enable" 1
+	fi
 	echo 0 >"$ss/namespaces/1/enable" 2>/dev/null
 	rmdir "$ss/namespaces/1" "$ss" 2>/dev/null
 else
