@@ -138,7 +138,9 @@ if [ -b "${VM_SCSI:-}" ] && [ -r /sys/bus/pseudo/drivers/scsi_debug/map ]; then
 	# the discard counters: reclaim's, then grid's blkdiscard (allowed by the
 	# filter) as the database's
 	chown grid "$VM_SCSI"
-	expect_ok scsi-grid-blkdiscard-allowed as_user grid "$(command -v blkdiscard)" -o $((60 * MIB)) -l $MIB "$VM_SCSI"
+	# grid opens the disk as ASM does, without O_EXCL (the daemon holds the
+	# disk's exclusive claim; blkdiscard asks for O_EXCL unless --force)
+	expect_ok scsi-grid-blkdiscard-allowed as_user grid "$(command -v blkdiscard)" --force -o $((60 * MIB)) -l $MIB "$VM_SCSI"
 	R='asmguard_discard_bytes_total{label="RSCSI",source="reclaim"}'
 	O='asmguard_discard_bytes_total{label="RSCSI",source="oracle"}'
 	i=0
