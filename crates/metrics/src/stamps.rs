@@ -128,14 +128,7 @@ pub fn release_line(release: &str) -> Option<(u32, u32)> {
 /// The value of `QUEUE_FLAG_STATS` in the running kernel's BTF (an anonymous
 /// enum, so CO-RE cannot relocate it in the BPF program).
 pub fn btf_bit() -> Option<u32> {
-    use libbpf_rs::btf::types::Enum;
-    let btf = libbpf_rs::btf::Btf::from_vmlinux().ok()?;
-    let value = btf.type_by_kind::<Enum<'_>>().find_map(|e| {
-        e.iter()
-            .find(|m| m.name.is_some_and(|n| n == "QUEUE_FLAG_STATS"))
-            .map(|m| m.value)
-    })?;
-    u32::try_from(value).ok().filter(|&v| v < 64)
+    btf_queue_flag("QUEUE_FLAG_STATS")
 }
 
 /// The value of any other `QUEUE_FLAG_*` enum member in the BTF (tests use a
