@@ -59,18 +59,26 @@ if [ "${FUZZ_SECONDS:-20}" != 0 ]; then
     else failed=$((failed + 1)); fi
 fi
 
-# The VM lab.
-if [ "${ASMGUARD_SKIP_VM:-0}" != 1 ]; then
-    tests/vm/all.sh 2>&1 | tee "$logs/vm.log" | grep -E '^(PASS|FAIL|N/A|XFAIL|RETRY|vm)' || true
-    vm_line=$(grep -E '^vm: [0-9]+ passed, [0-9]+ failed' "$logs/vm.log" | tail -n 1)
-    if [ -n "$vm_line" ]; then
-        passed=$((passed + $(echo "$vm_line" | awk '{print $2}')))
-        failed=$((failed + $(echo "$vm_line" | awk '{print $4}')))
+# lab NAME CMD: runs a lab (its result lines shown, its log kept) and adds its
+# "NAME: N passed, M failed" summary to the total; no summary counts as a failure.
+lab() {
+    local name=$1 line
+    shift
+    "$@" 2>&1 | tee "$logs/$name.log" | grep -E "^(PASS|FAIL|N/A|XFAIL|RETRY|$name)" || true
+    line=$(grep -E "^$name: [0-9]+ passed, [0-9]+ failed" "$logs/$name.log" | tail -n 1)
+    if [ -n "$line" ]; then
+        passed=$((passed + $(echo "$line" | awk '{print $2}')))
+        failed=$((failed + $(echo "$line" | awk '{print $4}')))
     else
-        echo "FAIL vm: the lab printed no summary; see $logs/vm.log"
-        tail -n 40 "$logs/vm.log" | sed 's/^/    /'
+        echo "FAIL $name: the lab printed no summary; see $logs/$name.log"
+        tail -n 40 "$logs/$name.log" | sed 's/^/    /'
         failed=$((failed + 1))
     fi
+}
+
+# The VM lab.
+if [ "${ASMGUARD_SKIP_VM:-0}" != 1 ]; then
+    lab vm tests/vm/all.sh
 else
     echo "vm: skipped (ASMGUARD_SKIP_VM=1)"
 fi
@@ -78,15 +86,7 @@ fi
 # The system lab: the .deb and a booted Debian 12 host (systemd, udevd, multipathd)
 # on the 6.1 and 6.12 kernels.
 if [ "${ASMGUARD_SKIP_SYSTEM:-0}" != 1 ] && [ "${ASMGUARD_SKIP_VM:-0}" != 1 ]; then
-    tests/system/all.sh 2>&1 | tee "$logs/system.log" | grep -E '^(PASS|FAIL|N/A|XFAIL|system)' || true
-    sys_line=$(grep -E '^system: [0-9]+ passed, [0-9]+ failed' "$logs/system.log" | tail -n 1)
-    if [ -n "$sys_line" ]; then
-        passed=$((passed + $(echo "$sys_line" | awk '{print $2}')))
-        failed=$((failed + $(echo "$sys_line" | awk '{print $4}')))
-    else
-        echo "FAIL system: the lab printed no summary; see $logs/system.log"
-        failed=$((failed + 1))
-    fi
+    lab system tests/system/all.sh
 else
     echo "system: skipped (ASMGUARD_SKIP_SYSTEM=1 or ASMGUARD_SKIP_VM=1)"
 fi
