@@ -42,7 +42,9 @@ if [ -e "$logs/build.log" ] && grep -q '^error' "$logs/build.log"; then
 else
     passed=$((passed + 1))
 fi
-step cargo-test cargo test --release --workspace --no-fail-fast
+# The host tests share /sys/fs/bpf and the cgroup root with any other host test run on
+# this machine (each binary removes leftover test pins at its start): one at a time.
+step cargo-test flock /tmp/asmguard-host.lock cargo test --release --workspace --no-fail-fast
 ct_pass=$(grep -Eo 'test result: [a-zA-Z]+\. [0-9]+ passed' "$logs/cargo-test.log" | awk '{s+=$4} END {print s+0}')
 ct_fail=$(grep -Eo '[0-9]+ failed' "$logs/cargo-test.log" | awk '{s+=$1} END {print s+0}')
 # A crash before any test result also counts as a failure.
