@@ -3,6 +3,7 @@
 //! uevent, logging each denial as one journal line, and the JSON of events.
 
 use asmguard_config::Config;
+use asmguard_devices::sysfs;
 use asmguard_guard::service::{self, Action, FilterEvent, FilterService};
 use asmguard_guard::{DevKey, KernelDev, Mode, Options, PIN_DIR};
 use asmguard_proto::{FilterEventInfo, LsdskResult};
@@ -183,42 +184,17 @@ pub fn managed_set(sys: &Path, ls: &LsdskResult) -> BTreeMap<String, BTreeSet<De
     let mut out: BTreeMap<String, BTreeSet<DevKey>> = BTreeMap::new();
     for disk in &ls.disks {
         let set = out.entry(disk.label.clone()).or_default();
-        let mut seen = BTreeSet::new();
         for p in &disk.paths {
             set.insert(DevKey::block(KernelDev::from_raw(p.kdev)));
-            set.extend(asmguard_guard::sysfs::generic_devices(sys, &p.name));
-            holders(sys, &p.name, set, &mut seen, 0);
+            set.extend(
+                sysfs::generic_nodes(sys, &p.name)
+                    .into_iter()
+                    .map(DevKey::char),
+            );
+            set.extend(sysfs::stacked(sys, &p.name).into_iter().map(DevKey::block));
         }
     }
     out
-}
-
-fn holders(
-    sys: &Path,
-    name: &str,
-    set: &mut BTreeSet<DevKey>,
-    seen: &mut BTreeSet<String>,
-    depth: u32,
-) {
-    if depth > 8 || !seen.insert(name.to_string()) {
-        return;
-    }
-    let Ok(entries) = std::fs::read_dir(sys.join("class/block").join(name).join("holders")) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let h = e.file_name().to_string_lossy().into_owned();
-        if let Ok(dev) = std::fs::read_to_string(sys.join("class/block").join(&h).join("dev")) {
-            if let Some((ma, mi)) = dev.trim().split_once(':') {
-                if let (Ok(ma), Ok(mi)) = (ma.parse(), mi.parse()) {
-                    if let Ok(k) = KernelDev::new(ma, mi) {
-                        set.insert(DevKey::block(k));
-                    }
-                }
-            }
-        }
-        holders(sys, &h, set, seen, depth + 1);
-    }
 }
 
 /// `filter enable|disable|audit` as an action.
@@ -242,7 +218,7 @@ pub fn info(e: &FilterEvent) -> FilterEventInfo {
         euid: ev.euid,
         comm: ev.comm.clone(),
         exe: ev.exe.clone(),
-        device: format!("{}:{}", ev.dev.dev.major(), ev.dev.dev.minor()),
+        device: ev.dev.dev.to_string(),
         device_type: if ev.dev.chr { "char" } else { "block" }.into(),
         label: e.label.clone(),
         hook: ev.hook.as_str().into(),

@@ -195,13 +195,10 @@ fn top_name(x: &DiskInfo) -> Option<String> {
         .map(|p| p.name.clone())
 }
 
-fn devnums(x: &DiskInfo) -> Vec<(u32, u32)> {
+fn devnums(x: &DiskInfo) -> Vec<asmguard_devices::KernelDev> {
     x.paths
         .iter()
-        .filter_map(|p| {
-            let (a, b) = p.devno.split_once(':')?;
-            Some((a.parse().ok()?, b.parse().ok()?))
-        })
+        .filter_map(|p| p.devno.parse().ok())
         .collect()
 }
 

@@ -7,7 +7,7 @@ use asmguard_devices::discovery::{self, Grouping, Observed};
 use asmguard_devices::labelling::{self, LabelOpError, LabelOptions};
 use asmguard_devices::pattern::Rules;
 use asmguard_devices::sysfs::{self, SysDev};
-use asmguard_devices::DevError;
+use asmguard_devices::{DevError, KernelDev};
 use asmguard_format::label::Label;
 use asmguard_proto::{
     Conflict, DiskInfo, ErrorBody, ErrorCode, LabelArgs, LabelResult, LsdskResult, PathInfo,
@@ -41,8 +41,8 @@ pub struct Daemon {
     pub filter: std::sync::OnceLock<asmguard_guard::service::FilterService>,
     /// The latency tracer and the exporter (set once at start, before the first scan).
     pub metrics: std::sync::OnceLock<crate::metrics::MetricsService>,
-    /// Disks (`dev:MAJ:MIN`) and labels (`label:NAME`) being written right now.
-    inflight: Mutex<HashSet<String>>,
+    /// Disks and labels being written right now.
+    inflight: Mutex<HashSet<Busy>>,
     /// Serialises full scans and refreshes, from reading sysfs to the filter's
     /// sync: a slow scan can never replace what a newer refresh found.
     scan_order: Mutex<()>,
@@ -61,10 +61,18 @@ pub struct Daemon {
 #[cfg(test)]
 static SCAN_HOOK: Mutex<Option<Box<dyn Fn() + Send>>> = Mutex::new(None);
 
+/// What a label write holds while it runs: the device written, and the labels
+/// it writes or removes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Busy {
+    Dev(KernelDev),
+    Label(Label),
+}
+
 /// Holds claims on disks/labels; released on drop.
 pub struct Claim<'a> {
     d: &'a Daemon,
-    keys: Vec<String>,
+    keys: Vec<Busy>,
 }
 
 impl Drop for Claim<'_> {
@@ -105,9 +113,7 @@ fn stable_link(path: &str, top: Option<&SysDev>) -> String {
         return "missing".into();
     };
     let same = std::fs::metadata(path).ok().zip(top).is_some_and(|(m, t)| {
-        m.file_type().is_block_device()
-            && libc::major(m.rdev()) == t.major
-            && libc::minor(m.rdev()) == t.minor
+        m.file_type().is_block_device() && KernelDev::from_dev_t(m.rdev()).ok() == Some(t.dev)
     });
     if same {
         "ok".into()
@@ -219,12 +225,15 @@ impl Daemon {
     /// modes. A disk being labelled right now keeps its claim as it is (the label
     /// write decided how to open it from that).
     pub fn sync_claims(&self) {
-        let busy: Vec<String> = self
+        let busy: Vec<KernelDev> = self
             .inflight
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .iter()
-            .filter_map(|k| k.strip_prefix("dev:").map(str::to_string))
+            .filter_map(|k| match k {
+                Busy::Dev(d) => Some(*d),
+                Busy::Label(_) => None,
+            })
             .collect();
         self.claims.sync(&self.wanted_claims(), &busy);
     }
@@ -247,7 +256,7 @@ impl Daemon {
             .filter_map(|d| {
                 s.devices.get(&d.top).map(|o| crate::claims::Wanted {
                     label: d.label.to_string(),
-                    devno: o.sys.devno(),
+                    dev: o.sys.dev,
                     path: o.sys.dev_path(),
                 })
             })
@@ -316,8 +325,8 @@ impl Daemon {
             Some(o) => PathInfo {
                 name: name.to_string(),
                 dev: o.sys.display_path(),
-                devno: o.sys.devno(),
-                kdev: o.sys.kdev(),
+                devno: o.sys.dev.to_string(),
+                kdev: o.sys.dev.raw(),
                 role: role.to_string(),
             },
             None => PathInfo {
@@ -478,16 +487,16 @@ impl Daemon {
             .is_empty()
     }
 
-    fn claim(&self, keys: Vec<String>, what: &str) -> Result<Claim<'_>, ErrorBody> {
+    fn claim(&self, keys: Vec<Busy>, what: &str) -> Result<Claim<'_>, ErrorBody> {
         let mut s = self.inflight.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(k) = keys.iter().find(|k| s.contains(*k)) {
-            let m = if k.starts_with("dev:") {
-                format!("{what}: the disk is busy being labelled by another request; try again")
-            } else {
-                format!(
-                    "{what}: label {} is being written by another request; try again",
-                    k.trim_start_matches("label:")
-                )
+            let m = match k {
+                Busy::Dev(_) => {
+                    format!("{what}: the disk is busy being labelled by another request; try again")
+                }
+                Busy::Label(l) => {
+                    format!("{what}: label {l} is being written by another request; try again")
+                }
             };
             return Err(err(ErrorCode::Busy, m));
         }
@@ -515,12 +524,12 @@ impl Daemon {
                 format!("{device}: is not a block device (asmguardd labels block devices only)"),
             ));
         }
-        let r = meta.rdev();
-        let (ma, mi) = (libc::major(r), libc::minor(r));
-        let name = sysfs::name_of(&self.sys, ma, mi).ok_or_else(|| {
+        let dev = KernelDev::from_dev_t(meta.rdev())
+            .map_err(|e| err(ErrorCode::NotManageable, format!("{device}: {e}")))?;
+        let name = sysfs::name_of(&self.sys, dev).ok_or_else(|| {
             err(
                 ErrorCode::NotFound,
-                format!("{device}: block device {ma}:{mi} is not in sysfs"),
+                format!("{device}: block device {dev} is not in sysfs"),
             )
         })?;
         sysfs::read(&self.sys, &name)
@@ -552,10 +561,7 @@ impl Daemon {
             ));
         }
         let what = format!("label {label} on {shown}");
-        let claim = self.claim(
-            vec![format!("dev:{}", sd.devno()), format!("label:{label}")],
-            &what,
-        )?;
+        let claim = self.claim(vec![Busy::Dev(sd.dev), Busy::Label(label.clone())], &what)?;
         {
             let s = self.read_state();
             let others: Vec<String> = s
@@ -584,7 +590,7 @@ impl Daemon {
         let opts = LabelOptions {
             force: a.force,
             migrate: a.migrate,
-            held: self.claims.holds(&sd.devno()),
+            held: self.claims.holds(sd.dev),
         };
         let out = labelling::label_device(&sd.dev_path(), &label, opts).map_err(map_op_error);
         if out.is_ok() {
@@ -634,18 +640,11 @@ impl Daemon {
         let label = parse_label(&a.label)?;
         let what = format!("unlabel {label}");
         let sd = self.disk_top(&label, &what)?;
-        let claim = self.claim(
-            vec![format!("dev:{}", sd.devno()), format!("label:{label}")],
-            &what,
-        )?;
+        let claim = self.claim(vec![Busy::Dev(sd.dev), Busy::Label(label.clone())], &what)?;
         let shown = sd.display_path();
-        let out = labelling::unlabel_device(
-            &sd.dev_path(),
-            &label,
-            a.force,
-            self.claims.holds(&sd.devno()),
-        )
-        .map_err(map_op_error);
+        let out =
+            labelling::unlabel_device(&sd.dev_path(), &label, a.force, self.claims.holds(sd.dev))
+                .map_err(map_op_error);
         if out.is_ok() {
             self.after_write(&sd);
         }
@@ -665,9 +664,9 @@ impl Daemon {
         let sd = self.disk_top(&old, &what)?;
         let claim = self.claim(
             vec![
-                format!("dev:{}", sd.devno()),
-                format!("label:{old}"),
-                format!("label:{new}"),
+                Busy::Dev(sd.dev),
+                Busy::Label(old.clone()),
+                Busy::Label(new.clone()),
             ],
             &what,
         )?;
@@ -695,9 +694,8 @@ impl Daemon {
             }
         }
         let shown = sd.display_path();
-        let out =
-            labelling::rename_device(&sd.dev_path(), &old, &new, self.claims.holds(&sd.devno()))
-                .map_err(map_op_error);
+        let out = labelling::rename_device(&sd.dev_path(), &old, &new, self.claims.holds(sd.dev))
+            .map_err(map_op_error);
         if out.is_ok() {
             self.after_write(&sd);
         }
