@@ -1,13 +1,11 @@
 //! The write filter in the daemon: starting (or re-adopting) it from the
-//! configuration, feeding it every device of every label after each scan and
-//! uevent, logging each denial as one journal line, and the JSON of events.
+//! configuration, logging each denial as one journal line, and the JSON of
+//! events. What it protects is the model's projection (`model::managed_set`).
 
 use asmguard_config::Config;
-use asmguard_devices::sysfs;
 use asmguard_guard::service::{self, Action, FilterEvent, FilterService};
-use asmguard_guard::{DevKey, KernelDev, Mode, Options, PIN_DIR};
-use asmguard_proto::{FilterEventInfo, LsdskResult};
-use std::collections::{BTreeMap, BTreeSet};
+use asmguard_guard::{Mode, Options, PIN_DIR};
+use asmguard_proto::FilterEventInfo;
 use std::path::{Path, PathBuf};
 
 /// System programs that send SCSI commands (SG_IO) to every disk: multipathd's
@@ -171,30 +169,6 @@ fn log_event(e: &FilterEvent) {
         ev.hook,
         ev.operation()
     );
-}
-
-/// Every device that reaches each label: the block paths the daemon knows
-/// (labelled device, multipath device, sd paths, parent disk), the generic
-/// character devices (sg, bsg, NVMe ng) of the whole disks among them, and
-/// every device stacked on any of them (sysfs `holders/`, recursively: a
-/// device-mapper table someone loads over the disk is protected from the
-/// uevent that announces it). Conflicting labels are protected too (both
-/// claimants).
-pub fn managed_set(sys: &Path, ls: &LsdskResult) -> BTreeMap<String, BTreeSet<DevKey>> {
-    let mut out: BTreeMap<String, BTreeSet<DevKey>> = BTreeMap::new();
-    for disk in &ls.disks {
-        let set = out.entry(disk.label.clone()).or_default();
-        for p in &disk.paths {
-            set.insert(DevKey::block(KernelDev::from_raw(p.kdev)));
-            set.extend(
-                sysfs::generic_nodes(sys, &p.name)
-                    .into_iter()
-                    .map(DevKey::char),
-            );
-            set.extend(sysfs::stacked(sys, &p.name).into_iter().map(DevKey::block));
-        }
-    }
-    out
 }
 
 /// `filter enable|disable|audit` as an action.

@@ -10,6 +10,7 @@ use asmguard_config as config;
 mod claims;
 mod filter;
 mod metrics;
+mod model;
 mod reclaim;
 mod server;
 mod state;

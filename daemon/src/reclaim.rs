@@ -11,10 +11,11 @@
 //! heartbeat block and mount stamp of every disk stay the same for the watch
 //! window (another RAC node with the disk group mounted rewrites them).
 
+use crate::model::Disk;
 use crate::state::Daemon;
 use asmguard_proto::{
-    DiskInfo, ErrorBody, ErrorCode, ProgressLine, ReclaimArgs, ReclaimDisk, ReclaimProgress,
-    ReclaimResult, Response, VERSION,
+    ErrorBody, ErrorCode, ProgressLine, ReclaimArgs, ReclaimDisk, ReclaimProgress, ReclaimResult,
+    Response, VERSION,
 };
 use asmguard_reclaim::counters::DiscardCounters;
 use asmguard_reclaim::disk::{self, DiskPlan};
@@ -136,18 +137,14 @@ pub async fn serve(
     }
 }
 
-/// The disks a request names.
-fn select(d: &Daemon, a: &ReclaimArgs) -> Result<Vec<DiskInfo>, ErrorBody> {
-    let ls = d.lsdsk();
+/// The disks a request names, from the model (`disks`): those of a disk group,
+/// or those of the labels given; a label on more than one disk is refused.
+pub fn select(disks: &[Disk], a: &ReclaimArgs) -> Result<Vec<Disk>, ErrorBody> {
     if let Some(g) = &a.diskgroup {
-        let v: Vec<DiskInfo> = ls
-            .disks
-            .into_iter()
-            .filter(|x| {
-                x.disk_group
-                    .as_deref()
-                    .is_some_and(|n| n.eq_ignore_ascii_case(g))
-            })
+        let v: Vec<Disk> = disks
+            .iter()
+            .filter(|x| x.disk_group().is_some_and(|n| n.eq_ignore_ascii_case(g)))
+            .cloned()
             .collect();
         if v.is_empty() {
             return Err(err(
@@ -163,43 +160,27 @@ fn select(d: &Daemon, a: &ReclaimArgs) -> Result<Vec<DiskInfo>, ErrorBody> {
         }
         return Ok(v);
     }
-    let mut out = Vec::new();
+    let mut out: Vec<Disk> = Vec::new();
     for l in &a.labels {
         let up = l.to_ascii_uppercase();
-        if ls.conflicts.iter().any(|c| c.label == up) {
-            return Err(err(
-                ErrorCode::LabelConflict,
-                format!("reclaim: label {up} is on more than one disk: relabel one of them first"),
-            ));
-        }
-        let x = ls.disks.iter().find(|x| x.label == up).ok_or_else(|| {
+        let mut named = disks.iter().filter(|x| x.label.as_str() == up);
+        let x = named.next().ok_or_else(|| {
             err(
                 ErrorCode::NotFound,
                 format!("reclaim: no disk is labelled {up} (`asmguardctl lsdsk` lists them)"),
             )
         })?;
-        if !out.iter().any(|y: &DiskInfo| y.label == x.label) {
+        if x.conflict || named.next().is_some() {
+            return Err(err(
+                ErrorCode::LabelConflict,
+                format!("reclaim: label {up} is on more than one disk: relabel one of them first"),
+            ));
+        }
+        if !out.iter().any(|y| y.label == x.label) {
             out.push(x.clone());
         }
     }
     Ok(out)
-}
-
-/// Kernel name of the top device of a disk.
-fn top_name(x: &DiskInfo) -> Option<String> {
-    x.paths
-        .iter()
-        .find(|p| p.dev == x.top)
-        .or_else(|| x.paths.iter().find(|p| p.role == "multipath"))
-        .or_else(|| x.paths.iter().find(|p| p.role == "labelled"))
-        .map(|p| p.name.clone())
-}
-
-fn devnums(x: &DiskInfo) -> Vec<asmguard_devices::KernelDev> {
-    x.paths
-        .iter()
-        .filter_map(|p| p.devno.parse().ok())
-        .collect()
 }
 
 fn checkpoint_path(d: &Daemon, label: &str) -> PathBuf {
@@ -218,7 +199,7 @@ fn run(
 ) -> Result<ReclaimResult, ErrorBody> {
     let method = Method::parse(&a.method)
         .ok_or_else(|| err(ErrorCode::BadRequest, "method must be discard or zeroout"))?;
-    let disks = select(d, a)?;
+    let disks = select(&d.disks(), a)?;
     let _running = claim_running(&disks)?;
     let plans = plan(d, &disks, method)?;
     let planned: u64 = plans.iter().map(|(_, p)| p.plan.total_bytes).sum();
@@ -256,9 +237,9 @@ fn run(
 
 /// Marks the disks as being reclaimed (until the guard drops); `Busy` if one
 /// already is.
-fn claim_running(disks: &[DiskInfo]) -> Result<Running, ErrorBody> {
+fn claim_running(disks: &[Disk]) -> Result<Running, ErrorBody> {
     let mut s = running().lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(x) = disks.iter().find(|x| s.contains(&x.label)) {
+    if let Some(x) = disks.iter().find(|x| s.contains(x.label.as_str())) {
         return Err(err(
             ErrorCode::Busy,
             format!(
@@ -268,50 +249,41 @@ fn claim_running(disks: &[DiskInfo]) -> Result<Running, ErrorBody> {
         ));
     }
     for x in disks {
-        s.insert(x.label.clone());
+        s.insert(x.label.to_string());
     }
-    Ok(Running(disks.iter().map(|x| x.label.clone()).collect()))
+    Ok(Running(disks.iter().map(|x| x.label.to_string()).collect()))
 }
 
 /// The plans (reads only): each disk's header, allocation table and the
 /// aligned ranges of its free allocation units.
-fn plan(
-    d: &Daemon,
-    disks: &[DiskInfo],
-    method: Method,
-) -> Result<Vec<(DiskInfo, DiskPlan)>, ErrorBody> {
+fn plan(d: &Daemon, disks: &[Disk], method: Method) -> Result<Vec<(Disk, DiskPlan)>, ErrorBody> {
     let mut plans = Vec::new();
     for x in disks {
-        let name = top_name(x).ok_or_else(|| {
-            err(
-                ErrorCode::NotFound,
-                format!("reclaim {}: its device is gone", x.label),
-            )
-        })?;
-        let p = disk::prepare(Path::new(&x.top), &d.sys, &name, method).map_err(|m| {
-            let unusable = [
-                "does not accept discards",
-                "use --method",
-                "no ASM disk header",
-                "nothing is known to be free",
-                "not plausible",
-            ];
-            let code = if unusable.iter().any(|u| m.contains(u)) {
-                ErrorCode::NotManageable
-            } else {
-                ErrorCode::IoError
-            };
-            err(code, format!("reclaim {}: {m}", x.label))
-        })?;
+        let p =
+            disk::prepare(Path::new(&x.top.shown), &d.sys, &x.top.name, method).map_err(|m| {
+                let unusable = [
+                    "does not accept discards",
+                    "use --method",
+                    "no ASM disk header",
+                    "nothing is known to be free",
+                    "not plausible",
+                ];
+                let code = if unusable.iter().any(|u| m.contains(u)) {
+                    ErrorCode::NotManageable
+                } else {
+                    ErrorCode::IoError
+                };
+                err(code, format!("reclaim {}: {m}", x.label))
+            })?;
         plans.push((x.clone(), p));
     }
     Ok(plans)
 }
 
 /// A disk's part of the answer, before anything is executed.
-fn disk_result(x: &DiskInfo, p: &DiskPlan, method: Method) -> ReclaimDisk {
+fn disk_result(x: &Disk, p: &DiskPlan, method: Method) -> ReclaimDisk {
     ReclaimDisk {
-        label: x.label.clone(),
+        label: x.label.to_string(),
         device: p.device.clone(),
         disk_group: p.disk_group.clone(),
         method: method.as_str().into(),
@@ -337,10 +309,10 @@ fn disk_result(x: &DiskInfo, p: &DiskPlan, method: Method) -> ReclaimDisk {
 
 /// Safety 1: no process on this host but this daemon holds a path of a disk
 /// open for writing.
-fn check_writers(plans: &[(DiskInfo, DiskPlan)]) -> Result<(), ErrorBody> {
+fn check_writers(plans: &[(Disk, DiskPlan)]) -> Result<(), ErrorBody> {
     let me = std::process::id();
     for (x, _) in plans {
-        let w = safety::writers(Path::new("/proc"), &devnums(x), me);
+        let w = safety::writers(Path::new("/proc"), &x.path_devs(), me);
         if !w.is_empty() {
             let list: Vec<String> = w.iter().take(4).map(|o| o.to_string()).collect();
             return Err(err(
@@ -361,7 +333,7 @@ fn check_writers(plans: &[(DiskInfo, DiskPlan)]) -> Result<(), ErrorBody> {
 /// the same for the watch window (another RAC node with the disk group
 /// mounted rewrites them).
 fn watch_quiet(
-    plans: &[(DiskInfo, DiskPlan)],
+    plans: &[(Disk, DiskPlan)],
     a: &ReclaimArgs,
     planned: u64,
     cancel: &AtomicBool,
@@ -380,7 +352,7 @@ fn watch_quiet(
     let devs: Vec<_> = plans
         .iter()
         .map(|(x, p)| {
-            asmguard_devices::Device::open_read(Path::new(&x.top))
+            asmguard_devices::Device::open_read(Path::new(&x.top.shown))
                 .map(|dv| (dv, p.layout))
                 .map_err(|e| err(ErrorCode::IoError, format!("reclaim {}: {e}", x.label)))
         })
@@ -427,7 +399,7 @@ fn watch_quiet(
 /// checkpoint; its part of the answer.
 fn execute(
     d: &Daemon,
-    x: &DiskInfo,
+    x: &Disk,
     p: &DiskPlan,
     a: &ReclaimArgs,
     method: Method,
@@ -439,17 +411,17 @@ fn execute(
         r.cancelled = true;
         return Ok(r);
     }
-    let f = disk::open_rw(Path::new(&x.top)).map_err(|e| {
+    let f = disk::open_rw(Path::new(&x.top.shown)).map_err(|e| {
         err(
             ErrorCode::IoError,
-            format!("reclaim {}: {}: open: {e}", x.label, x.top),
+            format!("reclaim {}: {}: open: {e}", x.label, x.top.shown),
         )
     })?;
     let o = ExecOptions {
-        label: x.label.clone(),
+        label: x.label.to_string(),
         method,
         rate: Some(a.rate_bytes).filter(|r| *r > 0),
-        checkpoint: Some(checkpoint_path(d, &x.label)),
+        checkpoint: Some(checkpoint_path(d, x.label.as_str())),
         cancel,
         progress_every: Duration::from_millis(250),
         granularity: p.limits.granularity,
@@ -473,7 +445,7 @@ fn execute(
                 "reclaim {}: {} failed on {}: {e} (the checkpoint keeps what is done; rerun to continue)",
                 x.label,
                 if method == Method::Discard { "BLKDISCARD" } else { "BLKZEROOUT" },
-                x.top
+                x.top.shown
             ),
         )
     })?;
@@ -502,4 +474,53 @@ fn execute(
         0.0
     };
     Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::tests::model;
+
+    fn args(labels: &[&str], diskgroup: Option<&str>) -> ReclaimArgs {
+        let mut a: ReclaimArgs = serde_json::from_str("{}").unwrap();
+        a.labels = labels.iter().map(|l| l.to_string()).collect();
+        a.diskgroup = diskgroup.map(str::to_string);
+        a
+    }
+
+    fn labels(r: Result<Vec<Disk>, ErrorBody>) -> Vec<String> {
+        r.unwrap().iter().map(|d| d.label.to_string()).collect()
+    }
+
+    #[test]
+    fn selection_from_the_model() {
+        let m = model();
+        assert_eq!(labels(select(&m, &args(&[], Some("data")))), ["MDATA1"]);
+        assert_eq!(
+            labels(select(&m, &args(&["mpart1", "MDATA1", "MPART1"], None))),
+            ["MPART1", "MDATA1"]
+        );
+        let code = |r: Result<Vec<Disk>, ErrorBody>| r.unwrap_err().code;
+        assert_eq!(
+            code(select(&m, &args(&["MTWIN"], None))),
+            ErrorCode::LabelConflict
+        );
+        assert_eq!(
+            code(select(&m, &args(&["NONE"], None))),
+            ErrorCode::NotFound
+        );
+        assert_eq!(
+            code(select(&m, &args(&[], Some("FRA")))),
+            ErrorCode::NotFound
+        );
+        let mut twins_in_group = model();
+        let member = twins_in_group[0].header.clone();
+        for d in &mut twins_in_group[2..] {
+            d.header.clone_from(&member);
+        }
+        assert_eq!(
+            code(select(&twins_in_group, &args(&[], Some("DATA")))),
+            ErrorCode::LabelConflict
+        );
+    }
 }

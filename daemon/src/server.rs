@@ -447,7 +447,7 @@ async fn dispatch(d: Arc<Daemon>, req: Request, peer: Peer) -> Response {
                     };
                     ErrorBody::new(code, m)
                 })?;
-                d.sync_claims();
+                d.remode();
                 tracing::info!(
                     "filter {} {}: uid {} pid {:?}",
                     a.action,

@@ -2,6 +2,7 @@
 //! blocking (sysfs and O_DIRECT reads/writes): the server calls it from
 //! `spawn_blocking`.
 
+use crate::model::{self, Disk};
 use asmguard_config::Config;
 use asmguard_devices::discovery::{self, Grouping, Observed};
 use asmguard_devices::labelling::{self, LabelOpError, LabelOptions};
@@ -10,8 +11,8 @@ use asmguard_devices::sysfs::{self, SysDev};
 use asmguard_devices::{DevError, KernelDev};
 use asmguard_format::label::Label;
 use asmguard_proto::{
-    Conflict, DiskInfo, ErrorBody, ErrorCode, LabelArgs, LabelResult, LsdskResult, PathInfo,
-    RenameArgs, StatusResult, UnlabelArgs,
+    Conflict, ErrorBody, ErrorCode, LabelArgs, LabelResult, LsdskResult, RenameArgs, StatusResult,
+    UnlabelArgs,
 };
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -24,6 +25,8 @@ use std::time::Instant;
 pub struct State {
     pub devices: BTreeMap<String, Observed>,
     pub grouping: Grouping,
+    /// The model of the labelled disks, rebuilt with every scan and refresh.
+    pub disks: Vec<Disk>,
     pub last_scan_ms: u64,
 }
 
@@ -107,21 +110,6 @@ fn map_op_error(e: LabelOpError) -> ErrorBody {
     err(code, e.to_string())
 }
 
-/// Does the stable path lead to the top device (same device number)?
-fn stable_link(path: &str, top: Option<&SysDev>) -> String {
-    let Ok(target) = std::fs::read_link(path) else {
-        return "missing".into();
-    };
-    let same = std::fs::metadata(path).ok().zip(top).is_some_and(|(m, t)| {
-        m.file_type().is_block_device() && KernelDev::from_dev_t(m.rdev()).ok() == Some(t.dev)
-    });
-    if same {
-        "ok".into()
-    } else {
-        format!("wrong: points to {}", target.display())
-    }
-}
-
 /// The answer to a label operation: what was done, where, and which byte ranges
 /// were written (`offset+length`).
 fn label_result(out: labelling::Outcome, label: &Label, device: String) -> LabelResult {
@@ -192,6 +180,7 @@ impl Daemon {
             }
         };
         let grouping = discovery::group(&devices, &self.rules);
+        let disks = self.build(&devices, &grouping);
         let n = devices.len();
         #[cfg(test)]
         if let Some(h) = SCAN_HOOK.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
@@ -200,6 +189,7 @@ impl Daemon {
         let mut s = self.write_state();
         s.devices = devices;
         s.grouping = grouping;
+        s.disks = disks;
         s.last_scan_ms = t.elapsed().as_millis() as u64;
         drop(s);
         self.sync_filter();
@@ -212,11 +202,35 @@ impl Daemon {
         Ok(n)
     }
 
+    /// The model of one scan, with each label's filter mode now.
+    fn build(&self, devices: &BTreeMap<String, Observed>, grouping: &Grouping) -> Vec<Disk> {
+        model::build(&self.sys, devices, grouping, |l| {
+            self.filter.get().map(|f| f.disk_mode(l))
+        })
+    }
+
+    /// The labelled disks as last scanned.
+    pub fn disks(&self) -> Vec<Disk> {
+        self.read_state().disks.clone()
+    }
+
+    /// After a filter mode change: takes each disk's mode again, then the
+    /// claims follow.
+    pub fn remode(&self) {
+        let _order = self.scan_order.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(f) = self.filter.get() {
+            for d in &mut self.write_state().disks {
+                d.mode = Some(f.disk_mode(d.label.as_str()));
+            }
+        }
+        self.sync_claims();
+    }
+
     /// Puts every device of every label into the filter's managed set (and
     /// takes out the ones that are gone). Called after every scan and uevent.
     pub fn sync_filter(&self) {
         if let Some(f) = self.filter.get() {
-            f.sync(crate::filter::managed_set(&self.sys, &self.lsdsk()));
+            f.sync(model::managed_set(&self.read_state().disks));
         }
         self.sync_claims();
     }
@@ -238,36 +252,16 @@ impl Daemon {
         self.claims.sync(&self.wanted_claims(), &busy);
     }
 
-    /// The top device of every disk whose filter mode is neither `off` nor
-    /// `audit` (a disk with no filter backend at all is claimed too).
+    /// The top device of every disk whose filter mode asks for a claim.
     fn wanted_claims(&self) -> Vec<crate::claims::Wanted> {
-        let s = self.read_state();
-        s.grouping
-            .disks
-            .iter()
-            .filter(|d| {
-                let mode = self
-                    .filter
-                    .get()
-                    .map(|f| f.filtering(d.label.as_str()))
-                    .unwrap_or_default();
-                !(mode.starts_with("off") || mode.starts_with("audit"))
-            })
-            .filter_map(|d| {
-                s.devices.get(&d.top).map(|o| crate::claims::Wanted {
-                    label: d.label.to_string(),
-                    dev: o.sys.dev,
-                    path: o.sys.dev_path(),
-                })
-            })
-            .collect()
+        model::claims(&self.read_state().disks)
     }
 
     /// Traces the managed disks' I/O and describes them to the exporter. Called after
     /// every scan and uevent, after the filter's sync (the Filtering mode is exported).
     pub fn sync_metrics(&self) {
         if let Some(m) = self.metrics.get() {
-            m.sync(&self.lsdsk());
+            m.sync(model::traced(&self.read_state().disks));
         }
     }
 
@@ -315,91 +309,15 @@ impl Daemon {
             }
         }
         s.grouping = discovery::group(&s.devices, &self.rules);
+        s.disks = self.build(&s.devices, &s.grouping);
         drop(s);
         self.sync_filter();
         self.sync_metrics();
     }
 
-    fn path_info(&self, s: &State, name: &str, role: &str) -> PathInfo {
-        match s.devices.get(name) {
-            Some(o) => PathInfo {
-                name: name.to_string(),
-                dev: o.sys.display_path(),
-                devno: o.sys.dev.to_string(),
-                kdev: o.sys.dev.raw(),
-                role: role.to_string(),
-            },
-            None => PathInfo {
-                name: name.to_string(),
-                dev: format!("/dev/{name}"),
-                devno: String::new(),
-                kdev: 0,
-                role: role.to_string(),
-            },
-        }
-    }
-
     pub fn lsdsk(&self) -> LsdskResult {
         let s = self.read_state();
-        let mut disks = Vec::new();
-        for d in &s.grouping.disks {
-            let top = s.devices.get(&d.top);
-            let (size, lbs, pbs, dev) = top
-                .map(|o| {
-                    (
-                        o.sys.size,
-                        o.sys.logical_block_size,
-                        o.sys.physical_block_size,
-                        o.sys.display_path(),
-                    )
-                })
-                .unwrap_or((0, 0, 0, format!("/dev/{}", d.top)));
-            let header = top
-                .and_then(|o| o.read.as_ref())
-                .and_then(|r| r.as_ref().ok())
-                .and_then(|r| r.header.clone());
-            disks.push(DiskInfo {
-                label: d.label.to_string(),
-                top: dev,
-                stable_path: format!("/dev/asmguard/disks/{}", d.label),
-                stable_link: stable_link(
-                    &format!("/dev/asmguard/disks/{}", d.label),
-                    top.map(|o| &o.sys),
-                ),
-                paths: d
-                    .paths
-                    .iter()
-                    .map(|(n, r)| self.path_info(&s, n, r.as_str()))
-                    .collect(),
-                size_bytes: size,
-                logical_block_size: lbs,
-                physical_block_size: pbs,
-                header_status: header
-                    .as_ref()
-                    .map(|h| {
-                        if h.checksum_ok {
-                            h.status.clone()
-                        } else {
-                            format!("{} (checksum BAD)", h.status)
-                        }
-                    })
-                    .unwrap_or_else(|| "none".into()),
-                disk_group: header
-                    .as_ref()
-                    .map(|h| h.group.clone())
-                    .filter(|g| !g.is_empty()),
-                asm_disk_name: header
-                    .as_ref()
-                    .map(|h| h.disk.clone())
-                    .filter(|g| !g.is_empty()),
-                filtering: self
-                    .filter
-                    .get()
-                    .map(|f| f.filtering(&d.label.to_string()))
-                    .unwrap_or_else(|| "off (no filter)".into()),
-                conflict: d.conflict,
-            });
-        }
+        let disks = model::lsdsk_rows(&s.disks);
         let conflicts = s
             .grouping
             .conflicts
