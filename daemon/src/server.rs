@@ -448,6 +448,7 @@ async fn dispatch(d: Arc<Daemon>, req: Request, peer: Peer) -> Response {
                     ErrorBody::new(code, m)
                 })?;
                 d.remode();
+                d.sync_claims();
                 tracing::info!(
                     "filter {} {}: uid {} pid {:?}",
                     a.action,

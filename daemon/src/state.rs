@@ -214,8 +214,9 @@ impl Daemon {
         self.read_state().disks.clone()
     }
 
-    /// After a filter mode change: takes each disk's mode again, then the
-    /// claims follow.
+    /// Takes each disk's filter mode again: after the filter started (the
+    /// first scan runs before it) and after every mode change. The claims and
+    /// the exporter follow on their next sync.
     pub fn remode(&self) {
         let _order = self.scan_order.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(f) = self.filter.get() {
@@ -223,7 +224,6 @@ impl Daemon {
                 d.mode = Some(f.disk_mode(d.label.as_str()));
             }
         }
-        self.sync_claims();
     }
 
     /// Puts every device of every label into the filter's managed set (and
