@@ -68,6 +68,13 @@ if ! flock -n 9; then
 	echo "$name: waiting for another system lab run in this checkout" >&2
 	flock 9
 fi
+# And one guest at a time on this machine, whichever checkout it comes from: two TCG
+# guests on two cores slow each other past the lab's timeouts.
+exec 8>"${LAB_MACHINE_LOCK:-/tmp/asmguard-lab.lock}"
+if ! flock -n 8; then
+	echo "$name: waiting for another lab run on this machine" >&2
+	flock 8
+fi
 
 t0=$SECONDS
 image=$(sys_image) || summary_fail "could not build the image (tests/system/image.sh)"
