@@ -59,7 +59,7 @@ pub fn report(dev: &Device) -> Result<Report, CliError> {
         size_bytes: dev.size,
         logical_block_size: block.then_some(dev.logical_block_size),
         physical_block_size: block.then_some(dev.physical_block_size),
-        device_number: dev.rdev.map(|(a, b)| format!("{a}:{b}")),
+        device_number: dev.rdev.map(|d| d.to_string()),
         label: label::read(&head),
         disk_header: header,
         signatures: sigs,

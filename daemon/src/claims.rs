@@ -17,6 +17,7 @@
 //! `FileDescriptorStoreMax=`), so the claim outlives a restart or crash of the
 //! daemon, and is taken back from `LISTEN_FDS`/`LISTEN_FDNAMES` on start.
 
+use asmguard_devices::KernelDev;
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::os::fd::{AsFd, FromRawFd, RawFd};
@@ -31,8 +32,8 @@ const FD_NAME_PREFIX: &str = "claim-";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Wanted {
     pub label: String,
-    /// `MAJ:MIN` of the top device.
-    pub devno: String,
+    /// The top device.
+    pub dev: KernelDev,
     /// Its device node.
     pub path: PathBuf,
 }
@@ -42,26 +43,24 @@ struct Held {
     file: File,
 }
 
-/// The claims the daemon holds, by `MAJ:MIN` of the claimed device.
+/// The claims the daemon holds, by the claimed device.
 #[derive(Default)]
 pub struct Claims {
-    held: Mutex<BTreeMap<String, Held>>,
+    held: Mutex<BTreeMap<KernelDev, Held>>,
     /// Whether claimed files go to systemd's fd store (`NOTIFY_SOCKET` is set).
     store: bool,
 }
 
-/// The fd-store name of the claim on `devno` (`8:16` -> `claim-8-16`; systemd's
+/// The fd-store name of the claim on `dev` (`8:16` -> `claim-8-16`; systemd's
 /// names may not contain `:`).
-pub fn fd_name(devno: &str) -> String {
-    format!("{FD_NAME_PREFIX}{}", devno.replace(':', "-"))
+pub fn fd_name(dev: KernelDev) -> String {
+    format!("{FD_NAME_PREFIX}{}-{}", dev.major(), dev.minor())
 }
 
-/// The `MAJ:MIN` a fd-store name stands for, if it is one of ours.
-pub fn devno_of_fd_name(name: &str) -> Option<String> {
+/// The device a fd-store name stands for, if it is one of ours.
+pub fn dev_of_fd_name(name: &str) -> Option<KernelDev> {
     let rest = name.strip_prefix(FD_NAME_PREFIX)?;
-    let (ma, mi) = rest.split_once('-')?;
-    let (ma, mi): (u32, u32) = (ma.parse().ok()?, mi.parse().ok()?);
-    Some(format!("{ma}:{mi}"))
+    rest.replacen('-', ":", 1).parse().ok()
 }
 
 /// The notification that stores (or, with `remove`, drops) the file named `name`
@@ -75,49 +74,49 @@ pub fn store_states(name: &str, remove: bool) -> [sd_notify::NotifyState<'_>; 2]
     [first, sd_notify::NotifyState::FdName(name)]
 }
 
-/// Which of the passed file descriptors (fd, name) are claims of ours: (fd, devno).
+/// Which of the passed file descriptors (fd, name) are claims of ours: (fd, device).
 /// Other names (sockets a unit may pass) are left alone.
-pub fn adoptable(passed: impl IntoIterator<Item = (RawFd, String)>) -> Vec<(RawFd, String)> {
+pub fn adoptable(passed: impl IntoIterator<Item = (RawFd, String)>) -> Vec<(RawFd, KernelDev)> {
     passed
         .into_iter()
-        .filter_map(|(fd, n)| devno_of_fd_name(&n).map(|d| (fd, d)))
+        .filter_map(|(fd, n)| dev_of_fd_name(&n).map(|d| (fd, d)))
         .collect()
 }
 
 /// What to do to go from the devices held to the devices wanted: (take, release).
 pub fn plan<'a>(
-    held: impl IntoIterator<Item = &'a String>,
+    held: impl IntoIterator<Item = &'a KernelDev>,
     wanted: &[Wanted],
-) -> (Vec<Wanted>, Vec<String>) {
-    let held: Vec<&String> = held.into_iter().collect();
+) -> (Vec<Wanted>, Vec<KernelDev>) {
+    let held: Vec<KernelDev> = held.into_iter().copied().collect();
     let take = wanted
         .iter()
-        .filter(|w| !held.contains(&&w.devno))
+        .filter(|w| !held.contains(&w.dev))
         .cloned()
         .collect();
     let release = held
         .into_iter()
-        .filter(|h| !wanted.iter().any(|w| &w.devno == *h))
-        .cloned()
+        .filter(|h| !wanted.iter().any(|w| w.dev == *h))
         .collect();
     (take, release)
 }
 
-fn devno_of(meta: &std::fs::Metadata) -> String {
-    format!("{}:{}", libc::major(meta.rdev()), libc::minor(meta.rdev()))
+/// Whether `meta` is the block device `dev`.
+fn is_block(meta: &std::fs::Metadata, dev: KernelDev) -> bool {
+    meta.file_type().is_block_device() && KernelDev::from_dev_t(meta.rdev()).ok() == Some(dev)
 }
 
 /// Opens `path` read-only with an exclusive claim; checks it is the block device
-/// `devno` (a node renamed under us is not claimed).
-pub fn claim(path: &Path, devno: &str) -> std::io::Result<File> {
+/// `dev` (a node renamed under us is not claimed).
+pub fn claim(path: &Path, dev: KernelDev) -> std::io::Result<File> {
     let f = OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_EXCL | libc::O_CLOEXEC | libc::O_NONBLOCK)
         .open(path)?;
     let meta = f.metadata()?;
-    if !meta.file_type().is_block_device() || devno_of(&meta) != devno {
+    if !is_block(&meta, dev) {
         return Err(std::io::Error::other(format!(
-            "{} is not block device {devno}",
+            "{} is not block device {dev}",
             path.display()
         )));
     }
@@ -150,7 +149,7 @@ impl Claims {
             // nothing else in the process owns it; the File takes ownership.
             let f = unsafe { File::from_raw_fd(fd) };
             match f.metadata() {
-                Ok(m) if m.file_type().is_block_device() && devno_of(&m) == devno => {
+                Ok(m) if is_block(&m, devno) => {
                     tracing::info!("claim on {devno}: taken over from the last run");
                     held.insert(
                         devno,
@@ -167,14 +166,14 @@ impl Claims {
         c
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Held>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<KernelDev, Held>> {
         self.held.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Does the daemon hold the claim on `devno`? (Then its own writes to that
+    /// Does the daemon hold the claim on `dev`? (Then its own writes to that
     /// device open it without `O_EXCL`, which its claim would refuse.)
-    pub fn holds(&self, devno: &str) -> bool {
-        self.lock().contains_key(devno)
+    pub fn holds(&self, dev: KernelDev) -> bool {
+        self.lock().contains_key(&dev)
     }
 
     /// The claims held, `LABEL MAJ:MIN` (for `status`).
@@ -195,37 +194,37 @@ impl Claims {
     }
 
     /// Takes the claims wanted and releases the others, leaving the devices in
-    /// `frozen` (`MAJ:MIN`, being labelled) as they are. A device that another
+    /// `frozen` (being labelled) as they are. A device that another
     /// exclusive holder has (mounted, in a dm table) cannot be claimed: logged.
-    pub fn sync(&self, wanted: &[Wanted], frozen: &[String]) {
+    pub fn sync(&self, wanted: &[Wanted], frozen: &[KernelDev]) {
         let mut held = self.lock();
         let (take, release) = plan(held.keys(), wanted);
         let take: Vec<Wanted> = take
             .into_iter()
-            .filter(|w| !frozen.contains(&w.devno))
+            .filter(|w| !frozen.contains(&w.dev))
             .collect();
-        let release: Vec<String> = release
+        let release: Vec<KernelDev> = release
             .into_iter()
             .filter(|d| !frozen.contains(d))
             .collect();
         for devno in release {
             if let Some(h) = held.remove(&devno) {
-                self.store_notify(&devno, &h.file, true);
+                self.store_notify(devno, &h.file, true);
                 tracing::info!("claim on {devno} ({}) released", h.label);
             }
         }
         for w in take {
-            match claim(&w.path, &w.devno) {
+            match claim(&w.path, w.dev) {
                 Ok(file) => {
-                    self.store_notify(&w.devno, &file, false);
+                    self.store_notify(w.dev, &file, false);
                     tracing::info!(
                         "claim on {} ({}, {}): taken (exclusive openers get EBUSY)",
-                        w.devno,
+                        w.dev,
                         w.path.display(),
                         w.label
                     );
                     held.insert(
-                        w.devno.clone(),
+                        w.dev,
                         Held {
                             label: w.label.clone(),
                             file,
@@ -241,13 +240,13 @@ impl Claims {
             }
         }
         for w in wanted {
-            if let Some(h) = held.get_mut(&w.devno) {
+            if let Some(h) = held.get_mut(&w.dev) {
                 h.label.clone_from(&w.label);
             }
         }
     }
 
-    fn store_notify(&self, devno: &str, file: &File, remove: bool) {
+    fn store_notify(&self, devno: KernelDev, file: &File, remove: bool) {
         if !self.store {
             return;
         }
@@ -268,28 +267,40 @@ impl Claims {
 mod tests {
     use super::*;
 
+    fn k(devno: &str) -> KernelDev {
+        devno.parse().unwrap()
+    }
+
     fn w(label: &str, devno: &str) -> Wanted {
         Wanted {
             label: label.into(),
-            devno: devno.into(),
+            dev: k(devno),
             path: PathBuf::from("/dev/null"),
         }
     }
 
     #[test]
     fn fd_names_round_trip_and_carry_no_colon() {
-        assert_eq!(fd_name("8:16"), "claim-8-16");
-        assert_eq!(devno_of_fd_name("claim-8-16").as_deref(), Some("8:16"));
-        assert_eq!(devno_of_fd_name("claim-253-0").as_deref(), Some("253:0"));
-        for bad in ["claim-8", "claim-x-1", "socket", "claim-8-16-2", "8-16", ""] {
-            assert_eq!(devno_of_fd_name(bad), None, "{bad}");
+        assert_eq!(fd_name(k("8:16")), "claim-8-16");
+        assert_eq!(dev_of_fd_name("claim-8-16"), Some(k("8:16")));
+        assert_eq!(dev_of_fd_name("claim-253-0"), Some(k("253:0")));
+        for bad in [
+            "claim-8",
+            "claim-x-1",
+            "socket",
+            "claim-8-16-2",
+            "8-16",
+            "",
+            "claim-8-1048576",
+        ] {
+            assert_eq!(dev_of_fd_name(bad), None, "{bad}");
         }
     }
 
     #[test]
     fn store_messages_are_what_systemd_expects() {
         let msg = |devno: &str, remove: bool| {
-            let name = fd_name(devno);
+            let name = fd_name(k(devno));
             let [a, b] = store_states(&name, remove);
             format!("{a}\n{b}")
         };
@@ -305,18 +316,15 @@ mod tests {
             (5, "claim-259-1".to_string()),
             (6, "unknown".to_string()),
         ];
-        assert_eq!(
-            adoptable(passed),
-            vec![(3, "8:0".to_string()), (5, "259:1".to_string())]
-        );
+        assert_eq!(adoptable(passed), vec![(3, k("8:0")), (5, k("259:1"))]);
     }
 
     #[test]
     fn plan_takes_the_new_and_releases_the_gone() {
-        let held = ["8:0".to_string(), "8:16".to_string()];
+        let held = [k("8:0"), k("8:16")];
         let (take, release) = plan(held.iter(), &[w("A", "8:16"), w("B", "253:0")]);
         assert_eq!(take, vec![w("B", "253:0")]);
-        assert_eq!(release, vec!["8:0".to_string()]);
+        assert_eq!(release, vec![k("8:0")]);
         let (take, release) = plan(held.iter(), &[]);
         assert!(take.is_empty());
         assert_eq!(release.len(), 2);
@@ -325,10 +333,10 @@ mod tests {
     #[test]
     fn a_claim_on_the_wrong_device_number_is_refused() {
         // /dev/null is a character device: never claimed, whatever number is asked
-        let e = claim(Path::new("/dev/null"), "1:3").unwrap_err();
+        let e = claim(Path::new("/dev/null"), k("1:3")).unwrap_err();
         assert!(e.to_string().contains("is not block device 1:3"), "{e}");
         let c = Claims::new(false);
         c.sync(&[w("A", "1:3")], &[]);
-        assert!(!c.holds("1:3"));
+        assert!(!c.holds(k("1:3")));
     }
 }

@@ -1,12 +1,11 @@
 //! The write filter in the daemon: starting (or re-adopting) it from the
-//! configuration, feeding it every device of every label after each scan and
-//! uevent, logging each denial as one journal line, and the JSON of events.
+//! configuration, logging each denial as one journal line, and the JSON of
+//! events. What it protects is the model's projection (`model::managed_set`).
 
 use asmguard_config::Config;
 use asmguard_guard::service::{self, Action, FilterEvent, FilterService};
-use asmguard_guard::{DevKey, KernelDev, Mode, Options, PIN_DIR};
-use asmguard_proto::{FilterEventInfo, LsdskResult};
-use std::collections::{BTreeMap, BTreeSet};
+use asmguard_guard::{Mode, Options, PIN_DIR};
+use asmguard_proto::FilterEventInfo;
 use std::path::{Path, PathBuf};
 
 /// System programs that send SCSI commands (SG_IO) to every disk: multipathd's
@@ -172,55 +171,6 @@ fn log_event(e: &FilterEvent) {
     );
 }
 
-/// Every device that reaches each label: the block paths the daemon knows
-/// (labelled device, multipath device, sd paths, parent disk), the generic
-/// character devices (sg, bsg, NVMe ng) of the whole disks among them, and
-/// every device stacked on any of them (sysfs `holders/`, recursively: a
-/// device-mapper table someone loads over the disk is protected from the
-/// uevent that announces it). Conflicting labels are protected too (both
-/// claimants).
-pub fn managed_set(sys: &Path, ls: &LsdskResult) -> BTreeMap<String, BTreeSet<DevKey>> {
-    let mut out: BTreeMap<String, BTreeSet<DevKey>> = BTreeMap::new();
-    for disk in &ls.disks {
-        let set = out.entry(disk.label.clone()).or_default();
-        let mut seen = BTreeSet::new();
-        for p in &disk.paths {
-            set.insert(DevKey::block(KernelDev::from_raw(p.kdev)));
-            set.extend(asmguard_guard::sysfs::generic_devices(sys, &p.name));
-            holders(sys, &p.name, set, &mut seen, 0);
-        }
-    }
-    out
-}
-
-fn holders(
-    sys: &Path,
-    name: &str,
-    set: &mut BTreeSet<DevKey>,
-    seen: &mut BTreeSet<String>,
-    depth: u32,
-) {
-    if depth > 8 || !seen.insert(name.to_string()) {
-        return;
-    }
-    let Ok(entries) = std::fs::read_dir(sys.join("class/block").join(name).join("holders")) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let h = e.file_name().to_string_lossy().into_owned();
-        if let Ok(dev) = std::fs::read_to_string(sys.join("class/block").join(&h).join("dev")) {
-            if let Some((ma, mi)) = dev.trim().split_once(':') {
-                if let (Ok(ma), Ok(mi)) = (ma.parse(), mi.parse()) {
-                    if let Ok(k) = KernelDev::new(ma, mi) {
-                        set.insert(DevKey::block(k));
-                    }
-                }
-            }
-        }
-        holders(sys, &h, set, seen, depth + 1);
-    }
-}
-
 /// `filter enable|disable|audit` as an action.
 pub fn action(s: &str) -> Option<Action> {
     match s {
@@ -242,7 +192,7 @@ pub fn info(e: &FilterEvent) -> FilterEventInfo {
         euid: ev.euid,
         comm: ev.comm.clone(),
         exe: ev.exe.clone(),
-        device: format!("{}:{}", ev.dev.dev.major(), ev.dev.dev.minor()),
+        device: ev.dev.dev.to_string(),
         device_type: if ev.dev.chr { "char" } else { "block" }.into(),
         label: e.label.clone(),
         hook: ev.hook.as_str().into(),

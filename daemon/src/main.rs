@@ -10,6 +10,7 @@ use asmguard_config as config;
 mod claims;
 mod filter;
 mod metrics;
+mod model;
 mod reclaim;
 mod server;
 mod state;
@@ -390,6 +391,7 @@ async fn start_filter(
             return Err(st.reason);
         }
         let _ = d4.filter.set(f);
+        d4.remode();
         d4.sync_filter();
         d4.sync_metrics();
         Ok(())

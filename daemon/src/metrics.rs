@@ -13,7 +13,6 @@
 
 use asmguard_metrics::exporter::{CounterSource, Counters};
 use asmguard_metrics::{DiscardSource, DiskInfo, IoLat, KernelDev, Metrics, Op, Snapshot};
-use asmguard_proto::LsdskResult;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, Weak};
@@ -26,8 +25,8 @@ pub struct MetricsService {
     /// Why there are no histograms, when `iolat` is `None`.
     pub tracer: String,
     trace_all: bool,
-    /// Traced disks: kernel dev_t -> label.
-    traced: Mutex<BTreeMap<u32, String>>,
+    /// Traced disks (the whole disk their I/O is counted on).
+    traced: Mutex<std::collections::BTreeSet<KernelDev>>,
     /// Where the endpoint listens, or why it does not.
     pub address: Mutex<String>,
 }
@@ -60,7 +59,7 @@ impl MetricsService {
             iolat,
             tracer,
             trace_all,
-            traced: Mutex::new(BTreeMap::new()),
+            traced: Mutex::default(),
             address: Mutex::new("not served yet".into()),
         }
     }
@@ -90,54 +89,35 @@ impl MetricsService {
             .clone()
     }
 
-    /// Trace exactly the disks of `ls` and describe them to the exporter.
-    pub fn sync(&self, ls: &LsdskResult) {
-        let mut want: BTreeMap<u32, (String, DiskInfo)> = BTreeMap::new();
-        for d in ls.disks.iter().filter(|d| !d.conflict) {
-            // The whole disk under the top device: the parent of a labelled partition.
-            let top = d
-                .paths
-                .iter()
-                .find(|p| p.role == "parent")
-                .or_else(|| d.paths.iter().find(|p| p.dev == d.top))
-                .or_else(|| d.paths.first());
-            let Some(top) = top else { continue };
-            let info = DiskInfo {
-                device: top.name.clone(),
-                label: d.label.clone(),
-                paths: d.paths.iter().map(|p| p.dev.clone()).collect(),
-                logical_sector: d.logical_block_size,
-                physical_sector: d.physical_block_size,
-            };
-            want.insert(top.kdev, (d.label.clone(), info));
-        }
+    /// Trace exactly the disks of `want` (the model's `traced` projection)
+    /// and describe them to the exporter.
+    pub fn sync(&self, want: BTreeMap<KernelDev, DiskInfo>) {
         let mut traced = self.traced.lock().unwrap_or_else(|p| p.into_inner());
-        for dev in traced.keys().copied().collect::<Vec<_>>() {
+        for dev in traced.iter().copied().collect::<Vec<_>>() {
             if !want.contains_key(&dev) {
                 if let Some(t) = &self.iolat {
                     let r = if self.trace_all {
                         Ok(())
                     } else {
-                        t.forget_device(dev)
+                        t.forget_device(dev.raw())
                     };
                     if let Err(e) = r {
-                        tracing::warn!("I/O latency tracer: removing {dev:#x}: {e}");
+                        tracing::warn!("I/O latency tracer: removing {dev}: {e}");
                     }
                 }
-                self.metrics.remove_disk(KernelDev::from_raw(dev));
+                self.metrics.remove_disk(dev);
                 traced.remove(&dev);
             }
         }
-        for (dev, (label, info)) in want {
-            if let std::collections::btree_map::Entry::Vacant(v) = traced.entry(dev) {
+        for (dev, info) in want {
+            if traced.insert(dev) {
                 if let Some(t) = &self.iolat {
-                    if let Err(e) = t.add_device(dev) {
+                    if let Err(e) = t.add_device(dev.raw()) {
                         tracing::warn!("I/O latency tracer: adding {}: {e}", info.device);
                     }
                 }
-                v.insert(label);
             }
-            self.metrics.set_disk(KernelDev::from_raw(dev), info);
+            self.metrics.set_disk(dev, info);
         }
         if let (Some(t), true) = (&self.iolat, self.trace_all) {
             if let Err(e) = t.rescan() {
@@ -158,16 +138,6 @@ impl MetricsService {
         self.metrics
             .snapshot()
             .map_err(|e| ErrorBody::new(ErrorCode::IoError, format!("reading the histograms: {e}")))
-    }
-
-    /// The labels traced now.
-    fn labels(&self) -> Vec<String> {
-        self.traced
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .cloned()
-            .collect()
     }
 
     /// Reads the daemon's counters at every scrape from now on.
@@ -199,11 +169,8 @@ impl CounterSource for LiveCounters {
         };
         let filter = d.filter.get();
         c.backend = Some(filter.map_or_else(|| "none".into(), |f| f.status().backend));
-        if let Some(m) = d.metrics.get() {
-            for label in m.labels() {
-                let mode = filter.map_or_else(|| "off".into(), |f| f.filtering(&label));
-                c.filter_modes.insert(label, mode_word(&mode).to_string());
-            }
+        for (label, mode) in crate::model::modes(&d.disks()) {
+            c.filter_modes.insert(label, mode.as_str().to_string());
         }
         if let Some(f) = filter {
             c.events_dropped = f.events_dropped();
@@ -237,9 +204,4 @@ impl CounterSource for LiveCounters {
         }
         c
     }
-}
-
-/// `enforce (lsm)` -> `enforce`.
-fn mode_word(filtering: &str) -> &str {
-    filtering.split_whitespace().next().unwrap_or("off")
 }

@@ -447,6 +447,7 @@ async fn dispatch(d: Arc<Daemon>, req: Request, peer: Peer) -> Response {
                     };
                     ErrorBody::new(code, m)
                 })?;
+                d.remode();
                 d.sync_claims();
                 tracing::info!(
                     "filter {} {}: uid {} pid {:?}",

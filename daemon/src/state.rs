@@ -2,16 +2,17 @@
 //! blocking (sysfs and O_DIRECT reads/writes): the server calls it from
 //! `spawn_blocking`.
 
+use crate::model::{self, Disk};
 use asmguard_config::Config;
 use asmguard_devices::discovery::{self, Grouping, Observed};
 use asmguard_devices::labelling::{self, LabelOpError, LabelOptions};
 use asmguard_devices::pattern::Rules;
 use asmguard_devices::sysfs::{self, SysDev};
-use asmguard_devices::DevError;
+use asmguard_devices::{DevError, KernelDev};
 use asmguard_format::label::Label;
 use asmguard_proto::{
-    Conflict, DiskInfo, ErrorBody, ErrorCode, LabelArgs, LabelResult, LsdskResult, PathInfo,
-    RenameArgs, StatusResult, UnlabelArgs,
+    Conflict, ErrorBody, ErrorCode, LabelArgs, LabelResult, LsdskResult, RenameArgs, StatusResult,
+    UnlabelArgs,
 };
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -24,6 +25,8 @@ use std::time::Instant;
 pub struct State {
     pub devices: BTreeMap<String, Observed>,
     pub grouping: Grouping,
+    /// The model of the labelled disks, rebuilt with every scan and refresh.
+    pub disks: Vec<Disk>,
     pub last_scan_ms: u64,
 }
 
@@ -41,8 +44,8 @@ pub struct Daemon {
     pub filter: std::sync::OnceLock<asmguard_guard::service::FilterService>,
     /// The latency tracer and the exporter (set once at start, before the first scan).
     pub metrics: std::sync::OnceLock<crate::metrics::MetricsService>,
-    /// Disks (`dev:MAJ:MIN`) and labels (`label:NAME`) being written right now.
-    inflight: Mutex<HashSet<String>>,
+    /// Disks and labels being written right now.
+    inflight: Mutex<HashSet<Busy>>,
     /// Serialises full scans and refreshes, from reading sysfs to the filter's
     /// sync: a slow scan can never replace what a newer refresh found.
     scan_order: Mutex<()>,
@@ -61,10 +64,18 @@ pub struct Daemon {
 #[cfg(test)]
 static SCAN_HOOK: Mutex<Option<Box<dyn Fn() + Send>>> = Mutex::new(None);
 
+/// What a label write holds while it runs: the device written, and the labels
+/// it writes or removes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Busy {
+    Dev(KernelDev),
+    Label(Label),
+}
+
 /// Holds claims on disks/labels; released on drop.
 pub struct Claim<'a> {
     d: &'a Daemon,
-    keys: Vec<String>,
+    keys: Vec<Busy>,
 }
 
 impl Drop for Claim<'_> {
@@ -97,23 +108,6 @@ fn map_op_error(e: LabelOpError) -> ErrorBody {
         LabelOpError::Unreadable(_) => ErrorCode::IoError,
     };
     err(code, e.to_string())
-}
-
-/// Does the stable path lead to the top device (same device number)?
-fn stable_link(path: &str, top: Option<&SysDev>) -> String {
-    let Ok(target) = std::fs::read_link(path) else {
-        return "missing".into();
-    };
-    let same = std::fs::metadata(path).ok().zip(top).is_some_and(|(m, t)| {
-        m.file_type().is_block_device()
-            && libc::major(m.rdev()) == t.major
-            && libc::minor(m.rdev()) == t.minor
-    });
-    if same {
-        "ok".into()
-    } else {
-        format!("wrong: points to {}", target.display())
-    }
 }
 
 /// The answer to a label operation: what was done, where, and which byte ranges
@@ -186,6 +180,7 @@ impl Daemon {
             }
         };
         let grouping = discovery::group(&devices, &self.rules);
+        let disks = self.build(&devices, &grouping);
         let n = devices.len();
         #[cfg(test)]
         if let Some(h) = SCAN_HOOK.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
@@ -194,6 +189,7 @@ impl Daemon {
         let mut s = self.write_state();
         s.devices = devices;
         s.grouping = grouping;
+        s.disks = disks;
         s.last_scan_ms = t.elapsed().as_millis() as u64;
         drop(s);
         self.sync_filter();
@@ -206,11 +202,35 @@ impl Daemon {
         Ok(n)
     }
 
+    /// The model of one scan, with each label's filter mode now.
+    fn build(&self, devices: &BTreeMap<String, Observed>, grouping: &Grouping) -> Vec<Disk> {
+        model::build(&self.sys, devices, grouping, |l| {
+            self.filter.get().map(|f| f.disk_mode(l))
+        })
+    }
+
+    /// The labelled disks as last scanned.
+    pub fn disks(&self) -> Vec<Disk> {
+        self.read_state().disks.clone()
+    }
+
+    /// Takes each disk's filter mode again: after the filter started (the
+    /// first scan runs before it) and after every mode change. The claims and
+    /// the exporter follow on their next sync.
+    pub fn remode(&self) {
+        let _order = self.scan_order.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(f) = self.filter.get() {
+            for d in &mut self.write_state().disks {
+                d.mode = Some(f.disk_mode(d.label.as_str()));
+            }
+        }
+    }
+
     /// Puts every device of every label into the filter's managed set (and
     /// takes out the ones that are gone). Called after every scan and uevent.
     pub fn sync_filter(&self) {
         if let Some(f) = self.filter.get() {
-            f.sync(crate::filter::managed_set(&self.sys, &self.lsdsk()));
+            f.sync(model::managed_set(&self.read_state().disks));
         }
         self.sync_claims();
     }
@@ -219,46 +239,29 @@ impl Daemon {
     /// modes. A disk being labelled right now keeps its claim as it is (the label
     /// write decided how to open it from that).
     pub fn sync_claims(&self) {
-        let busy: Vec<String> = self
+        let busy: Vec<KernelDev> = self
             .inflight
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .iter()
-            .filter_map(|k| k.strip_prefix("dev:").map(str::to_string))
+            .filter_map(|k| match k {
+                Busy::Dev(d) => Some(*d),
+                Busy::Label(_) => None,
+            })
             .collect();
         self.claims.sync(&self.wanted_claims(), &busy);
     }
 
-    /// The top device of every disk whose filter mode is neither `off` nor
-    /// `audit` (a disk with no filter backend at all is claimed too).
+    /// The top device of every disk whose filter mode asks for a claim.
     fn wanted_claims(&self) -> Vec<crate::claims::Wanted> {
-        let s = self.read_state();
-        s.grouping
-            .disks
-            .iter()
-            .filter(|d| {
-                let mode = self
-                    .filter
-                    .get()
-                    .map(|f| f.filtering(d.label.as_str()))
-                    .unwrap_or_default();
-                !(mode.starts_with("off") || mode.starts_with("audit"))
-            })
-            .filter_map(|d| {
-                s.devices.get(&d.top).map(|o| crate::claims::Wanted {
-                    label: d.label.to_string(),
-                    devno: o.sys.devno(),
-                    path: o.sys.dev_path(),
-                })
-            })
-            .collect()
+        model::claims(&self.read_state().disks)
     }
 
     /// Traces the managed disks' I/O and describes them to the exporter. Called after
     /// every scan and uevent, after the filter's sync (the Filtering mode is exported).
     pub fn sync_metrics(&self) {
         if let Some(m) = self.metrics.get() {
-            m.sync(&self.lsdsk());
+            m.sync(model::traced(&self.read_state().disks));
         }
     }
 
@@ -306,91 +309,15 @@ impl Daemon {
             }
         }
         s.grouping = discovery::group(&s.devices, &self.rules);
+        s.disks = self.build(&s.devices, &s.grouping);
         drop(s);
         self.sync_filter();
         self.sync_metrics();
     }
 
-    fn path_info(&self, s: &State, name: &str, role: &str) -> PathInfo {
-        match s.devices.get(name) {
-            Some(o) => PathInfo {
-                name: name.to_string(),
-                dev: o.sys.display_path(),
-                devno: o.sys.devno(),
-                kdev: o.sys.kdev(),
-                role: role.to_string(),
-            },
-            None => PathInfo {
-                name: name.to_string(),
-                dev: format!("/dev/{name}"),
-                devno: String::new(),
-                kdev: 0,
-                role: role.to_string(),
-            },
-        }
-    }
-
     pub fn lsdsk(&self) -> LsdskResult {
         let s = self.read_state();
-        let mut disks = Vec::new();
-        for d in &s.grouping.disks {
-            let top = s.devices.get(&d.top);
-            let (size, lbs, pbs, dev) = top
-                .map(|o| {
-                    (
-                        o.sys.size,
-                        o.sys.logical_block_size,
-                        o.sys.physical_block_size,
-                        o.sys.display_path(),
-                    )
-                })
-                .unwrap_or((0, 0, 0, format!("/dev/{}", d.top)));
-            let header = top
-                .and_then(|o| o.read.as_ref())
-                .and_then(|r| r.as_ref().ok())
-                .and_then(|r| r.header.clone());
-            disks.push(DiskInfo {
-                label: d.label.to_string(),
-                top: dev,
-                stable_path: format!("/dev/asmguard/disks/{}", d.label),
-                stable_link: stable_link(
-                    &format!("/dev/asmguard/disks/{}", d.label),
-                    top.map(|o| &o.sys),
-                ),
-                paths: d
-                    .paths
-                    .iter()
-                    .map(|(n, r)| self.path_info(&s, n, r.as_str()))
-                    .collect(),
-                size_bytes: size,
-                logical_block_size: lbs,
-                physical_block_size: pbs,
-                header_status: header
-                    .as_ref()
-                    .map(|h| {
-                        if h.checksum_ok {
-                            h.status.clone()
-                        } else {
-                            format!("{} (checksum BAD)", h.status)
-                        }
-                    })
-                    .unwrap_or_else(|| "none".into()),
-                disk_group: header
-                    .as_ref()
-                    .map(|h| h.group.clone())
-                    .filter(|g| !g.is_empty()),
-                asm_disk_name: header
-                    .as_ref()
-                    .map(|h| h.disk.clone())
-                    .filter(|g| !g.is_empty()),
-                filtering: self
-                    .filter
-                    .get()
-                    .map(|f| f.filtering(&d.label.to_string()))
-                    .unwrap_or_else(|| "off (no filter)".into()),
-                conflict: d.conflict,
-            });
-        }
+        let disks = model::lsdsk_rows(&s.disks);
         let conflicts = s
             .grouping
             .conflicts
@@ -478,16 +405,16 @@ impl Daemon {
             .is_empty()
     }
 
-    fn claim(&self, keys: Vec<String>, what: &str) -> Result<Claim<'_>, ErrorBody> {
+    fn claim(&self, keys: Vec<Busy>, what: &str) -> Result<Claim<'_>, ErrorBody> {
         let mut s = self.inflight.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(k) = keys.iter().find(|k| s.contains(*k)) {
-            let m = if k.starts_with("dev:") {
-                format!("{what}: the disk is busy being labelled by another request; try again")
-            } else {
-                format!(
-                    "{what}: label {} is being written by another request; try again",
-                    k.trim_start_matches("label:")
-                )
+            let m = match k {
+                Busy::Dev(_) => {
+                    format!("{what}: the disk is busy being labelled by another request; try again")
+                }
+                Busy::Label(l) => {
+                    format!("{what}: label {l} is being written by another request; try again")
+                }
             };
             return Err(err(ErrorCode::Busy, m));
         }
@@ -515,12 +442,12 @@ impl Daemon {
                 format!("{device}: is not a block device (asmguardd labels block devices only)"),
             ));
         }
-        let r = meta.rdev();
-        let (ma, mi) = (libc::major(r), libc::minor(r));
-        let name = sysfs::name_of(&self.sys, ma, mi).ok_or_else(|| {
+        let dev = KernelDev::from_dev_t(meta.rdev())
+            .map_err(|e| err(ErrorCode::NotManageable, format!("{device}: {e}")))?;
+        let name = sysfs::name_of(&self.sys, dev).ok_or_else(|| {
             err(
                 ErrorCode::NotFound,
-                format!("{device}: block device {ma}:{mi} is not in sysfs"),
+                format!("{device}: block device {dev} is not in sysfs"),
             )
         })?;
         sysfs::read(&self.sys, &name)
@@ -552,10 +479,7 @@ impl Daemon {
             ));
         }
         let what = format!("label {label} on {shown}");
-        let claim = self.claim(
-            vec![format!("dev:{}", sd.devno()), format!("label:{label}")],
-            &what,
-        )?;
+        let claim = self.claim(vec![Busy::Dev(sd.dev), Busy::Label(label.clone())], &what)?;
         {
             let s = self.read_state();
             let others: Vec<String> = s
@@ -584,7 +508,7 @@ impl Daemon {
         let opts = LabelOptions {
             force: a.force,
             migrate: a.migrate,
-            held: self.claims.holds(&sd.devno()),
+            held: self.claims.holds(sd.dev),
         };
         let out = labelling::label_device(&sd.dev_path(), &label, opts).map_err(map_op_error);
         if out.is_ok() {
@@ -634,18 +558,11 @@ impl Daemon {
         let label = parse_label(&a.label)?;
         let what = format!("unlabel {label}");
         let sd = self.disk_top(&label, &what)?;
-        let claim = self.claim(
-            vec![format!("dev:{}", sd.devno()), format!("label:{label}")],
-            &what,
-        )?;
+        let claim = self.claim(vec![Busy::Dev(sd.dev), Busy::Label(label.clone())], &what)?;
         let shown = sd.display_path();
-        let out = labelling::unlabel_device(
-            &sd.dev_path(),
-            &label,
-            a.force,
-            self.claims.holds(&sd.devno()),
-        )
-        .map_err(map_op_error);
+        let out =
+            labelling::unlabel_device(&sd.dev_path(), &label, a.force, self.claims.holds(sd.dev))
+                .map_err(map_op_error);
         if out.is_ok() {
             self.after_write(&sd);
         }
@@ -665,9 +582,9 @@ impl Daemon {
         let sd = self.disk_top(&old, &what)?;
         let claim = self.claim(
             vec![
-                format!("dev:{}", sd.devno()),
-                format!("label:{old}"),
-                format!("label:{new}"),
+                Busy::Dev(sd.dev),
+                Busy::Label(old.clone()),
+                Busy::Label(new.clone()),
             ],
             &what,
         )?;
@@ -695,9 +612,8 @@ impl Daemon {
             }
         }
         let shown = sd.display_path();
-        let out =
-            labelling::rename_device(&sd.dev_path(), &old, &new, self.claims.holds(&sd.devno()))
-                .map_err(map_op_error);
+        let out = labelling::rename_device(&sd.dev_path(), &old, &new, self.claims.holds(sd.dev))
+            .map_err(map_op_error);
         if out.is_ok() {
             self.after_write(&sd);
         }

@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::devt::KernelDev;
+
 /// What kind of thing was opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -56,8 +58,8 @@ pub struct Device {
     pub logical_block_size: u32,
     /// Physical block size (`BLKPBSZGET`); 512 for image files.
     pub physical_block_size: u32,
-    /// (major, minor) of a block device.
-    pub rdev: Option<(u32, u32)>,
+    /// The device number of a block device.
+    pub rdev: Option<KernelDev>,
     direct: bool,
 }
 
@@ -202,12 +204,11 @@ impl Device {
                         source: e.into(),
                     })?;
                 }
-                let r = meta.rdev();
                 (
                     size,
                     lbs.max(512) as u32,
                     pbs.max(512),
-                    Some((libc::major(r), libc::minor(r))),
+                    KernelDev::from_dev_t(meta.rdev()).ok(),
                 )
             }
         };

@@ -432,8 +432,7 @@ mod tests {
     fn dev(name: &str, minor: u32) -> SysDev {
         SysDev {
             name: name.into(),
-            major: 8,
-            minor,
+            dev: crate::KernelDev::new(8, minor).unwrap(),
             size: 1 << 30,
             logical_block_size: 512,
             physical_block_size: 4096,
@@ -491,7 +490,7 @@ mod tests {
     #[test]
     fn multipath_device_is_the_top_and_paths_are_grouped() {
         let mut dm = dev("dm-2", 2);
-        dm.major = 253;
+        dm.dev = crate::KernelDev::new(253, 2).unwrap();
         dm.slaves = vec!["sdb".into(), "sdc".into()];
         dm.dm_uuid = Some("mpath-3600a0b80".into());
         dm.dm_name = Some("mpatha".into());

@@ -1,5 +1,7 @@
 //! Device access and discovery for asmguard.
 //!
+//! * [`devt`]: [`KernelDev`], the one device-number type (`MAJ:MIN`, kernel and
+//!   userspace encodings, sysfs `dev` files) of the whole workspace.
 //! * [`blockdev`]: opening a block device or an image file, its sizes, and aligned
 //!   `O_DIRECT` reads and verified writes of the label sector.
 //! * [`sysfs`]: what `/sys/class/block` says (numbers, sizes, holders/slaves, dm).
@@ -9,6 +11,7 @@
 //! * [`uevent`]: the kernel's own uevents (NETLINK_KOBJECT_UEVENT).
 
 pub mod blockdev;
+pub mod devt;
 pub mod discovery;
 pub mod labelling;
 pub mod pattern;
@@ -17,3 +20,4 @@ pub mod uevent;
 pub mod writer;
 
 pub use blockdev::{DevError, Device, DeviceKind};
+pub use devt::{DevtError, KernelDev};

@@ -8,19 +8,15 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-/// The kernel's dev_t encoding (`major << 20 | minor`), used as BPF map key; glibc's
-/// `makedev` differs.
-pub fn kdev(major: u32, minor: u32) -> u32 {
-    (major << 20) | (minor & 0xfffff)
-}
+use crate::devt::{DevtError, KernelDev};
 
 /// One block device as sysfs shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SysDev {
     /// Kernel name (`sdb`, `dm-3`, `loop5`, `nvme0n1p1`).
     pub name: String,
-    pub major: u32,
-    pub minor: u32,
+    /// Its device number (sysfs `dev`).
+    pub dev: KernelDev,
     /// Bytes (sysfs `size` is in 512-byte units whatever the sector size).
     pub size: u64,
     pub logical_block_size: u32,
@@ -54,14 +50,6 @@ impl SysDev {
             }
         }
         self.dev_path().display().to_string()
-    }
-
-    pub fn devno(&self) -> String {
-        format!("{}:{}", self.major, self.minor)
-    }
-
-    pub fn kdev(&self) -> u32 {
-        kdev(self.major, self.minor)
     }
 
     /// A device-mapper multipath device (dm uuid `mpath-...`).
@@ -115,14 +103,10 @@ pub fn read(root: &Path, name: &str) -> io::Result<SysDev> {
         ));
     }
     let d = class_block(root).join(name);
-    let dev = fs::read_to_string(d.join("dev"))?;
-    let (major, minor) = dev
-        .trim()
-        .split_once(':')
-        .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
-        .ok_or_else(|| {
-            io::Error::new(io::ErrorKind::InvalidData, format!("{name}: bad dev file"))
-        })?;
+    let dev = KernelDev::read_sysfs(&d.join("dev")).map_err(|e| match e {
+        DevtError::Read { source, .. } => source,
+        e => io::Error::new(io::ErrorKind::InvalidData, e.to_string()),
+    })?;
     let sectors: u64 = read_num(&d.join("size")).unwrap_or(0);
     let partition = d.join("partition").exists();
     let parent = if partition {
@@ -146,8 +130,7 @@ pub fn read(root: &Path, name: &str) -> io::Result<SysDev> {
         .filter(|s| !s.is_empty());
     Ok(SysDev {
         name: name.to_string(),
-        major,
-        minor,
+        dev,
         size: sectors * 512,
         logical_block_size: lbs,
         physical_block_size: pbs,
@@ -162,10 +145,76 @@ pub fn read(root: &Path, name: &str) -> io::Result<SysDev> {
     })
 }
 
-/// The kernel name of the block device `major:minor`.
-pub fn name_of(root: &Path, major: u32, minor: u32) -> Option<String> {
-    let p = fs::read_link(root.join(format!("dev/block/{major}:{minor}"))).ok()?;
+/// The kernel name of the block device `dev` (`sdb`, `dm-3`).
+pub fn name_of(root: &Path, dev: KernelDev) -> Option<String> {
+    let p = fs::read_link(root.join(format!("dev/block/{dev}"))).ok()?;
     p.file_name().map(|s| s.to_string_lossy().into_owned())
+}
+
+/// The parent disk of the partition `dev` (`None` for a whole disk, or a device
+/// sysfs does not know).
+pub fn whole_disk(root: &Path, dev: KernelDev) -> Option<KernelDev> {
+    let d = root.join(format!("dev/block/{dev}"));
+    if !d.join("partition").exists() {
+        return None;
+    }
+    KernelDev::read_sysfs(&d.join("../dev")).ok()
+}
+
+/// The whole disk a block device node belongs to: the device itself, or the
+/// parent disk of a partition.
+pub fn disk_of_path(root: &Path, path: &Path) -> Result<KernelDev, DevtError> {
+    let dev = KernelDev::of_block_device(path)?;
+    Ok(whole_disk(root, dev).unwrap_or(dev))
+}
+
+/// The generic character devices of a whole block device (`sdb`, `nvme0n1`)
+/// through which the same disk can be written: its SCSI generic node (`sg*`),
+/// its bsg node, and its NVMe generic node (`ng0n1`). Sorted, no repeats.
+pub fn generic_nodes(root: &Path, name: &str) -> Vec<KernelDev> {
+    let mut out = Vec::new();
+    let dev_dir = class_block(root).join(name).join("device");
+    for sub in ["scsi_generic", "bsg"] {
+        for n in dir_names(&dev_dir.join(sub)) {
+            if let Ok(d) = KernelDev::read_sysfs(&dev_dir.join(sub).join(n).join("dev")) {
+                out.push(d);
+            }
+        }
+    }
+    if let Some(rest) = name.strip_prefix("nvme") {
+        // nvme0n1 -> ng0n1 (namespaces only, not partitions)
+        if rest.contains('n') && !rest.contains('p') {
+            let ng = root.join("class/nvme-generic").join(format!("ng{rest}"));
+            if let Ok(d) = KernelDev::read_sysfs(&ng.join("dev")) {
+                out.push(d);
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Every block device stacked on `name` (its `holders/`, recursively, at most
+/// eight levels deep): a device-mapper table or md array loaded over the disk.
+pub fn stacked(root: &Path, name: &str) -> Vec<KernelDev> {
+    fn walk(root: &Path, name: &str, out: &mut Vec<KernelDev>, seen: &mut Vec<String>, depth: u32) {
+        if depth > 8 || seen.iter().any(|s| s == name) {
+            return;
+        }
+        seen.push(name.to_string());
+        for h in dir_names(&class_block(root).join(name).join("holders")) {
+            if let Ok(d) = KernelDev::read_sysfs(&class_block(root).join(&h).join("dev")) {
+                out.push(d);
+            }
+            walk(root, &h, out, seen, depth + 1);
+        }
+    }
+    let mut out = Vec::new();
+    walk(root, name, &mut out, &mut Vec::new(), 0);
+    out.sort();
+    out.dedup();
+    out
 }
 
 /// The partitions of a whole disk (`sda1`, `nvme0n1p2`, ...).
@@ -210,10 +259,10 @@ pub fn in_use(root: &Path, dev: &SysDev) -> Option<String> {
             return Some(format!("its partition {p} is held by {}", hs.join(", ")));
         }
     }
-    let mut numbers = vec![(dev.devno(), dev.name.clone())];
+    let mut numbers = vec![(dev.dev, dev.name.clone())];
     for p in &parts {
-        if let Some(s) = read_trim(&class_block(root).join(p).join("dev")) {
-            numbers.push((s, p.clone()));
+        if let Ok(d) = KernelDev::read_sysfs(&class_block(root).join(p).join("dev")) {
+            numbers.push((d, p.clone()));
         }
     }
     if let Ok(mi) = fs::read_to_string("/proc/self/mountinfo") {
@@ -221,7 +270,10 @@ pub fn in_use(root: &Path, dev: &SysDev) -> Option<String> {
             // id parent major:minor root mountpoint ...
             let f: Vec<&str> = line.split(' ').collect();
             if f.len() > 4 {
-                if let Some((_, who)) = numbers.iter().find(|(n, _)| n == f[2]) {
+                let Ok(mounted) = f[2].parse::<KernelDev>() else {
+                    continue;
+                };
+                if let Some((_, who)) = numbers.iter().find(|(n, _)| *n == mounted) {
                     return Some(format!("{who} is mounted on {}", f[4]));
                 }
             }
@@ -320,7 +372,7 @@ mod tests {
         let dm = read(r, "dm-0").unwrap();
         assert_eq!(dm.slaves, vec!["sdb", "sdc"]);
         assert!(dm.is_multipath());
-        assert_eq!(dm.kdev(), kdev(253, 0));
+        assert_eq!(dm.dev, KernelDev::new(253, 0).unwrap());
         let sdb = read(r, "sdb").unwrap();
         assert_eq!(
             (sdb.logical_block_size, sdb.physical_block_size),
@@ -345,9 +397,42 @@ mod tests {
     }
 
     #[test]
-    fn kernel_devt() {
-        assert_eq!(kdev(8, 16), (8 << 20) | 16);
-        assert_eq!(kdev(253, 3), 0x0fd0_0003);
+    fn an_out_of_range_dev_file_is_refused() {
+        // Before, "8:1048576" was read and masked to 8:0 (the kernel key of sda).
+        let t = fake_sysfs();
+        let r = t.path();
+        fs::write(r.join("class/block/sdb/dev"), "8:1048576\n").unwrap();
+        let e = read(r, "sdb").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        assert!(e.to_string().contains("8:1048576"), "{e}");
+        fs::write(r.join("class/block/sdb/dev"), "8:x\n").unwrap();
+        assert_eq!(
+            read(r, "sdb").unwrap_err().kind(),
+            io::ErrorKind::InvalidData
+        );
+    }
+
+    #[test]
+    fn generic_nodes_and_stacked_devices() {
+        let t = fake_sysfs();
+        let r = t.path();
+        let dev_dir = r.join("class/block/sdb/device");
+        for (sub, n, d) in [("scsi_generic", "sg1", "21:1"), ("bsg", "1:0:0:0", "247:1")] {
+            fs::create_dir_all(dev_dir.join(sub).join(n)).unwrap();
+            fs::write(dev_dir.join(sub).join(n).join("dev"), format!("{d}\n")).unwrap();
+        }
+        let ng = r.join("class/nvme-generic/ng0n1");
+        fs::create_dir_all(&ng).unwrap();
+        fs::write(ng.join("dev"), "242:0\n").unwrap();
+        let k = |ma, mi| KernelDev::new(ma, mi).unwrap();
+        assert_eq!(generic_nodes(r, "sdb"), vec![k(21, 1), k(247, 1)]);
+        assert_eq!(generic_nodes(r, "nvme0n1"), vec![k(242, 0)]);
+        assert!(generic_nodes(r, "nvme0n1p1").is_empty());
+        assert!(generic_nodes(r, "sdd").is_empty());
+        // sdb is held by dm-0; sdd1 by md0, which has no dev file: skipped
+        assert_eq!(stacked(r, "sdb"), vec![k(253, 0)]);
+        assert!(stacked(r, "sdd1").is_empty());
+        assert!(stacked(r, "dm-0").is_empty());
     }
 
     #[test]

@@ -4,21 +4,19 @@
 //! Modules mirror the C files: [`guard`] is `bpf/guard.bpf.c` + `bpf/guard.h`
 //! (the write filter, [`Guard`]), [`smoke`] is `bpf/smoke.bpf.c`
 //! ([`SmokeFilter`]). [`service`] is the filter as the daemon runs it, with
-//! [`sysfs`] (a disk's generic nodes) and [`identity`] (allow-list names to
-//! ids) beside it.
+//! [`identity`] (allow-list names to ids) beside it. Device numbers are
+//! asmguard-devices' [`KernelDev`].
 //!
-//! Not here: scanning disks (asmguard-devices), latency tracing
+//! Not here: scanning disks and their generic nodes (asmguard-devices), latency tracing
 //! (asmguard-metrics, `bpf/iolat.bpf.c`).
 
 #![deny(missing_docs)]
 
-mod devt;
 pub mod guard;
 pub mod identity;
 pub mod service;
 pub mod smoke;
-pub mod sysfs;
-pub use devt::{DevtError, KernelDev};
+pub use asmguard_devices::devt::{DevtError, KernelDev};
 pub use guard::{
     bpf_lsm_hint, pinned_backend, remove_pins, Backend, DenialEvent, DevKey, EventReader, ExeId,
     Guard, Hook, Mode, Options, Stats, PIN_DIR,

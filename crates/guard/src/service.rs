@@ -46,6 +46,67 @@ pub enum Action {
     Audit,
 }
 
+/// How one label's disk is filtered: what `lsdsk` shows, what decides its
+/// exclusive claim and what the filter-mode metric exports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiskMode {
+    /// No backend could load: nothing is filtered.
+    Unprotected,
+    /// An administrator removed the programs (`filter disable`).
+    Disabled,
+    /// The loaded backend applies `mode` (`Mode::Off`: this label is not filtered).
+    Filtered {
+        /// The label's mode.
+        mode: Mode,
+        /// The backend applying it.
+        backend: Backend,
+    },
+}
+
+impl DiskMode {
+    /// The mode in force (`Off` without programs).
+    pub fn mode(self) -> Mode {
+        match self {
+            DiskMode::Filtered { mode, .. } => mode,
+            DiskMode::Unprotected | DiskMode::Disabled => Mode::Off,
+        }
+    }
+
+    /// Whether the disk is to be held by an exclusive claim: every mode but
+    /// `off` and `audit` (a disk with no backend at all is claimed too: the
+    /// claim is then its only protection).
+    pub fn claimed(self) -> bool {
+        match self {
+            DiskMode::Unprotected => true,
+            DiskMode::Disabled => false,
+            DiskMode::Filtered { mode, .. } => mode == Mode::Enforce,
+        }
+    }
+}
+
+/// The Filtering column of `lsdsk`: `enforce (lsm)`, `audit (cgroup_device,
+/// open-time only)`, `off`, `off (filter disabled)` or `UNPROTECTED (no filter
+/// backend)`.
+impl std::fmt::Display for DiskMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DiskMode::Unprotected => f.write_str("UNPROTECTED (no filter backend)"),
+            DiskMode::Disabled => f.write_str("off (filter disabled)"),
+            DiskMode::Filtered {
+                mode: Mode::Off, ..
+            } => f.write_str("off"),
+            DiskMode::Filtered {
+                mode,
+                backend: Backend::Lsm,
+            } => write!(f, "{mode} (lsm)"),
+            DiskMode::Filtered {
+                mode,
+                backend: Backend::CgroupDevice,
+            } => write!(f, "{mode} (cgroup_device, open-time only)"),
+        }
+    }
+}
+
 /// What `status` shows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FilterStatus {
@@ -457,22 +518,16 @@ impl FilterService {
         Ok(result)
     }
 
-    /// The Filtering column of `lsdsk` for a label: `enforce (lsm)`,
-    /// `audit (cgroup_device, open-time only)`, `off`, or `off (no filter)`.
-    pub fn filtering(&self, label: &str) -> String {
+    /// How the disk of `label` is filtered now.
+    pub fn disk_mode(&self, label: &str) -> DiskMode {
         let inner = lock(&self.inner);
-        let Some(g) = &inner.guard else {
-            return if inner.disabled {
-                "off (filter disabled)".into()
-            } else {
-                "UNPROTECTED (no filter backend)".into()
-            };
-        };
-        let m = self.mode_for(&inner, label);
-        match (m, g.backend()) {
-            (Mode::Off, _) => "off".into(),
-            (m, Backend::Lsm) => format!("{m} (lsm)"),
-            (m, Backend::CgroupDevice) => format!("{m} (cgroup_device, open-time only)"),
+        match &inner.guard {
+            None if inner.disabled => DiskMode::Disabled,
+            None => DiskMode::Unprotected,
+            Some(g) => DiskMode::Filtered {
+                mode: self.mode_for(&inner, label),
+                backend: g.backend(),
+            },
         }
     }
 
@@ -626,6 +681,43 @@ pub fn resolve_allow(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn disk_modes_show_claim_and_export() {
+        let f = |mode, backend| DiskMode::Filtered { mode, backend };
+        let rows = [
+            (
+                f(Mode::Enforce, Backend::Lsm),
+                "enforce (lsm)",
+                true,
+                Mode::Enforce,
+            ),
+            (
+                f(Mode::Audit, Backend::CgroupDevice),
+                "audit (cgroup_device, open-time only)",
+                false,
+                Mode::Audit,
+            ),
+            (f(Mode::Off, Backend::Lsm), "off", false, Mode::Off),
+            (
+                DiskMode::Disabled,
+                "off (filter disabled)",
+                false,
+                Mode::Off,
+            ),
+            (
+                DiskMode::Unprotected,
+                "UNPROTECTED (no filter backend)",
+                true,
+                Mode::Off,
+            ),
+        ];
+        for (m, shown, claimed, mode) in rows {
+            assert_eq!(m.to_string(), shown);
+            assert_eq!(m.claimed(), claimed, "{shown}");
+            assert_eq!(m.mode(), mode, "{shown}");
+        }
+    }
 
     #[test]
     fn disk_ids_are_stable_and_distinct() {

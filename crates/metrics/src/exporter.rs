@@ -34,11 +34,11 @@ use prometheus_client::registry::{Registry, Unit};
 
 #[cfg(feature = "bpf")]
 use crate::bpf::IoLat;
-use crate::devt::KernelDev;
 use crate::error::Error;
 use crate::hist::prometheus_buckets;
 use crate::snapshot::RawEntry;
 use crate::snapshot::{DiskOpStats, Snapshot};
+use crate::KernelDev;
 
 /// Where the collector gets the histograms from at scrape time.
 pub trait HistSource: Send + Sync + std::fmt::Debug + 'static {
@@ -142,7 +142,10 @@ impl Shared {
             return (d.device.clone(), d.label.clone());
         }
         let mut cache = self.sysfs_names.lock().unwrap_or_else(|e| e.into_inner());
-        let name = cache.entry(dev).or_insert_with(|| dev.sysfs_name());
+        let name = cache.entry(dev).or_insert_with(|| {
+            asmguard_devices::sysfs::name_of(std::path::Path::new("/sys"), dev)
+                .unwrap_or_else(|| dev.to_string())
+        });
         (name.clone(), String::new())
     }
 

@@ -21,7 +21,6 @@
 
 #[cfg(feature = "bpf")]
 pub mod bpf;
-pub mod devt;
 pub mod error;
 pub mod exporter;
 pub mod http;
@@ -30,12 +29,12 @@ pub use asmguard_iostat::{hist, iostat, snapshot};
 #[cfg(feature = "bpf")]
 pub mod stamps;
 
+pub use asmguard_devices::devt::{DevtError, KernelDev};
 pub use asmguard_iostat::{
     DiskOpStats, IostatReport, IostatRow, Op, OpHist, RawEntry, Snapshot, NSLOTS,
 };
 #[cfg(feature = "bpf")]
 pub use bpf::{AttachMode, IoLat, LoadOptions};
-pub use devt::{DevError, KernelDev};
 pub use error::Error;
 pub use exporter::{DiscardSource, DiskInfo, HistSource, Metrics};
 pub use parse::{FromPrometheusText, ParseError};

@@ -12,9 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use asmguard_metrics::http::{self, scrape_blocking};
-use asmguard_metrics::{
-    DiscardSource, DiskInfo, FromPrometheusText, IoLat, KernelDev, Metrics, Op, Snapshot,
-};
+use asmguard_metrics::{DiscardSource, DiskInfo, FromPrometheusText, IoLat, Metrics, Op, Snapshot};
 use common::{direct_reads, direct_writes, require_root, serial, LoopDev};
 
 /// The exporter binary; killed on drop.
@@ -113,7 +111,8 @@ fn promtool_accepts_every_family() {
     }
     let _serial = serial();
     let disk = LoopDev::new("families", 32);
-    let dev = KernelDev::disk_of_path(&disk.path).unwrap();
+    let dev =
+        asmguard_devices::sysfs::disk_of_path(std::path::Path::new("/sys"), &disk.path).unwrap();
     let iolat = Arc::new(IoLat::load().unwrap());
     iolat.add_device(dev.raw()).unwrap();
     let m = Metrics::with_source(iolat);

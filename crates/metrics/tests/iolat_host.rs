@@ -26,7 +26,8 @@ fn hist_of(entries: &[RawEntry], dev: KernelDev, op: Op) -> OpHist {
 /// the LRU map.
 fn exact_counts(mode: AttachMode, kernel_stamps: bool, n: u64, m: u64) {
     let disk = LoopDev::new(&format!("exact-{}-{kernel_stamps}", mode.as_str()), 64);
-    let dev = KernelDev::disk_of_path(&disk.path).unwrap();
+    let dev =
+        asmguard_devices::sysfs::disk_of_path(std::path::Path::new("/sys"), &disk.path).unwrap();
     let iolat = IoLat::load_opts(&LoadOptions {
         mode,
         max_disks: 16,
@@ -218,7 +219,9 @@ fn disks_sharing_an_index_bucket_count_exactly() {
         .collect();
     let devs: Vec<KernelDev> = disks
         .iter()
-        .map(|d| KernelDev::disk_of_path(&d.path).unwrap())
+        .map(|d| {
+            asmguard_devices::sysfs::disk_of_path(std::path::Path::new("/sys"), &d.path).unwrap()
+        })
         .collect();
     let b = |i: usize| asmguard_metrics::bpf::index_bucket(devs[i].raw(), 2);
     let (i, j) = (0..5)
@@ -263,7 +266,8 @@ fn discards_and_flushes_have_their_own_op() {
     }
     let _serial = serial();
     let disk = LoopDev::new("discard", 64);
-    let dev = KernelDev::disk_of_path(&disk.path).unwrap();
+    let dev =
+        asmguard_devices::sysfs::disk_of_path(std::path::Path::new("/sys"), &disk.path).unwrap();
     let iolat = IoLat::load().unwrap();
     iolat.add_device(dev.raw()).unwrap();
     let s0 = iolat.read().unwrap();
@@ -312,8 +316,10 @@ fn only_added_disks_unless_trace_all() {
     let _serial = serial();
     let traced = LoopDev::new("traced", 16);
     let other = LoopDev::new("other", 16);
-    let tdev = KernelDev::disk_of_path(&traced.path).unwrap();
-    let odev = KernelDev::disk_of_path(&other.path).unwrap();
+    let tdev =
+        asmguard_devices::sysfs::disk_of_path(std::path::Path::new("/sys"), &traced.path).unwrap();
+    let odev =
+        asmguard_devices::sysfs::disk_of_path(std::path::Path::new("/sys"), &other.path).unwrap();
     let iolat = IoLat::load().unwrap();
     iolat.add_device(tdev.raw()).unwrap();
 
@@ -335,7 +341,8 @@ fn only_added_disks_unless_trace_all() {
     // a disk unknown to the tracer (here: forgotten; in life: hotplugged) is
     // traced after a rescan
     let late = LoopDev::new("late", 16);
-    let ldev = KernelDev::disk_of_path(&late.path).unwrap();
+    let ldev =
+        asmguard_devices::sysfs::disk_of_path(std::path::Path::new("/sys"), &late.path).unwrap();
     iolat.forget_device(ldev.raw()).unwrap();
     assert!(!iolat.devices().contains(&ldev.raw()));
     iolat.rescan().unwrap();

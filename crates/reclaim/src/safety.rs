@@ -10,6 +10,7 @@
 //!    rewrites the heartbeat every few seconds while any instance has the disk
 //!    group mounted. Both are read bypassing the page cache (`O_DIRECT`).
 
+use asmguard_devices::KernelDev;
 use serde::Serialize;
 use std::collections::HashSet;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -44,10 +45,10 @@ fn fd_flags(proc: &Path, pid: &str, fd: &str) -> Option<u32> {
     u32::from_str_radix(l["flags:".len()..].trim(), 8).ok()
 }
 
-/// Every process but `exclude_pid` with a write-mode fd on one of `devs`
-/// (`(major, minor)` of block devices). `proc` is `/proc`.
-pub fn writers(proc: &Path, devs: &[(u32, u32)], exclude_pid: u32) -> Vec<Opener> {
-    let want: HashSet<(u32, u32)> = devs.iter().copied().collect();
+/// Every process but `exclude_pid` with a write-mode fd on one of the block
+/// devices `devs`. `proc` is `/proc`.
+pub fn writers(proc: &Path, devs: &[KernelDev], exclude_pid: u32) -> Vec<Opener> {
+    let want: HashSet<KernelDev> = devs.iter().copied().collect();
     let mut out = Vec::new();
     let Ok(rd) = std::fs::read_dir(proc) else {
         return out;
@@ -68,8 +69,9 @@ pub fn writers(proc: &Path, devs: &[(u32, u32)], exclude_pid: u32) -> Vec<Opener
             if !m.file_type().is_block_device() {
                 continue;
             }
-            let r = m.rdev();
-            let d = (libc::major(r), libc::minor(r));
+            let Ok(d) = KernelDev::from_dev_t(m.rdev()) else {
+                continue;
+            };
             if !want.contains(&d) {
                 continue;
             }
@@ -89,7 +91,7 @@ pub fn writers(proc: &Path, devs: &[(u32, u32)], exclude_pid: u32) -> Vec<Opener
                 path: std::fs::read_link(fd.path())
                     .map(|p| p.display().to_string())
                     .unwrap_or_default(),
-                device: format!("{}:{}", d.0, d.1),
+                device: d.to_string(),
             });
         }
     }
@@ -120,9 +122,7 @@ pub fn writers(proc: &Path, devs: &[(u32, u32)], exclude_pid: u32) -> Vec<Opener
                 if !m.file_type().is_block_device() {
                     continue;
                 }
-                let r = m.rdev();
-                let d = (libc::major(r), libc::minor(r));
-                if want.contains(&d) {
+                if KernelDev::from_dev_t(m.rdev()).is_ok_and(|d| want.contains(&d)) {
                     out.push(Opener {
                         pid: p,
                         comm: std::fs::read_to_string(e.path().join("comm"))
@@ -130,7 +130,9 @@ pub fn writers(proc: &Path, devs: &[(u32, u32)], exclude_pid: u32) -> Vec<Opener
                             .unwrap_or_default(),
                         fd: 0,
                         path: format!("shared writable mapping {range}"),
-                        device: format!("{}:{}", d.0, d.1),
+                        device: KernelDev::from_dev_t(m.rdev())
+                            .map(|d| d.to_string())
+                            .unwrap_or_default(),
                     });
                     break;
                 }
@@ -238,12 +240,13 @@ mod tests {
         // flags parser alone.
         let t = tempfile::tempdir().unwrap();
         let me = std::process::id();
-        assert!(writers(t.path(), &[(7, 0)], me).is_empty());
+        let k = |ma, mi| KernelDev::new(ma, mi).unwrap();
+        assert!(writers(t.path(), &[k(7, 0)], me).is_empty());
         // The real /proc: this test process opens nothing on loop 7:4095.
-        assert!(writers(Path::new("/proc"), &[(7, 4095)], 0).is_empty());
+        assert!(writers(Path::new("/proc"), &[k(7, 4095)], 0).is_empty());
         let _f = OpenOptions::new().write(true).open("/dev/null").unwrap();
-        let r = std::fs::metadata("/dev/null").unwrap().rdev();
+        let (null, _) = KernelDev::of_device(Path::new("/dev/null")).unwrap();
         // A char device is not a block device: not reported.
-        assert!(writers(Path::new("/proc"), &[(libc::major(r), libc::minor(r))], 0).is_empty());
+        assert!(writers(Path::new("/proc"), &[null], 0).is_empty());
     }
 }

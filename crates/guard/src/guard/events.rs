@@ -63,7 +63,7 @@ impl ExeId {
             source,
         })?;
         Ok(ExeId {
-            dev: KernelDev::from_user(meta.dev())?,
+            dev: KernelDev::from_dev_t(meta.dev())?,
             ino: meta.ino(),
         })
     }

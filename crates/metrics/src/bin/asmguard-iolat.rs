@@ -147,9 +147,10 @@ fn serve(args: ServeArgs) -> Result<()> {
             Some((p, l)) => (PathBuf::from(p), l.to_string()),
             None => (PathBuf::from(spec), String::new()),
         };
-        let dev = KernelDev::disk_of_path(&path)?;
+        let dev = asmguard_devices::sysfs::disk_of_path(std::path::Path::new("/sys"), &path)?;
         iolat.add_device(dev.raw())?;
-        let device = dev.sysfs_name();
+        let device = asmguard_devices::sysfs::name_of(std::path::Path::new("/sys"), dev)
+            .unwrap_or_else(|| dev.to_string());
         metrics.set_disk(
             dev,
             DiskInfo {

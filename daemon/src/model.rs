@@ -1,0 +1,577 @@
+//! The daemon's one device model: a [`Disk`] per labelled disk, built once per
+//! scan or refresh ([`build`]) from what discovery observed and grouped, and
+//! the views the rest of the daemon takes of it, each a function of `&[Disk]`:
+//! the `lsdsk` rows ([`lsdsk_rows`]), the filter's managed set
+//! ([`managed_set`]), the exclusive claims ([`claims`]) and the disks the
+//! latency tracer and the exporter describe ([`traced`]). Reclaim selects its
+//! disks from the same slice (`crate::reclaim::select`).
+//!
+//! A new kind of device that reaches a disk goes into [`Disk`] (a field, filled
+//! by [`build`] from `asmguard_devices::sysfs`) and into the projections that
+//! must see it; a new kind of path is a `discovery::Role`.
+//!
+//! Not for: reading labels or grouping paths (asmguard-devices' discovery), the
+//! wire format (asmguard-proto: [`lsdsk_rows`] turns the model into it), or
+//! I/O beyond sysfs.
+
+use crate::claims::Wanted;
+use asmguard_devices::discovery::{Grouping, HeaderSummary, Observed, Role};
+use asmguard_devices::sysfs::{self, SysDev};
+use asmguard_devices::KernelDev;
+use asmguard_format::label::Label;
+use asmguard_guard::service::DiskMode;
+use asmguard_guard::{DevKey, Mode};
+use asmguard_proto::{DiskInfo, PathInfo};
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+/// One block device node of a disk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    /// Kernel name (`sdb`, `dm-3`, `nvme0n1p1`).
+    pub name: String,
+    /// Its device number.
+    pub dev: KernelDev,
+    /// `/dev/<name>`.
+    pub path: PathBuf,
+    /// The name a DBA knows (`/dev/mapper/mpatha` for a dm device).
+    pub shown: String,
+}
+
+impl Node {
+    fn of(sys: &SysDev) -> Node {
+        Node {
+            name: sys.name.clone(),
+            dev: sys.dev,
+            path: sys.dev_path(),
+            shown: sys.display_path(),
+        }
+    }
+}
+
+/// A path of a disk and what it is to the disk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiskPath {
+    /// The device.
+    pub node: Node,
+    /// Multipath device, labelled device, path below, or partition parent.
+    pub role: Role,
+}
+
+/// A labelled disk: everything that reaches one label.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Disk {
+    /// The label.
+    pub label: Label,
+    /// The top device (the multipath device, or the labelled device).
+    pub top: Node,
+    /// Every path with its role, the top first.
+    pub paths: Vec<DiskPath>,
+    /// Generic character nodes (sg, bsg, NVMe ng) of the whole disks among the paths.
+    pub generic: Vec<KernelDev>,
+    /// Block devices stacked on any path (a dm table or md array loaded over it).
+    pub holders: Vec<KernelDev>,
+    /// Bytes of the top device.
+    pub size: u64,
+    /// Logical block size of the top device.
+    pub logical_block_size: u32,
+    /// Physical block size of the top device.
+    pub physical_block_size: u32,
+    /// The ASM disk header of the top device, if it has one.
+    pub header: Option<HeaderSummary>,
+    /// Its write filtering (`None`: the daemon runs no filter service).
+    pub mode: Option<DiskMode>,
+    /// The same label is on another disk too: neither is picked.
+    pub conflict: bool,
+}
+
+impl Disk {
+    /// The whole disk whose I/O is counted: the parent of a labelled
+    /// partition, else the top device.
+    pub fn whole(&self) -> &Node {
+        self.paths
+            .iter()
+            .find(|p| p.role == Role::Parent)
+            .map_or(&self.top, |p| &p.node)
+    }
+
+    /// The device numbers of every path.
+    pub fn path_devs(&self) -> Vec<KernelDev> {
+        self.paths.iter().map(|p| p.node.dev).collect()
+    }
+
+    /// The mode in force (`Off` without a filter service).
+    pub fn filter_mode(&self) -> Mode {
+        self.mode.map_or(Mode::Off, DiskMode::mode)
+    }
+
+    /// The disk group named in its ASM header.
+    pub fn disk_group(&self) -> Option<&str> {
+        self.header
+            .as_ref()
+            .map(|h| h.group.as_str())
+            .filter(|g| !g.is_empty())
+    }
+}
+
+/// Builds the model from one scan: every disk of `grouping`, its devices from
+/// `devices`, its generic nodes and holders from sysfs under `sys`, and its
+/// filter mode from `mode`. Paths sysfs no longer knows are left out.
+pub fn build(
+    sys: &Path,
+    devices: &BTreeMap<String, Observed>,
+    grouping: &Grouping,
+    mode: impl Fn(&str) -> Option<DiskMode>,
+) -> Vec<Disk> {
+    let mut out = Vec::new();
+    for d in &grouping.disks {
+        let Some(top) = devices.get(&d.top) else {
+            continue;
+        };
+        let paths: Vec<DiskPath> = d
+            .paths
+            .iter()
+            .filter_map(|(name, role)| {
+                let o = devices.get(name)?;
+                Some(DiskPath {
+                    node: Node::of(&o.sys),
+                    role: *role,
+                })
+            })
+            .collect();
+        let mut generic = BTreeSet::new();
+        let mut holders = BTreeSet::new();
+        for p in &paths {
+            generic.extend(sysfs::generic_nodes(sys, &p.node.name));
+            holders.extend(sysfs::stacked(sys, &p.node.name));
+        }
+        let header = top
+            .read
+            .as_ref()
+            .and_then(|r| r.as_ref().ok())
+            .and_then(|r| r.header.clone());
+        out.push(Disk {
+            label: d.label.clone(),
+            top: Node::of(&top.sys),
+            paths,
+            generic: generic.into_iter().collect(),
+            holders: holders.into_iter().collect(),
+            size: top.sys.size,
+            logical_block_size: top.sys.logical_block_size,
+            physical_block_size: top.sys.physical_block_size,
+            header,
+            mode: mode(d.label.as_str()),
+            conflict: d.conflict,
+        });
+    }
+    out
+}
+
+/// Whether `path` exists and leads to `top`: `ok`, `missing`, or `wrong: <target>`.
+fn stable_link(path: &Path, top: KernelDev) -> String {
+    let Ok(target) = std::fs::read_link(path) else {
+        return "missing".into();
+    };
+    let same = std::fs::metadata(path).is_ok_and(|m| {
+        m.file_type().is_block_device() && KernelDev::from_dev_t(m.rdev()).ok() == Some(top)
+    });
+    if same {
+        "ok".into()
+    } else {
+        format!("wrong: points to {}", target.display())
+    }
+}
+
+/// The udev link of a label.
+pub fn stable_path(label: &Label) -> PathBuf {
+    PathBuf::from("/dev/asmguard/disks").join(label.as_str())
+}
+
+/// The `lsdsk` rows (the protocol's view of the model).
+pub fn lsdsk_rows(disks: &[Disk]) -> Vec<DiskInfo> {
+    disks
+        .iter()
+        .map(|d| {
+            let stable = stable_path(&d.label);
+            DiskInfo {
+                label: d.label.to_string(),
+                top: d.top.shown.clone(),
+                stable_link: stable_link(&stable, d.top.dev),
+                stable_path: stable.display().to_string(),
+                paths: d
+                    .paths
+                    .iter()
+                    .map(|p| PathInfo {
+                        name: p.node.name.clone(),
+                        dev: p.node.shown.clone(),
+                        devno: p.node.dev.to_string(),
+                        kdev: p.node.dev.raw(),
+                        role: p.role.as_str().into(),
+                    })
+                    .collect(),
+                size_bytes: d.size,
+                logical_block_size: d.logical_block_size,
+                physical_block_size: d.physical_block_size,
+                header_status: d.header.as_ref().map_or_else(
+                    || "none".into(),
+                    |h| {
+                        if h.checksum_ok {
+                            h.status.clone()
+                        } else {
+                            format!("{} (checksum BAD)", h.status)
+                        }
+                    },
+                ),
+                disk_group: d.disk_group().map(str::to_string),
+                asm_disk_name: d
+                    .header
+                    .as_ref()
+                    .map(|h| h.disk.clone())
+                    .filter(|n| !n.is_empty()),
+                filtering: d
+                    .mode
+                    .map_or_else(|| "off (no filter)".into(), |m| m.to_string()),
+                conflict: d.conflict,
+            }
+        })
+        .collect()
+}
+
+/// The filter's managed set: for each label, every block path, every device
+/// stacked on one, and the generic character nodes. Conflicting labels are
+/// protected too (both claimants, under the one label).
+pub fn managed_set(disks: &[Disk]) -> BTreeMap<String, BTreeSet<DevKey>> {
+    let mut out: BTreeMap<String, BTreeSet<DevKey>> = BTreeMap::new();
+    for d in disks {
+        let set = out.entry(d.label.to_string()).or_default();
+        set.extend(d.paths.iter().map(|p| DevKey::block(p.node.dev)));
+        set.extend(d.holders.iter().copied().map(DevKey::block));
+        set.extend(d.generic.iter().copied().map(DevKey::char));
+    }
+    out
+}
+
+/// The exclusive claims wanted: the top device of every disk whose mode asks
+/// for one (a daemon without a filter service claims every disk).
+pub fn claims(disks: &[Disk]) -> Vec<Wanted> {
+    disks
+        .iter()
+        .filter(|d| d.mode.is_none_or(DiskMode::claimed))
+        .map(|d| Wanted {
+            label: d.label.to_string(),
+            dev: d.top.dev,
+            path: d.top.path.clone(),
+        })
+        .collect()
+}
+
+/// The disks the latency tracer follows and the exporter describes, by the
+/// whole disk their I/O is counted on (conflicting labels are left out).
+pub fn traced(disks: &[Disk]) -> BTreeMap<KernelDev, asmguard_metrics::DiskInfo> {
+    disks
+        .iter()
+        .filter(|d| !d.conflict)
+        .map(|d| {
+            let whole = d.whole();
+            let info = asmguard_metrics::DiskInfo {
+                device: whole.name.clone(),
+                label: d.label.to_string(),
+                paths: d.paths.iter().map(|p| p.node.shown.clone()).collect(),
+                logical_sector: d.logical_block_size,
+                physical_sector: d.physical_block_size,
+            };
+            (whole.dev, info)
+        })
+        .collect()
+}
+
+/// The filter mode of every traced label (the filter-mode metric).
+pub fn modes(disks: &[Disk]) -> BTreeMap<String, Mode> {
+    disks
+        .iter()
+        .filter(|d| !d.conflict)
+        .map(|d| (d.label.to_string(), d.filter_mode()))
+        .collect()
+}
+
+#[cfg(test)]
+pub mod tests {
+    use super::*;
+    use asmguard_devices::discovery::{self, LabelRead};
+    use asmguard_devices::pattern::Rules;
+    use asmguard_format::label;
+    use asmguard_guard::Backend;
+
+    fn k(s: &str) -> KernelDev {
+        s.parse().unwrap()
+    }
+
+    fn node(name: &str, dev: &str) -> Node {
+        Node {
+            name: name.into(),
+            dev: k(dev),
+            path: PathBuf::from("/dev").join(name),
+            shown: format!("/dev/{name}"),
+        }
+    }
+
+    fn lsm(mode: Mode) -> Option<DiskMode> {
+        Some(DiskMode::Filtered {
+            mode,
+            backend: Backend::Lsm,
+        })
+    }
+
+    /// One model by hand: a multipath disk in a disk group (dm-2 over sdb and
+    /// sdc, each with an sg node, a dm table stacked on it), a labelled
+    /// partition in audit mode, and a label on two disks.
+    pub fn model() -> Vec<Disk> {
+        let mut top = node("dm-2", "253:2");
+        top.shown = "/dev/mapper/mpatha".into();
+        let mp = Disk {
+            label: Label::new("MDATA1").unwrap(),
+            top: top.clone(),
+            paths: vec![
+                DiskPath {
+                    node: top,
+                    role: Role::Multipath,
+                },
+                DiskPath {
+                    node: node("sdb", "8:16"),
+                    role: Role::Path,
+                },
+                DiskPath {
+                    node: node("sdc", "8:32"),
+                    role: Role::Path,
+                },
+            ],
+            generic: vec![k("21:1"), k("21:2")],
+            holders: vec![k("253:7")],
+            size: 1 << 30,
+            logical_block_size: 512,
+            physical_block_size: 4096,
+            header: Some(HeaderSummary {
+                status: "MEMBER".into(),
+                group: "DATA".into(),
+                disk: "DATA_0000".into(),
+                checksum_ok: true,
+            }),
+            mode: lsm(Mode::Enforce),
+            conflict: false,
+        };
+        let part = Disk {
+            label: Label::new("MPART1").unwrap(),
+            top: node("sdd1", "8:49"),
+            paths: vec![
+                DiskPath {
+                    node: node("sdd1", "8:49"),
+                    role: Role::Labelled,
+                },
+                DiskPath {
+                    node: node("sdd", "8:48"),
+                    role: Role::Parent,
+                },
+            ],
+            generic: vec![k("21:3")],
+            holders: vec![],
+            size: 1 << 20,
+            logical_block_size: 4096,
+            physical_block_size: 4096,
+            header: Some(HeaderSummary {
+                status: "CANDIDATE".into(),
+                group: String::new(),
+                disk: String::new(),
+                checksum_ok: false,
+            }),
+            mode: lsm(Mode::Audit),
+            conflict: false,
+        };
+        let twin = |name: &str, dev: &str| Disk {
+            label: Label::new("MTWIN").unwrap(),
+            top: node(name, dev),
+            paths: vec![DiskPath {
+                node: node(name, dev),
+                role: Role::Labelled,
+            }],
+            generic: vec![],
+            holders: vec![],
+            size: 1 << 20,
+            logical_block_size: 512,
+            physical_block_size: 512,
+            header: None,
+            mode: Some(DiskMode::Unprotected),
+            conflict: true,
+        };
+        vec![mp, part, twin("sde", "8:64"), twin("sdf", "8:80")]
+    }
+
+    #[test]
+    fn lsdsk_rows_from_the_model() {
+        let rows = lsdsk_rows(&model());
+        assert_eq!(rows.len(), 4);
+        let mp = &rows[0];
+        assert_eq!(
+            (mp.label.as_str(), mp.top.as_str()),
+            ("MDATA1", "/dev/mapper/mpatha")
+        );
+        assert_eq!(mp.stable_path, "/dev/asmguard/disks/MDATA1");
+        let paths: Vec<(&str, &str, &str, u32)> = mp
+            .paths
+            .iter()
+            .map(|p| (p.name.as_str(), p.devno.as_str(), p.role.as_str(), p.kdev))
+            .collect();
+        assert_eq!(
+            paths,
+            vec![
+                ("dm-2", "253:2", "multipath", (253 << 20) | 2),
+                ("sdb", "8:16", "path", (8 << 20) | 16),
+                ("sdc", "8:32", "path", (8 << 20) | 32),
+            ]
+        );
+        assert_eq!(mp.header_status, "MEMBER");
+        assert_eq!(mp.disk_group.as_deref(), Some("DATA"));
+        assert_eq!(mp.asm_disk_name.as_deref(), Some("DATA_0000"));
+        assert_eq!(mp.filtering, "enforce (lsm)");
+        let part = &rows[1];
+        assert_eq!(part.header_status, "CANDIDATE (checksum BAD)");
+        assert_eq!(
+            (part.disk_group.clone(), part.asm_disk_name.clone()),
+            (None, None)
+        );
+        assert_eq!(part.filtering, "audit (lsm)");
+        assert_eq!(part.paths[1].role, "parent");
+        assert!(rows[2].conflict && rows[3].conflict);
+        assert_eq!(rows[2].filtering, "UNPROTECTED (no filter backend)");
+        assert_eq!(rows[2].header_status, "none");
+        let mut none = model();
+        none[0].mode = None;
+        assert_eq!(lsdsk_rows(&none)[0].filtering, "off (no filter)");
+    }
+
+    #[test]
+    fn managed_set_from_the_model() {
+        let set = managed_set(&model());
+        let b = |s| DevKey::block(k(s));
+        let c = |s| DevKey::char(k(s));
+        assert_eq!(
+            set["MDATA1"],
+            BTreeSet::from([
+                b("253:2"),
+                b("8:16"),
+                b("8:32"),
+                b("253:7"),
+                c("21:1"),
+                c("21:2")
+            ])
+        );
+        assert_eq!(
+            set["MPART1"],
+            BTreeSet::from([b("8:49"), b("8:48"), c("21:3")])
+        );
+        // both claimants of a conflicting label stay protected
+        assert_eq!(set["MTWIN"], BTreeSet::from([b("8:64"), b("8:80")]));
+        assert_eq!(set.len(), 3);
+    }
+
+    #[test]
+    fn claims_from_the_model() {
+        let got: Vec<(String, KernelDev, PathBuf)> = claims(&model())
+            .into_iter()
+            .map(|w| (w.label, w.dev, w.path))
+            .collect();
+        // enforce: claimed (its top, not its paths); audit: not; no backend: claimed
+        assert_eq!(
+            got,
+            vec![
+                ("MDATA1".into(), k("253:2"), PathBuf::from("/dev/dm-2")),
+                ("MTWIN".into(), k("8:64"), PathBuf::from("/dev/sde")),
+                ("MTWIN".into(), k("8:80"), PathBuf::from("/dev/sdf")),
+            ]
+        );
+        let mut m = model();
+        m[0].mode = lsm(Mode::Off);
+        m[1].mode = None;
+        m[2].mode = Some(DiskMode::Disabled);
+        m[3].mode = Some(DiskMode::Disabled);
+        let labels: Vec<String> = claims(&m).into_iter().map(|w| w.label).collect();
+        assert_eq!(labels, vec!["MPART1"]);
+    }
+
+    #[test]
+    fn traced_disks_and_modes_from_the_model() {
+        let t = traced(&model());
+        // the multipath device, and the parent of the labelled partition;
+        // conflicting labels are not described
+        assert_eq!(
+            t.keys().copied().collect::<Vec<_>>(),
+            vec![k("8:48"), k("253:2")]
+        );
+        let mp = &t[&k("253:2")];
+        assert_eq!((mp.device.as_str(), mp.label.as_str()), ("dm-2", "MDATA1"));
+        assert_eq!(mp.paths, vec!["/dev/mapper/mpatha", "/dev/sdb", "/dev/sdc"]);
+        assert_eq!((mp.logical_sector, mp.physical_sector), (512, 4096));
+        assert_eq!(t[&k("8:48")].device, "sdd");
+        assert_eq!(
+            modes(&model()),
+            BTreeMap::from([
+                ("MDATA1".into(), Mode::Enforce),
+                ("MPART1".into(), Mode::Audit)
+            ])
+        );
+    }
+
+    /// `build` from a synthetic sysfs and discovery's own grouping.
+    #[test]
+    fn build_reads_generic_nodes_holders_and_the_mode() {
+        let t = tempfile::tempdir().unwrap();
+        let r = t.path();
+        let mk = |name: &str, dev: &str| {
+            let d = r.join("class/block").join(name);
+            std::fs::create_dir_all(d.join("holders")).unwrap();
+            std::fs::write(d.join("dev"), format!("{dev}\n")).unwrap();
+            d
+        };
+        let sdb = mk("sdb", "8:16");
+        mk("dm-9", "253:9");
+        std::fs::create_dir_all(sdb.join("holders/dm-9")).unwrap();
+        let sg = sdb.join("device/scsi_generic/sg4");
+        std::fs::create_dir_all(&sg).unwrap();
+        std::fs::write(sg.join("dev"), "21:4\n").unwrap();
+        let mut b = vec![0u8; 4096];
+        label::write(&mut b, &Label::new("BUILT1").unwrap()).unwrap();
+        let sys = SysDev {
+            name: "sdb".into(),
+            dev: k("8:16"),
+            size: 1 << 30,
+            logical_block_size: 512,
+            physical_block_size: 512,
+            ..Default::default()
+        };
+        let devices = BTreeMap::from([(
+            "sdb".to_string(),
+            Observed {
+                sys,
+                included: true,
+                read: Some(Ok(LabelRead {
+                    state: label::read(&b),
+                    header: None,
+                })),
+            },
+        )]);
+        let g = discovery::group(&devices, &Rules::default());
+        let disks = build(r, &devices, &g, |l| {
+            assert_eq!(l, "BUILT1");
+            lsm(Mode::Audit)
+        });
+        assert_eq!(disks.len(), 1);
+        let d = &disks[0];
+        assert_eq!(d.top.dev, k("8:16"));
+        assert_eq!(d.paths.len(), 1);
+        assert_eq!(d.paths[0].role, Role::Labelled);
+        assert_eq!(d.generic, vec![k("21:4")]);
+        assert_eq!(d.holders, vec![k("253:9")]);
+        assert_eq!(d.mode, lsm(Mode::Audit));
+        assert_eq!(d.whole().dev, k("8:16"));
+    }
+}
