@@ -37,7 +37,7 @@ pub use asmguard_iostat::{
 pub use bpf::{AttachMode, IoLat, LoadOptions};
 pub use devt::{DevError, KernelDev};
 pub use error::Error;
-pub use exporter::{DiscardSource, DiskInfo, HistSource, Metrics};
+pub use exporter::{CounterSource, Counters, DiscardSource, DiskInfo, HistSource, Metrics};
 pub use parse::{FromPrometheusText, ParseError};
 #[cfg(feature = "bpf")]
 pub use stamps::{BitSource, Stamps};
