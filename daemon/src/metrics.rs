@@ -198,16 +198,20 @@ impl CounterSource for LiveCounters {
             return c;
         };
         let filter = d.filter.get();
-        c.backend = Some(filter.map_or_else(|| "none".into(), |f| f.status().backend));
+        c.backend = Some(filter.map_or("none", |f| f.status().backend()).into());
         if let Some(m) = d.metrics.get() {
             for label in m.labels() {
-                let mode = filter.map_or_else(|| "off".into(), |f| f.filtering(&label));
-                c.filter_modes.insert(label, mode_word(&mode).to_string());
+                let mode = filter.map_or("off", |f| f.mode_word(&label));
+                c.filter_modes.insert(label, mode.to_string());
             }
         }
         if let Some(f) = filter {
             c.events_dropped = f.events_dropped();
-            for ((label, hook, mode), n) in f.counts() {
+            let counts = f.counts().unwrap_or_else(|e| {
+                tracing::warn!("filter counters unreadable: {e}");
+                Default::default()
+            });
+            for ((label, hook, mode), n) in counts {
                 if mode == "enforce" {
                     *c.denied.entry((label, hook)).or_insert(0) += n;
                 }
@@ -237,9 +241,4 @@ impl CounterSource for LiveCounters {
         }
         c
     }
-}
-
-/// `enforce (lsm)` -> `enforce`.
-fn mode_word(filtering: &str) -> &str {
-    filtering.split_whitespace().next().unwrap_or("off")
 }
