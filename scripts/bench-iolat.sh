@@ -108,12 +108,17 @@ randread() {
         --size="${SIZE_MIB}M" --randrepeat=0 --norandommap "$@"
 }
 
+# mixpart COMMENT NAME RW BS IODEPTH OFFSET SIZE IOPS [LINE]: one job of the mix;
+# IOPS (the AWR profile / 10) applies when $rate is "rate".
+mixpart() {
+    printf '\n; %s\n[%s]\nrw=%s\nbs=%s\niodepth=%s\noffset=%s\nsize=%s\n' "${@:1:7}"
+    if [ "$rate" = rate ]; then echo "rate_iops=$8"; fi
+    if [ -n "${9:-}" ]; then echo "$9"; fi
+}
+
 # The Oracle-like mix; $1: "max" (unthrottled) or "rate" (AWR profile / 10).
 mixjob() {
-    local rate=$1 r1='' r2='' r3='' r4='' r5=''
-    if [ "$rate" = rate ]; then
-        r1='rate_iops=325'; r2='rate_iops=250'; r3='rate_iops=580'; r4='rate_iops=75'; r5='rate_iops=5'
-    fi
+    local rate=$1
     cat <<EOF
 [global]
 filename=$LOOP
@@ -123,53 +128,17 @@ time_based
 runtime=$RUNTIME
 randrepeat=0
 norandommap
-
-; db file sequential read: single-block random reads
-[rand-read-16k]
-rw=randread
-bs=16k
-iodepth=8
-offset=0
-size=40%
-$r1
-
-; db file scattered read / direct path read: multi-block sequential reads
-[seq-read-1m]
-rw=read
-bs=1M
-iodepth=2
-offset=40%
-size=20%
-$r2
-
-; db file parallel write: DBWR random writes
-[rand-write-16k]
-rw=randwrite
-bs=16k
-iodepth=8
-offset=60%
-size=20%
-$r3
-
-; direct path write: sequential multi-block writes
-[seq-write-768k]
-rw=write
-bs=768k
-iodepth=2
-offset=80%
-size=12%
-$r4
-
-; log file parallel write: LGWR, O_DSYNC
-[redo-64k]
-rw=write
-bs=64k
-iodepth=1
-sync=dsync
-offset=92%
-size=8%
-$r5
 EOF
+    mixpart "db file sequential read: single-block random reads" \
+        rand-read-16k randread 16k 8 0 40% 325
+    mixpart "db file scattered read / direct path read: multi-block sequential reads" \
+        seq-read-1m read 1M 2 40% 20% 250
+    mixpart "db file parallel write: DBWR random writes" \
+        rand-write-16k randwrite 16k 8 60% 20% 580
+    mixpart "direct path write: sequential multi-block writes" \
+        seq-write-768k write 768k 2 80% 12% 75
+    mixpart "log file parallel write: LGWR, O_DSYNC" \
+        redo-64k write 64k 1 92% 8% 5 sync=dsync
 }
 
 # run WORKLOAD MODE ROUND: one fio run, JSON to $OUT/WORKLOAD-MODE-ROUND.json

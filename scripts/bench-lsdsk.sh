@@ -9,6 +9,7 @@
 # carrying an ASM label, and removes them all again on exit (also on failure).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/bench-lib.sh
 N=${1:-1000}
 BASE=${BASE:-20000}
 PROFILE=${PROFILE:-release}
@@ -56,13 +57,7 @@ b, n = int(sys.argv[1]), int(sys.argv[2])
 print(", ".join('"loop%d"' % (b + i) for i in range(n + 1)))
 PY
 )
-cat > "$WORK/asmguard.toml" <<TOML
-[devices]
-include = [$PATS]
-exclude = []
-[socket]
-path = "$SOCK"
-TOML
+bench_config "$WORK/asmguard.toml" "$PATS" "$SOCK"
 
 # start -> READY=1, measured on our own NOTIFY_SOCKET.
 READY=$(python3 scripts/bench_loops.py ready "$BIN/asmguardd" "$WORK/notify.sock" "$WORK/pid" \

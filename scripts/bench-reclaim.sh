@@ -21,6 +21,7 @@
 #    Unthrottled reclaim vs `blkdiscard` of the same byte range on the same loop
 #    device (refilled in between), then reclaim with --rate RATE_MIB.
 set -eu
+. "$(dirname "$0")/bench-lib.sh"
 
 DISKS=${DISKS:-100}
 DISK_GIB=${DISK_GIB:-100}
@@ -80,15 +81,7 @@ fill() { "$BIN/asmguard-synth-asm" write "$timg" --label BTHRU --group BTHRU --a
 fill
 echo "setup: $DISKS x $DISK_GIB GiB synthetic ASM disks ($((DISKS * DISK_GIB)) GiB) + a $THRU_MIB MiB one on loop devices in $(secs "$t0" "$(now)") s"
 
-cat >"$dir/asmguard.toml" <<TOML
-[devices]
-include = [$names]
-exclude = []
-[socket]
-path = "$dir/asmguard.sock"
-[filter]
-mode = "off"
-TOML
+bench_config "$dir/asmguard.toml" "$names" "$dir/asmguard.sock" "[filter]" 'mode = "off"'
 "$BIN/asmguardd" --config "$dir/asmguard.toml" --bpf-pin-dir "/sys/fs/bpf/asmguard-bench-$$" >"$dir/agd.log" 2>&1 &
 agd=$!
 i=0

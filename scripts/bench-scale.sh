@@ -23,6 +23,7 @@
 # Every loop device (and device number) it made is removed on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/bench-lib.sh
 N=${DISKS:-1000}
 BASE=${BASE:-30000}
 IDLE=${SECONDS_IDLE:-30}
@@ -60,17 +61,8 @@ udevadm settle --timeout=60 || true
 SOCK="$WORK/asmguard.sock"
 MPORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 PATS=$(seq -f '"loop%.0f"' "$BASE" "$((BASE + N - 1))" | paste -sd,)
-cat >"$WORK/asmguard.toml" <<TOML
-[devices]
-include = [$PATS]
-exclude = []
-[socket]
-path = "$SOCK"
-[metrics]
-listen = "127.0.0.1:$MPORT"
-[filter]
-mode = "enforce"
-TOML
+bench_config "$WORK/asmguard.toml" "$PATS" "$SOCK" \
+    "[metrics]" "listen = \"127.0.0.1:$MPORT\"" "[filter]" 'mode = "enforce"'
 READY=$(python3 "$HELP" ready "$BIN/asmguardd" "$WORK/notify.sock" "$WORK/pid" "$OUT/asmguardd.log" \
     --config "$WORK/asmguard.toml" --bpf-pin-dir "$PIN")
 DPID=$(cat "$WORK/pid")

@@ -52,7 +52,7 @@ pub fn start(cfg: &Config, pin_dir: Option<PathBuf>, state_file: PathBuf) -> Fil
             ),
         }
     }
-    if st.backend == "none" && !st.disabled {
+    if st.backend() == "none" && !st.disabled() {
         tracing::error!(
             "UNPROTECTED: no write filter could load: {}; managed disks are open to every writer{}",
             st.reason,
@@ -60,20 +60,20 @@ pub fn start(cfg: &Config, pin_dir: Option<PathBuf>, state_file: PathBuf) -> Fil
                 .map(|h| format!("; {h}"))
                 .unwrap_or_default()
         );
-    } else if st.backend == "none" {
+    } else if st.backend() == "none" {
         tracing::warn!("write filter: off (disabled by an administrator until reboot or `asmguardctl filter enable`)");
     } else {
         tracing::info!(
             "write filter: backend {} ({}){}: {}; allowed uids {:?}, gids {:?}, executables {:?}",
-            st.backend,
-            st.coverage,
+            st.backend(),
+            st.coverage(),
             if st.adopted { ", re-adopted" } else { "" },
             st.reason,
             uids,
             gids,
             cfg.filter.allow_executables
         );
-        if st.backend == "cgroup_device" {
+        if st.backend() == "cgroup_device" {
             tracing::warn!("write filter degraded: open-time only (writes on file descriptors opened before it, ioctls and mappings are not filtered)");
             if let Some(h) = asmguard_guard::bpf_lsm_hint() {
                 tracing::warn!("{h}");

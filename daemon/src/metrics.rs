@@ -168,13 +168,17 @@ impl CounterSource for LiveCounters {
             return c;
         };
         let filter = d.filter.get();
-        c.backend = Some(filter.map_or_else(|| "none".into(), |f| f.status().backend));
-        for (label, mode) in crate::model::modes(&d.disks()) {
-            c.filter_modes.insert(label, mode.as_str().to_string());
+        c.backend = Some(filter.map_or("none", |f| f.status().backend()).into());
+        for (label, word) in crate::model::modes(&d.disks()) {
+            c.filter_modes.insert(label, word.to_string());
         }
         if let Some(f) = filter {
             c.events_dropped = f.events_dropped();
-            for ((label, hook, mode), n) in f.counts() {
+            let counts = f.counts().unwrap_or_else(|e| {
+                tracing::warn!("filter counters unreadable: {e}");
+                Default::default()
+            });
+            for ((label, hook, mode), n) in counts {
                 if mode == "enforce" {
                     *c.denied.entry((label, hook)).or_insert(0) += n;
                 }

@@ -20,7 +20,7 @@ use asmguard_devices::sysfs::{self, SysDev};
 use asmguard_devices::KernelDev;
 use asmguard_format::label::Label;
 use asmguard_guard::service::DiskMode;
-use asmguard_guard::{DevKey, Mode};
+use asmguard_guard::DevKey;
 use asmguard_proto::{DiskInfo, PathInfo};
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -99,11 +99,6 @@ impl Disk {
     /// The device numbers of every path.
     pub fn path_devs(&self) -> Vec<KernelDev> {
         self.paths.iter().map(|p| p.node.dev).collect()
-    }
-
-    /// The mode in force (`Off` without a filter service).
-    pub fn filter_mode(&self) -> Mode {
-        self.mode.map_or(Mode::Off, DiskMode::mode)
     }
 
     /// The disk group named in its ASM header.
@@ -286,12 +281,13 @@ pub fn traced(disks: &[Disk]) -> BTreeMap<KernelDev, asmguard_metrics::DiskInfo>
         .collect()
 }
 
-/// The filter mode of every traced label (the filter-mode metric).
-pub fn modes(disks: &[Disk]) -> BTreeMap<String, Mode> {
+/// The filter mode of every traced label, as the filter-mode metric names it
+/// (`enforce`, `audit`, `off`, `UNPROTECTED`).
+pub fn modes(disks: &[Disk]) -> BTreeMap<String, &'static str> {
     disks
         .iter()
         .filter(|d| !d.conflict)
-        .map(|d| (d.label.to_string(), d.filter_mode()))
+        .map(|d| (d.label.to_string(), d.mode.map_or("off", DiskMode::word)))
         .collect()
 }
 
@@ -302,6 +298,7 @@ pub mod tests {
     use asmguard_devices::pattern::Rules;
     use asmguard_format::label;
     use asmguard_guard::Backend;
+    use asmguard_guard::Mode;
 
     fn k(s: &str) -> KernelDev {
         s.parse().unwrap()
@@ -514,10 +511,7 @@ pub mod tests {
         assert_eq!(t[&k("8:48")].device, "sdd");
         assert_eq!(
             modes(&model()),
-            BTreeMap::from([
-                ("MDATA1".into(), Mode::Enforce),
-                ("MPART1".into(), Mode::Audit)
-            ])
+            BTreeMap::from([("MDATA1".into(), "enforce"), ("MPART1".into(), "audit")])
         );
     }
 

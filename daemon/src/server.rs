@@ -459,7 +459,7 @@ async fn dispatch(d: Arc<Daemon>, req: Request, peer: Peer) -> Response {
                 to_value(asmguard_proto::FilterResult {
                     action: a.action.clone(),
                     labels,
-                    backend: f.status().backend,
+                    backend: f.status().backend().into(),
                 })
             }
             Op::Reclaim(_) => Err(ErrorBody::new(

@@ -350,18 +350,12 @@ impl Daemon {
             Ok(l) => format!("no (lsm={})", l.trim()),
             Err(_) => "unknown (securityfs not mounted)".into(),
         };
-        let fst = self.filter.get().map(|f| f.status()).unwrap_or(
-            asmguard_guard::service::FilterStatus {
-                backend: "none".into(),
-                coverage: "not started".into(),
-                reason: "not started".into(),
-                adopted: false,
-                programs: vec![],
-                devices: 0,
-                disabled: false,
-            },
-        );
-        let protection = protection(&fst);
+        let fst = self
+            .filter
+            .get()
+            .map(|f| f.status())
+            .unwrap_or_else(asmguard_guard::service::FilterStatus::not_started);
+        let protection = fst.protection();
         StatusResult {
             daemon_version: env!("CARGO_PKG_VERSION").to_string(),
             protocol_version: asmguard_proto::VERSION,
@@ -371,8 +365,8 @@ impl Daemon {
                 .map(|s| s.trim().to_string())
                 .unwrap_or_else(|_| "unknown".into()),
             bpf_lsm,
-            filter_backend: fst.backend,
-            filter_coverage: fst.coverage,
+            filter_backend: fst.backend().into(),
+            filter_coverage: fst.coverage(),
             filter_reason: fst.reason,
             filter_programs: fst.programs,
             filter_devices: fst.devices,
@@ -624,16 +618,6 @@ impl Daemon {
         let out = out?;
         tracing::info!("{shown}: renamed {old} to {new}");
         Ok(label_result(out, &new, shown))
-    }
-}
-
-/// The one-word state of protection for `status` (see `StatusResult::protection`).
-pub fn protection(f: &asmguard_guard::service::FilterStatus) -> String {
-    match f.backend.as_str() {
-        "lsm" => "protected".into(),
-        "cgroup_device" => "degraded: open-time only".into(),
-        _ if f.disabled => "off (disabled by an administrator)".into(),
-        _ => format!("UNPROTECTED: {}", f.reason),
     }
 }
 

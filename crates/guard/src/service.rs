@@ -16,7 +16,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::Error;
-use crate::{remove_pins, Backend, DenialEvent, DevKey, ExeId, Guard, Mode, Options};
+use crate::{
+    remove_pins, Backend, Coverage, DenialEvent, DevKey, ExeId, Guard, Hook, Mode, Options,
+};
 
 /// How many events `recent` keeps.
 const RECENT: usize = 1000;
@@ -84,36 +86,38 @@ impl DiskMode {
     }
 }
 
-/// The Filtering column of `lsdsk`: `enforce (lsm)`, `audit (cgroup_device,
-/// open-time only)`, `off`, `off (filter disabled)` or `UNPROTECTED (no filter
-/// backend)`.
-impl std::fmt::Display for DiskMode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl DiskMode {
+    /// What the filter covers for this disk.
+    pub fn cover(self) -> Coverage {
         match self {
-            DiskMode::Unprotected => f.write_str("UNPROTECTED (no filter backend)"),
-            DiskMode::Disabled => f.write_str("off (filter disabled)"),
-            DiskMode::Filtered {
-                mode: Mode::Off, ..
-            } => f.write_str("off"),
-            DiskMode::Filtered {
-                mode,
-                backend: Backend::Lsm,
-            } => write!(f, "{mode} (lsm)"),
-            DiskMode::Filtered {
-                mode,
-                backend: Backend::CgroupDevice,
-            } => write!(f, "{mode} (cgroup_device, open-time only)"),
+            DiskMode::Unprotected => Coverage::Unprotected,
+            DiskMode::Disabled => Coverage::Disabled,
+            DiskMode::Filtered { backend, .. } => backend.coverage(),
         }
+    }
+
+    /// The `asmguard_filter_mode` label: the mode, `off` when disabled,
+    /// `UNPROTECTED` without a backend.
+    pub fn word(self) -> &'static str {
+        self.cover().mode_word(self.mode())
     }
 }
 
-/// What `status` shows.
+/// The Filtering column of `lsdsk`: `enforce (lsm)`, `audit (cgroup_device,
+/// open-time only)`, `off`, `off (filter disabled)` or `UNPROTECTED (no filter
+/// backend)`, from [`Coverage::filtering`].
+impl std::fmt::Display for DiskMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.cover().filtering(self.mode()))
+    }
+}
+
+/// What `status` shows. The backend, coverage and protection words all
+/// derive from [`FilterStatus::cover`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FilterStatus {
-    /// `lsm`, `cgroup_device`, or `none`.
-    pub backend: String,
-    /// `full`, `degraded: open-time only`, or why there is no filter.
-    pub coverage: String,
+    /// What the filter covers (which backend, or why none).
+    pub cover: Coverage,
     /// Why this backend (or why none).
     pub reason: String,
     /// Whether pinned programs were re-adopted at start.
@@ -122,13 +126,44 @@ pub struct FilterStatus {
     pub programs: Vec<String>,
     /// Devices in the kernel's managed set.
     pub devices: usize,
+}
+
+impl FilterStatus {
+    /// No filter service yet.
+    pub fn not_started() -> FilterStatus {
+        FilterStatus {
+            cover: Coverage::Unprotected,
+            reason: "not started".into(),
+            adopted: false,
+            programs: vec![],
+            devices: 0,
+        }
+    }
+
+    /// `lsm`, `cgroup_device`, or `none`.
+    pub fn backend(&self) -> &'static str {
+        self.cover.backend()
+    }
+
+    /// `full`, `degraded: open-time only`, or why there is no filter.
+    pub fn coverage(&self) -> String {
+        self.cover.describe(&self.reason)
+    }
+
+    /// The one-word state of protection (`StatusResult::protection`).
+    pub fn protection(&self) -> String {
+        self.cover.protection(&self.reason)
+    }
+
     /// Whether an administrator disabled the filter (`filter disable`): no
     /// backend on purpose, as opposed to none that could load.
-    pub disabled: bool,
+    pub fn disabled(&self) -> bool {
+        self.cover == Coverage::Disabled
+    }
 }
 
 type Sink = Box<dyn Fn(&FilterEvent) + Send + Sync>;
-/// Event counts by (label, hook, mode).
+/// Operation counts by (label, hook, mode).
 pub type Counts = BTreeMap<(String, String, String), u64>;
 
 struct Inner {
@@ -160,7 +195,6 @@ pub struct FilterService {
     labels: Arc<Mutex<HashMap<u32, String>>>,
     recent: Arc<Mutex<VecDeque<FilterEvent>>>,
     subscribers: Arc<Mutex<Vec<mpsc::Sender<FilterEvent>>>>,
-    counts: Arc<Mutex<Counts>>,
     seq: Arc<std::sync::atomic::AtomicU64>,
     sink: Arc<Sink>,
 }
@@ -216,7 +250,6 @@ impl FilterService {
             labels: Arc::new(Mutex::new(HashMap::new())),
             recent: Arc::new(Mutex::new(VecDeque::new())),
             subscribers: Arc::new(Mutex::new(Vec::new())),
-            counts: Arc::new(Mutex::new(BTreeMap::new())),
             seq: Arc::new(std::sync::atomic::AtomicU64::new(0)),
             sink: Arc::new(sink),
         };
@@ -310,7 +343,6 @@ impl FilterService {
         let recent = self.recent.clone();
         let subs = self.subscribers.clone();
         let sink = self.sink.clone();
-        let counts = self.counts.clone();
         let seq = self.seq.clone();
         let handle = std::thread::Builder::new()
             .name("filter-events".into())
@@ -322,13 +354,6 @@ impl FilterService {
                     };
                     for ev in evs {
                         let label = lock(&labels).get(&ev.disk_id).cloned().unwrap_or_default();
-                        *lock(&counts)
-                            .entry((
-                                label.clone(),
-                                ev.hook.as_str().to_string(),
-                                ev.mode.as_str().to_string(),
-                            ))
-                            .or_insert(0) += 1;
                         let fe = FilterEvent {
                             seq: seq.fetch_add(1, Ordering::Relaxed) + 1,
                             time_ms: SystemTime::now()
@@ -531,27 +556,29 @@ impl FilterService {
         }
     }
 
+    /// What the filter covers now.
+    fn cover(inner: &Inner) -> Coverage {
+        Coverage::of(inner.guard.as_ref().map(|g| g.backend()), inner.disabled)
+    }
+
     /// Backend and coverage, for `status` and the backend metric.
     pub fn status(&self) -> FilterStatus {
         let inner = lock(&self.inner);
+        let cover = Self::cover(&inner);
         match &inner.guard {
             Some(g) => FilterStatus {
-                backend: g.backend().as_str().into(),
-                coverage: g.backend().coverage().into(),
+                cover,
                 reason: g.reason().into(),
                 adopted: g.adopted(),
                 programs: g.programs(),
                 devices: g.disks().map(|d| d.len()).unwrap_or(0),
-                disabled: false,
             },
             None => FilterStatus {
-                backend: "none".into(),
-                coverage: inner.why_none.clone(),
+                cover,
                 reason: inner.why_none.clone(),
                 adopted: false,
                 programs: vec![],
                 devices: 0,
-                disabled: inner.disabled,
             },
         }
     }
@@ -572,30 +599,16 @@ impl FilterService {
     }
 
     /// Denied and audited operations by (label, hook, mode): the source of
-    /// `asmguard_writes_denied_total{label,hook}` (mode `enforce`). Read from the
-    /// kernel's exact per-disk counters (kept across daemon restarts with the
-    /// pins); only without a loaded filter, from the events received.
-    pub fn counts(&self) -> Counts {
+    /// `asmguard_writes_denied_total{label,hook}` (mode `enforce`). Only from
+    /// the kernel's exact per-disk counters (kept across daemon restarts with
+    /// the pins): none without a loaded filter, an error when they cannot be
+    /// read. Events (which a flood drops) are never counted.
+    pub fn counts(&self) -> Result<Counts, Error> {
         let inner = lock(&self.inner);
         let Some(g) = &inner.guard else {
-            return lock(&self.counts).clone();
+            return Ok(Counts::new());
         };
-        match g.disk_counts() {
-            Ok(k) => {
-                let labels = lock(&self.labels);
-                let mut out = Counts::new();
-                for ((disk, hook, mode), n) in k {
-                    let label = labels
-                        .get(&disk)
-                        .cloned()
-                        .unwrap_or_else(|| format!("disk-{disk:08x}"));
-                    *out.entry((label, hook.as_str().to_string(), mode.as_str().to_string()))
-                        .or_insert(0) += n;
-                }
-                out
-            }
-            Err(_) => lock(&self.counts).clone(),
-        }
+        Ok(label_counts(g.disk_counts()?, &lock(&self.labels)))
     }
 
     /// Events the kernel could not queue (ring buffer full); the counts above
@@ -678,6 +691,21 @@ pub fn resolve_allow(
     (uids, gids, exes, problems)
 }
 
+/// The kernel's per-disk counts by label (a disk id the daemon has no label
+/// for shows as `disk-<id>`).
+fn label_counts(kernel: BTreeMap<(u32, Hook, Mode), u64>, labels: &HashMap<u32, String>) -> Counts {
+    let mut out = Counts::new();
+    for ((disk, hook, mode), n) in kernel {
+        let label = labels
+            .get(&disk)
+            .cloned()
+            .unwrap_or_else(|| format!("disk-{disk:08x}"));
+        *out.entry((label, hook.as_str().to_string(), mode.as_str().to_string()))
+            .or_insert(0) += n;
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -716,6 +744,89 @@ mod tests {
             assert_eq!(m.to_string(), shown);
             assert_eq!(m.claimed(), claimed, "{shown}");
             assert_eq!(m.mode(), mode, "{shown}");
+        }
+    }
+
+    #[test]
+    fn counts_are_the_kernels_by_label() {
+        let hook = crate::guard::HOOKS[0].hook;
+        let kernel = BTreeMap::from([
+            ((7, hook, Mode::Enforce), 3),
+            ((7, hook, Mode::Audit), 2),
+            ((0xab, hook, Mode::Enforce), 5),
+        ]);
+        let labels = HashMap::from([(7, "DATA1".to_string())]);
+        let c = label_counts(kernel, &labels);
+        let h = hook.as_str().to_string();
+        assert_eq!(
+            c,
+            Counts::from([
+                (("DATA1".into(), h.clone(), "audit".into()), 2),
+                (("DATA1".into(), h.clone(), "enforce".into()), 3),
+                (("disk-000000ab".into(), h, "enforce".into()), 5),
+            ])
+        );
+    }
+
+    /// Every (coverage, mode): the words of `status`, `lsdsk` and the metrics
+    /// agree, since all come from one [`Coverage`].
+    #[test]
+    fn status_words_agree_for_every_backend_and_mode() {
+        use crate::Backend;
+        assert_eq!(Backend::Lsm.coverage(), Coverage::Full);
+        assert_eq!(Backend::CgroupDevice.coverage(), Coverage::OpenTimeOnly);
+        let why = "no filter: EPERM";
+        let rows: [(Coverage, &str, &str, &str); 4] = [
+            (Coverage::Full, "lsm", "full", "protected"),
+            (
+                Coverage::OpenTimeOnly,
+                "cgroup_device",
+                "degraded: open-time only",
+                "degraded: open-time only",
+            ),
+            (
+                Coverage::Disabled,
+                "none",
+                why,
+                "off (disabled by an administrator)",
+            ),
+            (
+                Coverage::Unprotected,
+                "none",
+                why,
+                "UNPROTECTED: no filter: EPERM",
+            ),
+        ];
+        assert_eq!(rows.map(|r| r.0), Coverage::ALL);
+        for (cover, backend, coverage, protection) in rows {
+            let st = FilterStatus {
+                cover,
+                reason: why.into(),
+                ..FilterStatus::not_started()
+            };
+            assert_eq!(st.backend(), backend);
+            assert_eq!(st.coverage(), coverage);
+            assert_eq!(st.protection(), protection);
+            assert_eq!(st.disabled(), cover == Coverage::Disabled);
+            for (mode, _) in Mode::ALL {
+                let shown = cover.filtering(mode);
+                let word = cover.mode_word(mode);
+                let want = match (cover, mode) {
+                    (Coverage::Disabled, _) => "off (filter disabled)".to_string(),
+                    (Coverage::Unprotected, _) => "UNPROTECTED (no filter backend)".into(),
+                    (_, Mode::Off) => "off".into(),
+                    (Coverage::Full, m) => format!("{m} (lsm)"),
+                    (Coverage::OpenTimeOnly, m) => format!("{m} (cgroup_device, open-time only)"),
+                };
+                assert_eq!(shown, want, "{cover:?} {mode:?}");
+                // the metric's mode is the column's first word
+                assert_eq!(shown.split_whitespace().next(), Some(word));
+                // a filtering disk names the backend status shows
+                if cover.backend() != "none" && mode != Mode::Off {
+                    assert!(shown.contains(backend), "{shown}");
+                    assert_eq!(word, mode.as_str());
+                }
+            }
         }
     }
 

@@ -143,7 +143,10 @@ fn fallback_denies_root_write_open_and_allows_reads() {
     let pins = Pins::new("deny");
     let g = Guard::open(&pins.opts()).expect("open the guard");
     assert_eq!(g.backend(), Backend::CgroupDevice);
-    assert_eq!(g.backend().coverage(), "degraded: open-time only");
+    assert_eq!(
+        g.backend().coverage(),
+        asmguard_guard::Coverage::OpenTimeOnly
+    );
     assert!(write_open(&lo.dev).is_ok(), "writable before the filter");
     g.set_disk(&[lo.key()], Mode::Enforce, 3).unwrap();
 

@@ -1,9 +1,11 @@
 //! The Prometheus side: a `prometheus-client` registry whose collector reads
 //! its sources at scrape time: the BPF histograms ([`HistSource`]) and the
 //! daemon's counters ([`CounterSource`]: the filter's kernel counters,
-//! reclaim's, the backend). Nothing is copied or kept between scrapes; the
-//! daemon only describes its disks ([`Metrics::set_disk`]). Each family is one
-//! function in `FAMILIES`.
+//! reclaim's, the backend). A [`CounterSource`] is the only way counters and
+//! states get in: the daemon's reads its live counters, tests and the
+//! standalone exporter use a fixed [`Counters`] value. Nothing is copied or
+//! kept between scrapes; the daemon only describes its disks
+//! ([`Metrics::set_disk`]). Each family is one function in `FAMILIES`.
 //!
 //! Not for: serving HTTP ([`crate::http`]) or parsing scrapes ([`crate::snapshot`]).
 //!
@@ -118,19 +120,51 @@ pub trait CounterSource: Send + Sync + std::fmt::Debug + 'static {
     fn counters(&self, io: &Snapshot) -> Counters;
 }
 
+/// A fixed set of values is a source too (tests, the standalone exporter,
+/// which has no filter: `Counters::default()`).
+impl CounterSource for Counters {
+    fn counters(&self, _io: &Snapshot) -> Counters {
+        self.clone()
+    }
+}
+
+impl Counters {
+    /// With the write-filter backend `backend`.
+    pub fn with_backend(mut self, backend: &str) -> Counters {
+        self.backend = Some(backend.to_string());
+        self
+    }
+
+    /// With `label`'s filter mode.
+    pub fn with_mode(mut self, label: &str, mode: &str) -> Counters {
+        self.filter_modes
+            .insert(label.to_string(), mode.to_string());
+        self
+    }
+
+    /// With `n` denied writes of (label, hook).
+    pub fn with_denied(mut self, label: &str, hook: &str, n: u64) -> Counters {
+        self.denied.insert((label.to_string(), hook.to_string()), n);
+        self
+    }
+
+    /// With `bytes` discarded on `label` by `source`.
+    pub fn with_discard(mut self, label: &str, source: DiscardSource, bytes: u64) -> Counters {
+        self.discard.insert((label.to_string(), source), bytes);
+        self
+    }
+}
+
 #[derive(Debug, Default)]
 struct State {
     disks: BTreeMap<KernelDev, DiskInfo>,
-    /// Counters set with the `record_*` / `set_*` methods (tests, the
-    /// standalone exporter); a [`CounterSource`] replaces them.
-    pushed: Counters,
 }
 
 #[derive(Debug)]
 struct Shared {
     state: RwLock<State>,
     source: RwLock<Option<Arc<dyn HistSource>>>,
-    counters: RwLock<Option<Arc<dyn CounterSource>>>,
+    counters: RwLock<Arc<dyn CounterSource>>,
     /// Names of disks the daemon did not describe (traced with `--all`),
     /// resolved once from /sys/dev/block.
     sysfs_names: Mutex<HashMap<KernelDev, String>>,
@@ -444,11 +478,8 @@ impl Collector for IoCollector {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
+        let counters = source.counters(&io);
         let state = self.0.state.read().unwrap_or_else(|e| e.into_inner());
-        let counters = match source {
-            Some(src) => src.counters(&io),
-            None => state.pushed.clone(),
-        };
         let scrape = Scrape {
             io,
             labels,
@@ -465,9 +496,9 @@ impl Collector for IoCollector {
 
 /// The exporter's state and registry; cheap to clone (one shared inner).
 ///
-/// The daemon keeps one, describes disks with [`Metrics::set_disk`], feeds the
-/// counters with [`Metrics::record_denied`] / [`Metrics::record_discard`], and
-/// serves it with [`crate::http::serve`].
+/// The daemon keeps one, describes disks with [`Metrics::set_disk`], gives it
+/// its counters with [`Metrics::set_counter_source`], and serves it with
+/// [`crate::http::serve`].
 #[derive(Clone, Debug)]
 pub struct Metrics {
     shared: Arc<Shared>,
@@ -484,12 +515,13 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// An exporter with no histogram source yet ([`Metrics::set_source`]).
+    /// An exporter with no histogram source yet ([`Metrics::set_source`]) and
+    /// zero counters ([`Metrics::set_counter_source`]).
     pub fn new() -> Metrics {
         let shared = Arc::new(Shared {
             state: RwLock::default(),
             source: RwLock::new(None),
-            counters: RwLock::new(None),
+            counters: RwLock::new(Arc::new(Counters::default())),
             sysfs_names: Mutex::default(),
         });
         let mut registry = Registry::default();
@@ -528,84 +560,13 @@ impl Metrics {
         self.state_mut().disks.remove(&dev);
     }
 
-    /// Reads the daemon's counters from `source` at every scrape (the
-    /// `record_*` / `set_*` counters below are then not exported).
+    /// Reads the daemon's counters from `source` at every scrape.
     pub fn set_counter_source(&self, source: Arc<dyn CounterSource>) {
         *self
             .shared
             .counters
             .write()
-            .unwrap_or_else(|e| e.into_inner()) = Some(source);
-    }
-
-    /// Sets the number of filter events the kernel dropped (ring buffer full).
-    pub fn set_events_dropped(&self, n: u64) {
-        let mut s = self.state_mut();
-        s.pushed.events_dropped = s.pushed.events_dropped.max(n);
-    }
-
-    /// Sets the write-filter backend (`lsm`, `cgroup_device`).
-    pub fn set_backend(&self, backend: &str) {
-        self.state_mut().pushed.backend = Some(backend.to_string());
-    }
-
-    /// Sets a label's filter mode (`enforce`, `audit`, `off`).
-    pub fn set_filter_mode(&self, label: &str, mode: &str) {
-        self.state_mut()
-            .pushed
-            .filter_modes
-            .insert(label.to_string(), mode.to_string());
-    }
-
-    /// Forgets a label's filter mode.
-    pub fn remove_filter_mode(&self, label: &str) {
-        self.state_mut().pushed.filter_modes.remove(label);
-    }
-
-    /// Counts one denied write (`hook`: `file_open`, `file_ioctl`, ...).
-    pub fn record_denied(&self, label: &str, hook: &str) {
-        let mut state = self.state_mut();
-        let n = state
-            .pushed
-            .denied
-            .entry((label.to_string(), hook.to_string()))
-            .or_default();
-        *n = n.saturating_add(1);
-    }
-
-    /// Sets the number of denied writes of a (label, hook), for a caller that
-    /// keeps its own counts (it must never go down: it is a counter).
-    pub fn set_denied_total(&self, label: &str, hook: &str, total: u64) {
-        self.state_mut()
-            .pushed
-            .denied
-            .insert((label.to_string(), hook.to_string()), total);
-    }
-
-    /// Counts discarded bytes.
-    pub fn record_discard(&self, label: &str, source: DiscardSource, bytes: u64) {
-        let mut state = self.state_mut();
-        let n = state
-            .pushed
-            .discard
-            .entry((label.to_string(), source))
-            .or_default();
-        *n = n.saturating_add(bytes);
-    }
-
-    /// Sets the discarded bytes of a (label, source), for a caller that keeps
-    /// its own totals (e.g. oracle = discard bytes traced on the disk minus
-    /// reclaim's; it must never go down: it is a counter).
-    /// Never goes down: a total computed lower than the one exported (a moment
-    /// when a reclaim ioctl's bytes are seen but not yet counted) keeps the old.
-    pub fn set_discard_total(&self, label: &str, source: DiscardSource, total: u64) {
-        let mut s = self.state_mut();
-        let v = s
-            .pushed
-            .discard
-            .entry((label.to_string(), source))
-            .or_insert(0);
-        *v = (*v).max(total);
+            .unwrap_or_else(|e| e.into_inner()) = source;
     }
 
     /// The histograms now, with device names and labels (for `iostat`).
@@ -760,14 +721,21 @@ mod tests {
     #[test]
     fn counters_and_info_metrics() {
         let m = Metrics::new();
-        m.record_denied("DATA1", "file_open");
-        m.record_denied("DATA1", "file_open");
-        m.record_discard("DATA1", DiscardSource::Reclaim, 1 << 20);
-        m.set_backend("lsm");
-        m.set_filter_mode("DATA1", "enforce");
-        m.set_denied_total("DATA2", "file_ioctl", 7);
-        m.record_denied("DATA2", "file_ioctl");
-        m.set_discard_total("DATA1", DiscardSource::Oracle, 4096);
+        let zero = m.encode_prometheus_text();
+        assert!(zero.contains("asmguard_protected 0\n"), "{zero}");
+        assert!(zero.contains("asmguard_filter_events_dropped_total 0\n"));
+        assert!(!zero.contains("asmguard_writes_denied_total{"));
+        let on = Counters {
+            events_dropped: 5,
+            ..Counters::default()
+        }
+        .with_backend("lsm")
+        .with_mode("DATA1", "enforce")
+        .with_denied("DATA1", "file_open", 2)
+        .with_denied("DATA2", "file_ioctl", 8)
+        .with_discard("DATA1", DiscardSource::Reclaim, 1 << 20)
+        .with_discard("DATA1", DiscardSource::Oracle, 4096);
+        m.set_counter_source(Arc::new(on.clone()));
         let text = m.encode_prometheus_text();
         assert!(
             text.contains("asmguard_writes_denied_total{label=\"DATA2\",hook=\"file_ioctl\"} 8\n")
@@ -784,19 +752,13 @@ mod tests {
         assert!(text.contains("asmguard_backend_info{backend=\"lsm\"} 1\n"));
         assert!(text.contains("asmguard_protected 1\n"));
         assert!(
-            text.contains("asmguard_filter_events_dropped_total 0\n"),
+            text.contains("asmguard_filter_events_dropped_total 5\n"),
             "{text}"
         );
-        m.set_events_dropped(5);
-        m.set_events_dropped(3);
-        assert!(m
-            .encode_prometheus_text()
-            .contains("asmguard_filter_events_dropped_total 5\n"));
-        m.set_backend("none");
+        m.set_counter_source(Arc::new(on.with_backend("none")));
         let off = m.encode_prometheus_text();
         assert!(off.contains("asmguard_protected 0\n"), "{off}");
         assert!(!off.contains("asmguard_backend_info{backend=\"lsm\"}"));
-        m.set_backend("lsm");
         assert!(text.contains("asmguard_filter_mode{label=\"DATA1\",mode=\"enforce\"} 1\n"));
         assert!(text.contains("# TYPE asmguard_writes_denied_total counter\n"));
         assert!(!text.contains("# EOF"));

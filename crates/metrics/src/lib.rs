@@ -36,7 +36,7 @@ pub use asmguard_iostat::{
 #[cfg(feature = "bpf")]
 pub use bpf::{AttachMode, IoLat, LoadOptions};
 pub use error::Error;
-pub use exporter::{DiscardSource, DiskInfo, HistSource, Metrics};
+pub use exporter::{CounterSource, Counters, DiscardSource, DiskInfo, HistSource, Metrics};
 pub use parse::{FromPrometheusText, ParseError};
 #[cfg(feature = "bpf")]
 pub use stamps::{BitSource, Stamps};

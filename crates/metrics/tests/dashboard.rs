@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use asmguard_metrics::http;
 use asmguard_metrics::{
-    DiscardSource, DiskInfo, Error, HistSource, KernelDev, Metrics, Op, OpHist, RawEntry,
+    Counters, DiscardSource, DiskInfo, Error, HistSource, KernelDev, Metrics, Op, OpHist, RawEntry,
 };
 use serde_json::Value;
 
@@ -48,11 +48,14 @@ fn scrape_everything() -> String {
             physical_sector: 4096,
         },
     );
-    m.set_backend("lsm");
-    m.set_filter_mode("DATA1", "enforce");
-    m.record_denied("DATA1", "file_open");
-    m.record_discard("DATA1", DiscardSource::Oracle, 4096);
-    m.record_discard("DATA1", DiscardSource::Reclaim, 4096);
+    m.set_counter_source(Arc::new(
+        Counters::default()
+            .with_backend("lsm")
+            .with_mode("DATA1", "enforce")
+            .with_denied("DATA1", "file_open", 1)
+            .with_discard("DATA1", DiscardSource::Oracle, 4096)
+            .with_discard("DATA1", DiscardSource::Reclaim, 4096),
+    ));
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let addr = http::spawn("127.0.0.1:0".parse().unwrap(), m)

@@ -12,7 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use asmguard_metrics::http::{self, scrape_blocking};
-use asmguard_metrics::{DiscardSource, DiskInfo, FromPrometheusText, IoLat, Metrics, Op, Snapshot};
+use asmguard_metrics::{
+    Counters, DiscardSource, DiskInfo, FromPrometheusText, IoLat, Metrics, Op, Snapshot,
+};
 use common::{direct_reads, direct_writes, require_root, serial, LoopDev};
 
 /// The exporter binary; killed on drop.
@@ -129,12 +131,15 @@ fn promtool_accepts_every_family() {
             physical_sector: 4096,
         },
     );
-    m.set_backend("cgroup_device");
-    m.set_filter_mode("DATA1", "enforce");
-    m.record_denied("DATA1", "file_open");
-    m.record_denied("DATA1", "file_ioctl");
-    m.record_discard("DATA1", DiscardSource::Oracle, 1 << 20);
-    m.record_discard("DATA1", DiscardSource::Reclaim, 4 << 20);
+    m.set_counter_source(Arc::new(
+        Counters::default()
+            .with_backend("cgroup_device")
+            .with_mode("DATA1", "enforce")
+            .with_denied("DATA1", "file_open", 1)
+            .with_denied("DATA1", "file_ioctl", 1)
+            .with_discard("DATA1", DiscardSource::Oracle, 1 << 20)
+            .with_discard("DATA1", DiscardSource::Reclaim, 4 << 20),
+    ));
     direct_reads(&disk.path, 4);
     let _ = Command::new("blkdiscard")
         .args(["-o", "0", "-l", "65536"])

@@ -1,5 +1,5 @@
 //! The daemon: hotplug within 1 s, concurrent label requests, socket authorisation by
-//! SO_PEERCRED, malformed / oversized / unknown requests, start-to-READY, the systemd
+//! SO_PEERCRED and SO_PEERGROUPS, malformed / oversized / unknown requests, start-to-READY, the systemd
 //! unit, the udev rules.
 
 use asmguard_host_tests::*;
@@ -732,6 +732,76 @@ fn no_user_can_exhaust_the_control_socket() {
     let o = d.ctl_as(&other, &["status"]);
     assert_eq!(o.code, 0, "another admin user locked out: {o:?}");
     drop((strangers, admins));
+}
+
+/// The whole process's supplementary groups (glibc's wrapper changes every
+/// thread, the leader too: what `/proc/PID/status` shows for the process).
+fn set_process_groups(groups: &[u32]) {
+    // SAFETY: `groups` outlives the call, which reads `groups.len()` gid_t values.
+    assert_eq!(
+        unsafe { libc::setgroups(groups.len(), groups.as_ptr()) },
+        0,
+        "setgroups"
+    );
+}
+
+/// Connects as uid 65534 (gid 1) with supplementary groups `at_connect`, then
+/// (back as root for a moment) switches this thread to `at_request` before
+/// asking `status`: the daemon's first line.
+fn ask_after_regroup(sock: &Path, at_connect: Vec<u32>, at_request: Vec<u32>) -> String {
+    let sock = sock.to_path_buf();
+    std::thread::spawn(move || {
+        become_on_this_thread(65534, 1, &at_connect);
+        let mut s = UnixStream::connect(&sock).unwrap();
+        // SAFETY: credential system calls on this thread only; the saved uid
+        // 0 lets it take root back, and `at_request` outlives setgroups.
+        unsafe {
+            assert_eq!(libc::syscall(libc::SYS_setresuid, -1, 0, -1), 0);
+            assert_eq!(
+                libc::syscall(libc::SYS_setgroups, at_request.len(), at_request.as_ptr()),
+                0
+            );
+            assert_eq!(libc::syscall(libc::SYS_setresuid, -1, 65534, -1), 0);
+        }
+        // A refused peer is closed at once: the write may then fail.
+        let _ = s.write_all(b"{\"version\":1,\"id\":1,\"op\":\"status\"}\n");
+        first_line(&s, Duration::from_secs(10))
+    })
+    .join()
+    .unwrap()
+}
+
+/// A peer's groups are the ones it connected with (SO_PEERGROUPS), not the
+/// ones `/proc/PID/status` shows when its request is read: the process's
+/// leader thread is given the opposite membership to the connecting thread's
+/// new one, so reading /proc (by then, or by pid) gets each case wrong.
+#[test]
+fn peer_groups_are_those_at_connect_time() {
+    let Some(_g) = lock() else { return };
+    let l = Loop::new(16 * MIB);
+    // Admin group: nogroup (gid 65534).
+    let d = Daemon::start(&[&l.name], "admin_group = \"nogroup\"\n");
+    let mut saved = vec![0u32; 1024];
+    // SAFETY: `saved` has room for the 1024 gid_t values getgroups may write.
+    let n = unsafe { libc::getgroups(saved.len() as i32, saved.as_mut_ptr()) };
+    assert!(n >= 0, "getgroups");
+    saved.truncate(n as usize);
+    // In the admin group at connect, out of it by the request (and the
+    // process shows no admin group): still served.
+    set_process_groups(&[]);
+    let served = ask_after_regroup(&d.socket, vec![65534], vec![]);
+    // Out of it at connect, in it by the request (and so is the process):
+    // still refused.
+    set_process_groups(&[65534]);
+    let refused = ask_after_regroup(&d.socket, vec![], vec![65534]);
+    set_process_groups(&saved);
+    let v: serde_json::Value = serde_json::from_str(&served).unwrap_or_default();
+    assert_eq!(v["ok"], true, "{served}");
+    assert!(
+        refused.contains("\"permission_denied\"")
+            && refused.contains("needs root or membership of group nogroup"),
+        "{refused}"
+    );
 }
 
 #[test]

@@ -158,16 +158,60 @@ vm_run_tests() {
 # vm_exit: exits with 1 if any check failed (call at the end of a test).
 vm_exit() { exit "$VMTEST_FAILED"; }
 
-# agd_start CONFIG LOG: starts asmguardd with CONFIG (its output appended to LOG),
-# sets $agd to its pid, and waits up to 10 s until its socket answers.
+# agd_config FILE "PATTERN..." [SECTION.KEY=VALUE...]: writes an asmguardd config to
+# FILE: [devices] include = the PATTERNs (space-separated), exclude = []; [filter]
+# mode = "enforce", allow_users = ["grid"], allow_groups = ["asmadmin"]; each further
+# argument sets one key of [socket], [metrics] or [filter] (VALUE in TOML, as
+# 'filter.allow_groups=[]' or "socket.path=\"$RUN/x.sock\"").
+agd_config() {
+	_f=$1 _inc="" _sock="" _met="" _fil=""
+	case $- in *f*) _nf=1 ;; *) _nf=0 ;; esac
+	set -f # patterns are the daemon's, not the shell's
+	for _p in $2; do _inc="$_inc\"$_p\", "; done
+	[ $_nf = 1 ] || set +f
+	shift 2
+	_users='["grid"]' _groups='["asmadmin"]'
+	for _kv in "$@"; do
+		_v=${_kv#*=} _k=${_kv%%=*}
+		case $_k in
+		filter.allow_users) _users=$_v ;;
+		filter.allow_groups) _groups=$_v ;;
+		filter.*) _fil="$_fil${_k#filter.} = $_v
+" ;;
+		socket.*) _sock="$_sock${_k#socket.} = $_v
+" ;;
+		metrics.*) _met="$_met${_k#metrics.} = $_v
+" ;;
+		*) echo "agd_config: $_kv: give SECTION.KEY=VALUE (socket, metrics, filter)" >&2; return 1 ;;
+		esac
+	done
+	{
+		printf '[devices]\ninclude = [%s]\nexclude = []\n' "${_inc%, }"
+		[ -z "$_sock" ] || printf '[socket]\n%s' "$_sock"
+		[ -z "$_met" ] || printf '[metrics]\n%s' "$_met"
+		printf '[filter]\nmode = "enforce"\nallow_users = %s\nallow_groups = %s\n%s' \
+			"$_users" "$_groups" "$_fil"
+	} >"$_f"
+}
+
+# agd_start CONFIG LOG [PREFIX...]: starts asmguardd with CONFIG (run under PREFIX,
+# e.g. setpriv ..., if given; its output appended to LOG), sets $agd to its pid, and
+# waits up to 10 s, while it runs, until its socket (CONFIG's [socket] path, or the
+# default) answers `status` (exit 0, or 7: answering but unprotected).
 agd_start() {
-	asmguardd --config "$1" >>"$2" 2>&1 &
+	_conf=$1 _log=$2
+	shift 2
+	_sock=$(sed -n 's/^path = "\(.*\)"$/\1/p' "$_conf" | head -n 1)
+	"$@" asmguardd --config "$_conf" >>"$_log" 2>&1 &
 	agd=$!
 	_i=0
-	while [ $_i -lt 100 ] && ! asmguardctl --socket /run/asmguard/asmguard.sock status >/dev/null 2>&1; do
+	while [ $_i -lt 100 ] && kill -0 "$agd" 2>/dev/null; do
+		asmguardctl --socket "${_sock:-/run/asmguard/asmguard.sock}" status >/dev/null 2>&1
+		case $? in 0 | 7) return 0 ;; esac
 		_i=$((_i + 1))
 		sleep 0.1
 	done
+	return 1
 }
 
 # sysfs_write FILE VALUE: writes VALUE to a sysfs/configfs attribute with coreutils dd,

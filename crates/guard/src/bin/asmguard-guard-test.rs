@@ -131,7 +131,7 @@ fn setup(a: &Args) -> Result<Guard, String> {
     println!(
         "ready backend={} coverage={:?} adopted={} programs={} reason={}",
         g.backend(),
-        g.backend().coverage(),
+        g.backend().coverage().describe(""),
         if g.adopted() { "yes" } else { "no" },
         g.programs().join(","),
         g.reason()

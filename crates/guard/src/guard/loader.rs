@@ -67,11 +67,97 @@ impl Backend {
         }
     }
 
-    /// What it covers, for `status`.
-    pub fn coverage(self) -> &'static str {
+    /// What it covers.
+    pub fn coverage(self) -> Coverage {
+        Coverage::of(Some(self), false)
+    }
+}
+
+/// What the write filter covers now: the one fact that `status`'s backend,
+/// coverage and protection, the `filter_mode` metric and `lsdsk`'s Filtering
+/// column are derived from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Coverage {
+    /// The BPF LSM backend: opens, writes, ioctls, mappings.
+    Full,
+    /// The cgroup-device fallback: write-opens only.
+    OpenTimeOnly,
+    /// No filter: an administrator disabled it (`asmguardctl filter disable`).
+    Disabled,
+    /// No filter: none could load.
+    Unprotected,
+}
+
+impl Coverage {
+    /// Every value (for tests that go over all of them).
+    pub const ALL: [Coverage; 4] = [
+        Coverage::Full,
+        Coverage::OpenTimeOnly,
+        Coverage::Disabled,
+        Coverage::Unprotected,
+    ];
+
+    /// From the loaded backend (if any) and whether an administrator disabled the filter.
+    pub fn of(backend: Option<Backend>, disabled: bool) -> Coverage {
+        match (backend, disabled) {
+            (Some(Backend::Lsm), _) => Coverage::Full,
+            (Some(Backend::CgroupDevice), _) => Coverage::OpenTimeOnly,
+            (None, true) => Coverage::Disabled,
+            (None, false) => Coverage::Unprotected,
+        }
+    }
+
+    /// The backend's name (`lsm`, `cgroup_device`, `none`): `status` and the
+    /// `asmguard_backend_info` label.
+    pub fn backend(self) -> &'static str {
         match self {
-            Backend::Lsm => "full",
-            Backend::CgroupDevice => "degraded: open-time only",
+            Coverage::Full => Backend::Lsm.as_str(),
+            Coverage::OpenTimeOnly => Backend::CgroupDevice.as_str(),
+            Coverage::Disabled | Coverage::Unprotected => "none",
+        }
+    }
+
+    /// `status`'s coverage: `full`, `degraded: open-time only`, or why there
+    /// is no filter.
+    pub fn describe(self, why_none: &str) -> String {
+        match self {
+            Coverage::Full => "full".into(),
+            Coverage::OpenTimeOnly => "degraded: open-time only".into(),
+            Coverage::Disabled | Coverage::Unprotected => why_none.into(),
+        }
+    }
+
+    /// `status`'s protection: `protected`, `degraded: open-time only`,
+    /// `off (disabled by an administrator)` or `UNPROTECTED: <why>`.
+    pub fn protection(self, why_none: &str) -> String {
+        match self {
+            Coverage::Full => "protected".into(),
+            Coverage::OpenTimeOnly => self.describe(why_none),
+            Coverage::Disabled => "off (disabled by an administrator)".into(),
+            Coverage::Unprotected => format!("UNPROTECTED: {why_none}"),
+        }
+    }
+
+    /// A disk's mode as the filter applies it (the `asmguard_filter_mode` label):
+    /// `mode` with a filter, `off` when disabled, `UNPROTECTED` with none.
+    pub fn mode_word(self, mode: Mode) -> &'static str {
+        match self {
+            Coverage::Full | Coverage::OpenTimeOnly => mode.as_str(),
+            Coverage::Disabled => Mode::Off.as_str(),
+            Coverage::Unprotected => "UNPROTECTED",
+        }
+    }
+
+    /// `lsdsk`'s Filtering column for a disk in `mode`: `enforce (lsm)`,
+    /// `audit (cgroup_device, open-time only)`, `off`, `off (filter disabled)`
+    /// or `UNPROTECTED (no filter backend)`.
+    pub fn filtering(self, mode: Mode) -> String {
+        match (self, mode) {
+            (Coverage::Disabled, _) => "off (filter disabled)".into(),
+            (Coverage::Unprotected, _) => "UNPROTECTED (no filter backend)".into(),
+            (_, Mode::Off) => self.mode_word(mode).into(),
+            (Coverage::Full, m) => format!("{m} ({})", self.backend()),
+            (Coverage::OpenTimeOnly, m) => format!("{m} ({}, open-time only)", self.backend()),
         }
     }
 }

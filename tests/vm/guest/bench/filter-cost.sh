@@ -25,18 +25,9 @@ esac
 command -v bpftool >/dev/null || { fail bench "bpftool missing (VM_EXTRA_TOOLS=bpftool)"; vm_exit; }
 
 D=$(new_loop 64 bench-disk) || { fail bench "losetup: $D"; vm_exit; }
-cat >/tmp/bench.toml <<TOML
-[devices]
-include = ["${D#/dev/}"]
-exclude = []
-[filter]
-mode = "enforce"
-allow_users = ["grid"]
-TOML
-asmguardd --config /tmp/bench.toml >/tmp/bench-agd.log 2>&1 &
-agd=$!
-i=0
-while [ $i -lt 100 ] && ! $C status >/dev/null 2>&1; do i=$((i + 1)); sleep 0.1; done
+agd_config /tmp/bench.toml "${D#/dev/}"
+: >/tmp/bench-agd.log
+agd_start /tmp/bench.toml /tmp/bench-agd.log
 $C label BENCH "$D" >/dev/null 2>&1 || { fail bench "label: $(tail -n 3 /tmp/bench-agd.log)"; vm_exit; }
 chown grid "$D"
 if as_user intruder dd if=/dev/zero of="$D" bs=4096 count=1 oflag=direct 2>/dev/null; then

@@ -16,15 +16,7 @@ dd if=/dev/zero bs=4096 count=1 2>/dev/null | tr '\0' 'G' >/tmp/grid.blk
 # refused by the claim (EBUSY) or, where the kernel checks the caller first, the filter
 busy="Device or resource busy|Operation not permitted|permission denied"
 
-cat >/tmp/cons.toml <<TOML
-[devices]
-include = ["${D#/dev/}"]
-exclude = []
-[filter]
-mode = "enforce"
-allow_users = ["grid"]
-allow_groups = ["asmadmin"]
-TOML
+agd_config /tmp/cons.toml "${D#/dev/}"
 : >/tmp/cons.log
 dd if=/dev/zero of="$D" bs=1M count=4 oflag=direct 2>/dev/null
 # what grid "made on the disk" before it was handed to asmguard: an ext4 file

@@ -21,15 +21,7 @@ printf 'label: dos\n1MiB,12MiB\n,12MiB\n' | sfdisk -q "$P" >/dev/null 2>&1
 i=0; while [ ! -b "${P}p1" ] && [ $i -lt 50 ]; do i=$((i + 1)); sleep 0.1; done
 dd if=/dev/zero of="$D" bs=1M count=4 oflag=direct 2>/dev/null
 
-cat >/tmp/ag.toml <<TOML
-[devices]
-include = ["${D#/dev/}", "${P#/dev/}*"]
-exclude = []
-[filter]
-mode = "enforce"
-allow_users = ["grid"]
-allow_groups = ["asmadmin"]
-TOML
+agd_config /tmp/ag.toml "${D#/dev/} ${P#/dev/}*"
 
 start_daemon() { agd_start /tmp/ag.toml /tmp/agd.log; }
 start_daemon

@@ -19,24 +19,10 @@ pass directory-user "$(getent passwd ldapgrid) (not in /etc/passwd)"
 L=$(new_loop 16 nss) || { fail setup "losetup"; vm_exit; }
 dd if=/dev/zero bs=4096 count=1 2>/dev/null | tr '\0' 'N' >/tmp/nssjunk
 
-cat >/tmp/nss.toml <<TOML
-[devices]
-include = ["${L#/dev/}"]
-exclude = []
-[socket]
-path = "$RUN/nss.sock"
-[metrics]
-listen = "127.0.0.1:19466"
-[filter]
-mode = "enforce"
-allow_users = ["ldapgrid", "ldaplate"]
-allow_groups = []
-TOML
+agd_config /tmp/nss.toml "${L#/dev/}" "socket.path=\"$RUN/nss.sock\"" 'metrics.listen="127.0.0.1:19466"' \
+	'filter.allow_users=["ldapgrid", "ldaplate"]' 'filter.allow_groups=[]'
 : >/tmp/nss.log
-asmguardd --config /tmp/nss.toml >>/tmp/nss.log 2>&1 &
-agd=$!
-i=0
-while [ $i -lt 100 ] && ! $C status >/dev/null 2>&1; do i=$((i + 1)); sleep 0.1; done
+agd_start /tmp/nss.toml /tmp/nss.log
 if grep -q 'user ldapgrid does not exist' /tmp/nss.log; then
 	fail resolved-through-nss "$(grep -m1 ldapgrid /tmp/nss.log)"
 else

@@ -30,23 +30,8 @@ json_num() { # json_num KEY: first "KEY":N in stdin
 }
 
 daemon_start() { # include patterns
-	inc=""
-	for p in "$@"; do inc="$inc\"$p\", "; done
-	cat >/tmp/rc.toml <<TOML
-[devices]
-include = [${inc%, }]
-exclude = []
-[filter]
-mode = "enforce"
-allow_users = ["grid"]
-allow_groups = []
-[metrics]
-listen = "127.0.0.1:$PORT"
-TOML
-	asmguardd --config /tmp/rc.toml >>/tmp/rc.log 2>&1 &
-	agd=$!
-	i=0
-	while [ $i -lt 100 ] && ! $C status >/dev/null 2>&1; do i=$((i + 1)); sleep 0.1; done
+	agd_config /tmp/rc.toml "$*" 'filter.allow_groups=[]' "metrics.listen=\"127.0.0.1:$PORT\""
+	agd_start /tmp/rc.toml /tmp/rc.log
 }
 daemon_stop() {
 	$C filter disable >/dev/null 2>&1

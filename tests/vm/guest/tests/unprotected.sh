@@ -21,34 +21,15 @@ L=$(new_loop 16 unprot) || { fail setup "losetup"; vm_exit; }
 [ ! -e /sys/fs/bpf/asmguard ] || { fail setup "a filter is pinned from an earlier test: $(ls /sys/fs/bpf/asmguard/links)"; vm_exit; }
 
 conf() { # conf REQUIRE
-	cat >/tmp/unprot.toml <<TOML
-[devices]
-include = ["${L#/dev/}"]
-exclude = []
-[socket]
-path = "$RUN/unprot.sock"
-[metrics]
-listen = "127.0.0.1:$PORT"
-[filter]
-mode = "enforce"
-allow_users = ["grid"]
-require_protection = $1
-TOML
+	agd_config /tmp/unprot.toml "${L#/dev/}" "socket.path=\"$RUN/unprot.sock\"" \
+		"metrics.listen=\"127.0.0.1:$PORT\"" "filter.require_protection=$1"
 }
 # CAP_BPF and CAP_PERFMON exist from 5.8 (cap_last_cap >= 39)
 drop=-sys_admin
 [ "$(cat /proc/sys/kernel/cap_last_cap)" -ge 39 ] && drop="$drop,-bpf,-perfmon"
 start() {
 	: >/tmp/unprot.log
-	setpriv --bounding-set="$drop" -- asmguardd --config /tmp/unprot.toml >>/tmp/unprot.log 2>&1 &
-	agd=$!
-	i=0
-	while [ $i -lt 100 ] && kill -0 "$agd" 2>/dev/null; do
-		$C status >/dev/null 2>&1
-		r=$?
-		[ $r = 0 ] || [ $r = 7 ] && break
-		i=$((i + 1)); sleep 0.1
-	done
+	agd_start /tmp/unprot.toml /tmp/unprot.log setpriv --bounding-set="$drop" --
 }
 
 conf false
@@ -104,10 +85,7 @@ fi
 # the BPF LSM hint exactly where the kernel has it built in but not active.
 conf false
 : >/tmp/unprot.log
-asmguardd --config /tmp/unprot.toml >>/tmp/unprot.log 2>&1 &
-agd=$!
-i=0
-while [ $i -lt 100 ] && ! $C status >/dev/null 2>&1; do i=$((i + 1)); sleep 0.1; done
+agd_start /tmp/unprot.toml /tmp/unprot.log
 st=$($C status 2>&1)
 rc=$?
 [ "$rc" = 0 ] && pass protected-status-exit-0 "$(echo "$st" | grep '^protection:')" || fail protected-status-exit-0 "exit $rc: $st"
