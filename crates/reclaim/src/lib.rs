@@ -18,11 +18,14 @@
 //!   holding a path of the disk open for writing, or the ASM heartbeat block / disk
 //!   header mount stamp changing during a watch window (other RAC nodes).
 //! * [`counters`]: `asmguard_discard_bytes_total{label,source}` values.
+//! * [`job`]: one `reclaim` request's phases (claim, plan, writers, heartbeat
+//!   watch, execute), with what only the daemon has behind [`job::Host`].
 
 pub mod caps;
 pub mod counters;
 pub mod disk;
 pub mod exec;
+pub mod job;
 pub mod plan;
 pub mod safety;
 
