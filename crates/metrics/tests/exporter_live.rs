@@ -15,7 +15,7 @@ use asmguard_metrics::http::{self, scrape_blocking};
 use asmguard_metrics::{
     Counters, DiscardSource, DiskInfo, FromPrometheusText, IoLat, Metrics, Op, Snapshot,
 };
-use common::{direct_reads, direct_writes, require_root, serial, LoopDev};
+use common::{direct_reads, direct_writes, disk_of, require_root, serial, LoopDev};
 
 /// The exporter binary; killed on drop.
 struct Exporter {
@@ -113,8 +113,7 @@ fn promtool_accepts_every_family() {
     }
     let _serial = serial();
     let disk = LoopDev::new("families", 32);
-    let dev =
-        asmguard_devices::sysfs::disk_of_path(std::path::Path::new("/sys"), &disk.path).unwrap();
+    let dev = disk_of(&disk.path);
     let iolat = Arc::new(IoLat::load().unwrap());
     iolat.add_device(dev.raw()).unwrap();
     let m = Metrics::with_source(iolat);

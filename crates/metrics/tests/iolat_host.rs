@@ -9,7 +9,7 @@ use std::process::Command;
 use asmguard_metrics::{
     AttachMode, BitSource, IoLat, KernelDev, LoadOptions, Op, OpHist, RawEntry, Stamps,
 };
-use common::{direct_reads, direct_writes, require_root, serial, LoopDev};
+use common::{direct_reads, direct_writes, disk_of, require_root, serial, LoopDev};
 
 fn hist_of(entries: &[RawEntry], dev: KernelDev, op: Op) -> OpHist {
     entries
@@ -26,8 +26,7 @@ fn hist_of(entries: &[RawEntry], dev: KernelDev, op: Op) -> OpHist {
 /// the LRU map.
 fn exact_counts(mode: AttachMode, kernel_stamps: bool, n: u64, m: u64) {
     let disk = LoopDev::new(&format!("exact-{}-{kernel_stamps}", mode.as_str()), 64);
-    let dev =
-        asmguard_devices::sysfs::disk_of_path(std::path::Path::new("/sys"), &disk.path).unwrap();
+    let dev = disk_of(&disk.path);
     let iolat = IoLat::load_opts(&LoadOptions {
         mode,
         max_disks: 16,
@@ -217,12 +216,7 @@ fn disks_sharing_an_index_bucket_count_exactly() {
     let disks: Vec<LoopDev> = (0..5)
         .map(|i| LoopDev::new(&format!("bucket{i}"), 16))
         .collect();
-    let devs: Vec<KernelDev> = disks
-        .iter()
-        .map(|d| {
-            asmguard_devices::sysfs::disk_of_path(std::path::Path::new("/sys"), &d.path).unwrap()
-        })
-        .collect();
+    let devs: Vec<KernelDev> = disks.iter().map(|d| disk_of(&d.path)).collect();
     let b = |i: usize| asmguard_metrics::bpf::index_bucket(devs[i].raw(), 2);
     let (i, j) = (0..5)
         .flat_map(|i| (i + 1..5).map(move |j| (i, j)))
@@ -266,8 +260,7 @@ fn discards_and_flushes_have_their_own_op() {
     }
     let _serial = serial();
     let disk = LoopDev::new("discard", 64);
-    let dev =
-        asmguard_devices::sysfs::disk_of_path(std::path::Path::new("/sys"), &disk.path).unwrap();
+    let dev = disk_of(&disk.path);
     let iolat = IoLat::load().unwrap();
     iolat.add_device(dev.raw()).unwrap();
     let s0 = iolat.read().unwrap();
@@ -316,10 +309,8 @@ fn only_added_disks_unless_trace_all() {
     let _serial = serial();
     let traced = LoopDev::new("traced", 16);
     let other = LoopDev::new("other", 16);
-    let tdev =
-        asmguard_devices::sysfs::disk_of_path(std::path::Path::new("/sys"), &traced.path).unwrap();
-    let odev =
-        asmguard_devices::sysfs::disk_of_path(std::path::Path::new("/sys"), &other.path).unwrap();
+    let tdev = disk_of(&traced.path);
+    let odev = disk_of(&other.path);
     let iolat = IoLat::load().unwrap();
     iolat.add_device(tdev.raw()).unwrap();
 
@@ -341,8 +332,7 @@ fn only_added_disks_unless_trace_all() {
     // a disk unknown to the tracer (here: forgotten; in life: hotplugged) is
     // traced after a rescan
     let late = LoopDev::new("late", 16);
-    let ldev =
-        asmguard_devices::sysfs::disk_of_path(std::path::Path::new("/sys"), &late.path).unwrap();
+    let ldev = disk_of(&late.path);
     iolat.forget_device(ldev.raw()).unwrap();
     assert!(!iolat.devices().contains(&ldev.raw()));
     iolat.rescan().unwrap();

@@ -28,24 +28,50 @@ pub struct DiskPlan {
     pub scan_seconds: f64,
 }
 
+/// Why a disk cannot be planned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PrepareError {
+    /// The disk cannot be reclaimed as it is: its queue limits refuse the
+    /// method, or its header or allocation table does not allow a plan.
+    Unusable(String),
+    /// Reading sysfs or the device failed.
+    Io(String),
+}
+
+impl std::fmt::Display for PrepareError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PrepareError::Unusable(m) | PrepareError::Io(m) => f.write_str(m),
+        }
+    }
+}
+
 /// Read the header and AU 0 of `dev` (kernel name `name` under `sys`), check the
 /// device's capabilities for `method` and plan.
-pub fn prepare(dev: &Path, sys: &Path, name: &str, method: Method) -> Result<DiskPlan, String> {
+pub fn prepare(
+    dev: &Path,
+    sys: &Path,
+    name: &str,
+    method: Method,
+) -> Result<DiskPlan, PrepareError> {
+    use PrepareError::{Io, Unusable};
     let t = std::time::Instant::now();
-    let caps = caps::read(sys, name)?;
-    let limits = caps::check(&caps, method)?;
-    let d = Device::open_read(dev).map_err(|e| e.to_string())?;
-    let b0 = d.read_block0().map_err(|e| e.to_string())?;
+    let caps = caps::read(sys, name).map_err(Io)?;
+    let limits = caps::check(&caps, method).map_err(Unusable)?;
+    let d = Device::open_read(dev).map_err(|e| Io(e.to_string()))?;
+    let b0 = d.read_block0().map_err(|e| Io(e.to_string()))?;
     let h = DiskHeader::parse(&b0).ok_or_else(|| {
-        format!(
+        Unusable(format!(
             "{}: holds no ASM disk header: there is no allocation table to read",
             dev.display()
-        )
+        ))
     })?;
-    let l = Layout::from_header(&h).map_err(|e| format!("{}: {e}", dev.display()))?;
-    let au0 = d.read_at(0, l.ausize as usize).map_err(|e| e.to_string())?;
+    let l = Layout::from_header(&h).map_err(|e| Unusable(format!("{}: {e}", dev.display())))?;
+    let au0 = d
+        .read_at(0, l.ausize as usize)
+        .map_err(|e| Io(e.to_string()))?;
     let (layout, scan, plan) = plan::plan_disk(&h, &au0, d.size, &limits, method.as_str())
-        .map_err(|e| format!("{}: {e}", dev.display()))?;
+        .map_err(|e| Unusable(format!("{}: {e}", dev.display())))?;
     Ok(DiskPlan {
         device: dev.display().to_string(),
         device_size: d.size,

@@ -14,7 +14,7 @@
 //! ioctls themselves ([`crate::exec`]).
 
 use crate::counters::DiscardCounters;
-use crate::disk::{self, DiskPlan};
+use crate::disk::{self, DiskPlan, PrepareError};
 use crate::safety::{self, Stamps, WatchResult};
 use crate::{ExecOptions, Method};
 use asmguard_devices::KernelDev;
@@ -165,20 +165,12 @@ pub fn plan<'t>(
 ) -> Result<Vec<(&'t Target, DiskPlan)>, ErrorBody> {
     let mut plans = Vec::new();
     for x in targets {
-        let p = disk::prepare(&x.node, host.sys(), &x.name, method).map_err(|m| {
-            let unusable = [
-                "does not accept discards",
-                "use --method",
-                "no ASM disk header",
-                "nothing is known to be free",
-                "not plausible",
-            ];
-            let code = if unusable.iter().any(|u| m.contains(u)) {
-                ErrorCode::NotManageable
-            } else {
-                ErrorCode::IoError
+        let p = disk::prepare(&x.node, host.sys(), &x.name, method).map_err(|e| {
+            let code = match e {
+                PrepareError::Unusable(_) => ErrorCode::NotManageable,
+                PrepareError::Io(_) => ErrorCode::IoError,
             };
-            err(code, format!("reclaim {}: {m}", x.label))
+            err(code, format!("reclaim {}: {e}", x.label))
         })?;
         plans.push((x, p));
     }
@@ -608,5 +600,21 @@ mod tests {
         let e = plan(host, std::slice::from_ref(&t), Method::Discard).unwrap_err();
         assert_eq!(e.code, ErrorCode::NotManageable);
         assert!(e.message.starts_with("reclaim NOD1: "), "{}", e.message);
+        // zeroout needs no discard support: the plan goes on to the device
+        let mut gone = t.clone();
+        gone.node = h.dir.path().join("gone.img");
+        let e = plan(host, std::slice::from_ref(&gone), Method::Zeroout).unwrap_err();
+        assert_eq!(e.code, ErrorCode::IoError, "{}", e.message);
+        // a header whose allocation unit size is not plausible: no plan
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&t.node)
+            .unwrap();
+        let mut s = SynthDisk::new(64);
+        s.ausize = 3 << 20;
+        f.write_all_at(&s.header_block(), 0).unwrap();
+        let e = plan(host, std::slice::from_ref(&t), Method::Zeroout).unwrap_err();
+        assert_eq!(e.code, ErrorCode::NotManageable, "{}", e.message);
+        assert!(e.message.contains("not plausible"), "{}", e.message);
     }
 }

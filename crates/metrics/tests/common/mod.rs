@@ -5,6 +5,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// The whole disk a block device node belongs to, as the tracer counts it.
+pub fn disk_of(path: &Path) -> asmguard_metrics::KernelDev {
+    asmguard_devices::sysfs::disk_of_path(Path::new("/sys"), path).expect("a block device")
+}
+
 /// Taken by every test of a binary that loads a tracer: loading reads one
 /// block of a disk to verify the kernel's stamps (the probe read), which must
 /// not land in another test's exact-count window.
