@@ -3,6 +3,7 @@
 //! operation runs in its own task and a panic there becomes an `internal` error.
 
 use crate::state::Daemon;
+use asmguard_guard::service::SetModeError;
 use asmguard_proto::{
     parse_request, Access, ErrorBody, ErrorCode, Op, Request, Response, MAX_REQUEST_LEN,
 };
@@ -439,13 +440,12 @@ async fn dispatch(d: Arc<Daemon>, req: Request, peer: Peer) -> Response {
                 let action = crate::filter::action(&a.action).ok_or_else(|| {
                     ErrorBody::new(ErrorCode::BadRequest, "unknown filter action")
                 })?;
-                let labels = f.set_mode(a.label.as_deref(), action).map_err(|m| {
-                    let code = if m.starts_with("no managed disk") {
-                        ErrorCode::NotFound
-                    } else {
-                        ErrorCode::IoError
+                let labels = f.set_mode(a.label.as_deref(), action).map_err(|e| {
+                    let code = match e {
+                        SetModeError::UnknownLabel(_) => ErrorCode::NotFound,
+                        SetModeError::Io(_) => ErrorCode::IoError,
                     };
-                    ErrorBody::new(code, m)
+                    ErrorBody::new(code, e.to_string())
                 })?;
                 d.remode();
                 d.sync_claims();

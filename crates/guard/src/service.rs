@@ -112,6 +112,25 @@ impl std::fmt::Display for DiskMode {
     }
 }
 
+/// Why `asmguardctl filter` could not be applied: the kind decides the
+/// answer's error code, the text is for the administrator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SetModeError {
+    /// The label names no managed disk.
+    UnknownLabel(String),
+    /// The programs could not be installed or their pins removed.
+    Io(String),
+}
+
+impl std::fmt::Display for SetModeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SetModeError::UnknownLabel(l) => write!(f, "no managed disk has the label {l}"),
+            SetModeError::Io(m) => f.write_str(m),
+        }
+    }
+}
+
 /// What `status` shows. The backend, coverage and protection words all
 /// derive from [`FilterStatus::cover`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -465,12 +484,16 @@ impl FilterService {
     /// concerned. Without a label: enable/audit set every disk (and install
     /// the programs if they were removed); disable removes the programs and
     /// their pins. With a label that is not managed: `Err`.
-    pub fn set_mode(&self, label: Option<&str>, action: Action) -> Result<Vec<String>, String> {
+    pub fn set_mode(
+        &self,
+        label: Option<&str>,
+        action: Action,
+    ) -> Result<Vec<String>, SetModeError> {
         let mut inner = lock(&self.inner);
         let result = match label {
             Some(l) => {
                 if !inner.disks.contains_key(l) {
-                    return Err(format!("no managed disk has the label {l}"));
+                    return Err(SetModeError::UnknownLabel(l.to_string()));
                 }
                 let m = match action {
                     Action::Enable => Mode::Enforce,
@@ -511,7 +534,8 @@ impl FilterService {
                                 return Ok(labels);
                             }
                         } else {
-                            remove_pins(&self.opts.pin_dir).map_err(|e| e.to_string())?;
+                            remove_pins(&self.opts.pin_dir)
+                                .map_err(|e| SetModeError::Io(e.to_string()))?;
                         }
                         inner.disabled = true;
                         inner.why_none = "disabled (asmguardctl filter disable)".into();
@@ -529,7 +553,7 @@ impl FilterService {
                         if inner.guard.is_none() {
                             self.install(&mut inner);
                             if inner.guard.is_none() {
-                                return Err(inner.why_none.clone());
+                                return Err(SetModeError::Io(inner.why_none.clone()));
                             }
                         } else {
                             self.apply(&mut inner, false);

@@ -174,8 +174,9 @@ fn daemon_filter_protects_labelled_disks() {
     d.ctl(&["filter", "disable", "FDATA2"]).ok();
     assert!(write_open(&dev).is_ok());
     assert_eq!(disk(&d.lsdsk(), "FDATA2")["filtering"], "off");
+    // an unknown label is bad input (exit 3, not_found), from the error's kind
     let o = d.ctl(&["filter", "enable", "NOSUCH"]);
-    assert_ne!(o.code, 0);
+    assert_eq!(o.code, 3, "{o:?}");
     assert!(o.stderr.contains("NOSUCH"), "{o:?}");
 
     // all disks: disable removes the programs and their pins, enable brings them back
