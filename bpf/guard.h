@@ -51,6 +51,8 @@ struct ag_exe_key {
 
 /* event.flags */
 #define AG_EV_CHR 1 /* the device is a character device (sg, bsg, ng) */
+#define AG_EV_CMD 2 /* a passthrough command was read (SG_IO, NVMe admin): its
+		       opcode in bits 8-15, the SCSI service action in bits 16-23 */
 
 /* One denial (or audited operation), through the ag_events ring buffer. */
 /* Key of ag_counts: a disk's exact denial (enforce) and audit counts per hook.

@@ -21,7 +21,7 @@ pub mod sysfs;
 pub use devt::{DevtError, KernelDev};
 pub use guard::{
     bpf_lsm_hint, pinned_backend, remove_pins, Backend, DenialEvent, DevKey, EventReader, ExeId,
-    Guard, Hook, Mode, Options, Stats, PIN_DIR,
+    Guard, Hook, Mode, Options, PassthroughRule, Stats, PIN_DIR,
 };
 pub use smoke::{ObjectStorage, SmokeFilter};
 

@@ -55,6 +55,9 @@ pub struct FilterStatus {
     pub coverage: String,
     /// Why this backend (or why none).
     pub reason: String,
+    /// The rule SG_IO and NVMe passthrough get (`PassthroughRule`'s
+    /// description; why none when there is no filter).
+    pub passthrough: String,
     /// Whether pinned programs were re-adopted at start.
     pub adopted: bool,
     /// Attached programs.
@@ -484,6 +487,7 @@ impl FilterService {
                 backend: g.backend().as_str().into(),
                 coverage: g.backend().coverage().into(),
                 reason: g.reason().into(),
+                passthrough: g.passthrough_rule().describe().into(),
                 adopted: g.adopted(),
                 programs: g.programs(),
                 devices: g.disks().map(|d| d.len()).unwrap_or(0),
@@ -493,6 +497,7 @@ impl FilterService {
                 backend: "none".into(),
                 coverage: inner.why_none.clone(),
                 reason: inner.why_none.clone(),
+                passthrough: "not filtered (no filter)".into(),
                 adopted: false,
                 programs: vec![],
                 devices: 0,

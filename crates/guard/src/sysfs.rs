@@ -1,5 +1,6 @@
 //! What sysfs says about a disk that the filter needs: the generic character
-//! nodes (`sg`, `bsg`, NVMe `ng`) through which the same disk can be written.
+//! nodes (`sg`, `bsg`, NVMe `ng` and the NVMe controller) through which the
+//! same disk can be written.
 //!
 //! Not here: scanning block devices and labels (asmguard-devices).
 
@@ -15,8 +16,8 @@ fn read_dev(path: &Path) -> Option<KernelDev> {
 }
 
 /// The generic character devices of a whole block device (`sdb`, `nvme0n1`):
-/// its SCSI generic node (`sg*`), its bsg node, and its NVMe generic node
-/// (`ng0n1`). `sys` is normally `/sys`.
+/// its SCSI generic node (`sg*`), its bsg node, its NVMe generic node
+/// (`ng0n1`) and its NVMe controller's node (`nvme0`). `sys` is normally `/sys`.
 pub fn generic_devices(sys: &Path, block_name: &str) -> Vec<DevKey> {
     let mut out = Vec::new();
     let dev_dir = sys.join("class/block").join(block_name).join("device");
@@ -34,6 +35,12 @@ pub fn generic_devices(sys: &Path, block_name: &str) -> Vec<DevKey> {
         if rest.contains('n') && !rest.contains('p') {
             let ng = sys.join("class/nvme-generic").join(format!("ng{rest}"));
             if let Some(d) = read_dev(&ng.join("dev")) {
+                out.push(DevKey::char(d));
+            }
+            // The controller's node (/dev/nvme0): its admin passthrough can
+            // format or sanitize the namespace, and its IO passthrough writes
+            // to it. (`device` of a namespace is its controller.)
+            if let Some(d) = read_dev(&dev_dir.join("dev")) {
                 out.push(DevKey::char(d));
             }
         }
@@ -59,6 +66,9 @@ mod tests {
         std::fs::write(sg.join("dev"), "21:1\n").unwrap();
         std::fs::write(bsg.join("dev"), "247:1\n").unwrap();
         std::fs::write(ng.join("dev"), "242:0\n").unwrap();
+        let ctrl = dir.join("class/block/nvme0n1/device");
+        std::fs::create_dir_all(&ctrl).unwrap();
+        std::fs::write(ctrl.join("dev"), "243:0\n").unwrap();
         let got = generic_devices(&dir, "sdb");
         assert_eq!(
             got,
@@ -69,7 +79,10 @@ mod tests {
         );
         assert_eq!(
             generic_devices(&dir, "nvme0n1"),
-            vec![DevKey::char(KernelDev::new(242, 0).unwrap())]
+            vec![
+                DevKey::char(KernelDev::new(242, 0).unwrap()),
+                DevKey::char(KernelDev::new(243, 0).unwrap())
+            ]
         );
         assert!(generic_devices(&dir, "nvme0n1p1").is_empty());
         assert!(generic_devices(&dir, "loop0").is_empty());

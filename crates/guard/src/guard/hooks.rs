@@ -38,7 +38,8 @@ pub struct HookDef {
     pub label: &'static str,
     /// The program's name in guard.bpf.c (and its link pin's name); more
     /// than one when the C side has variants for older kernels: the first is
-    /// preferred, the next ones are tried in turn when it fails to load.
+    /// preferred, the next one is tried when it fails to load. A variant
+    /// whose name ends in `_s` is sleepable (section `lsm.s/...`).
     pub programs: &'static [&'static str],
     /// The program's ELF section.
     pub section: &'static str,
@@ -83,8 +84,12 @@ hook_table! {
     /// `lsm/file_permission`: a write on an fd opened earlier.
     FilePermission = 2, "file_permission", ["ag_file_permission"], "lsm/file_permission", Lsm,
         None, Op::Fixed("write");
-    /// `lsm/file_ioctl`.
-    FileIoctl = 3, "file_ioctl", ["ag_file_ioctl"], "lsm/file_ioctl", Lsm, None, Op::Ioctl;
+    /// `lsm/file_ioctl`. `ag_file_ioctl_s` (sleepable, `lsm.s/file_ioctl`)
+    /// reads SG_IO and NVMe admin commands and lets the read class through
+    /// ([`super::commands`]); `ag_file_ioctl`, all-or-nothing, is its variant
+    /// for kernels that refuse it.
+    FileIoctl = 3, "file_ioctl", ["ag_file_ioctl_s", "ag_file_ioctl"], "lsm/file_ioctl", Lsm,
+        None, Op::Ioctl;
     /// `lsm/file_ioctl_compat` (32-bit callers).
     FileIoctlCompat = 4, "file_ioctl_compat", ["ag_file_ioctl_compat"], "lsm/file_ioctl_compat",
         Lsm, Some("bpf_lsm_file_ioctl_compat"), Op::Ioctl;
