@@ -8,9 +8,9 @@
 # - writes through SG_IO on a read-only fd, a vendor opcode, sg_write_same, nvme
 #   write, format and sanitize are refused before they run (sha256 unchanged, the
 #   device still answers), and the daemon's events name the opcode;
-# - the allow-listed side still writes: grid with sg_raw WRITE(10), and root with
-#   the allow-listed group asmadmin with nvme write (NVMe passthrough needs
-#   CAP_SYS_ADMIN before 6.2, which grid does not have).
+# - the allow-listed side still writes: grid with sg_raw WRITE(10), and an
+#   allow-listed copy of nvme with nvme write on the generic node (NVMe passthrough
+#   needs CAP_SYS_ADMIN before 6.2, which grid does not have).
 # `asmguardctl status` names the rule. Where the kernel cannot read the command
 # (all-or-nothing) the read-class checks are n/a and every SG_IO/NVMe passthrough
 # must be refused; on the cgroup-device fallback, which sees opens only, checks of
@@ -23,6 +23,11 @@ N=${VM_NVME:-}
 NC=${VM_NVME_CTRL:-}
 NG=${VM_NVME_NG:-}
 C="asmguardctl --socket /run/asmguard/asmguard.sock"
+# (in /usr/sbin: as_user resets PATH)
+SMARTCTL=$(command -v smartctl)
+NVME=$(command -v nvme)
+# an allow-listed copy of it (by executable), for the allowed side
+mkdir -p /opt/pt && cp "$NVME" /opt/pt/nvme
 EPERM="Operation not permitted"
 [ -b "$D" ] && [ -c "$SG" ] || { fail setup "no scsi_debug disk/sg node: $D $SG"; vm_exit; }
 [ -b "$N" ] && [ -c "$NC" ] || { fail setup "no QEMU NVMe disk (fixture nvme): '$N' '$NC'"; vm_exit; }
@@ -39,16 +44,23 @@ exclude = []
 mode = "enforce"
 allow_users = ["grid"]
 allow_groups = ["asmadmin"]
+allow_executables = ["/opt/pt/nvme"]
 TOML
 : >/tmp/pt.log
-dd if=/dev/urandom of="$D" bs=1M count=4 oflag=direct 2>/dev/null
-dd if=/dev/urandom of="$N" bs=1M count=4 oflag=direct 2>/dev/null
+# random content from 1 MiB on (the first MiB, where the label goes, zeroed)
+for d in "$D" "$N"; do
+	dd if=/dev/zero of="$d" bs=1M count=1 oflag=direct 2>/dev/null
+	dd if=/dev/urandom of="$d" bs=1M seek=1 count=3 oflag=direct 2>/dev/null
+done
 dd if=/dev/zero bs=512 count=1 2>/dev/null | tr '\0' 'P' >/tmp/pt512
 agd_start /tmp/pt.toml /tmp/pt.log
 expect_ok label-scsi $C label PT1 "$D"
 expect_ok label-nvme $C label PT2 "$N"
 # every node readable by intruder ("who may read the device"), writable by grid
+# (their owners and modes are restored at the end)
+: >/tmp/pt.modes
 for n in "$D" "$SG" $BSG "$N" "$NC" $NG; do
+	echo "$(stat -c '%u:%g %a' "$n") $n" >>/tmp/pt.modes
 	chown grid "$n" && chmod 0604 "$n"
 done
 
@@ -70,9 +82,9 @@ elif [ "$kmaj" -gt 5 ] || [ "$kmin" -ge 11 ]; then
 else
 	case $RULE in class | all) pass status-rule "$rule ($VM_KVER)" ;; *) fail status-rule "$rule" ;; esac
 fi
-json=$($C status --json 2>&1)
-case $json in *'"filter_passthrough":"'"$rule"'"'*) pass status-json "$rule" ;; *) fail status-json "$json" ;; esac
-info "rule: $rule; reason: $($C status --json 2>&1 | sed -n 's/.*"filter_reason":"\([^"]*\)".*/\1/p')"
+jrule=$($C status --json 2>&1 | sed -n 's/^ *"filter_passthrough": "\(.*\)",*$/\1/p')
+[ -n "$rule" ] && [ "$jrule" = "$rule" ] && pass status-json "$jrule" || fail status-json "json '$jrule', text '$rule'"
+info "rule: $rule; reason: $($C status --json 2>&1 | sed -n 's/^ *"filter_reason": "\(.*\)",*$/\1/p')"
 
 # NVMe passthrough from a process without CAP_SYS_ADMIN: 6.2 and later
 NVME_UNPRIV=yes
@@ -120,20 +132,25 @@ for who in root intruder; do
 	for n in "$D" "$SG" $BSG; do
 		t=$(basename "$n" | tr -c 'a-z0-9\n' '_')
 		reads "sg_inq-$t" $who sg_inq "$n"
-		reads "sg_readcap-$t" $who sg_readcap "$n"
+		reads "sg_readcap-$t" $who sg_readcap -R "$n"
 	done
 	reads sg_inq-vpd80 $who sg_inq --page=0x80 "$SG"
 	reads sg_inq-vpd83 $who sg_inq --page=0x83 "$D"
-	reads sg_readcap16 $who sg_readcap -l "$D"
+	reads sg_readcap16 $who sg_readcap -R -l "$D"
 	reads read10 $who sg_raw -R -r 512 "$D" $R10
-	reads smartctl-i-scsi $who smartctl -i "$D"
+	reads smartctl-i-scsi $who "$SMARTCTL" -i "$D"
 done
-# smartctl -a: exit status bits 0-2 are "command line", "open" and "a command
-# failed" (bits 3-7 report the disk's health and logs)
+# smartctl -a: exit status bits 0 and 1 are "command line" and "open" (bit 2, a
+# command failed, and bits 3-7 report what the device supports and its health);
+# nothing of it refused by the filter (EPERM)
 smart_a() {
-	smartctl -a "$1" >/tmp/smart.out 2>&1
-	_rc=$(($? & 7))
-	[ $_rc = 0 ] || { cat /tmp/smart.out; return 1; }
+	"$SMARTCTL" -a "$1" >/tmp/smart.out 2>&1
+	_rc=$?
+	if [ $((_rc & 3)) != 0 ] || grep -q "$EPERM" /tmp/smart.out; then
+		echo "exit $_rc: $(grep -iE 'fail|error|denied|permitted' /tmp/smart.out | head -n 5)"
+		return 1
+	fi
+	echo "exit $_rc: $(grep -iE 'fail|error|not supported' /tmp/smart.out | head -n 3)"
 }
 reads smartctl-a-scsi root smart_a "$D"
 
@@ -158,15 +175,20 @@ fi
 for who in root intruder; do
 	for n in "$N" "$NC" $NG; do
 		t=$(basename "$n")
-		reads "nvme-id-ctrl-$t" $who nvme id-ctrl "$n"
-		reads "nvme-smart-log-$t" $who nvme smart-log "$n"
+		reads "nvme-id-ctrl-$t" $who "$NVME" id-ctrl "$n"
+		if [ $who = intruder ]; then
+			na "nvme-smart-log-$t.$who" "the kernel lets callers without CAP_SYS_ADMIN send only NVMe Identify"
+		else
+			reads "nvme-smart-log-$t" $who "$NVME" smart-log "$n"
+		fi
 	done
-	reads nvme-id-ns $who nvme id-ns "$N"
-	reads smartctl-i-nvme $who smartctl -i "$N"
+	reads nvme-id-ns $who "$NVME" id-ns "$N"
+	reads smartctl-i-nvme $who "$SMARTCTL" -i "$N"
 done
 reads smartctl-a-nvme root smart_a "$N"
 
-refused nvme-write "$N" "$EPERM" nvme write "$N" --start-block=16 --block-count=0 --data-size=512 --data=/tmp/pt512
+# (nvme-cli opens the namespace O_EXCL: asmguardd's claim answers EBUSY first)
+refused nvme-write "$N" "$EPERM|Device or resource busy" nvme write "$N" --start-block=16 --block-count=0 --data-size=512 --data=/tmp/pt512
 [ -n "$NG" ] && refused nvme-write-ng "$N" "$EPERM" nvme write "$NG" --start-block=16 --block-count=0 --data-size=512 --data=/tmp/pt512
 refused nvme-format "$N" "$EPERM" nvme format "$N" --force
 refused nvme-format-ctrl "$N" "$EPERM" nvme format "$NC" --namespace-id=1 --force
@@ -175,10 +197,14 @@ if [ $RULE != open ]; then
 	# refused before it ran: the disk still answers and holds its data
 	expect_ok nvme-after-refusals.answers dd if="$N" of=/dev/null bs=4096 count=16 iflag=direct
 fi
-G=$(getent group asmadmin | cut -d: -f3)
-expect_ok nvme-write.allowed-asmadmin setpriv --regid="$G" --clear-groups -- nvme write "$N" --start-block=4096 --block-count=0 --data-size=512 --data=/tmp/pt512
-dd if="$N" bs=512 skip=4096 count=1 iflag=direct 2>/dev/null | cmp -s - /tmp/pt512 &&
-	pass nvme-write.allowed-landed || fail nvme-write.allowed-landed "asmadmin's block is not at LBA 4096"
+# the allowed side through the generic node (the block node is claimed O_EXCL)
+if [ -n "$NG" ]; then
+	expect_ok nvme-write.allowed-exe /opt/pt/nvme write "$NG" --start-block=4096 --block-count=0 --data-size=512 --data=/tmp/pt512
+	dd if="$N" bs=512 skip=4096 count=1 iflag=direct 2>/dev/null | cmp -s - /tmp/pt512 &&
+		pass nvme-write.allowed-landed || fail nvme-write.allowed-landed "the allowed block is not at LBA 4096"
+else
+	na nvme-write.allowed-exe "no NVMe generic node (ng) before 5.13, and asmguardd claims the block node (O_EXCL)"
+fi
 
 # ---- events: the denials name the opcode --------------------------------------
 if [ $RULE = class ]; then
@@ -195,4 +221,7 @@ fi
 expect_ok unlabel-scsi $C unlabel PT1
 expect_ok unlabel-nvme $C unlabel PT2
 kill "$agd"; wait "$agd" 2>/dev/null
+while read -r own mode n; do
+	chown "$own" "$n" && chmod "$mode" "$n"
+done </tmp/pt.modes
 vm_exit
