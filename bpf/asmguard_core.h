@@ -141,7 +141,10 @@ struct mm_struct {
 
 #define PF_KTHREAD 0x00200000 /* I am a kernel thread */
 
+struct nameidata;
+
 struct task_struct {
+	struct nameidata *nameidata; /* set while the task walks a path (do_filp_open ...) */
 	unsigned int flags;
 	pid_t pid;
 	pid_t tgid;

@@ -29,7 +29,9 @@
  *   lsm/file_mprotect       making a shared mapping writable;
  *   lsm/uring_cmd           io_uring passthrough (NVMe, block discard on 6.12).
  * The cgroup_device program is the fallback where the BPF LSM is not usable:
- * on the cgroup-v2 root, it denies write-opens (open-time only).
+ * on the cgroup-v2 root, it denies write-opens (open-time only). Beside the LSM
+ * programs, ag_kernel_open (cgroup/dev too) judges in-kernel opens by device
+ * number that no LSM hook sees (nvmet).
  *
  * Every denial (and every audited operation) becomes an ag_event in the
  * ag_events ring buffer. A non-zero verdict of an earlier LSM is returned as is.
@@ -486,7 +488,7 @@ int BPF_PROG(ag_uring_cmd, struct io_uring_cmd *ioucmd, int ret)
 
 /* Fallback: open-time only. Runs for opens and mknods in every cgroup below the
  * root it is attached to; returns 1 to allow, 0 to deny. */
-static __always_inline int cgroup_dev(struct bpf_cgroup_dev_ctx *ctx, bool full)
+static __always_inline int cgroup_dev(struct bpf_cgroup_dev_ctx *ctx, bool full, __u32 hook)
 {
 	__u32 type = ctx->access_type & 0xffff;
 	__u32 access = ctx->access_type >> 16;
@@ -509,13 +511,13 @@ static __always_inline int cgroup_dev(struct bpf_cgroup_dev_ctx *ctx, bool full)
 	}
 	if (!d)
 		return 1;
-	return verdict(d, dev, flags, AG_HOOK_CGROUP_DEVICE, ctx->access_type, full) ? 0 : 1;
+	return verdict(d, dev, flags, hook, ctx->access_type, full) ? 0 : 1;
 }
 
 SEC("cgroup/dev")
 int ag_cgroup_dev(struct bpf_cgroup_dev_ctx *ctx)
 {
-	return cgroup_dev(ctx, true);
+	return cgroup_dev(ctx, true, AG_HOOK_CGROUP_DEVICE);
 }
 
 /* The same for kernels whose cgroup-device programs may not walk the task
@@ -524,5 +526,26 @@ int ag_cgroup_dev(struct bpf_cgroup_dev_ctx *ctx)
 SEC("cgroup/dev")
 int ag_cgroup_dev_ids(struct bpf_cgroup_dev_ctx *ctx)
 {
-	return cgroup_dev(ctx, false);
+	return cgroup_dev(ctx, false, AG_HOOK_CGROUP_DEVICE);
+}
+
+/* LSM backend: in-kernel opens by device number. nvmet's block backend opens
+ * its device by path without a claim, and no LSM hook sees that open: only the
+ * device-cgroup check runs (bdev_permission -> devcgroup_check_permission), in
+ * the configuring task. That check also runs for every user open of a device
+ * node (may_open -> inode_permission, before file_open), but a user open runs
+ * inside a path walk (task->nameidata is set from do_filp_open to its end),
+ * while an in-kernel open by number (lookup_bdev has finished its walk) does
+ * not. This program, attached to the cgroup-v2 root next to the LSM programs,
+ * judges only the latter: user opens are still judged, and reported, by
+ * file_open. Loaded where the kernel lets cgroup-device programs read the task
+ * (not 5.10). */
+SEC("cgroup/dev")
+int ag_kernel_open(struct bpf_cgroup_dev_ctx *ctx)
+{
+	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+
+	if (BPF_CORE_READ(t, nameidata))
+		return 1;
+	return cgroup_dev(ctx, true, AG_HOOK_KERNEL_OPEN);
 }

@@ -27,7 +27,8 @@
 #define AG_HOOK_FILE_MPROTECT 6
 #define AG_HOOK_URING_CMD 7
 #define AG_HOOK_CGROUP_DEVICE 8
-#define AG_NHOOKS 9
+#define AG_HOOK_KERNEL_OPEN 9 /* cgroup/dev beside the LSM programs: opens by number */
+#define AG_NHOOKS 10
 
 /* Stats array (ag_stats), u64 each:
  *   [hook]                 denials (enforce) by hook

@@ -107,6 +107,20 @@ hook_table! {
     /// helpers (5.10): identity from uid and gid alone.
     CgroupDevice = 8, "cgroup_device", ["ag_cgroup_dev", "ag_cgroup_dev_ids"], "cgroup/dev", CgroupDevice, None,
         Op::Fixed("write-open");
+    /// `cgroup/dev` beside the LSM programs (a companion, loaded best
+    /// effort): an in-kernel open by device number that no LSM hook sees
+    /// (nvmet's block backend), outside any path walk.
+    KernelOpen = 9, "kernel_open", ["ag_kernel_open"], "cgroup/dev", Lsm, None,
+        Op::Fixed("kernel-open");
+}
+
+impl HookDef {
+    /// A companion of the LSM backend: a cgroup-device program attached next
+    /// to the LSM programs, loaded on its own and best effort (a kernel that
+    /// refuses it keeps the LSM programs).
+    pub fn companion(&self) -> bool {
+        self.backend == Backend::Lsm && self.section == "cgroup/dev"
+    }
 }
 
 impl Hook {
@@ -163,6 +177,7 @@ mod tests {
             }
             assert_eq!(d.hook.as_str(), d.label);
             match d.backend {
+                Backend::Lsm if d.companion() => assert!(d.needs_btf.is_none()),
                 Backend::Lsm => {
                     assert_eq!(d.section, format!("lsm/{}", d.label));
                     if let Some(sym) = d.needs_btf {

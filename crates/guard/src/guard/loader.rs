@@ -177,6 +177,66 @@ impl fmt::Debug for Guard {
     }
 }
 
+/// Attaches the LSM backend's companions ([`super::hooks::HookDef::companion`]:
+/// `ag_kernel_open`) to the cgroup-v2 root, or re-opens their pinned links.
+/// They come from a second load of the object, sharing the pinned maps, so
+/// that a kernel refusing them (5.10 gives cgroup-device programs no task
+/// helpers) keeps the LSM programs. Err: why they are not attached.
+fn attach_companions(opts: &Options, links: &mut Vec<(String, Link)>) -> Result<(), String> {
+    let mut todo = Vec::new();
+    for d in HOOKS.iter().filter(|d| d.companion()) {
+        for p in d.programs {
+            let pin = opts.pin_dir.join("links").join(p);
+            if pin.exists() {
+                let link =
+                    Link::open(&pin).map_err(|e| format!("opening {}: {e}", pin.display()))?;
+                links.push(((*p).to_string(), link));
+            } else {
+                todo.push(*p);
+            }
+        }
+    }
+    if todo.is_empty() {
+        return Ok(());
+    }
+    let mut open = ObjectBuilder::default()
+        .open_memory(GUARD_OBJ)
+        .map_err(|e| e.to_string())?;
+    for mut prog in open.progs_mut() {
+        let name = prog.name().to_string_lossy().into_owned();
+        prog.set_autoload(todo.contains(&name.as_str()));
+    }
+    for mut map in open.maps_mut() {
+        let name = map.name().to_string_lossy().into_owned();
+        if MAP_NAMES.contains(&name.as_str()) {
+            map.set_pin_path(opts.pin_dir.join("maps").join(&name))
+                .map_err(|e| e.to_string())?;
+        }
+    }
+    let prev = libbpf_rs::set_print(None);
+    let obj = open.load();
+    libbpf_rs::set_print(prev.or(Some((libbpf_rs::PrintLevel::Warn, libbpf_to_stderr))));
+    let obj = obj.map_err(|e| e.to_string())?;
+    let dir = match &opts.cgroup {
+        Some(d) => d.clone(),
+        None => cgroup2_root().map_err(|e| e.to_string())?,
+    };
+    let cg = std::fs::File::open(&dir).map_err(|e| format!("opening {}: {e}", dir.display()))?;
+    for prog in obj.progs_mut() {
+        if !prog.autoload() {
+            continue;
+        }
+        let name = prog.name().to_string_lossy().into_owned();
+        let mut link = prog
+            .attach_cgroup(cg.as_raw_fd())
+            .map_err(|e| format!("attaching {name}: {e}"))?;
+        link.pin(opts.pin_dir.join("links").join(&name))
+            .map_err(|e| format!("pinning {name}: {e}"))?;
+        links.push((name, link));
+    }
+    Ok(())
+}
+
 impl Guard {
     /// Loads (or re-adopts) the filter with the default options.
     pub fn open_default() -> Result<Guard, Error> {
@@ -286,6 +346,7 @@ impl Guard {
             let name = prog.name().to_string_lossy().into_owned();
             let load = Hook::def_of_program(&name).is_some_and(|d| {
                 d.backend == backend
+                    && !d.companion()
                     && name == variant(d.programs, pick)
                     && d.needs_btf.is_none_or(|sym| kernel_btf_has(&btf, sym))
             });
@@ -353,6 +414,18 @@ impl Guard {
             link.pin(&pin).map_err(Error::bpf("pinning a link"))?;
             links.push((name, link));
         }
+        let reason = match backend {
+            Backend::Lsm => match attach_companions(opts, &mut links) {
+                Ok(()) => format!(
+                    "{reason}; in-kernel opens by device number (nvmet): judged by ag_kernel_open"
+                ),
+                Err(e) => format!(
+                    "{reason}; in-kernel opens by device number (nvmet) not judged (this kernel \
+                     refuses ag_kernel_open: {e})"
+                ),
+            },
+            Backend::CgroupDevice => reason,
+        };
         Ok(Guard {
             backend,
             reason,
@@ -589,8 +662,8 @@ mod tests {
         assert_eq!(progs.len(), rows, "every program has a row: {progs:?}");
         for d in HOOKS {
             let ty = match d.backend {
-                Backend::Lsm => ProgramType::Lsm,
-                Backend::CgroupDevice => ProgramType::CgroupDevice,
+                Backend::Lsm if !d.companion() => ProgramType::Lsm,
+                _ => ProgramType::CgroupDevice,
             };
             for p in d.programs {
                 let section = if p.ends_with("_s") {
