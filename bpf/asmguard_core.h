@@ -130,13 +130,21 @@ struct cred {
 	kgid_t fsgid;
 } __attribute__((preserve_access_index));
 
+typedef struct {
+	int counter;
+} atomic_t;
+
 struct mm_struct {
 	struct file *exe_file;
+	atomic_t mm_users; /* in an anonymous struct since 5.x: CO-RE matches it by name */
 } __attribute__((preserve_access_index));
 
 #define PF_KTHREAD 0x00200000 /* I am a kernel thread */
 
+struct nameidata;
+
 struct task_struct {
+	struct nameidata *nameidata; /* set while the task walks a path (do_filp_open ...) */
 	unsigned int flags;
 	pid_t pid;
 	pid_t tgid;

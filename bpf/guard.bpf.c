@@ -21,11 +21,17 @@
  *                           SCSI_IOCTL_SEND_COMMAND (whatever the open mode: root
  *                           can send a SCSI WRITE on a read-only fd), NVMe
  *                           passthrough, persistent reservations;
+ *   lsm.s/file_ioctl        (ag_file_ioctl_s, preferred where the kernel allows
+ *                           it) the same, except that SG_IO and NVMe admin
+ *                           commands of the read class (bpf/passthrough.h) pass:
+ *                           the command is read from user memory;
  *   lsm/mmap_file           a shared writable mapping;
  *   lsm/file_mprotect       making a shared mapping writable;
  *   lsm/uring_cmd           io_uring passthrough (NVMe, block discard on 6.12).
  * The cgroup_device program is the fallback where the BPF LSM is not usable:
- * on the cgroup-v2 root, it denies write-opens (open-time only).
+ * on the cgroup-v2 root, it denies write-opens (open-time only). Beside the LSM
+ * programs, ag_kernel_open (cgroup/dev too) judges in-kernel opens by device
+ * number that no LSM hook sees (nvmet).
  *
  * Every denial (and every audited operation) becomes an ag_event in the
  * ag_events ring buffer. A non-zero verdict of an earlier LSM is returned as is.
@@ -36,6 +42,7 @@
  */
 #include "asmguard_core.h"
 #include "guard.h"
+#include "passthrough.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -311,6 +318,124 @@ static __always_inline int check_ioctl(struct file *file, unsigned int cmd, __u3
 	return check_file(file, hook, cmd);
 }
 
+/* ---- SG_IO and NVMe admin passthrough by command class (sleepable) ----
+ *
+ * ag_file_ioctl_s replaces ag_file_ioctl where the kernel accepts a sleepable
+ * file_ioctl program with bpf_copy_from_user (userspace falls back to
+ * ag_file_ioctl, all-or-nothing, where it does not). It reads the command the
+ * kernel is about to send and lets the read class (bpf/passthrough.h) through.
+ *
+ * The kernel reads the same user memory again after this hook: a second
+ * thread of the caller could rewrite the command in between, so a caller whose
+ * memory has other users (threads) gets the all-or-nothing rule. Another
+ * process writing into memory it shares with the caller, or ptrace, can still
+ * race the two reads (README, Limits). */
+
+#define SG_IO 0x2285
+#define NVME_ADMIN_NR 0x41   /* NVME_IOCTL_ADMIN_CMD: _IOWR('N', 0x41, struct nvme_admin_cmd) */
+#define NVME_ADMIN64_NR 0x47 /* NVME_IOCTL_ADMIN64_CMD */
+
+/* The start of struct sg_io_hdr (v3: sd, sg) and of struct sg_io_v4 (bsg).
+ * A 32-bit caller's compat_sg_io_hdr has 32-bit pointers: cmdp at offset 20. */
+struct ag_sg_head {
+	__s32 interface_id; /* 'S' (v3) or, as sg_io_v4.guard, 'Q' (v4) */
+	__s32 dxfer_direction;
+	__u8 cmd_len;
+	__u8 mx_sb_len;
+	__u16 iovec_count;
+	__u32 dxfer_len;
+	__u32 dxferp_compat;
+	__u32 cmdp_compat;
+	__u64 cmdp;
+};
+
+struct ag_sg_v4_head {
+	__s32 guard; /* 'Q' */
+	__u32 protocol;    /* 0: SCSI */
+	__u32 subprotocol; /* 0: SCSI command */
+	__u32 request_len; /* the CDB's length */
+	__u64 request;     /* the CDB */
+};
+
+#define AG_CDB_NONE 0 /* nothing readable there: the kernel cannot send it either */
+#define AG_CDB_READ 1 /* read class */
+#define AG_CDB_DENY 2 /* anything else */
+
+/* The class of the command at user address `ptr` (`len` bytes long) of set
+ * `kind`; its opcode goes into *info for the event. */
+static __always_inline int cdb_class(__u64 ptr, __u32 len, __u32 kind, __u32 *info)
+{
+	__u8 b[2] = {};
+
+	if (!ptr || bpf_copy_from_user(b, 1, (void *)ptr))
+		return AG_CDB_NONE;
+	*info = AG_EV_CMD | (__u32)b[0] << 8;
+	if (len < 1)
+		return AG_CDB_DENY;
+	if (kind == AG_CMD_SCSI && b[0] == 0x9e) {
+		if (len < 2 || bpf_copy_from_user(b, 2, (void *)ptr))
+			return AG_CDB_DENY;
+		*info |= (__u32)b[1] << 16;
+	}
+	return cmd_read_class(kind, b[0], b[1]) ? AG_CDB_READ : AG_CDB_DENY;
+}
+
+/* Whether ioctl `cmd` is a passthrough this rule reads (SG_IO, NVMe admin). */
+static __always_inline bool classed_ioctl(__u32 cmd)
+{
+	return cmd == SG_IO ||
+	       (IOC_TYPE(cmd) == 'N' && (IOC_NR(cmd) == NVME_ADMIN_NR || IOC_NR(cmd) == NVME_ADMIN64_NR));
+}
+
+/* Whether the passthrough command of ioctl `cmd` at `arg` is read class; *info
+ * gets its opcode (AG_EV_CMD) when it could be read. */
+static __always_inline bool passthrough_read_class(__u32 cmd, unsigned long arg, __u32 *info)
+{
+	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+	union {
+		struct ag_sg_head v3;
+		struct ag_sg_v4_head v4;
+	} h;
+	int native, compat;
+
+	/* Another thread could rewrite the command after this read. */
+	if (BPF_CORE_READ(t, mm, mm_users.counter) != 1)
+		return false;
+	if (cmd != SG_IO)
+		return cdb_class(arg, 1, AG_CMD_NVME_ADMIN, info) == AG_CDB_READ;
+	if (bpf_copy_from_user(&h, sizeof(h), (void *)arg))
+		return false;
+	if (h.v3.interface_id == 'S') {
+		/* Which layout the kernel reads (native or 32-bit compat) is not
+		 * known here: both must be read class or unreadable. */
+		compat = cdb_class(h.v3.cmdp_compat, h.v3.cmd_len, AG_CMD_SCSI, info);
+		native = cdb_class(h.v3.cmdp, h.v3.cmd_len, AG_CMD_SCSI, info);
+		return native != AG_CDB_DENY && compat != AG_CDB_DENY &&
+		       (native == AG_CDB_READ || compat == AG_CDB_READ);
+	}
+	if (h.v4.guard == 'Q' && h.v4.protocol == 0 && h.v4.subprotocol == 0)
+		return cdb_class(h.v4.request, h.v4.request_len, AG_CMD_SCSI, info) == AG_CDB_READ;
+	return false;
+}
+
+SEC("lsm.s/file_ioctl")
+int BPF_PROG(ag_file_ioctl_s, struct file *file, unsigned int cmd, unsigned long arg, int ret)
+{
+	struct ag_disk *d;
+	__u32 dev = 0, flags = 0;
+
+	if (ret)
+		return ret;
+	if (!write_ioctl(cmd) || !file)
+		return 0;
+	d = managed(file->f_inode, &dev, &flags);
+	if (!d)
+		return 0;
+	if (classed_ioctl(cmd) && passthrough_read_class(cmd, arg, &flags))
+		return 0;
+	return verdict(d, dev, flags, AG_HOOK_FILE_IOCTL, cmd, true);
+}
+
 SEC("lsm/file_ioctl")
 int BPF_PROG(ag_file_ioctl, struct file *file, unsigned int cmd, unsigned long arg, int ret)
 {
@@ -363,7 +488,7 @@ int BPF_PROG(ag_uring_cmd, struct io_uring_cmd *ioucmd, int ret)
 
 /* Fallback: open-time only. Runs for opens and mknods in every cgroup below the
  * root it is attached to; returns 1 to allow, 0 to deny. */
-static __always_inline int cgroup_dev(struct bpf_cgroup_dev_ctx *ctx, bool full)
+static __always_inline int cgroup_dev(struct bpf_cgroup_dev_ctx *ctx, bool full, __u32 hook)
 {
 	__u32 type = ctx->access_type & 0xffff;
 	__u32 access = ctx->access_type >> 16;
@@ -386,13 +511,13 @@ static __always_inline int cgroup_dev(struct bpf_cgroup_dev_ctx *ctx, bool full)
 	}
 	if (!d)
 		return 1;
-	return verdict(d, dev, flags, AG_HOOK_CGROUP_DEVICE, ctx->access_type, full) ? 0 : 1;
+	return verdict(d, dev, flags, hook, ctx->access_type, full) ? 0 : 1;
 }
 
 SEC("cgroup/dev")
 int ag_cgroup_dev(struct bpf_cgroup_dev_ctx *ctx)
 {
-	return cgroup_dev(ctx, true);
+	return cgroup_dev(ctx, true, AG_HOOK_CGROUP_DEVICE);
 }
 
 /* The same for kernels whose cgroup-device programs may not walk the task
@@ -401,5 +526,26 @@ int ag_cgroup_dev(struct bpf_cgroup_dev_ctx *ctx)
 SEC("cgroup/dev")
 int ag_cgroup_dev_ids(struct bpf_cgroup_dev_ctx *ctx)
 {
-	return cgroup_dev(ctx, false);
+	return cgroup_dev(ctx, false, AG_HOOK_CGROUP_DEVICE);
+}
+
+/* LSM backend: in-kernel opens by device number. nvmet's block backend opens
+ * its device by path without a claim, and no LSM hook sees that open: only the
+ * device-cgroup check runs (bdev_permission -> devcgroup_check_permission), in
+ * the configuring task. That check also runs for every user open of a device
+ * node (may_open -> inode_permission, before file_open), but a user open runs
+ * inside a path walk (task->nameidata is set from do_filp_open to its end),
+ * while an in-kernel open by number (lookup_bdev has finished its walk) does
+ * not. This program, attached to the cgroup-v2 root next to the LSM programs,
+ * judges only the latter: user opens are still judged, and reported, by
+ * file_open. Loaded where the kernel lets cgroup-device programs read the task
+ * (not 5.10). */
+SEC("cgroup/dev")
+int ag_kernel_open(struct bpf_cgroup_dev_ctx *ctx)
+{
+	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+
+	if (BPF_CORE_READ(t, nameidata))
+		return 1;
+	return cgroup_dev(ctx, true, AG_HOOK_KERNEL_OPEN);
 }

@@ -27,7 +27,8 @@
 #define AG_HOOK_FILE_MPROTECT 6
 #define AG_HOOK_URING_CMD 7
 #define AG_HOOK_CGROUP_DEVICE 8
-#define AG_NHOOKS 9
+#define AG_HOOK_KERNEL_OPEN 9 /* cgroup/dev beside the LSM programs: opens by number */
+#define AG_NHOOKS 10
 
 /* Stats array (ag_stats), u64 each:
  *   [hook]                 denials (enforce) by hook
@@ -51,6 +52,8 @@ struct ag_exe_key {
 
 /* event.flags */
 #define AG_EV_CHR 1 /* the device is a character device (sg, bsg, ng) */
+#define AG_EV_CMD 2 /* a passthrough command was read (SG_IO, NVMe admin): its
+		       opcode in bits 8-15, the SCSI service action in bits 16-23 */
 
 /* One denial (or audited operation), through the ag_events ring buffer. */
 /* Key of ag_counts: a disk's exact denial (enforce) and audit counts per hook.

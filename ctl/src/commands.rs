@@ -198,6 +198,7 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
                 s.filter_reason
             ),
         ),
+        ("sg_io / nvme", s.filter_passthrough),
         (
             "filter mode",
             format!("{} (default)", s.default_filter_mode),

@@ -368,6 +368,7 @@ impl Daemon {
             filter_backend: fst.backend().into(),
             filter_coverage: fst.coverage(),
             filter_reason: fst.reason,
+            filter_passthrough: fst.passthrough,
             filter_programs: fst.programs,
             filter_devices: fst.devices,
             protection,

@@ -10,7 +10,8 @@
 VM_BUILD_PKGS="clang llvm libelf-dev zlib1g-dev pkg-config make gcc libc6-dev linux-libc-dev gcc-multilib"
 # Lab: the emulator, the kernel packages' tools, the initramfs tools and the test tools.
 VM_LAB_PKGS="qemu-system-x86 busybox-static dash binutils diffutils findutils cpio gzip xz-utils zstd kmod dpkg apt
- fio sg3-utils util-linux e2fsprogs xfsprogs dmsetup coreutils libaio1 liburing2 libnss-extrausers mdadm bcache-tools"
+ fio sg3-utils util-linux e2fsprogs xfsprogs dmsetup coreutils libaio1 liburing2 libnss-extrausers mdadm bcache-tools
+ smartmontools nvme-cli"
 
 vm_missing_pkgs() {
 	local p missing=""

@@ -22,7 +22,8 @@ VM_TOOLS="dash fio blkdiscard wipefs losetup blkid blockdev lsblk fallocate fstr
  mkfs.ext4 mke2fs mkfs.xfs xfs_io setpriv dd sha256sum cmp stat
  timeout env nohup nice xargs find flock
  dmsetup sg_raw sg_dd sg_inq sg_readcap sg_unmap sg_write_same sg_get_lba_status sg_vpd
- sfdisk partx delpart addpart od getent mdadm mkswap swapon swapoff make-bcache"
+ sfdisk partx delpart addpart od getent mdadm mkswap swapon swapoff make-bcache
+ smartctl nvme"
 # Tools the tests cannot do without.
 VM_REQUIRED_TOOLS="dash fio blkdiscard wipefs losetup blkid mkfs.ext4 dd sha256sum dmsetup sg_raw sg_dd setpriv
  timeout env xargs"

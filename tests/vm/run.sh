@@ -96,8 +96,13 @@ if [[ $line == *+lsm ]]; then
 	echo "$name: booting with lsm=$lsms" >&2
 fi
 
+# A QEMU NVMe disk (serial agnvme0) on a fresh sparse scratch file, for the NVMe
+# passthrough tests.
+nvme_img=$VM_WORK/$line/nvme.img
+rm -f "$nvme_img" && truncate -s 64M "$nvme_img" || summary_fail "could not make $nvme_img"
 qemu=(qemu-system-x86_64 -accel tcg -cpu max -m "${VM_MEM:-2G}" -smp "${VM_SMP:-2}"
 	-nographic -no-reboot
+	-drive "if=none,file=$nvme_img,id=nv0,format=raw" -device nvme,serial=agnvme0,drive=nv0
 	-kernel "$VM_WORK/$line/vmlinuz" -initrd "$VM_WORK/$line/initramfs.cpio.gz"
 	-append "$append")
 

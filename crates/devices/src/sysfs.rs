@@ -170,7 +170,8 @@ pub fn disk_of_path(root: &Path, path: &Path) -> Result<KernelDev, DevtError> {
 
 /// The generic character devices of a whole block device (`sdb`, `nvme0n1`)
 /// through which the same disk can be written: its SCSI generic node (`sg*`),
-/// its bsg node, and its NVMe generic node (`ng0n1`). Sorted, no repeats.
+/// its bsg node, its NVMe generic node (`ng0n1`) and its NVMe controller's
+/// node (`nvme0`). Sorted, no repeats.
 pub fn generic_nodes(root: &Path, name: &str) -> Vec<KernelDev> {
     let mut out = Vec::new();
     let dev_dir = class_block(root).join(name).join("device");
@@ -186,6 +187,12 @@ pub fn generic_nodes(root: &Path, name: &str) -> Vec<KernelDev> {
         if rest.contains('n') && !rest.contains('p') {
             let ng = root.join("class/nvme-generic").join(format!("ng{rest}"));
             if let Ok(d) = KernelDev::read_sysfs(&ng.join("dev")) {
+                out.push(d);
+            }
+            // The controller's node (/dev/nvme0): its admin passthrough can
+            // format or sanitize the namespace, and its IO passthrough writes
+            // to it. (`device` of a namespace is its controller.)
+            if let Ok(d) = KernelDev::read_sysfs(&dev_dir.join("dev")) {
                 out.push(d);
             }
         }
@@ -424,9 +431,12 @@ mod tests {
         let ng = r.join("class/nvme-generic/ng0n1");
         fs::create_dir_all(&ng).unwrap();
         fs::write(ng.join("dev"), "242:0\n").unwrap();
+        let ctrl = r.join("class/block/nvme0n1/device");
+        fs::create_dir_all(&ctrl).unwrap();
+        fs::write(ctrl.join("dev"), "243:0\n").unwrap();
         let k = |ma, mi| KernelDev::new(ma, mi).unwrap();
         assert_eq!(generic_nodes(r, "sdb"), vec![k(21, 1), k(247, 1)]);
-        assert_eq!(generic_nodes(r, "nvme0n1"), vec![k(242, 0)]);
+        assert_eq!(generic_nodes(r, "nvme0n1"), vec![k(242, 0), k(243, 0)]);
         assert!(generic_nodes(r, "nvme0n1p1").is_empty());
         assert!(generic_nodes(r, "sdd").is_empty());
         // sdb is held by dm-0; sdd1 by md0, which has no dev file: skipped

@@ -139,6 +139,9 @@ pub struct FilterStatus {
     pub cover: Coverage,
     /// Why this backend (or why none).
     pub reason: String,
+    /// The rule SG_IO and NVMe passthrough get (`PassthroughRule`'s
+    /// description; why none when there is no filter).
+    pub passthrough: String,
     /// Whether pinned programs were re-adopted at start.
     pub adopted: bool,
     /// Attached programs.
@@ -153,6 +156,7 @@ impl FilterStatus {
         FilterStatus {
             cover: Coverage::Unprotected,
             reason: "not started".into(),
+            passthrough: "not filtered (not started)".into(),
             adopted: false,
             programs: vec![],
             devices: 0,
@@ -593,6 +597,7 @@ impl FilterService {
             Some(g) => FilterStatus {
                 cover,
                 reason: g.reason().into(),
+                passthrough: g.passthrough_rule().describe().into(),
                 adopted: g.adopted(),
                 programs: g.programs(),
                 devices: g.disks().map(|d| d.len()).unwrap_or(0),
@@ -600,6 +605,7 @@ impl FilterService {
             None => FilterStatus {
                 cover,
                 reason: inner.why_none.clone(),
+                passthrough: "not filtered (no filter)".into(),
                 adopted: false,
                 programs: vec![],
                 devices: 0,

@@ -685,6 +685,10 @@ pub struct StatusResult {
     /// Why this backend.
     #[serde(default)]
     pub filter_reason: String,
+    /// The rule SG_IO and NVMe passthrough get: `by command class (...)`,
+    /// `all-or-nothing (...)` or `not filtered (...)`.
+    #[serde(default)]
+    pub filter_passthrough: String,
     /// The attached BPF programs.
     #[serde(default)]
     pub filter_programs: Vec<String>,

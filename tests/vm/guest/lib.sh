@@ -12,6 +12,8 @@
 #   VM_THIN, VM_THIN_POOL   dm-thin volume (512 MiB virtual) and its pool (256 MiB)
 #   VM_SCSI, VM_SCSI_SG     thin-provisioned scsi_debug disk (64 MiB) and its sg node
 #   VM_NULLB            null_blk disk (1 GiB, memory backed)
+#   VM_NVME, VM_NVME_CTRL, VM_NVME_NG   QEMU NVMe disk (64 MiB), its controller's
+#                       node and its generic node (ng, 5.13 and later)
 # Users: root, grid (54331, oinstall/asmadmin/asmdba/asmoper), oracle (54321,
 # oinstall/dba/asmdba), intruder (1001). Project binaries are in /usr/local/bin.
 

@@ -61,6 +61,9 @@ const _: () = assert!(offset_of!(AgEvent, comm) == 72);
 
 /// `AG_EV_CHR`: the event's device is a character device.
 pub const EV_CHR: u32 = 1;
+/// `AG_EV_CMD`: the filter read the passthrough command (opcode in flags
+/// bits 8-15, SCSI service action in 16-23).
+pub const EV_CMD: u32 = 2;
 
 /// `AG_NHOOKS`: hook codes are `1..NHOOKS`.
 pub const NHOOKS: u32 = HOOKS.len() as u32 + 1;
@@ -245,6 +248,7 @@ mod tests {
         assert_eq!(num("AG_NHOOKS"), NHOOKS);
         assert_eq!(num("AG_NSTATS"), NSTATS);
         assert_eq!(num("AG_EV_CHR"), EV_CHR);
+        assert_eq!(num("AG_EV_CMD"), EV_CMD);
         assert_eq!(d["AG_STAT_RB_DROPS"], "(2 * AG_NHOOKS)");
         // Every hook code of the header is a row of the table, and back.
         let hooks: Vec<(String, u32)> = d

@@ -9,7 +9,8 @@ use std::fmt;
 use std::mem::offset_of;
 use std::path::Path;
 
-use super::abi::{self, read_u32, read_u64, AgEvent, Mode, EVENT_SIZE, EV_CHR};
+use super::abi::{self, read_u32, read_u64, AgEvent, Mode, EVENT_SIZE, EV_CHR, EV_CMD};
+use super::commands::{command_name, CmdSet};
 use super::hooks::Hook;
 use crate::KernelDev;
 
@@ -116,6 +117,9 @@ pub struct DenialEvent {
     pub op: u32,
     /// [`Mode::Enforce`] (denied) or [`Mode::Audit`] (logged, allowed).
     pub mode: Mode,
+    /// The passthrough command of an SG_IO or NVMe admin ioctl, when the
+    /// filter read it: (opcode, SCSI service action).
+    pub command: Option<(u8, u8)>,
 }
 
 impl DenialEvent {
@@ -151,13 +155,26 @@ impl DenialEvent {
             mode: Mode::from_code(u32_of(offset_of!(AgEvent, mode))?),
             comm: String::from_utf8_lossy(&comm_raw[..end]).into_owned(),
             exe: String::new(),
+            command: (flags & EV_CMD != 0).then_some(((flags >> 8) as u8, (flags >> 16) as u8)),
         })
     }
 
     /// A short name of the operation: the ioctl's name, `write-open`, `write`,
-    /// `mmap-shared-write` ...
+    /// `mmap-shared-write` ..., with the passthrough command when it was read
+    /// (`SG_IO opcode 0x2a`, `NVME_IOCTL_ADMIN_CMD opcode 0x80`).
     pub fn operation(&self) -> String {
-        self.hook.operation(self.op)
+        let name = self.hook.operation(self.op);
+        match self.command {
+            Some((op, sa)) => {
+                let set = if self.op == 0x2285 {
+                    CmdSet::Scsi
+                } else {
+                    CmdSet::NvmeAdmin
+                };
+                format!("{name} {}", command_name(set, op, sa))
+            }
+            None => name,
+        }
     }
 }
 
@@ -207,6 +224,15 @@ mod tests {
         assert_eq!(e.exe_id.ino, 1234);
         assert_eq!(e.exe_id.dev.to_string(), "8:1");
         assert!(DenialEvent::parse(&b[..size - 1]).is_none());
+        // An SG_IO whose CDB the filter read: WRITE(10).
+        let o = at["op"];
+        b[o..o + 4].copy_from_slice(&0x2285u32.to_ne_bytes());
+        let o = at["flags"];
+        b[o..o + 4].copy_from_slice(&(EV_CMD | 0x2a << 8).to_ne_bytes());
+        let e = DenialEvent::parse(&b).unwrap();
+        assert!(!e.dev.chr);
+        assert_eq!(e.command, Some((0x2a, 0)));
+        assert_eq!(e.operation(), "SG_IO opcode 0x2a");
     }
 
     #[test]

@@ -38,7 +38,8 @@ pub struct HookDef {
     pub label: &'static str,
     /// The program's name in guard.bpf.c (and its link pin's name); more
     /// than one when the C side has variants for older kernels: the first is
-    /// preferred, the next ones are tried in turn when it fails to load.
+    /// preferred, the next one is tried when it fails to load. A variant
+    /// whose name ends in `_s` is sleepable (section `lsm.s/...`).
     pub programs: &'static [&'static str],
     /// The program's ELF section.
     pub section: &'static str,
@@ -83,8 +84,12 @@ hook_table! {
     /// `lsm/file_permission`: a write on an fd opened earlier.
     FilePermission = 2, "file_permission", ["ag_file_permission"], "lsm/file_permission", Lsm,
         None, Op::Fixed("write");
-    /// `lsm/file_ioctl`.
-    FileIoctl = 3, "file_ioctl", ["ag_file_ioctl"], "lsm/file_ioctl", Lsm, None, Op::Ioctl;
+    /// `lsm/file_ioctl`. `ag_file_ioctl_s` (sleepable, `lsm.s/file_ioctl`)
+    /// reads SG_IO and NVMe admin commands and lets the read class through
+    /// ([`super::commands`]); `ag_file_ioctl`, all-or-nothing, is its variant
+    /// for kernels that refuse it.
+    FileIoctl = 3, "file_ioctl", ["ag_file_ioctl_s", "ag_file_ioctl"], "lsm/file_ioctl", Lsm,
+        None, Op::Ioctl;
     /// `lsm/file_ioctl_compat` (32-bit callers).
     FileIoctlCompat = 4, "file_ioctl_compat", ["ag_file_ioctl_compat"], "lsm/file_ioctl_compat",
         Lsm, Some("bpf_lsm_file_ioctl_compat"), Op::Ioctl;
@@ -102,6 +107,20 @@ hook_table! {
     /// helpers (5.10): identity from uid and gid alone.
     CgroupDevice = 8, "cgroup_device", ["ag_cgroup_dev", "ag_cgroup_dev_ids"], "cgroup/dev", CgroupDevice, None,
         Op::Fixed("write-open");
+    /// `cgroup/dev` beside the LSM programs (a companion, loaded best
+    /// effort): an in-kernel open by device number that no LSM hook sees
+    /// (nvmet's block backend), outside any path walk.
+    KernelOpen = 9, "kernel_open", ["ag_kernel_open"], "cgroup/dev", Lsm, None,
+        Op::Fixed("kernel-open");
+}
+
+impl HookDef {
+    /// A companion of the LSM backend: a cgroup-device program attached next
+    /// to the LSM programs, loaded on its own and best effort (a kernel that
+    /// refuses it keeps the LSM programs).
+    pub fn companion(&self) -> bool {
+        self.backend == Backend::Lsm && self.section == "cgroup/dev"
+    }
 }
 
 impl Hook {
@@ -158,6 +177,7 @@ mod tests {
             }
             assert_eq!(d.hook.as_str(), d.label);
             match d.backend {
+                Backend::Lsm if d.companion() => assert!(d.needs_btf.is_none()),
                 Backend::Lsm => {
                     assert_eq!(d.section, format!("lsm/{}", d.label));
                     if let Some(sym) = d.needs_btf {

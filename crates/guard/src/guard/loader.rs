@@ -17,6 +17,7 @@ use std::path::PathBuf;
 use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, Object, ObjectBuilder, ProgramType};
 
 use super::abi::{self, read_u32, stat_audited, stat_denied, Mode, STAT_RB_DROPS};
+use super::commands::PassthroughRule;
 use super::events::{DevKey, ExeId};
 use super::hooks::{Hook, HOOKS};
 use super::pins::{
@@ -42,11 +43,28 @@ pub(crate) const MAP_NAMES: [&str; 8] = [
 ];
 
 /// The cgroup-device programs of the hook table, preferred first.
+#[cfg(test)]
 fn cgroup_programs() -> &'static [&'static str] {
     HOOKS
         .iter()
         .find(|d| d.backend == Backend::CgroupDevice)
         .map_or(&[], |d| d.programs)
+}
+
+/// The program of `programs` (a hook table row) that variant `pick` loads:
+/// 0 the preferred ones, 1 their fallbacks (rows without one keep theirs).
+fn variant(programs: &'static [&'static str], pick: usize) -> &'static str {
+    programs[pick.min(programs.len() - 1)]
+}
+
+/// The variant whose links are pinned in `pin_dir` for `backend` (0 when
+/// no multi-variant row has a pinned fallback).
+fn pinned_variant(pin_dir: &std::path::Path, backend: Backend) -> usize {
+    let fallback_pinned = HOOKS
+        .iter()
+        .filter(|d| d.backend == backend && d.programs.len() > 1)
+        .any(|d| pin_dir.join("links").join(d.programs[1]).exists());
+    usize::from(fallback_pinned)
 }
 
 /// Which kernel mechanism enforces the filter.
@@ -245,6 +263,66 @@ impl fmt::Debug for Guard {
     }
 }
 
+/// Attaches the LSM backend's companions ([`super::hooks::HookDef::companion`]:
+/// `ag_kernel_open`) to the cgroup-v2 root, or re-opens their pinned links.
+/// They come from a second load of the object, sharing the pinned maps, so
+/// that a kernel refusing them (5.10 gives cgroup-device programs no task
+/// helpers) keeps the LSM programs. Err: why they are not attached.
+fn attach_companions(opts: &Options, links: &mut Vec<(String, Link)>) -> Result<(), String> {
+    let mut todo = Vec::new();
+    for d in HOOKS.iter().filter(|d| d.companion()) {
+        for p in d.programs {
+            let pin = opts.pin_dir.join("links").join(p);
+            if pin.exists() {
+                let link =
+                    Link::open(&pin).map_err(|e| format!("opening {}: {e}", pin.display()))?;
+                links.push(((*p).to_string(), link));
+            } else {
+                todo.push(*p);
+            }
+        }
+    }
+    if todo.is_empty() {
+        return Ok(());
+    }
+    let mut open = ObjectBuilder::default()
+        .open_memory(GUARD_OBJ)
+        .map_err(|e| e.to_string())?;
+    for mut prog in open.progs_mut() {
+        let name = prog.name().to_string_lossy().into_owned();
+        prog.set_autoload(todo.contains(&name.as_str()));
+    }
+    for mut map in open.maps_mut() {
+        let name = map.name().to_string_lossy().into_owned();
+        if MAP_NAMES.contains(&name.as_str()) {
+            map.set_pin_path(opts.pin_dir.join("maps").join(&name))
+                .map_err(|e| e.to_string())?;
+        }
+    }
+    let prev = libbpf_rs::set_print(None);
+    let obj = open.load();
+    libbpf_rs::set_print(prev.or(Some((libbpf_rs::PrintLevel::Warn, libbpf_to_stderr))));
+    let obj = obj.map_err(|e| e.to_string())?;
+    let dir = match &opts.cgroup {
+        Some(d) => d.clone(),
+        None => cgroup2_root().map_err(|e| e.to_string())?,
+    };
+    let cg = std::fs::File::open(&dir).map_err(|e| format!("opening {}: {e}", dir.display()))?;
+    for prog in obj.progs_mut() {
+        if !prog.autoload() {
+            continue;
+        }
+        let name = prog.name().to_string_lossy().into_owned();
+        let mut link = prog
+            .attach_cgroup(cg.as_raw_fd())
+            .map_err(|e| format!("attaching {name}: {e}"))?;
+        link.pin(opts.pin_dir.join("links").join(&name))
+            .map_err(|e| format!("pinning {name}: {e}"))?;
+        links.push((name, link));
+    }
+    Ok(())
+}
+
 impl Guard {
     /// Loads (or re-adopts) the filter with the default options.
     pub fn open_default() -> Result<Guard, Error> {
@@ -265,18 +343,9 @@ impl Guard {
             .map_err(io_err("creating the pin directory"))?;
 
         if let Some(b) = pinned_backend(&opts.pin_dir) {
-            let mut g = match b {
-                Backend::CgroupDevice => {
-                    // The variant whose link is pinned.
-                    let prog = cgroup_programs()
-                        .iter()
-                        .copied()
-                        .find(|p| opts.pin_dir.join("links").join(p).exists())
-                        .unwrap_or(cgroup_programs()[0]);
-                    Guard::load_with(opts, b, prog, "re-adopted the pinned filter".into())?
-                }
-                Backend::Lsm => Guard::load(opts, b, "re-adopted the pinned filter".into())?,
-            };
+            // The variants whose links are pinned.
+            let pick = pinned_variant(&opts.pin_dir, b);
+            let mut g = Guard::load_with(opts, b, pick, "re-adopted the pinned filter".into())?;
             g.adopted = true;
             return Ok(g);
         }
@@ -316,37 +385,43 @@ impl Guard {
         }
     }
 
+    /// Loads `backend` with the preferred programs; where the kernel refuses
+    /// one of them, with the fallback variants (the rows' next programs):
+    /// - cgroup device: 5.10 allows cgroup-device programs
+    ///   bpf_get_current_uid_gid but not the task walk (`ag_cgroup_dev_ids`);
+    /// - LSM: a kernel without sleepable `lsm.s/file_ioctl` or
+    ///   bpf_copy_from_user gets the all-or-nothing SG_IO rule
+    ///   (`ag_file_ioctl`).
     fn load(opts: &Options, backend: Backend, reason: String) -> Result<Guard, Error> {
-        if backend == Backend::Lsm {
-            return Guard::load_with(opts, backend, "", reason);
-        }
-        // The full cgroup-device program first; where the kernel refuses its
-        // helpers (5.10 allows cgroup-device programs bpf_get_current_uid_gid
-        // but not the task walk), the uid/gid variant (the row's next program).
-        let progs = cgroup_programs();
         let prev = libbpf_rs::set_print(None);
-        let full = Guard::load_with(opts, backend, progs[0], reason.clone());
+        let preferred = Guard::load_with(opts, backend, 0, reason.clone());
         libbpf_rs::set_print(prev.or(Some((libbpf_rs::PrintLevel::Warn, libbpf_to_stderr))));
-        match (full, progs.get(1)) {
-            (Ok(g), _) => Ok(g),
-            (Err(e), None) => Err(e),
-            (Err(e), Some(ids)) => Guard::load_with(
-                opts,
-                backend,
-                ids,
-                format!(
-                    "{reason}; identity from uid and gid only (this kernel refuses the task \
-                     helpers to cgroup-device programs: {e})"
-                ),
+        let e = match preferred {
+            Ok(g) => return Ok(g),
+            Err(e) => e,
+        };
+        // Links a half-attached first try pinned belong to programs that
+        // are gone with it (a fresh load: nothing was pinned before).
+        let _ = remove_links(&opts.pin_dir);
+        let why = match backend {
+            Backend::CgroupDevice => format!(
+                "{reason}; identity from uid and gid only (this kernel refuses the task \
+                 helpers to cgroup-device programs: {e})"
             ),
-        }
+            Backend::Lsm => format!(
+                "{reason}; SG_IO and NVMe passthrough all-or-nothing (this kernel refuses \
+                 the sleepable file_ioctl program that reads the command: {e})"
+            ),
+        };
+        Guard::load_with(opts, backend, 1, why)
     }
 
-    /// Loads `backend`; `cgroup_prog` names the cgroup-device program to use.
+    /// Loads `backend`; `pick` chooses the variant of the rows that have
+    /// more than one program ([`variant`]).
     fn load_with(
         opts: &Options,
         backend: Backend,
-        cgroup_prog: &str,
+        pick: usize,
         reason: String,
     ) -> Result<Guard, Error> {
         let btf = std::fs::read("/sys/kernel/btf/vmlinux").unwrap_or_default();
@@ -355,12 +430,11 @@ impl Guard {
             .map_err(Error::bpf("opening the guard BPF object"))?;
         for mut prog in open.progs_mut() {
             let name = prog.name().to_string_lossy().into_owned();
-            let load = Hook::def_of_program(&name).is_some_and(|d| match d.backend {
-                Backend::CgroupDevice => backend == Backend::CgroupDevice && name == cgroup_prog,
-                Backend::Lsm => {
-                    backend == Backend::Lsm
-                        && d.needs_btf.is_none_or(|sym| kernel_btf_has(&btf, sym))
-                }
+            let load = Hook::def_of_program(&name).is_some_and(|d| {
+                d.backend == backend
+                    && !d.companion()
+                    && name == variant(d.programs, pick)
+                    && d.needs_btf.is_none_or(|sym| kernel_btf_has(&btf, sym))
             });
             prog.set_autoload(load);
         }
@@ -426,6 +500,18 @@ impl Guard {
             link.pin(&pin).map_err(Error::bpf("pinning a link"))?;
             links.push((name, link));
         }
+        let reason = match backend {
+            Backend::Lsm => match attach_companions(opts, &mut links) {
+                Ok(()) => format!(
+                    "{reason}; in-kernel opens by device number (nvmet): judged by ag_kernel_open"
+                ),
+                Err(e) => format!(
+                    "{reason}; in-kernel opens by device number (nvmet) not judged (this kernel \
+                     refuses ag_kernel_open: {e})"
+                ),
+            },
+            Backend::CgroupDevice => reason,
+        };
         Ok(Guard {
             backend,
             reason,
@@ -457,6 +543,18 @@ impl Guard {
     /// Whether pinned programs were re-adopted (rather than attached now).
     pub fn adopted(&self) -> bool {
         self.adopted
+    }
+
+    /// The rule SG_IO and NVMe passthrough get: by command class where the
+    /// sleepable ioctl program is attached.
+    pub fn passthrough_rule(&self) -> PassthroughRule {
+        match self.backend {
+            Backend::CgroupDevice => PassthroughRule::OpenOnly,
+            Backend::Lsm if self.links.iter().any(|(n, _)| n == "ag_file_ioctl_s") => {
+                PassthroughRule::ByClass
+            }
+            Backend::Lsm => PassthroughRule::AllOrNothing,
+        }
     }
 
     /// The attached programs (their names, e.g. `ag_file_open`).
@@ -650,14 +748,21 @@ mod tests {
         assert_eq!(progs.len(), rows, "every program has a row: {progs:?}");
         for d in HOOKS {
             let ty = match d.backend {
-                Backend::Lsm => ProgramType::Lsm,
-                Backend::CgroupDevice => ProgramType::CgroupDevice,
+                Backend::Lsm if !d.companion() => ProgramType::Lsm,
+                _ => ProgramType::CgroupDevice,
             };
             for p in d.programs {
-                assert_eq!(progs.get(*p), Some(&(ty, d.section.to_string())), "{p}");
+                let section = if p.ends_with("_s") {
+                    d.section.replacen("lsm/", "lsm.s/", 1)
+                } else {
+                    d.section.to_string()
+                };
+                assert_eq!(progs.get(*p), Some(&(ty, section)), "{p}");
             }
         }
         assert_eq!(cgroup_programs(), ["ag_cgroup_dev", "ag_cgroup_dev_ids"]);
+        assert_eq!(variant(cgroup_programs(), 1), "ag_cgroup_dev_ids");
+        assert_eq!(variant(&["ag_file_open"], 1), "ag_file_open");
         let maps: BTreeMap<String, (u32, u32, u32)> = open
             .maps()
             .map(|m| {

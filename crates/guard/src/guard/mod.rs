@@ -4,6 +4,7 @@
 //! - [`abi`]: the layouts and codes of `bpf/guard.h` (checked, not retyped);
 //! - [`hooks`]: the hook table -- one row per BPF program;
 //! - [`ioctls`]: the names of the ioctls the filter reports;
+//! - [`commands`]: the SG_IO / NVMe admin commands of the read class;
 //! - [`events`]: decoding an `ag_event` record into a [`DenialEvent`];
 //! - [`pins`]: bpffs, securityfs and cgroup plumbing, and the pin directory;
 //! - [`loader`]: [`Guard`]: backend choice, loading, attaching, the maps;
@@ -29,6 +30,7 @@
 //! [`crate::service`] module), device numbers ([`crate::KernelDev`]).
 
 pub mod abi;
+pub mod commands;
 pub mod events;
 pub mod hooks;
 pub mod ioctls;
@@ -37,6 +39,7 @@ pub mod pins;
 pub mod ring;
 
 pub use abi::Mode;
+pub use commands::{CmdSet, PassthroughRule};
 pub use events::{DenialEvent, DevKey, ExeId};
 pub use hooks::{Hook, HookDef, Op, HOOKS};
 pub use ioctls::ioctl_name;

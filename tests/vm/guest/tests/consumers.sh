@@ -4,7 +4,8 @@
 # managed top device, so every consumer that claims the disk (dm tables of any
 # target, md, mount, swapon, bcache, zram, LIO iblock/pscsi) gets EBUSY; loop and
 # swapon open a file first, which the write filter sees; nvmet's by-path open takes
-# no claim and meets the cgroup-device program. One check group per consumer: root
+# no claim and meets the cgroup-device check (the fallback's program, or
+# ag_kernel_open beside the LSM programs). One check group per consumer: root
 # (not allow-listed) is refused, the allowed user grid still writes the disk, and
 # the disk's sha256 is unchanged. The claim is dropped on unlabel and re-acquired
 # when the daemon starts again.
@@ -16,7 +17,8 @@ dd if=/dev/zero bs=4096 count=1 2>/dev/null | tr '\0' 'G' >/tmp/grid.blk
 # refused by the claim (EBUSY) or, where the kernel checks the caller first, the filter
 busy="Device or resource busy|Operation not permitted|permission denied"
 
-agd_config /tmp/cons.toml "${D#/dev/}"
+mkdir -p /opt/cons && cp "$(command -v dmsetup)" /opt/cons/dmsetup
+agd_config /tmp/cons.toml "${D#/dev/}" 'filter.allow_executables=["/opt/cons/dmsetup"]'
 : >/tmp/cons.log
 dd if=/dev/zero of="$D" bs=1M count=4 oflag=direct 2>/dev/null
 # what grid "made on the disk" before it was handed to asmguard: an ext4 file
@@ -55,6 +57,8 @@ L2=$(new_loop 64 cons2)
 expect_ok dm-linear.spare-works dmsetup create agc-spare --table "0 2048 linear $L1 0"
 dmsetup remove agc-spare 2>/dev/null
 expect_fail dm-linear.refused "$busy" dmsetup create agc-lin --table "0 2048 linear $D 0"
+# the claim alone: an allow-listed executable (a copy of dmsetup) passes the filter
+expect_fail dm-linear.claim-refuses-allowed "Device or resource busy" /opt/cons/dmsetup create agc-lin --table "0 2048 linear $D 0"
 expect_fail dm-thin-pool-data.refused "$busy" dmsetup create agc-tp1 --table "0 65536 thin-pool $L1 $D 128 0"
 expect_fail dm-thin-pool-meta.refused "$busy" dmsetup create agc-tp2 --table "0 65536 thin-pool $D $L1 128 0"
 if modprobe dm-mirror 2>/dev/null; then
@@ -191,12 +195,23 @@ if modprobe nvmet 2>/dev/null && modprobe nvme-loop 2>/dev/null && [ -d "$CFG/nv
 	mkdir -p "$ss/namespaces/1"
 	echo 1 >"$ss/attr_allow_any_host"
 	printf '%s' "$D" >"$ss/namespaces/1/device_path"
+	# its by-path open takes no claim and runs no LSM hook: the device-cgroup check
+	# (the fallback's program, or ag_kernel_open beside the LSM programs) refuses it
+	k0=$(grep -c "hook=kernel_open" /tmp/cons.log)
+	expect_fail nvmet-ns.refused "$busy" sysfs_write "$ss/namespaces/1/enable" 1
 	if [ "$VM_BACKEND" = lsm ]; then
-		# its by-path open runs no LSM hook and takes no claim (issue 12)
-		known_gap nvmet-ns.refused "issue 12: nvmet's block backend opens by path without a claim, and no LSM hook sees it" \
-			sysfs_write "$ss/namespaces/1/enable" 1
-	else
-		expect_fail nvmet-ns.refused "$busy" sysfs_write "$ss/namespaces/1/enable" 1
+		# a new kernel_open denial, of the task that wrote "enable" (dd)
+		i=0
+		while [ $i -lt 30 ] && [ "$(grep -c "hook=kernel_open" /tmp/cons.log)" -le "$k0" ]; do
+			i=$((i + 1))
+			sleep 0.1
+		done
+		l=$(grep "hook=kernel_open" /tmp/cons.log | tail -n 1)
+		case "$(grep -c "hook=kernel_open" /tmp/cons.log) $l" in
+		"$k0 "*) fail nvmet-ns.event-kernel_open "no new kernel_open denial: $(grep -i denied /tmp/cons.log | tail -n 2)" ;;
+		*'comm="dd"'*) pass nvmet-ns.event-kernel_open "$l" ;;
+		*) fail nvmet-ns.event-kernel_open "$l" ;;
+		esac
 	fi
 	echo 0 >"$ss/namespaces/1/enable" 2>/dev/null
 	rmdir "$ss/namespaces/1" "$ss" 2>/dev/null
@@ -208,7 +223,7 @@ unchanged nvmet
 # -- the claim across a restart (no systemd fd store here: re-acquired on start)
 kill "$agd"; wait "$agd" 2>/dev/null
 agd_start /tmp/cons.toml /tmp/cons.log
-expect_fail restart.claim-reacquired "$busy" dmsetup create agc-lin2 --table "0 2048 linear $D 0"
+expect_fail restart.claim-reacquired "Device or resource busy" /opt/cons/dmsetup create agc-lin2 --table "0 2048 linear $D 0"
 grep -q "claim on .* taken" /tmp/cons.log && pass restart.logged "$(grep -m1 'claim on' /tmp/cons.log)" ||
 	fail restart.logged "$(tail -n 5 /tmp/cons.log)"
 unchanged restart

@@ -1,0 +1,70 @@
+//! The passthrough command rule has one source: the Rust table
+//! (`asmguard_guard::guard::commands::READ_CLASS`). This test runs the C rule
+//! the kernel uses (`bpf/passthrough.h`, compiled alone into
+//! `bpf/cmdclass.bpf.c`) with BPF_PROG_TEST_RUN for every command set, opcode
+//! and service action byte, and checks that both say the same.
+//!
+//! Root is needed (loading a BPF program). Without root the test fails,
+//! unless `ASMGUARD_HOST_TESTS=skip` is set (then it prints SKIPPED and passes).
+
+use asmguard_guard::guard::commands::{read_class, CmdSet, CMDCLASS_OBJ, READ_CLASS};
+use libbpf_rs::{ObjectBuilder, ProgramInput};
+
+#[test]
+fn c_rule_agrees_with_the_rust_table() {
+    // SAFETY: geteuid(2) has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        if std::env::var("ASMGUARD_HOST_TESTS").as_deref() == Ok("skip") {
+            eprintln!("SKIPPED: host tests need root (ASMGUARD_HOST_TESTS=skip)");
+            return;
+        }
+        panic!("this test loads a BPF program: it needs root (ASMGUARD_HOST_TESTS=skip skips it)");
+    }
+    let obj = ObjectBuilder::default()
+        .open_memory(CMDCLASS_OBJ)
+        .expect("open cmdclass.bpf.o")
+        .load()
+        .expect("load cmdclass.bpf.o");
+    let prog = obj
+        .progs_mut()
+        .find(|p| p.name() == "ag_cmd_class")
+        .expect("program ag_cmd_class");
+    let run = |set: u8, op: u8, sa: u8| -> u32 {
+        // XDP test runs need at least an Ethernet header's worth of data.
+        let mut pkt = [0u8; 64];
+        pkt[..3].copy_from_slice(&[set, op, sa]);
+        let input = ProgramInput {
+            data_in: Some(&pkt),
+            ..Default::default()
+        };
+        prog.test_run(input)
+            .expect("BPF_PROG_TEST_RUN")
+            .return_value
+    };
+    let mut passed = 0;
+    for (set, code) in [(CmdSet::Scsi, 1u8), (CmdSet::NvmeAdmin, 2u8)] {
+        for op in 0..=255u8 {
+            for sa in 0..=255u8 {
+                let c = run(code, op, sa);
+                assert!(c <= 1, "C rule returned {c}");
+                assert_eq!(
+                    c == 1,
+                    read_class(set, op, sa),
+                    "{set:?} opcode 0x{op:02x} service action 0x{sa:02x}: the C rule \
+                     (bpf/passthrough.h) and READ_CLASS disagree"
+                );
+                passed += c;
+            }
+        }
+    }
+    // Every row of the table passes for some service action bytes: SCSI rows
+    // without a service action for all 256, the READ CAPACITY(16) row for the
+    // 8 bytes whose low 5 bits are 0x10, NVMe rows for all 256.
+    let expect: u32 = READ_CLASS
+        .iter()
+        .map(|c| if c.service_action.is_some() { 8 } else { 256 })
+        .sum();
+    assert_eq!(passed, expect);
+    // A set the rule does not know passes nothing.
+    assert_eq!(run(3, 0x12, 0), 0);
+}
