@@ -20,8 +20,8 @@ pub mod smoke;
 pub mod sysfs;
 pub use devt::{DevtError, KernelDev};
 pub use guard::{
-    bpf_lsm_hint, pinned_backend, remove_pins, Backend, DenialEvent, DevKey, EventReader, ExeId,
-    Guard, Hook, Mode, Options, Stats, PIN_DIR,
+    bpf_lsm_hint, pinned_backend, pinned_majors, remove_pins, Backend, DenialEvent, DevKey,
+    EventReader, ExeId, Guard, Hook, Mode, Options, Stats, PIN_DIR,
 };
 pub use smoke::{ObjectStorage, SmokeFilter};
 

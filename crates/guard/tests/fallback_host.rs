@@ -347,6 +347,11 @@ fn fallback_majors_follow_the_managed_set() {
         g.managed_majors().unwrap().1.is_empty(),
         "no character device"
     );
+    assert_eq!(
+        asmguard_guard::pinned_majors(&pins.0).unwrap(),
+        (vec![major], vec![]),
+        "the pinned map, read alone, says the same"
+    );
     assert!(is_eperm(&write_open(&a.dev)), "a is protected");
     assert!(is_eperm(&write_open(&b.dev)), "b is protected");
 

@@ -206,8 +206,8 @@ fn run() -> Result<(), String> {
             Ok(())
         }
         "majors" => {
-            let g = Guard::open(&a.opts).map_err(|e| e.to_string())?;
-            let (blk, chr) = g.managed_majors().map_err(|e| e.to_string())?;
+            let (blk, chr) =
+                asmguard_guard::pinned_majors(&a.opts.pin_dir).map_err(|e| e.to_string())?;
             let list = |v: Vec<u32>| {
                 v.iter()
                     .map(u32::to_string)

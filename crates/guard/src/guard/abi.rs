@@ -102,6 +102,20 @@ pub fn major_bitmap(devs: impl IntoIterator<Item = DevKey>) -> Vec<u64> {
     words
 }
 
+/// The majors whose bits are set in `ag_majors` words: (block, character).
+pub fn majors_of(words: &[u64]) -> (Vec<u32>, Vec<u32>) {
+    let of = |base: u32| -> Vec<u32> {
+        (0..MAJOR_WORDS * 64)
+            .filter(|m| {
+                words
+                    .get((base + m / 64) as usize)
+                    .is_some_and(|w| (w >> (m % 64)) & 1 == 1)
+            })
+            .collect()
+    };
+    (of(0), of(MAJOR_WORDS))
+}
+
 /// What the filter does on one disk (`AG_MODE_*`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Mode {
@@ -322,6 +336,7 @@ mod tests {
         // block 21 and character 8 are other devices: their bits stay clear
         assert_eq!(w.iter().map(|x| x.count_ones()).sum::<u32>(), 3);
         assert!(major_bitmap([]).iter().all(|x| *x == 0));
+        assert_eq!(majors_of(&w), (vec![8, 259], vec![21]));
     }
 
     /// The mirror of `struct ag_event` against the compiled object's BTF

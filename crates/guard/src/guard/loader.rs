@@ -423,15 +423,7 @@ impl Guard {
 
     /// `ag_majors` as the kernel has it (one word per entry).
     fn majors(&self) -> Result<Vec<u64>, Error> {
-        (0..abi::MAJOR_ENTRIES)
-            .map(|k| {
-                let v = self
-                    .majors
-                    .lookup(&k.to_ne_bytes(), MapFlags::ANY)
-                    .map_err(Error::bpf("reading the managed majors"))?;
-                Ok(v.as_deref().and_then(|b| abi::read_u64(b, 0)).unwrap_or(0))
-            })
-            .collect()
+        read_majors(&self.majors)
     }
 
     /// Writes the words of `ag_majors` that differ from `words`.
@@ -455,13 +447,7 @@ impl Guard {
     /// The majors the programs look up (block, character): those with at
     /// least one managed device.
     pub fn managed_majors(&self) -> Result<(Vec<u32>, Vec<u32>), Error> {
-        let words = self.majors()?;
-        let of = |base: u32| -> Vec<u32> {
-            (0..abi::MAJOR_WORDS * 64)
-                .filter(|m| (words[(base + m / 64) as usize] >> (m % 64)) & 1 == 1)
-                .collect()
-        };
-        Ok((of(0), of(abi::MAJOR_WORDS)))
+        Ok(abi::majors_of(&self.majors()?))
     }
 
     /// The managed set: device -> (mode, disk id).
@@ -598,6 +584,26 @@ impl Guard {
         }
         remove_pins(&self.pin_dir)
     }
+}
+
+/// Every word of an `ag_majors` map (absent entries read as 0).
+fn read_majors(map: &MapHandle) -> Result<Vec<u64>, Error> {
+    (0..abi::MAJOR_ENTRIES)
+        .map(|k| {
+            let v = map
+                .lookup(&k.to_ne_bytes(), MapFlags::ANY)
+                .map_err(Error::bpf("reading the managed majors"))?;
+            Ok(v.as_deref().and_then(|b| abi::read_u64(b, 0)).unwrap_or(0))
+        })
+        .collect()
+}
+
+/// [`Guard::managed_majors`] of the filter pinned in `pin_dir`, read from the
+/// pinned map alone (no programs loaded: cheap enough for a test's loop).
+pub fn pinned_majors(pin_dir: &std::path::Path) -> Result<(Vec<u32>, Vec<u32>), Error> {
+    let map = MapHandle::from_pinned_path(pin_dir.join("maps").join("ag_majors"))
+        .map_err(Error::bpf("opening the pinned managed majors"))?;
+    Ok(abi::majors_of(&read_majors(&map)?))
 }
 
 #[cfg(test)]

@@ -51,20 +51,22 @@ expect_ok write-before-label dd if=/tmp/junk of="$D" $DDW seek=100
 # daemon started; a write on the sg node opened before it is then refused.
 G=/usr/local/bin/asmguard-guard-test
 SDMAJ=$((0x$(stat -c %t "$D"))) SGMAJ=$((0x$(stat -c %t "$SG")))
-has_major() { # has_major blk|chr MAJOR: the bit is set in ag_majors
-	$G majors 2>&1 | sed -n "s/.* $1=\([^ ]*\).*/,\1,/p" | grep -q ",$2,"
+has_major() { # has_major MAJORS blk|chr MAJOR: the bit is set in MAJORS ($G majors)
+	echo "$1" | sed -n "s/.* $2=\([^ ]*\).*/,\1,/p" | grep -q ",$3,"
 }
-if has_major blk "$SDMAJ" || has_major chr "$SGMAJ"; then
-	fail majors-before-label "$($G majors 2>&1)"
+m=$($G majors 2>&1)
+if has_major "$m" blk "$SDMAJ" || has_major "$m" chr "$SGMAJ"; then
+	fail majors-before-label "$m"
 else
-	pass majors-before-label "$($G majors 2>&1)"
+	pass majors-before-label "$m"
 fi
 exec 4<>"$SG"
 expect_ok label $C label DATA1 "$D"
-if has_major blk "$SDMAJ" && has_major chr "$SGMAJ"; then
-	pass majors-after-label "sd $SDMAJ, sg $SGMAJ: $($G majors 2>&1)"
+m=$($G majors 2>&1)
+if has_major "$m" blk "$SDMAJ" && has_major "$m" chr "$SGMAJ"; then
+	pass majors-after-label "sd $SDMAJ, sg $SGMAJ: $m"
 else
-	fail majors-after-label "sd $SDMAJ, sg $SGMAJ: $($G majors 2>&1)"
+	fail majors-after-label "sd $SDMAJ, sg $SGMAJ: $m"
 fi
 if [ "$VM_BACKEND" = lsm ]; then
 	# (zeros: without the filter, sg would take them for TEST UNIT READY)
@@ -155,11 +157,16 @@ expect_fail enabled-again "Operation not permitted" dd if=/tmp/junk of="$D" $DDW
 LPMAJ=$((0x$(stat -c %t "${P}p1"))) LMAJ=$((0x$(stat -c %t "$P")))
 expect_ok unlabel-partition $C unlabel DATA2
 i=0
-while [ $i -lt 50 ] && has_major blk "$LPMAJ"; do i=$((i + 1)); sleep 0.1; done
-if has_major blk "$LPMAJ" || has_major blk "$LMAJ" || ! has_major blk "$SDMAJ" || ! has_major chr "$SGMAJ"; then
-	fail majors-after-unlabel "loop $LMAJ, partition $LPMAJ gone; sd $SDMAJ, sg $SGMAJ kept: $($G majors 2>&1)"
+m=$($G majors 2>&1)
+while [ $i -lt 50 ] && has_major "$m" blk "$LPMAJ"; do
+	i=$((i + 1))
+	sleep 0.1
+	m=$($G majors 2>&1)
+done
+if has_major "$m" blk "$LPMAJ" || has_major "$m" blk "$LMAJ" || ! has_major "$m" blk "$SDMAJ" || ! has_major "$m" chr "$SGMAJ"; then
+	fail majors-after-unlabel "loop $LMAJ, partition $LPMAJ gone; sd $SDMAJ, sg $SGMAJ kept: $m"
 else
-	pass majors-after-unlabel "$($G majors 2>&1)"
+	pass majors-after-unlabel "$m"
 fi
 expect_ok unlabelled-partition-writable dd if=/tmp/junk of="${P}p1" $DDW
 expect_fail still-denied-after-unlabel "Operation not permitted" dd if=/tmp/junk of="$D" $DDW
