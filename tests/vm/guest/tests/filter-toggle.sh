@@ -10,9 +10,12 @@
 # ever refused; every enable denied at once; denials are exact afterwards.
 . /vmtests/lib.sh
 
-TOGGLES=10
+# Each toggle detaches and re-attaches every program: 5-13 s under TCG (5.10+lsm
+# the slowest), so 6 rounds keep the test inside the lab's 120 s per test; the
+# same test with TOGGLES=10 passed on 5.10+lsm and 6.12 (BENCHMARKS.md).
+TOGGLES=6
+PORT=19473
 C="asmguardctl --socket /run/asmguard/asmguard.sock"
-G=/usr/local/bin/asmguard-guard-test
 DDW="bs=4096 count=1 conv=notrunc"
 dd if=/dev/zero bs=4096 count=1 2>/dev/null | tr '\0' 'X' >/tmp/junk
 D=$(new_loop 16 toggle-disk) || { fail setup "losetup: $D"; vm_exit; }
@@ -20,6 +23,8 @@ cat >/tmp/toggle.toml <<TOML
 [devices]
 include = ["${D#/dev/}"]
 exclude = []
+[metrics]
+listen = "127.0.0.1:$PORT"
 [filter]
 mode = "enforce"
 allow_users = ["grid"]
@@ -105,13 +110,18 @@ case $st in
 esac
 
 # exact after the toggles: 5 write-opens by root, 5 denials counted (the
-# device cgroup may be asked twice per open on the fallback)
-d0=$($G stats 2>&1 | sed -n 's/^denied=\([0-9]*\).*/\1/p')
+# device cgroup may be asked twice per open on the fallback), as the daemon
+# exports the kernel's per-disk counters
+denied() {
+	wget -qO- "http://127.0.0.1:$PORT/metrics" 2>/dev/null |
+		awk '/^asmguard_writes_denied_total\{.*label="TOGGLE"/ {s += $NF} END {print s + 0}'
+}
+d0=$(denied)
 n=0
 for i in 1 2 3 4 5; do
 	dd if=/tmp/junk of="$D" $DDW 2>/dev/null || n=$((n + 1))
 done
-d1=$($G stats 2>&1 | sed -n 's/^denied=\([0-9]*\).*/\1/p')
+d1=$(denied)
 per=1
 [ "$VM_BACKEND" = lsm ] || per="1 or 2"
 if [ "$n" = 5 ] && { [ $((d1 - d0)) = 5 ] || { [ "$VM_BACKEND" != lsm ] && [ $((d1 - d0)) = 10 ]; }; }; then
