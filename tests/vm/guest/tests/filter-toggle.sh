@@ -29,6 +29,8 @@ listen = "127.0.0.1:$PORT"
 mode = "enforce"
 allow_users = ["grid"]
 TOML
+# the metrics (denial counts, below) are served over loopback
+ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up
 agd_start /tmp/toggle.toml /tmp/toggle-agd.log
 expect_ok label $C label TOGGLE "$D"
 chown grid "$D"
@@ -113,7 +115,7 @@ esac
 # device cgroup may be asked twice per open on the fallback), as the daemon
 # exports the kernel's per-disk counters
 denied() {
-	wget -qO- "http://127.0.0.1:$PORT/metrics" 2>/dev/null |
+	asmguard-iolat scrape --url "http://127.0.0.1:$PORT/metrics" 2>&1 |
 		awk '/^asmguard_writes_denied_total\{.*label="TOGGLE"/ {s += $NF} END {print s + 0}'
 }
 d0=$(denied)
