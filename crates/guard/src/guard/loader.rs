@@ -361,7 +361,16 @@ impl Guard {
             _obj: obj,
         };
         // Pins of a version without ag_majors: its bits from the device maps.
-        g.sync_majors()?;
+        // Only added here, never cleared: another process may be adding a
+        // device right now (its bit goes in before the device does).
+        let mut words = g.majors()?;
+        for (w, add) in words
+            .iter_mut()
+            .zip(abi::major_bitmap(g.disks()?.into_keys()))
+        {
+            *w |= add;
+        }
+        g.write_majors(&words)?;
         Ok(g)
     }
 
