@@ -8,6 +8,12 @@
  * trampoline plus the measurement itself: the floor that a filter program on
  * the same hook is compared with ("no more than empty + 10 ns" on a file that
  * is not a device). Only hooks every lab kernel has (5.10 and later).
+ *
+ * bench_file_permission_hash is the other reference: the write filter's
+ * file_permission as it was before the device-major bitmap (ag_majors), i.e.
+ * a hash lookup for the write of every block or character device, in maps of
+ * its own that stay empty. Next to ag_file_permission on the same calls it
+ * gives the old path's cost side by side with the new one.
  */
 #include "asmguard_core.h"
 
@@ -40,5 +46,37 @@ int BPF_PROG(bench_mmap_file)
 SEC("lsm/file_mprotect")
 int BPF_PROG(bench_file_mprotect)
 {
+	return 0;
+}
+
+#define MAY_WRITE 0x2
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u64);
+} bench_blk SEC(".maps"), bench_chr SEC(".maps");
+
+SEC("lsm/file_permission")
+int BPF_PROG(bench_file_permission_hash, struct file *file, int mask, int ret)
+{
+	struct inode *inode;
+	umode_t mode;
+	__u32 dev;
+
+	if (ret)
+		return ret;
+	if (!(mask & MAY_WRITE) || !file)
+		return 0;
+	inode = file->f_inode;
+	if (!inode)
+		return 0;
+	mode = inode->i_mode;
+	dev = inode->i_rdev;
+	if (S_ISBLK(mode))
+		bpf_map_lookup_elem(&bench_blk, &dev);
+	else if (S_ISCHR(mode))
+		bpf_map_lookup_elem(&bench_chr, &dev);
 	return 0;
 }

@@ -37,8 +37,9 @@
  * ag_events ring buffer. A non-zero verdict of an earlier LSM is returned as is.
  *
  * file_permission runs for every read and write of every file: it returns
- * after two loads and two compares unless the file is a block or character
- * device in a device map.
+ * after two loads and a compare unless the file is a block or character
+ * device, and after one array load more unless that device's major has a
+ * managed node (ag_majors): only then does it look the device up in a hash map.
  */
 #include "asmguard_core.h"
 #include "guard.h"
@@ -65,6 +66,14 @@ struct {
 	__type(key, __u32); /* kernel dev_t of a character device */
 	__type(value, struct ag_disk);
 } ag_chr SEC(".maps");
+
+/* The majors with a managed node, block and character apart (guard.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2 * AG_MAJOR_WORDS);
+	__type(key, __u32);
+	__type(value, __u64);
+} ag_majors SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -225,25 +234,43 @@ static __always_inline int verdict(struct ag_disk *d, __u32 dev, __u32 flags, __
 	return mode == AG_MODE_ENFORCE ? -EPERM : 0;
 }
 
-/* The managed disk behind an inode (NULL: not a managed device). Cheap first. */
+/* The managed disk of a device (NULL: not managed). `chr`: a character
+ * device. The major's bit first (an inlined array load), so that writes to
+ * /dev/null, ttys and the disks nobody labelled skip the hash lookup. */
+static __always_inline struct ag_disk *managed_dev(__u32 dev, bool chr)
+{
+	__u32 major = dev >> MINORBITS;
+	__u32 word = (chr ? AG_MAJOR_WORDS : 0) + major / 64;
+	__u64 *bits = bpf_map_lookup_elem(&ag_majors, &word);
+
+	if (!bits || !((*bits >> (major % 64)) & 1))
+		return 0;
+	if (chr)
+		return bpf_map_lookup_elem(&ag_chr, &dev);
+	return bpf_map_lookup_elem(&ag_blk, &dev);
+}
+
+/* S_ISBLK(m) || S_ISCHR(m) in one test: of the file types (in units of
+ * 010000: fifo 01, chr 02, dir 04, blk 06, reg 010, lnk 012, sock 014) only
+ * chr and blk have 02 set and 011 clear. */
+#define S_ISDEV(m) (((m) & 0130000) == 0020000)
+
+/* The managed disk behind an inode (NULL: not a managed device). Regular
+ * files, directories, pipes, sockets and links leave at the i_mode test. */
 static __always_inline struct ag_disk *managed(struct inode *inode, __u32 *dev, __u32 *flags)
 {
 	umode_t mode;
+	bool chr;
 
 	if (!inode)
 		return 0;
 	mode = inode->i_mode;
-	if (S_ISBLK(mode)) {
-		*dev = inode->i_rdev;
-		*flags = 0;
-		return bpf_map_lookup_elem(&ag_blk, dev);
-	}
-	if (S_ISCHR(mode)) {
-		*dev = inode->i_rdev;
-		*flags = AG_EV_CHR;
-		return bpf_map_lookup_elem(&ag_chr, dev);
-	}
-	return 0;
+	if (!S_ISDEV(mode))
+		return 0;
+	chr = S_ISCHR(mode);
+	*dev = inode->i_rdev;
+	*flags = chr ? AG_EV_CHR : 0;
+	return managed_dev(*dev, chr);
 }
 
 static __always_inline int check_file(struct file *file, __u32 hook, __u32 op)
@@ -500,15 +527,10 @@ static __always_inline int cgroup_dev(struct bpf_cgroup_dev_ctx *ctx, bool full,
 	if (ctx->major >= (1 << (32 - MINORBITS)) || ctx->minor >= (1 << MINORBITS))
 		return 1;
 	dev = MKDEV(ctx->major, ctx->minor);
-	if (type == BPF_DEVCG_DEV_BLOCK) {
-		flags = 0;
-		d = bpf_map_lookup_elem(&ag_blk, &dev);
-	} else if (type == BPF_DEVCG_DEV_CHAR) {
-		flags = AG_EV_CHR;
-		d = bpf_map_lookup_elem(&ag_chr, &dev);
-	} else {
+	if (type != BPF_DEVCG_DEV_BLOCK && type != BPF_DEVCG_DEV_CHAR)
 		return 1;
-	}
+	flags = type == BPF_DEVCG_DEV_CHAR ? AG_EV_CHR : 0;
+	d = managed_dev(dev, type == BPF_DEVCG_DEV_CHAR);
 	if (!d)
 		return 1;
 	return verdict(d, dev, flags, hook, ctx->access_type, full) ? 0 : 1;

@@ -43,6 +43,14 @@ struct ag_disk {
 	__u32 mode;    /* AG_MODE_* */
 };
 
+/* ag_majors: one bit per device major (a kernel dev_t has a 12-bit major)
+ * that has at least one node in ag_blk (words 0..63) or ag_chr (words
+ * AG_MAJOR_WORDS..2*AG_MAJOR_WORDS-1): major M is bit M % 64 of word
+ * (chr ? AG_MAJOR_WORDS : 0) + M / 64. Userspace keeps it a superset of the
+ * device maps' majors (bits are set before a device goes in, cleared only
+ * after its last device of that major has left). */
+#define AG_MAJOR_WORDS 64
+
 /* Key of ag_exes: the executable's inode. */
 struct ag_exe_key {
 	__u64 ino;

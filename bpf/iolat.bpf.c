@@ -315,10 +315,23 @@ static __always_inline void on_complete_stamped(__u32 dev, unsigned int cmd_flag
 	       start && start <= io_start ? io_start - start : IOLAT_NO_QUEUE_TIME, nr_bytes);
 }
 
-/* the queue has the flag the issue programs take for QUEUE_FLAG_STATS */
-static __always_inline int stats_flag(unsigned long queue_flags)
+/* the request's queue has the flag the issue programs take for
+ * QUEUE_FLAG_STATS; the queue is not read at all when the kernel is not
+ * trusted to stamp (the one test of iolat_stats_bit) */
+static __always_inline bool stats_flag_btf(struct request___iolat *rq)
 {
-	return iolat_stats_bit < 64 && (queue_flags >> iolat_stats_bit) & 1;
+	struct request_queue___iolat *q;
+
+	if (iolat_stats_bit >= 64)
+		return false;
+	q = rq->q;
+	return q && (q->queue_flags >> iolat_stats_bit) & 1;
+}
+
+/* the same through bpf_probe_read_kernel (raw_tp) */
+static __always_inline bool stats_flag_raw(struct request___iolat *rq)
+{
+	return iolat_stats_bit < 64 && (BPF_CORE_READ(rq, q, queue_flags) >> iolat_stats_bit) & 1;
 }
 
 /* completion of a request whose cell (see cell_put) it still holds: records
@@ -403,15 +416,11 @@ static __always_inline __u64 cell_key_raw(struct request___iolat *rq)
 
 static __always_inline int btf_issue(struct request___iolat *rq, const bool cells)
 {
-	struct request_queue___iolat *q;
 	__u64 start = 0;
 
-	if (iolat_stats_bit < 64) {
-		q = rq->q;
-		/* the kernel stamps this request right after us */
-		if (q && stats_flag(q->queue_flags))
-			return 0;
-	}
+	/* the kernel stamps this request right after us */
+	if (stats_flag_btf(rq))
+		return 0;
 	if (bpf_core_field_exists(rq->start_time_ns))
 		start = rq->start_time_ns;
 	on_issue((__u64)rq, dev_btf(rq), rq->cmd_flags, start, cells,
@@ -429,7 +438,7 @@ static __always_inline int btf_complete(struct request___iolat *rq, unsigned int
 	if (io_start && iolat_stats_bit < 64)
 		on_complete_stamped(dev_btf(rq), rq->cmd_flags, rq->start_time_ns, io_start,
 				    nr_bytes);
-	else if (iolat_stats_bit < 64 && rq->q && stats_flag(rq->q->queue_flags))
+	else if (stats_flag_btf(rq))
 		/* left to the kernel at issue, and the kernel did not stamp it */
 		__sync_fetch_and_add(&iolat_stamp_misses, 1);
 	else if (cells && cell_take((__u64)rq, cell_key_btf(rq), nr_bytes))
@@ -487,7 +496,7 @@ static __always_inline int raw_issue(struct request___iolat *rq, const bool cell
 {
 	__u64 start = 0;
 
-	if (iolat_stats_bit < 64 && stats_flag(BPF_CORE_READ(rq, q, queue_flags)))
+	if (stats_flag_raw(rq))
 		return 0;
 	if (bpf_core_field_exists(rq->start_time_ns))
 		start = BPF_CORE_READ(rq, start_time_ns);
@@ -506,7 +515,7 @@ static __always_inline int raw_complete(struct request___iolat *rq, unsigned int
 	if (io_start && iolat_stats_bit < 64)
 		on_complete_stamped(dev_raw(rq), BPF_CORE_READ(rq, cmd_flags),
 				    BPF_CORE_READ(rq, start_time_ns), io_start, nr_bytes);
-	else if (iolat_stats_bit < 64 && stats_flag(BPF_CORE_READ(rq, q, queue_flags)))
+	else if (stats_flag_raw(rq))
 		__sync_fetch_and_add(&iolat_stamp_misses, 1);
 	else if (cells && cell_take((__u64)rq, cell_key_raw(rq), nr_bytes))
 		return 0;

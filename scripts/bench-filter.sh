@@ -5,24 +5,31 @@
 # which prints its figures as "VMINFO filter-cost bench ..." lines, and turns
 # them into Markdown in target/bench/filter/results.md.
 #
-#   scripts/bench-filter.sh [LINE...]     (default: 5.10+lsm 6.1 6.12 newest)
+#   scripts/bench-filter.sh [LINE...]     (default: 5.10+lsm 6.1 6.12 newest 5.10)
 #
-# Per line:
+# Per line with the BPF LSM:
 #  (a) ns per call (bpf_stats) of each filter program during grid's allowed
 #      pwrite and io_uring writes to a managed disk;
 #  (b) ns per call of each filter program on files that are not devices
 #      (tmpfs, pipe, /dev/zero -> /dev/null), next to the empty LSM program on
-#      the same hook (bpf/bench.bpf.c) during the same calls;
+#      the same hook and to the filter's old file_permission path (a hash
+#      lookup per device write) (bpf/bench.bpf.c), during the same calls;
 #  (c) syscall-bench on those files, filter on vs no program attached, 15
 #      alternating rounds: median, min and max of the on/off ratio.
+# On the 5.10 line (the cgroup-device fallback, which runs per open of a device
+# node, not per read or write): ns per write-open of /dev/null, of an unmanaged
+# loop device and of the managed disk by grid; the on/off ratio of /dev/null
+# opens.
 # The VM runs take turns with other lab runs (flock /tmp/asmguard-vm.lock).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-LINES=${*:-5.10+lsm 6.1 6.12 newest}
+LINES=${*:-5.10+lsm 6.1 6.12 newest 5.10}
 OUT=target/bench/filter
 mkdir -p "$OUT"
-cargo build --release --workspace --bins >&2 || exit 1
+# BENCH_TABLES_ONLY=1: no VM runs, the tables from the figures of earlier runs
+[ "${BENCH_TABLES_ONLY:-0}" = 1 ] || cargo build --release --workspace --bins >&2 || exit 1
 for line in $LINES; do
+    [ "${BENCH_TABLES_ONLY:-0}" = 1 ] && break
     echo "bench-filter: $line ..." >&2
     VM_BUILD=0 VM_EXTRA_TOOLS=bpftool VM_TEST_TIMEOUT=500 VM_TIMEOUT=600 \
         flock /tmp/asmguard-vm.lock tests/vm/run.sh "$line" filter-cost >"$OUT/$line.run" 2>&1
@@ -44,18 +51,18 @@ for line in $LINES; do
         continue
     fi
     echo
-    echo "| workload | program | calls | ns per call | empty program on the same hook, ns per call | program - empty |"
-    echo "|---|---|---|---|---|---|"
+    echo "| workload | program | calls | ns per call | empty program on the same hook | program - empty | old path (hash lookup per device write) | old - empty |"
+    echo "|---|---|---|---|---|---|---|---|"
     while read -r w prog rest; do
-        case $w in disk-* | tmpfs | pipe | null) ;; *) continue ;; esac
         case $prog in ag_*) ;; *) continue ;; esac
         hook=${prog#ag_}
-        empty=$(awk -v w="$w" -v p="bench_$hook" '$1 == w && $2 == p {print}' "$f")
-        e=$(field ns_per_call "$empty")
+        e=$(field ns_per_call "$(awk -v w="$w" -v p="bench_$hook" '$1 == w && $2 == p' "$f")")
+        o=$(field ns_per_call "$(awk -v w="$w" -v p="bench_${hook}_hash" '$1 == w && $2 == p' "$f")")
         ns=$(field ns_per_call "$rest")
         d=$([ -n "$e" ] && awk -v a="$ns" -v b="$e" 'BEGIN {printf "%+.1f", a - b}')
-        echo "| $w | $prog | $(field calls "$rest") | $ns | ${e:--} | ${d:--} |"
-    done <"$f"
+        od=$([ -n "$e" ] && [ -n "$o" ] && awk -v a="$o" -v b="$e" 'BEGIN {printf "%+.1f", a - b}')
+        echo "| $w | $prog | $(field calls "$rest") | $ns | ${e:--} | ${d:--} | ${o:--} | ${od:--} |"
+    done < <(grep -v '^onoff \|^kernel ' "$f")
     echo
     echo "| workload | ns per call, filter on (median) | no program (median) | on/off median | min | max | rounds |"
     echo "|---|---|---|---|---|---|---|"

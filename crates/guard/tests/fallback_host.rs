@@ -326,3 +326,65 @@ fn fallback_pins_survive_a_drop_and_are_readopted() {
     assert!(!pins.0.exists(), "uninstall removes the pins");
     assert!(write_open(&lo.dev).is_ok(), "uninstall detaches at once");
 }
+
+/// The programs look a device up only when its major's bit is set in
+/// `ag_majors`: the loader sets it before the device goes in, keeps it while
+/// any device of that major is managed, clears it after the last one, and
+/// rebuilds it from the device maps when it re-adopts pins (an older
+/// version's pins had no such map). The cgroup-device program reads the same
+/// bits as the LSM programs, so this host can show it.
+#[test]
+fn fallback_majors_follow_the_managed_set() {
+    use libbpf_rs::{MapCore, MapFlags, MapHandle};
+    let Some(_l) = lock() else { return };
+    let (a, b) = (Loop::new("maj-a"), Loop::new("maj-b"));
+    let pins = Pins::new("majors");
+    let g = Guard::open(&pins.opts()).unwrap();
+    let major = a.key().dev.major();
+    assert_eq!(b.key().dev.major(), major);
+    let blk = |g: &Guard| g.managed_majors().unwrap().0;
+    assert!(blk(&g).is_empty(), "nothing managed yet");
+    g.set_disk(&[a.key(), b.key()], Mode::Enforce, 1).unwrap();
+    assert_eq!(blk(&g), vec![major]);
+    assert!(
+        g.managed_majors().unwrap().1.is_empty(),
+        "no character device"
+    );
+    assert_eq!(
+        asmguard_guard::pinned_majors(&pins.0).unwrap(),
+        (vec![major], vec![]),
+        "the pinned map, read alone, says the same"
+    );
+    assert!(is_eperm(&write_open(&a.dev)), "a is protected");
+    assert!(is_eperm(&write_open(&b.dev)), "b is protected");
+
+    g.remove_disk(&[a.key()]).unwrap();
+    assert_eq!(blk(&g), vec![major], "b keeps its major's bit");
+    assert!(write_open(&a.dev).is_ok(), "a left the set");
+    assert!(is_eperm(&write_open(&b.dev)), "b is still protected");
+
+    // Pins of a version without the bits: b in the device map, no bit.
+    let m = MapHandle::from_pinned_path(pins.0.join("maps").join("ag_majors")).unwrap();
+    m.update(
+        &(major / 64).to_ne_bytes(),
+        &0u64.to_ne_bytes(),
+        MapFlags::ANY,
+    )
+    .unwrap();
+    assert!(
+        write_open(&b.dev).is_ok(),
+        "the program reads the bit before the device map"
+    );
+    drop(g);
+    let g = Guard::open(&pins.opts()).unwrap();
+    assert!(g.adopted());
+    assert_eq!(blk(&g), vec![major], "re-adoption rebuilds the bits");
+    assert!(is_eperm(&write_open(&b.dev)), "b is protected again");
+
+    g.remove_disk(&[b.key()]).unwrap();
+    assert!(
+        blk(&g).is_empty(),
+        "the last device of the major took its bit"
+    );
+    assert!(write_open(&b.dev).is_ok());
+}

@@ -6,6 +6,8 @@
  *   syscall-bench pipe N          64-byte write + read through a pipe, N times
  *   syscall-bench null N          64-byte read of /dev/zero + write to /dev/null, N times
  *   syscall-bench pwrite DEV N    4 KiB O_DIRECT pwrite to DEV (a managed disk), N times
+ *   syscall-bench open PATH N     open PATH for writing and close it, N times (what the
+ *                                 cgroup-device fallback sees: opens, not reads or writes)
  *
  * Prints "<mode> calls=<C> ns_per_call=<T>" (wall clock, CLOCK_MONOTONIC).
  * Every failed call is an error: the run stops with exit status 1.
@@ -52,10 +54,12 @@ int main(int argc, char **argv)
 
 	if (argc == 3 && (!strcmp(mode, "pipe") || !strcmp(mode, "null"))) {
 		n = atol(argv[2]);
-	} else if (argc == 4 && (!strcmp(mode, "tmpfs") || !strcmp(mode, "pwrite"))) {
+	} else if (argc == 4 && (!strcmp(mode, "tmpfs") || !strcmp(mode, "pwrite") ||
+				 !strcmp(mode, "open"))) {
 		n = atol(argv[3]);
 	} else {
-		fprintf(stderr, "usage: syscall-bench tmpfs FILE N | pipe N | null N | pwrite DEV N\n");
+		fprintf(stderr,
+			"usage: syscall-bench tmpfs FILE N | pipe N | null N | pwrite DEV N | open PATH N\n");
 		return 2;
 	}
 	if (n <= 0) {
@@ -63,6 +67,14 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	memset(buf, 'x', sizeof(buf));
+	if (!strcmp(mode, "open")) {
+		t0 = now_ns();
+		for (i = 0; i < n; i++)
+			close(open_or_die(argv[2], O_WRONLY));
+		t1 = now_ns();
+		printf("open calls=%ld ns_per_call=%.1f\n", n, (t1 - t0) / n);
+		return 0;
+	}
 	if (!strcmp(mode, "tmpfs")) {
 		wfd = rfd = open_or_die(argv[2], O_RDWR | O_CREAT);
 	} else if (!strcmp(mode, "pipe")) {

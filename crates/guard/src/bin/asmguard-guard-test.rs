@@ -5,7 +5,7 @@
 //! asmguard-guard-test load   [OPTIONS] [DEVICE...]   load or re-adopt, add devices, exit
 //! asmguard-guard-test hold   [OPTIONS] [DEVICE...]   the same, then print events until killed
 //! asmguard-guard-test events [--count N] [--timeout SECONDS]
-//! asmguard-guard-test stats | disks | unload
+//! asmguard-guard-test stats | disks | majors | unload
 //! OPTIONS: --backend lsm|cgroup  --pin-dir DIR  --cgroup DIR
 //!          --uid N  --gid N  --exe PATH (repeatable; replace the allow-list when any is given)
 //!          --mode enforce|audit|off (default enforce)  --id N (disk id, default 1)
@@ -205,9 +205,21 @@ fn run() -> Result<(), String> {
             }
             Ok(())
         }
+        "majors" => {
+            let (blk, chr) =
+                asmguard_guard::pinned_majors(&a.opts.pin_dir).map_err(|e| e.to_string())?;
+            let list = |v: Vec<u32>| {
+                v.iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            };
+            println!("majors blk={} chr={}", list(blk), list(chr));
+            Ok(())
+        }
         "unload" => asmguard_guard::remove_pins(&a.opts.pin_dir).map_err(|e| e.to_string()),
         _ => Err(
-            "usage: asmguard-guard-test load|hold|events|stats|disks|unload [OPTIONS] [DEVICE...]"
+            "usage: asmguard-guard-test load|hold|events|stats|disks|majors|unload [OPTIONS] [DEVICE...]"
                 .into(),
         ),
     }

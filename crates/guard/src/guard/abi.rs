@@ -14,6 +14,7 @@
 use std::fmt;
 use std::mem::{offset_of, size_of};
 
+use super::events::DevKey;
 use super::hooks::HOOKS;
 
 /// The skeleton of `bpf/guard.bpf.c`, for its BTF-derived types.
@@ -80,6 +81,43 @@ pub const STAT_RB_DROPS: u32 = 2 * NHOOKS;
 /// `AG_NSTATS`: entries of `ag_stats`.
 pub const NSTATS: u32 = 32;
 const _: () = assert!(STAT_RB_DROPS < NSTATS);
+
+/// `AG_MAJOR_WORDS`: `ag_majors` words per device type (block, then
+/// character), 64 majors each: 4,096, the kernel dev_t's 12-bit majors.
+pub const MAJOR_WORDS: u32 = 64;
+/// Entries of `ag_majors`.
+pub const MAJOR_ENTRIES: u32 = 2 * MAJOR_WORDS;
+
+/// The `ag_majors` word (its key) and the bit in it of a device's major.
+pub fn major_slot(dev: DevKey) -> (u32, u32) {
+    let m = dev.dev.major();
+    (if dev.chr { MAJOR_WORDS } else { 0 } + m / 64, m % 64)
+}
+
+/// The whole `ag_majors` content for a managed set: one bit per major (block
+/// and character apart) that has at least one of `devs`.
+pub fn major_bitmap(devs: impl IntoIterator<Item = DevKey>) -> Vec<u64> {
+    let mut words = vec![0u64; MAJOR_ENTRIES as usize];
+    for d in devs {
+        let (w, b) = major_slot(d);
+        words[w as usize] |= 1 << b;
+    }
+    words
+}
+
+/// The majors whose bits are set in `ag_majors` words: (block, character).
+pub fn majors_of(words: &[u64]) -> (Vec<u32>, Vec<u32>) {
+    let of = |base: u32| -> Vec<u32> {
+        (0..MAJOR_WORDS * 64)
+            .filter(|m| {
+                words
+                    .get((base + m / 64) as usize)
+                    .is_some_and(|w| (w >> (m % 64)) & 1 == 1)
+            })
+            .collect()
+    };
+    (of(0), of(MAJOR_WORDS))
+}
 
 /// What the filter does on one disk (`AG_MODE_*`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -249,6 +287,7 @@ mod tests {
         assert_eq!(num("AG_NSTATS"), NSTATS);
         assert_eq!(num("AG_EV_CHR"), EV_CHR);
         assert_eq!(num("AG_EV_CMD"), EV_CMD);
+        assert_eq!(num("AG_MAJOR_WORDS"), MAJOR_WORDS);
         assert_eq!(d["AG_STAT_RB_DROPS"], "(2 * AG_NHOOKS)");
         // Every hook code of the header is a row of the table, and back.
         let hooks: Vec<(String, u32)> = d
@@ -279,6 +318,29 @@ mod tests {
         let k = exe_key(1234, (8 << 20) | 1);
         assert_eq!(parse_exe_key(&k), Some((1234, (8 << 20) | 1)));
         assert_eq!(parse_exe_key(&k[..10]), None);
+    }
+
+    #[test]
+    fn major_bitmap_has_one_bit_per_major_and_type() {
+        use crate::KernelDev;
+        let blk = |ma, mi| DevKey::block(KernelDev::new(ma, mi).unwrap());
+        let chr = |ma, mi| DevKey::char(KernelDev::new(ma, mi).unwrap());
+        // sd (8), sg (21), NVMe generic (a dynamic major such as 242), the
+        // highest major (4095)
+        assert_eq!(major_slot(blk(8, 0)), (0, 8));
+        assert_eq!(major_slot(chr(21, 3)), (64, 21));
+        assert_eq!(major_slot(chr(242, 0)), (67, 50));
+        assert_eq!(major_slot(blk(4095, 1)), (63, 63));
+        assert_eq!(major_slot(chr(4095, 1)), (127, 63));
+        let w = major_bitmap([blk(8, 0), blk(8, 16), chr(21, 0), blk(259, 1)]);
+        assert_eq!(w.len(), MAJOR_ENTRIES as usize);
+        assert_eq!(w[0], 1 << 8);
+        assert_eq!(w[4], 1 << 3, "259 = 4 * 64 + 3");
+        assert_eq!(w[64], 1 << 21);
+        // block 21 and character 8 are other devices: their bits stay clear
+        assert_eq!(w.iter().map(|x| x.count_ones()).sum::<u32>(), 3);
+        assert!(major_bitmap([]).iter().all(|x| *x == 0));
+        assert_eq!(majors_of(&w), (vec![8, 259], vec![21]));
     }
 
     /// The mirror of `struct ag_event` against the compiled object's BTF

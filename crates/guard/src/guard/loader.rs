@@ -31,9 +31,10 @@ use crate::{Error, KernelDev};
 pub(crate) static GUARD_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/guard.bpf.o"));
 
 /// The maps, pinned under `maps/<name>`.
-pub(crate) const MAP_NAMES: [&str; 8] = [
+pub(crate) const MAP_NAMES: [&str; 9] = [
     "ag_blk",
     "ag_chr",
+    "ag_majors",
     "ag_uids",
     "ag_gids",
     "ag_exes",
@@ -235,6 +236,7 @@ pub struct Guard {
     links: Vec<(String, Link)>,
     blk: MapHandle,
     chr: MapHandle,
+    majors: MapHandle,
     uids: MapHandle,
     gids: MapHandle,
     exes: MapHandle,
@@ -459,6 +461,7 @@ impl Guard {
         };
         let blk = handle("ag_blk")?;
         let chr = handle("ag_chr")?;
+        let majors = handle("ag_majors")?;
         let uids = handle("ag_uids")?;
         let gids = handle("ag_gids")?;
         let exes = handle("ag_exes")?;
@@ -512,7 +515,7 @@ impl Guard {
             },
             Backend::CgroupDevice => reason,
         };
-        Ok(Guard {
+        let g = Guard {
             backend,
             reason,
             adopted: false,
@@ -520,6 +523,7 @@ impl Guard {
             links,
             blk,
             chr,
+            majors,
             uids,
             gids,
             exes,
@@ -527,7 +531,19 @@ impl Guard {
             stats,
             counts,
             _obj: obj,
-        })
+        };
+        // Pins of a version without ag_majors: its bits from the device maps.
+        // Only added here, never cleared: another process may be adding a
+        // device right now (its bit goes in before the device does).
+        let mut words = g.majors()?;
+        for (w, add) in words
+            .iter_mut()
+            .zip(abi::major_bitmap(g.disks()?.into_keys()))
+        {
+            *w |= add;
+        }
+        g.write_majors(&words)?;
+        Ok(g)
     }
 
     /// The backend in use.
@@ -570,9 +586,17 @@ impl Guard {
         }
     }
 
-    /// Puts devices into the managed set (or changes their mode).
+    /// Puts devices into the managed set (or changes their mode). Their
+    /// majors' bits go in first: the programs never see a managed device
+    /// whose major they would skip.
     pub fn set_disk(&self, devs: &[DevKey], mode: Mode, disk_id: u32) -> Result<(), Error> {
         let value = abi::disk_value(disk_id, mode);
+        let mut words = self.majors()?;
+        for d in devs {
+            let (w, b) = abi::major_slot(*d);
+            words[w as usize] |= 1 << b;
+        }
+        self.write_majors(&words)?;
         for d in devs {
             self.dev_map(*d)
                 .update(&d.dev.raw().to_ne_bytes(), &value, MapFlags::ANY)
@@ -581,12 +605,42 @@ impl Guard {
         Ok(())
     }
 
-    /// Removes devices from the managed set (absent ones are fine).
+    /// Removes devices from the managed set (absent ones are fine), then
+    /// the bits of the majors that have no managed device left.
     pub fn remove_disk(&self, devs: &[DevKey]) -> Result<(), Error> {
         for d in devs {
             delete_quiet(self.dev_map(*d), &d.dev.raw().to_ne_bytes())?;
         }
+        self.sync_majors()
+    }
+
+    /// `ag_majors` as the kernel has it (one word per entry).
+    fn majors(&self) -> Result<Vec<u64>, Error> {
+        read_majors(&self.majors)
+    }
+
+    /// Writes the words of `ag_majors` that differ from `words`.
+    fn write_majors(&self, words: &[u64]) -> Result<(), Error> {
+        for (k, (old, new)) in self.majors()?.iter().zip(words).enumerate() {
+            if old != new {
+                self.majors
+                    .update(&(k as u32).to_ne_bytes(), &new.to_ne_bytes(), MapFlags::ANY)
+                    .map_err(Error::bpf("updating the managed majors"))?;
+            }
+        }
         Ok(())
+    }
+
+    /// Sets `ag_majors` to exactly the majors of the device maps.
+    fn sync_majors(&self) -> Result<(), Error> {
+        let devs = self.disks()?;
+        self.write_majors(&abi::major_bitmap(devs.into_keys()))
+    }
+
+    /// The majors the programs look up (block, character): those with at
+    /// least one managed device.
+    pub fn managed_majors(&self) -> Result<(Vec<u32>, Vec<u32>), Error> {
+        Ok(abi::majors_of(&self.majors()?))
     }
 
     /// The managed set: device -> (mode, disk id).
@@ -725,6 +779,26 @@ impl Guard {
     }
 }
 
+/// Every word of an `ag_majors` map (absent entries read as 0).
+fn read_majors(map: &MapHandle) -> Result<Vec<u64>, Error> {
+    (0..abi::MAJOR_ENTRIES)
+        .map(|k| {
+            let v = map
+                .lookup(&k.to_ne_bytes(), MapFlags::ANY)
+                .map_err(Error::bpf("reading the managed majors"))?;
+            Ok(v.as_deref().and_then(|b| abi::read_u64(b, 0)).unwrap_or(0))
+        })
+        .collect()
+}
+
+/// [`Guard::managed_majors`] of the filter pinned in `pin_dir`, read from the
+/// pinned map alone (no programs loaded: cheap enough for a test's loop).
+pub fn pinned_majors(pin_dir: &std::path::Path) -> Result<(Vec<u32>, Vec<u32>), Error> {
+    let map = MapHandle::from_pinned_path(pin_dir.join("maps").join("ag_majors"))
+        .map_err(Error::bpf("opening the pinned managed majors"))?;
+    Ok(abi::majors_of(&read_majors(&map)?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -779,6 +853,7 @@ mod tests {
         assert_eq!(maps["ag_chr"].1, disk);
         assert_eq!((maps["ag_exes"].0, maps["ag_exes"].1), (exe, 1));
         assert_eq!(maps["ag_stats"], (4, 8, abi::NSTATS));
+        assert_eq!(maps["ag_majors"], (4, 8, abi::MAJOR_ENTRIES));
         for m in MAP_NAMES {
             assert!(maps.contains_key(m), "{m}");
         }

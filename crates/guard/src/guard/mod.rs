@@ -43,7 +43,7 @@ pub use commands::{CmdSet, PassthroughRule};
 pub use events::{DenialEvent, DevKey, ExeId};
 pub use hooks::{Hook, HookDef, Op, HOOKS};
 pub use ioctls::ioctl_name;
-pub use loader::{Backend, Coverage, Guard, Options, Stats};
+pub use loader::{pinned_majors, Backend, Coverage, Guard, Options, Stats};
 pub use pins::{
     active_lsms, bpf_lsm_hint, bpf_lsm_hint_for, cgroup2_root, pinned_backend, remove_pins, PIN_DIR,
 };

@@ -1,35 +1,40 @@
 #!/bin/sh
 # filter-cost: a benchmark, not a test (scripts/bench-filter.sh runs it; the
 # lab's test runs never do: it lives outside tests/). Prints its figures as
-# "VMINFO filter-cost bench ..." lines:
+# "VMINFO filter-cost bench ..." lines. With the BPF LSM:
 #  (a) ns per call (bpf_stats) of the filter's programs when grid, allowed,
 #      writes a managed disk with pwrite and with io_uring;
 #  (b) ns per call of each filter program on files that are not devices (tmpfs,
 #      a pipe, /dev/zero -> /dev/null), next to an EMPTY LSM program on the same
-#      hook (asmguard-bench-empty), both attached during the same calls;
+#      hook and to the filter's old file_permission path (a hash lookup per
+#      device write, bench_file_permission_hash), all loaded by
+#      asmguard-bench-empty and attached during the same calls as (a) and (b);
 #  (c) syscall-bench on those files with the filter on vs no program attached
 #      (asmguardctl filter disable), ROUNDS alternating rounds: per round the
 #      on/off ratio of ns per call; median, min and max.
+# On the cgroup-device fallback (no BPF LSM): the program runs per open of a
+# device node, never per read or write: (a) and (b) become ns per write-open of
+# /dev/null (a major with no managed node), of an unmanaged loop device (the
+# managed disk's major: a hash lookup) and of the managed disk by grid
+# (allowed: the whole verdict), and (c) the on/off ratio of /dev/null opens.
 # Under TCG every figure is emulated time: only ratios measured side by side
 # in one run say anything (see BENCHMARKS.md).
 . /vmtests/lib.sh
 
 ROUNDS=15
 N=20000
+NOPEN=2000
 C="asmguardctl --socket /run/asmguard/asmguard.sock"
 
-case ",$(cat /sys/kernel/security/lsm)," in
-*,bpf,*) ;;
-*) na bench "no BPF LSM in this boot ($(cat /sys/kernel/security/lsm)): nothing to measure"; vm_exit ;;
-esac
 command -v bpftool >/dev/null || { fail bench "bpftool missing (VM_EXTRA_TOOLS=bpftool)"; vm_exit; }
 
 D=$(new_loop 64 bench-disk) || { fail bench "losetup: $D"; vm_exit; }
-agd_config /tmp/bench.toml "${D#/dev/}"
+agd_config /tmp/bench.toml "${D#/dev/}" 'filter.allow_groups=[]'
 : >/tmp/bench-agd.log
 agd_start /tmp/bench.toml /tmp/bench-agd.log
 $C label BENCH "$D" >/dev/null 2>&1 || { fail bench "label: $(tail -n 3 /tmp/bench-agd.log)"; vm_exit; }
 chown grid "$D"
+chmod 666 "$D" # the filter, not the mode bits, must stop the intruder
 if as_user intruder dd if=/dev/zero of="$D" bs=4096 count=1 oflag=direct 2>/dev/null; then
 	fail bench "the filter does not protect $D: nothing to measure"
 	vm_exit
@@ -59,27 +64,40 @@ measure() {
 }
 
 echo 1 >/proc/sys/kernel/bpf_stats_enabled
-# (a) the allowed writer on the managed disk
-measure disk-pwrite as_user grid syscall-bench pwrite "$D" 2000
-measure disk-io_uring as_user grid fio --name=w --filename="$D" --ioengine=io_uring --rw=write \
-	--bs=4k --direct=1 --size=8M --iodepth=8
-# (b) files that are not devices, the filter and the empty programs side by side
-asmguard-bench-empty >/tmp/bench-empty.out 2>&1 &
-empty=$!
-if wait_for_line /tmp/bench-empty.out '^ready' 30; then
+if [ "$VM_BACKEND" = lsm ]; then
+	WORKLOADS="tmpfs pipe null"
+	# the reference programs (empty; the old file_permission path) beside the filter's
+	asmguard-bench-empty >/tmp/bench-empty.out 2>&1 &
+	empty=$!
+	wait_for_line /tmp/bench-empty.out '^ready' 30 || fail bench-empty "$(cat /tmp/bench-empty.out)"
+	# (a) the allowed writer on the managed disk
+	measure disk-pwrite as_user grid syscall-bench pwrite "$D" 2000
+	measure disk-io_uring as_user grid fio --name=w --filename="$D" --ioengine=io_uring --rw=write \
+		--bs=4k --direct=1 --size=8M --iodepth=8
+	# (b) files that are not devices
 	measure tmpfs syscall-bench tmpfs /tmp/bench-file "$N"
 	measure pipe syscall-bench pipe "$N"
 	measure null syscall-bench null "$N"
+	kill "$empty" 2>/dev/null
+	wait "$empty" 2>/dev/null
 else
-	fail bench-empty "$(cat /tmp/bench-empty.out)"
+	WORKLOADS="open-null"
+	U=$(new_loop 8 bench-other) || fail bench "losetup: $U"
+	chmod 666 "$U"
+	measure open-null syscall-bench open /dev/null "$NOPEN"
+	measure open-unmanaged syscall-bench open "$U" "$NOPEN"
+	measure open-disk-grid as_user grid syscall-bench open "$D" "$NOPEN"
 fi
-kill "$empty" 2>/dev/null; wait "$empty" 2>/dev/null
 echo 0 >/proc/sys/kernel/bpf_stats_enabled
 
 # (c) filter on vs no program attached, alternating
 run_modes() { # MODE: one syscall-bench per workload, "MODE workload ns" lines
-	for w in tmpfs pipe null; do
-		if [ $w = tmpfs ]; then out=$(syscall-bench tmpfs /tmp/bench-file "$N"); else out=$(syscall-bench $w "$N"); fi
+	for w in $WORKLOADS; do
+		case $w in
+		tmpfs) out=$(syscall-bench tmpfs /tmp/bench-file "$N") ;;
+		open-null) out=$(syscall-bench open /dev/null "$NOPEN") ;;
+		*) out=$(syscall-bench $w "$N") ;;
+		esac
 		echo "$1 $w ${out##*ns_per_call=}"
 	done
 }
@@ -94,7 +112,7 @@ while [ $r -le $ROUNDS ]; do
 	r=$((r + 1))
 done
 $C filter enable >/dev/null
-for w in tmpfs pipe null; do
+for w in $WORKLOADS; do
 	# per round: on/off; then median, min, max over the rounds
 	ratios=$(awk -v w=$w '$3==w {v[$1" "$2]=$4; r[$1]=1}
 		END {for (k in r) printf "%.4f\n", v[k" on"]/v[k" off"]}' /tmp/bench-rounds | sort -g)

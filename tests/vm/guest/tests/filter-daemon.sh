@@ -4,7 +4,8 @@
 # protected from the moment it is labelled, with its generic SCSI nodes; the
 # parent of a labelled partition too; denials reach the journal and
 # `asmguardctl events`; kill -9 of the daemon keeps protection and a restart
-# re-adopts it with an attacker loop running; filter audit/disable/enable.
+# re-adopts it with an attacker loop running; filter audit/disable/enable; the
+# majors the programs look up (ag_majors) follow the managed set both ways.
 . /vmtests/lib.sh
 
 D=$VM_SCSI
@@ -37,7 +38,35 @@ case $st in
 esac
 
 expect_ok write-before-label dd if=/tmp/junk of="$D" $DDW seek=100
+# The programs look a device up only when its major has a managed node
+# (ag_majors): sd's (8) and sg's (21) bits come with the label, after the
+# daemon started; a write on the sg node opened before it is then refused.
+G=/usr/local/bin/asmguard-guard-test
+SDMAJ=$((0x$(stat -c %t "$D"))) SGMAJ=$((0x$(stat -c %t "$SG")))
+has_major() { # has_major MAJORS blk|chr MAJOR: the bit is set in MAJORS ($G majors)
+	echo "$1" | sed -n "s/.* $2=\([^ ]*\).*/,\1,/p" | grep -q ",$3,"
+}
+m=$($G majors 2>&1)
+if has_major "$m" blk "$SDMAJ" || has_major "$m" chr "$SGMAJ"; then
+	fail majors-before-label "$m"
+else
+	pass majors-before-label "$m"
+fi
+exec 4<>"$SG"
 expect_ok label $C label DATA1 "$D"
+m=$($G majors 2>&1)
+if has_major "$m" blk "$SDMAJ" && has_major "$m" chr "$SGMAJ"; then
+	pass majors-after-label "sd $SDMAJ, sg $SGMAJ: $m"
+else
+	fail majors-after-label "sd $SDMAJ, sg $SGMAJ: $m"
+fi
+if [ "$VM_BACKEND" = lsm ]; then
+	# (zeros: without the filter, sg would take them for TEST UNIT READY)
+	expect_fail sg-preopened-write-denied "Operation not permitted" sh -c 'dd if=/dev/zero bs=512 count=1 status=none >&4'
+else
+	na sg-preopened-write-denied "$VM_FALLBACK_WHY; a write on an fd opened before the label"
+fi
+exec 4>&-
 expect_fail denied-after-label "Operation not permitted" dd if=/tmp/junk of="$D" $DDW
 if [ "$VM_BACKEND" = lsm ]; then
 	expect_fail sg-node-managed "Operation not permitted" sg_raw -R -s 512 -i /tmp/junk512 "$SG" 2a 00 00 00 00 00 00 00 01 00
@@ -111,9 +140,28 @@ expect_fail partition-still-enforced "Operation not permitted" dd if=/tmp/junk o
 expect_fail filter-non-root "" as_user grid $C filter disable
 expect_ok filter-disable-all $C filter disable
 [ ! -e /sys/fs/bpf/asmguard ] && pass pins-removed || fail pins-removed "$(ls -R /sys/fs/bpf/asmguard)"
-expect_ok disabled-allows dd if=/tmp/junk of="${P}p1" $DDW
+expect_ok disabled-allows dd if=/tmp/junk of="${P}p1" $DDW seek=100
 expect_ok filter-enable-all $C filter enable
 expect_fail enabled-again "Operation not permitted" dd if=/tmp/junk of="$D" $DDW
+
+# unlabel DATA2: the loop disk's majors (its own, its partitions') leave
+# ag_majors once no managed node has them; DATA1's stay, and stay enforced
+LPMAJ=$((0x$(stat -c %t "${P}p1"))) LMAJ=$((0x$(stat -c %t "$P")))
+expect_ok unlabel-partition $C unlabel DATA2
+i=0
+m=$($G majors 2>&1)
+while [ $i -lt 50 ] && has_major "$m" blk "$LPMAJ"; do
+	i=$((i + 1))
+	sleep 0.1
+	m=$($G majors 2>&1)
+done
+if has_major "$m" blk "$LPMAJ" || has_major "$m" blk "$LMAJ" || ! has_major "$m" blk "$SDMAJ" || ! has_major "$m" chr "$SGMAJ"; then
+	fail majors-after-unlabel "loop $LMAJ, partition $LPMAJ gone; sd $SDMAJ, sg $SGMAJ kept: $m"
+else
+	pass majors-after-unlabel "$m"
+fi
+expect_ok unlabelled-partition-writable dd if=/tmp/junk of="${P}p1" $DDW
+expect_fail still-denied-after-unlabel "Operation not permitted" dd if=/tmp/junk of="$D" $DDW
 
 $C filter disable >/dev/null 2>&1
 kill "$agd"
