@@ -100,7 +100,7 @@ Summary: ASM disk labels, stable device paths and write protection
 License: Apache-2.0
 URL: https://example.invalid/asmguard
 AutoReqProv: no
-Requires: systemd, systemd-udev
+Requires: systemd, systemd-udev, libudev.so.1()(64bit)
 
 %description
 asmguard replaces Oracle ASMLib and the ASM Filter Driver: it labels disks for Oracle

@@ -116,6 +116,18 @@ fn stable_link(path: &str, top: Option<&SysDev>) -> String {
     }
 }
 
+/// A udev property of a disk: the first of its paths (the top first) that has it.
+fn udev_prop(
+    s: &State,
+    paths: &[(String, discovery::Role)],
+    get: impl Fn(&asmguard_devices::udevdb::UdevProps) -> Option<String>,
+) -> Option<String> {
+    paths
+        .iter()
+        .filter_map(|(n, _)| s.devices.get(n)?.udev.as_ref())
+        .find_map(get)
+}
+
 /// The answer to a label operation: what was done, where, and which byte ranges
 /// were written (`offset+length`).
 fn label_result(out: labelling::Outcome, label: &Label, device: String) -> LabelResult {
@@ -389,6 +401,8 @@ impl Daemon {
                     .map(|f| f.filtering(&d.label.to_string()))
                     .unwrap_or_else(|| "off (no filter)".into()),
                 conflict: d.conflict,
+                serial: udev_prop(&s, &d.paths, |u| u.serial.clone()),
+                wwn: udev_prop(&s, &d.paths, |u| u.wwn.clone()),
             });
         }
         let conflicts = s
@@ -464,7 +478,7 @@ impl Daemon {
                 .map(|m| format!("{} (latency: {})", m.address(), m.tracer))
                 .unwrap_or_else(|| format!("{} (not served yet)", self.cfg.metrics.listen)),
             config: self.cfg_source.clone(),
-            monitor: self.monitor.clone(),
+            events: self.monitor.clone(),
             last_scan_ms: s.last_scan_ms,
         }
     }
