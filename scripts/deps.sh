@@ -10,7 +10,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 # reference blkid, udev and systemd tools for the rules and unit tests, promtool.
 HOST_TEST_PKGS="util-linux fdisk e2fsprogs xfsprogs btrfs-progs cryptsetup-bin lvm2
  udev systemd prometheus
- mmdebstrap lintian rpm"
+ mmdebstrap lintian rpm python3-rpm python3-venv"
 
 # Build: libudev for the daemon's udev event source and database reads (udev crate).
 BUILD_PKGS="libudev-dev"
