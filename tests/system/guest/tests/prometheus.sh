@@ -37,11 +37,15 @@ if echo "$t" | grep -q '"health":"up"'; then
 else
 	fail target-up "$t :: $(journalctl -u prometheus --no-pager -n 5 -o cat)"
 fi
-q=$(curl -fs "$api/query?query=asmguard_protected" 2>&1)
-case $q in
-*'"value":['*',"1"]'*) pass protected-query "$q" ;;
-*) fail protected-query "$q" ;;
-esac
+# check_protected CHECK: asmguard_protected reads 1 through PromQL
+check_protected() {
+	q=$(curl -fs "$api/query?query=asmguard_protected" 2>&1)
+	case $q in
+	*'"value":['*',"1"]'*) pass "$1" "$q" ;;
+	*) fail "$1" "$q" ;;
+	esac
+}
+check_protected protected-query
 
 # ---- the alert rules ----------------------------------------------------------
 # every alert the file defines is loaded, and no rule reports an evaluation error
@@ -98,10 +102,6 @@ if [ -z "$s" ]; then
 else
 	fail alert-resolves "$alert still '$s' 60 s after filter enable"
 fi
-q=$(curl -fs "$api/query?query=asmguard_protected" 2>&1)
-case $q in
-*'"value":['*',"1"]'*) pass protected-again "$q" ;;
-*) fail protected-again "$q" ;;
-esac
+check_protected protected-again
 systemctl stop prometheus.service
 vm_exit
