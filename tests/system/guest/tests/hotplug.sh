@@ -49,7 +49,7 @@ echo "$out" | grep -q "^HP1 .*${dev#/dev/}" && fail unplug-drops-disk "$out" || 
 ms() { echo $((($(date +%s%N) - t0) / 1000000)); }
 t0=$(date +%s%N)
 dev=$(power_on) || { fail plug "no null_blk disk after power-on"; vm_exit; }
-t_node=$(ms) t_link="" t_list="" t_prot="" landed=0 i=0
+t_node=$(ms) t_link="" t_list="" t_prot="" landed=0 other=0 other_err="" i=0
 while { [ -z "$t_link" ] || [ -z "$t_list" ] || [ -z "$t_prot" ]; } && [ $i -lt 1000 ]; do
 	[ -z "$t_link" ] && [ -e /dev/asmguard/disks/HP1 ] && t_link=$(ms)
 	[ -z "$t_list" ] && $C lsdsk 2>/dev/null | grep -q "^HP1 .*${dev#/dev/}" && t_list=$(ms)
@@ -58,6 +58,8 @@ while { [ -z "$t_link" ] || [ -z "$t_list" ] || [ -z "$t_prot" ]; } && [ $i -lt 
 			landed=$((landed + 1))
 		elif grep -q "Operation not permitted" /tmp/hp.err; then
 			t_prot=$(ms)
+		else
+			other=$((other + 1)) other_err=$(tail -n 1 /tmp/hp.err)
 		fi
 	fi
 	i=$((i + 1))
@@ -70,7 +72,7 @@ fi
 [ -n "$t_list" ] && pass plug-listed "lsdsk: $($C lsdsk | grep '^HP1 ')" || fail plug-listed "HP1 on ${dev#/dev/} not in lsdsk: $($C lsdsk 2>&1)"
 [ -n "$t_prot" ] && pass plug-root-refused "root's write refused after $landed landed" ||
 	fail plug-root-refused "root's writes to $dev still land ($landed, last: $(cat /tmp/hp.err))"
-info "hotplug: node ${t_node} ms, link ${t_link:-never} ms, listed ${t_list:-never} ms, root write first refused ${t_prot:-never} ms after power-on ($landed writes landed before)"
+info "hotplug: node ${t_node} ms, link ${t_link:-never} ms, listed ${t_list:-never} ms, root write first refused ${t_prot:-never} ms after power-on ($landed writes landed before, $other failed otherwise${other_err:+: $other_err})"
 own=$(stat -L -c '%U %G %a' /dev/asmguard/disks/HP1 2>&1)
 [ "$own" = "grid asmadmin 660" ] && pass plug-owner "$own" || fail plug-owner "$own, want grid asmadmin 660"
 chmod 0666 "$dev"

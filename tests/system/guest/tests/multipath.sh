@@ -37,14 +37,15 @@ else
 fi
 
 st=$($C status 2>&1)
-case $st in
-*"events: udev"*) pass events-udev "$(echo "$st" | grep '^events')" ;;
-*) fail events-udev "want 'events: udev': $(echo "$st" | grep -i event)" ;;
-esac
+if echo "$st" | grep -Eq '^events: +udev$'; then
+	pass events-udev "$(echo "$st" | grep '^events')"
+else
+	fail events-udev "want 'events: udev': $(echo "$st" | grep -i event)"
+fi
 # the serial and WWN udev's rules found on each sd path, in lsdsk and lsdsk --json
 js=$($C lsdsk --json 2>&1)
-jserial=$(echo "$js" | grep -o '"serial":"[^"]*"' | head -n 1 | cut -d'"' -f4)
-jwwn=$(echo "$js" | grep -o '"wwn":"[^"]*"' | head -n 1 | cut -d'"' -f4)
+jserial=$(echo "$js" | grep -o '"serial": *"[^"]*"' | head -n 1 | cut -d'"' -f4)
+jwwn=$(echo "$js" | grep -o '"wwn": *"[^"]*"' | head -n 1 | cut -d'"' -f4)
 for p in $SYS_MPATH_PATHS; do
 	userial=$(udevadm info -q property -n "/dev/$p" | sed -n 's/^ID_SERIAL=//p')
 	uwwn=$(udevadm info -q property -n "/dev/$p" | sed -n 's/^ID_WWN=//p')
