@@ -10,12 +10,15 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 # reference blkid, udev and systemd tools for the rules and unit tests, promtool.
 HOST_TEST_PKGS="util-linux fdisk e2fsprogs xfsprogs btrfs-progs cryptsetup-bin lvm2
  udev systemd prometheus
- mmdebstrap lintian rpm"
+ mmdebstrap lintian rpm python3-rpm python3-venv"
+
+# Build: libudev for the daemon's udev event source and database reads (udev crate).
+BUILD_PKGS="libudev-dev"
 
 # Benchmarks (scripts/bench-*.sh): BPF stats, libbpf-tools' biolatency, JSON.
 BENCH_PKGS="bpftool libbpf-tools jq curl"
 
-vm_deps $VM_BUILD_PKGS $VM_LAB_PKGS $HOST_TEST_PKGS $BENCH_PKGS
+vm_deps $VM_BUILD_PKGS $BUILD_PKGS $VM_LAB_PKGS $HOST_TEST_PKGS $BENCH_PKGS
 
 if ! command -v cargo >/dev/null; then
     echo "deps: cargo (Rust 1.82 or newer) is required and not on PATH" >&2

@@ -99,13 +99,16 @@ Release: 1
 Summary: ASM disk labels, stable device paths and write protection
 License: Apache-2.0
 URL: https://example.invalid/asmguard
+Group: System Environment/Daemons
+Packager: asmguard maintainers <asmguard@example.invalid>
 AutoReqProv: no
-Requires: systemd, systemd-udev
+Requires: systemd, systemd-udev, libudev.so.1()(64bit)
 
 %description
-asmguard replaces Oracle ASMLib and the ASM Filter Driver: it labels disks for Oracle
-ASM, keeps stable /dev/asmguard/disks/<LABEL> paths through udev, and blocks every
-non-Oracle write to every path of a managed disk with eBPF LSM programs.
+asmguard replaces Oracle ASMLib and the ASM Filter Driver: it labels disks
+for Oracle ASM, keeps stable /dev/asmguard/disks/<LABEL> paths through udev,
+and blocks every non-Oracle write to every path of a managed disk with eBPF
+LSM programs.
 
 %install
 cp -a $root/. %{buildroot}/
@@ -118,6 +121,10 @@ SPEC
 		done
 		echo "%files"
 		(cd "$root" && find . -type f | sed 's|^\.||' | sort)
+		echo
+		echo "%changelog"
+		echo "* $(LC_ALL=C date -u -d "@${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}" '+%a %b %d %Y') asmguard maintainers <asmguard@example.invalid> - $version-1"
+		echo "- Package built from the asmguard source tree."
 	} >"$spec"
 	rpmbuild -bb --quiet --define "_topdir $top" --define "_build_id_links none" \
 		--define "__os_install_post %{nil}" "$spec" >&2 || return 1

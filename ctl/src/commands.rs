@@ -72,6 +72,7 @@ pub fn lsdsk_text(r: &LsdskResult) -> String {
         "Disk group".into(),
         "Link".into(),
         "Other paths".into(),
+        "Serial/WWN".into(),
     ]];
     for d in &r.disks {
         let others: Vec<String> = d
@@ -100,9 +101,17 @@ pub fn lsdsk_text(r: &LsdskResult) -> String {
             } else {
                 others.join(",")
             },
+            match (&d.serial, &d.wwn) {
+                (None, None) => "-".into(),
+                (s, w) => format!(
+                    "{}/{}",
+                    s.as_deref().unwrap_or("-"),
+                    w.as_deref().unwrap_or("-")
+                ),
+            },
         ]);
     }
-    let mut w = [0usize; 9];
+    let mut w = [0usize; 10];
     for r in &rows {
         for (i, c) in r.iter().enumerate() {
             w[i] = w[i].max(c.len());
@@ -223,7 +232,7 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
                 s.disks, s.conflicts, s.devices_scanned
             ),
         ),
-        ("device monitor", s.monitor),
+        ("events", s.events),
         ("last full scan", format!("{} ms", s.last_scan_ms)),
         ("socket", s.socket),
         ("metrics", s.metrics_address),

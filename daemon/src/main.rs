@@ -1,5 +1,5 @@
-//! asmguardd: discovers labelled ASM disks, keeps their state current from the kernel's
-//! uevents, and serves `asmguardctl` over a unix socket. Runs as a systemd
+//! asmguardd: discovers labelled ASM disks, keeps their state current from device
+//! events (udev's where udevd runs, else the kernel's uevents), and serves `asmguardctl` over a unix socket. Runs as a systemd
 //! `Type=notify` service: READY=1 is sent once the first scan is done and the socket
 //! listens; the watchdog is fed while the device monitor is alive.
 //!
@@ -7,6 +7,7 @@
 //! 3 bad configuration.
 
 use asmguard_config as config;
+use asmguard_devices::events::DeviceEvent;
 mod claims;
 mod filter;
 mod metrics;
@@ -29,7 +30,8 @@ use std::time::{Duration, Instant};
     about = "asmguard daemon: labelled ASM disks, stable paths, write protection",
     long_about = "asmguardd discovers block devices carrying ASM labels (ORCLDISK + label, as \
                   written by asmguardctl, ASMLib or AFD), groups every path of each disk, keeps \
-                  that state current from the kernel's uevents, and serves asmguardctl over a \
+                  that state current from device events (udev's where udevd runs, else the \
+                  kernel's uevents), and serves asmguardctl over a \
                   unix socket.\n\nExit codes: 0 stopped by a signal; 1 could not start; \
                   2 bad usage; 3 bad configuration."
 )]
@@ -107,7 +109,7 @@ async fn run(
     let t0 = Instant::now();
     let socket = socket.unwrap_or_else(|| cfg.socket.path.clone());
     // The monitor first, so nothing that happens during the first scan is missed.
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Option<String>>();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<DeviceEvent>();
     let (monitor_desc, monitor_alive) = start_monitor(tx);
     let d = Arc::new(state::Daemon::new(
         cfg,
@@ -207,81 +209,80 @@ async fn run(
     0
 }
 
-/// Listens to the kernel's block uevents on a thread of its own: each device
-/// name goes to `tx` (`None`: the buffer overflowed, rescan everything).
-/// Returns what `status` shows as the monitor, and whether it still runs (the
-/// watchdog stops being fed when it dies).
-fn start_monitor(
-    tx: tokio::sync::mpsc::UnboundedSender<Option<String>>,
-) -> (String, Arc<AtomicBool>) {
+/// Listens to block device events on a thread of its own: from udev where udevd
+/// runs (after its rules, so the links exist), else the kernel's uevents
+/// (`asmguard_devices::events`). Each event goes to `tx`. Returns what `status`
+/// shows as the event source, and whether it still runs (the watchdog stops being
+/// fed when it dies).
+fn start_monitor(tx: tokio::sync::mpsc::UnboundedSender<DeviceEvent>) -> (String, Arc<AtomicBool>) {
     let monitor_alive = Arc::new(AtomicBool::new(false));
-    let desc = match asmguard_devices::uevent::Monitor::open() {
-        Ok(mut m) => {
-            monitor_alive.store(true, Ordering::SeqCst);
-            let alive = monitor_alive.clone();
-            let tx = tx.clone();
-            std::thread::Builder::new()
-                .name("uevent".into())
-                .spawn(move || {
-                    use asmguard_devices::uevent::Received;
-                    loop {
-                        match m.recv() {
-                            Ok(Received::Event(e)) => {
-                                if e.subsystem() == Some("block") {
-                                    if let Some(n) = e.name() {
-                                        tracing::debug!("uevent {} {}", e.action, n);
-                                        if tx.send(Some(n)).is_err() {
-                                            break;
-                                        }
-                                    }
-                                }
+    let none = |e: &dyn std::fmt::Display| {
+        tracing::warn!(
+            "cannot listen to device events: {e}: device changes need `asmguardctl scan`"
+        );
+        format!("none ({e}): run `asmguardctl scan` after device changes")
+    };
+    let mut src = match asmguard_devices::events::EventSource::open() {
+        Ok(src) => src,
+        Err(e) => return (none(&e), monitor_alive),
+    };
+    let desc = src.describe();
+    tracing::info!("device events: {desc}");
+    monitor_alive.store(true, Ordering::SeqCst);
+    let alive = monitor_alive.clone();
+    let spawned = std::thread::Builder::new()
+        .name("device-events".into())
+        .spawn(move || {
+            loop {
+                match src.recv() {
+                    Ok(e) => {
+                        match &e {
+                            DeviceEvent::Block { action, name } => {
+                                tracing::debug!("device event {action} {name}")
                             }
-                            Ok(Received::Overflow) => {
-                                tracing::warn!("uevent buffer overflowed: rescanning every device");
-                                if tx.send(None).is_err() {
-                                    break;
-                                }
-                            }
-                            Err(e) => {
-                                tracing::error!("uevent monitor failed: {e}");
-                                break;
-                            }
+                            DeviceEvent::Overflow => tracing::warn!(
+                                "device event buffer overflowed: rescanning every device"
+                            ),
+                        }
+                        if tx.send(e).is_err() {
+                            break;
                         }
                     }
-                    alive.store(false, Ordering::SeqCst);
-                })
-                .map(|_| "kernel uevents (netlink, no udevd needed)".to_string())
-                .unwrap_or_else(|e| {
-                    format!("none ({e}): run `asmguardctl scan` after device changes")
-                })
-        }
+                    Err(e) => {
+                        tracing::error!("device event monitor failed: {e}");
+                        break;
+                    }
+                }
+            }
+            alive.store(false, Ordering::SeqCst);
+        });
+    match spawned {
+        Ok(_) => (desc, monitor_alive),
         Err(e) => {
-            tracing::warn!(
-                "cannot listen to kernel uevents: {e}: device changes need `asmguardctl scan`"
-            );
-            format!("none ({e}): run `asmguardctl scan` after device changes")
+            monitor_alive.store(false, Ordering::SeqCst);
+            (none(&e), monitor_alive)
         }
-    };
-    (desc, monitor_alive)
+    }
 }
 
 /// Device events: coalesce bursts, re-read only what changed.
 fn spawn_device_events(
     d3: Arc<state::Daemon>,
-    mut rx: tokio::sync::mpsc::UnboundedReceiver<Option<String>>,
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<DeviceEvent>,
 ) {
     tokio::spawn(async move {
         while let Some(first) = rx.recv().await {
             let mut names = BTreeSet::new();
-            let mut rescan = first.is_none();
-            names.extend(first);
-            while let Ok(more) = rx.try_recv() {
-                match more {
-                    Some(n) => {
-                        names.insert(n);
-                    }
-                    None => rescan = true,
+            let mut rescan = false;
+            let mut take = |e: DeviceEvent| match e {
+                DeviceEvent::Block { name, .. } => {
+                    names.insert(name);
                 }
+                DeviceEvent::Overflow => rescan = true,
+            };
+            take(first);
+            while let Ok(more) = rx.try_recv() {
+                take(more);
             }
             let d = d3.clone();
             let _ = tokio::task::spawn_blocking(move || {

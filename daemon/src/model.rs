@@ -17,6 +17,7 @@
 use crate::claims::Wanted;
 use asmguard_devices::discovery::{Grouping, HeaderSummary, Observed, Role};
 use asmguard_devices::sysfs::{self, SysDev};
+use asmguard_devices::udevdb::UdevProps;
 use asmguard_devices::KernelDev;
 use asmguard_format::label::Label;
 use asmguard_guard::service::DiskMode;
@@ -84,6 +85,10 @@ pub struct Disk {
     pub mode: Option<DiskMode>,
     /// The same label is on another disk too: neither is picked.
     pub conflict: bool,
+    /// udev's ID_SERIAL of the first path that has one (the top first).
+    pub serial: Option<String>,
+    /// udev's ID_WWN of the first path that has one (the top first).
+    pub wwn: Option<String>,
 }
 
 impl Disk {
@@ -146,6 +151,13 @@ pub fn build(
             .as_ref()
             .and_then(|r| r.as_ref().ok())
             .and_then(|r| r.header.clone());
+        // a udev property: the first of the paths (the top first) that has it
+        let udev = |get: fn(&UdevProps) -> Option<String>| {
+            d.paths
+                .iter()
+                .filter_map(|(n, _)| devices.get(n)?.udev.as_ref())
+                .find_map(get)
+        };
         out.push(Disk {
             label: d.label.clone(),
             top: Node::of(&top.sys),
@@ -158,6 +170,8 @@ pub fn build(
             header,
             mode: mode(d.label.as_str()),
             conflict: d.conflict,
+            serial: udev(|u| u.serial.clone()),
+            wwn: udev(|u| u.wwn.clone()),
         });
     }
     out
@@ -228,6 +242,8 @@ pub fn lsdsk_rows(disks: &[Disk]) -> Vec<DiskInfo> {
                     .mode
                     .map_or_else(|| "off (no filter)".into(), |m| m.to_string()),
                 conflict: d.conflict,
+                serial: d.serial.clone(),
+                wwn: d.wwn.clone(),
             }
         })
         .collect()
@@ -356,6 +372,8 @@ pub mod tests {
             }),
             mode: lsm(Mode::Enforce),
             conflict: false,
+            serial: None,
+            wwn: None,
         };
         let part = Disk {
             label: Label::new("MPART1").unwrap(),
@@ -383,6 +401,8 @@ pub mod tests {
             }),
             mode: lsm(Mode::Audit),
             conflict: false,
+            serial: None,
+            wwn: None,
         };
         let twin = |name: &str, dev: &str| Disk {
             label: Label::new("MTWIN").unwrap(),
@@ -399,6 +419,8 @@ pub mod tests {
             header: None,
             mode: Some(DiskMode::Unprotected),
             conflict: true,
+            serial: None,
+            wwn: None,
         };
         vec![mp, part, twin("sde", "8:64"), twin("sdf", "8:80")]
     }
@@ -551,6 +573,11 @@ pub mod tests {
                     state: label::read(&b),
                     header: None,
                 })),
+                udev: Some(asmguard_devices::udevdb::UdevProps {
+                    serial: Some("SQEMU_disk_1".into()),
+                    wwn: Some("0x5000c500a1b2c3d4".into()),
+                    ..Default::default()
+                }),
             },
         )]);
         let g = discovery::group(&devices, &Rules::default());
@@ -567,5 +594,10 @@ pub mod tests {
         assert_eq!(d.holders, vec![k("253:9")]);
         assert_eq!(d.mode, lsm(Mode::Audit));
         assert_eq!(d.whole().dev, k("8:16"));
+        // udev's identity reaches the disk and lsdsk's columns
+        assert_eq!(d.serial.as_deref(), Some("SQEMU_disk_1"));
+        let row = &lsdsk_rows(&disks)[0];
+        assert_eq!(row.wwn.as_deref(), Some("0x5000c500a1b2c3d4"));
+        assert_eq!(row.serial, d.serial);
     }
 }

@@ -386,7 +386,7 @@ impl Daemon {
                 .map(|m| format!("{} (latency: {})", m.address(), m.tracer))
                 .unwrap_or_else(|| format!("{} (not served yet)", self.cfg.metrics.listen)),
             config: self.cfg_source.clone(),
-            monitor: self.monitor.clone(),
+            events: self.monitor.clone(),
             last_scan_ms: s.last_scan_ms,
         }
     }

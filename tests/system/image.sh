@@ -8,11 +8,14 @@
 # this file: the image is rebuilt only when this recipe changes. The lab's users and
 # groups have the VM lab's ids (tests/vm/initramfs.sh), but grid and oracle exist only
 # in libnss-extrausers (/var/lib/extrausers), as directory users (LDAP, SSSD) would:
-# nothing may find them by reading /etc/passwd. Kernel, modules and the project's
-# package are added per run by run.sh (they change more often than this).
+# nothing may find them by reading /etc/passwd. Prometheus gets the project's alert
+# rules (dashboards/asmguard-alerts.yml, at /etc/prometheus/asmguard-alerts.yml; the
+# image hash covers that file too). Kernel, modules and the project's package are
+# added per run by run.sh (they change more often than this).
 
 SYS_DIR=${SYS_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}
 SYS_CACHE=${SYS_CACHE:-$SYS_DIR/cache}
+SYS_ALERTS=$SYS_DIR/../../dashboards/asmguard-alerts.yml
 
 SYS_IMAGE_PKGS="systemd systemd-sysv udev dbus kmod procps util-linux e2fsprogs
  multipath-tools sg3-utils fio prometheus libnss-extrausers curl ca-certificates
@@ -60,6 +63,9 @@ blacklist {
 	devnode "^nvme"
 }
 MPATH
+	# the project's alert rules, for the image's Prometheus (rule_files in the test's
+	# prometheus.yml)
+	install -m 0644 "$SYS_ALERTS" "$r/etc/prometheus/asmguard-alerts.yml"
 	# the results go out on the second serial port; the first stays the console
 	systemctl --root="$r" mask serial-getty@ttyS0.service getty@tty1.service \
 		apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer fstrim.timer man-db.timer >/dev/null 2>&1 || true
@@ -68,7 +74,7 @@ MPATH
 # sys_image: prints the cached image tarball, building it first when needed.
 sys_image() {
 	local hash tar
-	hash=$(cat "$SYS_DIR/image.sh" | sha256sum | cut -c1-12)
+	hash=$(cat "$SYS_DIR/image.sh" "$SYS_ALERTS" | sha256sum | cut -c1-12)
 	tar=$SYS_CACHE/bookworm-$hash.tar
 	if [ ! -s "$tar" ]; then
 		mkdir -p "$SYS_CACHE"

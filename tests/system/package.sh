@@ -8,7 +8,9 @@
 # error, and its life cycle in a chroot of the system lab's Debian 12 image
 # (tests/system/image.sh): apt installs it offline, the configuration is created and
 # the unit enabled; an edited configuration survives a reinstall and a remove; purge
-# removes the configuration, the enablement and the pinned filter directory.
+# removes the configuration, the enablement and the pinned filter directory. The .rpm:
+# its files and scriptlets (rpm -qpl --scripts), rpmlint, and its life cycle in the same root
+# with rpm --root --nodeps (install, upgrade with an edited configuration, erase).
 # Prints "PASS|FAIL system-package <check> <detail>" lines and one summary line
 # "system-package: N passed, M failed"; exits non-zero on any failure.
 
@@ -53,6 +55,12 @@ if [ "$scripts" = "postinst postrm prerm" ]; then
 else
 	sys_fail maintainer-scripts "expected postinst postrm prerm, found: $scripts"
 fi
+# the daemon links libudev (its udev event source): the package must pull it in
+dep=$(dpkg-deb -f "$deb" Depends)
+case ", $dep," in
+*", libudev1"[,\ ]*) sys_pass depends-libudev "Depends: $dep" ;;
+*) sys_fail depends-libudev "no libudev1 in Depends: $dep" ;;
+esac
 if command -v lintian >/dev/null; then
 	lint=$(lintian "$deb" 2>/dev/null)
 	if echo "$lint" | grep -q '^E:'; then
@@ -73,6 +81,29 @@ if [ -s "$rpmf" ]; then
 		sys_pass rpm-contents "$(basename "$rpmf"): the .deb's $(wc -l <"$tmp/deb.files") files"
 	else
 		sys_fail rpm-contents "rpm and deb differ: $(diff "$tmp/deb.files" "$tmp/rpm.files" | grep '^[<>]' | paste -sd' ')"
+	fi
+	req=$(rpm -qpR "$rpmf" 2>/dev/null | paste -sd' ')
+	case " $req " in
+	*" libudev.so.1()(64bit) "*) sys_pass rpm-requires-libudev "Requires: $req" ;;
+	*) sys_fail rpm-requires-libudev "no libudev.so.1()(64bit) in Requires: $req" ;;
+	esac
+	# rpmlint (PyPI; Debian has no package of it) in a venv over Debian's python3-rpm.
+	# An unsigned local build is its one accepted error: signing is the distributor's.
+	lintenv=$SYS_DIR/work/rpmlint-venv
+	if [ ! -x "$lintenv/bin/rpmlint" ]; then
+		python3 -m venv --system-site-packages "$lintenv" >/dev/null 2>&1 &&
+			"$lintenv/bin/pip" install -q rpmlint >/dev/null 2>&1
+	fi
+	if [ -x "$lintenv/bin/rpmlint" ]; then
+		lint=$("$lintenv/bin/rpmlint" "$rpmf" 2>/dev/null)
+		errs=$(echo "$lint" | grep ': E: ' | grep -v ': E: no-signature$')
+		if [ -z "$errs" ]; then
+			sys_pass rpmlint "no errors but no-signature; $(echo "$lint" | grep -c ': W: ') warnings: $(echo "$lint" | sed -n 's/.*: W: \([^ ]*\).*/\1/p' | paste -sd' ')"
+		else
+			sys_fail rpmlint "$(echo "$errs" | paste -sd' ')"
+		fi
+	else
+		sys_fail rpmlint "could not install rpmlint into $lintenv (python3-venv, python3-rpm, pip)"
 	fi
 	sc=$(rpm -qp --scripts "$rpmf" 2>/dev/null | sed -n 's/^\([a-z]*\) scriptlet.*/\1/p' | paste -sd' ')
 	if [ "$sc" = "postinstall preuninstall postuninstall" ]; then
@@ -135,5 +166,40 @@ if [ ! -e "$r/etc/asmguard" ] && [ ! -e "$r/sys/fs/bpf/asmguard" ] && [ ! -L "$r
 	sys_pass purge "configuration, pinned filter and enablement removed"
 else
 	sys_fail purge "left behind:$([ -e "$r/etc/asmguard" ] && echo " /etc/asmguard")$([ -e "$r/sys/fs/bpf/asmguard" ] && echo " /sys/fs/bpf/asmguard")$([ -L "$r$wants" ] && echo " $wants")"
+fi
+
+# The .rpm's life cycle in the same root (clean again after the purge), with rpm's
+# own database in it (rpm --root chroots to run the scriptlets with the root's
+# /bin/sh and systemctl). --nodeps: a Debian root has no rpm package providing
+# systemd or libudev.so.1, so this proves the files and the scriptlets (config
+# created only when absent and kept, unit enabled and disabled, pins removed on
+# erase, nothing left), not dependency resolution on Oracle Linux.
+if [ -s "${rpmf:-}" ]; then
+	# (--force-debian: Debian's rpm otherwise warns that dpkg owns the system)
+	rpm_in() { rpm --force-debian --root "$r" --nodeps --quiet "$@" 2>&1; }
+	rpm --root "$r" --initdb
+	if out=$(rpm_in -i "$rpmf") && [ -x "$r/usr/sbin/asmguardd" ] &&
+		cmp -s "$r$conf" "$r/usr/share/asmguard/asmguard.toml" && [ -L "$r$wants" ]; then
+		sys_pass rpm-install "rpm -i: $(rpm --root "$r" -q asmguard), default $conf, unit enabled"
+	else
+		sys_fail rpm-install "$out :: asmguardd $([ -x "$r/usr/sbin/asmguardd" ] && echo present || echo missing), config $([ -e "$r$conf" ] && echo present || echo missing), $wants $([ -L "$r$wants" ] && echo present || echo missing)"
+	fi
+	mkdir -p "$r/etc/asmguard"
+	echo '# edited by the administrator' >>"$r$conf"
+	edited=$(sha256sum <"$r$conf")
+	if out=$(rpm_in -U --replacepkgs "$rpmf") && is_edited && [ -x "$r/usr/sbin/asmguardd" ] && [ -L "$r$wants" ]; then
+		sys_pass rpm-upgrade-keeps-config "rpm -U --replacepkgs: edited $conf kept, unit still enabled"
+	else
+		sys_fail rpm-upgrade-keeps-config "$out :: config $(is_edited && echo kept || echo changed), enabled $([ -L "$r$wants" ] && echo yes || echo no)"
+	fi
+	mkdir -p "$r/sys/fs/bpf/asmguard/progs" && : >"$r/sys/fs/bpf/asmguard/progs/stand-in"
+	out=$(rpm_in -e asmguard)
+	left=$(rpm --root "$r" -qa 2>/dev/null | grep -c '^asmguard')
+	if [ "$left" = 0 ] && [ ! -e "$r/usr/sbin/asmguardd" ] && [ ! -L "$r$wants" ] &&
+		[ ! -e "$r/sys/fs/bpf/asmguard" ] && is_edited; then
+		sys_pass rpm-erase "rpm -e: binaries and enablement gone, pins removed, edited $conf kept (rpm has no purge)"
+	else
+		sys_fail rpm-erase "$out :: rpm -q $left, asmguardd $([ -e "$r/usr/sbin/asmguardd" ] && echo present || echo gone), enabled $([ -L "$r$wants" ] && echo yes || echo no), pins $([ -e "$r/sys/fs/bpf/asmguard" ] && echo present || echo gone), config $(is_edited && echo kept || echo changed)"
+	fi
 fi
 sys_report_end

@@ -4,13 +4,17 @@
 //! A *disk* is everything that reaches one labelled LUN: the labelled device, the
 //! dm-multipath device above it and its `sdX` paths below (the multipath device is the
 //! top, always), devices with the same label and the same WWID (paths of one LUN
-//! without dm), and the parent disk of a labelled partition. The same label on two
+//! without dm), devices udev says reach the same LUN (`ID_SERIAL`, or the WWID in a
+//! multipath device's `DM_UUID`: a path the map does not list, unlabelled or
+//! unreadable, still belongs to its disk; see [`crate::udevdb`]), and the parent disk
+//! of a labelled partition. The same label on two
 //! devices that are not paths of one another is a *conflict*: both are reported and
 //! marked, neither is picked.
 
 use crate::blockdev::{DevError, Device, MIN_SIZE};
 use crate::pattern::Rules;
 use crate::sysfs::{self, SysDev};
+use crate::udevdb::{self, UdevProps};
 use asmguard_format::header::DiskHeader;
 use asmguard_format::label::{self, Label, LabelState};
 use std::collections::{BTreeMap, BTreeSet};
@@ -42,13 +46,31 @@ impl LabelRead {
 }
 
 /// One device: sysfs facts and, if it is included and big enough, its label sector.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Observed {
     pub sys: SysDev,
     /// Whether the include/exclude rules let us read it.
     pub included: bool,
     /// `None` when not read (excluded, empty, too small).
     pub read: Option<Result<LabelRead, String>>,
+    /// udev's identity properties (`None` where udevd does not run, or on a sysfs
+    /// root other than `/sys`).
+    pub udev: Option<UdevProps>,
+}
+
+impl Observed {
+    /// The LUN udev says this device reaches ([`UdevProps::lun`]).
+    pub fn lun(&self) -> Option<&str> {
+        self.udev.as_ref().and_then(UdevProps::lun)
+    }
+}
+
+/// udev's properties of `name`, read only for the real sysfs (`/sys`): a test's
+/// synthetic tree has no udev database behind it.
+fn udev_props(root: &Path, name: &str) -> Option<UdevProps> {
+    (root == Path::new("/sys"))
+        .then(|| udevdb::read(name))
+        .flatten()
 }
 
 /// Read the label sector of a device (read-only, `O_DIRECT`, aligned to its logical
@@ -168,6 +190,7 @@ pub fn observe(root: &Path, rules: &Rules, name: &str) -> Option<Observed> {
         .remove(name),
     };
     Some(Observed {
+        udev: udev_props(root, name),
         sys,
         included,
         read,
@@ -191,9 +214,11 @@ pub fn observe_all(root: &Path, rules: &Rules) -> std::io::Result<BTreeMap<Strin
                 None
             }
         };
+        let udev = udev_props(root, &n);
         out.insert(
             n,
             Observed {
+                udev,
                 sys,
                 included,
                 read,
@@ -299,7 +324,8 @@ pub fn group(devs: &BTreeMap<String, Observed>, rules: &Rules) -> Grouping {
     }
     let mut g = Grouping::default();
     for (label, members) in by_label {
-        // Union-find over the members: related through dm slaves/holders, or one WWID.
+        // Union-find over the members: related through dm slaves/holders, one WWID,
+        // or one LUN in udev's properties.
         let mut comp: Vec<usize> = (0..members.len()).collect();
         fn root(c: &mut [usize], mut i: usize) -> usize {
             while c[i] != i {
@@ -320,9 +346,11 @@ pub fn group(devs: &BTreeMap<String, Observed>, rules: &Rules) -> Grouping {
             for j in i + 1..members.len() {
                 let wi = devs[members[i]].sys.wwid.as_deref();
                 let wj = devs[members[j]].sys.wwid.as_deref();
+                let li = devs[members[i]].lun();
                 let related = reach[i].contains(members[j])
                     || reach[j].contains(members[i])
-                    || (wi.is_some() && wi == wj);
+                    || (wi.is_some() && wi == wj)
+                    || (li.is_some() && li == devs[members[j]].lun());
                 if related {
                     let (a, b) = (root(&mut comp, i), root(&mut comp, j));
                     comp[a] = b;
@@ -408,6 +436,16 @@ fn build_disk(
             paths.entry(s).or_insert(Role::Path);
         }
     }
+    // Every device udev says reaches the top's LUN (a path the multipath map does
+    // not list right now, unlabelled or unreadable).
+    if let Some(lun) = devs.get(&top).and_then(Observed::lun) {
+        for (n, o) in devs {
+            if o.lun() == Some(lun) && !paths.contains_key(n) && closure(devs, n, false).len() == 1
+            {
+                paths.insert(n.clone(), Role::Path);
+            }
+        }
+    }
     // The whole disk of every partition among them.
     let names: Vec<String> = paths.keys().cloned().collect();
     for n in names {
@@ -450,6 +488,7 @@ mod tests {
                 state: label::read(&b),
                 header: None,
             })),
+            udev: None,
         }
     }
 
@@ -458,6 +497,7 @@ mod tests {
             sys,
             included: false,
             read: None,
+            udev: None,
         }
     }
 
@@ -580,5 +620,70 @@ mod tests {
             ]
         );
         assert_eq!(g.disks_with_path("sdd").len(), 1);
+    }
+
+    fn with_udev(mut o: Observed, kv: &[(&str, &str)]) -> Observed {
+        o.udev = Some(UdevProps::from_lookup(|k| {
+            kv.iter()
+                .find(|(kk, _)| *kk == k)
+                .map(|(_, v)| v.to_string())
+        }));
+        o
+    }
+
+    #[test]
+    fn udev_lun_groups_a_path_the_map_does_not_list() {
+        // dm-0 (multipath over sdb only: sdc failed and left the map) carries the
+        // label; sdc is unreadable, but udev says it reaches the same LUN.
+        let w = "36001405aabbccdd";
+        let mut dm = dev("dm-0", 0);
+        dm.dev = crate::KernelDev::new(253, 0).unwrap();
+        dm.slaves = vec!["sdb".into()];
+        dm.dm_uuid = Some(format!("mpath-{w}"));
+        let mut sdb = dev("sdb", 16);
+        sdb.holders = vec!["dm-0".into()];
+        let sdc = dev("sdc", 32);
+        let mut sdc = plain(sdc);
+        sdc.read = Some(Err("sdc: I/O error".into()));
+        let devs = map(vec![
+            with_udev(labelled(dm, "MP"), &[("DM_UUID", &format!("mpath-{w}"))]),
+            with_udev(plain(sdb), &[("ID_SERIAL", w)]),
+            with_udev(sdc, &[("ID_SERIAL", w)]),
+            with_udev(plain(dev("sdd", 48)), &[("ID_SERIAL", "other")]),
+            plain(dev("sde", 64)),
+        ]);
+        let g = group(&devs, &Rules::default());
+        let d = g.disk("MP").unwrap();
+        assert_eq!(
+            d.paths,
+            vec![
+                ("dm-0".to_string(), Role::Multipath),
+                ("sdb".to_string(), Role::Path),
+                ("sdc".to_string(), Role::Path)
+            ]
+        );
+        // Without udev's properties, sdc is not known to be a path.
+        let mut bare = devs.clone();
+        bare.values_mut().for_each(|o| o.udev = None);
+        assert_eq!(
+            group(&bare, &Rules::default())
+                .disk("MP")
+                .unwrap()
+                .paths
+                .len(),
+            2
+        );
+    }
+
+    #[test]
+    fn udev_lun_joins_labelled_paths_without_sysfs_wwid() {
+        // Two labelled sd paths of one LUN, no multipath map, no sysfs wwid: one disk.
+        let devs = map(vec![
+            with_udev(labelled(dev("sdb", 16), "L"), &[("ID_SERIAL", "3600")]),
+            with_udev(labelled(dev("sdc", 32), "L"), &[("ID_SERIAL", "3600")]),
+        ]);
+        let g = group(&devs, &Rules::default());
+        assert!(g.conflicts.is_empty(), "{g:?}");
+        assert_eq!(g.disk("L").unwrap().paths.len(), 2);
     }
 }

@@ -9,13 +9,17 @@
 //! * [`discovery`]: label sectors of all devices, grouped into disks; conflicts.
 //! * [`labelling`]: label / rename / unlabel with the refusals.
 //! * [`uevent`]: the kernel's own uevents (NETLINK_KOBJECT_UEVENT).
+//! * [`udevdb`]: udev's identity properties of a device (serial, WWN, dm uuid/name).
+//! * [`events`]: block device events from udev where udevd runs, else the kernel.
 
 pub mod blockdev;
 pub mod devt;
 pub mod discovery;
+pub mod events;
 pub mod labelling;
 pub mod pattern;
 pub mod sysfs;
+pub mod udevdb;
 pub mod uevent;
 pub mod writer;
 

@@ -621,6 +621,14 @@ pub struct DiskInfo {
     pub filtering: String,
     /// True when the same label is on another disk too: neither is picked.
     pub conflict: bool,
+    /// The LUN's serial (udev's `ID_SERIAL`; for SCSI, the WWID multipathd uses),
+    /// where udevd runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serial: Option<String>,
+    /// The LUN's World Wide Name (udev's `ID_WWN`), where udevd runs and the device
+    /// has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wwn: Option<String>,
 }
 
 /// The same label found on disks that are not paths of one another.
@@ -676,8 +684,10 @@ pub struct StatusResult {
     pub socket: String,
     pub metrics_address: String,
     pub config: String,
-    /// How device changes are seen.
-    pub monitor: String,
+    /// Where device events come from: `udev` (udevd runs: its events, after its
+    /// rules), `kernel uevents (no udevd)`, or `none (...)` with the reason.
+    #[serde(alias = "monitor")]
+    pub events: String,
     pub last_scan_ms: u64,
     /// `full` (LSM), `degraded: open-time only` (cgroup device), or why there is no filter.
     #[serde(default)]

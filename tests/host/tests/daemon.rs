@@ -286,7 +286,8 @@ fn status_reports_the_facts() {
         "{m}"
     );
     assert_eq!(s["devices_scanned"], 1);
-    assert!(s["monitor"].as_str().unwrap().contains("uevents"));
+    // This host runs no udevd: the kernel's uevents are the source.
+    assert_eq!(s["events"], "kernel uevents (no udevd)", "{s:#}");
     let t = d.ctl(&["status"]).ok().stdout;
     for k in [
         "daemon:",
@@ -294,11 +295,17 @@ fn status_reports_the_facts() {
         "bpf lsm:",
         "filter backend:",
         "disks:",
+        "events:",
         "socket:",
         "metrics:",
     ] {
         assert!(t.contains(k), "{t}");
     }
+    assert!(
+        t.lines()
+            .any(|l| l.starts_with("events:") && l.ends_with(" kernel uevents (no udevd)")),
+        "{t}"
+    );
 }
 
 #[test]

@@ -5,7 +5,9 @@
 # and mode; the intruder's writes through the link, the mapper node, each sd path and
 # each sg node are denied; lsdsk shows the disk once with both paths; grid's fio
 # through the link runs with 0 errors while one path is failed and brought back, and
-# the returning path is protected.
+# the returning path is protected. The daemon hears of devices through udev (`status`:
+# `events: udev`), and lsdsk shows the LUN's serial and WWN as udev's database has
+# them for each sd path (text and --json).
 . /vmtests/lib.sh
 . /vmtests/syslib.sh
 
@@ -33,6 +35,31 @@ if [ "$n" = 1 ] && echo "$out" | grep -q "$1" && echo "$out" | grep -q "$2"; the
 else
 	fail lsdsk-once-both-paths "$n lines for $SYS_LABEL: $out"
 fi
+
+st=$($C status 2>&1)
+if echo "$st" | grep -Eq '^events: +udev$'; then
+	pass events-udev "$(echo "$st" | grep '^events')"
+else
+	fail events-udev "want 'events: udev': $(echo "$st" | grep -i event)"
+fi
+# the serial and WWN udev's rules found on each sd path, in lsdsk and lsdsk --json
+js=$($C lsdsk --json 2>&1)
+jserial=$(echo "$js" | grep -o '"serial": *"[^"]*"' | head -n 1 | cut -d'"' -f4)
+jwwn=$(echo "$js" | grep -o '"wwn": *"[^"]*"' | head -n 1 | cut -d'"' -f4)
+for p in $SYS_MPATH_PATHS; do
+	userial=$(udevadm info -q property -n "/dev/$p" | sed -n 's/^ID_SERIAL=//p')
+	uwwn=$(udevadm info -q property -n "/dev/$p" | sed -n 's/^ID_WWN=//p')
+	if [ -n "$userial" ] && [ "$jserial" = "$userial" ] && [ "$jwwn" = "$uwwn" ]; then
+		pass "lsdsk-json-serial-wwn-$p" "serial $jserial wwn ${jwwn:-none}"
+	else
+		fail "lsdsk-json-serial-wwn-$p" "lsdsk --json serial '$jserial' wwn '$jwwn'; udev of $p: ID_SERIAL '$userial' ID_WWN '$uwwn'"
+	fi
+done
+line=$(echo "$out" | grep "^$SYS_LABEL ")
+case $line in
+*" $jserial/${jwwn:--}"*) pass lsdsk-serial-wwn-column "$(echo "$out" | head -n 1 | awk '{print $(NF)}'): $jserial/${jwwn:--}" ;;
+*) fail lsdsk-serial-wwn-column "no '$jserial/${jwwn:--}' in: $line" ;;
+esac
 
 # the filter, not DAC, must refuse: every node opened up to everyone
 chmod 0666 "$dm"
