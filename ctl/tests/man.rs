@@ -4,15 +4,7 @@
 use std::process::Command;
 
 fn ctl(args: &[&str]) -> (i32, String, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_asmguardctl"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
+    asmguard_testkit::run_code(env!("CARGO_BIN_EXE_asmguardctl"), args)
 }
 
 const SUBCOMMANDS: [&str; 11] = [
@@ -111,13 +103,9 @@ fn help_documents_exit_codes_and_usage_errors_exit_2() {
 
 #[test]
 fn udev_rules_follow_the_config() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("c.toml");
-    std::fs::write(
-        &p,
+    let (_dir, p) = asmguard_testkit::config_file(
         "[paths]\nowner = \"oracle\"\ngroup = \"dba\"\nmode = \"0600\"\n",
-    )
-    .unwrap();
+    );
     let (code, out, err) = ctl(&["udev-rules", "--config", p.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
     assert!(

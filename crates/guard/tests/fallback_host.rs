@@ -45,17 +45,9 @@ impl Loop {
         let f = std::fs::File::create(&file).expect("create backing file");
         f.set_len(8 << 20).expect("size backing file");
         drop(f);
-        let out = Command::new("losetup")
-            .args(["-f", "--show"])
-            .arg(&file)
-            .output()
-            .expect("run losetup");
-        assert!(
-            out.status.success(),
-            "losetup: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let dev = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim().to_string());
+        let out =
+            asmguard_testkit::run_ok(Command::new("losetup").args(["-f", "--show"]).arg(&file));
+        let dev = PathBuf::from(out.trim());
         Loop { dev, file }
     }
     fn key(&self) -> DevKey {
@@ -122,9 +114,16 @@ fn dd_as(uid: u32, dev: &Path) -> bool {
         .success()
 }
 
-/// Events until one satisfies `want` (or the deadline).
+/// Events of a new reader until one satisfies `want` (or the deadline).
 fn wait_event(g: &Guard, want: impl Fn(&DenialEvent) -> bool) -> Option<DenialEvent> {
-    let mut r = g.event_reader().expect("event reader");
+    next_event(&mut g.event_reader().expect("event reader"), want)
+}
+
+/// Events of `r` until one satisfies `want` (or the deadline).
+fn next_event(
+    r: &mut asmguard_guard::EventReader,
+    want: impl Fn(&DenialEvent) -> bool,
+) -> Option<DenialEvent> {
     let deadline = Instant::now() + Duration::from_secs(5);
     while Instant::now() < deadline {
         for e in r.poll(Duration::from_millis(100)).expect("poll") {
@@ -202,16 +201,7 @@ fn fallback_audit_logs_and_allows_off_allows() {
     g.set_disk(&[lo.key()], Mode::Audit, 9).unwrap();
     let mut reader = g.event_reader().unwrap();
     assert!(write_open(&lo.dev).is_ok(), "audit allows");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let mut got = None;
-    while got.is_none() && Instant::now() < deadline {
-        got = reader
-            .poll(Duration::from_millis(100))
-            .unwrap()
-            .into_iter()
-            .find(|e| e.pid == std::process::id());
-    }
-    let e = got.expect("an audit event");
+    let e = next_event(&mut reader, |e| e.pid == std::process::id()).expect("an audit event");
     assert_eq!(e.mode, Mode::Audit);
     assert_eq!(e.disk_id, 9);
     let s = g.stats().unwrap();
@@ -244,16 +234,7 @@ fn fallback_events_carry_the_caller() {
     let mut reader = g.event_reader().unwrap();
     assert!(is_eperm(&write_open(&lo.dev)));
     let me = std::process::id();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let mut got = None;
-    while got.is_none() && Instant::now() < deadline {
-        got = reader
-            .poll(Duration::from_millis(100))
-            .unwrap()
-            .into_iter()
-            .find(|e| e.pid == me);
-    }
-    let e = got.expect("an event from this process");
+    let e = next_event(&mut reader, |e| e.pid == me).expect("an event from this process");
     assert_eq!(e.uid, 0);
     assert_eq!(e.euid, 0);
     assert_eq!(e.dev, lo.key());

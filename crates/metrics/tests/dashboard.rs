@@ -9,10 +9,10 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use asmguard_metrics::http;
-use asmguard_metrics::{
-    Counters, DiscardSource, DiskInfo, Error, HistSource, KernelDev, Metrics, Op, OpHist, RawEntry,
-};
+use asmguard_metrics::{Error, HistSource, KernelDev, Metrics, Op, OpHist, RawEntry};
 use serde_json::Value;
+
+mod common;
 
 #[derive(Debug)]
 struct OneDisk;
@@ -38,24 +38,13 @@ impl HistSource for OneDisk {
 /// A live scrape of an exporter with every family populated.
 fn scrape_everything() -> String {
     let m = Metrics::with_source(Arc::new(OneDisk));
-    m.set_disk(
+    common::populate_every_family(
+        &m,
         KernelDev::new(7, 0).unwrap(),
-        DiskInfo {
-            device: "loop0".into(),
-            label: "DATA1".into(),
-            paths: vec!["/dev/loop0".into()],
-            logical_sector: 512,
-            physical_sector: 4096,
-        },
+        "loop0".into(),
+        vec!["/dev/loop0".into()],
+        "lsm",
     );
-    m.set_counter_source(Arc::new(
-        Counters::default()
-            .with_backend("lsm")
-            .with_mode("DATA1", "enforce")
-            .with_denied("DATA1", "file_open", 1)
-            .with_discard("DATA1", DiscardSource::Oracle, 4096)
-            .with_discard("DATA1", DiscardSource::Reclaim, 4096),
-    ));
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let addr = http::spawn("127.0.0.1:0".parse().unwrap(), m)
@@ -291,17 +280,12 @@ fn alert_rules() -> Vec<(String, String)> {
     out
 }
 
+/// promtool (Debian package prometheus, installed by scripts/deps.sh).
 fn promtool(args: &[&str]) {
-    let out = std::process::Command::new("promtool")
-        .args(args)
-        .current_dir(dashboards_dir())
-        .output()
-        .expect("promtool (Debian package prometheus, installed by scripts/deps.sh)");
-    assert!(
-        out.status.success(),
-        "promtool {args:?} failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    asmguard_testkit::run_ok(
+        std::process::Command::new("promtool")
+            .args(args)
+            .current_dir(dashboards_dir()),
     );
 }
 

@@ -12,9 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use asmguard_metrics::http::{self, scrape_blocking};
-use asmguard_metrics::{
-    Counters, DiscardSource, DiskInfo, FromPrometheusText, IoLat, KernelDev, Metrics, Op, Snapshot,
-};
+use asmguard_metrics::{FromPrometheusText, IoLat, KernelDev, Metrics, Op, Snapshot};
 use common::{direct_reads, direct_writes, require_root, serial, LoopDev};
 
 /// The exporter binary; killed on drop.
@@ -117,28 +115,16 @@ fn promtool_accepts_every_family() {
     let iolat = Arc::new(IoLat::load().unwrap());
     iolat.add_device(dev.raw()).unwrap();
     let m = Metrics::with_source(iolat);
-    m.set_disk(
+    common::populate_every_family(
+        &m,
         dev,
-        DiskInfo {
-            device: disk.name(),
-            label: "DATA1".into(),
-            paths: vec![
-                disk.path.display().to_string(),
-                "/dev/asmguard/disks/DATA1".into(),
-            ],
-            logical_sector: 512,
-            physical_sector: 4096,
-        },
+        disk.name(),
+        vec![
+            disk.path.display().to_string(),
+            "/dev/asmguard/disks/DATA1".into(),
+        ],
+        "cgroup_device",
     );
-    m.set_counter_source(Arc::new(
-        Counters::default()
-            .with_backend("cgroup_device")
-            .with_mode("DATA1", "enforce")
-            .with_denied("DATA1", "file_open", 1)
-            .with_denied("DATA1", "file_ioctl", 1)
-            .with_discard("DATA1", DiscardSource::Oracle, 1 << 20)
-            .with_discard("DATA1", DiscardSource::Reclaim, 4 << 20),
-    ));
     direct_reads(&disk.path, 4);
     let _ = Command::new("blkdiscard")
         .args(["-o", "0", "-l", "65536"])

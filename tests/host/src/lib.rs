@@ -126,6 +126,28 @@ impl Out {
     }
 }
 
+/// The disk labelled `label` in an `lsdsk --json` answer.
+pub fn disk<'a>(v: &'a serde_json::Value, label: &str) -> &'a serde_json::Value {
+    v["disks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["label"] == label)
+        .unwrap_or_else(|| panic!("no disk {label} in {v:#}"))
+}
+
+/// The repository's top directory.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The repository's `scripts/NAME`, with `BIN` set to the built binaries.
+pub fn script(name: &str) -> Command {
+    let mut c = Command::new(repo_root().join("scripts").join(name));
+    c.env("BIN", bin_dir());
+    c
+}
+
 pub fn run(cmd: &mut Command) -> Out {
     Out::from(cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}")))
 }

@@ -488,13 +488,9 @@ fn udev_rules_make_the_link_with_owner_and_mode() {
     d.ctl(&["label", "UDEV1", &l.dev.display().to_string()])
         .ok();
     drop(d);
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("c.toml");
-    std::fs::write(
-        &cfg,
+    let (_dir, cfg) = asmguard_testkit::config_file(
         "[paths]\nowner = \"nobody\"\ngroup = \"nogroup\"\nmode = \"0640\"\n",
-    )
-    .unwrap();
+    );
     let rules = run(Command::new(ctl_bin())
         .args(["udev-rules", "--config"])
         .arg(&cfg))
@@ -557,11 +553,8 @@ fn udev_rules_make_the_link_with_owner_and_mode() {
 
 #[test]
 fn install_script_stages_everything() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let dest = tempfile::tempdir().unwrap();
-    let o = run(Command::new(root.join("scripts/install.sh"))
-        .env("DESTDIR", dest.path())
-        .env("BIN", bin_dir()));
+    let o = run(script("install.sh").env("DESTDIR", dest.path()));
     assert_eq!(o.code, 0, "{o:?}");
     for f in [
         "usr/sbin/asmguardd",
@@ -576,7 +569,8 @@ fn install_script_stages_everything() {
     }
     let rules =
         std::fs::read_to_string(dest.path().join("etc/udev/rules.d/99-asmguard.rules")).unwrap();
-    let shipped = std::fs::read_to_string(root.join("udev-rules/99-asmguard.rules")).unwrap();
+    let shipped =
+        std::fs::read_to_string(repo_root().join("udev-rules/99-asmguard.rules")).unwrap();
     assert_eq!(rules, shipped);
     // An existing config is never overwritten.
     std::fs::write(
@@ -584,10 +578,7 @@ fn install_script_stages_everything() {
         "[paths]\nmode = \"0640\"\n",
     )
     .unwrap();
-    run(Command::new(root.join("scripts/install.sh"))
-        .env("DESTDIR", dest.path())
-        .env("BIN", bin_dir()))
-    .ok();
+    run(script("install.sh").env("DESTDIR", dest.path())).ok();
     let c = std::fs::read_to_string(dest.path().join("etc/asmguard/asmguard.toml")).unwrap();
     assert_eq!(c, "[paths]\nmode = \"0640\"\n");
     let rules =
@@ -598,8 +589,7 @@ fn install_script_stages_everything() {
 #[test]
 fn demo_script_runs_and_cleans_up() {
     let Some(_g) = lock() else { return };
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let o = run(Command::new(root.join("scripts/demo.sh")).env("BIN", bin_dir()));
+    let o = run(&mut script("demo.sh"));
     assert_eq!(o.code, 0, "{o:?}");
     for s in [
         "labelled DEMO1",

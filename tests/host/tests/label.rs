@@ -6,15 +6,6 @@ use std::time::Duration;
 
 const MIB: u64 = 1 << 20;
 
-fn disk<'a>(v: &'a serde_json::Value, label: &str) -> &'a serde_json::Value {
-    v["disks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["label"] == label)
-        .unwrap_or_else(|| panic!("no disk {label} in {v:#}"))
-}
-
 #[test]
 fn label_lsdsk_rename_unlabel_scan() {
     let Some(_g) = lock() else { return };

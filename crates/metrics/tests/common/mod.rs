@@ -2,6 +2,7 @@
 //! themselves, O_DIRECT I/O through dd.
 #![allow(dead_code)]
 
+use asmguard_testkit::run_ok as run;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -25,18 +26,6 @@ pub fn require_root() -> bool {
         return false;
     }
     panic!("host tests need root and loop devices; set ASMGUARD_HOST_TESTS=skip to skip them");
-}
-
-fn run(cmd: &mut Command) -> String {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// A loop device over a sparse file in /dev/shm; detached and removed on drop.
@@ -98,4 +87,35 @@ pub fn direct_writes(dev: &Path, count: u64, skip: u64) {
         .arg(format!("of={}", dev.display()))
         .arg(format!("seek={skip}"))
         .arg(format!("count={count}")));
+}
+
+/// Describes `dev` as disk DATA1 (kernel name `device`, `paths`) and gives `m`
+/// a value in every counter family, with the write-filter `backend`.
+pub fn populate_every_family(
+    m: &asmguard_metrics::Metrics,
+    dev: asmguard_metrics::KernelDev,
+    device: String,
+    paths: Vec<String>,
+    backend: &str,
+) {
+    use asmguard_metrics::{Counters, DiscardSource, DiskInfo};
+    m.set_disk(
+        dev,
+        DiskInfo {
+            device,
+            label: "DATA1".into(),
+            paths,
+            logical_sector: 512,
+            physical_sector: 4096,
+        },
+    );
+    m.set_counter_source(std::sync::Arc::new(
+        Counters::default()
+            .with_backend(backend)
+            .with_mode("DATA1", "enforce")
+            .with_denied("DATA1", "file_open", 1)
+            .with_denied("DATA1", "file_ioctl", 1)
+            .with_discard("DATA1", DiscardSource::Oracle, 1 << 20)
+            .with_discard("DATA1", DiscardSource::Reclaim, 4 << 20),
+    ));
 }
