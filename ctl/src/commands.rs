@@ -49,15 +49,26 @@ fn label_text(r: &LabelResult) -> String {
     s
 }
 
-fn label_op(c: &Cli, op: Op, json: bool) -> Result<(), CliError> {
+/// Sends `op` and prints the answer: as JSON, or as `text` makes it.
+fn show<T: DeserializeOwned>(
+    c: &Cli,
+    op: Op,
+    json: bool,
+    text: fn(&T) -> String,
+) -> Result<(), CliError> {
     let v = call(&c.socket, c.timeout, op)?;
     if json {
         print_json(&v);
     } else {
-        let r: LabelResult = decode(v)?;
-        println!("{}", label_text(&r));
+        print!("{}", text(&decode(v)?));
     }
     Ok(())
+}
+
+fn label_op(c: &Cli, op: Op, json: bool) -> Result<(), CliError> {
+    show(c, op, json, |r: &LabelResult| {
+        format!("{}\n", label_text(r))
+    })
 }
 
 pub fn lsdsk_text(r: &LsdskResult) -> String {
@@ -139,14 +150,7 @@ pub fn lsdsk_text(r: &LsdskResult) -> String {
 }
 
 fn list(c: &Cli, op: Op, json: bool) -> Result<(), CliError> {
-    let v = call(&c.socket, c.timeout, op)?;
-    if json {
-        print_json(&v);
-    } else {
-        let r: LsdskResult = decode(v)?;
-        print!("{}", lsdsk_text(&r));
-    }
-    Ok(())
+    show(c, op, json, lsdsk_text)
 }
 
 fn status(c: &Cli, json: bool) -> Result<(), CliError> {

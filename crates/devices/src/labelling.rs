@@ -268,6 +268,20 @@ pub fn label_device(path: &Path, new: &Label, opts: LabelOptions) -> Result<Outc
     })
 }
 
+/// [`open_probe`], refusing a device that does not carry the label `expected`.
+fn open_labelled(path: &Path, expected: &Label, held: bool) -> Result<Probed, LabelOpError> {
+    let p = open_probe(path, held)?;
+    let current = label::read(&p.head);
+    if current.label().as_ref() != Some(expected) {
+        return Err(LabelOpError::NotLabelled {
+            path: path.display().to_string(),
+            expected: expected.to_string(),
+            found: found_text(&current),
+        });
+    }
+    Ok(p)
+}
+
 /// Change the label `old` on the device at `path` to `new`, touching only the label
 /// bytes (and the checksum word), on block 0 and on a valid ASM header copy.
 /// `held` as in `LabelOptions::held`.
@@ -277,15 +291,7 @@ pub fn rename_device(
     new: &Label,
     held: bool,
 ) -> Result<Outcome, LabelOpError> {
-    let p = open_probe(path, held)?;
-    let current = label::read(&p.head);
-    if current.label().as_ref() != Some(old) {
-        return Err(LabelOpError::NotLabelled {
-            path: path.display().to_string(),
-            expected: old.to_string(),
-            found: found_text(&current),
-        });
-    }
+    let p = open_labelled(path, old, held)?;
     let written = edit_in_place(
         &p,
         &|b: &mut [u8]| {
@@ -310,15 +316,7 @@ pub fn unlabel_device(
     force: bool,
     held: bool,
 ) -> Result<Outcome, LabelOpError> {
-    let p = open_probe(path, held)?;
-    let current = label::read(&p.head);
-    if current.label().as_ref() != Some(expected) {
-        return Err(LabelOpError::NotLabelled {
-            path: path.display().to_string(),
-            expected: expected.to_string(),
-            found: found_text(&current),
-        });
-    }
+    let p = open_labelled(path, expected, held)?;
     if let Some(h) = &p.header {
         if h.status == HeaderStatus::Member && !force {
             return Err(LabelOpError::Member {
