@@ -65,6 +65,15 @@ fn show<T: DeserializeOwned>(
     Ok(())
 }
 
+/// `items` joined with commas, or `none` when there are none.
+fn joined_or(items: &[String], none: &str) -> String {
+    if items.is_empty() {
+        none.to_string()
+    } else {
+        items.join(", ")
+    }
+}
+
 fn label_op(c: &Cli, op: Op, json: bool) -> Result<(), CliError> {
     show(c, op, json, |r: &LabelResult| {
         format!("{}\n", label_text(r))
@@ -194,11 +203,7 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
             format!(
                 "{} devices protected; programs: {}; {}",
                 s.filter_devices,
-                if s.filter_programs.is_empty() {
-                    "none".to_string()
-                } else {
-                    s.filter_programs.join(", ")
-                },
+                joined_or(&s.filter_programs, "none"),
                 s.filter_reason
             ),
         ),
@@ -269,11 +274,7 @@ fn filter(c: &Cli, a: &cli::FilterArgs) -> Result<(), CliError> {
         (None, _) => println!(
             "filter {what} on all disks ({}): {}",
             r.backend,
-            if r.labels.is_empty() {
-                "none yet".to_string()
-            } else {
-                r.labels.join(", ")
-            }
+            joined_or(&r.labels, "none yet")
         ),
         (Some(l), _) => println!("filter {what} on {l} ({})", r.backend),
     }

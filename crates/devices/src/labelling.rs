@@ -211,18 +211,7 @@ pub fn label_device(path: &Path, new: &Label, opts: LabelOptions) -> Result<Outc
         }
         refuse_unless_forced(&shown, &foreign, &existing, opts.force)?;
         // Only the label bytes change; nothing is erased on an ASM disk.
-        let written = edit_in_place(
-            &p,
-            &|b: &mut [u8]| {
-                let _ = label::write(b, new);
-            },
-            true,
-        )?;
-        return Ok(Outcome {
-            action: "migrated",
-            erased: vec![],
-            written,
-        });
+        return write_label_bytes(&p, new, "migrated");
     }
     refuse_unless_forced(&shown, &foreign, &existing, opts.force)?;
     // A fresh label block covers the first 4 KiB (or one logical block if larger).
@@ -268,6 +257,26 @@ pub fn label_device(path: &Path, new: &Label, opts: LabelOptions) -> Result<Outc
     })
 }
 
+/// Writes `new` over the label bytes only (block 0 and a valid header copy).
+fn write_label_bytes(
+    p: &Probed,
+    new: &Label,
+    action: &'static str,
+) -> Result<Outcome, LabelOpError> {
+    let written = edit_in_place(
+        p,
+        &|b: &mut [u8]| {
+            let _ = label::write(b, new);
+        },
+        true,
+    )?;
+    Ok(Outcome {
+        action,
+        erased: vec![],
+        written,
+    })
+}
+
 /// [`open_probe`], refusing a device that does not carry the label `expected`.
 fn open_labelled(path: &Path, expected: &Label, held: bool) -> Result<Probed, LabelOpError> {
     let p = open_probe(path, held)?;
@@ -292,18 +301,7 @@ pub fn rename_device(
     held: bool,
 ) -> Result<Outcome, LabelOpError> {
     let p = open_labelled(path, old, held)?;
-    let written = edit_in_place(
-        &p,
-        &|b: &mut [u8]| {
-            let _ = label::write(b, new);
-        },
-        true,
-    )?;
-    Ok(Outcome {
-        action: "renamed",
-        erased: vec![],
-        written,
-    })
+    write_label_bytes(&p, new, "renamed")
 }
 
 /// Remove the label `expected` from the device at `path`. On an ASM disk the

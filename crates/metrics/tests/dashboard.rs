@@ -8,7 +8,6 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use asmguard_metrics::http;
 use asmguard_metrics::{Error, HistSource, KernelDev, Metrics, Op, OpHist, RawEntry};
 use serde_json::Value;
 
@@ -45,15 +44,7 @@ fn scrape_everything() -> String {
         vec!["/dev/loop0".into()],
         "lsm",
     );
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    rt.block_on(async {
-        let addr = http::spawn("127.0.0.1:0".parse().unwrap(), m)
-            .await
-            .unwrap();
-        http::scrape(&format!("http://{addr}/metrics"), false)
-            .await
-            .unwrap()
-    })
+    common::scrape_over_http(m)
 }
 
 /// Sample names and label names of a scrape.

@@ -11,9 +11,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use asmguard_metrics::http::{self, scrape_blocking};
+use asmguard_metrics::http::scrape_blocking;
 use asmguard_metrics::{FromPrometheusText, IoLat, KernelDev, Metrics, Op, Snapshot};
-use common::{direct_reads, direct_writes, require_root, serial, LoopDev};
+use common::{direct_reads, direct_writes, root_serial, LoopDev};
 
 /// The exporter binary; killed on drop.
 struct Exporter {
@@ -71,10 +71,9 @@ fn promtool(scrape: &str) -> (bool, String) {
 
 #[test]
 fn promtool_accepts_a_live_scrape_of_the_binary() {
-    if !require_root() {
+    let Some(_serial) = root_serial() else {
         return;
-    }
-    let _serial = serial();
+    };
     let disk = LoopDev::new("promtool", 32);
     let exporter = Exporter::start(&["--device", &format!("{}=DATA1", disk.path.display())]);
     direct_reads(&disk.path, 11);
@@ -106,10 +105,9 @@ fn promtool_accepts_a_live_scrape_of_the_binary() {
 
 #[test]
 fn promtool_accepts_every_family() {
-    if !require_root() {
+    let Some(_serial) = root_serial() else {
         return;
-    }
-    let _serial = serial();
+    };
     let disk = LoopDev::new("families", 32);
     let dev = KernelDev::disk_of_path(&disk.path).unwrap();
     let iolat = Arc::new(IoLat::load().unwrap());
@@ -130,15 +128,7 @@ fn promtool_accepts_every_family() {
         .args(["-o", "0", "-l", "65536"])
         .arg(&disk.path)
         .status();
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let text = rt.block_on(async {
-        let addr = http::spawn("127.0.0.1:0".parse().unwrap(), m)
-            .await
-            .unwrap();
-        http::scrape(&format!("http://{addr}/metrics"), false)
-            .await
-            .unwrap()
-    });
+    let text = common::scrape_over_http(m);
     let (ok, out) = promtool(&text);
     assert!(
         ok && out.trim().is_empty(),
@@ -162,10 +152,9 @@ fn promtool_accepts_every_family() {
 
 #[test]
 fn iostat_shows_the_interval() {
-    if !require_root() {
+    let Some(_serial) = root_serial() else {
         return;
-    }
-    let _serial = serial();
+    };
     let disk = LoopDev::new("iostat", 32);
     let exporter = Exporter::start(&["--device", &format!("{}=DATA1", disk.path.display())]);
     let iostat = Command::new(env!("CARGO_BIN_EXE_asmguard-iolat"))

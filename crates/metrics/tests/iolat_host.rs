@@ -9,7 +9,7 @@ use std::process::Command;
 use asmguard_metrics::{
     AttachMode, BitSource, IoLat, KernelDev, LoadOptions, Op, OpHist, RawEntry, Stamps,
 };
-use common::{direct_reads, direct_writes, require_root, serial, LoopDev};
+use common::{direct_reads, direct_writes, root_serial, LoopDev};
 
 fn hist_of(entries: &[RawEntry], dev: KernelDev, op: Op) -> OpHist {
     entries
@@ -76,37 +76,33 @@ fn exact_counts(mode: AttachMode, kernel_stamps: bool, n: u64, m: u64) {
 
 #[test]
 fn exact_counts_tp_btf_kernel_stamps() {
-    if !require_root() {
+    let Some(_serial) = root_serial() else {
         return;
-    }
-    let _serial = serial();
+    };
     exact_counts(AttachMode::TpBtf, true, 37, 23);
 }
 
 #[test]
 fn exact_counts_tp_btf_own_stamps() {
-    if !require_root() {
+    let Some(_serial) = root_serial() else {
         return;
-    }
-    let _serial = serial();
+    };
     exact_counts(AttachMode::TpBtf, false, 29, 31);
 }
 
 #[test]
 fn exact_counts_raw_tp_kernel_stamps() {
-    if !require_root() {
+    let Some(_serial) = root_serial() else {
         return;
-    }
-    let _serial = serial();
+    };
     exact_counts(AttachMode::RawTp, true, 19, 41);
 }
 
 #[test]
 fn exact_counts_raw_tp_own_stamps() {
-    if !require_root() {
+    let Some(_serial) = root_serial() else {
         return;
-    }
-    let _serial = serial();
+    };
     exact_counts(AttachMode::RawTp, false, 43, 17);
 }
 
@@ -115,10 +111,9 @@ fn exact_counts_raw_tp_own_stamps() {
 /// loop device below, at least), and the read leaves no disk traced.
 #[test]
 fn kernel_stamps_are_verified_by_a_probe_read() {
-    if !require_root() {
+    let Some(_serial) = root_serial() else {
         return;
-    }
-    let _serial = serial();
+    };
     let _disk = LoopDev::new("probe", 16);
     let iolat = IoLat::load().expect("loading the tracer");
     match iolat.stamps() {
@@ -151,10 +146,9 @@ fn kernel_stamps_are_verified_by_a_probe_read() {
 /// stamps, so nothing verifies the bit, and the description says so.
 #[test]
 fn a_bit_no_queue_has_is_reported_unverified() {
-    if !require_root() {
+    let Some(_serial) = root_serial() else {
         return;
-    }
-    let _serial = serial();
+    };
     let _disk = LoopDev::new("probe-dying", 16);
     let dying = asmguard_metrics::stamps::btf_queue_flag("QUEUE_FLAG_DYING")
         .expect("QUEUE_FLAG_DYING in the BTF");
@@ -178,10 +172,9 @@ fn a_bit_no_queue_has_is_reported_unverified() {
 /// A bit outside the 64-bit word is refused: own stamps, and why.
 #[test]
 fn an_impossible_bit_means_own_stamps() {
-    if !require_root() {
+    let Some(_serial) = root_serial() else {
         return;
-    }
-    let _serial = serial();
+    };
     let iolat = IoLat::load_opts(&LoadOptions {
         stats_bit: Some(64),
         ..LoadOptions::default()
@@ -200,10 +193,9 @@ fn an_impossible_bit_means_own_stamps() {
 /// counted; after one leaves, the other still counts exactly.
 #[test]
 fn disks_sharing_an_index_bucket_count_exactly() {
-    if !require_root() {
+    let Some(_serial) = root_serial() else {
         return;
-    }
-    let _serial = serial();
+    };
     // max_disks 2: four buckets, so five disks hold a pair that shares one
     let disks: Vec<LoopDev> = (0..5)
         .map(|i| LoopDev::new(&format!("bucket{i}"), 16))
@@ -250,10 +242,9 @@ fn disks_sharing_an_index_bucket_count_exactly() {
 
 #[test]
 fn discards_and_flushes_have_their_own_op() {
-    if !require_root() {
+    let Some(_serial) = root_serial() else {
         return;
-    }
-    let _serial = serial();
+    };
     let disk = LoopDev::new("discard", 64);
     let dev = KernelDev::disk_of_path(&disk.path).unwrap();
     let iolat = IoLat::load().unwrap();
@@ -298,10 +289,9 @@ fn discards_and_flushes_have_their_own_op() {
 
 #[test]
 fn only_added_disks_unless_trace_all() {
-    if !require_root() {
+    let Some(_serial) = root_serial() else {
         return;
-    }
-    let _serial = serial();
+    };
     let traced = LoopDev::new("traced", 16);
     let other = LoopDev::new("other", 16);
     let tdev = KernelDev::disk_of_path(&traced.path).unwrap();

@@ -14,6 +14,11 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// [`require_root`], then [`serial`]: `None` when the test is skipped.
+pub fn root_serial() -> Option<std::sync::MutexGuard<'static, ()>> {
+    require_root().then(serial)
+}
+
 /// True when the test may run. Without root the tests fail, unless
 /// `ASMGUARD_HOST_TESTS=skip` is set (then they print SKIPPED and pass).
 pub fn require_root() -> bool {
@@ -118,4 +123,18 @@ pub fn populate_every_family(
             .with_discard("DATA1", DiscardSource::Oracle, 1 << 20)
             .with_discard("DATA1", DiscardSource::Reclaim, 4 << 20),
     ));
+}
+
+/// `m` served on a free local port, scraped once (Prometheus text format).
+pub fn scrape_over_http(m: asmguard_metrics::Metrics) -> String {
+    use asmguard_metrics::http;
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let addr = http::spawn("127.0.0.1:0".parse().unwrap(), m)
+            .await
+            .unwrap();
+        http::scrape(&format!("http://{addr}/metrics"), false)
+            .await
+            .unwrap()
+    })
 }
