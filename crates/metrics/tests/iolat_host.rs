@@ -25,6 +25,9 @@ fn hist_of(entries: &[RawEntry], dev: KernelDev, op: Op) -> OpHist {
 /// writeback throttling watches their queues) or stamp requests ourselves in
 /// the LRU map.
 fn exact_counts(mode: AttachMode, kernel_stamps: bool, n: u64, m: u64) {
+    let Some(_serial) = root_serial() else {
+        return;
+    };
     let disk = LoopDev::new(&format!("exact-{}-{kernel_stamps}", mode.as_str()), 64);
     let dev = KernelDev::disk_of_path(&disk.path).unwrap();
     let iolat = IoLat::load_opts(&LoadOptions {
@@ -76,33 +79,21 @@ fn exact_counts(mode: AttachMode, kernel_stamps: bool, n: u64, m: u64) {
 
 #[test]
 fn exact_counts_tp_btf_kernel_stamps() {
-    let Some(_serial) = root_serial() else {
-        return;
-    };
     exact_counts(AttachMode::TpBtf, true, 37, 23);
 }
 
 #[test]
 fn exact_counts_tp_btf_own_stamps() {
-    let Some(_serial) = root_serial() else {
-        return;
-    };
     exact_counts(AttachMode::TpBtf, false, 29, 31);
 }
 
 #[test]
 fn exact_counts_raw_tp_kernel_stamps() {
-    let Some(_serial) = root_serial() else {
-        return;
-    };
     exact_counts(AttachMode::RawTp, true, 19, 41);
 }
 
 #[test]
 fn exact_counts_raw_tp_own_stamps() {
-    let Some(_serial) = root_serial() else {
-        return;
-    };
     exact_counts(AttachMode::RawTp, false, 43, 17);
 }
 

@@ -119,6 +119,15 @@ impl Out {
         serde_json::from_str(&self.stdout)
             .unwrap_or_else(|e| panic!("not JSON ({e}): {:?} / {:?}", self.stdout, self.stderr))
     }
+    /// Asserts the command failed with exit `code` and a message holding every one of `words`.
+    #[track_caller]
+    pub fn refused(&self, code: i32, words: &[&str]) {
+        assert_eq!(self.code, code, "{self:?}");
+        assert!(
+            words.iter().all(|w| self.stderr.contains(w)),
+            "{words:?} not all in: {self:?}"
+        );
+    }
     #[track_caller]
     pub fn ok(self) -> Out {
         assert_eq!(self.code, 0, "expected success: {self:?}");
