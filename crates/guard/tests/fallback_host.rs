@@ -12,25 +12,12 @@ use std::fs::OpenOptions;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use asmguard_guard::{pinned_backend, remove_pins};
 use asmguard_guard::{Backend, DenialEvent, DevKey, Guard, Hook, Mode, Options};
 
-static LOCK: Mutex<()> = Mutex::new(());
-
-fn lock() -> Option<MutexGuard<'static, ()>> {
-    // SAFETY: geteuid(2) has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        if std::env::var("ASMGUARD_HOST_TESTS").as_deref() == Ok("skip") {
-            eprintln!("SKIPPED: host tests need root (ASMGUARD_HOST_TESTS=skip)");
-            return None;
-        }
-        panic!("host tests need root and loop devices; set ASMGUARD_HOST_TESTS=skip to skip them");
-    }
-    Some(LOCK.lock().unwrap_or_else(|p| p.into_inner()))
-}
+use asmguard_testkit::root_lock as lock;
 
 /// A loop device over a sparse file, detached and deleted on drop.
 struct Loop {
@@ -60,6 +47,14 @@ impl Drop for Loop {
         let _ = Command::new("losetup").arg("-d").arg(&self.dev).status();
         let _ = std::fs::remove_file(&self.file);
     }
+}
+
+/// A loop device and a guard with pins of its own, both named after `tag`.
+fn guarded(tag: &str) -> (Loop, Pins, Guard) {
+    let lo = Loop::new(tag);
+    let pins = Pins::new(tag);
+    let g = Guard::open(&pins.opts()).expect("open the guard");
+    (lo, pins, g)
 }
 
 /// A pin directory of its own, emptied (programs detached) on drop.
@@ -138,9 +133,7 @@ fn next_event(
 #[test]
 fn fallback_denies_root_write_open_and_allows_reads() {
     let Some(_l) = lock() else { return };
-    let lo = Loop::new("deny");
-    let pins = Pins::new("deny");
-    let g = Guard::open(&pins.opts()).expect("open the guard");
+    let (lo, _pins, g) = guarded("deny");
     assert_eq!(g.backend(), Backend::CgroupDevice);
     assert_eq!(
         g.backend().coverage(),
@@ -195,9 +188,7 @@ fn fallback_allow_listed_uid_can_write() {
 #[test]
 fn fallback_audit_logs_and_allows_off_allows() {
     let Some(_l) = lock() else { return };
-    let lo = Loop::new("audit");
-    let pins = Pins::new("audit");
-    let g = Guard::open(&pins.opts()).unwrap();
+    let (lo, _pins, g) = guarded("audit");
     g.set_disk(&[lo.key()], Mode::Audit, 9).unwrap();
     let mut reader = g.event_reader().unwrap();
     assert!(write_open(&lo.dev).is_ok(), "audit allows");
@@ -227,9 +218,7 @@ fn fallback_audit_logs_and_allows_off_allows() {
 #[test]
 fn fallback_events_carry_the_caller() {
     let Some(_l) = lock() else { return };
-    let lo = Loop::new("events");
-    let pins = Pins::new("events");
-    let g = Guard::open(&pins.opts()).unwrap();
+    let (lo, _pins, g) = guarded("events");
     g.set_disk(&[lo.key()], Mode::Enforce, 42).unwrap();
     let mut reader = g.event_reader().unwrap();
     assert!(is_eperm(&write_open(&lo.dev)));

@@ -1,12 +1,35 @@
-//! What the workspace's tests share: running a program (for its output, or
-//! asserting it succeeded), a config file in a temporary directory, and the
-//! on-disk test vectors of `crates/format/tests/vectors`.
+//! What the workspace's tests share: the root check and lock of the tests that
+//! need root, running a program (for its output, or asserting it succeeded), a
+//! config file in a temporary directory, and the on-disk test vectors of
+//! `crates/format/tests/vectors`.
 //!
 //! Not for: loop devices, BPF pins and daemons of the root-only host tests
 //! (`tests/host`), nor anything a product binary links (dev-dependency only).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::{Mutex, MutexGuard};
+
+/// True when a test that needs root may run. Without root it fails, unless
+/// `ASMGUARD_HOST_TESTS=skip` is set (then it prints SKIPPED and passes).
+pub fn require_root() -> bool {
+    // SAFETY: geteuid(2) has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    if std::env::var("ASMGUARD_HOST_TESTS").as_deref() == Ok("skip") {
+        eprintln!("SKIPPED: host tests need root (ASMGUARD_HOST_TESTS=skip)");
+        return false;
+    }
+    panic!("host tests need root and loop devices; set ASMGUARD_HOST_TESTS=skip to skip them");
+}
+
+/// [`require_root`], then this test binary's lock, which serialises its tests
+/// that use loop devices, pins or other global state. `None`: skip the test.
+pub fn root_lock() -> Option<MutexGuard<'static, ()>> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    require_root().then(|| LOCK.lock().unwrap_or_else(|p| p.into_inner()))
+}
 
 /// Runs `cmd` to its end; panics naming it when it cannot start.
 pub fn output(cmd: &mut Command) -> Output {

@@ -16,22 +16,11 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::os::unix::net::{UnixDatagram, UnixStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-static LOCK: Mutex<()> = Mutex::new(());
-
 /// Serialise tests that use loop devices or global state. `None`: skip the test.
-pub fn lock() -> Option<MutexGuard<'static, ()>> {
-    if !nix::unistd::geteuid().is_root() {
-        if std::env::var("ASMGUARD_HOST_TESTS").as_deref() == Ok("skip") {
-            eprintln!("SKIPPED: host tests need root (ASMGUARD_HOST_TESTS=skip)");
-            return None;
-        }
-        panic!("host tests need root and loop devices; set ASMGUARD_HOST_TESTS=skip to skip them");
-    }
-    Some(LOCK.lock().unwrap_or_else(|p| p.into_inner()))
-}
+pub use asmguard_testkit::root_lock as lock;
 
 /// The directory of the workspace's binaries (`target/debug` or `target/release`).
 pub fn bin_dir() -> PathBuf {

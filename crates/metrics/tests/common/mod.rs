@@ -6,32 +6,11 @@ use asmguard_testkit::run_ok as run;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Taken by every test of a binary that loads a tracer: loading reads one
-/// block of a disk to verify the kernel's stamps (the probe read), which must
-/// not land in another test's exact-count window.
-pub fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// [`require_root`], then [`serial`]: `None` when the test is skipped.
-pub fn root_serial() -> Option<std::sync::MutexGuard<'static, ()>> {
-    require_root().then(serial)
-}
-
-/// True when the test may run. Without root the tests fail, unless
-/// `ASMGUARD_HOST_TESTS=skip` is set (then they print SKIPPED and pass).
-pub fn require_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    if unsafe { libc::geteuid() } == 0 {
-        return true;
-    }
-    if std::env::var("ASMGUARD_HOST_TESTS").as_deref() == Ok("skip") {
-        eprintln!("SKIPPED: host tests need root (ASMGUARD_HOST_TESTS=skip)");
-        return false;
-    }
-    panic!("host tests need root and loop devices; set ASMGUARD_HOST_TESTS=skip to skip them");
-}
+/// Taken by every test of a binary that loads a tracer (after the root check):
+/// loading reads one block of a disk to verify the kernel's stamps (the probe
+/// read), which must not land in another test's exact-count window.
+#[allow(unused_imports)]
+pub use asmguard_testkit::root_lock as root_serial;
 
 /// A loop device over a sparse file in /dev/shm; detached and removed on drop.
 pub struct LoopDev {
