@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use asmguard_metrics::http::scrape_blocking;
-use asmguard_metrics::{FromPrometheusText, IoLat, KernelDev, Metrics, Op, Snapshot};
-use common::{direct_reads, direct_writes, root_serial, LoopDev};
+use asmguard_metrics::{FromPrometheusText, Metrics, Op, Snapshot};
+use common::{direct_reads, direct_writes, root_serial, traced_disk, LoopDev};
 
 /// The exporter binary; killed on drop.
 struct Exporter {
@@ -108,11 +108,8 @@ fn promtool_accepts_every_family() {
     let Some(_serial) = root_serial() else {
         return;
     };
-    let disk = LoopDev::new("families", 32);
-    let dev = KernelDev::disk_of_path(&disk.path).unwrap();
-    let iolat = Arc::new(IoLat::load().unwrap());
-    iolat.add_device(dev.raw()).unwrap();
-    let m = Metrics::with_source(iolat);
+    let (disk, dev, iolat) = traced_disk("families", 32);
+    let m = Metrics::with_source(Arc::new(iolat));
     common::populate_every_family(
         &m,
         dev,

@@ -9,7 +9,7 @@ use std::process::Command;
 use asmguard_metrics::{
     AttachMode, BitSource, IoLat, KernelDev, LoadOptions, Op, OpHist, RawEntry, Stamps,
 };
-use common::{direct_reads, direct_writes, root_serial, LoopDev};
+use common::{direct_reads, direct_writes, root_serial, traced_disk, LoopDev};
 
 fn hist_of(entries: &[RawEntry], dev: KernelDev, op: Op) -> OpHist {
     entries
@@ -77,24 +77,17 @@ fn exact_counts(mode: AttachMode, kernel_stamps: bool, n: u64, m: u64) {
     assert!(iolat.cells());
 }
 
+/// Every attach mode with each source of issue stamps, with its own counts.
 #[test]
-fn exact_counts_tp_btf_kernel_stamps() {
-    exact_counts(AttachMode::TpBtf, true, 37, 23);
-}
-
-#[test]
-fn exact_counts_tp_btf_own_stamps() {
-    exact_counts(AttachMode::TpBtf, false, 29, 31);
-}
-
-#[test]
-fn exact_counts_raw_tp_kernel_stamps() {
-    exact_counts(AttachMode::RawTp, true, 19, 41);
-}
-
-#[test]
-fn exact_counts_raw_tp_own_stamps() {
-    exact_counts(AttachMode::RawTp, false, 43, 17);
+fn exact_counts_in_every_attach_mode_and_stamp_source() {
+    for (mode, kernel_stamps, n, m) in [
+        (AttachMode::TpBtf, true, 37, 23),
+        (AttachMode::TpBtf, false, 29, 31),
+        (AttachMode::RawTp, true, 19, 41),
+        (AttachMode::RawTp, false, 43, 17),
+    ] {
+        exact_counts(mode, kernel_stamps, n, m);
+    }
 }
 
 /// The kernel's stamps are verified at load by a probe read of a disk whose
@@ -236,10 +229,7 @@ fn discards_and_flushes_have_their_own_op() {
     let Some(_serial) = root_serial() else {
         return;
     };
-    let disk = LoopDev::new("discard", 64);
-    let dev = KernelDev::disk_of_path(&disk.path).unwrap();
-    let iolat = IoLat::load().unwrap();
-    iolat.add_device(dev.raw()).unwrap();
+    let (disk, dev, iolat) = traced_disk("discard", 64);
     let s0 = iolat.read().unwrap();
     let st = Command::new("blkdiscard")
         .args(["-o", "1048576", "-l", "1048576"])

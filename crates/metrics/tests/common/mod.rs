@@ -117,3 +117,20 @@ pub fn scrape_over_http(m: asmguard_metrics::Metrics) -> String {
             .unwrap()
     })
 }
+
+/// A fresh loop device (`tag`, `size_mib` MiB), its dev_t, and a tracer that
+/// traces it.
+pub fn traced_disk(
+    tag: &str,
+    size_mib: u64,
+) -> (
+    LoopDev,
+    asmguard_metrics::KernelDev,
+    asmguard_metrics::IoLat,
+) {
+    let disk = LoopDev::new(tag, size_mib);
+    let dev = asmguard_metrics::KernelDev::disk_of_path(&disk.path).unwrap();
+    let iolat = asmguard_metrics::IoLat::load().expect("loading the tracer");
+    iolat.add_device(dev.raw()).unwrap();
+    (disk, dev, iolat)
+}
