@@ -110,27 +110,28 @@ fn inspect_shows_every_header_field_as_text() {
     }
     let out = run(ctl().arg("inspect").arg(&p));
     let s = out;
-    for field in [
-        "kfbh.endian",
-        "kfbh.type",
-        "kfbh.check",
-        "kfdhdb.driver.provstr",
-        "kfdhdb.compat",
-        "kfdhdb.dsknum",
-        "kfdhdb.grptyp",
-        "kfdhdb.hdrsts",
-        "kfdhdb.dskname",
-        "kfdhdb.grpname",
-        "kfdhdb.fgname",
-        "kfdhdb.crestmp",
-        "kfdhdb.mntstmp",
-        "kfdhdb.secsize",
-        "kfdhdb.blksize",
-        "kfdhdb.ausize",
-        "kfdhdb.dsksize",
-    ] {
-        assert!(s.contains(field), "{field} missing in:\n{s}");
-    }
+    asmguard_testkit::assert_contains_all(
+        &s,
+        &[
+            "kfbh.endian",
+            "kfbh.type",
+            "kfbh.check",
+            "kfdhdb.driver.provstr",
+            "kfdhdb.compat",
+            "kfdhdb.dsknum",
+            "kfdhdb.grptyp",
+            "kfdhdb.hdrsts",
+            "kfdhdb.dskname",
+            "kfdhdb.grpname",
+            "kfdhdb.fgname",
+            "kfdhdb.crestmp",
+            "kfdhdb.mntstmp",
+            "kfdhdb.secsize",
+            "kfdhdb.blksize",
+            "kfdhdb.ausize",
+            "kfdhdb.dsksize",
+        ],
+    );
     assert!(s.contains("MEMBER"), "{s}");
     assert!(s.contains("KFBTYP_DISKHEAD"), "{s}");
     assert!(s.contains("TXT1 (ORCLDISK)"), "{s}");

@@ -131,19 +131,20 @@ fn promtool_accepts_every_family() {
         ok && out.trim().is_empty(),
         "promtool: {out}\n--- scrape:\n{text}"
     );
-    for family in [
-        "asmguard_io_latency_seconds_bucket{",
-        "asmguard_io_queue_seconds_bucket{",
-        "asmguard_io_bytes_total{",
-        "asmguard_io_dropped_total ",
-        "asmguard_writes_denied_total{",
-        "asmguard_discard_bytes_total{",
-        "asmguard_disk_info{",
-        "asmguard_filter_mode{",
-        "asmguard_backend_info{",
-    ] {
-        assert!(text.contains(family), "{family} missing from:\n{text}");
-    }
+    asmguard_testkit::assert_contains_all(
+        &text,
+        &[
+            "asmguard_io_latency_seconds_bucket{",
+            "asmguard_io_queue_seconds_bucket{",
+            "asmguard_io_bytes_total{",
+            "asmguard_io_dropped_total ",
+            "asmguard_writes_denied_total{",
+            "asmguard_discard_bytes_total{",
+            "asmguard_disk_info{",
+            "asmguard_filter_mode{",
+            "asmguard_backend_info{",
+        ],
+    );
     assert!(text.contains("op=\"discard\""));
 }
 

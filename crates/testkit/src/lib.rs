@@ -62,6 +62,14 @@ pub fn run_code(program: impl AsRef<Path>, args: &[&str]) -> (i32, String, Strin
     )
 }
 
+/// Asserts `text` holds every one of `needles` (naming the first it lacks).
+#[track_caller]
+pub fn assert_contains_all(text: &str, needles: &[&str]) {
+    if let Some(n) = needles.iter().find(|n| !text.contains(*n)) {
+        panic!("{n:?} missing from:\n{text}");
+    }
+}
+
 /// A config file holding `text` in a fresh temporary directory (removed when
 /// the returned guard drops).
 pub fn config_file(text: &str) -> (tempfile::TempDir, PathBuf) {
@@ -93,6 +101,9 @@ mod tests {
         assert_eq!((code, out.as_str(), err.as_str()), (3, "o\n", "e\n"));
         let r = std::panic::catch_unwind(|| run_ok(&mut Command::new("false")));
         assert!(r.is_err(), "a failed command must fail the test");
+        assert_contains_all("a b c", &["a", "c"]);
+        let r = std::panic::catch_unwind(|| assert_contains_all("a b", &["a", "x"]));
+        assert!(r.is_err(), "a missing needle must fail the test");
     }
 
     #[test]

@@ -279,17 +279,18 @@ fn status_reports_the_facts() {
     assert_eq!(s["devices_scanned"], 1);
     assert!(s["monitor"].as_str().unwrap().contains("uevents"));
     let t = d.ctl(&["status"]).ok().stdout;
-    for k in [
-        "daemon:",
-        "kernel:",
-        "bpf lsm:",
-        "filter backend:",
-        "disks:",
-        "socket:",
-        "metrics:",
-    ] {
-        assert!(t.contains(k), "{t}");
-    }
+    asmguard_testkit::assert_contains_all(
+        &t,
+        &[
+            "daemon:",
+            "kernel:",
+            "bpf lsm:",
+            "filter backend:",
+            "disks:",
+            "socket:",
+            "metrics:",
+        ],
+    );
 }
 
 #[test]
@@ -388,18 +389,19 @@ fn systemd_unit_verifies() {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../systemd/asmguard.service"),
     )
     .unwrap();
-    for k in [
-        "Type=notify",
-        "WatchdogSec=",
-        "Restart=on-failure",
-        "Before=oracle-ohasd.service",
-        "NoNewPrivileges=yes",
-        "ProtectSystem=strict",
-        "ReadWritePaths=-/sys/fs/bpf",
-        "CAP_BPF",
-    ] {
-        assert!(unit.contains(k), "unit lacks {k}");
-    }
+    asmguard_testkit::assert_contains_all(
+        &unit,
+        &[
+            "Type=notify",
+            "WatchdogSec=",
+            "Restart=on-failure",
+            "Before=oracle-ohasd.service",
+            "NoNewPrivileges=yes",
+            "ProtectSystem=strict",
+            "ReadWritePaths=-/sys/fs/bpf",
+            "CAP_BPF",
+        ],
+    );
     let dir = tempfile::tempdir().unwrap();
     // systemd-analyze checks that ExecStart exists and that man: documentation resolves.
     let u = dir.path().join("asmguard.service");
@@ -581,24 +583,21 @@ fn demo_script_runs_and_cleans_up() {
     let Some(_g) = lock() else { return };
     let o = run(&mut script("demo.sh"));
     assert_eq!(o.code, 0, "{o:?}");
-    for s in [
-        "labelled DEMO1",
-        "DEMO1  enforce",
-        "bpf lsm:",
-        "Operation not permitted",
-        "DENIED  write-open label=DEMO1",
-        "comm=dd",
-        "removed the write filter",
-        "label:       DEMO1 (ORCLDISK)",
-        "Cleaning up",
-        "detaching /dev/loop",
-    ] {
-        assert!(
-            o.stdout.contains(s),
-            "demo output lacks {s:?}: {}",
-            o.stdout
-        );
-    }
+    asmguard_testkit::assert_contains_all(
+        &o.stdout,
+        &[
+            "labelled DEMO1",
+            "DEMO1  enforce",
+            "bpf lsm:",
+            "Operation not permitted",
+            "DENIED  write-open label=DEMO1",
+            "comm=dd",
+            "removed the write filter",
+            "label:       DEMO1 (ORCLDISK)",
+            "Cleaning up",
+            "detaching /dev/loop",
+        ],
+    );
     // Nothing left behind: the loop device is detached, the daemon gone, files removed.
     let dev = o
         .stdout

@@ -46,17 +46,18 @@ fn label_lsdsk_rename_unlabel_scan() {
     assert_eq!(p["kdev"], (7u64 << 20) | l.number as u64);
     // The text table has the columns a DBA knows.
     let t = d.ctl(&["lsdsk"]).ok().stdout;
-    for col in [
-        "Label",
-        "Filtering",
-        "Path",
-        "Size",
-        "Sector(L/P)",
-        "Header",
-        "Disk group",
-    ] {
-        assert!(t.contains(col), "{t}");
-    }
+    asmguard_testkit::assert_contains_all(
+        &t,
+        &[
+            "Label",
+            "Filtering",
+            "Path",
+            "Size",
+            "Sector(L/P)",
+            "Header",
+            "Disk group",
+        ],
+    );
     assert!(
         t.contains("DATA1") && t.contains(&dev) && t.contains("512/512"),
         "{t}"
