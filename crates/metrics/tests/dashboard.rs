@@ -175,15 +175,17 @@ fn dashboard_queries_only_emitted_metrics_and_labels() {
     }
     // the panels: latency (heatmap and quantiles), IOPS, throughput,
     // denials, discards
-    for must in [
-        "asmguard_io_latency_seconds_bucket",
-        "asmguard_io_latency_seconds_count",
-        "asmguard_io_bytes_total",
-        "asmguard_writes_denied_total",
-        "asmguard_discard_bytes_total",
-    ] {
-        assert!(used.contains(must), "the dashboard does not use {must}");
-    }
+    uses_all(
+        &used,
+        "the dashboard does not use ",
+        &[
+            "asmguard_io_latency_seconds_bucket",
+            "asmguard_io_latency_seconds_count",
+            "asmguard_io_bytes_total",
+            "asmguard_writes_denied_total",
+            "asmguard_discard_bytes_total",
+        ],
+    );
 }
 
 #[test]
@@ -271,6 +273,13 @@ fn alert_rules() -> Vec<(String, String)> {
     out
 }
 
+/// Asserts `used` holds every one of `musts` (`why` + the one missing).
+fn uses_all(used: &BTreeSet<String>, why: &str, musts: &[&str]) {
+    for must in musts {
+        assert!(used.contains(*must), "{why}{must}");
+    }
+}
+
 /// promtool (Debian package prometheus, installed by scripts/deps.sh).
 fn promtool(args: &[&str]) {
     asmguard_testkit::run_ok(
@@ -305,15 +314,17 @@ fn alert_rules_query_only_emitted_metrics_and_labels() {
         }
     }
     // the alerts: protection off or degraded, denied writes, per-disk p99
-    for must in [
-        "asmguard_protected",
-        "asmguard_backend_info",
-        "asmguard_filter_mode",
-        "asmguard_writes_denied_total",
-        "asmguard_io_latency_seconds_bucket",
-    ] {
-        assert!(used.contains(must), "no alert uses {must}");
-    }
+    uses_all(
+        &used,
+        "no alert uses ",
+        &[
+            "asmguard_protected",
+            "asmguard_backend_info",
+            "asmguard_filter_mode",
+            "asmguard_writes_denied_total",
+            "asmguard_io_latency_seconds_bucket",
+        ],
+    );
     let p99 = rules
         .iter()
         .find(|(_, e)| e.starts_with("histogram_quantile(0.99,"))

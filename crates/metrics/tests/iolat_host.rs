@@ -237,12 +237,15 @@ fn discards_and_flushes_have_their_own_op() {
         .status()
         .unwrap();
     assert!(st.success());
+    let delta = |now: &[RawEntry], before: &[RawEntry], op| {
+        hist_of(now, dev, op).delta(&hist_of(before, dev, op))
+    };
     let s1 = iolat.read().unwrap();
-    let d = hist_of(&s1, dev, Op::Discard).delta(&hist_of(&s0, dev, Op::Discard));
+    let d = delta(&s1, &s0, Op::Discard);
     assert!(d.count() >= 1, "{d:?}");
     assert_eq!(d.bytes, 1 << 20);
     // discards are not writes
-    let w = hist_of(&s1, dev, Op::Write).delta(&hist_of(&s0, dev, Op::Write));
+    let w = delta(&s1, &s0, Op::Write);
     assert_eq!(w.bytes, 0);
 
     // fsync of a device with a write-back cache sends a flush
@@ -263,7 +266,7 @@ fn discards_and_flushes_have_their_own_op() {
             .unwrap();
         assert!(st.success());
         let s2 = iolat.read().unwrap();
-        let f = hist_of(&s2, dev, Op::Flush).delta(&hist_of(&s1, dev, Op::Flush));
+        let f = delta(&s2, &s1, Op::Flush);
         assert!(f.count() >= 1, "no flush counted: {f:?}");
     }
 }

@@ -599,18 +599,13 @@ fn demo_script_runs_and_cleans_up() {
         ],
     );
     // Nothing left behind: the loop device is detached, the daemon gone, files removed.
-    let dev = o
-        .stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("loop device: "))
-        .unwrap()
-        .to_string();
-    let work = o
-        .stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("removed "))
-        .unwrap()
-        .to_string();
+    let after = |p: &str| {
+        let l = o.stdout.lines().find_map(|l| l.strip_prefix(p));
+        l.unwrap_or_else(|| panic!("no line {p:?}: {o:?}"))
+            .to_string()
+    };
+    let dev = after("loop device: ");
+    let work = after("removed ");
     let name = dev.trim_start_matches("/dev/");
     let backing = std::fs::read_to_string(format!("/sys/class/block/{name}/loop/backing_file"))
         .unwrap_or_default();
