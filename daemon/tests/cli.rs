@@ -7,12 +7,10 @@ fn run(args: &[&str]) -> (i32, String, String) {
 
 #[test]
 fn help_and_usage() {
-    let (code, out, _) = run(&["--help"]);
-    assert_eq!(code, 0);
-    assert!(
-        out.contains("--check-config") && out.contains("Exit codes"),
-        "{out}"
+    let out = asmguard_testkit::run_ok(
+        std::process::Command::new(env!("CARGO_BIN_EXE_asmguardd")).arg("--help"),
     );
+    asmguard_testkit::assert_contains_all(&out, &["--check-config", "Exit codes"]);
     assert_eq!(run(&["--frobnicate"]).0, 2);
 }
 

@@ -15,7 +15,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use asmguard_guard::{pinned_backend, remove_pins};
-use asmguard_guard::{Backend, DenialEvent, DevKey, Guard, Hook, Mode, Options};
+use asmguard_guard::{Backend, DenialEvent, DevKey, EventReader, Guard, Hook, Mode, Options};
 
 use asmguard_testkit::root_lock as lock;
 
@@ -55,6 +55,15 @@ fn guarded(tag: &str) -> (Loop, Pins, Guard) {
     let pins = Pins::new(tag);
     let g = Guard::open(&pins.opts()).expect("open the guard");
     (lo, pins, g)
+}
+
+/// [`guarded`], with the loop device in the managed set (`mode`, disk `id`)
+/// and a reader of the guard's events.
+fn watched(tag: &str, mode: Mode, id: u32) -> (Loop, Pins, Guard, EventReader) {
+    let (lo, pins, g) = guarded(tag);
+    g.set_disk(&[lo.key()], mode, id).unwrap();
+    let reader = g.event_reader().unwrap();
+    (lo, pins, g, reader)
 }
 
 /// A pin directory of its own, emptied (programs detached) on drop.
@@ -115,10 +124,7 @@ fn wait_event(g: &Guard, want: impl Fn(&DenialEvent) -> bool) -> Option<DenialEv
 }
 
 /// Events of `r` until one satisfies `want` (or the deadline).
-fn next_event(
-    r: &mut asmguard_guard::EventReader,
-    want: impl Fn(&DenialEvent) -> bool,
-) -> Option<DenialEvent> {
+fn next_event(r: &mut EventReader, want: impl Fn(&DenialEvent) -> bool) -> Option<DenialEvent> {
     let deadline = Instant::now() + Duration::from_secs(5);
     while Instant::now() < deadline {
         for e in r.poll(Duration::from_millis(100)).expect("poll") {
@@ -188,9 +194,7 @@ fn fallback_allow_listed_uid_can_write() {
 #[test]
 fn fallback_audit_logs_and_allows_off_allows() {
     let Some(_l) = lock() else { return };
-    let (lo, _pins, g) = guarded("audit");
-    g.set_disk(&[lo.key()], Mode::Audit, 9).unwrap();
-    let mut reader = g.event_reader().unwrap();
+    let (lo, _pins, g, mut reader) = watched("audit", Mode::Audit, 9);
     assert!(write_open(&lo.dev).is_ok(), "audit allows");
     let e = next_event(&mut reader, |e| e.pid == std::process::id()).expect("an audit event");
     assert_eq!(e.mode, Mode::Audit);
@@ -218,9 +222,7 @@ fn fallback_audit_logs_and_allows_off_allows() {
 #[test]
 fn fallback_events_carry_the_caller() {
     let Some(_l) = lock() else { return };
-    let (lo, _pins, g) = guarded("events");
-    g.set_disk(&[lo.key()], Mode::Enforce, 42).unwrap();
-    let mut reader = g.event_reader().unwrap();
+    let (lo, _pins, g, mut reader) = watched("events", Mode::Enforce, 42);
     assert!(is_eperm(&write_open(&lo.dev)));
     let me = std::process::id();
     let e = next_event(&mut reader, |e| e.pid == me).expect("an event from this process");

@@ -69,13 +69,20 @@ fn promtool(scrape: &str) -> (bool, String) {
     (out.status.success(), text)
 }
 
+/// For a root test: the serial guard, a fresh loop device `tag` and the
+/// standalone exporter tracing it as DATA1 (`None`: skipped).
+fn exported_disk(tag: &str) -> Option<(std::sync::MutexGuard<'static, ()>, LoopDev, Exporter)> {
+    let serial = root_serial()?;
+    let disk = LoopDev::new(tag, 32);
+    let exporter = Exporter::start(&["--device", &format!("{}=DATA1", disk.path.display())]);
+    Some((serial, disk, exporter))
+}
+
 #[test]
 fn promtool_accepts_a_live_scrape_of_the_binary() {
-    let Some(_serial) = root_serial() else {
+    let Some((_serial, disk, exporter)) = exported_disk("promtool") else {
         return;
     };
-    let disk = LoopDev::new("promtool", 32);
-    let exporter = Exporter::start(&["--device", &format!("{}=DATA1", disk.path.display())]);
     direct_reads(&disk.path, 11);
     direct_writes(&disk.path, 3, 64);
     let text = scrape_blocking(&exporter.url, false).unwrap();
@@ -150,11 +157,9 @@ fn promtool_accepts_every_family() {
 
 #[test]
 fn iostat_shows_the_interval() {
-    let Some(_serial) = root_serial() else {
+    let Some((_serial, disk, exporter)) = exported_disk("iostat") else {
         return;
     };
-    let disk = LoopDev::new("iostat", 32);
-    let exporter = Exporter::start(&["--device", &format!("{}=DATA1", disk.path.display())]);
     let iostat = Command::new(env!("CARGO_BIN_EXE_asmguard-iolat"))
         .args([
             "iostat",
