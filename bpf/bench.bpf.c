@@ -19,35 +19,19 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
-SEC("lsm/file_open")
-int BPF_PROG(bench_file_open)
-{
-	return 0;
-}
+/* An empty program bench_HOOK on lsm/HOOK. */
+#define EMPTY_LSM(hook)            \
+	SEC("lsm/" #hook)          \
+	int BPF_PROG(bench_##hook) \
+	{                          \
+		return 0;          \
+	}
 
-SEC("lsm/file_permission")
-int BPF_PROG(bench_file_permission)
-{
-	return 0;
-}
-
-SEC("lsm/file_ioctl")
-int BPF_PROG(bench_file_ioctl)
-{
-	return 0;
-}
-
-SEC("lsm/mmap_file")
-int BPF_PROG(bench_mmap_file)
-{
-	return 0;
-}
-
-SEC("lsm/file_mprotect")
-int BPF_PROG(bench_file_mprotect)
-{
-	return 0;
-}
+EMPTY_LSM(file_open)
+EMPTY_LSM(file_permission)
+EMPTY_LSM(file_ioctl)
+EMPTY_LSM(mmap_file)
+EMPTY_LSM(file_mprotect)
 
 #define MAY_WRITE 0x2
 

@@ -49,15 +49,35 @@ fn label_text(r: &LabelResult) -> String {
     s
 }
 
-fn label_op(c: &Cli, op: Op, json: bool) -> Result<(), CliError> {
+/// Sends `op` and prints the answer: as JSON, or as `text` makes it.
+fn show<T: DeserializeOwned>(
+    c: &Cli,
+    op: Op,
+    json: bool,
+    text: fn(&T) -> String,
+) -> Result<(), CliError> {
     let v = call(&c.socket, c.timeout, op)?;
     if json {
         print_json(&v);
     } else {
-        let r: LabelResult = decode(v)?;
-        println!("{}", label_text(&r));
+        print!("{}", text(&decode(v)?));
     }
     Ok(())
+}
+
+/// `items` joined with commas, or `none` when there are none.
+fn joined_or(items: &[String], none: &str) -> String {
+    if items.is_empty() {
+        none.to_string()
+    } else {
+        items.join(", ")
+    }
+}
+
+fn label_op(c: &Cli, op: Op, json: bool) -> Result<(), CliError> {
+    show(c, op, json, |r: &LabelResult| {
+        format!("{}\n", label_text(r))
+    })
 }
 
 pub fn lsdsk_text(r: &LsdskResult) -> String {
@@ -148,14 +168,7 @@ pub fn lsdsk_text(r: &LsdskResult) -> String {
 }
 
 fn list(c: &Cli, op: Op, json: bool) -> Result<(), CliError> {
-    let v = call(&c.socket, c.timeout, op)?;
-    if json {
-        print_json(&v);
-    } else {
-        let r: LsdskResult = decode(v)?;
-        print!("{}", lsdsk_text(&r));
-    }
-    Ok(())
+    show(c, op, json, lsdsk_text)
 }
 
 fn status(c: &Cli, json: bool) -> Result<(), CliError> {
@@ -199,11 +212,7 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
             format!(
                 "{} devices protected; programs: {}; {}",
                 s.filter_devices,
-                if s.filter_programs.is_empty() {
-                    "none".to_string()
-                } else {
-                    s.filter_programs.join(", ")
-                },
+                joined_or(&s.filter_programs, "none"),
                 s.filter_reason
             ),
         ),
@@ -275,11 +284,7 @@ fn filter(c: &Cli, a: &cli::FilterArgs) -> Result<(), CliError> {
         (None, _) => println!(
             "filter {what} on all disks ({}): {}",
             r.backend,
-            if r.labels.is_empty() {
-                "none yet".to_string()
-            } else {
-                r.labels.join(", ")
-            }
+            joined_or(&r.labels, "none yet")
         ),
         (Some(l), _) => println!("filter {what} on {l} ({})", r.backend),
     }

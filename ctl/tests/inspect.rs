@@ -6,10 +6,11 @@
 
 use asmguard_format::label::{self, Label};
 use asmguard_format::synth::SynthDisk;
+use asmguard_testkit::run_ok as run;
 use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 fn ctl() -> Command {
     Command::new(env!("CARGO_BIN_EXE_asmguardctl"))
@@ -22,16 +23,17 @@ fn image(dir: &Path, name: &str, size: u64) -> PathBuf {
     p
 }
 
-fn run(cmd: &mut Command) -> Output {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e} (is it installed? `make deps`)"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
+/// Writes a partition table on `p` from an sfdisk `script`.
+fn sfdisk(p: &Path, script: &[u8]) {
+    use std::io::Write;
+    let mut child = Command::new("sfdisk")
+        .arg("-q")
+        .arg(p)
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(script).unwrap();
+    assert!(child.wait().unwrap().success());
 }
 
 /// `blkid -p -o export` as key/value pairs.
@@ -54,7 +56,7 @@ fn get<'a>(kv: &'a [(String, String)], k: &str) -> Option<&'a str> {
 
 fn inspect_json(p: &Path) -> serde_json::Value {
     let out = run(ctl().arg("inspect").arg("--json").arg(p));
-    serde_json::from_slice(&out.stdout).unwrap()
+    serde_json::from_str(&out).unwrap()
 }
 
 fn write_at(p: &Path, off: u64, data: &[u8]) {
@@ -107,28 +109,29 @@ fn inspect_shows_every_header_field_as_text() {
         write_at(&p, off, &blk);
     }
     let out = run(ctl().arg("inspect").arg(&p));
-    let s = String::from_utf8(out.stdout).unwrap();
-    for field in [
-        "kfbh.endian",
-        "kfbh.type",
-        "kfbh.check",
-        "kfdhdb.driver.provstr",
-        "kfdhdb.compat",
-        "kfdhdb.dsknum",
-        "kfdhdb.grptyp",
-        "kfdhdb.hdrsts",
-        "kfdhdb.dskname",
-        "kfdhdb.grpname",
-        "kfdhdb.fgname",
-        "kfdhdb.crestmp",
-        "kfdhdb.mntstmp",
-        "kfdhdb.secsize",
-        "kfdhdb.blksize",
-        "kfdhdb.ausize",
-        "kfdhdb.dsksize",
-    ] {
-        assert!(s.contains(field), "{field} missing in:\n{s}");
-    }
+    let s = out;
+    asmguard_testkit::assert_contains_all(
+        &s,
+        &[
+            "kfbh.endian",
+            "kfbh.type",
+            "kfbh.check",
+            "kfdhdb.driver.provstr",
+            "kfdhdb.compat",
+            "kfdhdb.dsknum",
+            "kfdhdb.grptyp",
+            "kfdhdb.hdrsts",
+            "kfdhdb.dskname",
+            "kfdhdb.grpname",
+            "kfdhdb.fgname",
+            "kfdhdb.crestmp",
+            "kfdhdb.mntstmp",
+            "kfdhdb.secsize",
+            "kfdhdb.blksize",
+            "kfdhdb.ausize",
+            "kfdhdb.dsksize",
+        ],
+    );
     assert!(s.contains("MEMBER"), "{s}");
     assert!(s.contains("KFBTYP_DISKHEAD"), "{s}");
     assert!(s.contains("TXT1 (ORCLDISK)"), "{s}");
@@ -175,32 +178,8 @@ fn foreign_signatures_from_real_tools() {
             .arg(p);
             drop(run(&mut c));
         }),
-        ("dos", "PTTYPE", |p| {
-            let mut c = Command::new("sfdisk");
-            c.arg("-q").arg(p).stdin(std::process::Stdio::piped());
-            let mut child = c.spawn().unwrap();
-            use std::io::Write;
-            child
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(b"label: dos\n,,83\n")
-                .unwrap();
-            assert!(child.wait().unwrap().success());
-        }),
-        ("gpt", "PTTYPE", |p| {
-            let mut c = Command::new("sfdisk");
-            c.arg("-q").arg(p).stdin(std::process::Stdio::piped());
-            let mut child = c.spawn().unwrap();
-            use std::io::Write;
-            child
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(b"label: gpt\n,,L\n")
-                .unwrap();
-            assert!(child.wait().unwrap().success());
-        }),
+        ("dos", "PTTYPE", |p| sfdisk(p, b"label: dos\n,,83\n")),
+        ("gpt", "PTTYPE", |p| sfdisk(p, b"label: gpt\n,,L\n")),
     ];
     for (name, key, make) in cases {
         let p = image(dir.path(), &format!("{name}.img"), 320 << 20);
@@ -233,7 +212,7 @@ fn lvm2_physical_volume_is_foreign() {
     let dir = tempfile::tempdir().unwrap();
     let p = image(dir.path(), "pv.img", 64 << 20);
     let out = run(Command::new("losetup").args(["-f", "--show"]).arg(&p));
-    let dev = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let dev = out.trim().to_string();
     let res = std::panic::catch_unwind(|| {
         run(Command::new("pvcreate")
             .args(["-ff", "-y", "--devicesfile", ""])
@@ -260,7 +239,7 @@ fn block_device_with_4k_sectors() {
     let out = run(Command::new("losetup")
         .args(["-f", "--show", "--sector-size", "4096", "--direct-io=off"])
         .arg(&p));
-    let dev = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let dev = out.trim().to_string();
     let res = std::panic::catch_unwind(|| {
         let j = inspect_json(Path::new(&dev));
         assert_eq!(j["logical_block_size"], 4096, "{j}");

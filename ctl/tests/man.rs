@@ -4,15 +4,7 @@
 use std::process::Command;
 
 fn ctl(args: &[&str]) -> (i32, String, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_asmguardctl"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
+    asmguard_testkit::run_code(env!("CARGO_BIN_EXE_asmguardctl"), args)
 }
 
 const SUBCOMMANDS: [&str; 11] = [
@@ -96,13 +88,10 @@ fn completions_for_each_shell() {
 
 #[test]
 fn help_documents_exit_codes_and_usage_errors_exit_2() {
-    let (code, out, _) = ctl(&["--help"]);
-    assert_eq!(code, 0);
+    let out =
+        asmguard_testkit::run_ok(Command::new(env!("CARGO_BIN_EXE_asmguardctl")).arg("--help"));
     let out = out.split_whitespace().collect::<Vec<_>>().join(" ");
-    assert!(
-        out.contains("Exit codes") && out.contains("5 asmguardd not reachable"),
-        "{out}"
-    );
+    asmguard_testkit::assert_contains_all(&out, &["Exit codes", "5 asmguardd not reachable"]);
     let (code, _, err) = ctl(&["label", "ONLYLABEL"]);
     assert_eq!(code, 2, "{err}");
     let (code, _, _) = ctl(&["frobnicate"]);
@@ -111,13 +100,9 @@ fn help_documents_exit_codes_and_usage_errors_exit_2() {
 
 #[test]
 fn udev_rules_follow_the_config() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("c.toml");
-    std::fs::write(
-        &p,
+    let (_dir, p) = asmguard_testkit::config_file(
         "[paths]\nowner = \"oracle\"\ngroup = \"dba\"\nmode = \"0600\"\n",
-    )
-    .unwrap();
+    );
     let (code, out, err) = ctl(&["udev-rules", "--config", p.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
     assert!(

@@ -215,6 +215,19 @@ pub fn parse(text: &str, file: &str) -> Result<Config, String> {
     Ok(cfg)
 }
 
+/// `key`'s values are all valid `what` (user, group) names.
+fn names<'a>(
+    file: &str,
+    key: &str,
+    what: &str,
+    values: impl IntoIterator<Item = &'a String>,
+) -> Result<(), String> {
+    match values.into_iter().find(|v| !valid_name(v)) {
+        Some(v) => Err(key_err(file, key, format!("{v:?} is not a {what} name"))),
+        None => Ok(()),
+    }
+}
+
 fn validate(c: &Config, file: &str) -> Result<(), String> {
     for (key, list) in [
         ("devices.include", &c.devices.include),
@@ -236,20 +249,8 @@ fn validate(c: &Config, file: &str) -> Result<(), String> {
             "is empty: no device would ever be looked at",
         ));
     }
-    if !valid_name(&c.paths.owner) {
-        return Err(key_err(
-            file,
-            "paths.owner",
-            format!("{:?} is not a user name", c.paths.owner),
-        ));
-    }
-    if !valid_name(&c.paths.group) {
-        return Err(key_err(
-            file,
-            "paths.group",
-            format!("{:?} is not a group name", c.paths.group),
-        ));
-    }
+    names(file, "paths.owner", "user", [&c.paths.owner])?;
+    names(file, "paths.group", "group", [&c.paths.group])?;
     match c.paths.mode.value() {
         Some(m) if m & 0o7000 == 0 && m & 0o002 == 0 => {}
         Some(m) => {
@@ -283,13 +284,7 @@ fn validate(c: &Config, file: &str) -> Result<(), String> {
             "is longer than a unix socket path may be (107 bytes)",
         ));
     }
-    if !valid_name(&c.socket.admin_group) {
-        return Err(key_err(
-            file,
-            "socket.admin_group",
-            format!("{:?} is not a group name", c.socket.admin_group),
-        ));
-    }
+    names(file, "socket.admin_group", "group", [&c.socket.admin_group])?;
     if c.socket.timeout_seconds == 0 || c.socket.timeout_seconds > 3600 {
         return Err(key_err(
             file,
@@ -314,20 +309,8 @@ fn validate(c: &Config, file: &str) -> Result<(), String> {
             format!("{:?} is not one of enforce, audit, off", c.filter.mode),
         ));
     }
-    if let Some(u) = c.filter.allow_users.iter().find(|u| !valid_name(u)) {
-        return Err(key_err(
-            file,
-            "filter.allow_users",
-            format!("{u:?} is not a user name"),
-        ));
-    }
-    if let Some(g) = c.filter.allow_groups.iter().find(|g| !valid_name(g)) {
-        return Err(key_err(
-            file,
-            "filter.allow_groups",
-            format!("{g:?} is not a group name"),
-        ));
-    }
+    names(file, "filter.allow_users", "user", &c.filter.allow_users)?;
+    names(file, "filter.allow_groups", "group", &c.filter.allow_groups)?;
     if let Some(x) = c.filter.allow_executables.iter().find(|x| !x.is_absolute()) {
         return Err(key_err(
             file,

@@ -211,18 +211,7 @@ pub fn label_device(path: &Path, new: &Label, opts: LabelOptions) -> Result<Outc
         }
         refuse_unless_forced(&shown, &foreign, &existing, opts.force)?;
         // Only the label bytes change; nothing is erased on an ASM disk.
-        let written = edit_in_place(
-            &p,
-            &|b: &mut [u8]| {
-                let _ = label::write(b, new);
-            },
-            true,
-        )?;
-        return Ok(Outcome {
-            action: "migrated",
-            erased: vec![],
-            written,
-        });
+        return write_label_bytes(&p, new, "migrated");
     }
     refuse_unless_forced(&shown, &foreign, &existing, opts.force)?;
     // A fresh label block covers the first 4 KiB (or one logical block if larger).
@@ -268,6 +257,40 @@ pub fn label_device(path: &Path, new: &Label, opts: LabelOptions) -> Result<Outc
     })
 }
 
+/// Writes `new` over the label bytes only (block 0 and a valid header copy).
+fn write_label_bytes(
+    p: &Probed,
+    new: &Label,
+    action: &'static str,
+) -> Result<Outcome, LabelOpError> {
+    let written = edit_in_place(
+        p,
+        &|b: &mut [u8]| {
+            let _ = label::write(b, new);
+        },
+        true,
+    )?;
+    Ok(Outcome {
+        action,
+        erased: vec![],
+        written,
+    })
+}
+
+/// [`open_probe`], refusing a device that does not carry the label `expected`.
+fn open_labelled(path: &Path, expected: &Label, held: bool) -> Result<Probed, LabelOpError> {
+    let p = open_probe(path, held)?;
+    let current = label::read(&p.head);
+    if current.label().as_ref() != Some(expected) {
+        return Err(LabelOpError::NotLabelled {
+            path: path.display().to_string(),
+            expected: expected.to_string(),
+            found: found_text(&current),
+        });
+    }
+    Ok(p)
+}
+
 /// Change the label `old` on the device at `path` to `new`, touching only the label
 /// bytes (and the checksum word), on block 0 and on a valid ASM header copy.
 /// `held` as in `LabelOptions::held`.
@@ -277,27 +300,8 @@ pub fn rename_device(
     new: &Label,
     held: bool,
 ) -> Result<Outcome, LabelOpError> {
-    let p = open_probe(path, held)?;
-    let current = label::read(&p.head);
-    if current.label().as_ref() != Some(old) {
-        return Err(LabelOpError::NotLabelled {
-            path: path.display().to_string(),
-            expected: old.to_string(),
-            found: found_text(&current),
-        });
-    }
-    let written = edit_in_place(
-        &p,
-        &|b: &mut [u8]| {
-            let _ = label::write(b, new);
-        },
-        true,
-    )?;
-    Ok(Outcome {
-        action: "renamed",
-        erased: vec![],
-        written,
-    })
+    let p = open_labelled(path, old, held)?;
+    write_label_bytes(&p, new, "renamed")
 }
 
 /// Remove the label `expected` from the device at `path`. On an ASM disk the
@@ -310,15 +314,7 @@ pub fn unlabel_device(
     force: bool,
     held: bool,
 ) -> Result<Outcome, LabelOpError> {
-    let p = open_probe(path, held)?;
-    let current = label::read(&p.head);
-    if current.label().as_ref() != Some(expected) {
-        return Err(LabelOpError::NotLabelled {
-            path: path.display().to_string(),
-            expected: expected.to_string(),
-            found: found_text(&current),
-        });
-    }
+    let p = open_labelled(path, expected, held)?;
     if let Some(h) = &p.header {
         if h.status == HeaderStatus::Member && !force {
             return Err(LabelOpError::Member {

@@ -66,6 +66,21 @@ fn valid_block_size(n: usize) -> bool {
     (512..=65536).contains(&n) && n.is_power_of_two()
 }
 
+/// The header of a metadata block of type `want`, `blksize` bytes, with a valid checksum.
+fn metadata_block(b: &[u8], blksize: usize, want: BlockType) -> Result<Kfbh, AtError> {
+    if !valid_block_size(blksize) {
+        return Err(AtError::BadBlockSize(blksize));
+    }
+    let kfbh = Kfbh::parse(b).ok_or(AtError::NotMetadata)?;
+    if kfbh.block_type != want {
+        return Err(AtError::WrongType(kfbh.block_type.kfed_name()));
+    }
+    match kfbh::verify(b, blksize) {
+        Checksum::Valid => Ok(kfbh),
+        c => Err(AtError::BadChecksum(c)),
+    }
+}
+
 impl AtBlock {
     /// Capacity of one AT block of `blksize` bytes.
     pub fn capacity(blksize: usize) -> usize {
@@ -73,17 +88,7 @@ impl AtBlock {
     }
 
     pub fn parse(b: &[u8], blksize: usize) -> Result<AtBlock, AtError> {
-        if !valid_block_size(blksize) {
-            return Err(AtError::BadBlockSize(blksize));
-        }
-        let kfbh = Kfbh::parse(b).ok_or(AtError::NotMetadata)?;
-        if kfbh.block_type != BlockType::AllocTable {
-            return Err(AtError::WrongType(kfbh.block_type.kfed_name()));
-        }
-        match kfbh::verify(b, blksize) {
-            Checksum::Valid => {}
-            c => return Err(AtError::BadChecksum(c)),
-        }
+        let kfbh = metadata_block(b, blksize, BlockType::AllocTable)?;
         let e = kfbh.endian;
         let shrink = e.u16(b, AT_SHRINK);
         if shrink == 0 || shrink as usize > Self::capacity(blksize) {
@@ -171,17 +176,7 @@ pub struct FstBlock {
 
 impl FstBlock {
     pub fn parse(b: &[u8], blksize: usize) -> Result<FstBlock, AtError> {
-        if !valid_block_size(blksize) {
-            return Err(AtError::BadBlockSize(blksize));
-        }
-        let kfbh = Kfbh::parse(b).ok_or(AtError::NotMetadata)?;
-        if kfbh.block_type != BlockType::FreeSpace {
-            return Err(AtError::WrongType(kfbh.block_type.kfed_name()));
-        }
-        match kfbh::verify(b, blksize) {
-            Checksum::Valid => {}
-            c => return Err(AtError::BadChecksum(c)),
-        }
+        let kfbh = metadata_block(b, blksize, BlockType::FreeSpace)?;
         let e: Endian = kfbh.endian;
         let cnt = e.u16(b, FST_CNT);
         let n = (cnt as usize).min(blksize - FST_ENTRIES);

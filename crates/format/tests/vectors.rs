@@ -9,31 +9,17 @@ use asmguard_format::kfbh::{self, BlockType, Checksum};
 use asmguard_format::label::{self, LabelState};
 use asmguard_format::probe::{probe, SignatureKind};
 use asmguard_format::DiskHeader;
+use asmguard_testkit::{run_ok, vector, vectors_dir};
 use std::path::PathBuf;
-
-fn vector(name: &str) -> Vec<u8> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/vectors")
-        .join(name);
-    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-}
 
 #[test]
 fn copies_match_the_reference_sums() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/vectors");
+    let dir = vectors_dir();
     let sums = std::fs::read_to_string(dir.join("SHA256SUMS")).expect("tests/vectors/SHA256SUMS");
-    let out = std::process::Command::new("sha256sum")
-        .arg("--check")
-        .arg("--strict")
-        .arg("SHA256SUMS")
-        .current_dir(&dir)
-        .output()
-        .expect("sha256sum (coreutils)");
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    run_ok(
+        std::process::Command::new("sha256sum")
+            .args(["--check", "--strict", "SHA256SUMS"])
+            .current_dir(&dir),
     );
     assert_eq!(
         sums.lines().count(),

@@ -9,25 +9,31 @@ use nix::unistd::{Group, User};
 
 /// The uid of a user name (or a number), `Err` naming what is wrong.
 pub fn uid_of(name: &str) -> Result<u32, String> {
-    if let Ok(n) = name.parse() {
-        return Ok(n);
-    }
-    match User::from_name(name) {
-        Ok(Some(u)) => Ok(u.uid.as_raw()),
-        Ok(None) => Err(format!("user {name} does not exist (NSS passwd)")),
-        Err(e) => Err(format!("user {name}: NSS lookup failed: {e}")),
-    }
+    id_of(name, ("user", "passwd"), |n| {
+        User::from_name(n).map(|u| u.map(|u| u.uid.as_raw()))
+    })
 }
 
 /// The gid of a group name (or a number), `Err` naming what is wrong.
 pub fn gid_of(name: &str) -> Result<u32, String> {
+    id_of(name, ("group", "group"), |n| {
+        Group::from_name(n).map(|g| g.map(|g| g.gid.as_raw()))
+    })
+}
+
+/// A number as it is, else `lookup` through NSS; `(what, database)` name it in errors.
+fn id_of(
+    name: &str,
+    (what, db): (&str, &str),
+    lookup: impl FnOnce(&str) -> nix::Result<Option<u32>>,
+) -> Result<u32, String> {
     if let Ok(n) = name.parse() {
         return Ok(n);
     }
-    match Group::from_name(name) {
-        Ok(Some(g)) => Ok(g.gid.as_raw()),
-        Ok(None) => Err(format!("group {name} does not exist (NSS group)")),
-        Err(e) => Err(format!("group {name}: NSS lookup failed: {e}")),
+    match lookup(name) {
+        Ok(Some(id)) => Ok(id),
+        Ok(None) => Err(format!("{what} {name} does not exist (NSS {db})")),
+        Err(e) => Err(format!("{what} {name}: NSS lookup failed: {e}")),
     }
 }
 

@@ -688,34 +688,21 @@ pub fn resolve_allow(
     exes: &[PathBuf],
 ) -> (Vec<u32>, Vec<u32>, Vec<ExeId>, Vec<String>) {
     let mut problems = Vec::new();
+    let mut keep = |r: Result<_, String>| r.map_err(|e| problems.push(e)).ok();
     let uids = users
         .iter()
-        .filter_map(|u| match crate::identity::uid_of(u) {
-            Ok(id) => Some(id),
-            Err(e) => {
-                problems.push(e);
-                None
-            }
-        })
+        .filter_map(|u| keep(crate::identity::uid_of(u)))
         .collect();
     let gids = groups
         .iter()
-        .filter_map(|g| match crate::identity::gid_of(g) {
-            Ok(id) => Some(id),
-            Err(e) => {
-                problems.push(e);
-                None
-            }
-        })
+        .filter_map(|g| keep(crate::identity::gid_of(g)))
         .collect();
     let exes = exes
         .iter()
-        .filter_map(|p| match ExeId::of_path(p) {
-            Ok(e) => Some(e),
-            Err(e) => {
-                problems.push(format!("executable: {e}"));
-                None
-            }
+        .filter_map(|p| {
+            ExeId::of_path(p)
+                .map_err(|e| problems.push(format!("executable: {e}")))
+                .ok()
         })
         .collect();
     (uids, gids, exes, problems)

@@ -12,25 +12,12 @@ use std::fs::OpenOptions;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use asmguard_guard::{pinned_backend, remove_pins};
-use asmguard_guard::{Backend, DenialEvent, DevKey, Guard, Hook, Mode, Options};
+use asmguard_guard::{Backend, DenialEvent, DevKey, EventReader, Guard, Hook, Mode, Options};
 
-static LOCK: Mutex<()> = Mutex::new(());
-
-fn lock() -> Option<MutexGuard<'static, ()>> {
-    // SAFETY: geteuid(2) has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        if std::env::var("ASMGUARD_HOST_TESTS").as_deref() == Ok("skip") {
-            eprintln!("SKIPPED: host tests need root (ASMGUARD_HOST_TESTS=skip)");
-            return None;
-        }
-        panic!("host tests need root and loop devices; set ASMGUARD_HOST_TESTS=skip to skip them");
-    }
-    Some(LOCK.lock().unwrap_or_else(|p| p.into_inner()))
-}
+use asmguard_testkit::root_lock as lock;
 
 /// A loop device over a sparse file, detached and deleted on drop.
 struct Loop {
@@ -45,17 +32,9 @@ impl Loop {
         let f = std::fs::File::create(&file).expect("create backing file");
         f.set_len(8 << 20).expect("size backing file");
         drop(f);
-        let out = Command::new("losetup")
-            .args(["-f", "--show"])
-            .arg(&file)
-            .output()
-            .expect("run losetup");
-        assert!(
-            out.status.success(),
-            "losetup: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let dev = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim().to_string());
+        let out =
+            asmguard_testkit::run_ok(Command::new("losetup").args(["-f", "--show"]).arg(&file));
+        let dev = PathBuf::from(out.trim());
         Loop { dev, file }
     }
     fn key(&self) -> DevKey {
@@ -68,6 +47,23 @@ impl Drop for Loop {
         let _ = Command::new("losetup").arg("-d").arg(&self.dev).status();
         let _ = std::fs::remove_file(&self.file);
     }
+}
+
+/// A loop device and a guard with pins of its own, both named after `tag`.
+fn guarded(tag: &str) -> (Loop, Pins, Guard) {
+    let lo = Loop::new(tag);
+    let pins = Pins::new(tag);
+    let g = Guard::open(&pins.opts()).expect("open the guard");
+    (lo, pins, g)
+}
+
+/// [`guarded`], with the loop device in the managed set (`mode`, disk `id`)
+/// and a reader of the guard's events.
+fn watched(tag: &str, mode: Mode, id: u32) -> (Loop, Pins, Guard, EventReader) {
+    let (lo, pins, g) = guarded(tag);
+    g.set_disk(&[lo.key()], mode, id).unwrap();
+    let reader = g.event_reader().unwrap();
+    (lo, pins, g, reader)
 }
 
 /// A pin directory of its own, emptied (programs detached) on drop.
@@ -122,9 +118,13 @@ fn dd_as(uid: u32, dev: &Path) -> bool {
         .success()
 }
 
-/// Events until one satisfies `want` (or the deadline).
+/// Events of a new reader until one satisfies `want` (or the deadline).
 fn wait_event(g: &Guard, want: impl Fn(&DenialEvent) -> bool) -> Option<DenialEvent> {
-    let mut r = g.event_reader().expect("event reader");
+    next_event(&mut g.event_reader().expect("event reader"), want)
+}
+
+/// Events of `r` until one satisfies `want` (or the deadline).
+fn next_event(r: &mut EventReader, want: impl Fn(&DenialEvent) -> bool) -> Option<DenialEvent> {
     let deadline = Instant::now() + Duration::from_secs(5);
     while Instant::now() < deadline {
         for e in r.poll(Duration::from_millis(100)).expect("poll") {
@@ -139,9 +139,7 @@ fn wait_event(g: &Guard, want: impl Fn(&DenialEvent) -> bool) -> Option<DenialEv
 #[test]
 fn fallback_denies_root_write_open_and_allows_reads() {
     let Some(_l) = lock() else { return };
-    let lo = Loop::new("deny");
-    let pins = Pins::new("deny");
-    let g = Guard::open(&pins.opts()).expect("open the guard");
+    let (lo, _pins, g) = guarded("deny");
     assert_eq!(g.backend(), Backend::CgroupDevice);
     assert_eq!(
         g.backend().coverage(),
@@ -196,22 +194,9 @@ fn fallback_allow_listed_uid_can_write() {
 #[test]
 fn fallback_audit_logs_and_allows_off_allows() {
     let Some(_l) = lock() else { return };
-    let lo = Loop::new("audit");
-    let pins = Pins::new("audit");
-    let g = Guard::open(&pins.opts()).unwrap();
-    g.set_disk(&[lo.key()], Mode::Audit, 9).unwrap();
-    let mut reader = g.event_reader().unwrap();
+    let (lo, _pins, g, mut reader) = watched("audit", Mode::Audit, 9);
     assert!(write_open(&lo.dev).is_ok(), "audit allows");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let mut got = None;
-    while got.is_none() && Instant::now() < deadline {
-        got = reader
-            .poll(Duration::from_millis(100))
-            .unwrap()
-            .into_iter()
-            .find(|e| e.pid == std::process::id());
-    }
-    let e = got.expect("an audit event");
+    let e = next_event(&mut reader, |e| e.pid == std::process::id()).expect("an audit event");
     assert_eq!(e.mode, Mode::Audit);
     assert_eq!(e.disk_id, 9);
     let s = g.stats().unwrap();
@@ -237,23 +222,10 @@ fn fallback_audit_logs_and_allows_off_allows() {
 #[test]
 fn fallback_events_carry_the_caller() {
     let Some(_l) = lock() else { return };
-    let lo = Loop::new("events");
-    let pins = Pins::new("events");
-    let g = Guard::open(&pins.opts()).unwrap();
-    g.set_disk(&[lo.key()], Mode::Enforce, 42).unwrap();
-    let mut reader = g.event_reader().unwrap();
+    let (lo, _pins, g, mut reader) = watched("events", Mode::Enforce, 42);
     assert!(is_eperm(&write_open(&lo.dev)));
     let me = std::process::id();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let mut got = None;
-    while got.is_none() && Instant::now() < deadline {
-        got = reader
-            .poll(Duration::from_millis(100))
-            .unwrap()
-            .into_iter()
-            .find(|e| e.pid == me);
-    }
-    let e = got.expect("an event from this process");
+    let e = next_event(&mut reader, |e| e.pid == me).expect("an event from this process");
     assert_eq!(e.uid, 0);
     assert_eq!(e.euid, 0);
     assert_eq!(e.dev, lo.key());

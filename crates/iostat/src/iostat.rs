@@ -187,20 +187,11 @@ pub fn iostat(
 impl IostatReport {
     /// The terminal table.
     pub fn to_text(&self) -> String {
-        let dev_w = self
-            .rows
-            .iter()
-            .map(|r| r.device.len())
-            .max()
-            .unwrap_or(0)
-            .max(6);
-        let lab_w = self
-            .rows
-            .iter()
-            .map(|r| r.label.len())
-            .max()
-            .unwrap_or(0)
-            .max(5);
+        let width = |f: fn(&IostatRow) -> usize, min: usize| {
+            self.rows.iter().map(f).max().unwrap_or(0).max(min)
+        };
+        let dev_w = width(|r| r.device.len(), 6);
+        let lab_w = width(|r| r.label.len(), 5);
         let mut out = String::new();
         let _ = write!(
             out,

@@ -8,11 +8,10 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use asmguard_metrics::http;
-use asmguard_metrics::{
-    Counters, DiscardSource, DiskInfo, Error, HistSource, KernelDev, Metrics, Op, OpHist, RawEntry,
-};
+use asmguard_metrics::{Error, HistSource, KernelDev, Metrics, Op, OpHist, RawEntry};
 use serde_json::Value;
+
+mod common;
 
 #[derive(Debug)]
 struct OneDisk;
@@ -38,33 +37,14 @@ impl HistSource for OneDisk {
 /// A live scrape of an exporter with every family populated.
 fn scrape_everything() -> String {
     let m = Metrics::with_source(Arc::new(OneDisk));
-    m.set_disk(
+    common::populate_every_family(
+        &m,
         KernelDev::new(7, 0).unwrap(),
-        DiskInfo {
-            device: "loop0".into(),
-            label: "DATA1".into(),
-            paths: vec!["/dev/loop0".into()],
-            logical_sector: 512,
-            physical_sector: 4096,
-        },
+        "loop0".into(),
+        vec!["/dev/loop0".into()],
+        "lsm",
     );
-    m.set_counter_source(Arc::new(
-        Counters::default()
-            .with_backend("lsm")
-            .with_mode("DATA1", "enforce")
-            .with_denied("DATA1", "file_open", 1)
-            .with_discard("DATA1", DiscardSource::Oracle, 4096)
-            .with_discard("DATA1", DiscardSource::Reclaim, 4096),
-    ));
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    rt.block_on(async {
-        let addr = http::spawn("127.0.0.1:0".parse().unwrap(), m)
-            .await
-            .unwrap();
-        http::scrape(&format!("http://{addr}/metrics"), false)
-            .await
-            .unwrap()
-    })
+    common::scrape_over_http(m)
 }
 
 /// Sample names and label names of a scrape.
@@ -195,15 +175,17 @@ fn dashboard_queries_only_emitted_metrics_and_labels() {
     }
     // the panels: latency (heatmap and quantiles), IOPS, throughput,
     // denials, discards
-    for must in [
-        "asmguard_io_latency_seconds_bucket",
-        "asmguard_io_latency_seconds_count",
-        "asmguard_io_bytes_total",
-        "asmguard_writes_denied_total",
-        "asmguard_discard_bytes_total",
-    ] {
-        assert!(used.contains(must), "the dashboard does not use {must}");
-    }
+    uses_all(
+        &used,
+        "the dashboard does not use ",
+        &[
+            "asmguard_io_latency_seconds_bucket",
+            "asmguard_io_latency_seconds_count",
+            "asmguard_io_bytes_total",
+            "asmguard_writes_denied_total",
+            "asmguard_discard_bytes_total",
+        ],
+    );
 }
 
 #[test]
@@ -291,17 +273,19 @@ fn alert_rules() -> Vec<(String, String)> {
     out
 }
 
+/// Asserts `used` holds every one of `musts` (`why` + the one missing).
+fn uses_all(used: &BTreeSet<String>, why: &str, musts: &[&str]) {
+    for must in musts {
+        assert!(used.contains(*must), "{why}{must}");
+    }
+}
+
+/// promtool (Debian package prometheus, installed by scripts/deps.sh).
 fn promtool(args: &[&str]) {
-    let out = std::process::Command::new("promtool")
-        .args(args)
-        .current_dir(dashboards_dir())
-        .output()
-        .expect("promtool (Debian package prometheus, installed by scripts/deps.sh)");
-    assert!(
-        out.status.success(),
-        "promtool {args:?} failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    asmguard_testkit::run_ok(
+        std::process::Command::new("promtool")
+            .args(args)
+            .current_dir(dashboards_dir()),
     );
 }
 
@@ -330,15 +314,17 @@ fn alert_rules_query_only_emitted_metrics_and_labels() {
         }
     }
     // the alerts: protection off or degraded, denied writes, per-disk p99
-    for must in [
-        "asmguard_protected",
-        "asmguard_backend_info",
-        "asmguard_filter_mode",
-        "asmguard_writes_denied_total",
-        "asmguard_io_latency_seconds_bucket",
-    ] {
-        assert!(used.contains(must), "no alert uses {must}");
-    }
+    uses_all(
+        &used,
+        "no alert uses ",
+        &[
+            "asmguard_protected",
+            "asmguard_backend_info",
+            "asmguard_filter_mode",
+            "asmguard_writes_denied_total",
+            "asmguard_io_latency_seconds_bucket",
+        ],
+    );
     let p99 = rules
         .iter()
         .find(|(_, e)| e.starts_with("histogram_quantile(0.99,"))

@@ -11,11 +11,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use asmguard_metrics::http::{self, scrape_blocking};
-use asmguard_metrics::{
-    Counters, DiscardSource, DiskInfo, FromPrometheusText, IoLat, Metrics, Op, Snapshot,
-};
-use common::{direct_reads, direct_writes, disk_of, require_root, serial, LoopDev};
+use asmguard_metrics::http::scrape_blocking;
+use asmguard_metrics::{FromPrometheusText, Metrics, Op, Snapshot};
+use common::{direct_reads, direct_writes, root_serial, traced_disk, LoopDev};
 
 /// The exporter binary; killed on drop.
 struct Exporter {
@@ -71,14 +69,20 @@ fn promtool(scrape: &str) -> (bool, String) {
     (out.status.success(), text)
 }
 
+/// For a root test: the serial guard, a fresh loop device `tag` and the
+/// standalone exporter tracing it as DATA1 (`None`: skipped).
+fn exported_disk(tag: &str) -> Option<(std::sync::MutexGuard<'static, ()>, LoopDev, Exporter)> {
+    let serial = root_serial()?;
+    let disk = LoopDev::new(tag, 32);
+    let exporter = Exporter::start(&["--device", &format!("{}=DATA1", disk.path.display())]);
+    Some((serial, disk, exporter))
+}
+
 #[test]
 fn promtool_accepts_a_live_scrape_of_the_binary() {
-    if !require_root() {
+    let Some((_serial, disk, exporter)) = exported_disk("promtool") else {
         return;
-    }
-    let _serial = serial();
-    let disk = LoopDev::new("promtool", 32);
-    let exporter = Exporter::start(&["--device", &format!("{}=DATA1", disk.path.display())]);
+    };
     direct_reads(&disk.path, 11);
     direct_writes(&disk.path, 3, 64);
     let text = scrape_blocking(&exporter.url, false).unwrap();
@@ -108,80 +112,54 @@ fn promtool_accepts_a_live_scrape_of_the_binary() {
 
 #[test]
 fn promtool_accepts_every_family() {
-    if !require_root() {
+    let Some(_serial) = root_serial() else {
         return;
-    }
-    let _serial = serial();
-    let disk = LoopDev::new("families", 32);
-    let dev = disk_of(&disk.path);
-    let iolat = Arc::new(IoLat::load().unwrap());
-    iolat.add_device(dev.raw()).unwrap();
-    let m = Metrics::with_source(iolat);
-    m.set_disk(
+    };
+    let (disk, dev, iolat) = traced_disk("families", 32);
+    let m = Metrics::with_source(Arc::new(iolat));
+    common::populate_every_family(
+        &m,
         dev,
-        DiskInfo {
-            device: disk.name(),
-            label: "DATA1".into(),
-            paths: vec![
-                disk.path.display().to_string(),
-                "/dev/asmguard/disks/DATA1".into(),
-            ],
-            logical_sector: 512,
-            physical_sector: 4096,
-        },
+        disk.name(),
+        vec![
+            disk.path.display().to_string(),
+            "/dev/asmguard/disks/DATA1".into(),
+        ],
+        "cgroup_device",
     );
-    m.set_counter_source(Arc::new(
-        Counters::default()
-            .with_backend("cgroup_device")
-            .with_mode("DATA1", "enforce")
-            .with_denied("DATA1", "file_open", 1)
-            .with_denied("DATA1", "file_ioctl", 1)
-            .with_discard("DATA1", DiscardSource::Oracle, 1 << 20)
-            .with_discard("DATA1", DiscardSource::Reclaim, 4 << 20),
-    ));
     direct_reads(&disk.path, 4);
     let _ = Command::new("blkdiscard")
         .args(["-o", "0", "-l", "65536"])
         .arg(&disk.path)
         .status();
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let text = rt.block_on(async {
-        let addr = http::spawn("127.0.0.1:0".parse().unwrap(), m)
-            .await
-            .unwrap();
-        http::scrape(&format!("http://{addr}/metrics"), false)
-            .await
-            .unwrap()
-    });
+    let text = common::scrape_over_http(m);
     let (ok, out) = promtool(&text);
     assert!(
         ok && out.trim().is_empty(),
         "promtool: {out}\n--- scrape:\n{text}"
     );
-    for family in [
-        "asmguard_io_latency_seconds_bucket{",
-        "asmguard_io_queue_seconds_bucket{",
-        "asmguard_io_bytes_total{",
-        "asmguard_io_dropped_total ",
-        "asmguard_writes_denied_total{",
-        "asmguard_discard_bytes_total{",
-        "asmguard_disk_info{",
-        "asmguard_filter_mode{",
-        "asmguard_backend_info{",
-    ] {
-        assert!(text.contains(family), "{family} missing from:\n{text}");
-    }
+    asmguard_testkit::assert_contains_all(
+        &text,
+        &[
+            "asmguard_io_latency_seconds_bucket{",
+            "asmguard_io_queue_seconds_bucket{",
+            "asmguard_io_bytes_total{",
+            "asmguard_io_dropped_total ",
+            "asmguard_writes_denied_total{",
+            "asmguard_discard_bytes_total{",
+            "asmguard_disk_info{",
+            "asmguard_filter_mode{",
+            "asmguard_backend_info{",
+        ],
+    );
     assert!(text.contains("op=\"discard\""));
 }
 
 #[test]
 fn iostat_shows_the_interval() {
-    if !require_root() {
+    let Some((_serial, disk, exporter)) = exported_disk("iostat") else {
         return;
-    }
-    let _serial = serial();
-    let disk = LoopDev::new("iostat", 32);
-    let exporter = Exporter::start(&["--device", &format!("{}=DATA1", disk.path.display())]);
+    };
     let iostat = Command::new(env!("CARGO_BIN_EXE_asmguard-iolat"))
         .args([
             "iostat",

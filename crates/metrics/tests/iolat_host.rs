@@ -9,7 +9,7 @@ use std::process::Command;
 use asmguard_metrics::{
     AttachMode, BitSource, IoLat, KernelDev, LoadOptions, Op, OpHist, RawEntry, Stamps,
 };
-use common::{direct_reads, direct_writes, disk_of, require_root, serial, LoopDev};
+use common::{direct_reads, direct_writes, disk_of, root_serial, traced_disk, LoopDev};
 
 fn hist_of(entries: &[RawEntry], dev: KernelDev, op: Op) -> OpHist {
     entries
@@ -25,6 +25,9 @@ fn hist_of(entries: &[RawEntry], dev: KernelDev, op: Op) -> OpHist {
 /// writeback throttling watches their queues) or stamp requests ourselves in
 /// the LRU map.
 fn exact_counts(mode: AttachMode, kernel_stamps: bool, n: u64, m: u64) {
+    let Some(_serial) = root_serial() else {
+        return;
+    };
     let disk = LoopDev::new(&format!("exact-{}-{kernel_stamps}", mode.as_str()), 64);
     let dev = disk_of(&disk.path);
     let iolat = IoLat::load_opts(&LoadOptions {
@@ -82,40 +85,17 @@ fn exact_counts(mode: AttachMode, kernel_stamps: bool, n: u64, m: u64) {
     assert!(iolat.cells());
 }
 
+/// Every attach mode with each source of issue stamps, with its own counts.
 #[test]
-fn exact_counts_tp_btf_kernel_stamps() {
-    if !require_root() {
-        return;
+fn exact_counts_in_every_attach_mode_and_stamp_source() {
+    for (mode, kernel_stamps, n, m) in [
+        (AttachMode::TpBtf, true, 37, 23),
+        (AttachMode::TpBtf, false, 29, 31),
+        (AttachMode::RawTp, true, 19, 41),
+        (AttachMode::RawTp, false, 43, 17),
+    ] {
+        exact_counts(mode, kernel_stamps, n, m);
     }
-    let _serial = serial();
-    exact_counts(AttachMode::TpBtf, true, 37, 23);
-}
-
-#[test]
-fn exact_counts_tp_btf_own_stamps() {
-    if !require_root() {
-        return;
-    }
-    let _serial = serial();
-    exact_counts(AttachMode::TpBtf, false, 29, 31);
-}
-
-#[test]
-fn exact_counts_raw_tp_kernel_stamps() {
-    if !require_root() {
-        return;
-    }
-    let _serial = serial();
-    exact_counts(AttachMode::RawTp, true, 19, 41);
-}
-
-#[test]
-fn exact_counts_raw_tp_own_stamps() {
-    if !require_root() {
-        return;
-    }
-    let _serial = serial();
-    exact_counts(AttachMode::RawTp, false, 43, 17);
 }
 
 /// The kernel's stamps are verified at load by a probe read of a disk whose
@@ -123,10 +103,9 @@ fn exact_counts_raw_tp_own_stamps() {
 /// loop device below, at least), and the read leaves no disk traced.
 #[test]
 fn kernel_stamps_are_verified_by_a_probe_read() {
-    if !require_root() {
+    let Some(_serial) = root_serial() else {
         return;
-    }
-    let _serial = serial();
+    };
     let _disk = LoopDev::new("probe", 16);
     let iolat = IoLat::load().expect("loading the tracer");
     match iolat.stamps() {
@@ -159,10 +138,9 @@ fn kernel_stamps_are_verified_by_a_probe_read() {
 /// stamps, so nothing verifies the bit, and the description says so.
 #[test]
 fn a_bit_no_queue_has_is_reported_unverified() {
-    if !require_root() {
+    let Some(_serial) = root_serial() else {
         return;
-    }
-    let _serial = serial();
+    };
     let _disk = LoopDev::new("probe-dying", 16);
     let dying = asmguard_metrics::stamps::btf_queue_flag("QUEUE_FLAG_DYING")
         .expect("QUEUE_FLAG_DYING in the BTF");
@@ -186,10 +164,9 @@ fn a_bit_no_queue_has_is_reported_unverified() {
 /// A bit outside the 64-bit word is refused: own stamps, and why.
 #[test]
 fn an_impossible_bit_means_own_stamps() {
-    if !require_root() {
+    let Some(_serial) = root_serial() else {
         return;
-    }
-    let _serial = serial();
+    };
     let iolat = IoLat::load_opts(&LoadOptions {
         stats_bit: Some(64),
         ..LoadOptions::default()
@@ -208,10 +185,9 @@ fn an_impossible_bit_means_own_stamps() {
 /// counted; after one leaves, the other still counts exactly.
 #[test]
 fn disks_sharing_an_index_bucket_count_exactly() {
-    if !require_root() {
+    let Some(_serial) = root_serial() else {
         return;
-    }
-    let _serial = serial();
+    };
     // max_disks 2: four buckets, so five disks hold a pair that shares one
     let disks: Vec<LoopDev> = (0..5)
         .map(|i| LoopDev::new(&format!("bucket{i}"), 16))
@@ -255,14 +231,10 @@ fn disks_sharing_an_index_bucket_count_exactly() {
 
 #[test]
 fn discards_and_flushes_have_their_own_op() {
-    if !require_root() {
+    let Some(_serial) = root_serial() else {
         return;
-    }
-    let _serial = serial();
-    let disk = LoopDev::new("discard", 64);
-    let dev = disk_of(&disk.path);
-    let iolat = IoLat::load().unwrap();
-    iolat.add_device(dev.raw()).unwrap();
+    };
+    let (disk, dev, iolat) = traced_disk("discard", 64);
     let s0 = iolat.read().unwrap();
     let st = Command::new("blkdiscard")
         .args(["-o", "1048576", "-l", "1048576"])
@@ -270,12 +242,15 @@ fn discards_and_flushes_have_their_own_op() {
         .status()
         .unwrap();
     assert!(st.success());
+    let delta = |now: &[RawEntry], before: &[RawEntry], op| {
+        hist_of(now, dev, op).delta(&hist_of(before, dev, op))
+    };
     let s1 = iolat.read().unwrap();
-    let d = hist_of(&s1, dev, Op::Discard).delta(&hist_of(&s0, dev, Op::Discard));
+    let d = delta(&s1, &s0, Op::Discard);
     assert!(d.count() >= 1, "{d:?}");
     assert_eq!(d.bytes, 1 << 20);
     // discards are not writes
-    let w = hist_of(&s1, dev, Op::Write).delta(&hist_of(&s0, dev, Op::Write));
+    let w = delta(&s1, &s0, Op::Write);
     assert_eq!(w.bytes, 0);
 
     // fsync of a device with a write-back cache sends a flush
@@ -296,17 +271,16 @@ fn discards_and_flushes_have_their_own_op() {
             .unwrap();
         assert!(st.success());
         let s2 = iolat.read().unwrap();
-        let f = hist_of(&s2, dev, Op::Flush).delta(&hist_of(&s1, dev, Op::Flush));
+        let f = delta(&s2, &s1, Op::Flush);
         assert!(f.count() >= 1, "no flush counted: {f:?}");
     }
 }
 
 #[test]
 fn only_added_disks_unless_trace_all() {
-    if !require_root() {
+    let Some(_serial) = root_serial() else {
         return;
-    }
-    let _serial = serial();
+    };
     let traced = LoopDev::new("traced", 16);
     let other = LoopDev::new("other", 16);
     let tdev = disk_of(&traced.path);

@@ -45,48 +45,61 @@ fn fd_flags(proc: &Path, pid: &str, fd: &str) -> Option<u32> {
     u32::from_str_radix(l["flags:".len()..].trim(), 8).ok()
 }
 
-/// Every process but `exclude_pid` with a write-mode fd on one of the block
-/// devices `devs`. `proc` is `/proc`.
+/// Every process in `proc` but `exclude_pid`: (pid, its name, its directory).
+fn processes(proc: &Path, exclude_pid: u32) -> Vec<(u32, String, std::path::PathBuf)> {
+    let Ok(rd) = std::fs::read_dir(proc) else {
+        return Vec::new();
+    };
+    rd.filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let pid = e.file_name().to_string_lossy().into_owned();
+            let p = pid.parse::<u32>().ok().filter(|p| *p != exclude_pid)?;
+            Some((p, pid, e.path()))
+        })
+        .collect()
+}
+
+/// The block device `path` leads to, if it is one.
+fn block_dev(path: &Path) -> Option<KernelDev> {
+    let m = std::fs::metadata(path).ok()?;
+    if !m.file_type().is_block_device() {
+        return None;
+    }
+    let r = m.rdev();
+    KernelDev::from_dev_t(r).ok()
+}
+
+/// A process's `comm` (empty when it is gone).
+fn comm(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("comm"))
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// Every process but `exclude_pid` with a write-mode fd on one of `devs`
+/// (block devices). `proc` is `/proc`.
 pub fn writers(proc: &Path, devs: &[KernelDev], exclude_pid: u32) -> Vec<Opener> {
     let want: HashSet<KernelDev> = devs.iter().copied().collect();
     let mut out = Vec::new();
-    let Ok(rd) = std::fs::read_dir(proc) else {
-        return out;
-    };
-    for e in rd.filter_map(|e| e.ok()) {
-        let pid = e.file_name().to_string_lossy().into_owned();
-        let Ok(p) = pid.parse::<u32>() else { continue };
-        if p == exclude_pid {
-            continue;
-        }
-        let Ok(fds) = std::fs::read_dir(e.path().join("fd")) else {
+    let procs = processes(proc, exclude_pid);
+    for (p, pid, dir) in &procs {
+        let Ok(fds) = std::fs::read_dir(dir.join("fd")) else {
             continue;
         };
         for fd in fds.filter_map(|x| x.ok()) {
-            let Ok(m) = std::fs::metadata(fd.path()) else {
+            let Some(d) = block_dev(&fd.path()).filter(|d| want.contains(d)) else {
                 continue;
             };
-            if !m.file_type().is_block_device() {
-                continue;
-            }
-            let Ok(d) = KernelDev::from_dev_t(m.rdev()) else {
-                continue;
-            };
-            if !want.contains(&d) {
-                continue;
-            }
             let fdn = fd.file_name().to_string_lossy().into_owned();
-            let Some(flags) = fd_flags(proc, &pid, &fdn) else {
+            let Some(flags) = fd_flags(proc, pid, &fdn) else {
                 continue;
             };
             if flags & libc::O_ACCMODE as u32 == libc::O_RDONLY as u32 {
                 continue;
             }
             out.push(Opener {
-                pid: p,
-                comm: std::fs::read_to_string(e.path().join("comm"))
-                    .map(|s| s.trim().to_string())
-                    .unwrap_or_default(),
+                pid: *p,
+                comm: comm(dir),
                 fd: fdn.parse().unwrap_or(0),
                 path: std::fs::read_link(fd.path())
                     .map(|p| p.display().to_string())
@@ -97,45 +110,29 @@ pub fn writers(proc: &Path, devs: &[KernelDev], exclude_pid: u32) -> Vec<Opener>
     }
     // Shared writable mappings of the device (`rw-s` in /proc/PID/maps; the
     // mapped file is looked up through map_files, in this mount namespace).
-    if let Ok(rd) = std::fs::read_dir(proc) {
-        for e in rd.filter_map(|e| e.ok()) {
-            let pid = e.file_name().to_string_lossy().into_owned();
-            let Ok(p) = pid.parse::<u32>() else { continue };
-            if p == exclude_pid {
-                continue;
-            }
-            let Ok(maps) = std::fs::read_to_string(e.path().join("maps")) else {
+    for (p, _, dir) in &procs {
+        let Ok(maps) = std::fs::read_to_string(dir.join("maps")) else {
+            continue;
+        };
+        for l in maps.lines() {
+            let mut f = l.split_whitespace();
+            let (Some(range), Some(perms)) = (f.next(), f.next()) else {
                 continue;
             };
-            for l in maps.lines() {
-                let mut f = l.split_whitespace();
-                let (Some(range), Some(perms)) = (f.next(), f.next()) else {
-                    continue;
-                };
-                let pb = perms.as_bytes();
-                if pb.len() < 4 || pb[1] != b'w' || pb[3] != b's' {
-                    continue;
-                }
-                let Ok(m) = std::fs::metadata(e.path().join("map_files").join(range)) else {
-                    continue;
-                };
-                if !m.file_type().is_block_device() {
-                    continue;
-                }
-                if KernelDev::from_dev_t(m.rdev()).is_ok_and(|d| want.contains(&d)) {
-                    out.push(Opener {
-                        pid: p,
-                        comm: std::fs::read_to_string(e.path().join("comm"))
-                            .map(|s| s.trim().to_string())
-                            .unwrap_or_default(),
-                        fd: 0,
-                        path: format!("shared writable mapping {range}"),
-                        device: KernelDev::from_dev_t(m.rdev())
-                            .map(|d| d.to_string())
-                            .unwrap_or_default(),
-                    });
-                    break;
-                }
+            let pb = perms.as_bytes();
+            if pb.len() < 4 || pb[1] != b'w' || pb[3] != b's' {
+                continue;
+            }
+            let path = dir.join("map_files").join(range);
+            if let Some(d) = block_dev(&path).filter(|d| want.contains(d)) {
+                out.push(Opener {
+                    pid: *p,
+                    comm: comm(dir),
+                    fd: 0,
+                    path: format!("shared writable mapping {range}"),
+                    device: d.to_string(),
+                });
+                break;
             }
         }
     }

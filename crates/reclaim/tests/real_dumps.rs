@@ -7,14 +7,7 @@
 use asmguard_format::header::{DiskHeader, Redundancy};
 use asmguard_format::synth::SynthDisk;
 use asmguard_reclaim::plan::{plan_disk, Layout, Limits};
-use std::path::PathBuf;
-
-fn vector(name: &str) -> Vec<u8> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../format/tests/vectors")
-        .join(name);
-    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-}
+use asmguard_testkit::vector;
 
 #[test]
 fn partial_real_headers_are_refused() {

@@ -16,22 +16,11 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::os::unix::net::{UnixDatagram, UnixStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-static LOCK: Mutex<()> = Mutex::new(());
-
 /// Serialise tests that use loop devices or global state. `None`: skip the test.
-pub fn lock() -> Option<MutexGuard<'static, ()>> {
-    if !nix::unistd::geteuid().is_root() {
-        if std::env::var("ASMGUARD_HOST_TESTS").as_deref() == Ok("skip") {
-            eprintln!("SKIPPED: host tests need root (ASMGUARD_HOST_TESTS=skip)");
-            return None;
-        }
-        panic!("host tests need root and loop devices; set ASMGUARD_HOST_TESTS=skip to skip them");
-    }
-    Some(LOCK.lock().unwrap_or_else(|p| p.into_inner()))
-}
+pub use asmguard_testkit::root_lock as lock;
 
 /// The directory of the workspace's binaries (`target/debug` or `target/release`).
 pub fn bin_dir() -> PathBuf {
@@ -119,11 +108,42 @@ impl Out {
         serde_json::from_str(&self.stdout)
             .unwrap_or_else(|e| panic!("not JSON ({e}): {:?} / {:?}", self.stdout, self.stderr))
     }
+    /// Asserts the command failed with exit `code` and a message holding every one of `words`.
+    #[track_caller]
+    pub fn refused(&self, code: i32, words: &[&str]) {
+        assert_eq!(self.code, code, "{self:?}");
+        assert!(
+            words.iter().all(|w| self.stderr.contains(w)),
+            "{words:?} not all in: {self:?}"
+        );
+    }
     #[track_caller]
     pub fn ok(self) -> Out {
         assert_eq!(self.code, 0, "expected success: {self:?}");
         self
     }
+}
+
+/// The disk labelled `label` in an `lsdsk --json` answer.
+pub fn disk<'a>(v: &'a serde_json::Value, label: &str) -> &'a serde_json::Value {
+    v["disks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["label"] == label)
+        .unwrap_or_else(|| panic!("no disk {label} in {v:#}"))
+}
+
+/// The repository's top directory.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The repository's `scripts/NAME`, with `BIN` set to the built binaries.
+pub fn script(name: &str) -> Command {
+    let mut c = Command::new(repo_root().join("scripts").join(name));
+    c.env("BIN", bin_dir());
+    c
 }
 
 pub fn run(cmd: &mut Command) -> Out {

@@ -131,11 +131,7 @@ fn socket_authorisation_by_peer_credentials() {
     let o = d.ctl_as(&nobody, &["lsdsk", "--json"]);
     assert_eq!(o.code, 0, "{o:?}");
     let o = d.ctl_as(&nobody, &["label", "NOPE", &dev]);
-    assert_eq!(o.code, 4, "{o:?}");
-    assert!(
-        o.stderr.contains("permission denied") && o.stderr.contains("needs root"),
-        "{o:?}"
-    );
+    o.refused(4, &["permission denied", "needs root"]);
     assert_same(&l.read_dev(0, 4096), &[0u8; 4096], "refused label");
     for args in [vec!["unlabel", "X"], vec!["rename", "X", "Y"]] {
         let o = d.ctl_as(&nobody, &args);
@@ -147,12 +143,7 @@ fn socket_authorisation_by_peer_credentials() {
     // Neither primary nor supplementary: refused, also for reads.
     let stranger = ["--reuid", "65534", "--regid", "1", "--clear-groups"];
     let o = d.ctl_as(&stranger, &["lsdsk"]);
-    assert_eq!(o.code, 4, "{o:?}");
-    assert!(
-        o.stderr
-            .contains("needs root or membership of group nogroup"),
-        "{o:?}"
-    );
+    o.refused(4, &["needs root or membership of group nogroup"]);
     // Root may.
     d.ctl(&["label", "ROOTOK", &dev]).ok();
 }
@@ -289,18 +280,19 @@ fn status_reports_the_facts() {
     // This host runs no udevd: the kernel's uevents are the source.
     assert_eq!(s["events"], "kernel uevents (no udevd)", "{s:#}");
     let t = d.ctl(&["status"]).ok().stdout;
-    for k in [
-        "daemon:",
-        "kernel:",
-        "bpf lsm:",
-        "filter backend:",
-        "disks:",
-        "events:",
-        "socket:",
-        "metrics:",
-    ] {
-        assert!(t.contains(k), "{t}");
-    }
+    asmguard_testkit::assert_contains_all(
+        &t,
+        &[
+            "daemon:",
+            "kernel:",
+            "bpf lsm:",
+            "filter backend:",
+            "disks:",
+            "events:",
+            "socket:",
+            "metrics:",
+        ],
+    );
     assert!(
         t.lines()
             .any(|l| l.starts_with("events:") && l.ends_with(" kernel uevents (no udevd)")),
@@ -335,8 +327,7 @@ fn daemon_start_to_ready_and_clean_stop() {
     // A second daemon on a live socket refuses to start; a stale socket is replaced.
     let d1 = Daemon::start(&names, "");
     let o = run(Command::new(daemon_bin()).arg("--config").arg(&d1.config));
-    assert_eq!(o.code, 1, "{o:?}");
-    assert!(o.stderr.contains("already listening"), "{o:?}");
+    o.refused(1, &["already listening"]);
 }
 
 #[test]
@@ -405,18 +396,19 @@ fn systemd_unit_verifies() {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../systemd/asmguard.service"),
     )
     .unwrap();
-    for k in [
-        "Type=notify",
-        "WatchdogSec=",
-        "Restart=on-failure",
-        "Before=oracle-ohasd.service",
-        "NoNewPrivileges=yes",
-        "ProtectSystem=strict",
-        "ReadWritePaths=-/sys/fs/bpf",
-        "CAP_BPF",
-    ] {
-        assert!(unit.contains(k), "unit lacks {k}");
-    }
+    asmguard_testkit::assert_contains_all(
+        &unit,
+        &[
+            "Type=notify",
+            "WatchdogSec=",
+            "Restart=on-failure",
+            "Before=oracle-ohasd.service",
+            "NoNewPrivileges=yes",
+            "ProtectSystem=strict",
+            "ReadWritePaths=-/sys/fs/bpf",
+            "CAP_BPF",
+        ],
+    );
     let dir = tempfile::tempdir().unwrap();
     // systemd-analyze checks that ExecStart exists and that man: documentation resolves.
     let u = dir.path().join("asmguard.service");
@@ -495,13 +487,9 @@ fn udev_rules_make_the_link_with_owner_and_mode() {
     d.ctl(&["label", "UDEV1", &l.dev.display().to_string()])
         .ok();
     drop(d);
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("c.toml");
-    std::fs::write(
-        &cfg,
+    let (_dir, cfg) = asmguard_testkit::config_file(
         "[paths]\nowner = \"nobody\"\ngroup = \"nogroup\"\nmode = \"0640\"\n",
-    )
-    .unwrap();
+    );
     let rules = run(Command::new(ctl_bin())
         .args(["udev-rules", "--config"])
         .arg(&cfg))
@@ -564,11 +552,8 @@ fn udev_rules_make_the_link_with_owner_and_mode() {
 
 #[test]
 fn install_script_stages_everything() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let dest = tempfile::tempdir().unwrap();
-    let o = run(Command::new(root.join("scripts/install.sh"))
-        .env("DESTDIR", dest.path())
-        .env("BIN", bin_dir()));
+    let o = run(script("install.sh").env("DESTDIR", dest.path()));
     assert_eq!(o.code, 0, "{o:?}");
     for f in [
         "usr/sbin/asmguardd",
@@ -583,7 +568,8 @@ fn install_script_stages_everything() {
     }
     let rules =
         std::fs::read_to_string(dest.path().join("etc/udev/rules.d/99-asmguard.rules")).unwrap();
-    let shipped = std::fs::read_to_string(root.join("udev-rules/99-asmguard.rules")).unwrap();
+    let shipped =
+        std::fs::read_to_string(repo_root().join("udev-rules/99-asmguard.rules")).unwrap();
     assert_eq!(rules, shipped);
     // An existing config is never overwritten.
     std::fs::write(
@@ -591,10 +577,7 @@ fn install_script_stages_everything() {
         "[paths]\nmode = \"0640\"\n",
     )
     .unwrap();
-    run(Command::new(root.join("scripts/install.sh"))
-        .env("DESTDIR", dest.path())
-        .env("BIN", bin_dir()))
-    .ok();
+    run(script("install.sh").env("DESTDIR", dest.path())).ok();
     let c = std::fs::read_to_string(dest.path().join("etc/asmguard/asmguard.toml")).unwrap();
     assert_eq!(c, "[paths]\nmode = \"0640\"\n");
     let rules =
@@ -605,40 +588,31 @@ fn install_script_stages_everything() {
 #[test]
 fn demo_script_runs_and_cleans_up() {
     let Some(_g) = lock() else { return };
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let o = run(Command::new(root.join("scripts/demo.sh")).env("BIN", bin_dir()));
+    let o = run(&mut script("demo.sh"));
     assert_eq!(o.code, 0, "{o:?}");
-    for s in [
-        "labelled DEMO1",
-        "DEMO1  enforce",
-        "bpf lsm:",
-        "Operation not permitted",
-        "DENIED  write-open label=DEMO1",
-        "comm=dd",
-        "removed the write filter",
-        "label:       DEMO1 (ORCLDISK)",
-        "Cleaning up",
-        "detaching /dev/loop",
-    ] {
-        assert!(
-            o.stdout.contains(s),
-            "demo output lacks {s:?}: {}",
-            o.stdout
-        );
-    }
+    asmguard_testkit::assert_contains_all(
+        &o.stdout,
+        &[
+            "labelled DEMO1",
+            "DEMO1  enforce",
+            "bpf lsm:",
+            "Operation not permitted",
+            "DENIED  write-open label=DEMO1",
+            "comm=dd",
+            "removed the write filter",
+            "label:       DEMO1 (ORCLDISK)",
+            "Cleaning up",
+            "detaching /dev/loop",
+        ],
+    );
     // Nothing left behind: the loop device is detached, the daemon gone, files removed.
-    let dev = o
-        .stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("loop device: "))
-        .unwrap()
-        .to_string();
-    let work = o
-        .stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("removed "))
-        .unwrap()
-        .to_string();
+    let after = |p: &str| {
+        let l = o.stdout.lines().find_map(|l| l.strip_prefix(p));
+        l.unwrap_or_else(|| panic!("no line {p:?}: {o:?}"))
+            .to_string()
+    };
+    let dev = after("loop device: ");
+    let work = after("removed ");
     let name = dev.trim_start_matches("/dev/");
     let backing = std::fs::read_to_string(format!("/sys/class/block/{name}/loop/backing_file"))
         .unwrap_or_default();

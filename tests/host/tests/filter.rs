@@ -19,15 +19,6 @@ fn denied(dev: &str) -> bool {
     matches!(write_open(dev), Err(e) if e.raw_os_error() == Some(libc::EPERM))
 }
 
-fn disk<'a>(v: &'a serde_json::Value, label: &str) -> &'a serde_json::Value {
-    v["disks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["label"] == label)
-        .unwrap_or_else(|| panic!("no disk {label} in {v:#}"))
-}
-
 /// Events (JSON) until `f` finds one, or panics after 5 s.
 fn wait_event(d: &Daemon, f: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
     let t0 = Instant::now();

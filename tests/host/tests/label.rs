@@ -6,15 +6,6 @@ use std::time::Duration;
 
 const MIB: u64 = 1 << 20;
 
-fn disk<'a>(v: &'a serde_json::Value, label: &str) -> &'a serde_json::Value {
-    v["disks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["label"] == label)
-        .unwrap_or_else(|| panic!("no disk {label} in {v:#}"))
-}
-
 #[test]
 fn label_lsdsk_rename_unlabel_scan() {
     let Some(_g) = lock() else { return };
@@ -55,17 +46,18 @@ fn label_lsdsk_rename_unlabel_scan() {
     assert_eq!(p["kdev"], (7u64 << 20) | l.number as u64);
     // The text table has the columns a DBA knows.
     let t = d.ctl(&["lsdsk"]).ok().stdout;
-    for col in [
-        "Label",
-        "Filtering",
-        "Path",
-        "Size",
-        "Sector(L/P)",
-        "Header",
-        "Disk group",
-    ] {
-        assert!(t.contains(col), "{t}");
-    }
+    asmguard_testkit::assert_contains_all(
+        &t,
+        &[
+            "Label",
+            "Filtering",
+            "Path",
+            "Size",
+            "Sector(L/P)",
+            "Header",
+            "Disk group",
+        ],
+    );
     assert!(
         t.contains("DATA1") && t.contains(&dev) && t.contains("512/512"),
         "{t}"
@@ -75,11 +67,7 @@ fn label_lsdsk_rename_unlabel_scan() {
     let o = d.ctl(&["label", "DATA1", &dev]).ok();
     assert!(o.stdout.contains("nothing to do"), "{o:?}");
     let o = d.ctl(&["label", "DATA2", &dev]);
-    assert_eq!(o.code, 4, "{o:?}");
-    assert!(
-        o.stderr.contains("already labelled DATA1") && o.stderr.contains("rename"),
-        "{o:?}"
-    );
+    o.refused(4, &["already labelled DATA1", "rename"]);
     assert_eq!(o.stderr.lines().count(), 1, "one line: {o:?}");
     assert_same(
         &l.read_dev(0, 4096),
@@ -89,8 +77,7 @@ fn label_lsdsk_rename_unlabel_scan() {
 
     // Invalid label: exit 3, nothing written.
     let o = d.ctl(&["label", "1BAD-LABEL", &dev]);
-    assert_eq!(o.code, 3, "{o:?}");
-    assert!(o.stderr.contains("only A-Z, 0-9 and _"), "{o:?}");
+    o.refused(3, &["only A-Z, 0-9 and _"]);
 
     // rename touches only the label bytes.
     let before = l.read_dev(0, 1 << 20);
@@ -143,11 +130,7 @@ fn refuses_foreign_data_without_force_and_erases_with_it() {
     let d = Daemon::start(&[&l.name], "");
     let before = l.read_dev(0, 4 << 20);
     let o = d.ctl(&["label", "DATA1", &dev]);
-    assert_eq!(o.code, 4, "{o:?}");
-    assert!(
-        o.stderr.contains("holds data (ext4 at byte 1080)") && o.stderr.contains("--force"),
-        "{o:?}"
-    );
+    o.refused(4, &["holds data (ext4 at byte 1080)", "--force"]);
     assert_same(&l.read_dev(0, 4 << 20), &before, "a refusal writes nothing");
     // --migrate is no licence to destroy data either.
     assert_eq!(d.ctl(&["label", "DATA1", &dev, "--migrate"]).code, 4);
@@ -175,8 +158,7 @@ fn refuses_foreign_data_without_force_and_erases_with_it() {
     assert_eq!(o.code, 0, "{o:?}");
     let d2 = Daemon::start(&[&l2.name], "");
     let o = d2.ctl(&["label", "DATA2", &dev2]);
-    assert_eq!(o.code, 4, "{o:?}");
-    assert!(o.stderr.contains("dos at byte 510"), "{o:?}");
+    o.refused(4, &["dos at byte 510"]);
 }
 
 #[test]
@@ -193,11 +175,7 @@ fn asm_disk_header_needs_migrate_and_keeps_every_other_byte() {
     assert!(d.labels().is_empty());
     let before = l.read_dev(0, 16 << 20);
     let o = d.ctl(&["label", "MIG1", &dev]);
-    assert_eq!(o.code, 4, "{o:?}");
-    assert!(
-        o.stderr.contains("ASM disk header") && o.stderr.contains("--migrate"),
-        "{o:?}"
-    );
+    o.refused(4, &["ASM disk header", "--migrate"]);
     assert_same(&l.read_dev(0, 16 << 20), &before, "device bytes");
 
     let j = d
@@ -228,8 +206,7 @@ fn asm_disk_header_needs_migrate_and_keeps_every_other_byte() {
     assert_eq!(x["asm_disk_name"], "DATA_0000");
     // A member's label is not removed without --force.
     let o = d.ctl(&["unlabel", "MIG1"]);
-    assert_eq!(o.code, 4, "{o:?}");
-    assert!(o.stderr.contains("MEMBER"), "{o:?}");
+    o.refused(4, &["MEMBER"]);
     d.ctl(&["unlabel", "MIG1", "--force"]).ok();
     let h = asmguard_format::DiskHeader::parse(&l.read_dev(0, 4096)).unwrap();
     assert!(h.checksum_ok() && h.provstr == "ORCLDISK");
@@ -308,11 +285,7 @@ fn refuses_disk_in_use() {
     let d = Daemon::start(&[&l.name], "");
     let before = l.read_dev(0, 1 << 20);
     let o = d.ctl(&["label", "INUSE", &dev, "--force"]);
-    assert_eq!(o.code, 4, "{o:?}");
-    assert!(
-        o.stderr.contains("in use") && o.stderr.contains("mounted"),
-        "{o:?}"
-    );
+    o.refused(4, &["in use", "mounted"]);
     // Nothing written: ext4 never writes its first 1 KiB (our label lives there).
     assert_same(&l.read_dev(0, 1024), &before[..1024], "boot block");
     drop(um);
@@ -345,12 +318,10 @@ fn excluded_and_non_block_devices_are_refused() {
     let other = Loop::new(16 * MIB);
     let d = Daemon::start(&[&l.name], "");
     let o = d.ctl(&["label", "X1", &other.dev.display().to_string()]);
-    assert_eq!(o.code, 3, "{o:?}");
-    assert!(o.stderr.contains("excluded"), "{o:?}");
+    o.refused(3, &["excluded"]);
     assert_same(&other.read_dev(0, 4096), &[0u8; 4096], "excluded disk");
     let o = d.ctl(&["label", "X1", "/etc/hostname"]);
-    assert_eq!(o.code, 3, "{o:?}");
-    assert!(o.stderr.contains("not a block device"), "{o:?}");
+    o.refused(3, &["not a block device"]);
     let o = d.ctl(&["label", "X1", "/dev/nonexistent-disk"]);
     assert_eq!(o.code, 3, "{o:?}");
 }
@@ -382,8 +353,7 @@ fn same_label_on_two_disks_is_a_conflict() {
     assert_eq!(s["disks"], 0);
     // Neither is picked: unlabel by label is refused, a third disk cannot take it.
     let o = d.ctl(&["unlabel", "TWIN"]);
-    assert_eq!(o.code, 4, "{o:?}");
-    assert!(o.stderr.contains("more than one disk"), "{o:?}");
+    o.refused(4, &["more than one disk"]);
     let o = d.ctl(&["label", "TWIN", &c.dev.display().to_string()]);
     assert_eq!(o.code, 4, "{o:?}");
     // Relabelling one resolves it.

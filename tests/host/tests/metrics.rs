@@ -136,26 +136,12 @@ fn daemon_exports_exact_io_counts_denials_and_iostat() {
     wait_sample(port, &count("read"), |v| v - r0 >= n as f64);
     wait_sample(port, &count("write"), |v| v - w0 >= m as f64);
     let after = settled(port);
-    assert_eq!(
-        sample(&after, &count("read")).unwrap() - r0,
-        n as f64,
-        "reads"
-    );
-    assert_eq!(
-        sample(&after, &bytes("read")).unwrap() - rb0,
-        (n * 4096) as f64,
-        "read bytes"
-    );
-    assert_eq!(
-        sample(&after, &count("write")).unwrap() - w0,
-        m as f64,
-        "writes"
-    );
-    assert_eq!(
-        sample(&after, &bytes("write")).unwrap() - wb0,
-        (m * 4096) as f64,
-        "write bytes"
-    );
+    for (op, ios, count0, bytes0) in [("read", n, r0, rb0), ("write", m, w0, wb0)] {
+        let got = sample(&after, &count(op)).unwrap() - count0;
+        assert_eq!(got, ios as f64, "{op}s");
+        let got = sample(&after, &bytes(op)).unwrap() - bytes0;
+        assert_eq!(got, (ios * 4096) as f64, "{op} bytes");
+    }
 
     // A denied write is counted under the disk's label and the hook that denied it.
     let o = dd(&[

@@ -216,6 +216,9 @@ agd_start() {
 	return 1
 }
 
+# lo_up: the loopback interface up (tests that scrape the daemon's metrics port).
+lo_up() { ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up; }
+
 # sysfs_write FILE VALUE: writes VALUE to a sysfs/configfs attribute with coreutils dd,
 # which names the kernel's errno on failure (dash's echo says "I/O error" for all).
 sysfs_write() {

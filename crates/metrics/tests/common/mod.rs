@@ -2,46 +2,19 @@
 //! themselves, O_DIRECT I/O through dd.
 #![allow(dead_code)]
 
+use asmguard_testkit::run_ok as run;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// Taken by every test of a binary that loads a tracer (after the root check):
+/// loading reads one block of a disk to verify the kernel's stamps (the probe
+/// read), which must not land in another test's exact-count window.
+#[allow(unused_imports)]
+pub use asmguard_testkit::root_lock as root_serial;
 
 /// The whole disk a block device node belongs to, as the tracer counts it.
 pub fn disk_of(path: &Path) -> asmguard_metrics::KernelDev {
     asmguard_devices::sysfs::disk_of_path(Path::new("/sys"), path).expect("a block device")
-}
-
-/// Taken by every test of a binary that loads a tracer: loading reads one
-/// block of a disk to verify the kernel's stamps (the probe read), which must
-/// not land in another test's exact-count window.
-pub fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// True when the test may run. Without root the tests fail, unless
-/// `ASMGUARD_HOST_TESTS=skip` is set (then they print SKIPPED and pass).
-pub fn require_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    if unsafe { libc::geteuid() } == 0 {
-        return true;
-    }
-    if std::env::var("ASMGUARD_HOST_TESTS").as_deref() == Ok("skip") {
-        eprintln!("SKIPPED: host tests need root (ASMGUARD_HOST_TESTS=skip)");
-        return false;
-    }
-    panic!("host tests need root and loop devices; set ASMGUARD_HOST_TESTS=skip to skip them");
-}
-
-fn run(cmd: &mut Command) -> String {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// A loop device over a sparse file in /dev/shm; detached and removed on drop.
@@ -103,4 +76,66 @@ pub fn direct_writes(dev: &Path, count: u64, skip: u64) {
         .arg(format!("of={}", dev.display()))
         .arg(format!("seek={skip}"))
         .arg(format!("count={count}")));
+}
+
+/// Describes `dev` as disk DATA1 (kernel name `device`, `paths`) and gives `m`
+/// a value in every counter family, with the write-filter `backend`.
+pub fn populate_every_family(
+    m: &asmguard_metrics::Metrics,
+    dev: asmguard_metrics::KernelDev,
+    device: String,
+    paths: Vec<String>,
+    backend: &str,
+) {
+    use asmguard_metrics::{Counters, DiscardSource, DiskInfo};
+    m.set_disk(
+        dev,
+        DiskInfo {
+            device,
+            label: "DATA1".into(),
+            paths,
+            logical_sector: 512,
+            physical_sector: 4096,
+        },
+    );
+    m.set_counter_source(std::sync::Arc::new(
+        Counters::default()
+            .with_backend(backend)
+            .with_mode("DATA1", "enforce")
+            .with_denied("DATA1", "file_open", 1)
+            .with_denied("DATA1", "file_ioctl", 1)
+            .with_discard("DATA1", DiscardSource::Oracle, 1 << 20)
+            .with_discard("DATA1", DiscardSource::Reclaim, 4 << 20),
+    ));
+}
+
+/// `m` served on a free local port, scraped once (Prometheus text format).
+pub fn scrape_over_http(m: asmguard_metrics::Metrics) -> String {
+    use asmguard_metrics::http;
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let addr = http::spawn("127.0.0.1:0".parse().unwrap(), m)
+            .await
+            .unwrap();
+        http::scrape(&format!("http://{addr}/metrics"), false)
+            .await
+            .unwrap()
+    })
+}
+
+/// A fresh loop device (`tag`, `size_mib` MiB), its dev_t, and a tracer that
+/// traces it.
+pub fn traced_disk(
+    tag: &str,
+    size_mib: u64,
+) -> (
+    LoopDev,
+    asmguard_metrics::KernelDev,
+    asmguard_metrics::IoLat,
+) {
+    let disk = LoopDev::new(tag, size_mib);
+    let dev = disk_of(&disk.path);
+    let iolat = asmguard_metrics::IoLat::load().expect("loading the tracer");
+    iolat.add_device(dev.raw()).unwrap();
+    (disk, dev, iolat)
 }

@@ -13,7 +13,7 @@
 
 port=19790
 # the exporter and its scrapes talk over loopback
-ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up
+lo_up
 # sample NAME TEXT: the value of one sample line of a scrape
 sample() { printf '%s\n' "$2" | awk -v n="$1" 'index($0, n" ") == 1 {print $NF}'; }
 

@@ -21,7 +21,7 @@ scsi_mapped() { # mapped 512-byte blocks: scsi_debug's map has one entry per unm
 	g=$(cat /sys/module/scsi_debug/parameters/unmap_granularity 2>/dev/null || echo 1)
 	tr ',' '\n' </sys/bus/pseudo/drivers/scsi_debug/map | awk -F- -v g="$g" 'NF == 2 {n += $2 - $1 + 1} NF == 1 && $1 != "" {n++} END {print (n + 0) * g}'
 }
-ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up
+lo_up
 PORT=19870
 scrape() { asmguard-iolat scrape --url "http://127.0.0.1:$PORT/metrics" 2>&1; }
 sample() { printf '%s\n' "$2" | awk -v n="$1" 'index($0, n" ") == 1 {print $NF}'; }
@@ -33,10 +33,11 @@ daemon_start() { # include patterns
 	agd_config /tmp/rc.toml "$*" 'filter.allow_groups=[]' "metrics.listen=\"127.0.0.1:$PORT\""
 	agd_start /tmp/rc.toml /tmp/rc.log
 }
-daemon_stop() {
+daemon_stop() { # and forget the disable: later tests start with a filter
 	$C filter disable >/dev/null 2>&1
 	kill "$agd" 2>/dev/null
 	wait "$agd" 2>/dev/null
+	rm -f /run/asmguard/filter.state
 }
 
 # ---- dm-thin -------------------------------------------------------------
