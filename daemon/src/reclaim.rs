@@ -137,15 +137,7 @@ pub async fn serve(
             "client gone",
         ));
     }
-    let mut line = resp.to_line();
-    line.push('\n');
-    match tokio::time::timeout(Duration::from_secs(30), wr.write_all(line.as_bytes())).await {
-        Ok(r) => r,
-        Err(_) => Err(std::io::Error::new(
-            std::io::ErrorKind::TimedOut,
-            "write timeout",
-        )),
-    }
+    crate::server::send(wr, &resp).await
 }
 
 /// The disks a request names, from the model (`disks`): those of a disk group,

@@ -356,7 +356,11 @@ async fn connection(stream: UnixStream, d: Arc<Daemon>, peer: Peer) {
     }
 }
 
-async fn send(wr: &mut tokio::net::unix::OwnedWriteHalf, r: &Response) -> std::io::Result<()> {
+/// Sends one answer line; a client that does not read for 30 s is given up.
+pub(crate) async fn send(
+    wr: &mut tokio::net::unix::OwnedWriteHalf,
+    r: &Response,
+) -> std::io::Result<()> {
     let mut line = r.to_line();
     line.push('\n');
     match tokio::time::timeout(Duration::from_secs(30), wr.write_all(line.as_bytes())).await {

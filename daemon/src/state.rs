@@ -505,15 +505,7 @@ impl Daemon {
             migrate: a.migrate,
             held: self.claims.holds(sd.dev),
         };
-        let out = labelling::label_device(&sd.dev_path(), &label, opts).map_err(map_op_error);
-        if out.is_ok() {
-            self.after_write(&sd);
-        }
-        // the claim follows the new state once the write is over (it is frozen while
-        // the disk is being written)
-        drop(claim);
-        self.sync_claims();
-        let out = out?;
+        let out = self.write_label(&sd, claim, |p, _| labelling::label_device(p, &label, opts))?;
         tracing::info!(
             "{shown}: {} {label} (force={}, migrate={})",
             out.action,
@@ -521,6 +513,25 @@ impl Daemon {
             a.migrate
         );
         Ok(label_result(out, &label, shown))
+    }
+
+    /// Runs one label write on `sd` (its node, and whether the daemon's exclusive
+    /// claim holds it) under `claim`. After a good write the disk is re-read; the
+    /// exclusive claims follow the new state once the write is over (they are
+    /// frozen while the disk is being written).
+    fn write_label(
+        &self,
+        sd: &SysDev,
+        claim: Claim<'_>,
+        write: impl FnOnce(&Path, bool) -> Result<labelling::Outcome, LabelOpError>,
+    ) -> Result<labelling::Outcome, ErrorBody> {
+        let out = write(&sd.dev_path(), self.claims.holds(sd.dev)).map_err(map_op_error);
+        if out.is_ok() {
+            self.after_write(sd);
+        }
+        drop(claim);
+        self.sync_claims();
+        out
     }
 
     /// The top device of the disk with `label` (not in conflict).
@@ -555,17 +566,9 @@ impl Daemon {
         let sd = self.disk_top(&label, &what)?;
         let claim = self.claim(vec![Busy::Dev(sd.dev), Busy::Label(label.clone())], &what)?;
         let shown = sd.display_path();
-        let out =
-            labelling::unlabel_device(&sd.dev_path(), &label, a.force, self.claims.holds(sd.dev))
-                .map_err(map_op_error);
-        if out.is_ok() {
-            self.after_write(&sd);
-        }
-        // the claim follows the new state once the write is over (it is frozen while
-        // the disk is being written)
-        drop(claim);
-        self.sync_claims();
-        let out = out?;
+        let out = self.write_label(&sd, claim, |p, held| {
+            labelling::unlabel_device(p, &label, a.force, held)
+        })?;
         tracing::info!("{shown}: unlabelled {label}");
         Ok(label_result(out, &label, shown))
     }
@@ -607,16 +610,9 @@ impl Daemon {
             }
         }
         let shown = sd.display_path();
-        let out = labelling::rename_device(&sd.dev_path(), &old, &new, self.claims.holds(sd.dev))
-            .map_err(map_op_error);
-        if out.is_ok() {
-            self.after_write(&sd);
-        }
-        // the claim follows the new state once the write is over (it is frozen while
-        // the disk is being written)
-        drop(claim);
-        self.sync_claims();
-        let out = out?;
+        let out = self.write_label(&sd, claim, |p, held| {
+            labelling::rename_device(p, &old, &new, held)
+        })?;
         tracing::info!("{shown}: renamed {old} to {new}");
         Ok(label_result(out, &new, shown))
     }

@@ -62,19 +62,7 @@ fi
 deb=$(cd "$SYS_ROOT" && BIN=target/release scripts/package.sh) || summary_fail "scripts/package.sh failed"
 deb=$SYS_ROOT/$deb
 
-# One system lab run at a time on this checkout (they share tests/system/work).
-exec 9>"$SYS_WORK/.lock"
-if ! flock -n 9; then
-	echo "$name: waiting for another system lab run in this checkout" >&2
-	flock 9
-fi
-# And one guest at a time on this machine, whichever checkout it comes from: two TCG
-# guests on two cores slow each other past the lab's timeouts.
-exec 8>"${LAB_MACHINE_LOCK:-/tmp/asmguard-lab.lock}"
-if ! flock -n 8; then
-	echo "$name: waiting for another lab run on this machine" >&2
-	flock 8
-fi
+lab_lock "$name" "$SYS_WORK" "system lab"
 
 t0=$SECONDS
 image=$(sys_image) || summary_fail "could not build the image (tests/system/image.sh)"

@@ -62,3 +62,19 @@ vm_tally() {
 	TALLY_PASS=$((TALLY_PASS + $(echo "$s" | sed -E 's/.*: ([0-9]+) passed.*/\1/')))
 	TALLY_FAIL=$((TALLY_FAIL + $(echo "$s" | sed -E 's/.*, ([0-9]+) failed$/\1/')))
 }
+
+# lab_lock NAME DIR WHAT: one WHAT run at a time on this checkout (they share DIR;
+# fd 9) and one guest at a time on this machine, whichever checkout it comes from
+# (fd 8): two TCG guests on two cores slow each other past the lab's timeouts.
+lab_lock() {
+	exec 9>"$2/.lock"
+	if ! flock -n 9; then
+		echo "$1: waiting for another $3 run in this checkout" >&2
+		flock 9
+	fi
+	exec 8>"${LAB_MACHINE_LOCK:-/tmp/asmguard-lab.lock}"
+	if ! flock -n 8; then
+		echo "$1: waiting for another lab run on this machine" >&2
+		flock 8
+	fi
+}

@@ -61,21 +61,8 @@ if [ "${VM_BUILD:-1}" = 1 ]; then
 		summary_fail "cargo build --release failed"
 fi
 
-# One lab run at a time on this checkout (they share tests/vm/work, and two TCG
-# guests on two cores would only slow each other down).
 mkdir -p "$VM_WORK"
-exec 9>"$VM_WORK/.lock"
-if ! flock -n 9; then
-	echo "$name: waiting for another VM lab run in this checkout" >&2
-	flock 9
-fi
-# And one guest at a time on this machine, whichever checkout it comes from: two TCG
-# guests on two cores slow each other past the lab's timeouts.
-exec 8>"${LAB_MACHINE_LOCK:-/tmp/asmguard-lab.lock}"
-if ! flock -n 8; then
-	echo "$name: waiting for another lab run on this machine" >&2
-	flock 8
-fi
+lab_lock "$name" "$VM_WORK" "VM lab"
 
 vm_fetch_kernel "$line" || summary_fail "could not fetch the $line kernel"
 vm_initramfs "$line" || summary_fail "could not build the initramfs"

@@ -224,3 +224,38 @@ lo_up() { ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up; }
 sysfs_write() {
 	printf '%s\n' "$2" | dd of="$1" conv=notrunc status=none
 }
+
+# attacker_start DEV: a loop that tries a write-open of DEV (root's dd of /tmp/junk)
+# every few ms until attacker_stop; its successes go to /tmp/attacker.ok.
+attacker_start() {
+	: >/tmp/attacker.ok
+	rm -f /tmp/attacker.stop
+	(
+		while [ ! -e /tmp/attacker.stop ]; do
+			dd if=/tmp/junk of="$1" $DDW 2>/dev/null && echo hit >>/tmp/attacker.ok
+		done
+	) &
+	attacker=$!
+}
+
+# attacker_stop CHECK: stops the loop; CHECK passes when none of its write-opens
+# got through.
+attacker_stop() {
+	touch /tmp/attacker.stop
+	wait "$attacker" 2>/dev/null
+	_hits=$(wc -l </tmp/attacker.ok)
+	if [ "$_hits" = 0 ]; then
+		pass "$1" "attacker loop: 0 successful write-opens"
+	else
+		fail "$1" "$_hits write-opens got through"
+	fi
+}
+
+# near CHECK WHAT GOT WANT TOL: CHECK passes when GOT is within TOL of WANT.
+near() {
+	if [ "$3" -ge $(($4 - $5)) ] && [ "$3" -le $(($4 + $5)) ]; then
+		pass "$1" "$2 (-$3, expected -$4 +-$5)"
+	else
+		fail "$1" "$2 (-$3), expected -$4 +-$5"
+	fi
+}
