@@ -53,19 +53,14 @@ char LICENSE[] SEC("license") = "GPL";
 #define PROT_WRITE 0x2
 #define VM_SHARED 0x8
 
+/* The managed nodes by kernel dev_t: block devices in ag_blk, character
+ * devices in ag_chr. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
-	__type(key, __u32); /* kernel dev_t of a block device */
+	__type(key, __u32);
 	__type(value, struct ag_disk);
-} ag_blk SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u32); /* kernel dev_t of a character device */
-	__type(value, struct ag_disk);
-} ag_chr SEC(".maps");
+} ag_blk SEC(".maps"), ag_chr SEC(".maps");
 
 /* The majors with a managed node, block and character apart (guard.h). */
 struct {

@@ -16,6 +16,8 @@
 SYS_DIR=${SYS_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}
 SYS_CACHE=${SYS_CACHE:-$SYS_DIR/cache}
 SYS_ALERTS=$SYS_DIR/../../dashboards/asmguard-alerts.yml
+SYS_USERS=$SYS_DIR/../vm/users.sh
+. "$SYS_USERS"
 
 SYS_IMAGE_PKGS="systemd systemd-sysv udev dbus kmod procps util-linux e2fsprogs
  multipath-tools sg3-utils fio prometheus libnss-extrausers curl ca-certificates
@@ -26,14 +28,7 @@ SYS_IMAGE_PKGS="systemd systemd-sysv udev dbus kmod procps util-linux e2fsprogs
 sys_image_customize() {
 	local r=$1
 	# local groups (members named even where the user itself is a directory user)
-	cat >>"$r/etc/group" <<'GROUP'
-oinstall:x:54321:grid,oracle
-dba:x:54322:oracle
-asmdba:x:54327:grid,oracle
-asmoper:x:54328:grid
-asmadmin:x:54329:grid
-intruder:x:1001:
-GROUP
+	printf '%s\n' "$LAB_GROUPS" >>"$r/etc/group"
 	echo 'intruder:x:1001:1001:not an Oracle user:/home/intruder:/bin/sh' >>"$r/etc/passwd"
 	echo 'intruder:*:19000:0:99999:7:::' >>"$r/etc/shadow"
 	# grid and oracle: only in the directory stand-in
@@ -74,7 +69,7 @@ MPATH
 # sys_image: prints the cached image tarball, building it first when needed.
 sys_image() {
 	local hash tar
-	hash=$(cat "$SYS_DIR/image.sh" "$SYS_ALERTS" | sha256sum | cut -c1-12)
+	hash=$(cat "$SYS_DIR/image.sh" "$SYS_USERS" "$SYS_ALERTS" | sha256sum | cut -c1-12)
 	tar=$SYS_CACHE/bookworm-$hash.tar
 	if [ ! -s "$tar" ]; then
 		mkdir -p "$SYS_CACHE"

@@ -37,11 +37,8 @@ export VM_DIR VM_WORK
 . "$VM_DIR/results.sh"
 . "$SYS_DIR/image.sh"
 
-usage() { echo "usage: $0 LINE [TEST...]   (LINE: 6.1, 6.12, ...)" >&2; exit 2; }
-[ $# -ge 1 ] || usage
-line=$1; shift
-[[ $line =~ ^([0-9]+\.[0-9]+|newest)$ ]] || usage
-name="system-$line"
+lab_line system '^([0-9]+\.[0-9]+|newest)$' '6.1, 6.12, ...' "${1:-}"
+shift
 tests=$(echo "$*" | tr ' ' ',')
 
 summary_fail() { # summary_fail REASON: a run that could not even start

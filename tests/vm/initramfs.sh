@@ -16,6 +16,7 @@
 VM_DIR=${VM_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}
 VM_ROOT=${VM_ROOT:-$(cd "$VM_DIR/../.." && pwd)}
 VM_WORK=${VM_WORK:-$VM_DIR/work}
+. "$VM_DIR/users.sh"
 
 # Host tools copied into the guest (missing optional ones are skipped with a note).
 VM_TOOLS="dash fio blkdiscard wipefs losetup blkid blockdev lsblk fallocate fstrim
@@ -135,16 +136,7 @@ grid:x:54331:54321:Oracle grid owner:/home/grid:/bin/sh
 intruder:x:1001:1001:not an Oracle user:/home/intruder:/bin/sh
 nobody:x:65534:65534:nobody:/nonexistent:/bin/false
 PASSWD
-	cat >"$ir_stage/etc/group" <<'GROUP'
-root:x:0:
-oinstall:x:54321:grid,oracle
-dba:x:54322:oracle
-asmdba:x:54327:grid,oracle
-asmoper:x:54328:grid
-asmadmin:x:54329:grid
-intruder:x:1001:
-nogroup:x:65534:
-GROUP
+	printf 'root:x:0:\n%s\nnogroup:x:65534:\n' "$LAB_GROUPS" >"$ir_stage/etc/group"
 	printf 'root:*:19000:0:99999:7:::\n' >"$ir_stage/etc/shadow"
 	chmod 600 "$ir_stage/etc/shadow"
 	# Directory users (LDAP/SSSD stand-in): only in libnss-extrausers, never in

@@ -78,3 +78,15 @@ lab_lock() {
 		flock 8
 	fi
 }
+
+# lab_line PREFIX LINES WHICH ARG: sets line=ARG and name=PREFIX-ARG when ARG
+# matches the regex LINES; else prints the usage (WHICH: the lines to name) and
+# exits 2. The caller shifts ARG off.
+lab_line() {
+	if [[ ! ${4:-} =~ $2 ]]; then
+		echo "usage: $0 LINE [TEST...]   (LINE: $3)" >&2
+		exit 2
+	fi
+	line=$4
+	name="$1-$line"
+}

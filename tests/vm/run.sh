@@ -39,11 +39,8 @@ VM_WORK=${VM_WORK:-$VM_DIR/work}
 . "$VM_DIR/initramfs.sh"
 . "$VM_DIR/results.sh"
 
-usage() { echo "usage: $0 KERNEL_LINE [TEST...]   (KERNEL_LINE: 5.10, 5.10+lsm, 6.1, 6.12, newest)" >&2; exit 2; }
-[ $# -ge 1 ] || usage
-line=$1; shift
-[[ $line =~ ^([0-9]+\.[0-9]+|newest)(\+lsm)?$ ]] || usage
-name="vm-$line"
+lab_line vm '^([0-9]+\.[0-9]+|newest)(\+lsm)?$' '5.10, 5.10+lsm, 6.1, 6.12, newest' "${1:-}"
+shift
 tests=$(echo "$*" | tr ' ' ',')
 
 summary_fail() { # summary_fail REASON: a run that could not even start
