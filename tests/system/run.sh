@@ -41,12 +41,6 @@ lab_line system '^([0-9]+\.[0-9]+|newest)$' '6.1, 6.12, ...' "${1:-}"
 shift
 tests=$(echo "$*" | tr ' ' ',')
 
-summary_fail() { # summary_fail REASON: a run that could not even start
-	echo "FAIL $name setup $*"
-	echo "$name: 0 passed, 1 failed"
-	exit 1
-}
-
 # host tools of the system lab, besides the VM lab's
 SYS_LAB_PKGS="mmdebstrap e2fsprogs lintian rpm"
 vm_deps $VM_LAB_PKGS $SYS_LAB_PKGS || summary_fail "could not install the lab's packages"

@@ -90,3 +90,10 @@ lab_line() {
 	line=$4
 	name="$1-$line"
 }
+
+# summary_fail REASON: a lab run that could not even start (one failed setup check).
+summary_fail() {
+	echo "FAIL $name setup $*"
+	echo "$name: 0 passed, 1 failed"
+	exit 1
+}

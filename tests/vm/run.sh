@@ -43,12 +43,6 @@ lab_line vm '^([0-9]+\.[0-9]+|newest)(\+lsm)?$' '5.10, 5.10+lsm, 6.1, 6.12, newe
 shift
 tests=$(echo "$*" | tr ' ' ',')
 
-summary_fail() { # summary_fail REASON: a run that could not even start
-	echo "FAIL $name setup $*"
-	echo "$name: 0 passed, 1 failed"
-	exit 1
-}
-
 vm_deps || summary_fail "could not install the lab's packages (tests/vm/deps.sh)"
 
 if [ "${VM_BUILD:-1}" = 1 ]; then
