@@ -170,6 +170,18 @@ agd_start() {
 	done
 }
 
+# agd_config FILE DEVICE [TOML...]: an asmguardd configuration in FILE that manages
+# DEVICE (/dev/NAME) in enforce mode with grid allowed; each TOML (more sections,
+# e.g. "[metrics]
+# listen = ...") is appended.
+agd_config() {
+	_f=$1 _d=$2
+	shift 2
+	printf '[devices]\ninclude = ["%s"]\nexclude = []\n[filter]\nmode = "enforce"\nallow_users = ["grid"]\n' \
+		"${_d#/dev/}" >"$_f"
+	for _t in "$@"; do printf '%s\n' "$_t" >>"$_f"; done
+}
+
 # sysfs_write FILE VALUE: writes VALUE to a sysfs/configfs attribute with coreutils dd,
 # which names the kernel's errno on failure (dash's echo says "I/O error" for all).
 sysfs_write() {

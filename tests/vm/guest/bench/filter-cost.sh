@@ -29,14 +29,7 @@ C="asmguardctl --socket /run/asmguard/asmguard.sock"
 command -v bpftool >/dev/null || { fail bench "bpftool missing (VM_EXTRA_TOOLS=bpftool)"; vm_exit; }
 
 D=$(new_loop 64 bench-disk) || { fail bench "losetup: $D"; vm_exit; }
-cat >/tmp/bench.toml <<TOML
-[devices]
-include = ["${D#/dev/}"]
-exclude = []
-[filter]
-mode = "enforce"
-allow_users = ["grid"]
-TOML
+agd_config /tmp/bench.toml "$D"
 agd_start /tmp/bench.toml /tmp/bench-agd.log
 $C label BENCH "$D" >/dev/null 2>&1 || { fail bench "label: $(tail -n 3 /tmp/bench-agd.log)"; vm_exit; }
 chown grid "$D"
