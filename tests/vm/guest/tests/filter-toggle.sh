@@ -19,18 +19,9 @@ C="asmguardctl --socket /run/asmguard/asmguard.sock"
 DDW="bs=4096 count=1 conv=notrunc"
 dd if=/dev/zero bs=4096 count=1 2>/dev/null | tr '\0' 'X' >/tmp/junk
 D=$(new_loop 16 toggle-disk) || { fail setup "losetup: $D"; vm_exit; }
-cat >/tmp/toggle.toml <<TOML
-[devices]
-include = ["${D#/dev/}"]
-exclude = []
-[metrics]
-listen = "127.0.0.1:$PORT"
-[filter]
-mode = "enforce"
-allow_users = ["grid"]
-TOML
+agd_config /tmp/toggle.toml "${D#/dev/}" 'filter.allow_groups=[]' "metrics.listen=\"127.0.0.1:$PORT\""
 # the metrics (denial counts, below) are served over loopback
-ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up
+lo_up
 agd_start /tmp/toggle.toml /tmp/toggle-agd.log
 expect_ok label $C label TOGGLE "$D"
 chown grid "$D"
