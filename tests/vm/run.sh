@@ -10,7 +10,7 @@
 #       TEST         names of tests/vm/guest/tests/<TEST>.sh (default: all)
 #
 # Environment:
-#   VM_TIMEOUT=420       seconds before qemu is killed (guest did not finish)
+#   VM_TIMEOUT=720       seconds before qemu is killed (guest did not finish)
 #   VM_TEST_TIMEOUT=120  seconds per guest test (inside the guest)
 #   VM_BUILD=1           0: do not run cargo build --release first
 #   VM_CARGO_ARGS="--workspace --bins"   what cargo build --release builds
@@ -61,7 +61,7 @@ vm_initramfs "$line" || summary_fail "could not build the initramfs"
 echo "$name: kernel $KPKG $KPKG_VERSION ($KVER)" >&2
 
 log=$VM_WORK/$line.log
-timeout_s=${VM_TIMEOUT:-420}
+timeout_s=${VM_TIMEOUT:-720}
 append="console=ttyS0 panic=-1 quiet loglevel=3 asmguard.test_timeout=${VM_TEST_TIMEOUT:-120}"
 [ -n "$tests" ] && append="$append asmguard.tests=$tests"
 [ -n "${VM_APPEND:-}" ] && append="$append $VM_APPEND"
