@@ -92,9 +92,11 @@ expect_fail parent-denied "Operation not permitted" dd if=/tmp/junk of="$P" $DDW
 expect_ok sibling-partition-writable dd if=/tmp/junk of="${P}p2" $DDW
 
 sleep 0.5
+# (SG_IO's operation names the opcode where the filter reads the command:
+# "SG_IO opcode 0x2a")
 ev=$($C events --json 2>&1)
 if echo "$ev" | grep -q "\"label\":\"DATA1\".*\"hook\":\"$OPEN_HOOK\",\"operation\":\"write-open\",\"mode\":\"enforce\"" &&
-	{ [ "$VM_BACKEND" != lsm ] || echo "$ev" | grep -q '"operation":"SG_IO"'; } && echo "$ev" | grep -q '"label":"DATA2"'; then
+	{ [ "$VM_BACKEND" != lsm ] || echo "$ev" | grep -q '"operation":"SG_IO'; } && echo "$ev" | grep -q '"label":"DATA2"'; then
 	pass events "$(echo "$ev" | head -n 2)"
 else
 	fail events "$ev"
