@@ -5,7 +5,7 @@
 # disk, root in a tight pwrite/pread loop on a tmpfs file (file_permission on
 # every call), and root's write-opens of the managed disk; on the LSM backend
 # another program shares the hooks' trampolines for the first half (empty LSM
-# programs, asmguard-bench-empty) and leaves in the middle (not on 5.10: see below). Then: no soft lockup, hung task
+# programs, asmguard-bench-empty) and leaves in the middle. Then: no soft lockup, hung task
 # or RCU stall in dmesg; the daemon still answers; neither allowed writer was
 # ever refused; every enable denied at once; denials are exact afterwards.
 . /vmtests/lib.sh
@@ -58,18 +58,7 @@ writer root-on-tmpfs nice -n 10 syscall-bench tmpfs /tmp/toggle-file 20000 &
 w2=$!
 (while [ ! -e /tmp/toggle.stop ]; do nice -n 10 dd if=/tmp/junk of="$D" $DDW 2>/dev/null; done) &
 w3=$!
-# Linux 5.10 soft-locks both CPUs (the writers' file_permission calls and the
-# loop worker) when a program that shares the hooks' trampolines detaches under
-# this load: seen in the make test run and in the filter bench, where only the
-# bench's own empty programs were detached. asmguardd's own toggles are still
-# tested there; another program leaving the shared hooks is not.
-case $VM_KVER in
-5.10.*) shared_ok=0 ;;
-*) shared_ok=1 ;;
-esac
-if [ "$VM_BACKEND" = lsm ] && [ $shared_ok = 0 ]; then
-	na shared-trampoline-leaves "Linux $VM_KVER soft-locks when another program on the same LSM hooks detaches under load (kernel trampoline update; BENCHMARKS.md)"
-elif [ "$VM_BACKEND" = lsm ]; then
+if [ "$VM_BACKEND" = lsm ]; then
 	asmguard-bench-empty >/tmp/toggle-empty.out 2>&1 &
 	empty=$!
 	wait_for_line /tmp/toggle-empty.out '^ready' 30 || fail empty-programs "$(cat /tmp/toggle-empty.out)"
