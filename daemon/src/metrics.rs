@@ -169,7 +169,7 @@ impl CounterSource for LiveCounters {
         };
         let filter = d.filter.get();
         c.backend = Some(filter.map_or("none", |f| f.status().backend()).into());
-        for (label, word) in crate::model::modes(&d.disks()) {
+        for (label, word) in d.mode_words() {
             c.filter_modes.insert(label, word.to_string());
         }
         if let Some(f) = filter {

@@ -214,6 +214,12 @@ impl Daemon {
         self.read_state().disks.clone()
     }
 
+    /// Each label's filter-mode word (the metric), read under the state lock:
+    /// the scrape path copies no disk.
+    pub fn mode_words(&self) -> std::collections::BTreeMap<String, &'static str> {
+        crate::model::modes(&self.read_state().disks)
+    }
+
     /// Takes each disk's filter mode again: after the filter started (the
     /// first scan runs before it) and after every mode change. The claims and
     /// the exporter follow on their next sync.
