@@ -121,6 +121,12 @@ struct super_block {
 	dev_t s_dev;
 } __attribute__((preserve_access_index));
 
+/* The supplementary groups (atomic_t usage in 5.10, refcount_t later: not read). */
+struct group_info {
+	int ngroups;
+	kgid_t gid[];
+} __attribute__((preserve_access_index));
+
 struct cred {
 	kuid_t uid;
 	kgid_t gid;
@@ -128,6 +134,7 @@ struct cred {
 	kgid_t egid;
 	kuid_t fsuid;
 	kgid_t fsgid;
+	struct group_info *group_info;
 } __attribute__((preserve_access_index));
 
 typedef struct {

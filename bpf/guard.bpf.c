@@ -169,7 +169,30 @@ static __always_inline void who_ids(struct ag_event *e)
 	e->egid = e->pad = ug >> 32;
 }
 
-static __always_inline bool allowed(struct ag_event *e)
+/* Whether one of the caller's first AG_MAX_GROUPS supplementary groups is
+ * allow-listed: the database's users are often in the admin groups by
+ * supplementary membership only (grid: primary oinstall, asmadmin beside). */
+#define AG_MAX_GROUPS 64
+static __always_inline bool group_allowed(void)
+{
+	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+	struct group_info *gi = BPF_CORE_READ(t, cred, group_info);
+	int n = BPF_CORE_READ(gi, ngroups);
+	__u32 g;
+
+	for (int i = 0; i < AG_MAX_GROUPS; i++) {
+		if (i >= n)
+			break;
+		if (bpf_core_read(&g, sizeof(g), &gi->gid[i]))
+			break;
+		if (bpf_map_lookup_elem(&ag_gids, &g))
+			return true;
+	}
+	return false;
+}
+
+/* `full`: the caller's task may be read (supplementary groups). */
+static __always_inline bool allowed(struct ag_event *e, bool full)
 {
 	struct ag_exe_key k = { .ino = e->exe_ino, .dev = e->exe_dev, .pad = 0 };
 
@@ -179,7 +202,7 @@ static __always_inline bool allowed(struct ag_event *e)
 		return true;
 	if (e->exe_ino && bpf_map_lookup_elem(&ag_exes, &k))
 		return true;
-	return false;
+	return full && group_allowed();
 }
 
 /* The verdict for a write-like operation on a managed device: 0 or -EPERM.
@@ -204,7 +227,7 @@ static __always_inline int verdict(struct ag_disk *d, __u32 dev, __u32 flags, __
 		who(&e);
 	else
 		who_ids(&e);
-	if (allowed(&e))
+	if (allowed(&e, full))
 		return 0;
 
 	stat_add(mode == AG_MODE_ENFORCE ? hook : AG_NHOOKS + hook);

@@ -87,10 +87,28 @@ pub fn start(cfg: &Config, pin_dir: Option<PathBuf>, state_file: PathBuf) -> Fil
 /// filter with the daemon's own executable and the system's SG_IO tools.
 /// Returns the uids and gids. Used at start and on SIGHUP.
 pub fn set_allow(svc: &FilterService, f: &asmguard_config::Filter) -> (Vec<u32>, Vec<u32>) {
-    let (uids, gids, mut exes, problems) =
+    let (mut uids, gids, mut exes, problems) =
         service::resolve_allow(&f.allow_users, &f.allow_groups, &f.allow_executables);
     for p in problems {
         tracing::warn!("filter allow-list: {p}: ignored");
+    }
+    // A fallback that knows callers by real uid and gid only cannot see
+    // supplementary groups (the LSM programs read them from the task): the
+    // allowed groups' listed members are allowed by uid there instead.
+    if svc
+        .status()
+        .programs
+        .iter()
+        .any(|p| p == "ag_cgroup_dev_ids")
+    {
+        let members = members_by_uid(&gids, &uids);
+        if !members.is_empty() {
+            tracing::info!(
+                "filter: this kernel's fallback cannot see supplementary groups; \
+                 the allowed groups' members are allowed by uid: {members:?}"
+            );
+            uids.extend(members);
+        }
     }
     // The daemon writes labels itself.
     match asmguard_guard::ExeId::of_path(Path::new("/proc/self/exe")) {
@@ -119,6 +137,19 @@ pub fn set_allow(svc: &FilterService, f: &asmguard_config::Filter) -> (Vec<u32>,
         tracing::error!("filter allow-list: {e}");
     }
     (uids, gids)
+}
+
+/// The uids of the members (NSS) of `gids` that `uids` does not hold yet.
+fn members_by_uid(gids: &[u32], uids: &[u32]) -> Vec<u32> {
+    let mut out: Vec<u32> = Vec::new();
+    for g in gids {
+        for u in asmguard_guard::identity::member_uids(*g) {
+            if !uids.contains(&u) && !out.contains(&u) {
+                out.push(u);
+            }
+        }
+    }
+    out
 }
 
 /// SIGHUP: re-reads the configuration's allow-list and re-resolves its names

@@ -24,7 +24,7 @@
 //! [filter]
 //! mode = "enforce"                     # enforce | audit | off
 //! allow_users = ["grid", "oracle"]
-//! allow_groups = ["asmadmin", "asmdba", "oinstall"]
+//! allow_groups = ["asmadmin", "asmdba", "oinstall"]   # effective, fs or supplementary gid
 //! allow_executables = []               # absolute paths
 //! require_protection = false           # true: refuse to start when no filter can load
 //! ```

@@ -21,6 +21,16 @@ pub fn gid_of(name: &str) -> Result<u32, String> {
     })
 }
 
+/// The uids of a group's listed members (NSS `gr_mem`; a member that does
+/// not resolve is left out). Users whose primary group it is are not listed
+/// there, and need not be: their gid says so.
+pub fn member_uids(gid: u32) -> Vec<u32> {
+    match Group::from_gid(nix::unistd::Gid::from_raw(gid)) {
+        Ok(Some(g)) => g.mem.iter().filter_map(|m| uid_of(m).ok()).collect(),
+        _ => Vec::new(),
+    }
+}
+
 /// A number as it is, else `lookup` through NSS; `(what, database)` name it in errors.
 fn id_of(
     name: &str,
@@ -63,6 +73,10 @@ mod tests {
         assert!(std::env::var_os("ASMGUARD_NSS_CHILD").is_some());
         assert_eq!(uid_of("ldapgrid"), Ok(54399));
         assert_eq!(gid_of("ldapasm"), Ok(54398));
+        // members as listed (a member that does not resolve is left out)
+        assert_eq!(member_uids(54398), vec![54399]);
+        assert_eq!(member_uids(54397), vec![54399]);
+        assert!(member_uids(0x7fff_fff0).is_empty(), "a gid no group has");
     }
 
     /// An account that exists only in libnss-extrausers' files (as on hosts whose
@@ -120,7 +134,11 @@ mod tests {
             "ldapgrid:x:54399:54398::/home/ldapgrid:/bin/sh\n",
         )
         .unwrap();
-        std::fs::write(eu.join("group"), "ldapasm:x:54398:ldapgrid\n").unwrap();
+        std::fs::write(
+            eu.join("group"),
+            "ldapasm:x:54398:ldapgrid\nldapdba:x:54397:nosuchuser,ldapgrid\n",
+        )
+        .unwrap();
         std::fs::write(eu.join("shadow"), "").unwrap();
         let exe = std::env::current_exe().unwrap();
         let script = format!(

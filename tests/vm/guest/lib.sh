@@ -106,6 +106,7 @@ sha() { sha256sum "$1" | cut -d' ' -f1; }
 
 # new_loop SIZE_MB NAME: a loop device over a sparse /tmp/NAME.img; prints /dev/loopN.
 new_loop() {
+	rm -f "/tmp/$2.img" # a fresh zero file, also when a test runs twice in a boot
 	truncate -s "${1}M" "/tmp/$2.img" && losetup -f --show "/tmp/$2.img"
 }
 

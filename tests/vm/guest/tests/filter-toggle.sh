@@ -8,6 +8,13 @@
 # programs, asmguard-bench-empty) and leaves in the middle. Then: no soft lockup, hung task
 # or RCU stall in dmesg; the daemon still answers; neither allowed writer was
 # ever refused; every enable denied at once; denials are exact afterwards.
+#
+# Runs in a boot of its own under one-thread TCG (run.sh reads the next line):
+# multi-threaded TCG executed a breakpoint of the kernel's text_poke_bp after
+# the kernel had put the nop back (int3 Oops at bpf_lsm_file_permission+0x5 on
+# 6.12, the nop back in memory; soft lockups on 5.10+lsm and 6.1): the
+# emulator, as far as the lab can tell (README "One-thread boots").
+# vm-lab: one-thread
 . /vmtests/lib.sh
 
 # Each toggle detaches and re-attaches every program: 5-13 s under TCG (5.10+lsm
