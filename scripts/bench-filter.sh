@@ -31,6 +31,9 @@ mkdir -p "$OUT"
 for line in $LINES; do
     [ "${BENCH_TABLES_ONLY:-0}" = 1 ] && break
     echo "bench-filter: $line ..." >&2
+    # one-thread TCG: the bench attaches and detaches programs under load,
+    # which multi-threaded TCG has crashed (BENCHMARKS.md); VM_ACCEL=tcg overrides
+    VM_ACCEL=${VM_ACCEL:-tcg,thread=single} \
     VM_BUILD=0 VM_EXTRA_TOOLS=bpftool VM_TEST_TIMEOUT=500 VM_TIMEOUT=600 \
         flock /tmp/asmguard-vm.lock tests/vm/run.sh "$line" filter-cost >"$OUT/$line.run" 2>&1
     tr -d '\r' <"tests/vm/work/$line.log" | sed -n 's/^VMINFO filter-cost bench //p' >"$OUT/$line.txt"
@@ -40,7 +43,7 @@ done
 # field KEY LINE: the value of KEY=... in LINE
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $2"; }
 {
-echo "#### Run of $(date -u '+%Y-%m-%d %H:%M UTC') (QEMU TCG, 2 vCPUs, on a $(nproc)-CPU host shared with other work)"
+echo "#### Run of $(date -u '+%Y-%m-%d %H:%M UTC') (QEMU -accel ${VM_ACCEL:-tcg,thread=single}, 2 vCPUs, on a $(nproc)-CPU host)"
 for line in $LINES; do
     f="$OUT/$line.txt"
     echo
