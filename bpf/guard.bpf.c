@@ -169,14 +169,13 @@ static __always_inline void who_ids(struct ag_event *e)
 	e->egid = e->pad = ug >> 32;
 }
 
-/* Whether one of the caller's first AG_MAX_GROUPS supplementary groups is
+/* Whether one of the first AG_MAX_GROUPS supplementary groups of `c` is
  * allow-listed: the database's users are often in the admin groups by
  * supplementary membership only (grid: primary oinstall, asmadmin beside). */
 #define AG_MAX_GROUPS 64
-static __always_inline bool group_allowed(void)
+static __always_inline bool group_allowed(const struct cred *c)
 {
-	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
-	struct group_info *gi = BPF_CORE_READ(t, cred, group_info);
+	struct group_info *gi = BPF_CORE_READ(c, group_info);
 	int n = BPF_CORE_READ(gi, ngroups);
 	__u32 g;
 
@@ -191,18 +190,45 @@ static __always_inline bool group_allowed(void)
 	return false;
 }
 
-/* `full`: the caller's task may be read (supplementary groups). */
-static __always_inline bool allowed(struct ag_event *e, bool full)
+/* Whether the calling task is allow-listed, reading its identity only as far
+ * as the answer needs, in the order of the tests: effective and fs uid,
+ * effective and fs gid, executable, supplementary groups. The database's
+ * writers are allowed by the first test (two reads and a lookup); the full
+ * identity (who()) is read for the denial's event only. */
+static __always_inline bool task_allowed(void)
 {
-	struct ag_exe_key k = { .ino = e->exe_ino, .dev = e->exe_dev, .pad = 0 };
+	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+	const struct cred *c = BPF_CORE_READ(t, cred);
+	struct ag_exe_key k = { .pad = 0 };
+	struct file *exe;
+	__u32 id;
 
-	if (bpf_map_lookup_elem(&ag_uids, &e->euid) || bpf_map_lookup_elem(&ag_uids, &e->fsuid))
+	id = BPF_CORE_READ(c, euid.val);
+	if (bpf_map_lookup_elem(&ag_uids, &id))
 		return true;
-	if (bpf_map_lookup_elem(&ag_gids, &e->egid) || bpf_map_lookup_elem(&ag_gids, &e->pad))
+	id = BPF_CORE_READ(c, fsuid.val);
+	if (bpf_map_lookup_elem(&ag_uids, &id))
 		return true;
-	if (e->exe_ino && bpf_map_lookup_elem(&ag_exes, &k))
+	id = BPF_CORE_READ(c, egid.val);
+	if (bpf_map_lookup_elem(&ag_gids, &id))
 		return true;
-	return full && group_allowed();
+	id = BPF_CORE_READ(c, fsgid.val);
+	if (bpf_map_lookup_elem(&ag_gids, &id))
+		return true;
+	exe = BPF_CORE_READ(t, mm, exe_file);
+	k.ino = BPF_CORE_READ(exe, f_inode, i_ino);
+	if (k.ino) {
+		k.dev = BPF_CORE_READ(exe, f_inode, i_sb, s_dev);
+		if (bpf_map_lookup_elem(&ag_exes, &k))
+			return true;
+	}
+	return group_allowed(c);
+}
+
+/* The same from the ids of who_ids() (programs that cannot read the task). */
+static __always_inline bool ids_allowed(struct ag_event *e)
+{
+	return bpf_map_lookup_elem(&ag_uids, &e->euid) || bpf_map_lookup_elem(&ag_gids, &e->egid);
 }
 
 /* The verdict for a write-like operation on a managed device: 0 or -EPERM.
@@ -223,12 +249,15 @@ static __always_inline int verdict(struct ag_disk *d, __u32 dev, __u32 flags, __
 	if (hook == AG_HOOK_FILE_PERMISSION &&
 	    (BPF_CORE_READ((struct task_struct *)bpf_get_current_task(), flags) & PF_KTHREAD))
 		return 0;
-	if (full)
+	if (full) {
+		if (task_allowed())
+			return 0;
 		who(&e);
-	else
+	} else {
 		who_ids(&e);
-	if (allowed(&e, full))
-		return 0;
+		if (ids_allowed(&e))
+			return 0;
+	}
 
 	stat_add(mode == AG_MODE_ENFORCE ? hook : AG_NHOOKS + hook);
 	count_disk(d->disk_id, mode == AG_MODE_ENFORCE ? hook : AG_NHOOKS + hook);

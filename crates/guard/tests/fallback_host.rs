@@ -191,6 +191,78 @@ fn fallback_allow_listed_uid_can_write() {
     assert!(dd_as(65533, &lo.dev));
 }
 
+/// `dd` writing one block to `dev` as `uid`/`gid` with the supplementary
+/// `groups` (setpriv); true when it succeeded.
+fn dd_ids(uid: u32, gid: u32, groups: &[u32], dev: &Path) -> bool {
+    let groups: Vec<String> = groups.iter().map(u32::to_string).collect();
+    let mut c = Command::new("setpriv");
+    c.arg(format!("--reuid={uid}"))
+        .arg(format!("--regid={gid}"));
+    if groups.is_empty() {
+        c.arg("--clear-groups");
+    } else {
+        c.arg(format!("--groups={}", groups.join(",")));
+    }
+    c.args(["--", "dd", "if=/dev/zero"])
+        .arg(format!("of={}", dev.display()))
+        .args(["bs=4096", "count=1", "conv=notrunc"])
+        .stderr(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("run setpriv dd")
+        .success()
+}
+
+/// Every rule of the allow-list, one at a time, through the program that
+/// reads the caller's task (`ag_cgroup_dev`: the LSM programs' identity
+/// code): uid, gid, a supplementary group (also past the first), and
+/// neither. The identity is read lazily, in the order of the rules, so each
+/// rule is shown to allow on its own and a caller matching none is refused.
+#[test]
+fn fallback_every_allow_rule_on_its_own() {
+    let Some(_l) = lock() else { return };
+    let lo = Loop::new("rules");
+    let pins = Pins::new("rules");
+    std::fs::set_permissions(&lo.dev, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
+    let g = Guard::open(&pins.opts()).unwrap();
+    assert!(
+        g.programs().iter().any(|p| p == "ag_cgroup_dev"),
+        "this host loads the task-reading variant: {:?}",
+        g.programs()
+    );
+    g.set_allow(&[65501], &[65511], &[]).unwrap();
+    g.set_disk(&[lo.key()], Mode::Enforce, 5).unwrap();
+    assert!(dd_ids(65501, 65600, &[], &lo.dev), "by uid");
+    assert!(dd_ids(65600, 65511, &[], &lo.dev), "by gid");
+    assert!(
+        dd_ids(65600, 65600, &[65511], &lo.dev),
+        "by a supplementary group"
+    );
+    let many: Vec<u32> = (65400..65420).chain([65511]).collect();
+    assert!(
+        dd_ids(65600, 65600, &many, &lo.dev),
+        "by the 21st supplementary group"
+    );
+    let denied = || {
+        g.stats()
+            .unwrap()
+            .denied
+            .get(&Hook::CgroupDevice)
+            .copied()
+            .unwrap_or(0)
+    };
+    let before = denied();
+    assert_eq!(before, 0, "the allowed writers were never denied");
+    assert!(
+        !dd_ids(65600, 65600, &[65512, 65513], &lo.dev),
+        "no rule matches"
+    );
+    assert!(!dd_ids(65600, 65600, &[], &lo.dev), "no groups at all");
+    assert!(!dd_ids(0, 0, &[], &lo.dev), "root");
+    // the device cgroup may be asked once or twice per open
+    assert!(matches!(denied(), 3 | 6), "3 refused opens: {}", denied());
+}
+
 #[test]
 fn fallback_audit_logs_and_allows_off_allows() {
     let Some(_l) = lock() else { return };
