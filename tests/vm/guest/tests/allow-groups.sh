@@ -6,7 +6,8 @@
 # alone (not a listed member) writes where the programs read the caller's
 # groups from the task, and is refused by the 5.10 cgroup-device fallback,
 # which knows callers by real uid and gid only and so allows the group's
-# listed members by uid.
+# listed members by uid. Root with asmadmin as its real and effective gid
+# (setpriv --regid) writes on every line.
 . /vmtests/lib.sh
 
 C="asmguardctl --socket /run/asmguard/asmguard.sock"
@@ -27,6 +28,8 @@ info "ids-only fallback: $ids_only ($(grep -m1 -o 'backend [a-z_]*' /tmp/groups.
 expect_ok supplementary-member-writes as_user grid dd if=/tmp/grpjunk of="$D" $DDW seek=1
 expect_fail non-member-refused "Operation not permitted" as_user oracle dd if=/tmp/grpjunk of="$D" $DDW seek=2
 expect_fail root-refused "Operation not permitted" dd if=/tmp/grpjunk of="$D" $DDW seek=3
+# root with the group as its real and effective gid (no supplementary groups)
+expect_ok regid-writes setpriv --regid=54329 --clear-groups dd if=/tmp/grpjunk of="$D" $DDW seek=7
 if [ $ids_only = yes ]; then
 	grep -q 'members are allowed by uid: \[54331\]' /tmp/groups.log &&
 		pass fallback-allows-members-by-uid "$(grep -m1 'members are allowed' /tmp/groups.log)" ||
@@ -42,10 +45,11 @@ else
 		dd if=/tmp/grpjunk of="$D" $DDW seek=6
 fi
 # what landed: grid's block (and root's by setgroups where allowed), nothing else
-got=$(for s in 1 2 3 4; do dd if="$D" bs=4096 skip=$s count=1 2>/dev/null | tr -d '\0' | wc -c; done | tr '\n' ' ')
-want="4096 0 0 0 "
-[ $ids_only = yes ] || want="4096 0 0 4096 "
-[ "$got" = "$want" ] && pass contents "bytes written at blocks 1-4: $got" || fail contents "blocks 1-4: $got (want $want)"
+# (block 7: --regid)
+got=$(for s in 1 2 3 4 7; do dd if="$D" bs=4096 skip=$s count=1 2>/dev/null | tr -d '\0' | wc -c; done | tr '\n' ' ')
+want="4096 0 0 0 4096 "
+[ $ids_only = yes ] || want="4096 0 0 4096 4096 "
+[ "$got" = "$want" ] && pass contents "bytes written at blocks 1-4 and 7: $got" || fail contents "blocks 1-4 and 7: $got (want $want)"
 
 $C filter disable >/dev/null 2>&1
 kill "$agd"; wait "$agd" 2>/dev/null
