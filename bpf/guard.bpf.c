@@ -190,6 +190,12 @@ static __always_inline bool group_allowed(const struct cred *c)
 	return false;
 }
 
+/* Whether `id` is a key of the allow-list map `ids` (ag_uids, ag_gids). */
+static __always_inline bool listed(void *ids, __u32 id)
+{
+	return bpf_map_lookup_elem(ids, &id) != NULL;
+}
+
 /* Whether the calling task is allow-listed, reading its identity only as far
  * as the answer needs, in the order of the tests: effective and fs uid,
  * effective and fs gid, executable, supplementary groups. The database's
@@ -201,19 +207,12 @@ static __always_inline bool task_allowed(void)
 	const struct cred *c = BPF_CORE_READ(t, cred);
 	struct ag_exe_key k = { .pad = 0 };
 	struct file *exe;
-	__u32 id;
 
-	id = BPF_CORE_READ(c, euid.val);
-	if (bpf_map_lookup_elem(&ag_uids, &id))
-		return true;
-	id = BPF_CORE_READ(c, fsuid.val);
-	if (bpf_map_lookup_elem(&ag_uids, &id))
-		return true;
-	id = BPF_CORE_READ(c, egid.val);
-	if (bpf_map_lookup_elem(&ag_gids, &id))
-		return true;
-	id = BPF_CORE_READ(c, fsgid.val);
-	if (bpf_map_lookup_elem(&ag_gids, &id))
+	/* || evaluates left to right and stops at the first allowed id */
+	if (listed(&ag_uids, BPF_CORE_READ(c, euid.val)) ||
+	    listed(&ag_uids, BPF_CORE_READ(c, fsuid.val)) ||
+	    listed(&ag_gids, BPF_CORE_READ(c, egid.val)) ||
+	    listed(&ag_gids, BPF_CORE_READ(c, fsgid.val)))
 		return true;
 	exe = BPF_CORE_READ(t, mm, exe_file);
 	k.ino = BPF_CORE_READ(exe, f_inode, i_ino);

@@ -9,7 +9,6 @@
 //! `ASMGUARD_HOST_TESTS=skip` is set (then they print SKIPPED and pass).
 
 use std::fs::OpenOptions;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -54,6 +53,14 @@ fn guarded(tag: &str) -> (Loop, Pins, Guard) {
     let lo = Loop::new(tag);
     let pins = Pins::new(tag);
     let g = Guard::open(&pins.opts()).expect("open the guard");
+    (lo, pins, g)
+}
+
+/// [`guarded`], with the loop device's mode bits open to everyone (so that
+/// the filter, not DAC, is what stops a write).
+fn guarded_0666(tag: &str) -> (Loop, Pins, Guard) {
+    let (lo, pins, g) = guarded(tag);
+    std::fs::set_permissions(&lo.dev, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
     (lo, pins, g)
 }
 
@@ -103,19 +110,10 @@ fn is_eperm(r: &std::io::Result<std::fs::File>) -> bool {
     matches!(r, Err(e) if e.raw_os_error() == Some(libc::EPERM))
 }
 
-/// `dd` writing one block to `dev` as `uid`; true when it succeeded.
+/// `dd` writing one block to `dev` as `uid` (gid the same, no supplementary
+/// groups); true when it succeeded.
 fn dd_as(uid: u32, dev: &Path) -> bool {
-    Command::new("dd")
-        .arg("if=/dev/zero")
-        .arg(format!("of={}", dev.display()))
-        .args(["bs=4096", "count=1", "conv=notrunc"])
-        .uid(uid)
-        .gid(uid)
-        .stderr(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .status()
-        .expect("run dd")
-        .success()
+    dd_ids(uid, uid, &[], dev)
 }
 
 /// Events of a new reader until one satisfies `want` (or the deadline).
@@ -174,11 +172,7 @@ fn fallback_denies_root_write_open_and_allows_reads() {
 #[test]
 fn fallback_allow_listed_uid_can_write() {
     let Some(_l) = lock() else { return };
-    let lo = Loop::new("uid");
-    let pins = Pins::new("uid");
-    // DAC must not be what stops the write: open the mode bits.
-    std::fs::set_permissions(&lo.dev, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
-    let g = Guard::open(&pins.opts()).unwrap();
+    let (lo, _pins, g) = guarded_0666("uid");
     g.set_allow(&[65534], &[], &[]).unwrap();
     g.set_disk(&[lo.key()], Mode::Enforce, 1).unwrap();
     assert!(dd_as(65534, &lo.dev), "the allow-listed uid writes");
@@ -221,10 +215,7 @@ fn dd_ids(uid: u32, gid: u32, groups: &[u32], dev: &Path) -> bool {
 #[test]
 fn fallback_every_allow_rule_on_its_own() {
     let Some(_l) = lock() else { return };
-    let lo = Loop::new("rules");
-    let pins = Pins::new("rules");
-    std::fs::set_permissions(&lo.dev, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
-    let g = Guard::open(&pins.opts()).unwrap();
+    let (lo, _pins, g) = guarded_0666("rules");
     assert!(
         g.programs().iter().any(|p| p == "ag_cgroup_dev"),
         "this host loads the task-reading variant: {:?}",
