@@ -31,7 +31,7 @@ pub fn start(cfg: &Config, pin_dir: Option<PathBuf>, state_file: PathBuf) -> Fil
     let st = svc.status();
     // A fallback that knows callers by uid/gid only cannot see the daemon's
     // executable: its own write-opens (labels, reclaim) use an allowed group.
-    if st.programs.iter().any(|p| p == "ag_cgroup_dev_ids") {
+    if ids_only(&svc) {
         asmguard_devices::writer::set_writer_gid(gids.first().copied());
         asmguard_devices::writer::set_writer_uid(uids.first().copied());
         match (gids.first(), uids.first()) {
@@ -95,12 +95,7 @@ pub fn set_allow(svc: &FilterService, f: &asmguard_config::Filter) -> (Vec<u32>,
     // A fallback that knows callers by real uid and gid only cannot see
     // supplementary groups (the LSM programs read them from the task): the
     // allowed groups' listed members are allowed by uid there instead.
-    if svc
-        .status()
-        .programs
-        .iter()
-        .any(|p| p == "ag_cgroup_dev_ids")
-    {
+    if ids_only(svc) {
         let members = members_by_uid(&gids, &uids);
         if !members.is_empty() {
             tracing::info!(
@@ -137,6 +132,15 @@ pub fn set_allow(svc: &FilterService, f: &asmguard_config::Filter) -> (Vec<u32>,
         tracing::error!("filter allow-list: {e}");
     }
     (uids, gids)
+}
+
+/// Whether the loaded filter is the fallback that knows callers by real uid
+/// and gid only (`ag_cgroup_dev_ids`: no executable, no supplementary groups).
+fn ids_only(svc: &FilterService) -> bool {
+    svc.status()
+        .programs
+        .iter()
+        .any(|p| p == "ag_cgroup_dev_ids")
 }
 
 /// The uids of the members (NSS) of `gids` that `uids` does not hold yet.

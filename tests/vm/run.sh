@@ -78,6 +78,7 @@ fi
 # seen executing a breakpoint that the kernel's text_poke_bp had already
 # replaced (an int3 Oops at bpf_lsm_file_permission+0x5 with the nop back in
 # memory, README "One-thread boots"). Every other test runs in the first boot.
+[ -n "$tests" ] || tests=$(cd "$VM_DIR/guest/tests" && ls -- *.sh | sed 's/\.sh$//' | paste -sd,)
 multi="" single=""
 for t in ${tests//,/ }; do
 	if grep -qx '# vm-lab: one-thread' "$VM_DIR/guest/tests/$t.sh" 2>/dev/null; then
@@ -86,12 +87,6 @@ for t in ${tests//,/ }; do
 		multi="$multi,$t"
 	fi
 done
-if [ -z "$tests" ]; then
-	for f in "$VM_DIR"/guest/tests/*.sh; do
-		t=$(basename "$f" .sh)
-		if grep -qx '# vm-lab: one-thread' "$f"; then single="$single,$t"; else multi="$multi,$t"; fi
-	done
-fi
 multi=${multi#,} single=${single#,}
 
 # A QEMU NVMe disk (serial agnvme0) on a fresh sparse scratch file, for the NVMe
@@ -125,10 +120,10 @@ vm_boot() {
 	fi
 }
 # boot_tests ACCEL TESTS LOG: one boot running TESTS (comma-separated), console in
-# LOG; prints its result lines (vm_results) and leaves its counts in b_pass,
-# b_fail, b_na and b_xfail.
+# LOG; prints its result lines (vm_results) and adds its counts to TALLY_PASS and
+# TALLY_FAIL (vm_tally: a boot with no summary counts as a failure), t_na and t_xfail.
 boot_tests() {
-	local accel=$1 list=$2 start end wall done_line boot out sums
+	local accel=$1 list=$2 start end wall done_line boot out
 	log=$3
 	rm -f "$nvme_img" && truncate -s 64M "$nvme_img" || summary_fail "could not make $nvme_img"
 	qemu_cmd "$accel" "$base_append asmguard.tests=$list"
@@ -148,29 +143,26 @@ boot_tests() {
 	boot=$(tr -d '\r' <"$log" | sed -n 's/^VMINFO boot-seconds //p' | head -n 1)
 	echo "$name: -accel $accel: boot ${boot:-?}s (kernel start to /init), guest uptime at end ${done_line#VMDONE }s, wall ${wall}s; log $log" >&2
 	# Results: "VMTEST <name> PASS|FAIL <detail>" lines (console lines end in \r).
+	# the result lines as they are; pass/fail counted by vm_tally, n/a and
+	# known gaps from the other "NAME: ..." lines
 	out=$(vm_results "$name" "$log" "$log" "$qrc" "$timeout_s")
-	# the result lines as they are; the counts from its "NAME: ..." lines
 	printf '%s\n' "$out" | awk -v p="$name: " 'index($0, p) != 1'
-	sums=$(printf '%s\n' "$out" | awk -v p="$name: " 'index($0, p) == 1 { print substr($0, length(p) + 1) }')
-	b_na=$(sed -n 's/^\([0-9]*\) n\/a$/\1/p' <<<"$sums")
-	b_xfail=$(sed -n 's/^\([0-9]*\) known gaps.*/\1/p' <<<"$sums")
-	b_pass=$(sed -n 's/^\([0-9]*\) passed, [0-9]* failed$/\1/p' <<<"$sums")
-	b_fail=$(sed -n 's/^[0-9]* passed, \([0-9]*\) failed$/\1/p' <<<"$sums")
+	printf '%s\n' "$out" >"$log.results"
+	vm_tally "$name" "$log.results"
+	t_na=$((t_na + $(summed "$out" ' n/a$')))
+	t_xfail=$((t_xfail + $(summed "$out" ' known gaps')))
 }
 
-t_pass=0 t_fail=0 t_na=0 t_xfail=0
-for boot in multi single; do
-	list=${!boot}
-	[ -n "$list" ] || continue
-	if [ $boot = multi ]; then
-		boot_tests "${VM_ACCEL:-tcg}" "$list" "$VM_WORK/$line.log"
-	else
-		boot_tests "tcg,thread=single" "$list" "$VM_WORK/$line.one-thread.log"
-	fi
-	t_pass=$((t_pass + ${b_pass:-0})) t_fail=$((t_fail + ${b_fail:-1}))
-	t_na=$((t_na + ${b_na:-0})) t_xfail=$((t_xfail + ${b_xfail:-0}))
-done
+# summed OUTPUT SUFFIX: N of OUTPUT's "NAME: N<SUFFIX>" line (0 without one).
+summed() {
+	printf '%s\n' "$1" | awk -v p="$name: " -v re="^[0-9]+$2" \
+		'index($0, p) == 1 { r = substr($0, length(p) + 1); if (r ~ re) n += r + 0 } END { print n + 0 }'
+}
+
+t_na=0 t_xfail=0
+[ -z "$multi" ] || boot_tests "${VM_ACCEL:-tcg}" "$multi" "$VM_WORK/$line.log"
+[ -z "$single" ] || boot_tests "tcg,thread=single" "$single" "$VM_WORK/$line.one-thread.log"
 echo "$name: $t_na n/a"
 [ "$t_xfail" = 0 ] || echo "$name: $t_xfail known gaps (XFAIL: protection missing, issue open)"
-echo "$name: $t_pass passed, $t_fail failed"
-[ "$t_fail" = 0 ]
+echo "$name: $TALLY_PASS passed, $TALLY_FAIL failed"
+[ "$TALLY_FAIL" = 0 ]

@@ -209,8 +209,8 @@ fn dd_ids(uid: u32, gid: u32, groups: &[u32], dev: &Path) -> bool {
 
 /// Every rule of the allow-list, one at a time, through the program that
 /// reads the caller's task (`ag_cgroup_dev`: the LSM programs' identity
-/// code): uid, gid, a supplementary group (also past the first), and
-/// neither. The identity is read lazily, in the order of the rules, so each
+/// code): uid, gid, a supplementary group (also the 21st and the 64th, not
+/// the 65th), and neither. The identity is read lazily, in the order of the rules, so each
 /// rule is shown to allow on its own and a caller matching none is refused.
 #[test]
 fn fallback_every_allow_rule_on_its_own() {
@@ -229,10 +229,15 @@ fn fallback_every_allow_rule_on_its_own() {
         dd_ids(65600, 65600, &[65511], &lo.dev),
         "by a supplementary group"
     );
-    let many: Vec<u32> = (65400..65420).chain([65511]).collect();
+    // the kernel keeps the groups sorted: 65511 comes after every lower gid
+    let many = |lower: u32| -> Vec<u32> { (65000..65000 + lower).chain([65511]).collect() };
     assert!(
-        dd_ids(65600, 65600, &many, &lo.dev),
+        dd_ids(65600, 65600, &many(20), &lo.dev),
         "by the 21st supplementary group"
+    );
+    assert!(
+        dd_ids(65600, 65600, &many(63), &lo.dev),
+        "by the 64th supplementary group"
     );
     let denied = || {
         g.stats()
@@ -250,8 +255,12 @@ fn fallback_every_allow_rule_on_its_own() {
     );
     assert!(!dd_ids(65600, 65600, &[], &lo.dev), "no groups at all");
     assert!(!dd_ids(0, 0, &[], &lo.dev), "root");
+    assert!(
+        !dd_ids(65600, 65600, &many(64), &lo.dev),
+        "the 65th supplementary group is past what the programs read"
+    );
     // the device cgroup may be asked once or twice per open
-    assert!(matches!(denied(), 3 | 6), "3 refused opens: {}", denied());
+    assert!(matches!(denied(), 4 | 8), "4 refused opens: {}", denied());
 }
 
 #[test]
