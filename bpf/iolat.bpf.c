@@ -28,6 +28,7 @@
  */
 #include "asmguard_core.h"
 #include "iolat.h"
+#include "iolat_slot.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -171,49 +172,6 @@ static __always_inline __u32 op_class(unsigned int cmd_flags)
 	default:
 		return IOLAT_NOPS;
 	}
-}
-
-/* floor(log2(v)) for v >= 1, branch-free */
-static __always_inline __u64 log2_floor(__u64 v)
-{
-	__u64 r, shift;
-
-	r = (v > 0xFFFFFFFFULL) << 5;
-	v >>= r;
-	shift = (v > 0xFFFF) << 4;
-	v >>= shift;
-	r |= shift;
-	shift = (v > 0xFF) << 3;
-	v >>= shift;
-	r |= shift;
-	shift = (v > 0xF) << 2;
-	v >>= shift;
-	r |= shift;
-	shift = (v > 0x3) << 1;
-	v >>= shift;
-	r |= shift;
-	r |= (v >> 1);
-	return r;
-}
-
-/*
- * The histogram slot of a time in ns: smallest k with ns <= 2^k units. 64-bit
- * all the way, and pinned in a register after the clamp: older verifiers
- * (6.1) lose the bound if the compiler indexes with an unclamped copy.
- */
-static __always_inline __u64 slot_of(__u64 ns)
-{
-	/* time in units, rounded up */
-	__u64 units = (ns * IOLAT_UNIT_NS_DEN + IOLAT_UNIT_NS_NUM - 1) / IOLAT_UNIT_NS_NUM;
-	__u64 k = 0;
-
-	if (units > 1)
-		k = log2_floor(units - 1) + 1;
-	barrier_var(k);
-	if (k > IOLAT_NSLOTS - 1)
-		k = IOLAT_NSLOTS - 1;
-	barrier_var(k);
-	return k;
 }
 
 #define IOLAT_NOT_TRACED (~0U)

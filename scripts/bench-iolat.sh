@@ -29,8 +29,17 @@
 #     rotates each round): BPF ns per I/O (raw and corrected by the empty
 #     program) and fio 4k randread IOPS with each tool on and with none.
 #
-#   PARTS="onoff stats scrape side"   which of the parts to run (1-3, 4, 5, 6)
+#  7. (not in the default PARTS) A/B: the BPF cost of part 4 for two builds of
+#     the tracer, $BIN and $AB_BIN, attached at the same time to the same
+#     device (every I/O runs both), AB_ROUNDS rounds per path (kernel stamps,
+#     own stamps), the one attached first alternating: corrected ns per I/O of
+#     each build per round, median, min and max, and new/old per round.
+#     Build the old one first, e.g. from a worktree of the old commit:
+#       AB_BIN=/tmp/iolat-old PARTS=ab scripts/bench-iolat.sh
+#
+#   PARTS="onoff stats scrape side"   which of the parts to run (1-3, 4, 5, 6; ab: 7)
 #   SIDE_ROUNDS=3                      rounds of part 6
+#   AB_BIN=  AB_ROUNDS=6               part 7's other binary and rounds
 # The write filter is not part of this run (not built yet): "on" means tracing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,6 +53,8 @@ DISKS=${DISKS:-1000}
 SIZE_MIB=${SIZE_MIB:-2048}
 PARTS=${PARTS:-onoff stats scrape side}
 SIDE_ROUNDS=${SIDE_ROUNDS:-3}
+AB_BIN=${AB_BIN:-}
+AB_ROUNDS=${AB_ROUNDS:-6}
 OUT=target/bench/iolat
 BIN=target/release/asmguard-iolat
 
@@ -52,8 +63,11 @@ for t in fio jq bpftool curl losetup promtool biolatency; do
     command -v "$t" >/dev/null || { echo "bench-iolat: $t is missing (scripts/deps.sh installs it)" >&2; exit 1; }
 done
 part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
+if part ab && { [ ! -x "$AB_BIN" ] || [ $((AB_ROUNDS % 2)) = 1 ]; }; then
+    echo "bench-iolat: PARTS=ab needs AB_BIN (the other build of asmguard-iolat) and an even AB_ROUNDS (each build first equally often)" >&2; exit 1
+fi
 mkdir -p "$OUT"
-rm -f "$OUT"/*.json "$OUT"/*.txt "$OUT"/*.log
+rm -f "$OUT"/*.json "$OUT"/*.txt "$OUT"/*.log "$OUT"/*.ids
 cargo build --release -p asmguard-metrics >&2
 
 IMG=/dev/shm/asmguard-bench-$$.img
@@ -62,10 +76,12 @@ LOOP=
 LOOP2=
 TPID=
 BPID=
+AB_PIDS=
 STATS_WAS=$(sysctl -n kernel.bpf_stats_enabled)
 cleanup() {
     [ -n "$TPID" ] && kill "$TPID" 2>/dev/null && wait "$TPID" 2>/dev/null
     [ -n "$BPID" ] && kill "$BPID" 2>/dev/null && wait "$BPID" 2>/dev/null
+    for p in $AB_PIDS; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
     sysctl -q kernel.bpf_stats_enabled="$STATS_WAS" || true
     [ -n "$LOOP" ] && losetup -d "$LOOP"
     [ -n "$LOOP2" ] && losetup -d "$LOOP2"
@@ -174,27 +190,80 @@ ratio_of() { # workload metric-fn -> one ratio per round
 }
 
 # ---- BPF cost per event ----
-stats_run() { # $1: traced|traced-own|untraced
+# stats_run traced|traced-own|untraced: one fio run under bpf_stats
+stats_run() {
+    local k=$1
     if [ "$1" = traced-own ]; then
         start_tracer --device "$LOOP=BENCH" --calibrate --no-kernel-stamps
     else
         start_tracer --device "$LOOP=BENCH" --calibrate
     fi
     sysctl -q kernel.bpf_stats_enabled=1
-    if [ "$1" != untraced ]; then randread >"$OUT/stats-$1.json"
+    if [ "$1" != untraced ]; then randread >"$OUT/stats-$k.json"
     else fio --output-format=json --name=untraced --filename="$LOOP2" --rw=randread --bs=4k \
             --iodepth=32 --ioengine=libaio --direct=1 --time_based --runtime="$RUNTIME" \
-            --randrepeat=0 --norandommap >"$OUT/stats-$1.json"
+            --randrepeat=0 --norandommap >"$OUT/stats-$k.json"
     fi
-    bpftool prog show --json >"$OUT/stats-$1-progs.json"
+    bpftool prog show --json >"$OUT/stats-$k-progs.json"
     sysctl -q kernel.bpf_stats_enabled="$STATS_WAS"
-    curl -s "$URL" >"$OUT/stats-$1-scrape.txt"
+    curl -s "$URL" >"$OUT/stats-$k-scrape.txt"
     stop_tracer
 }
 if part stats; then
     stats_run traced
     stats_run traced-own
     stats_run untraced
+fi
+# part 7: $BIN ("new") and $AB_BIN ("old") both attached at once, so each
+# I/O runs both builds' programs under the same conditions; the one attached
+# first runs first on every I/O (and warms the caches for the other), so the
+# order flips each round. Program ids tell the builds apart.
+iolat_ids() { bpftool prog show --json | jq '.[] | select(.name | startswith("iolat_")) | .id' | sort -n; }
+# ab_start BIN TAG [ARGS]: starts BIN on the bench device; its program ids to $OUT/ab-TAG.ids
+ab_start() {
+    local bin=$1 tag=$2 before pid
+    shift 2
+    before=$(iolat_ids)
+    nice -n "$NICE" "$bin" --listen 127.0.0.1:0 --device "$LOOP=BENCH" --calibrate "$@" 2>"$OUT/ab-$tag.log" &
+    pid=$!
+    for _ in $(seq 100); do grep -q serving "$OUT/ab-$tag.log" 2>/dev/null && break; sleep 0.1; done
+    grep -q serving "$OUT/ab-$tag.log" || { cat "$OUT/ab-$tag.log" >&2; exit 1; }
+    comm -13 <(echo "$before") <(iolat_ids) >"$OUT/ab-$tag.ids"
+    AB_PIDS="$AB_PIDS $pid"
+}
+# ab_cost TAG: corrected ns per I/O of TAG's programs in the last ab run
+ab_cost() {
+    local f="$OUT/ab-$1-progs.json" ids ns cnt calib ios
+    ids=$(paste -sd, "$OUT/ab-$1.ids")
+    ns=$(jq "[.[] | select(.id as \$i | [$ids] | index(\$i)) | select(.name != \"iolat_calibrate\") | .run_time_ns] | add" "$f")
+    cnt=$(jq "[.[] | select(.id as \$i | [$ids] | index(\$i)) | select(.name != \"iolat_calibrate\") | .run_cnt] | add" "$f")
+    calib=$(jq "[.[] | select(.id as \$i | [$ids] | index(\$i)) | select(.name == \"iolat_calibrate\") | .run_time_ns / .run_cnt] | add" "$f")
+    ios=$(jq '[.jobs[] | .read.total_ios + .write.total_ios] | add' "$OUT/ab-$1.json")
+    awk -v ns="$ns" -v cnt="$cnt" -v c="$calib" -v ios="$ios" 'BEGIN {printf "%.1f", (ns - c*cnt)/ios}'
+}
+if part ab; then
+    for r in $(seq "$AB_ROUNDS"); do
+        if [ $((r % 2)) = 1 ]; then order="old new"; else order="new old"; fi
+        for k in traced traced-own; do
+            AB_PIDS=
+            args=()
+            [ "$k" = traced-own ] && args=(--no-kernel-stamps)
+            for v in $order; do
+                if [ "$v" = old ]; then b=$AB_BIN; else b=$BIN; fi
+                ab_start "$b" "$k-$v-$r" "${args[@]}"
+            done
+            sysctl -q kernel.bpf_stats_enabled=1
+            randread >"$OUT/ab-$k-run-$r.json"
+            bpftool prog show --json >"$OUT/ab-$k-run-$r-progs.json"
+            sysctl -q kernel.bpf_stats_enabled="$STATS_WAS"
+            for pid in $AB_PIDS; do kill "$pid"; wait "$pid" 2>/dev/null || true; done
+            for v in old new; do
+                ln -sf "ab-$k-run-$r.json" "$OUT/ab-$k-$v-$r.json"
+                ln -sf "ab-$k-run-$r-progs.json" "$OUT/ab-$k-$v-$r-progs.json"
+            done
+        done
+        echo "bench-iolat: A/B round $r done ($order)" >&2
+    done
 fi
 prog_table() {
     jq -r '.[] | select(.name | startswith("iolat_")) | select(.run_cnt > 0)
@@ -294,8 +363,8 @@ if part side; then
         echo "bench-iolat: side by side round $r done ($(paste -sd' ' <<<"$order"))" >&2
     done
 fi
-# stat3: "median min max" of numbers on stdin
-stat3() { sort -g | awk '{a[NR]=$1} END {m = NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2; printf "%.1f | %.1f | %.1f", m, a[1], a[NR]}'; }
+# stat3 [DIGITS]: "median | min | max" of numbers on stdin (1 decimal by default)
+stat3() { sort -g | awk -v d="${1:-1}" '{a[NR]=$1} END {m = NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2; f = "%." d "f"; printf f " | " f " | " f, m, a[1], a[NR]}'; }
 
 # ---- scrape time and RSS with many disks ----
 if part scrape; then
@@ -316,7 +385,7 @@ fi
 {
 echo "## Results ($(date -u '+%Y-%m-%d %H:%M UTC'), kernel $(uname -r), $(nproc) CPUs, RUNTIME=${RUNTIME}s, ROUNDS=$ROUNDS)"
 echo
-echo "Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg). Tracer attach mode: $(grep -o 'tp_btf\|raw_tp' "$OUT/tracer.log" | head -1)."
+echo "Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg). Tracer attach mode: $(cat "$OUT"/tracer.log "$OUT"/ab-*.log 2>/dev/null | grep -o 'tp_btf\|raw_tp' | head -1)."
 if part onoff; then
 echo
 echo "| workload | metric | off (median) | on (median) | on/off per round | median on/off |"
@@ -389,6 +458,32 @@ for t in $SIDE_TOOLS; do
 done
 echo
 echo "Empty program (bpf_stats' own cost per run), median over the runs: $(cat "$OUT"/side-cost-*-*.txt | cut -d' ' -f3 | median) ns."
+fi
+if part ab; then
+echo
+echo "A/B: BPF cost per I/O, corrected (as in part 4), of $BIN (new, $(sha256sum "$BIN" | cut -c1-12)) and $AB_BIN (old, $(sha256sum "$AB_BIN" | cut -c1-12)), both attached at once and tracing the same I/Os, $AB_ROUNDS rounds of ${RUNTIME}s fio 4k randread QD32 per path, the build attached first alternating."
+echo
+echo "| path | round | first | old ns | new ns | new/old |"
+echo "|---|---|---|---|---|---|"
+for k in traced traced-own; do
+    for r in $(seq "$AB_ROUNDS"); do
+        o=$(ab_cost "$k-old-$r"); n=$(ab_cost "$k-new-$r")
+        if [ $((r % 2)) = 1 ]; then first=old; else first=new; fi
+        echo "| $k | $r | $first | $o | $n | $(awk -v o="$o" -v n="$n" 'BEGIN {printf "%.3f", n/o}') |"
+    done
+done
+echo
+echo "new/old summed up as the geometric mean of the rounds' ratios: the build attached first pays more (it takes the cache misses on the request, queue and disk for both), and with the order alternating that cancels out of the mean but not out of each round's ratio."
+echo
+echo "| path | old: median / min / max | new: median / min / max | new/old: geometric mean / min / max of the rounds |"
+echo "|---|---|---|---|"
+for k in traced traced-own; do
+    old=$(for r in $(seq "$AB_ROUNDS"); do ab_cost "$k-old-$r"; echo; done | stat3 | sed 's/ | / \/ /g')
+    new=$(for r in $(seq "$AB_ROUNDS"); do ab_cost "$k-new-$r"; echo; done | stat3 | sed 's/ | / \/ /g')
+    rat=$(for r in $(seq "$AB_ROUNDS"); do awk -v o="$(ab_cost "$k-old-$r")" -v n="$(ab_cost "$k-new-$r")" 'BEGIN {printf "%.4f\n", n/o}'; done |
+        sort -g | awk '{l += log($1); a[NR] = $1} END {printf "%.3f / %.3f / %.3f", exp(l/NR), a[1], a[NR]}')
+    echo "| $k | $old | $new | $rat |"
+done
 fi
 if part scrape; then
 echo

@@ -9,7 +9,7 @@ fn main() {
     // back to programs without them on older kernels.
     asmguard_bpf_build::build_programs_with(
         &["iolat"],
-        &["iolat.h", "asmguard_core.h"],
+        &["iolat.h", "iolat_slot.h", "asmguard_core.h"],
         &["-mcpu=v3"],
     );
 }
