@@ -11,6 +11,8 @@
 #                  on the machine is touched (the daemon's config includes
 #                  exactly these names)
 #   SECONDS_IDLE=30  length of the idle and of the scraped measurement
+#   PERF_IDLE=0    1: also profile the idle daemon with perf (call graphs), the
+#                  report in target/bench/scale/idle.perf.txt
 #
 # Measured: start -> READY=1 (on our own NOTIFY_SOCKET, first scan and filter
 # load included); `asmguardctl scan` (a full re-read, median of 5); RSS and CPU
@@ -95,11 +97,25 @@ PY
 )
 echo "bench-scale: idle ${IDLE}s ..." >&2
 sleep 5 # let the scans' work settle
+if [ "${PERF_IDLE:-0}" = 1 ]; then
+    # where the idle CPU goes: a call-graph profile of the daemon alongside
+    perf record -q -F 999 -g -p "$DPID" -o "$OUT/idle.perf.data" -- sleep "$IDLE" 2>/dev/null &
+    PERFPID=$!
+fi
 IDLE_U=$(python3 "$HELP" usage "$DPID" "$IDLE")
+if [ "${PERF_IDLE:-0}" = 1 ]; then
+    wait "$PERFPID" || true
+    perf report -i "$OUT/idle.perf.data" --no-children --stdio --percent-limit 2 >"$OUT/idle.perf.txt" 2>/dev/null || true
+fi
 echo "bench-scale: scraped every second for ${IDLE}s ..." >&2
 SCRAPE_U=$(python3 "$HELP" usage "$DPID" "$IDLE" "http://127.0.0.1:$MPORT/metrics")
 
 echo "bench-scale: removing the devices, then the storm ..." >&2
+# The daemon holds an O_EXCL claim on every enforced disk, so the loop driver
+# would only mark them for removal on its last close. Audit mode lets the
+# claims go and keeps the programs and the map; enforce comes back before the
+# storm, so every disk of the storm is claimed and mapped as it appears.
+"${CTL[@]}" filter audit >/dev/null
 python3 "$HELP" remove "$BASE" "$N"
 for _ in $(seq 60); do
     left=$(bpftool map dump pinned "$MAP" --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
@@ -107,6 +123,7 @@ for _ in $(seq 60); do
     sleep 0.5
 done
 [ "$left" = 0 ] || { echo "bench-scale: $left disks still in the map 30 s after their removal" >&2; exit 1; }
+"${CTL[@]}" filter enable >/dev/null
 STORM=$(python3 "$HELP" storm "$BASE" "$WORK" "$N" "$MAP")
 STORM_U=$(python3 "$HELP" usage "$DPID" 1)
 
