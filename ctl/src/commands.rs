@@ -295,7 +295,7 @@ pub fn event_text(e: &asmguard_proto::FilterEventInfo) -> String {
     let secs = e.time_ms / 1000;
     let (h, m, s) = ((secs / 3600) % 24, (secs / 60) % 60, secs % 60);
     format!(
-        "{h:02}:{m:02}:{s:02}Z {} {} label={} device={}{} pid={} uid={} comm={} exe={} hook={}",
+        "{h:02}:{m:02}:{s:02}Z {} {} label={} device={}{} pid={} uid={} egid={} comm={} exe={} hook={}",
         if e.mode == "enforce" {
             "DENIED "
         } else {
@@ -307,6 +307,7 @@ pub fn event_text(e: &asmguard_proto::FilterEventInfo) -> String {
         e.device,
         e.pid,
         e.uid,
+        e.egid,
         e.comm,
         if e.exe.is_empty() { "?" } else { &e.exe },
         e.hook

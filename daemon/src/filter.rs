@@ -193,10 +193,11 @@ fn log_event(e: &FilterEvent) {
         "write audited (allowed)"
     };
     tracing::warn!(
-        "{verb}: pid={} uid={} euid={} comm={:?} exe={:?} device={} label={} hook={} operation={}",
+        "{verb}: pid={} uid={} euid={} egid={} comm={:?} exe={:?} device={} label={} hook={} operation={}",
         ev.pid,
         ev.uid,
         ev.euid,
+        ev.egid,
         ev.comm,
         if ev.exe.is_empty() { "?" } else { &ev.exe },
         ev.dev,
@@ -225,6 +226,7 @@ pub fn info(e: &FilterEvent) -> FilterEventInfo {
         pid: ev.pid,
         uid: ev.uid,
         euid: ev.euid,
+        egid: ev.egid,
         comm: ev.comm.clone(),
         exe: ev.exe.clone(),
         device: ev.dev.dev.to_string(),

@@ -749,6 +749,9 @@ pub struct FilterEventInfo {
     pub pid: u32,
     pub uid: u32,
     pub euid: u32,
+    /// The effective gid (absent from daemons before it was reported).
+    #[serde(default)]
+    pub egid: u32,
     /// The kernel's command name (display only: never used to authorise).
     pub comm: String,
     /// The executable (from /proc/PID/exe, empty if the process was gone).

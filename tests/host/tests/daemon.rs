@@ -598,7 +598,7 @@ fn demo_script_runs_and_cleans_up() {
             "bpf lsm:",
             "Operation not permitted",
             "DENIED  write-open label=DEMO1",
-            "comm=dd",
+            "uid=0 egid=0 comm=dd",
             "removed the write filter",
             "label:       DEMO1 (ORCLDISK)",
             "Cleaning up",

@@ -102,7 +102,7 @@ else
 	fail events "$ev"
 fi
 # (exe is resolved from /proc/PID/exe when the event is read: dd has often exited)
-grep -q "write denied: pid=[0-9]* uid=0 euid=0 comm=\"[^\"]*\" exe=\"[^\"]*\" device=b8:0 label=DATA1 hook=$OPEN_HOOK operation=write-open" /tmp/agd.log &&
+grep -q "write denied: pid=[0-9]* uid=0 euid=0 egid=0 comm=\"[^\"]*\" exe=\"[^\"]*\" device=b8:0 label=DATA1 hook=$OPEN_HOOK operation=write-open" /tmp/agd.log &&
 	pass journal-line "$(grep -m1 'write denied' /tmp/agd.log)" || fail journal-line "$(tail -n 5 /tmp/agd.log)"
 
 # a device-mapper mapping over the labelled disk: the daemon's exclusive claim on
