@@ -67,6 +67,38 @@ claim_alone() { # claim_alone CHECK NAME
 	fi
 }
 claim_alone dm-linear.claim-refuses-allowed agc-lin
+# Root with the allowed group as its real and effective gid. The filter must not
+# refuse an identity it allows: either the claim alone refuses the table load
+# (EBUSY), or the filter refused it and its event shows why, i.e. another gid
+# than the caller's. (6.12 runs the dm table load's in-kernel open under other
+# credentials: ag_kernel_open sees egid 0 there, not the caller's gid.)
+allowed_gid_dm() {
+	_g=$(getent group asmadmin 2>/dev/null | cut -d: -f3)
+	[ -n "$_g" ] || _g=$(awk -F: '$1 == "asmadmin" {print $3}' /etc/group)
+	_n0=$(grep -c "write denied" /tmp/cons.log)
+	if _o=$(setpriv --regid="$_g" --clear-groups dmsetup create agc-lin3 --table "0 2048 linear $D 0" 2>&1); then
+		fail dm-linear.allowed-gid "the table load succeeded: $_o"
+		return
+	fi
+	case $_o in
+	*"Device or resource busy"*) pass dm-linear.allowed-gid "the claim alone refused it: $_o"; return ;;
+	*"Operation not permitted"*) ;;
+	*) fail dm-linear.allowed-gid "$_o"; return ;;
+	esac
+	_i=0
+	while [ $_i -lt 30 ] && [ "$(grep -c "write denied" /tmp/cons.log)" -le "$_n0" ]; do
+		_i=$((_i + 1))
+		sleep 0.1
+	done
+	_l=$(grep "write denied" /tmp/cons.log | tail -n 1)
+	case "$(grep -c "write denied" /tmp/cons.log) $_l" in
+	"$_n0 "*) fail dm-linear.allowed-gid "EPERM without a filter event: $_o" ;;
+	*"egid=$_g "*) fail dm-linear.allowed-gid "the filter refused the allowed gid $_g: $_l" ;;
+	*"egid="*'comm="dmsetup"'*) pass dm-linear.allowed-gid "refused under the kernel's credentials, not the caller's (gid $_g): $_l" ;;
+	*) fail dm-linear.allowed-gid "$_l" ;;
+	esac
+}
+allowed_gid_dm
 expect_fail dm-thin-pool-data.refused "$busy" dmsetup create agc-tp1 --table "0 65536 thin-pool $L1 $D 128 0"
 expect_fail dm-thin-pool-meta.refused "$busy" dmsetup create agc-tp2 --table "0 65536 thin-pool $D $L1 128 0"
 if modprobe dm-mirror 2>/dev/null; then
@@ -81,7 +113,7 @@ else
 	na dm-cache.refused "this kernel has no dm-cache/dm-cache-smq module"
 fi
 # only this test's maps (the lab's dm-thin fixtures stay for the tests after it)
-for m in agc-lin agc-tp1 agc-tp2 agc-mir agc-c1 agc-c2; do
+for m in agc-lin agc-lin3 agc-tp1 agc-tp2 agc-mir agc-c1 agc-c2; do
 	dmsetup remove "$m" >/dev/null 2>&1
 done
 unchanged dm
