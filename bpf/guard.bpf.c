@@ -170,8 +170,9 @@ static __always_inline void who_ids(struct ag_event *e)
 }
 
 /* Whether one of the first AG_MAX_GROUPS supplementary groups of `c` (the
- * lowest gids: the kernel keeps them sorted) is allow-listed: the database's users are often in the admin groups by
- * supplementary membership only (grid: primary oinstall, asmadmin beside). */
+ * lowest gids: the kernel keeps them sorted) is allow-listed: the database's
+ * users are often in the admin groups by supplementary membership only (grid:
+ * primary oinstall, asmadmin beside). */
 #define AG_MAX_GROUPS 64
 static __always_inline bool group_allowed(const struct cred *c)
 {

@@ -48,14 +48,14 @@ static inline __attribute__((always_inline)) __u64 log2_floor(__u64 v)
  */
 static inline __attribute__((always_inline)) __u64 slot_of(__u64 ns)
 {
-	/* time in units, rounded up */
-	__u64 units = (ns * IOLAT_UNIT_NS_DEN + IOLAT_UNIT_NS_NUM - 1) / IOLAT_UNIT_NS_NUM;
-	__u64 k = 0;
+	__u64 units, k = 0;
 
 	/* beyond ~208 days ns * 1024 wraps: such a time belongs in the last slot,
 	 * not in slot 0 (the Rust twin saturates) */
-	if (ns > (~0ULL - IOLAT_UNIT_NS_NUM) / IOLAT_UNIT_NS_DEN)
+	if (ns > (~0ULL - (IOLAT_UNIT_NS_NUM - 1)) / IOLAT_UNIT_NS_DEN)
 		return IOLAT_NSLOTS - 1;
+	/* time in units, rounded up */
+	units = (ns * IOLAT_UNIT_NS_DEN + IOLAT_UNIT_NS_NUM - 1) / IOLAT_UNIT_NS_NUM;
 	if (units > 1)
 		k = log2_floor(units - 1) + 1;
 	barrier_var(k);

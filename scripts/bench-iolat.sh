@@ -33,7 +33,8 @@
 #     the tracer, $BIN and $AB_BIN, attached at the same time to the same
 #     device (every I/O runs both), AB_ROUNDS rounds per path (kernel stamps,
 #     own stamps), the one attached first alternating: corrected ns per I/O of
-#     each build per round, median, min and max, and new/old per round.
+#     each build per round, their median, min and max, and new/old per round
+#     with its geometric mean (in which the attach order cancels out).
 #     Build the old one first, e.g. from a worktree of the old commit:
 #       AB_BIN=/tmp/iolat-old PARTS=ab scripts/bench-iolat.sh
 #
@@ -67,7 +68,7 @@ if part ab && { [ ! -x "$AB_BIN" ] || [ $((AB_ROUNDS % 2)) = 1 ]; }; then
     echo "bench-iolat: PARTS=ab needs AB_BIN (the other build of asmguard-iolat) and an even AB_ROUNDS (each build first equally often)" >&2; exit 1
 fi
 mkdir -p "$OUT"
-rm -f "$OUT"/*.json "$OUT"/*.txt "$OUT"/*.log "$OUT"/*.ids
+rm -f "$OUT"/*.json "$OUT"/*.txt "$OUT"/*.log "$OUT"/*.ids "$OUT"/*.cost
 cargo build --release -p asmguard-metrics >&2
 
 IMG=/dev/shm/asmguard-bench-$$.img
@@ -190,23 +191,21 @@ ratio_of() { # workload metric-fn -> one ratio per round
 }
 
 # ---- BPF cost per event ----
-# stats_run traced|traced-own|untraced: one fio run under bpf_stats
-stats_run() {
-    local k=$1
+stats_run() { # $1: traced|traced-own|untraced
     if [ "$1" = traced-own ]; then
         start_tracer --device "$LOOP=BENCH" --calibrate --no-kernel-stamps
     else
         start_tracer --device "$LOOP=BENCH" --calibrate
     fi
     sysctl -q kernel.bpf_stats_enabled=1
-    if [ "$1" != untraced ]; then randread >"$OUT/stats-$k.json"
+    if [ "$1" != untraced ]; then randread >"$OUT/stats-$1.json"
     else fio --output-format=json --name=untraced --filename="$LOOP2" --rw=randread --bs=4k \
             --iodepth=32 --ioengine=libaio --direct=1 --time_based --runtime="$RUNTIME" \
-            --randrepeat=0 --norandommap >"$OUT/stats-$k.json"
+            --randrepeat=0 --norandommap >"$OUT/stats-$1.json"
     fi
-    bpftool prog show --json >"$OUT/stats-$k-progs.json"
+    bpftool prog show --json >"$OUT/stats-$1-progs.json"
     sysctl -q kernel.bpf_stats_enabled="$STATS_WAS"
-    curl -s "$URL" >"$OUT/stats-$k-scrape.txt"
+    curl -s "$URL" >"$OUT/stats-$1-scrape.txt"
     stop_tracer
 }
 if part stats; then
@@ -231,15 +230,17 @@ ab_start() {
     comm -13 <(echo "$before") <(iolat_ids) >"$OUT/ab-$tag.ids"
     AB_PIDS="$AB_PIDS $pid"
 }
-# ab_cost TAG: corrected ns per I/O of TAG's programs in the last ab run
+# ab_cost RUN TAG: corrected ns per I/O of TAG's programs (ids in
+# $OUT/ab-TAG.ids) in the ab run RUN ($OUT/ab-RUN.json and -progs.json)
 ab_cost() {
-    local f="$OUT/ab-$1-progs.json" ids ns cnt calib ios
-    ids=$(paste -sd, "$OUT/ab-$1.ids")
-    ns=$(jq "[.[] | select(.id as \$i | [$ids] | index(\$i)) | select(.name != \"iolat_calibrate\") | .run_time_ns] | add" "$f")
-    cnt=$(jq "[.[] | select(.id as \$i | [$ids] | index(\$i)) | select(.name != \"iolat_calibrate\") | .run_cnt] | add" "$f")
-    calib=$(jq "[.[] | select(.id as \$i | [$ids] | index(\$i)) | select(.name == \"iolat_calibrate\") | .run_time_ns / .run_cnt] | add" "$f")
+    local ios
     ios=$(jq '[.jobs[] | .read.total_ios + .write.total_ios] | add' "$OUT/ab-$1.json")
-    awk -v ns="$ns" -v cnt="$cnt" -v c="$calib" -v ios="$ios" 'BEGIN {printf "%.1f", (ns - c*cnt)/ios}'
+    jq -r --argjson ids "[$(paste -sd, "$OUT/ab-$2.ids")]" --argjson ios "$ios" '
+        [.[] | select(.id as $i | $ids | index($i))] as $p
+        | ([$p[] | select(.name == "iolat_calibrate") | .run_time_ns / .run_cnt] | add) as $c
+        | [$p[] | select(.name != "iolat_calibrate")]
+        | (([.[].run_time_ns] | add) - $c * ([.[].run_cnt] | add)) / $ios * 10 | round / 10' \
+        "$OUT/ab-$1-progs.json"
 }
 if part ab; then
     for r in $(seq "$AB_ROUNDS"); do
@@ -253,14 +254,12 @@ if part ab; then
                 ab_start "$b" "$k-$v-$r" "${args[@]}"
             done
             sysctl -q kernel.bpf_stats_enabled=1
-            randread >"$OUT/ab-$k-run-$r.json"
-            bpftool prog show --json >"$OUT/ab-$k-run-$r-progs.json"
+            randread >"$OUT/ab-$k-$r.json"
+            bpftool prog show --json >"$OUT/ab-$k-$r-progs.json"
             sysctl -q kernel.bpf_stats_enabled="$STATS_WAS"
             for pid in $AB_PIDS; do kill "$pid"; wait "$pid" 2>/dev/null || true; done
-            for v in old new; do
-                ln -sf "ab-$k-run-$r.json" "$OUT/ab-$k-$v-$r.json"
-                ln -sf "ab-$k-run-$r-progs.json" "$OUT/ab-$k-$v-$r-progs.json"
-            done
+            # "old new": corrected ns per I/O of each build in this run
+            echo "$(ab_cost "$k-$r" "$k-old-$r") $(ab_cost "$k-$r" "$k-new-$r")" >"$OUT/ab-$k-$r.cost"
         done
         echo "bench-iolat: A/B round $r done ($order)" >&2
     done
@@ -467,7 +466,7 @@ echo "| path | round | first | old ns | new ns | new/old |"
 echo "|---|---|---|---|---|---|"
 for k in traced traced-own; do
     for r in $(seq "$AB_ROUNDS"); do
-        o=$(ab_cost "$k-old-$r"); n=$(ab_cost "$k-new-$r")
+        read -r o n <"$OUT/ab-$k-$r.cost"
         if [ $((r % 2)) = 1 ]; then first=old; else first=new; fi
         echo "| $k | $r | $first | $o | $n | $(awk -v o="$o" -v n="$n" 'BEGIN {printf "%.3f", n/o}') |"
     done
@@ -478,10 +477,11 @@ echo
 echo "| path | old: median / min / max | new: median / min / max | new/old: geometric mean / min / max of the rounds |"
 echo "|---|---|---|---|"
 for k in traced traced-own; do
-    old=$(for r in $(seq "$AB_ROUNDS"); do ab_cost "$k-old-$r"; echo; done | stat3 | sed 's/ | / \/ /g')
-    new=$(for r in $(seq "$AB_ROUNDS"); do ab_cost "$k-new-$r"; echo; done | stat3 | sed 's/ | / \/ /g')
-    rat=$(for r in $(seq "$AB_ROUNDS"); do awk -v o="$(ab_cost "$k-old-$r")" -v n="$(ab_cost "$k-new-$r")" 'BEGIN {printf "%.4f\n", n/o}'; done |
-        sort -g | awk '{l += log($1); a[NR] = $1} END {printf "%.3f / %.3f / %.3f", exp(l/NR), a[1], a[NR]}')
+    costs=$(for r in $(seq "$AB_ROUNDS"); do cat "$OUT/ab-$k-$r.cost"; done)
+    old=$(cut -d' ' -f1 <<<"$costs" | stat3 | sed 's/ | / \/ /g')
+    new=$(cut -d' ' -f2 <<<"$costs" | stat3 | sed 's/ | / \/ /g')
+    rat=$(awk '{print $2 / $1}' <<<"$costs" | sort -g |
+        awk '{l += log($1); a[NR] = $1} END {printf "%.3f / %.3f / %.3f", exp(l/NR), a[1], a[NR]}')
     echo "| $k | $old | $new | $rat |"
 done
 fi

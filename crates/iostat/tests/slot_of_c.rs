@@ -1,9 +1,9 @@
 //! The BPF tracer's `slot_of()` (bpf/iolat_slot.h, plain C) against its Rust
 //! twin, `hist::slot_of_ns`: the header is compiled natively with the C
 //! compiler the build already needs (clang), run on every slot boundary, one
-//! either side of it, and a spread of other times, and every answer compared.
-//! The C version has no division (see the header), so this is what shows it
-//! still computes the same function.
+//! either side of it, the point where `ns * 1024` would wrap, and a spread of
+//! other times, and every answer compared. The Rust twin saturates; the C side
+//! must put what would wrap into the overflow slot, not slot 0.
 
 use asmguard_iostat::hist::{slot_max_ns, slot_of_ns, FINITE_SLOTS, NSLOTS};
 use std::io::Write;
@@ -34,12 +34,14 @@ fn times() -> Vec<u64> {
         let max = slot_max_ns(k);
         v.extend([max.saturating_sub(1), max, max + 1, max + 2]);
     }
-    // every power of two and its neighbours, up to where the C side clamps
+    // every power of two and its neighbours, to the top of the range
     for s in 0..64u32 {
         let p = 1u64 << s;
         v.extend([p - 1, p, p.saturating_add(1)]);
     }
-    v.extend([u64::MAX - 1, u64::MAX, (1u64 << 59) - 1, 1u64 << 59]);
+    // the largest ns whose ns * 1024 + 999_999 does not wrap, and the next
+    let last = (u64::MAX - 999_999) / 1024;
+    v.extend([last, last + 1, u64::MAX - 1, u64::MAX]);
     // a deterministic spread (xorshift) over 1 ns .. 2^40 ns
     let mut x = 0x9E37_79B9_7F4A_7C15u64;
     for _ in 0..20_000 {

@@ -333,6 +333,14 @@ pub struct Daemon {
 }
 
 /// A TCP port on 127.0.0.1 that was free a moment ago.
+/// The backing file of loop device `name` (`loop7`), empty once it is detached.
+pub fn loop_backing_file(name: &str) -> String {
+    std::fs::read_to_string(format!("/sys/class/block/{name}/loop/backing_file"))
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())

@@ -614,8 +614,7 @@ fn demo_script_runs_and_cleans_up() {
     let dev = after("loop device: ");
     let work = after("removed ");
     let name = dev.trim_start_matches("/dev/");
-    let backing = std::fs::read_to_string(format!("/sys/class/block/{name}/loop/backing_file"))
-        .unwrap_or_default();
+    let backing = loop_backing_file(name);
     assert!(
         !backing.contains(&work),
         "{dev} still attached to {backing}"

@@ -253,14 +253,6 @@ fn managed_disks_are_claimed_exclusively_until_unlabelled() {
     );
 }
 
-/// The loop device `name`'s backing file, empty once it is detached.
-fn backing_file(name: &str) -> String {
-    std::fs::read_to_string(format!("/sys/class/block/{name}/loop/backing_file"))
-        .unwrap_or_default()
-        .trim()
-        .to_string()
-}
-
 #[test]
 fn claimed_loop_disk_detaches_only_once_audit_releases_the_claim() {
     let Some(_g) = lock() else { return };
@@ -275,24 +267,24 @@ fn claimed_loop_disk_detaches_only_once_audit_releases_the_claim() {
         claim_open(&dev).unwrap_err().raw_os_error(),
         Some(libc::EBUSY)
     );
-    let file = backing_file(&l.name);
+    let file = loop_backing_file(&l.name);
     assert!(!file.is_empty(), "attached before the test");
     // losetup -d succeeds, but the loop driver only marks the device: it is open
     l.detach();
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(
-        backing_file(&l.name),
+        loop_backing_file(&l.name),
         file,
         "still attached while the daemon holds its claim"
     );
     // audit lets the claim go; with the last close the device detaches
     d.ctl(&["filter", "audit", "CLAIMLO"]).ok();
     let t = Instant::now();
-    while !backing_file(&l.name).is_empty() && t.elapsed() < Duration::from_secs(10) {
+    while !loop_backing_file(&l.name).is_empty() && t.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(
-        backing_file(&l.name),
+        loop_backing_file(&l.name),
         "",
         "detached once the claim was released"
     );
