@@ -15,6 +15,7 @@ mod model;
 mod reclaim;
 mod server;
 mod state;
+mod wire;
 
 use clap::Parser;
 use std::collections::BTreeSet;
@@ -111,38 +112,8 @@ async fn run(
     // The monitor first, so nothing that happens during the first scan is missed.
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<DeviceEvent>();
     let (monitor_desc, monitor_alive) = start_monitor(tx);
-    let d = Arc::new(state::Daemon::new(
-        cfg,
-        source,
-        socket.clone(),
-        monitor_desc,
-    ));
-    if d.admin_gid.is_none() {
-        tracing::warn!(
-            "admin group {} does not exist: only root may use the socket",
-            d.cfg.socket.admin_group
-        );
-    }
-    // The tracer before the first scan, so the scan puts the disks under it.
-    let trace_all = d.cfg.metrics.trace_all_disks;
-    match tokio::task::spawn_blocking(move || metrics::MetricsService::start(trace_all)).await {
-        Ok(m) => {
-            let _ = d.metrics.set(m);
-        }
-        Err(e) => tracing::error!("metrics: {e}"),
-    }
-    let d2 = d.clone();
-    let scanned = match tokio::task::spawn_blocking(move || d2.full_scan()).await {
-        Ok(Ok(n)) => n,
-        Ok(Err(e)) => {
-            tracing::error!("cannot read /sys/class/block: {e}");
-            return 1;
-        }
-        Err(e) => {
-            tracing::error!("first scan failed: {e}");
-            return 1;
-        }
-    };
+    // The socket first: a second daemon that cannot bind it never touches the
+    // filter or the disks.
     let listener = match server::bind(&socket) {
         Ok(l) => l,
         Err(e) => {
@@ -151,19 +122,59 @@ async fn run(
             return 1;
         }
     };
-    if let Err(msg) = start_filter(&d, &socket, bpf_pin_dir).await {
-        tracing::error!("{msg}");
-        eprintln!("asmguardd: {msg}");
-        return 1;
+    // The filter and the tracer before the first scan, so the scan's model
+    // puts the disks under both at once (Daemon::apply).
+    let filter = match start_filter(&cfg, &socket, bpf_pin_dir).await {
+        Ok(f) => f,
+        Err(msg) => {
+            tracing::error!("{msg}");
+            eprintln!("asmguardd: {msg}");
+            return 1;
+        }
+    };
+    let trace_all = cfg.metrics.trace_all_disks;
+    let metrics = match tokio::task::spawn_blocking(move || {
+        metrics::MetricsService::start(trace_all)
+    })
+    .await
+    {
+        Ok(m) => m,
+        Err(e) => {
+            tracing::error!("metrics: {e}");
+            return 1;
+        }
+    };
+    let d = Arc::new(state::Daemon::new(
+        cfg,
+        source,
+        socket.clone(),
+        monitor_desc,
+        filter,
+        metrics,
+    ));
+    if d.admin_gid.is_none() {
+        tracing::warn!(
+            "admin group {} does not exist: only root may use the socket",
+            d.cfg.socket.admin_group
+        );
     }
-    if let Some(m) = d.metrics.get() {
-        m.serve(&d.cfg.metrics.listen).await;
+    let d2 = d.clone();
+    match tokio::task::spawn_blocking(move || d2.full_scan()).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => {
+            tracing::error!("cannot read /sys/class/block: {e}");
+            return 1;
+        }
+        Err(e) => {
+            tracing::error!("first scan failed: {e}");
+            return 1;
+        }
     }
+    d.metrics.serve(&d.cfg.metrics.listen).await;
     // The filter's denials, the discard totals, the backend and the modes are
     // read when Prometheus scrapes.
-    if let Some(m) = d.metrics.get() {
-        m.read_counters_from(&d);
-    }
+    let readings: std::sync::Weak<dyn metrics::Readings> = Arc::downgrade(&d) as _;
+    d.metrics.read_counters_from(readings);
     let st = d.status();
     tracing::info!(
         "ready in {} ms: {} devices looked at, {} disks, {} conflicts; socket {}",
@@ -173,7 +184,6 @@ async fn run(
         st.conflicts,
         socket.display()
     );
-    let _ = scanned;
     for c in d.lsdsk().conflicts {
         tracing::warn!(
             "label {} is on more than one disk: {}: neither is used",
@@ -323,7 +333,7 @@ fn spawn_sighup(d: Arc<state::Daemon>) {
         Ok(mut hup) => {
             let d7 = d.clone();
             tokio::spawn(async move {
-                let (u, g, _, _) = asmguard_guard::service::resolve_allow(
+                let (u, g, _, _) = filter::service::resolve_allow(
                     &d7.cfg.filter.allow_users,
                     &d7.cfg.filter.allow_groups,
                     &[],
@@ -339,9 +349,7 @@ fn spawn_sighup(d: Arc<state::Daemon>) {
                     let b = before.clone();
                     let r = tokio::task::spawn_blocking(move || {
                         let mut b = b;
-                        if let Some(f) = d8.filter.get() {
-                            filter::reload_allow(f, path.as_deref(), &mut b);
-                        }
+                        filter::reload_allow(&d8.filter, path.as_deref(), &mut b);
                         b
                     })
                     .await;
@@ -371,42 +379,35 @@ async fn shutdown(d: &state::Daemon, socket: &std::path::Path, serve: tokio::tas
 
 /// The write filter, once the socket is ours (a second daemon that cannot bind
 /// never touches it). Pinned programs of an earlier run are re-adopted as they
-/// are, so protection never drops; the sync fills the managed set. `Err`: the
-/// daemon must not start (no filter and `[filter] require_protection`).
+/// are, so protection never drops; the first scan's sync fills the managed
+/// set. `Err`: the daemon must not start (no filter and `[filter]
+/// require_protection`, or the start itself failed).
 async fn start_filter(
-    d: &Arc<state::Daemon>,
+    cfg: &config::Config,
     socket: &std::path::Path,
     bpf_pin_dir: Option<PathBuf>,
-) -> Result<(), String> {
+) -> Result<filter::service::FilterService, String> {
     let state_file = socket
         .parent()
         .unwrap_or(std::path::Path::new("/run/asmguard"))
         .join("filter.state");
-    let cfg2 = d.cfg.clone();
-    let d4 = d.clone();
-    let require = d.cfg.filter.require_protection;
+    let cfg2 = cfg.clone();
+    let require = cfg.filter.require_protection;
     let started = tokio::task::spawn_blocking(move || {
         let f = filter::start(&cfg2, bpf_pin_dir, state_file);
         let st = f.status();
         if require && st.backend() == "none" && !st.disabled() {
             return Err(st.reason);
         }
-        let _ = d4.filter.set(f);
-        d4.remode();
-        d4.sync_filter();
-        d4.sync_metrics();
-        Ok(())
+        Ok(f)
     })
     .await;
     match started {
-        Ok(Ok(())) => Ok(()),
+        Ok(Ok(f)) => Ok(f),
         Ok(Err(why)) => Err(format!(
             "refusing to start: no write filter could load ({why}) and [filter] \
              require_protection = true; fix the cause or set it to false to run unprotected"
         )),
-        Err(e) => {
-            tracing::error!("write filter: {e}");
-            Ok(())
-        }
+        Err(e) => Err(format!("write filter: {e}")),
     }
 }

@@ -17,7 +17,18 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, Weak};
 
-use crate::state::Daemon;
+use crate::filter::service::FilterService;
+use asmguard_reclaim::counters::DiscardCounters;
+
+/// What the exporter reads from the daemon when Prometheus scrapes.
+pub trait Readings: Send + Sync {
+    /// The write filter (backend, kernel counters, dropped events).
+    fn filter(&self) -> &FilterService;
+    /// Each label's filter-mode word.
+    fn mode_words(&self) -> BTreeMap<String, &'static str>;
+    /// Reclaim's discard bytes and the ones in flight.
+    fn discards(&self) -> &DiscardCounters;
+}
 
 pub struct MetricsService {
     pub metrics: Metrics,
@@ -61,6 +72,19 @@ impl MetricsService {
             trace_all,
             traced: Mutex::default(),
             address: Mutex::new("not served yet".into()),
+        }
+    }
+
+    /// No tracer (`status` and `iostat` say so): for a daemon under test.
+    #[cfg(test)]
+    pub fn without_tracer() -> MetricsService {
+        MetricsService {
+            metrics: Metrics::new(),
+            iolat: None,
+            tracer: "off (not loaded in this test)".into(),
+            trace_all: false,
+            traced: Mutex::default(),
+            address: Mutex::new("not served".into()),
         }
     }
 
@@ -141,9 +165,9 @@ impl MetricsService {
     }
 
     /// Reads the daemon's counters at every scrape from now on.
-    pub fn read_counters_from(&self, d: &Arc<Daemon>) {
+    pub fn read_counters_from(&self, d: Weak<dyn Readings>) {
         self.metrics.set_counter_source(Arc::new(LiveCounters {
-            daemon: Arc::downgrade(d),
+            daemon: d,
             oracle: Mutex::default(),
         }));
     }
@@ -152,13 +176,18 @@ impl MetricsService {
 /// The daemon's counters, read at scrape time: the filter's backend, modes
 /// and exact kernel denial counts, and the discard bytes of reclaim and of
 /// Oracle.
-#[derive(Debug)]
 pub struct LiveCounters {
-    daemon: Weak<Daemon>,
+    daemon: Weak<dyn Readings>,
     /// label -> Oracle's discard bytes last exported (the counter never goes
     /// down, even at the moment a reclaim ioctl's bytes are seen on the disk
     /// but not yet counted as reclaim's).
     oracle: Mutex<BTreeMap<String, u64>>,
+}
+
+impl std::fmt::Debug for LiveCounters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveCounters").finish_non_exhaustive()
+    }
 }
 
 impl CounterSource for LiveCounters {
@@ -167,24 +196,24 @@ impl CounterSource for LiveCounters {
         let Some(d) = self.daemon.upgrade() else {
             return c;
         };
-        let filter = d.filter.get();
-        c.backend = Some(filter.map_or("none", |f| f.status().backend()).into());
+        let f = d.filter();
+        c.backend = Some(f.status().backend().into());
         for (label, word) in d.mode_words() {
             c.filter_modes.insert(label, word.to_string());
         }
-        if let Some(f) = filter {
-            c.events_dropped = f.events_dropped();
-            let counts = f.counts().unwrap_or_else(|e| {
-                tracing::warn!("filter counters unreadable: {e}");
-                Default::default()
-            });
-            for ((label, hook, mode), n) in counts {
-                if mode == "enforce" {
-                    *c.denied.entry((label, hook)).or_insert(0) += n;
-                }
+        c.events_dropped = f.events_dropped();
+        let counts = f.counts().unwrap_or_else(|e| {
+            tracing::warn!("filter counters unreadable: {e}");
+            Default::default()
+        });
+        for ((label, hook, mode), n) in counts {
+            if mode == asmguard_guard::Mode::Enforce {
+                *c.denied
+                    .entry((label, hook.as_str().to_string()))
+                    .or_insert(0) += n;
             }
         }
-        let counters = crate::reclaim::counters();
+        let counters = d.discards();
         for (label, r) in counters.all_reclaim() {
             c.discard.insert((label, DiscardSource::Reclaim), r);
         }

@@ -1,6 +1,9 @@
-//! The daemon's one device model: a [`Disk`] per labelled disk, built once per
+//! The daemon's one device model: a [`Model`] (a [`Disk`] per labelled disk,
+//! the labels in conflict, the devices that could not be read), built once per
 //! scan or refresh ([`build`]) from what discovery observed and grouped, and
-//! the views the rest of the daemon takes of it, each a function of `&[Disk]`:
+//! taken into effect in one place (`Daemon::apply`: filter, modes, claims,
+//! metrics). The views the rest of the daemon takes of it are each a function
+//! of `&[Disk]`:
 //! the `lsdsk` rows ([`lsdsk_rows`]), the filter's managed set
 //! ([`managed_set`]), the exclusive claims ([`claims`]) and the disks the
 //! latency tracer and the exporter describe ([`traced`]). Reclaim selects its
@@ -15,12 +18,12 @@
 //! I/O beyond sysfs.
 
 use crate::claims::Wanted;
+use crate::filter::service::{DiskMode, Managed};
 use asmguard_devices::discovery::{Grouping, HeaderSummary, Observed, Role};
 use asmguard_devices::sysfs::{self, SysDev};
 use asmguard_devices::udevdb::UdevProps;
 use asmguard_devices::KernelDev;
 use asmguard_format::label::Label;
-use asmguard_guard::service::DiskMode;
 use asmguard_guard::DevKey;
 use asmguard_proto::{DiskInfo, PathInfo};
 use std::collections::{BTreeMap, BTreeSet};
@@ -81,7 +84,7 @@ pub struct Disk {
     pub physical_block_size: u32,
     /// The ASM disk header of the top device, if it has one.
     pub header: Option<HeaderSummary>,
-    /// Its write filtering (`None`: the daemon runs no filter service).
+    /// Its write filtering (`None` until `Daemon::apply` asked the filter).
     pub mode: Option<DiskMode>,
     /// The same label is on another disk too: neither is picked.
     pub conflict: bool,
@@ -115,15 +118,54 @@ impl Disk {
     }
 }
 
+/// What one scan found: the thing every answer, the filter, the claims and
+/// the metrics are projections of.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Model {
+    /// The labelled disks (both claimants of a label in conflict, marked).
+    pub disks: Vec<Disk>,
+    /// label -> the top devices of its claimants (two or more): neither is used.
+    pub conflicts: BTreeMap<String, Vec<String>>,
+    /// Devices whose label sector could not be read, and why.
+    pub unreadable: Vec<String>,
+    /// Devices looked at (the ones `devices.include`/`exclude` let in).
+    pub devices_scanned: usize,
+}
+
+impl Model {
+    /// The disk that owns `label`, unless the label is in conflict.
+    pub fn disk(&self, label: &str) -> Option<&Disk> {
+        self.disks
+            .iter()
+            .find(|d| d.label.as_str() == label && !d.conflict)
+    }
+
+    /// Disks in use (not in conflict).
+    pub fn usable(&self) -> usize {
+        self.disks.iter().filter(|d| !d.conflict).count()
+    }
+}
+
 /// Builds the model from one scan: every disk of `grouping`, its devices from
-/// `devices`, its generic nodes and holders from sysfs under `sys`, and its
-/// filter mode from `mode`. Paths sysfs no longer knows are left out.
-pub fn build(
-    sys: &Path,
-    devices: &BTreeMap<String, Observed>,
-    grouping: &Grouping,
-    mode: impl Fn(&str) -> Option<DiskMode>,
-) -> Vec<Disk> {
+/// `devices`, its generic nodes and holders from sysfs under `sys`. Paths
+/// sysfs no longer knows are left out. Modes are the filter's, set by
+/// `Daemon::apply`.
+pub fn build(sys: &Path, devices: &BTreeMap<String, Observed>, grouping: &Grouping) -> Model {
+    Model {
+        disks: disks(sys, devices, grouping),
+        conflicts: grouping.conflicts.clone(),
+        unreadable: devices
+            .values()
+            .filter_map(|o| match &o.read {
+                Some(Err(e)) => Some(e.clone()),
+                _ => None,
+            })
+            .collect(),
+        devices_scanned: devices.values().filter(|o| o.included).count(),
+    }
+}
+
+fn disks(sys: &Path, devices: &BTreeMap<String, Observed>, grouping: &Grouping) -> Vec<Disk> {
     let mut out = Vec::new();
     for d in &grouping.disks {
         let Some(top) = devices.get(&d.top) else {
@@ -168,7 +210,7 @@ pub fn build(
             logical_block_size: top.sys.logical_block_size,
             physical_block_size: top.sys.physical_block_size,
             header,
-            mode: mode(d.label.as_str()),
+            mode: None,
             conflict: d.conflict,
             serial: udev(|u| u.serial.clone()),
             wwn: udev(|u| u.wwn.clone()),
@@ -249,16 +291,19 @@ pub fn lsdsk_rows(disks: &[Disk]) -> Vec<DiskInfo> {
         .collect()
 }
 
-/// The filter's managed set: for each label, every block path, every device
-/// stacked on one, and the generic character nodes. Conflicting labels are
-/// protected too (both claimants, under the one label).
-pub fn managed_set(disks: &[Disk]) -> BTreeMap<String, BTreeSet<DevKey>> {
-    let mut out: BTreeMap<String, BTreeSet<DevKey>> = BTreeMap::new();
+/// The filter's managed set: for each label, the top device of its disk
+/// (whose mode it takes) and every block path, every device stacked on one,
+/// and the generic character nodes. Conflicting labels are protected too
+/// (both claimants, under the one label, with the first one's top).
+pub fn managed_set(disks: &[Disk]) -> BTreeMap<String, Managed> {
+    let mut out: BTreeMap<String, Managed> = BTreeMap::new();
     for d in disks {
-        let set = out.entry(d.label.to_string()).or_default();
-        set.extend(d.paths.iter().map(|p| DevKey::block(p.node.dev)));
-        set.extend(d.holders.iter().copied().map(DevKey::block));
-        set.extend(d.generic.iter().copied().map(DevKey::char));
+        let m = out.entry(d.label.to_string()).or_default();
+        m.top.get_or_insert(d.top.dev);
+        m.devs
+            .extend(d.paths.iter().map(|p| DevKey::block(p.node.dev)));
+        m.devs.extend(d.holders.iter().copied().map(DevKey::block));
+        m.devs.extend(d.generic.iter().copied().map(DevKey::char));
     }
     out
 }
@@ -473,8 +518,11 @@ pub mod tests {
         let set = managed_set(&model());
         let b = |s| DevKey::block(k(s));
         let c = |s| DevKey::char(k(s));
+        assert_eq!(set["MDATA1"].top, Some(k("253:2")));
+        assert_eq!(set["MPART1"].top, Some(k("8:49")));
+        assert_eq!(set["MTWIN"].top, Some(k("8:64")));
         assert_eq!(
-            set["MDATA1"],
+            set["MDATA1"].devs,
             BTreeSet::from([
                 b("253:2"),
                 b("8:16"),
@@ -485,11 +533,11 @@ pub mod tests {
             ])
         );
         assert_eq!(
-            set["MPART1"],
+            set["MPART1"].devs,
             BTreeSet::from([b("8:49"), b("8:48"), c("21:3")])
         );
         // both claimants of a conflicting label stay protected
-        assert_eq!(set["MTWIN"], BTreeSet::from([b("8:64"), b("8:80")]));
+        assert_eq!(set["MTWIN"].devs, BTreeSet::from([b("8:64"), b("8:80")]));
         assert_eq!(set.len(), 3);
     }
 
@@ -539,7 +587,7 @@ pub mod tests {
 
     /// `build` from a synthetic sysfs and discovery's own grouping.
     #[test]
-    fn build_reads_generic_nodes_holders_and_the_mode() {
+    fn build_reads_generic_nodes_and_holders() {
         let t = tempfile::tempdir().unwrap();
         let r = t.path();
         let mk = |name: &str, dev: &str| {
@@ -581,10 +629,10 @@ pub mod tests {
             },
         )]);
         let g = discovery::group(&devices, &Rules::default());
-        let disks = build(r, &devices, &g, |l| {
-            assert_eq!(l, "BUILT1");
-            lsm(Mode::Audit)
-        });
+        let m = build(r, &devices, &g);
+        assert_eq!((m.devices_scanned, m.conflicts.len()), (1, 0));
+        assert!(m.unreadable.is_empty());
+        let disks = m.disks;
         assert_eq!(disks.len(), 1);
         let d = &disks[0];
         assert_eq!(d.top.dev, k("8:16"));
@@ -592,7 +640,7 @@ pub mod tests {
         assert_eq!(d.paths[0].role, Role::Labelled);
         assert_eq!(d.generic, vec![k("21:4")]);
         assert_eq!(d.holders, vec![k("253:9")]);
-        assert_eq!(d.mode, lsm(Mode::Audit));
+        assert_eq!(d.mode, None, "modes are the filter's, set by apply");
         assert_eq!(d.whole().dev, k("8:16"));
         // udev's identity reaches the disk and lsdsk's columns
         assert_eq!(d.serial.as_deref(), Some("SQEMU_disk_1"));

@@ -20,23 +20,11 @@ use asmguard_reclaim::counters::DiscardCounters;
 use asmguard_reclaim::job::{self, Host, Running, Target};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::mpsc;
-
-/// `asmguard_discard_bytes_total{label,source="reclaim"}` values (for the exporter).
-pub fn counters() -> &'static DiscardCounters {
-    static C: OnceLock<DiscardCounters> = OnceLock::new();
-    C.get_or_init(DiscardCounters::default)
-}
-
-/// Labels with a reclaim under way.
-fn running() -> &'static Running {
-    static R: OnceLock<Running> = OnceLock::new();
-    R.get_or_init(Running::default)
-}
 
 /// What the reclaim job takes from the daemon.
 struct DaemonHost<'a>(&'a Daemon);
@@ -54,10 +42,10 @@ impl Host for DaemonHost<'_> {
             .join(format!("{label}.json"))
     }
     fn counters(&self) -> &DiscardCounters {
-        counters()
+        &self.0.discards
     }
     fn running(&self) -> &Running {
-        running()
+        &self.0.reclaiming
     }
     fn note(&self, line: &str) {
         tracing::info!("{line}");
@@ -88,10 +76,9 @@ pub async fn serve(
             Some(p) = rx.recv() => {
                 if connected {
                     let line = ProgressLine { version: VERSION, id, progress: p };
-                    let mut s = serde_json::to_string(&line).unwrap_or_default();
-                    s.push('\n');
-                    let w = tokio::time::timeout(Duration::from_secs(10), wr.write_all(s.as_bytes())).await;
-                    if !matches!(w, Ok(Ok(()))) {
+                    let s = serde_json::to_string(&line).unwrap_or_default();
+                    let w = crate::wire::send_line(wr, &s, Duration::from_secs(10)).await;
+                    if w.is_err() {
                         connected = false;
                         cancel.store(true, Ordering::SeqCst);
                     }
@@ -137,7 +124,7 @@ pub async fn serve(
             "client gone",
         ));
     }
-    crate::server::send(wr, &resp).await
+    crate::wire::send(wr, &resp).await
 }
 
 /// The disks a request names, from the model (`disks`): those of a disk group,

@@ -2,8 +2,9 @@
 //! idle timeout, authorisation by SO_PEERCRED. No request can stop the daemon: every
 //! operation runs in its own task and a panic there becomes an `internal` error.
 
+use crate::filter::service::SetModeError;
 use crate::state::Daemon;
-use asmguard_guard::service::SetModeError;
+use crate::wire;
 use asmguard_proto::{
     parse_request, Access, ErrorBody, ErrorCode, Op, Request, Response, MAX_REQUEST_LEN,
 };
@@ -12,7 +13,7 @@ use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::Semaphore;
 
@@ -304,7 +305,7 @@ async fn connection(stream: UnixStream, d: Arc<Daemon>, peer: Peer) {
                         ),
                     ),
                 );
-                let _ = send(&mut wr, &r).await;
+                let _ = wire::send(&mut wr, &r).await;
                 return;
             }
             Ok(Err(_)) | Ok(Ok(Line::Eof)) => return,
@@ -313,7 +314,7 @@ async fn connection(stream: UnixStream, d: Arc<Daemon>, peer: Peer) {
                     0,
                     ErrorBody::new(ErrorCode::TooLarge, format!("request line longer than {MAX_REQUEST_LEN} bytes: closing the connection")),
                 );
-                let _ = send(&mut wr, &r).await;
+                let _ = wire::send(&mut wr, &r).await;
                 return;
             }
             Ok(Ok(Line::Data(l))) => l,
@@ -350,25 +351,9 @@ async fn connection(stream: UnixStream, d: Arc<Daemon>, peer: Peer) {
                 }
             },
         };
-        if send(&mut wr, &resp).await.is_err() {
+        if wire::send(&mut wr, &resp).await.is_err() {
             return;
         }
-    }
-}
-
-/// Sends one answer line; a client that does not read for 30 s is given up.
-pub(crate) async fn send(
-    wr: &mut tokio::net::unix::OwnedWriteHalf,
-    r: &Response,
-) -> std::io::Result<()> {
-    let mut line = r.to_line();
-    line.push('\n');
-    match tokio::time::timeout(Duration::from_secs(30), wr.write_all(line.as_bytes())).await {
-        Ok(r) => r,
-        Err(_) => Err(std::io::Error::new(
-            std::io::ErrorKind::TimedOut,
-            "write timeout",
-        )),
     }
 }
 
@@ -428,19 +413,12 @@ async fn dispatch(d: Arc<Daemon>, req: Request, peer: Peer) -> Response {
             // (answered by scan() before this point)
             Op::Scan => to_value(d.lsdsk()),
             Op::Status => to_value(d.status()),
-            Op::Iostat => {
-                let m = d.metrics.get().ok_or_else(|| {
-                    ErrorBody::new(ErrorCode::Unavailable, "the metrics service is not started")
-                })?;
-                to_value(m.snapshot()?)
-            }
+            Op::Iostat => to_value(d.metrics.snapshot()?),
             Op::Label(a) => to_value(d.label(a)?),
             Op::Unlabel(a) => to_value(d.unlabel(a)?),
             Op::Rename(a) => to_value(d.rename(a)?),
             Op::Filter(a) => {
-                let f = d.filter.get().ok_or_else(|| {
-                    ErrorBody::new(ErrorCode::Internal, "the write filter is not started")
-                })?;
+                let f = &d.filter;
                 let action = crate::filter::action(&a.action).ok_or_else(|| {
                     ErrorBody::new(ErrorCode::BadRequest, "unknown filter action")
                 })?;
@@ -451,8 +429,7 @@ async fn dispatch(d: Arc<Daemon>, req: Request, peer: Peer) -> Response {
                     };
                     ErrorBody::new(code, e.to_string())
                 })?;
-                d.remode();
-                d.sync_claims();
+                d.reapply();
                 tracing::info!(
                     "filter {} {}: uid {} pid {:?}",
                     a.action,
@@ -471,10 +448,8 @@ async fn dispatch(d: Arc<Daemon>, req: Request, peer: Peer) -> Response {
                 "`reclaim` is served on its connection (crate::reclaim)",
             )),
             Op::Events(a) => {
-                let f = d.filter.get().ok_or_else(|| {
-                    ErrorBody::new(ErrorCode::Internal, "the write filter is not started")
-                })?;
-                let events: Vec<_> = f
+                let events: Vec<_> = d
+                    .filter
                     .events_after(a.after)
                     .iter()
                     .map(crate::filter::info)

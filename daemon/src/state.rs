@@ -1,10 +1,18 @@
 //! The daemon's view of the disks and the operations on them. Everything here is
 //! blocking (sysfs and O_DIRECT reads/writes): the server calls it from
 //! `spawn_blocking`.
+//!
+//! Every scan and refresh builds one [`Model`] and hands it to
+//! [`Daemon::apply`], the one place a model takes effect: the filter's managed
+//! set, each disk's mode, the exclusive claims and the metrics follow from it
+//! there and nowhere else. Answers (`lsdsk`, `status`, the label operations'
+//! checks) read the stored model.
 
-use crate::model::{self, Disk};
+use crate::filter::service::FilterService;
+use crate::metrics::MetricsService;
+use crate::model::{self, Disk, Model};
 use asmguard_config::Config;
-use asmguard_devices::discovery::{self, Grouping, Observed};
+use asmguard_devices::discovery::{self, Observed};
 use asmguard_devices::labelling::{self, LabelOpError, LabelOptions};
 use asmguard_devices::pattern::Rules;
 use asmguard_devices::sysfs::{self, SysDev};
@@ -23,10 +31,10 @@ use std::time::Instant;
 /// What is known about the devices.
 #[derive(Debug, Default)]
 pub struct State {
+    /// Every block device as last observed (a refresh re-reads a few).
     pub devices: BTreeMap<String, Observed>,
-    pub grouping: Grouping,
-    /// The model of the labelled disks, rebuilt with every scan and refresh.
-    pub disks: Vec<Disk>,
+    /// The model built from `devices`, as applied.
+    pub model: Model,
     pub last_scan_ms: u64,
 }
 
@@ -40,10 +48,10 @@ pub struct Daemon {
     pub started: Instant,
     pub monitor: String,
     state: RwLock<State>,
-    /// The write filter (set once at start, before the first scan).
-    pub filter: std::sync::OnceLock<asmguard_guard::service::FilterService>,
-    /// The latency tracer and the exporter (set once at start, before the first scan).
-    pub metrics: std::sync::OnceLock<crate::metrics::MetricsService>,
+    /// The write filter (started before the first scan).
+    pub filter: FilterService,
+    /// The latency tracer and the exporter (started before the first scan).
+    pub metrics: MetricsService,
     /// Disks and labels being written right now.
     inflight: Mutex<HashSet<Busy>>,
     /// Serialises full scans and refreshes, from reading sysfs to the filter's
@@ -57,6 +65,10 @@ pub struct Daemon {
     pub scan_gate: tokio::sync::Mutex<()>,
     /// The exclusive claims on managed disks (kept in step with the filter's set).
     pub claims: crate::claims::Claims,
+    /// Reclaim's discard bytes by label (`asmguard_discard_bytes_total{source="reclaim"}`).
+    pub discards: asmguard_reclaim::counters::DiscardCounters,
+    /// Labels with a reclaim under way.
+    pub reclaiming: asmguard_reclaim::job::Running,
 }
 
 /// Test hook: runs inside a full scan between reading the devices and storing
@@ -131,7 +143,15 @@ fn parse_label(s: &str) -> Result<Label, ErrorBody> {
 }
 
 impl Daemon {
-    pub fn new(cfg: Config, cfg_source: String, socket: PathBuf, monitor: String) -> Daemon {
+    /// The daemon over a started filter and tracer; its first scan comes next.
+    pub fn new(
+        cfg: Config,
+        cfg_source: String,
+        socket: PathBuf,
+        monitor: String,
+        filter: FilterService,
+        metrics: MetricsService,
+    ) -> Daemon {
         let admin_gid = nix::unistd::Group::from_name(&cfg.socket.admin_group)
             .ok()
             .flatten()
@@ -146,14 +166,16 @@ impl Daemon {
             started: Instant::now(),
             monitor,
             state: RwLock::new(State::default()),
-            filter: std::sync::OnceLock::new(),
-            metrics: std::sync::OnceLock::new(),
+            filter,
+            metrics,
             inflight: Mutex::new(HashSet::new()),
             scan_order: Mutex::new(()),
             scans_started: Default::default(),
             scans_done: Default::default(),
             scan_gate: tokio::sync::Mutex::new(()),
             claims: crate::claims::Claims::from_environment(),
+            discards: Default::default(),
+            reclaiming: Default::default(),
         }
     }
 
@@ -180,7 +202,7 @@ impl Daemon {
             }
         };
         let grouping = discovery::group(&devices, &self.rules);
-        let disks = self.build(&devices, &grouping);
+        let built = model::build(&self.sys, &devices, &grouping);
         let n = devices.len();
         #[cfg(test)]
         if let Some(h) = SCAN_HOOK.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
@@ -188,12 +210,9 @@ impl Daemon {
         }
         let mut s = self.write_state();
         s.devices = devices;
-        s.grouping = grouping;
-        s.disks = disks;
         s.last_scan_ms = t.elapsed().as_millis() as u64;
         drop(s);
-        self.sync_filter();
-        self.sync_metrics();
+        self.apply(built);
         self.scans_done.store(number, SeqCst);
         tracing::debug!(
             "full scan #{number}: {n} devices in {} ms",
@@ -202,43 +221,38 @@ impl Daemon {
         Ok(n)
     }
 
-    /// The model of one scan, with each label's filter mode now.
-    fn build(&self, devices: &BTreeMap<String, Observed>, grouping: &Grouping) -> Vec<Disk> {
-        model::build(&self.sys, devices, grouping, |l| {
-            self.filter.get().map(|f| f.disk_mode(l))
-        })
+    /// The one place a model takes effect (the caller holds `scan_order`):
+    /// the filter's managed set first (a new path is protected before
+    /// anything else looks at it), then each disk's mode as the filter
+    /// applies it, the stored model, the exclusive claims, and the tracer
+    /// and exporter.
+    fn apply(&self, mut built: Model) {
+        self.filter.sync(model::managed_set(&built.disks));
+        for d in &mut built.disks {
+            d.mode = Some(self.filter.disk_mode(d.label.as_str()));
+        }
+        let traced = model::traced(&built.disks);
+        self.write_state().model = built;
+        self.sync_claims();
+        self.metrics.sync(traced);
+    }
+
+    /// Applies the stored model again: after a filter mode changed.
+    pub fn reapply(&self) {
+        let _order = self.scan_order.lock().unwrap_or_else(|p| p.into_inner());
+        let current = self.read_state().model.clone();
+        self.apply(current);
     }
 
     /// The labelled disks as last scanned.
     pub fn disks(&self) -> Vec<Disk> {
-        self.read_state().disks.clone()
+        self.read_state().model.disks.clone()
     }
 
     /// Each label's filter-mode word (the metric), read under the state lock:
     /// the scrape path copies no disk.
     pub fn mode_words(&self) -> std::collections::BTreeMap<String, &'static str> {
-        crate::model::modes(&self.read_state().disks)
-    }
-
-    /// Takes each disk's filter mode again: after the filter started (the
-    /// first scan runs before it) and after every mode change. The claims and
-    /// the exporter follow on their next sync.
-    pub fn remode(&self) {
-        let _order = self.scan_order.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(f) = self.filter.get() {
-            for d in &mut self.write_state().disks {
-                d.mode = Some(f.disk_mode(d.label.as_str()));
-            }
-        }
-    }
-
-    /// Puts every device of every label into the filter's managed set (and
-    /// takes out the ones that are gone). Called after every scan and uevent.
-    pub fn sync_filter(&self) {
-        if let Some(f) = self.filter.get() {
-            f.sync(model::managed_set(&self.read_state().disks));
-        }
-        self.sync_claims();
+        crate::model::modes(&self.read_state().model.disks)
     }
 
     /// Takes and releases the exclusive claims to match the disks and their filter
@@ -260,15 +274,7 @@ impl Daemon {
 
     /// The top device of every disk whose filter mode asks for a claim.
     fn wanted_claims(&self) -> Vec<crate::claims::Wanted> {
-        model::claims(&self.read_state().disks)
-    }
-
-    /// Traces the managed disks' I/O and describes them to the exporter. Called after
-    /// every scan and uevent, after the filter's sync (the Filtering mode is exported).
-    pub fn sync_metrics(&self) {
-        if let Some(m) = self.metrics.get() {
-            m.sync(model::traced(&self.read_state().disks));
-        }
+        model::claims(&self.read_state().model.disks)
     }
 
     /// Re-read the named devices (gone ones are dropped), the sysfs facts of the
@@ -314,38 +320,27 @@ impl Daemon {
                 _ => {}
             }
         }
-        s.grouping = discovery::group(&s.devices, &self.rules);
-        s.disks = self.build(&s.devices, &s.grouping);
+        let grouping = discovery::group(&s.devices, &self.rules);
+        let built = model::build(&self.sys, &s.devices, &grouping);
         drop(s);
-        self.sync_filter();
-        self.sync_metrics();
+        self.apply(built);
     }
 
     pub fn lsdsk(&self) -> LsdskResult {
         let s = self.read_state();
-        let disks = model::lsdsk_rows(&s.disks);
-        let conflicts = s
-            .grouping
-            .conflicts
-            .iter()
-            .map(|(l, v)| Conflict {
-                label: l.clone(),
-                devices: v.clone(),
-            })
-            .collect();
-        let unreadable = s
-            .devices
-            .values()
-            .filter_map(|o| match &o.read {
-                Some(Err(e)) => Some(e.clone()),
-                _ => None,
-            })
-            .collect();
+        let m = &s.model;
         LsdskResult {
-            disks,
-            conflicts,
-            devices_scanned: s.devices.values().filter(|o| o.included).count(),
-            unreadable,
+            disks: model::lsdsk_rows(&m.disks),
+            conflicts: m
+                .conflicts
+                .iter()
+                .map(|(l, v)| Conflict {
+                    label: l.clone(),
+                    devices: v.clone(),
+                })
+                .collect(),
+            devices_scanned: m.devices_scanned,
+            unreadable: m.unreadable.clone(),
         }
     }
 
@@ -356,11 +351,7 @@ impl Daemon {
             Ok(l) => format!("no (lsm={})", l.trim()),
             Err(_) => "unknown (securityfs not mounted)".into(),
         };
-        let fst = self
-            .filter
-            .get()
-            .map(|f| f.status())
-            .unwrap_or_else(asmguard_guard::service::FilterStatus::not_started);
+        let fst = self.filter.status();
         let protection = fst.protection();
         StatusResult {
             daemon_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -382,15 +373,15 @@ impl Daemon {
             claims: self.claims.list(),
             claims_kept: self.claims.kept().into(),
             default_filter_mode: self.cfg.filter.mode.clone(),
-            disks: s.grouping.disks.iter().filter(|d| !d.conflict).count(),
-            conflicts: s.grouping.conflicts.len(),
-            devices_scanned: s.devices.values().filter(|o| o.included).count(),
+            disks: s.model.usable(),
+            conflicts: s.model.conflicts.len(),
+            devices_scanned: s.model.devices_scanned,
             socket: self.socket.display().to_string(),
-            metrics_address: self
-                .metrics
-                .get()
-                .map(|m| format!("{} (latency: {})", m.address(), m.tracer))
-                .unwrap_or_else(|| format!("{} (not served yet)", self.cfg.metrics.listen)),
+            metrics_address: format!(
+                "{} (latency: {})",
+                self.metrics.address(),
+                self.metrics.tracer
+            ),
             config: self.cfg_source.clone(),
             events: self.monitor.clone(),
             last_scan_ms: s.last_scan_ms,
@@ -484,11 +475,11 @@ impl Daemon {
         {
             let s = self.read_state();
             let others: Vec<String> = s
-                .grouping
+                .model
                 .disks
                 .iter()
-                .filter(|d| d.label == label && !d.paths.iter().any(|(n, _)| n == &sd.name))
-                .filter_map(|d| s.devices.get(&d.top).map(|o| o.sys.display_path()))
+                .filter(|d| d.label == label && !d.paths.iter().any(|p| p.node.name == sd.name))
+                .map(|d| d.top.shown.clone())
                 .collect();
             if !others.is_empty() {
                 return Err(err(
@@ -511,7 +502,26 @@ impl Daemon {
             migrate: a.migrate,
             held: self.claims.holds(sd.dev),
         };
-        let out = self.write_label(&sd, claim, |p, _| labelling::label_device(p, &label, opts))?;
+        // A new label starts in the configured mode, whatever was set for
+        // the label this disk carried before or for another disk of this name.
+        let old = self
+            .read_state()
+            .model
+            .disks
+            .iter()
+            .find(|d| d.paths.iter().any(|p| p.node.name == sd.name))
+            .map(|d| d.label.clone());
+        let out = self.write_label(
+            &sd,
+            claim,
+            |p, _| labelling::label_device(p, &label, opts),
+            || {
+                self.filter.forget(label.as_str());
+                if let Some(old) = &old {
+                    self.filter.forget(old.as_str());
+                }
+            },
+        )?;
         tracing::info!(
             "{shown}: {} {label} (force={}, migrate={})",
             out.action,
@@ -522,7 +532,8 @@ impl Daemon {
     }
 
     /// Runs one label write on `sd` (its node, and whether the daemon's exclusive
-    /// claim holds it) under `claim`. After a good write the disk is re-read; the
+    /// claim holds it) under `claim`. After a good write, `written` tells the
+    /// filter what became of the disk's mode, then the disk is re-read; the
     /// exclusive claims follow the new state once the write is over (they are
     /// frozen while the disk is being written).
     fn write_label(
@@ -530,9 +541,11 @@ impl Daemon {
         sd: &SysDev,
         claim: Claim<'_>,
         write: impl FnOnce(&Path, bool) -> Result<labelling::Outcome, LabelOpError>,
+        written: impl FnOnce(),
     ) -> Result<labelling::Outcome, ErrorBody> {
         let out = write(&sd.dev_path(), self.claims.holds(sd.dev)).map_err(map_op_error);
         if out.is_ok() {
+            written();
             self.after_write(sd);
         }
         drop(claim);
@@ -543,7 +556,7 @@ impl Daemon {
     /// The top device of the disk with `label` (not in conflict).
     fn disk_top(&self, label: &Label, what: &str) -> Result<SysDev, ErrorBody> {
         let s = self.read_state();
-        if let Some(c) = s.grouping.conflicts.get(label.as_str()) {
+        if let Some(c) = s.model.conflicts.get(label.as_str()) {
             return Err(err(
                 ErrorCode::LabelConflict,
                 format!(
@@ -552,18 +565,21 @@ impl Daemon {
                 ),
             ));
         }
-        let d = s.grouping.disk(label.as_str()).ok_or_else(|| {
+        let d = s.model.disk(label.as_str()).ok_or_else(|| {
             err(
                 ErrorCode::NotFound,
                 format!("{what}: no disk is labelled {label} (`asmguardctl lsdsk` lists them; `asmguardctl scan` re-reads devices)"),
             )
         })?;
-        s.devices.get(&d.top).map(|o| o.sys.clone()).ok_or_else(|| {
-            err(
-                ErrorCode::NotFound,
-                format!("{what}: device {} is gone", d.top),
-            )
-        })
+        s.devices
+            .get(&d.top.name)
+            .map(|o| o.sys.clone())
+            .ok_or_else(|| {
+                err(
+                    ErrorCode::NotFound,
+                    format!("{what}: device {} is gone", d.top.shown),
+                )
+            })
     }
 
     pub fn unlabel(&self, a: &UnlabelArgs) -> Result<LabelResult, ErrorBody> {
@@ -572,9 +588,12 @@ impl Daemon {
         let sd = self.disk_top(&label, &what)?;
         let claim = self.claim(vec![Busy::Dev(sd.dev), Busy::Label(label.clone())], &what)?;
         let shown = sd.display_path();
-        let out = self.write_label(&sd, claim, |p, held| {
-            labelling::unlabel_device(p, &label, a.force, held)
-        })?;
+        let out = self.write_label(
+            &sd,
+            claim,
+            |p, held| labelling::unlabel_device(p, &label, a.force, held),
+            || self.filter.forget(label.as_str()),
+        )?;
         tracing::info!("{shown}: unlabelled {label}");
         Ok(label_result(out, &label, shown))
     }
@@ -603,12 +622,8 @@ impl Daemon {
         }
         {
             let s = self.read_state();
-            if let Some(d) = s.grouping.disks.iter().find(|d| d.label == new) {
-                let dev = s
-                    .devices
-                    .get(&d.top)
-                    .map(|o| o.sys.display_path())
-                    .unwrap_or_default();
+            if let Some(d) = s.model.disks.iter().find(|d| d.label == new) {
+                let dev = &d.top.shown;
                 return Err(err(
                     ErrorCode::LabelConflict,
                     format!("{what}: label {new} is already used by {dev}: labels must be unique"),
@@ -616,11 +631,26 @@ impl Daemon {
             }
         }
         let shown = sd.display_path();
-        let out = self.write_label(&sd, claim, |p, held| {
-            labelling::rename_device(p, &old, &new, held)
-        })?;
+        let out = self.write_label(
+            &sd,
+            claim,
+            |p, held| labelling::rename_device(p, &old, &new, held),
+            || self.filter.renamed(old.as_str(), new.as_str()),
+        )?;
         tracing::info!("{shown}: renamed {old} to {new}");
         Ok(label_result(out, &new, shown))
+    }
+}
+
+impl crate::metrics::Readings for Daemon {
+    fn filter(&self) -> &FilterService {
+        &self.filter
+    }
+    fn mode_words(&self) -> BTreeMap<String, &'static str> {
+        Daemon::mode_words(self)
+    }
+    fn discards(&self) -> &asmguard_reclaim::counters::DiscardCounters {
+        &self.discards
     }
 }
 
@@ -647,6 +677,8 @@ mod scan_race_tests {
             "test".into(),
             PathBuf::from("/nonexistent/asmguard.sock"),
             "none".into(),
+            FilterService::inert("not loaded in this test"),
+            MetricsService::without_tracer(),
         );
         d.sys = root.path().to_path_buf();
         let d = Arc::new(d);

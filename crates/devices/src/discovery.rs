@@ -257,9 +257,10 @@ impl Role {
     }
 }
 
-/// A labelled disk.
+/// The paths that reach one label, as grouping found them (the daemon's model
+/// builds its `Disk` from this).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Disk {
+pub struct LabelGroup {
     pub label: Label,
     /// Kernel name of the top device.
     pub top: String,
@@ -271,20 +272,20 @@ pub struct Disk {
 /// The result of grouping.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Grouping {
-    pub disks: Vec<Disk>,
+    pub disks: Vec<LabelGroup>,
     /// label -> top devices of the claimants (two or more).
     pub conflicts: BTreeMap<String, Vec<String>>,
 }
 
 impl Grouping {
     /// The disk that owns `label`, unless the label is in conflict.
-    pub fn disk(&self, label: &str) -> Option<&Disk> {
+    pub fn disk(&self, label: &str) -> Option<&LabelGroup> {
         self.disks
             .iter()
             .find(|d| d.label.as_str() == label && !d.conflict)
     }
     /// The disks any of whose paths is `name`.
-    pub fn disks_with_path(&self, name: &str) -> Vec<&Disk> {
+    pub fn disks_with_path(&self, name: &str) -> Vec<&LabelGroup> {
         self.disks
             .iter()
             .filter(|d| d.paths.iter().any(|(p, _)| p == name))
@@ -382,7 +383,7 @@ fn build_disk(
     label: &Label,
     members: &[&str],
     conflict: bool,
-) -> Disk {
+) -> LabelGroup {
     let set: BTreeSet<&str> = members.iter().copied().collect();
     // The top: a member no other member holds (a dm device over its paths), a
     // multipath device first, then by scan order, then by name.
@@ -455,7 +456,7 @@ fn build_disk(
     }
     let mut list: Vec<(String, Role)> = paths.into_iter().collect();
     list.sort_by_key(|(n, r)| (n != &top, *r, rules.rank(n), n.clone()));
-    Disk {
+    LabelGroup {
         label: label.clone(),
         top,
         paths: list,

@@ -3,9 +3,11 @@
 //!
 //! Modules mirror the C files: [`guard`] is `bpf/guard.bpf.c` + `bpf/guard.h`
 //! (the write filter, [`Guard`]), [`smoke`] is `bpf/smoke.bpf.c`
-//! ([`SmokeFilter`]). [`service`] is the filter as the daemon runs it, with
-//! [`identity`] (allow-list names to ids) beside it. Device numbers are
-//! asmguard-devices' [`KernelDev`].
+//! ([`SmokeFilter`]). Device numbers are asmguard-devices' [`KernelDev`].
+//!
+//! This crate is the loader, the ABI, the pins and the ring reader, nothing
+//! else: the daemon's policy (per-disk modes, the allow-list's names, the
+//! event history) lives in the daemon (`daemon/src/filter/`).
 //!
 //! Not here: scanning disks and their generic nodes (asmguard-devices), latency tracing
 //! (asmguard-metrics, `bpf/iolat.bpf.c`).
@@ -13,8 +15,6 @@
 #![deny(missing_docs)]
 
 pub mod guard;
-pub mod identity;
-pub mod service;
 pub mod smoke;
 pub use asmguard_devices::devt::{DevtError, KernelDev};
 pub use guard::{

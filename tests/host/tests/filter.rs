@@ -289,3 +289,65 @@ fn claimed_loop_disk_detaches_only_once_audit_releases_the_claim() {
         "detached once the claim was released"
     );
 }
+
+/// A mode set for a disk ends with that disk's label, moves with a rename, and
+/// a new label starts in the configured mode (issue: audit followed the
+/// label's name, so `filter audit R1; unlabel R1; label R1 <disk>` gave a new
+/// disk in audit, and `rename R1 R2; rename R2 R1` brought audit back).
+#[test]
+fn a_mode_belongs_to_the_disk_not_to_the_label_name() {
+    let Some(_g) = lock() else { return };
+    let a = Loop::new(16 * MIB);
+    let b = Loop::new(16 * MIB);
+    let (da, db) = (a.dev.display().to_string(), b.dev.display().to_string());
+    let d = Daemon::start(
+        &[&a.name, &b.name],
+        "[filter]\nmode = \"enforce\"\nallow_users = [\"nobody\"]\nallow_groups = []\n",
+    );
+    let filtering = |label: &str| disk(&d.lsdsk(), label)["filtering"].clone();
+    let enforce = "enforce (cgroup_device, open-time only)";
+    let audit = "audit (cgroup_device, open-time only)";
+
+    // rename carries the disk's mode; renaming back does not lose it
+    d.ctl(&["label", "MODER1", &da]).ok();
+    d.ctl(&["filter", "audit", "MODER1"]).ok();
+    assert_eq!(filtering("MODER1"), audit);
+    d.ctl(&["rename", "MODER1", "MODER2"]).ok();
+    assert_eq!(filtering("MODER2"), audit, "the disk keeps its mode");
+    assert!(write_open(&da).is_ok(), "audit allows on the renamed disk");
+    d.ctl(&["rename", "MODER2", "MODER1"]).ok();
+    assert_eq!(filtering("MODER1"), audit);
+
+    // unlabel ends the mode: the same name on the same disk starts enforcing
+    d.ctl(&["unlabel", "MODER1"]).ok();
+    d.ctl(&["label", "MODER1", &da]).ok();
+    assert_eq!(filtering("MODER1"), enforce, "a new label: configured mode");
+    assert!(denied(&da));
+
+    // and the name on another disk does not inherit it either
+    d.ctl(&["filter", "audit", "MODER1"]).ok();
+    d.ctl(&["unlabel", "MODER1"]).ok();
+    d.ctl(&["label", "MODER1", &db]).ok();
+    assert_eq!(filtering("MODER1"), enforce);
+    assert!(denied(&db), "a new disk with an old name is protected");
+
+    // a mode kept for a disk that went away (no unlabel) can be cleared by
+    // `enable`; other modes need a disk that carries the label
+    d.ctl(&["filter", "audit", "MODER1"]).ok();
+    let mut b = b;
+    b.detach();
+    let gone = d.wait_for(Duration::from_secs(10), |v| {
+        v["disks"]
+            .as_array()
+            .is_some_and(|a| a.iter().all(|x| x["label"] != "MODER1"))
+    });
+    assert!(gone.is_some(), "the detached disk leaves lsdsk");
+    d.ctl(&["filter", "enable", "MODER1"]).ok();
+    let o = d.ctl(&["filter", "enable", "MODER1"]);
+    assert_eq!(o.code, 3, "nothing left to clear: {o:?}");
+    let o = d.ctl(&["filter", "audit", "MODER1"]);
+    assert_eq!(
+        o.code, 3,
+        "audit needs a disk that carries the label: {o:?}"
+    );
+}

@@ -3,7 +3,7 @@
 //! events carry ([`DevKey`], [`ExeId`]).
 //!
 //! Not here: reading the ring buffer ([`super::ring`]), labels (the daemon's
-//! [`crate::service`]).
+//! `filter` module).
 
 use std::fmt;
 use std::mem::offset_of;

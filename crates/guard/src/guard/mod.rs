@@ -26,8 +26,8 @@
 //! labels, event decoding and the layout tests all follow from that row; a
 //! test fails when `guard.h` and the table disagree.
 //!
-//! Not here: what the daemon knows about labels and disks (the
-//! [`crate::service`] module), device numbers ([`crate::KernelDev`]).
+//! Not here: what the daemon knows about labels and disks (the daemon's
+//! `filter` module), device numbers ([`crate::KernelDev`]).
 
 pub mod abi;
 pub mod commands;

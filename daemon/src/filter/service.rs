@@ -1,23 +1,29 @@
-//! The filter as the daemon runs it: a [`Guard`] plus what the daemon knows
-//! (labels, their devices, per-label modes), the event thread, recent events
-//! and live subscribers.
+//! The filter as the daemon runs it: a [`Guard`] (the loader of
+//! asmguard-guard) plus what the daemon knows (labels, their devices, the
+//! modes an administrator set for a disk), the event thread and the recent
+//! events.
 //!
-//! The daemon calls [`FilterService::sync`] after every scan or uevent with
-//! each label's devices; the service keeps the kernel's managed set equal to
-//! it (new devices in, gone ones out), so a hotplugged path is protected as
-//! soon as the daemon has seen it.
+//! The daemon's one `apply` calls [`FilterService::sync`] with each label's
+//! devices after every scan or uevent; the service keeps the kernel's managed
+//! set equal to it (new devices in, gone ones out), so a hotplugged path is
+//! protected as soon as the daemon has seen it.
+//!
+//! A mode set with `asmguardctl filter audit|disable|enable LABEL` belongs to
+//! the disk that carried the label then (its top device): it moves with a
+//! `rename`, ends with an `unlabel` or a new `label`, and is void when the
+//! label turns up on another disk. A new label always starts in the
+//! configured mode.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::Error;
-use crate::{
-    remove_pins, Backend, Coverage, DenialEvent, DevKey, ExeId, Guard, Hook, Mode, Options,
+use asmguard_guard::{
+    remove_pins, Backend, Coverage, DenialEvent, DevKey, Error, ExeId, Guard, Hook, KernelDev,
+    Mode, Options,
 };
 
 /// How many events `recent` keeps.
@@ -152,6 +158,7 @@ pub struct FilterStatus {
 
 impl FilterStatus {
     /// No filter service yet.
+    #[cfg(test)]
     pub fn not_started() -> FilterStatus {
         FilterStatus {
             cover: Coverage::Unprotected,
@@ -185,19 +192,38 @@ impl FilterStatus {
     }
 }
 
-type Sink = Box<dyn Fn(&FilterEvent) + Send + Sync>;
 /// Operation counts by (label, hook, mode).
-pub type Counts = BTreeMap<(String, String, String), u64>;
+pub type Counts = BTreeMap<(String, Hook, Mode), u64>;
+
+/// What the filter protects for one label: the top device of its disk (a
+/// mode set for the label belongs to it) and every device that reaches it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Managed {
+    /// The disk's top device.
+    pub top: Option<KernelDev>,
+    /// Every block path, stacked device and generic node.
+    pub devs: BTreeSet<DevKey>,
+}
+
+/// A mode an administrator set for one disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Override {
+    mode: Mode,
+    /// The top device of the disk it was set for (`None`: from a state file
+    /// that did not name it; bound to the label's disk at the next sync).
+    top: Option<KernelDev>,
+}
 
 struct Inner {
     guard: Option<Guard>,
     why_none: String,
     /// label -> devices, as last synced.
-    disks: BTreeMap<String, BTreeSet<DevKey>>,
+    disks: BTreeMap<String, Managed>,
     /// label -> disk id (stable for the daemon's life).
     ids: HashMap<String, u32>,
-    /// runtime per-label modes (`filter enable|audit|disable LABEL`)
-    overrides: BTreeMap<String, Mode>,
+    /// runtime per-disk modes (`filter enable|audit|disable LABEL`), by the
+    /// disk's label
+    overrides: BTreeMap<String, Override>,
     /// `filter disable` with no label: no programs until `enable`/`audit`.
     disabled: bool,
     /// The allow-list, once the daemon gave one (until then a re-adopted
@@ -217,9 +243,7 @@ pub struct FilterService {
     inner: Mutex<Inner>,
     labels: Arc<Mutex<HashMap<u32, String>>>,
     recent: Arc<Mutex<VecDeque<FilterEvent>>>,
-    subscribers: Arc<Mutex<Vec<mpsc::Sender<FilterEvent>>>>,
     seq: Arc<std::sync::atomic::AtomicU64>,
-    sink: Arc<Sink>,
 }
 
 impl std::fmt::Debug for FilterService {
@@ -233,29 +257,38 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl FilterService {
-    /// Tells the service the labels it will see (before the first scan), so
-    /// events already in the ring buffer name their label.
-    pub fn know_labels<'a>(&self, labels: impl IntoIterator<Item = &'a str>) {
-        let mut l = lock(&self.labels);
-        for label in labels {
-            l.insert(disk_id(label), label.to_string());
+    /// Starts the filter (loading or re-adopting the programs) unless the
+    /// runtime state file says it was disabled. Every event is logged
+    /// ([`super::log_event`]) and kept for `events`. Never fails: without a
+    /// filter, [`FilterService::status`] says why.
+    ///
+    /// `state_file` keeps runtime choices (`filter disable`, per-disk modes)
+    /// across daemon restarts (a file under /run: not across reboots).
+    pub fn start(opts: Options, default_mode: Mode, state_file: Option<PathBuf>) -> FilterService {
+        let svc = Self::new(opts, default_mode, state_file);
+        {
+            let mut inner = lock(&svc.inner);
+            svc.load_state(&mut inner);
+            if inner.disabled {
+                inner.why_none = "disabled (asmguardctl filter disable)".into();
+            } else {
+                svc.install(&mut inner);
+            }
         }
+        svc
     }
 
-    /// Starts the filter (loading or re-adopting the programs) unless the
-    /// runtime state file says it was disabled. `sink` sees every event (the
-    /// daemon logs it and counts it). Never fails: without a filter,
-    /// [`FilterService::status`] says why.
-    ///
-    /// `state_file` keeps runtime choices (`filter disable`, per-label modes)
-    /// across daemon restarts (a file under /run: not across reboots).
-    pub fn start(
-        opts: Options,
-        default_mode: Mode,
-        state_file: Option<PathBuf>,
-        sink: Sink,
-    ) -> FilterService {
-        let svc = FilterService {
+    /// A service that loads nothing (no backend; `status` gives `why`): for a
+    /// daemon under test that must not touch the kernel's filter.
+    #[cfg(test)]
+    pub fn inert(why: &str) -> FilterService {
+        let svc = Self::new(Options::default(), Mode::Enforce, None);
+        lock(&svc.inner).why_none = why.into();
+        svc
+    }
+
+    fn new(opts: Options, default_mode: Mode, state_file: Option<PathBuf>) -> FilterService {
+        FilterService {
             opts,
             default_mode,
             state_file,
@@ -272,20 +305,8 @@ impl FilterService {
             }),
             labels: Arc::new(Mutex::new(HashMap::new())),
             recent: Arc::new(Mutex::new(VecDeque::new())),
-            subscribers: Arc::new(Mutex::new(Vec::new())),
             seq: Arc::new(std::sync::atomic::AtomicU64::new(0)),
-            sink: Arc::new(sink),
-        };
-        {
-            let mut inner = lock(&svc.inner);
-            svc.load_state(&mut inner);
-            if inner.disabled {
-                inner.why_none = "disabled (asmguardctl filter disable)".into();
-            } else {
-                svc.install(&mut inner);
-            }
         }
-        svc
     }
 
     fn load_state(&self, inner: &mut Inner) {
@@ -295,11 +316,14 @@ impl FilterService {
         };
         for line in text.lines() {
             let mut f = line.split_whitespace();
-            match (f.next(), f.next(), f.next()) {
-                (Some("disabled"), None, None) => inner.disabled = true,
-                (Some("mode"), Some(label), Some(m)) => {
-                    if let Ok(m) = m.parse() {
-                        inner.overrides.insert(label.to_string(), m);
+            match (f.next(), f.next(), f.next(), f.next()) {
+                (Some("disabled"), None, None, None) => inner.disabled = true,
+                (Some("mode"), Some(label), Some(m), top) => {
+                    let top = top.and_then(|t| t.parse::<KernelDev>().ok());
+                    if let Ok(mode) = m.parse() {
+                        inner
+                            .overrides
+                            .insert(label.to_string(), Override { mode, top });
                     }
                 }
                 _ => {}
@@ -313,17 +337,17 @@ impl FilterService {
         if inner.disabled {
             text.push_str("disabled\n");
         }
-        for (l, m) in &inner.overrides {
-            text.push_str(&format!("mode {l} {m}\n"));
+        for (l, o) in &inner.overrides {
+            match o.top {
+                Some(top) => text.push_str(&format!("mode {l} {} {top}\n", o.mode)),
+                None => text.push_str(&format!("mode {l} {}\n", o.mode)),
+            }
         }
         if let Some(dir) = p.parent() {
             let _ = std::fs::create_dir_all(dir);
         }
         if let Err(e) = std::fs::write(p, text) {
-            eprintln!(
-                "asmguard: cannot save the filter state {}: {e}",
-                p.display()
-            );
+            tracing::error!("cannot save the filter state {}: {e}", p.display());
         }
     }
 
@@ -356,7 +380,7 @@ impl FilterService {
         let mut reader = match g.event_reader() {
             Ok(r) => r,
             Err(e) => {
-                eprintln!("asmguard: no filter events: {e}");
+                tracing::error!("no filter events: {e}");
                 return;
             }
         };
@@ -364,8 +388,6 @@ impl FilterService {
         let stop2 = stop.clone();
         let labels = self.labels.clone();
         let recent = self.recent.clone();
-        let subs = self.subscribers.clone();
-        let sink = self.sink.clone();
         let seq = self.seq.clone();
         let handle = std::thread::Builder::new()
             .name("filter-events".into())
@@ -386,21 +408,18 @@ impl FilterService {
                             label,
                             event: ev,
                         };
-                        (sink)(&fe);
-                        {
-                            let mut r = lock(&recent);
-                            if r.len() >= RECENT {
-                                r.pop_front();
-                            }
-                            r.push_back(fe.clone());
+                        super::log_event(&fe);
+                        let mut r = lock(&recent);
+                        if r.len() >= RECENT {
+                            r.pop_front();
                         }
-                        lock(&subs).retain(|s| s.send(fe.clone()).is_ok());
+                        r.push_back(fe);
                     }
                 }
             });
         match handle {
             Ok(h) => inner.reader = Some((stop, h)),
-            Err(e) => eprintln!("asmguard: cannot start the filter event thread: {e}"),
+            Err(e) => tracing::error!("cannot start the filter event thread: {e}"),
         }
     }
 
@@ -411,12 +430,40 @@ impl FilterService {
         }
     }
 
+    /// The mode of the disk that carries `label` now: the one an
+    /// administrator set for that disk, else the configured one.
     fn mode_for(&self, inner: &Inner, label: &str) -> Mode {
-        inner
-            .overrides
-            .get(label)
-            .copied()
-            .unwrap_or(self.default_mode)
+        let top = inner.disks.get(label).and_then(|m| m.top);
+        match inner.overrides.get(label) {
+            Some(o) if o.top.is_none() || o.top == top => o.mode,
+            _ => self.default_mode,
+        }
+    }
+
+    /// Binds overrides read without a disk to the disk that carries their
+    /// label now, and drops those whose label is now on another disk (the
+    /// mode ended with the disk's label). Returns whether any changed.
+    fn settle_overrides(inner: &mut Inner) -> bool {
+        let mut changed = false;
+        let disks = &inner.disks;
+        inner.overrides.retain(|label, o| {
+            let Some(top) = disks.get(label).and_then(|m| m.top) else {
+                return true;
+            };
+            match o.top {
+                None => {
+                    o.top = Some(top);
+                    changed = true;
+                    true
+                }
+                Some(t) if t == top => true,
+                Some(_) => {
+                    changed = true;
+                    false
+                }
+            }
+        });
+        changed
     }
 
     /// Writes the managed set into the kernel maps. With `full`, also removes
@@ -425,10 +472,10 @@ impl FilterService {
     fn apply(&self, inner: &mut Inner, full: bool) {
         let Some(g) = &inner.guard else { return };
         let mut wanted: BTreeMap<DevKey, (Mode, u32)> = BTreeMap::new();
-        for (label, devs) in &inner.disks {
+        for (label, m) in &inner.disks {
             let id = inner.ids.get(label).copied().unwrap_or(0);
             let mode = self.mode_for(inner, label);
-            for d in devs {
+            for d in &m.devs {
                 wanted.insert(*d, (mode, id));
             }
         }
@@ -438,7 +485,7 @@ impl FilterService {
         for (d, (mode, id)) in &wanted {
             if current.get(d) != Some(&(*mode, *id)) {
                 if let Err(e) = g.set_disk(&[*d], *mode, *id) {
-                    eprintln!("asmguard: filter: cannot add {d}: {e}");
+                    tracing::error!("filter: cannot add {d}: {e}");
                 }
             }
         }
@@ -452,9 +499,10 @@ impl FilterService {
         }
     }
 
-    /// The daemon's current disks: label -> every device (block and generic
-    /// character) that reaches it. Devices of labels not given leave the set.
-    pub fn sync(&self, disks: BTreeMap<String, BTreeSet<DevKey>>) {
+    /// The daemon's current disks: label -> its top device and every device
+    /// (block and generic character) that reaches it. Devices of labels not
+    /// given leave the set.
+    pub fn sync(&self, disks: BTreeMap<String, Managed>) {
         let mut inner = lock(&self.inner);
         for label in disks.keys() {
             if !inner.ids.contains_key(label) {
@@ -464,6 +512,9 @@ impl FilterService {
             }
         }
         inner.disks = disks;
+        if Self::settle_overrides(&mut inner) {
+            self.save_state(&inner);
+        }
         let full = !inner.synced;
         self.apply(&mut inner, full);
         if !inner.synced {
@@ -484,10 +535,47 @@ impl FilterService {
         Ok(())
     }
 
+    /// Sets (or, for the configured mode, clears) the mode of the disk that
+    /// carries `label` now.
+    fn set_override(&self, inner: &mut Inner, label: &str, mode: Mode) {
+        let top = inner.disks.get(label).and_then(|m| m.top);
+        if mode == self.default_mode {
+            inner.overrides.remove(label);
+        } else {
+            inner
+                .overrides
+                .insert(label.to_string(), Override { mode, top });
+        }
+    }
+
+    /// A label write ended the label of a disk (`unlabel`, or a new `label`
+    /// written over it): the mode set for it ends too, and the next label
+    /// starts in the configured mode.
+    pub fn forget(&self, label: &str) {
+        let mut inner = lock(&self.inner);
+        if inner.overrides.remove(label).is_some() {
+            self.save_state(&inner);
+        }
+    }
+
+    /// `rename`: the disk keeps its mode under its new label.
+    pub fn renamed(&self, old: &str, new: &str) {
+        let mut inner = lock(&self.inner);
+        let moved = inner.overrides.remove(old);
+        let had_new = inner.overrides.remove(new).is_some();
+        if let Some(o) = moved {
+            inner.overrides.insert(new.to_string(), o);
+        }
+        if moved.is_some() || had_new {
+            self.save_state(&inner);
+        }
+    }
+
     /// `asmguardctl filter enable|disable|audit [LABEL]`. Returns the labels
     /// concerned. Without a label: enable/audit set every disk (and install
     /// the programs if they were removed); disable removes the programs and
-    /// their pins. With a label that is not managed: `Err`.
+    /// their pins. With a label that is not managed: `Err`, except `enable`
+    /// of a label whose disk is gone, which clears the mode kept for it.
     pub fn set_mode(
         &self,
         label: Option<&str>,
@@ -496,15 +584,19 @@ impl FilterService {
         let mut inner = lock(&self.inner);
         let result = match label {
             Some(l) => {
-                if !inner.disks.contains_key(l) {
-                    return Err(SetModeError::UnknownLabel(l.to_string()));
-                }
                 let m = match action {
                     Action::Enable => Mode::Enforce,
                     Action::Audit => Mode::Audit,
                     Action::Disable => Mode::Off,
                 };
-                inner.overrides.insert(l.to_string(), m);
+                if !inner.disks.contains_key(l) {
+                    if action == Action::Enable && inner.overrides.remove(l).is_some() {
+                        self.save_state(&inner);
+                        return Ok(vec![l.to_string()]);
+                    }
+                    return Err(SetModeError::UnknownLabel(l.to_string()));
+                }
+                self.set_override(&mut inner, l, m);
                 if inner.guard.is_some() {
                     self.apply(&mut inner, false);
                 }
@@ -520,7 +612,12 @@ impl FilterService {
                         if inner.guard.is_some() {
                             let saved = inner.overrides.clone();
                             for l in labels.iter() {
-                                inner.overrides.insert(l.clone(), Mode::Off);
+                                let top = inner.disks.get(l).and_then(|m| m.top);
+                                let off = Override {
+                                    mode: Mode::Off,
+                                    top,
+                                };
+                                inner.overrides.insert(l.clone(), off);
                             }
                             self.apply(&mut inner, false);
                             inner.overrides = saved;
@@ -533,7 +630,7 @@ impl FilterService {
                                     "disabled; {e}: they stay attached until reboot, with every \
                                      disk's mode off"
                                 );
-                                eprintln!("asmguard: filter disable: {}", inner.why_none);
+                                tracing::error!("filter disable: {}", inner.why_none);
                                 self.save_state(&inner);
                                 return Ok(labels);
                             }
@@ -550,8 +647,9 @@ impl FilterService {
                         } else {
                             Mode::Audit
                         };
+                        inner.overrides.clear();
                         for l in inner.disks.keys().cloned().collect::<Vec<_>>() {
-                            inner.overrides.insert(l, m);
+                            self.set_override(&mut inner, &l, m);
                         }
                         inner.disabled = false;
                         if inner.guard.is_none() {
@@ -569,6 +667,14 @@ impl FilterService {
         };
         self.save_state(&inner);
         Ok(result)
+    }
+
+    /// The mode set for the disk that carries `label` now (the configured
+    /// one unless an administrator set another), whether or not a backend
+    /// applies it.
+    #[cfg(test)]
+    pub fn set_for(&self, label: &str) -> Mode {
+        self.mode_for(&lock(&self.inner), label)
     }
 
     /// How the disk of `label` is filtered now.
@@ -613,12 +719,6 @@ impl FilterService {
         }
     }
 
-    /// The last events (oldest first), at most `n`.
-    pub fn recent(&self, n: usize) -> Vec<FilterEvent> {
-        let r = lock(&self.recent);
-        r.iter().skip(r.len().saturating_sub(n)).cloned().collect()
-    }
-
     /// The kept events with a sequence number above `after` (oldest first).
     pub fn events_after(&self, after: u64) -> Vec<FilterEvent> {
         lock(&self.recent)
@@ -652,13 +752,6 @@ impl FilterService {
             .map(|s| s.ringbuf_drops)
             .unwrap_or(0)
     }
-
-    /// Every event from now on.
-    pub fn subscribe(&self) -> mpsc::Receiver<FilterEvent> {
-        let (tx, rx) = mpsc::channel();
-        lock(&self.subscribers).push(tx);
-        rx
-    }
 }
 
 impl Drop for FilterService {
@@ -691,11 +784,11 @@ pub fn resolve_allow(
     let mut keep = |r: Result<_, String>| r.map_err(|e| problems.push(e)).ok();
     let uids = users
         .iter()
-        .filter_map(|u| keep(crate::identity::uid_of(u)))
+        .filter_map(|u| keep(super::identity::uid_of(u)))
         .collect();
     let gids = groups
         .iter()
-        .filter_map(|g| keep(crate::identity::gid_of(g)))
+        .filter_map(|g| keep(super::identity::gid_of(g)))
         .collect();
     let exes = exes
         .iter()
@@ -717,8 +810,7 @@ fn label_counts(kernel: BTreeMap<(u32, Hook, Mode), u64>, labels: &HashMap<u32, 
             .get(&disk)
             .cloned()
             .unwrap_or_else(|| format!("disk-{disk:08x}"));
-        *out.entry((label, hook.as_str().to_string(), mode.as_str().to_string()))
-            .or_insert(0) += n;
+        *out.entry((label, hook, mode)).or_insert(0) += n;
     }
     out
 }
@@ -766,7 +858,7 @@ mod tests {
 
     #[test]
     fn counts_are_the_kernels_by_label() {
-        let hook = crate::guard::HOOKS[0].hook;
+        let hook = asmguard_guard::guard::HOOKS[0].hook;
         let kernel = BTreeMap::from([
             ((7, hook, Mode::Enforce), 3),
             ((7, hook, Mode::Audit), 2),
@@ -774,13 +866,12 @@ mod tests {
         ]);
         let labels = HashMap::from([(7, "DATA1".to_string())]);
         let c = label_counts(kernel, &labels);
-        let h = hook.as_str().to_string();
         assert_eq!(
             c,
             Counts::from([
-                (("DATA1".into(), h.clone(), "audit".into()), 2),
-                (("DATA1".into(), h.clone(), "enforce".into()), 3),
-                (("disk-000000ab".into(), h, "enforce".into()), 5),
+                (("DATA1".into(), hook, Mode::Audit), 2),
+                (("DATA1".into(), hook, Mode::Enforce), 3),
+                (("disk-000000ab".into(), hook, Mode::Enforce), 5),
             ])
         );
     }
@@ -789,7 +880,6 @@ mod tests {
     /// agree, since all come from one [`Coverage`].
     #[test]
     fn status_words_agree_for_every_backend_and_mode() {
-        use crate::Backend;
         assert_eq!(Backend::Lsm.coverage(), Coverage::Full);
         assert_eq!(Backend::CgroupDevice.coverage(), Coverage::OpenTimeOnly);
         let why = "no filter: EPERM";
@@ -845,6 +935,101 @@ mod tests {
                 }
             }
         }
+    }
+
+    fn one(label: &str, top: &str) -> BTreeMap<String, Managed> {
+        let top: KernelDev = top.parse().unwrap();
+        BTreeMap::from([(
+            label.to_string(),
+            Managed {
+                top: Some(top),
+                devs: BTreeSet::from([DevKey::block(top)]),
+            },
+        )])
+    }
+
+    /// A mode belongs to the disk: it moves with a rename, ends with the
+    /// label (forget), is void when the label turns up on another disk, and
+    /// `enable` clears one kept for a label no disk carries.
+    #[test]
+    fn a_mode_follows_the_disk() {
+        let f = FilterService::inert("test");
+        f.sync(one("R1", "7:1"));
+        f.set_mode(Some("R1"), Action::Audit).unwrap();
+        assert_eq!(f.set_for("R1"), Mode::Audit);
+        // rename R1 -> R2 -> R1: the disk keeps audit throughout
+        f.renamed("R1", "R2");
+        f.sync(one("R2", "7:1"));
+        assert_eq!(
+            (f.set_for("R2"), f.set_for("R1")),
+            (Mode::Audit, Mode::Enforce)
+        );
+        f.renamed("R2", "R1");
+        f.sync(one("R1", "7:1"));
+        assert_eq!(f.set_for("R1"), Mode::Audit);
+        // the name on another disk: the configured mode, and the old mode is gone
+        f.sync(one("R1", "7:2"));
+        assert_eq!(f.set_for("R1"), Mode::Enforce);
+        f.sync(one("R1", "7:1"));
+        assert_eq!(f.set_for("R1"), Mode::Enforce, "void for good");
+        // unlabel (forget), then the same name on the same disk: configured
+        f.set_mode(Some("R1"), Action::Disable).unwrap();
+        f.forget("R1");
+        f.sync(one("R1", "7:1"));
+        assert_eq!(f.set_for("R1"), Mode::Enforce);
+        // a disk gone without unlabel: enable clears its mode, audit needs a disk
+        f.set_mode(Some("R1"), Action::Audit).unwrap();
+        f.sync(BTreeMap::new());
+        assert_eq!(
+            f.set_mode(Some("R1"), Action::Audit),
+            Err(SetModeError::UnknownLabel("R1".into()))
+        );
+        assert_eq!(
+            f.set_mode(Some("R1"), Action::Enable),
+            Ok(vec!["R1".into()])
+        );
+        f.sync(one("R1", "7:1"));
+        assert_eq!(f.set_for("R1"), Mode::Enforce);
+        assert!(f.set_mode(Some("R1"), Action::Enable).is_ok());
+        f.sync(BTreeMap::new());
+        assert!(
+            f.set_mode(Some("R1"), Action::Enable).is_err(),
+            "nothing kept to clear"
+        );
+    }
+
+    /// The runtime state file keeps a disk's mode with its top device; a
+    /// line without one (an older daemon's) binds to the label's disk.
+    #[test]
+    fn state_file_keeps_the_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("filter.state");
+        let opts = || Options {
+            pin_dir: dir.path().join("no-pins"),
+            ..Options::default()
+        };
+        {
+            let f = FilterService::new(opts(), Mode::Enforce, Some(file.clone()));
+            f.sync(one("R1", "7:1"));
+            f.set_mode(Some("R1"), Action::Audit).unwrap();
+        }
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap(),
+            "mode R1 audit 7:1\n"
+        );
+        let again = FilterService::new(opts(), Mode::Enforce, Some(file.clone()));
+        again.load_state(&mut lock(&again.inner));
+        again.sync(one("R1", "7:2"));
+        assert_eq!(again.set_for("R1"), Mode::Enforce, "another disk");
+        std::fs::write(&file, "mode R1 audit\n").unwrap();
+        let old = FilterService::new(opts(), Mode::Enforce, Some(file.clone()));
+        old.load_state(&mut lock(&old.inner));
+        old.sync(one("R1", "7:3"));
+        assert_eq!(old.set_for("R1"), Mode::Audit);
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap(),
+            "mode R1 audit 7:3\n"
+        );
     }
 
     #[test]

@@ -1,11 +1,22 @@
 //! The write filter in the daemon: starting (or re-adopting) it from the
 //! configuration, logging each denial as one journal line, and the JSON of
 //! events. What it protects is the model's projection (`model::managed_set`).
+//!
+//! - [`service`]: [`FilterService`], the loaded filter (asmguard-guard's
+//!   `Guard`) with the daemon's policy: per-disk modes, the runtime state
+//!   file, the event history;
+//! - [`identity`]: the allow-list's names to ids (NSS).
+//!
+//! asmguard-guard is the loader, the ABI, the pins and the ring reader; every
+//! decision about labels, users and history is made here.
+
+pub mod identity;
+pub mod service;
 
 use asmguard_config::Config;
-use asmguard_guard::service::{self, Action, FilterEvent, FilterService};
 use asmguard_guard::{Mode, Options, PIN_DIR};
 use asmguard_proto::FilterEventInfo;
+use service::{Action, FilterEvent, FilterService};
 use std::path::{Path, PathBuf};
 
 /// System programs that send SCSI commands (SG_IO) to every disk: multipathd's
@@ -26,7 +37,7 @@ pub fn start(cfg: &Config, pin_dir: Option<PathBuf>, state_file: PathBuf) -> Fil
         pin_dir: pin_dir.unwrap_or_else(|| PathBuf::from(PIN_DIR)),
         ..Options::default()
     };
-    let svc = FilterService::start(opts, mode, Some(state_file), Box::new(log_event));
+    let svc = FilterService::start(opts, mode, Some(state_file));
     let (uids, gids) = set_allow(&svc, &cfg.filter);
     let st = svc.status();
     // A fallback that knows callers by uid/gid only cannot see the daemon's
@@ -147,7 +158,7 @@ fn ids_only(svc: &FilterService) -> bool {
 fn members_by_uid(gids: &[u32], uids: &[u32]) -> Vec<u32> {
     let mut out: Vec<u32> = Vec::new();
     for g in gids {
-        for u in asmguard_guard::identity::member_uids(*g) {
+        for u in identity::member_uids(*g) {
             if !uids.contains(&u) && !out.contains(&u) {
                 out.push(u);
             }
@@ -185,7 +196,8 @@ pub fn reload_allow(svc: &FilterService, source: Option<&Path>, before: &mut (Ve
     *before = now;
 }
 
-fn log_event(e: &FilterEvent) {
+/// One journal line per denial (or audited operation).
+pub(crate) fn log_event(e: &FilterEvent) {
     let ev = &e.event;
     let verb = if ev.mode == Mode::Enforce {
         "write denied"
