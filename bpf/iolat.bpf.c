@@ -17,10 +17,10 @@
  * already marks the start of queueing.
  *
  * Each hook exists twice: tp_btf (direct, typed access to struct request) and
- * raw_tp (bpf_probe_read, for kernels that cannot attach tp_btf), and each of
- * those twice again: with the in-flight cells of the own-stamps path (BPF
- * cmpxchg, Linux 5.12) and without (the LRU map only). The loader loads one
- * of the four sets.
+ * raw_tp (bpf_probe_read, for kernels that cannot attach tp_btf), from one
+ * body (iolat_attach.h, included once per kind), and each of those twice
+ * again: with the in-flight cells of the own-stamps path (BPF cmpxchg, Linux
+ * 5.12) and without (the LRU map only). The loader loads one of the four sets.
  *
  * Only disks that are keys of iolat_devs are traced (found through the
  * direct-mapped iolat_devidx in front of it); "all disks" is userspace adding
@@ -31,6 +31,16 @@
 #include "iolat_slot.h"
 
 char LICENSE[] SEC("license") = "GPL";
+
+/* p->a or p->a->b: a field read written like BPF_CORE_READ's arguments */
+#define IOLAT_NTH(_1, _2, _3, N, ...) N
+#define IOLAT_ARROW2(p, a) (p)->a
+#define IOLAT_ARROW3(p, a, b) (p)->a->b
+#define IOLAT_ARROW(...) IOLAT_NTH(__VA_ARGS__, IOLAT_ARROW3, IOLAT_ARROW2, _)(__VA_ARGS__)
+#define IOLAT_CAT_(a, b, c) a##_##b##_##c
+#define IOLAT_CAT(a, b, c) IOLAT_CAT_(a, b, c)
+/* BPF_PROG with a name that is itself a macro (expanded before BPF_PROG pastes it) */
+#define IOLAT_PROG(name, ...) BPF_PROG(name, __VA_ARGS__)
 
 #define IOLAT_MAP_TYPE_LRU_HASH 9 /* BPF_MAP_TYPE_LRU_HASH */
 #define IOLAT_F_NO_PREALLOC 1     /* BPF_F_NO_PREALLOC */
@@ -273,25 +283,6 @@ static __always_inline void on_complete_stamped(__u32 dev, unsigned int cmd_flag
 	       start && start <= io_start ? io_start - start : IOLAT_NO_QUEUE_TIME, nr_bytes);
 }
 
-/* the request's queue has the flag the issue programs take for
- * QUEUE_FLAG_STATS; the queue is not read at all when the kernel is not
- * trusted to stamp (the one test of iolat_stats_bit) */
-static __always_inline bool stats_flag_btf(struct request___iolat *rq)
-{
-	struct request_queue___iolat *q;
-
-	if (iolat_stats_bit >= 64)
-		return false;
-	q = rq->q;
-	return q && (q->queue_flags >> iolat_stats_bit) & 1;
-}
-
-/* the same through bpf_probe_read_kernel (raw_tp) */
-static __always_inline bool stats_flag_raw(struct request___iolat *rq)
-{
-	return iolat_stats_bit < 64 && (BPF_CORE_READ(rq, q, queue_flags) >> iolat_stats_bit) & 1;
-}
-
 /* completion of a request whose cell (see cell_put) it still holds: records
  * it and frees the cell; false if the cell holds another request */
 static __always_inline bool cell_take(__u64 rq, __u64 key, unsigned int nr_bytes)
@@ -330,24 +321,6 @@ static __always_inline void on_complete_tracked(__u64 rq, unsigned int nr_bytes)
 	record(s->idx, lat, s->queue_ns, nr_bytes);
 }
 
-/* ---- tp_btf: typed, direct reads of struct request ---- */
-
-static __always_inline __u32 dev_btf(struct request___iolat *rq)
-{
-	struct gendisk___iolat *disk;
-
-	if (bpf_core_field_exists(rq->q->disk)) {
-		disk = rq->q->disk;
-	} else {
-		struct request___old *old = (void *)rq;
-
-		disk = old->rq_disk;
-	}
-	if (!disk)
-		return 0;
-	return MKDEV((__u32)disk->major, (__u32)disk->first_minor);
-}
-
 /*
  * A request's identity among the requests in flight, as a number: its queue,
  * hardware context and driver tag (the verifier does not let a program hash
@@ -359,161 +332,26 @@ static __always_inline __u64 cell_key(int qid, unsigned int hctx, int tag)
 	return ((__u64)(__u32)qid << 32) | ((__u64)(hctx & 0xffff) << 16) | (__u32)(tag & 0xffff);
 }
 
-static __always_inline __u64 cell_key_btf(struct request___iolat *rq)
-{
-	struct blk_mq_hw_ctx___iolat *h = rq->mq_hctx;
-
-	return cell_key(rq->q->id, h ? h->queue_num : 0, rq->tag);
-}
-
-static __always_inline __u64 cell_key_raw(struct request___iolat *rq)
-{
-	return cell_key(BPF_CORE_READ(rq, q, id), BPF_CORE_READ(rq, mq_hctx, queue_num),
-			BPF_CORE_READ(rq, tag));
-}
-
-static __always_inline int btf_issue(struct request___iolat *rq, const bool cells)
-{
-	__u64 start = 0;
-
-	/* the kernel stamps this request right after us */
-	if (stats_flag_btf(rq))
-		return 0;
-	if (bpf_core_field_exists(rq->start_time_ns))
-		start = rq->start_time_ns;
-	on_issue((__u64)rq, dev_btf(rq), rq->cmd_flags, start, cells,
-		 cells ? cell_key_btf(rq) : 0);
-	return 0;
-}
-
-static __always_inline int btf_complete(struct request___iolat *rq, unsigned int nr_bytes,
-					const bool cells)
-{
-	__u64 io_start = 0;
-
-	if (bpf_core_field_exists(rq->io_start_time_ns))
-		io_start = rq->io_start_time_ns;
-	if (io_start && iolat_stats_bit < 64)
-		on_complete_stamped(dev_btf(rq), rq->cmd_flags, rq->start_time_ns, io_start,
-				    nr_bytes);
-	else if (stats_flag_btf(rq))
-		/* left to the kernel at issue, and the kernel did not stamp it */
-		__sync_fetch_and_add(&iolat_stamp_misses, 1);
-	else if (cells && cell_take((__u64)rq, cell_key_btf(rq), nr_bytes))
-		return 0;
-	else if (traced_slot(dev_btf(rq)) != IOLAT_NOT_TRACED)
-		/* the LRU map is looked at for traced disks only */
-		on_complete_tracked((__u64)rq, nr_bytes);
-	return 0;
-}
-
-SEC("tp_btf/block_rq_issue")
-int BPF_PROG(iolat_btf_issue, struct request___iolat *rq)
-{
-	return btf_issue(rq, false);
-}
-
-SEC("tp_btf/block_rq_complete")
-int BPF_PROG(iolat_btf_complete, struct request___iolat *rq, int error, unsigned int nr_bytes)
-{
-	return btf_complete(rq, nr_bytes, false);
-}
-
-SEC("tp_btf/block_rq_issue")
-int BPF_PROG(iolat_btf_issue_cells, struct request___iolat *rq)
-{
-	return btf_issue(rq, true);
-}
-
-SEC("tp_btf/block_rq_complete")
-int BPF_PROG(iolat_btf_complete_cells, struct request___iolat *rq, int error,
-	     unsigned int nr_bytes)
-{
-	return btf_complete(rq, nr_bytes, true);
-}
-
-/* ---- raw_tp: the same through bpf_probe_read_kernel ---- */
-
-static __always_inline __u32 dev_raw(struct request___iolat *rq)
-{
-	struct gendisk___iolat *disk;
-
-	if (bpf_core_field_exists(rq->q->disk)) {
-		disk = BPF_CORE_READ(rq, q, disk);
-	} else {
-		struct request___old *old = (void *)rq;
-
-		disk = BPF_CORE_READ(old, rq_disk);
-	}
-	if (!disk)
-		return 0;
-	return MKDEV((__u32)BPF_CORE_READ(disk, major), (__u32)BPF_CORE_READ(disk, first_minor));
-}
-
-static __always_inline int raw_issue(struct request___iolat *rq, const bool cells)
-{
-	__u64 start = 0;
-
-	if (stats_flag_raw(rq))
-		return 0;
-	if (bpf_core_field_exists(rq->start_time_ns))
-		start = BPF_CORE_READ(rq, start_time_ns);
-	on_issue((__u64)rq, dev_raw(rq), BPF_CORE_READ(rq, cmd_flags), start, cells,
-		 cells ? cell_key_raw(rq) : 0);
-	return 0;
-}
-
-static __always_inline int raw_complete(struct request___iolat *rq, unsigned int nr_bytes,
-					const bool cells)
-{
-	__u64 io_start = 0;
-
-	if (bpf_core_field_exists(rq->io_start_time_ns))
-		io_start = BPF_CORE_READ(rq, io_start_time_ns);
-	if (io_start && iolat_stats_bit < 64)
-		on_complete_stamped(dev_raw(rq), BPF_CORE_READ(rq, cmd_flags),
-				    BPF_CORE_READ(rq, start_time_ns), io_start, nr_bytes);
-	else if (stats_flag_raw(rq))
-		__sync_fetch_and_add(&iolat_stamp_misses, 1);
-	else if (cells && cell_take((__u64)rq, cell_key_raw(rq), nr_bytes))
-		return 0;
-	else if (traced_slot(dev_raw(rq)) != IOLAT_NOT_TRACED)
-		on_complete_tracked((__u64)rq, nr_bytes);
-	return 0;
-}
-
-SEC("raw_tp/block_rq_issue")
-int BPF_PROG(iolat_raw_issue, struct request___iolat *rq)
-{
-	return raw_issue(rq, false);
-}
-
-SEC("raw_tp/block_rq_complete")
-int BPF_PROG(iolat_raw_complete, struct request___iolat *rq, int error, unsigned int nr_bytes)
-{
-	return raw_complete(rq, nr_bytes, false);
-}
-
-SEC("raw_tp/block_rq_issue")
-int BPF_PROG(iolat_raw_issue_cells, struct request___iolat *rq)
-{
-	return raw_issue(rq, true);
-}
-
-SEC("raw_tp/block_rq_complete")
-int BPF_PROG(iolat_raw_complete_cells, struct request___iolat *rq, int error,
-	     unsigned int nr_bytes)
-{
-	return raw_complete(rq, nr_bytes, true);
-}
-
 /*
- * Benchmarks only (never loaded otherwise): an empty program on the same
- * tracepoint. Its run_time_ns / run_cnt under kernel.bpf_stats_enabled is the
- * cost of the measurement itself, to subtract from the figures above.
+ * The programs, one body for both attach kinds: iolat_attach.h is included
+ * once per kind, with the way a field of struct request is read.
  */
-SEC("tp_btf/block_rq_complete")
-int BPF_PROG(iolat_calibrate)
-{
-	return 0;
-}
+
+/* tp_btf: typed, direct reads (a fault on a NULL pointer reads as 0) */
+#define IOLAT_KIND btf
+#define IOLAT_SEC "tp_btf"
+#define IOLAT_RD(...) IOLAT_ARROW(__VA_ARGS__)
+#include "iolat_attach.h"
+#undef IOLAT_KIND
+#undef IOLAT_SEC
+#undef IOLAT_RD
+
+/* raw_tp: the same through bpf_probe_read_kernel, for kernels that cannot
+ * attach tp_btf */
+#define IOLAT_KIND raw
+#define IOLAT_SEC "raw_tp"
+#define IOLAT_RD(...) BPF_CORE_READ(__VA_ARGS__)
+#include "iolat_attach.h"
+#undef IOLAT_KIND
+#undef IOLAT_SEC
+#undef IOLAT_RD

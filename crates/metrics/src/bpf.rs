@@ -18,7 +18,29 @@ pub mod skel {
     include!(concat!(env!("OUT_DIR"), "/iolat.skel.rs"));
 }
 
+/// The benchmarks' calibration program (`bpf/iolat_calibrate.bpf.c`): an
+/// object of its own, so that the production object carries no benchmark code.
+#[allow(missing_docs, clippy::all, clippy::pedantic)]
+pub mod calibrate_skel {
+    include!(concat!(env!("OUT_DIR"), "/iolat_calibrate.skel.rs"));
+}
+
 use skel::{IolatSkelBuilder, OpenIolatSkel};
+
+/// Loads and attaches the calibration program; the link keeps it attached.
+fn attach_calibration() -> Result<libbpf_rs::Link, Error> {
+    let mut storage = MaybeUninit::<OpenObject>::uninit();
+    let open = calibrate_skel::IolatCalibrateSkelBuilder::default()
+        .open(&mut storage)
+        .map_err(bpf("opening the calibration program"))?;
+    let skel = open
+        .load()
+        .map_err(bpf("loading the calibration program"))?;
+    skel.progs
+        .iolat_calibrate
+        .attach()
+        .map_err(bpf("attaching the calibration program"))
+}
 
 fn bpf(what: &'static str) -> impl FnOnce(libbpf_rs::Error) -> Error {
     move |source| Error::Bpf {
@@ -184,14 +206,11 @@ impl IoLat {
         let mut storage_lru = MaybeUninit::<OpenObject>::uninit();
         // libbpf's verifier log of the refused set would only confuse.
         let prev = libbpf_rs::set_print(None);
-        let first = open_and_load(&mut storage, &sizes, btf, true, calibrate);
+        let first = open_and_load(&mut storage, &sizes, btf, true);
         libbpf_rs::set_print(prev);
         let (skel, cells) = match first {
             Ok(skel) => (skel, true),
-            Err(_) => (
-                open_and_load(&mut storage_lru, &sizes, btf, false, calibrate)?,
-                false,
-            ),
+            Err(_) => (open_and_load(&mut storage_lru, &sizes, btf, false)?, false),
         };
         let idx_bits = sizes.idx_bits;
 
@@ -215,12 +234,7 @@ impl IoLat {
             );
         }
         if calibrate {
-            links.push(
-                skel.progs
-                    .iolat_calibrate
-                    .attach()
-                    .map_err(bpf("attaching the calibration program"))?,
-            );
+            links.push(attach_calibration()?);
         }
         let handle = |m: &libbpf_rs::MapMut<'_>, what| MapHandle::try_from(m).map_err(bpf(what));
         let stamps = match bit {
@@ -605,7 +619,6 @@ fn open_and_load<'o>(
     sizes: &Sizes,
     btf: bool,
     cells: bool,
-    calibrate: bool,
 ) -> Result<skel::IolatSkel<'o>, Error> {
     let mut open: OpenIolatSkel<'o> = IolatSkelBuilder::default()
         .open(storage)
@@ -622,7 +635,6 @@ fn open_and_load<'o>(
     open.progs
         .iolat_raw_complete_cells
         .set_autoload(!btf && cells);
-    open.progs.iolat_calibrate.set_autoload(calibrate);
     if let Some(rodata) = open.maps.rodata_data.as_deref_mut() {
         rodata.iolat_stats_bit = sizes.stats_bit;
         rodata.iolat_idx_bits = sizes.idx_bits;
@@ -742,6 +754,29 @@ fn index(slot: u32, op: Op) -> u32 {
 mod tests {
     use super::*;
     use crate::NSLOTS;
+
+    /// The production object holds the eight tracing programs (tp_btf and
+    /// raw_tp, with cells and without, from one body) and no benchmark code.
+    #[test]
+    fn the_production_object_has_no_benchmark_program() {
+        let mut storage = MaybeUninit::<OpenObject>::uninit();
+        let open = IolatSkelBuilder::default().open(&mut storage).unwrap();
+        let mut names: Vec<String> = open
+            .open_object()
+            .progs()
+            .map(|p| p.name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        let mut want: Vec<String> = ["btf", "raw"]
+            .iter()
+            .flat_map(|k| {
+                ["issue", "complete", "issue_cells", "complete_cells"]
+                    .map(|h| format!("iolat_{k}_{h}"))
+            })
+            .collect();
+        want.sort();
+        assert_eq!(names, want);
+    }
 
     #[test]
     fn rust_layout_matches_the_bpf_types() {
