@@ -506,7 +506,7 @@ impl FilterService {
         let mut inner = lock(&self.inner);
         for label in disks.keys() {
             if !inner.ids.contains_key(label) {
-                let id = disk_id(label);
+                let id = free_id(label, &inner.ids);
                 inner.ids.insert(label.clone(), id);
                 lock(&self.labels).insert(id, label.clone());
             }
@@ -773,6 +773,20 @@ pub fn disk_id(label: &str) -> u32 {
     h.max(1)
 }
 
+/// The disk id for a new `label`: [`disk_id`], or, when another label
+/// already has that id (two labels whose hashes collide), the next free one,
+/// so that no two labels ever share counts or events. Labels are taken in
+/// order (the sync's map is sorted), so the same labels get the same ids in
+/// every run.
+fn free_id(label: &str, ids: &HashMap<String, u32>) -> u32 {
+    let mut id = disk_id(label);
+    while let Some(other) = ids.iter().find(|(_, v)| **v == id).map(|(l, _)| l) {
+        tracing::warn!("labels {other} and {label} hash to one disk id {id:#010x}: {label} takes the next free one");
+        id = id.wrapping_add(1).max(1);
+    }
+    id
+}
+
 /// Resolves `allow_users`/`allow_groups` names and `allow_executables` paths
 /// to ids (unknown names and missing files are reported, not fatal).
 pub fn resolve_allow(
@@ -1030,6 +1044,22 @@ mod tests {
             std::fs::read_to_string(&file).unwrap(),
             "mode R1 audit 7:3\n"
         );
+    }
+
+    /// Two labels whose FNV-1a hashes collide (found by search) get two ids.
+    #[test]
+    fn colliding_labels_get_distinct_ids() {
+        assert_eq!(disk_id("D689639"), disk_id("D1656782"));
+        let f = FilterService::inert("test");
+        let mut disks = one("D689639", "7:1");
+        disks.extend(one("D1656782", "7:2"));
+        f.sync(disks);
+        let ids = lock(&f.inner).ids.clone();
+        assert_ne!(ids["D689639"], ids["D1656782"]);
+        assert_eq!(ids["D1656782"], disk_id("D1656782"), "the first in order keeps its hash");
+        assert_eq!(ids["D689639"], disk_id("D689639") + 1);
+        let labels = lock(&f.labels).clone();
+        assert_eq!(labels.len(), 2, "each id names its own label: {labels:?}");
     }
 
     #[test]
