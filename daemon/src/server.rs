@@ -6,7 +6,8 @@ use crate::filter::service::SetModeError;
 use crate::state::Daemon;
 use crate::wire;
 use asmguard_proto::{
-    parse_request, Access, ErrorBody, ErrorCode, Op, Request, Response, MAX_REQUEST_LEN,
+    parse_request, Access, ErrorBody, ErrorCode, EventsArgs, FilterArgs, LabelArgs, Op,
+    ReclaimArgs, RenameArgs, Response, UnlabelArgs, MAX_REQUEST_LEN,
 };
 use std::collections::HashMap;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
@@ -335,19 +336,33 @@ async fn connection(stream: UnixStream, d: Arc<Daemon>, peer: Peer) {
                     Response::err(req.id, e)
                 }
                 Ok(()) => {
-                    // `reclaim` streams progress lines and watches the connection.
-                    if let Op::Reclaim(a) = &req.op {
+                    let name = req.op.name();
+                    let audit = req.op.access() == Access::Write;
+                    if audit {
                         tracing::info!("uid {} pid {:?} asks: {:?}", peer.uid, peer.pid, req.op);
-                        let a = a.clone();
-                        if crate::reclaim::serve(d.clone(), req.id, a, &mut rd, &mut wr)
-                            .await
-                            .is_err()
-                        {
-                            return;
-                        }
-                        continue;
                     }
-                    dispatch(d.clone(), req, peer.clone()).await
+                    match route(req.op) {
+                        // `reclaim` streams progress lines and watches the connection.
+                        Route::Reclaim(a) => {
+                            if crate::reclaim::serve(d.clone(), req.id, a, &mut rd, &mut wr)
+                                .await
+                                .is_err()
+                            {
+                                return;
+                            }
+                            continue;
+                        }
+                        Route::Scan => scan(d.clone(), req.id).await,
+                        Route::Call(call) => {
+                            let asked = Asked {
+                                id: req.id,
+                                name,
+                                audit,
+                                peer: peer.clone(),
+                            };
+                            dispatch(d.clone(), call, asked).await
+                        }
+                    }
                 }
             },
         };
@@ -396,28 +411,71 @@ async fn scan(d: Arc<Daemon>, id: u64) -> Response {
     }
 }
 
-async fn dispatch(d: Arc<Daemon>, req: Request, peer: Peer) -> Response {
-    let id = req.id;
-    if matches!(req.op, Op::Scan) {
-        return scan(d, id).await;
-    }
-    let name = req.op.name();
-    let audit = req.op.access() == Access::Write;
-    if audit {
-        tracing::info!("uid {} pid {:?} asks: {:?}", peer.uid, peer.pid, req.op);
-    }
+/// How a request is served: most on a blocking thread ([`Call`]), `scan`
+/// shared with the requests that arrive while one runs, `reclaim` on its
+/// connection with progress lines.
+enum Route {
+    Call(Call),
+    Scan,
+    Reclaim(ReclaimArgs),
+}
+
+/// The operations served on a blocking thread, one answer each.
+enum Call {
+    Ping,
+    Lsdsk,
+    Status,
+    Iostat,
+    Label(LabelArgs),
+    Unlabel(UnlabelArgs),
+    Rename(RenameArgs),
+    Filter(FilterArgs),
+    Events(EventsArgs),
+}
+
+fn route(op: Op) -> Route {
+    Route::Call(match op {
+        Op::Scan => return Route::Scan,
+        Op::Reclaim(a) => return Route::Reclaim(a),
+        Op::Ping => Call::Ping,
+        Op::Lsdsk => Call::Lsdsk,
+        Op::Status => Call::Status,
+        Op::Iostat => Call::Iostat,
+        Op::Label(a) => Call::Label(a),
+        Op::Unlabel(a) => Call::Unlabel(a),
+        Op::Rename(a) => Call::Rename(a),
+        Op::Filter(a) => Call::Filter(a),
+        Op::Events(a) => Call::Events(a),
+    })
+}
+
+/// Who asked what, for the answer and the journal.
+struct Asked {
+    id: u64,
+    name: &'static str,
+    audit: bool,
+    peer: Peer,
+}
+
+async fn dispatch(d: Arc<Daemon>, call: Call, asked: Asked) -> Response {
+    let Asked {
+        id,
+        name,
+        audit,
+        peer,
+    } = asked;
     let r = tokio::task::spawn_blocking(move || -> Result<serde_json::Value, ErrorBody> {
-        match &req.op {
-            Op::Ping => to_value(serde_json::json!({"daemon_version": env!("CARGO_PKG_VERSION")})),
-            Op::Lsdsk => to_value(d.lsdsk()),
-            // (answered by scan() before this point)
-            Op::Scan => to_value(d.lsdsk()),
-            Op::Status => to_value(d.status()),
-            Op::Iostat => to_value(d.metrics.snapshot()?),
-            Op::Label(a) => to_value(d.label(a)?),
-            Op::Unlabel(a) => to_value(d.unlabel(a)?),
-            Op::Rename(a) => to_value(d.rename(a)?),
-            Op::Filter(a) => {
+        match &call {
+            Call::Ping => {
+                to_value(serde_json::json!({"daemon_version": env!("CARGO_PKG_VERSION")}))
+            }
+            Call::Lsdsk => to_value(d.lsdsk()),
+            Call::Status => to_value(d.status()),
+            Call::Iostat => to_value(d.metrics.snapshot()?),
+            Call::Label(a) => to_value(d.label(a)?),
+            Call::Unlabel(a) => to_value(d.unlabel(a)?),
+            Call::Rename(a) => to_value(d.rename(a)?),
+            Call::Filter(a) => {
                 let f = &d.filter;
                 let action = crate::filter::action(&a.action).ok_or_else(|| {
                     ErrorBody::new(ErrorCode::BadRequest, "unknown filter action")
@@ -443,11 +501,7 @@ async fn dispatch(d: Arc<Daemon>, req: Request, peer: Peer) -> Response {
                     backend: f.status().backend().into(),
                 })
             }
-            Op::Reclaim(_) => Err(ErrorBody::new(
-                ErrorCode::Internal,
-                "`reclaim` is served on its connection (crate::reclaim)",
-            )),
-            Op::Events(a) => {
+            Call::Events(a) => {
                 let events: Vec<_> = d
                     .filter
                     .events_after(a.after)

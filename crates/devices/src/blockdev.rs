@@ -60,7 +60,6 @@ pub struct Device {
     pub physical_block_size: u32,
     /// The device number of a block device.
     pub rdev: Option<KernelDev>,
-    direct: bool,
 }
 
 nix::ioctl_read_bad!(blksszget, 0x1268, libc::c_int);
@@ -220,7 +219,6 @@ impl Device {
             logical_block_size: logical,
             physical_block_size: physical,
             rdev,
-            direct,
         })
     }
 
@@ -313,11 +311,6 @@ impl Device {
             });
         }
         Ok(())
-    }
-
-    /// Whether reads bypass the page cache.
-    pub fn is_direct(&self) -> bool {
-        self.direct
     }
 
     /// The label block: the first `max(512, logical block size)` bytes... and at least

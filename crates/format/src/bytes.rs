@@ -91,9 +91,6 @@ pub fn le16(b: &[u8], off: usize) -> u16 {
 pub fn le32(b: &[u8], off: usize) -> u32 {
     u32::from_le_bytes(arr(b, off))
 }
-pub fn le64(b: &[u8], off: usize) -> u64 {
-    u64::from_le_bytes(arr(b, off))
-}
 pub fn be32(b: &[u8], off: usize) -> u32 {
     u32::from_be_bytes(arr(b, off))
 }

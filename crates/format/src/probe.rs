@@ -264,12 +264,6 @@ pub fn foreign(sigs: &[Signature]) -> Vec<&Signature> {
     sigs.iter().filter(|s| s.kind.is_foreign()).collect()
 }
 
-/// The ASM disk header among `sigs`, if any.
-pub fn asm_header(sigs: &[Signature]) -> Option<&Signature> {
-    sigs.iter()
-        .find(|s| matches!(s.kind, SignatureKind::AsmDiskHeader { .. }))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,13 +12,9 @@ use libbpf_rs::{ObjectBuilder, ProgramInput};
 
 #[test]
 fn c_rule_agrees_with_the_rust_table() {
-    // SAFETY: geteuid(2) has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        if std::env::var("ASMGUARD_HOST_TESTS").as_deref() == Ok("skip") {
-            eprintln!("SKIPPED: host tests need root (ASMGUARD_HOST_TESTS=skip)");
-            return;
-        }
-        panic!("this test loads a BPF program: it needs root (ASMGUARD_HOST_TESTS=skip skips it)");
+    // loading a BPF program needs root
+    if !asmguard_testkit::require_root() {
+        return;
     }
     let obj = ObjectBuilder::default()
         .open_memory(CMDCLASS_OBJ)

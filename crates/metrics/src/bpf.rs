@@ -473,16 +473,6 @@ impl IoLat {
         }
     }
 
-    /// Stops tracing a disk (not an error if it was not traced). Its histograms
-    /// stay until [`IoLat::forget_device`].
-    pub fn remove_device(&self, dev: u32) -> Result<(), Error> {
-        let mut slots = self.slots();
-        if let Some(entry) = slots.by_dev.get_mut(&dev) {
-            entry.1 = false;
-        }
-        self.unfilter(&mut slots, dev)
-    }
-
     /// Stops tracing a disk and drops its histograms (it went away for good).
     pub fn forget_device(&self, dev: u32) -> Result<(), Error> {
         let mut slots = self.slots();

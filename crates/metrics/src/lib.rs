@@ -13,9 +13,10 @@
 //! [`stamps`].
 //!
 //! Feature `bpf` (default) builds the BPF program and [`IoLat`]; without it
-//! (`default-features = false`) the crate is the exporter, the snapshot parser,
-//! the scraping client and `iostat` only: no libbpf, no clang, for clients
-//! such as asmguardctl.
+//! (`default-features = false`) the crate is the exporter, the snapshot parser
+//! and the scraping client only: no libbpf, no clang. asmguardctl needs none
+//! of this: its `iostat` view is asmguard-iostat's, fed by the daemon's
+//! `iostat` op.
 
 #![deny(missing_docs)]
 
