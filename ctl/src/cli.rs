@@ -1,5 +1,6 @@
 //! The clap definitions: the single source of the man page and the completions.
 
+use clap::builder::TypedValueParser;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -162,8 +163,9 @@ pub struct JsonArg {
 #[derive(Debug, Args)]
 pub struct FilterArgs {
     /// enable (enforce), disable (off) or audit (log and allow).
-    #[arg(value_parser = ["enable", "disable", "audit"])]
-    pub action: String,
+    #[arg(value_parser = clap::builder::PossibleValuesParser::new(["enable", "disable", "audit"])
+        .try_map(|s| s.parse::<asmguard_proto::FilterAction>()))]
+    pub action: asmguard_proto::FilterAction,
     /// One disk's label; all disks when absent.
     pub label: Option<String>,
     /// Print JSON instead of text.
@@ -196,8 +198,10 @@ pub struct ReclaimArgs {
     pub rate: Option<f64>,
     /// discard (BLKDISCARD: UNMAP/TRIM) or zeroout (BLKZEROOUT: for arrays with
     /// zero detection and no UNMAP).
-    #[arg(long, default_value = "discard", value_parser = ["discard", "zeroout"])]
-    pub method: String,
+    #[arg(long, default_value = "discard",
+        value_parser = clap::builder::PossibleValuesParser::new(["discard", "zeroout"])
+            .try_map(|s| s.parse::<asmguard_proto::ReclaimMethod>()))]
+    pub method: asmguard_proto::ReclaimMethod,
     /// Seconds to watch the ASM heartbeat and mount stamp before any write
     /// (ASM rewrites the heartbeat every few seconds while mounted: keep it
     /// above twice that interval).

@@ -3,7 +3,7 @@
 use crate::cli::{self, Cli};
 use crate::client::call;
 use crate::exit::{CliError, BAD_INPUT, FAILED};
-use asmguard_proto::{LabelResult, LsdskResult, Op, StatusResult};
+use asmguard_proto::{FilterAction, LabelResult, LsdskResult, Op, Protection, StatusResult};
 use clap::CommandFactory;
 use serde::de::DeserializeOwned;
 
@@ -106,16 +106,15 @@ pub fn lsdsk_text(r: &LsdskResult) -> String {
         } else {
             d.label.clone()
         };
-        let filtering = d.filtering.split(' ').next().unwrap_or("").to_string();
         rows.push([
             label,
-            filtering,
+            d.filter_mode.clone(),
             d.top.clone(),
             human(d.size_bytes),
             format!("{}/{}", d.logical_block_size, d.physical_block_size),
             d.header_status.clone(),
             d.disk_group.clone().unwrap_or_else(|| "-".into()),
-            d.stable_link.split(':').next().unwrap_or("").to_string(),
+            d.stable_link.to_string(),
             if others.is_empty() {
                 "-".into()
             } else {
@@ -196,7 +195,7 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
                 s.daemon_version, s.pid, s.uptime_seconds, s.protocol_version
             ),
         ),
-        ("protection", s.protection),
+        ("protection", protection_text(&s)),
         ("kernel", s.kernel),
         ("bpf lsm", s.bpf_lsm),
         (
@@ -249,12 +248,22 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
     ]
 }
 
+/// The protection line of `status`.
+fn protection_text(s: &StatusResult) -> String {
+    match s.protection {
+        Protection::Protected => "protected".into(),
+        Protection::Degraded => "degraded: open-time only".into(),
+        Protection::Off => "off (disabled by an administrator)".into(),
+        Protection::Unprotected => format!("UNPROTECTED: {}", s.filter_reason),
+    }
+}
+
 /// `status` exits with 7 when nothing protects the disks.
 fn unprotected(s: &StatusResult) -> Result<(), CliError> {
     if s.unprotected() {
         return Err(CliError::new(
             crate::exit::UNPROTECTED,
-            format!("the managed disks are {}", s.protection),
+            format!("the managed disks are {}", protection_text(s)),
         ));
     }
     Ok(())
@@ -265,7 +274,7 @@ fn filter(c: &Cli, a: &cli::FilterArgs) -> Result<(), CliError> {
         &c.socket,
         c.timeout,
         Op::Filter(asmguard_proto::FilterArgs {
-            action: a.action.clone(),
+            action: a.action,
             label: a.label.clone(),
         }),
     )?;
@@ -274,13 +283,15 @@ fn filter(c: &Cli, a: &cli::FilterArgs) -> Result<(), CliError> {
         return Ok(());
     }
     let r: asmguard_proto::FilterResult = decode(v)?;
-    let what = match r.action.as_str() {
-        "enable" => "enforcing",
-        "audit" => "auditing (logging, allowing)",
-        _ => "off",
+    let what = match r.action {
+        FilterAction::Enable => "enforcing",
+        FilterAction::Audit => "auditing (logging, allowing)",
+        FilterAction::Disable => "off",
     };
-    match (&a.label, r.action.as_str()) {
-        (None, "disable") => println!("filter disabled: programs detached and unpinned"),
+    match (&a.label, r.action) {
+        (None, FilterAction::Disable) => {
+            println!("filter disabled: programs detached and unpinned")
+        }
         (None, _) => println!(
             "filter {what} on all disks ({}): {}",
             r.backend,

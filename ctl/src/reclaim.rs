@@ -114,7 +114,7 @@ pub fn run(c: &Cli, a: &ReclaimArgs) -> Result<(), CliError> {
         diskgroup: a.diskgroup.clone(),
         dry_run: a.dry_run,
         rate_bytes: rate,
-        method: a.method.clone(),
+        method: a.method,
         watch_seconds: a.watch,
     });
     let shown = c.socket.display();

@@ -25,7 +25,7 @@ use asmguard_devices::udevdb::UdevProps;
 use asmguard_devices::KernelDev;
 use asmguard_format::label::Label;
 use asmguard_guard::DevKey;
-use asmguard_proto::{DiskInfo, PathInfo};
+use asmguard_proto::{DiskInfo, LinkState, PathInfo};
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
@@ -219,18 +219,28 @@ fn disks(sys: &Path, devices: &BTreeMap<String, Observed>, grouping: &Grouping) 
     out
 }
 
-/// Whether `path` exists and leads to `top`: `ok`, `missing`, or `wrong: <target>`.
-fn stable_link(path: &Path, top: KernelDev) -> String {
+/// Whether `path` exists and leads to `top`, and where it leads when it does not.
+fn stable_link(path: &Path, top: KernelDev) -> (LinkState, Option<String>) {
     let Ok(target) = std::fs::read_link(path) else {
-        return "missing".into();
+        return (LinkState::Missing, None);
     };
     let same = std::fs::metadata(path).is_ok_and(|m| {
         m.file_type().is_block_device() && KernelDev::from_dev_t(m.rdev()).ok() == Some(top)
     });
     if same {
-        "ok".into()
+        (LinkState::Ok, None)
     } else {
-        format!("wrong: points to {}", target.display())
+        (LinkState::Wrong, Some(target.display().to_string()))
+    }
+}
+
+/// A path's role as the protocol names it.
+fn role(r: Role) -> asmguard_proto::Role {
+    match r {
+        Role::Multipath => asmguard_proto::Role::Multipath,
+        Role::Labelled => asmguard_proto::Role::Labelled,
+        Role::Path => asmguard_proto::Role::Path,
+        Role::Parent => asmguard_proto::Role::Parent,
     }
 }
 
@@ -245,10 +255,12 @@ pub fn lsdsk_rows(disks: &[Disk]) -> Vec<DiskInfo> {
         .iter()
         .map(|d| {
             let stable = stable_path(&d.label);
+            let (link, target) = stable_link(&stable, d.top.dev);
             DiskInfo {
                 label: d.label.to_string(),
                 top: d.top.shown.clone(),
-                stable_link: stable_link(&stable, d.top.dev),
+                stable_link: link,
+                stable_link_target: target,
                 stable_path: stable.display().to_string(),
                 paths: d
                     .paths
@@ -258,7 +270,7 @@ pub fn lsdsk_rows(disks: &[Disk]) -> Vec<DiskInfo> {
                         dev: p.node.shown.clone(),
                         devno: p.node.dev.to_string(),
                         kdev: p.node.dev.raw(),
-                        role: p.role.as_str().into(),
+                        role: role(p.role),
                     })
                     .collect(),
                 size_bytes: d.size,
@@ -283,6 +295,7 @@ pub fn lsdsk_rows(disks: &[Disk]) -> Vec<DiskInfo> {
                 filtering: d
                     .mode
                     .map_or_else(|| "off (no filter)".into(), |m| m.to_string()),
+                filter_mode: d.mode.map_or("off", DiskMode::word).into(),
                 conflict: d.conflict,
                 serial: d.serial.clone(),
                 wwn: d.wwn.clone(),
@@ -504,7 +517,12 @@ pub mod tests {
             (None, None)
         );
         assert_eq!(part.filtering, "audit (lsm)");
-        assert_eq!(part.paths[1].role, "parent");
+        assert_eq!(part.paths[1].role, asmguard_proto::Role::Parent);
+        assert_eq!(
+            (mp.filter_mode.as_str(), part.filter_mode.as_str()),
+            ("enforce", "audit")
+        );
+        assert_eq!(rows[2].filter_mode, "UNPROTECTED");
         assert!(rows[2].conflict && rows[3].conflict);
         assert_eq!(rows[2].filtering, "UNPROTECTED (no filter backend)");
         assert_eq!(rows[2].header_status, "none");

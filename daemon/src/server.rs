@@ -477,10 +477,7 @@ async fn dispatch(d: Arc<Daemon>, call: Call, asked: Asked) -> Response {
             Call::Rename(a) => to_value(d.rename(a)?),
             Call::Filter(a) => {
                 let f = &d.filter;
-                let action = crate::filter::action(&a.action).ok_or_else(|| {
-                    ErrorBody::new(ErrorCode::BadRequest, "unknown filter action")
-                })?;
-                let labels = f.set_mode(a.label.as_deref(), action).map_err(|e| {
+                let labels = f.set_mode(a.label.as_deref(), a.action).map_err(|e| {
                     let code = match e {
                         SetModeError::UnknownLabel(_) => ErrorCode::NotFound,
                         SetModeError::Io(_) => ErrorCode::IoError,
@@ -496,7 +493,7 @@ async fn dispatch(d: Arc<Daemon>, call: Call, asked: Asked) -> Response {
                     peer.pid
                 );
                 to_value(asmguard_proto::FilterResult {
-                    action: a.action.clone(),
+                    action: a.action,
                     labels,
                     backend: f.status().backend().into(),
                 })

@@ -148,13 +148,113 @@ pub struct RenameArgs {
     pub new: String,
 }
 
+/// What `filter` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FilterAction {
+    /// Enforce.
+    Enable,
+    /// Off (for one disk); without a label, remove the programs.
+    Disable,
+    /// Log and allow.
+    Audit,
+}
+
+/// How `reclaim` hands space back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReclaimMethod {
+    /// BLKDISCARD (UNMAP / TRIM / WRITE SAME with unmap).
+    Discard,
+    /// BLKZEROOUT (for arrays that detect zeros but take no UNMAP).
+    Zeroout,
+}
+
+/// What a path is to its disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Carries the label (and is not a multipath device).
+    Labelled,
+    /// The multipath (dm) device above the paths: the top.
+    Multipath,
+    /// A path below a multipath device.
+    Path,
+    /// The whole disk of a labelled partition.
+    Parent,
+}
+
+/// Whether `/dev/asmguard/disks/<label>` leads to the disk's top device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LinkState {
+    /// It does.
+    Ok,
+    /// It does not exist (udev rules not installed, or no udevd).
+    Missing,
+    /// It leads elsewhere (`DiskInfo::stable_link_target` says where).
+    Wrong,
+}
+
+/// The state of protection `status` reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Protection {
+    /// A backend filters opens, writes, ioctls and mappings.
+    Protected,
+    /// A backend filters write-opens only (the cgroup-device fallback).
+    Degraded,
+    /// An administrator disabled the filter.
+    Off,
+    /// No backend could load (`filter_reason` says why; `status` exits with 7).
+    Unprotected,
+}
+
+macro_rules! words {
+    ($($t:ty { $($v:ident => $w:literal),* $(,)? })*) => {$(
+        impl $t {
+            /// The wire word.
+            pub fn as_str(self) -> &'static str {
+                match self { $(Self::$v => $w),* }
+            }
+        }
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+        impl std::str::FromStr for $t {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                match s {
+                    $($w => Ok(Self::$v),)*
+                    _ => Err(format!("{s:?} is not one of {}", [$($w),*].join(", "))),
+                }
+            }
+        }
+    )*};
+}
+
+words! {
+    FilterAction { Enable => "enable", Disable => "disable", Audit => "audit" }
+    ReclaimMethod { Discard => "discard", Zeroout => "zeroout" }
+    Role { Labelled => "labelled", Multipath => "multipath", Path => "path", Parent => "parent" }
+    LinkState { Ok => "ok", Missing => "missing", Wrong => "wrong" }
+    Protection {
+        Protected => "protected",
+        Degraded => "degraded",
+        Off => "off",
+        Unprotected => "unprotected",
+    }
+}
+
 /// `filter enable|disable|audit [LABEL]`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FilterArgs {
     /// `enable` (enforce), `disable` (off; without a label: remove the programs),
     /// `audit` (log and allow).
-    pub action: String,
+    pub action: FilterAction,
     /// One disk; all disks when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
@@ -186,14 +286,14 @@ pub struct ReclaimArgs {
     pub rate_bytes: u64,
     /// `discard` (BLKDISCARD) or `zeroout` (BLKZEROOUT).
     #[serde(default = "default_method")]
-    pub method: String,
+    pub method: ReclaimMethod,
     /// Seconds to watch the heartbeat block and mount stamp for a change.
     #[serde(default = "default_watch")]
     pub watch_seconds: f64,
 }
 
-fn default_method() -> String {
-    "discard".into()
+fn default_method() -> ReclaimMethod {
+    ReclaimMethod::Discard
 }
 
 fn default_watch() -> f64 {
@@ -229,7 +329,7 @@ pub struct ReclaimDisk {
     pub label: String,
     pub device: String,
     pub disk_group: String,
-    pub method: String,
+    pub method: ReclaimMethod,
     pub ausize: u64,
     pub dsksize_aus: u64,
     /// AUs the allocation table positively says are free (reserved ones excluded).
@@ -548,23 +648,11 @@ fn no_args(id: u64, op: &str, args: &Option<Value>) -> Result<(), ParseError> {
 
 fn filter_op(id: u64, op: &str, args: Option<Value>) -> Result<Op, ParseError> {
     let a: FilterArgs = take(id, op, args)?;
-    if !matches!(a.action.as_str(), "enable" | "disable" | "audit") {
-        return Err(bad(
-            id,
-            format!(
-                "filter action {:?} is not one of enable, disable, audit",
-                a.action.chars().take(32).collect::<String>()
-            ),
-        ));
-    }
     Ok(Op::Filter(a))
 }
 
 fn reclaim_op(id: u64, op: &str, args: Option<Value>) -> Result<Op, ParseError> {
     let a: ReclaimArgs = take(id, op, args)?;
-    if !matches!(a.method.as_str(), "discard" | "zeroout") {
-        return Err(bad(id, "reclaim method must be discard or zeroout".into()));
-    }
     if a.labels.is_empty() == a.diskgroup.is_none() {
         return Err(bad(
             id,
@@ -592,7 +680,7 @@ pub struct PathInfo {
     pub kdev: u32,
     /// `labelled` (carries the label), `multipath` (dm device above), `path` (a path
     /// below a multipath device), `parent` (the whole disk of a labelled partition).
-    pub role: String,
+    pub role: Role,
 }
 
 /// A managed disk (one label).
@@ -604,9 +692,11 @@ pub struct DiskInfo {
     /// `/dev/asmguard/disks/<label>` (made by udev).
     pub stable_path: String,
     /// Whether the stable path exists and leads to the top device: `ok`, `missing`
-    /// (udev has not made it: rules not installed, or no udevd), or `wrong: <target>`.
-    #[serde(default)]
-    pub stable_link: String,
+    /// (udev has not made it: rules not installed, or no udevd), or `wrong`.
+    pub stable_link: LinkState,
+    /// Where a `wrong` stable path leads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stable_link_target: Option<String>,
     pub paths: Vec<PathInfo>,
     pub size_bytes: u64,
     pub logical_block_size: u32,
@@ -617,8 +707,13 @@ pub struct DiskInfo {
     pub disk_group: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub asm_disk_name: Option<String>,
-    /// Write filtering of this disk (`off` until the filter is in place).
+    /// Write filtering of this disk as a DBA reads it (`enforce (lsm)`,
+    /// `audit (cgroup_device, open-time only)`, `off`, ...): display text.
     pub filtering: String,
+    /// The mode the filter applies to it (`enforce`, `audit`, `off`, or
+    /// `UNPROTECTED` without a backend): the `asmguard_filter_mode` word.
+    #[serde(default)]
+    pub filter_mode: String,
     /// True when the same label is on another disk too: neither is picked.
     pub conflict: bool,
     /// The LUN's serial (udev's `ID_SERIAL`; for SCSI, the WWID multipathd uses),
@@ -705,11 +800,10 @@ pub struct StatusResult {
     /// Devices in the kernel's managed set.
     #[serde(default)]
     pub filter_devices: usize,
-    /// `protected`, `degraded: open-time only`, `off (disabled by an
-    /// administrator)` or `UNPROTECTED: <why>` (no filter backend could load;
-    /// `asmguardctl status` then exits with 7).
-    #[serde(default)]
-    pub protection: String,
+    /// `protected`, `degraded` (open-time only), `off` (disabled by an
+    /// administrator) or `unprotected` (no filter backend could load:
+    /// `filter_reason` says why; `asmguardctl status` then exits with 7).
+    pub protection: Protection,
     /// How to turn the BPF LSM on, when the kernel has it but it is off.
     #[serde(default)]
     pub bpf_lsm_hint: String,
@@ -726,14 +820,14 @@ pub struct StatusResult {
 impl StatusResult {
     /// Whether no filter protects the disks although none was disabled on purpose.
     pub fn unprotected(&self) -> bool {
-        self.protection.starts_with("UNPROTECTED")
+        self.protection == Protection::Unprotected
     }
 }
 
 /// The answer to `filter`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FilterResult {
-    pub action: String,
+    pub action: FilterAction,
     /// The labels concerned.
     pub labels: Vec<String>,
     /// The backend afterwards (`none` once disabled).
@@ -832,7 +926,7 @@ mod tests {
         let f = Request {
             id: 4,
             op: Op::Filter(FilterArgs {
-                action: "audit".into(),
+                action: FilterAction::Audit,
                 label: Some("DATA1".into()),
             }),
         };
@@ -861,7 +955,7 @@ mod tests {
                 diskgroup: None,
                 dry_run: true,
                 rate_bytes: 1 << 20,
-                method: "zeroout".into(),
+                method: ReclaimMethod::Zeroout,
                 watch_seconds: 0.5,
             }),
         };
@@ -884,7 +978,7 @@ mod tests {
             parse_request(br#"{"version":1,"op":"reclaim","args":{"diskgroup":"DATA"}}"#).unwrap();
         match ok.op {
             Op::Reclaim(a) => {
-                assert_eq!(a.method, "discard");
+                assert_eq!(a.method, ReclaimMethod::Discard);
                 assert_eq!(a.watch_seconds, 7.0);
             }
             _ => panic!(),
@@ -945,5 +1039,150 @@ mod tests {
         assert!(line.contains(r#""code":"busy""#), "{line}");
         let back: Response = serde_json::from_str(&line).unwrap();
         assert_eq!(back.into_result().unwrap_err().code, ErrorCode::Busy);
+    }
+}
+
+/// The `--json` documents' field names are an interface: scripts read them.
+/// Each answer is read from a literal document that has every field, written
+/// back, and must come out with exactly the same names (a renamed, dropped or
+/// added field fails here), nested documents included.
+#[cfg(test)]
+mod json_names {
+    use super::*;
+    use serde::de::DeserializeOwned;
+
+    fn keys(v: &Value, at: &str, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                for (k, x) in m {
+                    let path = format!("{at}.{k}");
+                    out.push(path.clone());
+                    keys(x, &path, out);
+                }
+            }
+            Value::Array(a) => {
+                for x in a {
+                    keys(x, &format!("{at}[]"), out);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn pinned<T: Serialize + DeserializeOwned>(doc: &str) {
+        let want: Value = serde_json::from_str(doc).unwrap();
+        let typed: T = serde_json::from_value(want.clone()).unwrap();
+        let got = serde_json::to_value(&typed).unwrap();
+        let (mut a, mut b) = (vec![], vec![]);
+        keys(&want, "", &mut a);
+        keys(&got, "", &mut b);
+        a.sort();
+        a.dedup();
+        b.sort();
+        b.dedup();
+        assert_eq!(b, a, "{}", std::any::type_name::<T>());
+        assert_eq!(got, want, "values round-trip");
+    }
+
+    #[test]
+    fn answers_keep_their_field_names() {
+        pinned::<LsdskResult>(
+            r#"{"disks":[{"label":"DATA1","top":"/dev/mapper/mpatha",
+            "stable_path":"/dev/asmguard/disks/DATA1","stable_link":"wrong",
+            "stable_link_target":"/dev/null",
+            "paths":[{"name":"dm-2","dev":"/dev/mapper/mpatha","devno":"253:2",
+                      "kdev":265289730,"role":"multipath"}],
+            "size_bytes":1073741824,"logical_block_size":512,"physical_block_size":4096,
+            "header_status":"MEMBER","disk_group":"DATA","asm_disk_name":"DATA_0000",
+            "filtering":"enforce (lsm)","filter_mode":"enforce","conflict":false,
+            "serial":"S1","wwn":"0x5000"}],
+            "conflicts":[{"label":"TWIN","devices":["/dev/sde","/dev/sdf"]}],
+            "devices_scanned":7,"unreadable":["sdz: I/O error"]}"#,
+        );
+        pinned::<StatusResult>(
+            r#"{"daemon_version":"0.1.0","protocol_version":1,"pid":1,"uptime_seconds":2,
+            "kernel":"6.12.0","bpf_lsm":"yes (lsm=bpf)","filter_backend":"lsm",
+            "default_filter_mode":"enforce","disks":1,"conflicts":0,"devices_scanned":3,
+            "socket":"/run/asmguard/asmguard.sock","metrics_address":"x","config":"y",
+            "events":"udev","last_scan_ms":4,"filter_coverage":"full",
+            "filter_reason":"r","filter_passthrough":"p","filter_programs":["ag_file_open"],
+            "filter_devices":2,"protection":"unprotected","bpf_lsm_hint":"",
+            "claims":["DATA1 253:2"],"claims_kept":"none (re-taken on start)"}"#,
+        );
+        pinned::<LabelResult>(
+            r#"{"action":"labelled","label":"DATA1","device":"/dev/sdb",
+            "erased":["dos"],"written":["32+32"]}"#,
+        );
+        pinned::<FilterResult>(r#"{"action":"audit","labels":["DATA1"],"backend":"lsm"}"#);
+        pinned::<EventsResult>(
+            r#"{"events":[{"seq":1,"time_ms":2,"pid":3,"uid":0,"euid":0,"egid":0,
+            "comm":"dd","exe":"/usr/bin/dd","device":"7:0","device_type":"block",
+            "label":"DATA1","hook":"file_open","operation":"write-open","mode":"enforce"}],
+            "last_seq":1}"#,
+        );
+        pinned::<ReclaimResult>(
+            r#"{"dry_run":true,"planned_bytes":1,"reclaimed_bytes":0,
+            "disks":[{"label":"DATA1","device":"/dev/sdb","disk_group":"DATA",
+            "method":"zeroout","ausize":1048576,"dsksize_aus":100,"free_aus":50,
+            "at_blocks_read":1,"at_blocks_valid":1,"at_rejected":[],"planned_bytes":1,
+            "ranges":1,"unaligned_bytes":0,"reclaimed_bytes":0,"resumed_from_bytes":0,
+            "cancelled":false,"scan_seconds":0.5,"elapsed_seconds":0.5,
+            "rate_bytes_per_sec":1.5,"discard_granularity":4096,
+            "discard_max_bytes":4096}]}"#,
+        );
+        pinned::<ProgressLine>(
+            r#"{"version":1,"id":6,"progress":{"phase":"reclaiming","label":"DATA1",
+            "done_bytes":1,"total_bytes":2,"percent":50.0,"rate_bytes_per_sec":1.5,
+            "eta_seconds":0.5}}"#,
+        );
+    }
+
+    /// The words of the typed values, as scripts compare them.
+    #[test]
+    fn typed_values_are_these_words() {
+        let w = |v: Value| v.as_str().unwrap().to_string();
+        let all = [
+            w(serde_json::to_value(Protection::Protected).unwrap()),
+            w(serde_json::to_value(Protection::Degraded).unwrap()),
+            w(serde_json::to_value(Protection::Off).unwrap()),
+            w(serde_json::to_value(Protection::Unprotected).unwrap()),
+            w(serde_json::to_value(LinkState::Ok).unwrap()),
+            w(serde_json::to_value(LinkState::Missing).unwrap()),
+            w(serde_json::to_value(LinkState::Wrong).unwrap()),
+            w(serde_json::to_value(Role::Labelled).unwrap()),
+            w(serde_json::to_value(Role::Multipath).unwrap()),
+            w(serde_json::to_value(Role::Path).unwrap()),
+            w(serde_json::to_value(Role::Parent).unwrap()),
+            w(serde_json::to_value(FilterAction::Enable).unwrap()),
+            w(serde_json::to_value(FilterAction::Disable).unwrap()),
+            w(serde_json::to_value(FilterAction::Audit).unwrap()),
+            w(serde_json::to_value(ReclaimMethod::Discard).unwrap()),
+            w(serde_json::to_value(ReclaimMethod::Zeroout).unwrap()),
+        ];
+        assert_eq!(
+            all,
+            [
+                "protected",
+                "degraded",
+                "off",
+                "unprotected",
+                "ok",
+                "missing",
+                "wrong",
+                "labelled",
+                "multipath",
+                "path",
+                "parent",
+                "enable",
+                "disable",
+                "audit",
+                "discard",
+                "zeroout"
+            ]
+        );
+        // Display and FromStr say the same words
+        assert_eq!(Protection::Unprotected.to_string(), "unprotected");
+        assert_eq!("zeroout".parse(), Ok(ReclaimMethod::Zeroout));
+        assert!("trim".parse::<ReclaimMethod>().is_err());
     }
 }

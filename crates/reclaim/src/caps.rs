@@ -8,31 +8,9 @@ use crate::plan::Limits;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
-/// How free space goes back to the array.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Method {
-    /// BLKDISCARD (UNMAP / TRIM / WRITE SAME with unmap).
-    Discard,
-    /// BLKZEROOUT (for arrays that detect zeros but take no UNMAP).
-    Zeroout,
-}
-
-impl Method {
-    pub fn parse(s: &str) -> Option<Method> {
-        match s {
-            "discard" => Some(Method::Discard),
-            "zeroout" => Some(Method::Zeroout),
-            _ => None,
-        }
-    }
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Method::Discard => "discard",
-            Method::Zeroout => "zeroout",
-        }
-    }
-}
+/// How free space goes back to the array (the protocol's type: the request
+/// carries it as it is).
+pub use asmguard_proto::ReclaimMethod as Method;
 
 /// What sysfs says about the device.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
@@ -195,7 +173,7 @@ mod tests {
         let l = check(&read(t.path(), "loop3").unwrap(), Method::Discard).unwrap();
         assert_eq!(l.max_bytes, 4294966784);
         assert!(read(t.path(), "nope").is_err());
-        assert_eq!(Method::parse("zeroout"), Some(Method::Zeroout));
-        assert_eq!(Method::parse("trim"), None);
+        assert_eq!("zeroout".parse(), Ok(Method::Zeroout));
+        assert!("trim".parse::<Method>().is_err());
     }
 }

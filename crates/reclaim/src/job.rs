@@ -119,8 +119,7 @@ pub fn run(
     cancel: &AtomicBool,
     progress: OnProgress<'_>,
 ) -> Result<ReclaimResult, ErrorBody> {
-    let method = Method::parse(&a.method)
-        .ok_or_else(|| err(ErrorCode::BadRequest, "method must be discard or zeroout"))?;
+    let method = a.method;
     let _running = host.running().claim(targets)?;
     let plans = plan(host, targets, method)?;
     let planned: u64 = plans.iter().map(|(_, p)| p.plan.total_bytes).sum();
@@ -183,7 +182,7 @@ pub fn disk_result(x: &Target, p: &DiskPlan, method: Method) -> ReclaimDisk {
         label: x.label.clone(),
         device: p.device.clone(),
         disk_group: p.disk_group.clone(),
-        method: method.as_str().into(),
+        method,
         ausize: p.layout.ausize,
         dsksize_aus: p.layout.dsksize,
         free_aus: p.scan.free_aus,

@@ -16,7 +16,7 @@ pub mod service;
 use asmguard_config::Config;
 use asmguard_guard::{Mode, Options, PIN_DIR};
 use asmguard_proto::FilterEventInfo;
-use service::{Action, FilterEvent, FilterService};
+use service::{FilterEvent, FilterService};
 use std::path::{Path, PathBuf};
 
 /// System programs that send SCSI commands (SG_IO) to every disk: multipathd's
@@ -217,16 +217,6 @@ pub(crate) fn log_event(e: &FilterEvent) {
         ev.hook,
         ev.operation()
     );
-}
-
-/// `filter enable|disable|audit` as an action.
-pub fn action(s: &str) -> Option<Action> {
-    match s {
-        "enable" => Some(Action::Enable),
-        "disable" => Some(Action::Disable),
-        "audit" => Some(Action::Audit),
-        _ => None,
-    }
 }
 
 /// The protocol's view of an event.

@@ -21,6 +21,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use asmguard_proto::Protection;
+
 use asmguard_guard::{
     remove_pins, Backend, Coverage, DenialEvent, DevKey, Error, ExeId, Guard, Hook, KernelDev,
     Mode, Options,
@@ -43,16 +45,8 @@ pub struct FilterEvent {
     pub event: DenialEvent,
 }
 
-/// Per-label action of `asmguardctl filter`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
-    /// Enforce.
-    Enable,
-    /// Off (for one label) / remove the programs (for all).
-    Disable,
-    /// Audit.
-    Audit,
-}
+/// What `asmguardctl filter` asks for (the protocol's type).
+pub use asmguard_proto::FilterAction as Action;
 
 /// How one label's disk is filtered: what `lsdsk` shows, what decides its
 /// exclusive claim and what the filter-mode metric exports.
@@ -180,9 +174,15 @@ impl FilterStatus {
         self.cover.describe(&self.reason)
     }
 
-    /// The one-word state of protection (`StatusResult::protection`).
-    pub fn protection(&self) -> String {
-        self.cover.protection(&self.reason)
+    /// The state of protection (`StatusResult::protection`; the reason is
+    /// `reason`).
+    pub fn protection(&self) -> Protection {
+        match self.cover {
+            Coverage::Full => Protection::Protected,
+            Coverage::OpenTimeOnly => Protection::Degraded,
+            Coverage::Disabled => Protection::Off,
+            Coverage::Unprotected => Protection::Unprotected,
+        }
     }
 
     /// Whether an administrator disabled the filter (`filter disable`): no
@@ -897,26 +897,16 @@ mod tests {
         assert_eq!(Backend::Lsm.coverage(), Coverage::Full);
         assert_eq!(Backend::CgroupDevice.coverage(), Coverage::OpenTimeOnly);
         let why = "no filter: EPERM";
-        let rows: [(Coverage, &str, &str, &str); 4] = [
-            (Coverage::Full, "lsm", "full", "protected"),
+        let rows: [(Coverage, &str, &str, Protection); 4] = [
+            (Coverage::Full, "lsm", "full", Protection::Protected),
             (
                 Coverage::OpenTimeOnly,
                 "cgroup_device",
                 "degraded: open-time only",
-                "degraded: open-time only",
+                Protection::Degraded,
             ),
-            (
-                Coverage::Disabled,
-                "none",
-                why,
-                "off (disabled by an administrator)",
-            ),
-            (
-                Coverage::Unprotected,
-                "none",
-                why,
-                "UNPROTECTED: no filter: EPERM",
-            ),
+            (Coverage::Disabled, "none", why, Protection::Off),
+            (Coverage::Unprotected, "none", why, Protection::Unprotected),
         ];
         assert_eq!(rows.map(|r| r.0), Coverage::ALL);
         for (cover, backend, coverage, protection) in rows {

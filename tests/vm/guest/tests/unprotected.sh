@@ -44,7 +44,7 @@ esac
 [ "$rc" = 7 ] && pass status-exit-7 "exit $rc: $(echo "$st" | tail -n 1)" || fail status-exit-7 "exit $rc"
 $C status --json >/tmp/unprot.json 2>&1
 rc=$?
-if [ "$rc" = 7 ] && grep -q '"protection": *"UNPROTECTED' /tmp/unprot.json; then
+if [ "$rc" = 7 ] && grep -q '"protection": *"unprotected"' /tmp/unprot.json; then
 	pass status-json-exit-7 "$(grep -o '"protection": *"[^"]*"' /tmp/unprot.json)"
 else
 	fail status-json-exit-7 "exit $rc: $(cat /tmp/unprot.json)"
