@@ -396,7 +396,7 @@ async fn start_filter(
     let started = tokio::task::spawn_blocking(move || {
         let f = filter::start(&cfg2, bpf_pin_dir, state_file);
         let st = f.status();
-        if require && st.backend() == "none" && !st.disabled() {
+        if require && st.cover == asmguard_guard::Coverage::Unprotected {
             return Err(st.reason);
         }
         Ok(f)

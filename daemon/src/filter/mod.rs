@@ -14,7 +14,7 @@ pub mod identity;
 pub mod service;
 
 use asmguard_config::Config;
-use asmguard_guard::{Mode, Options, PIN_DIR};
+use asmguard_guard::{Coverage, Mode, Options, PIN_DIR};
 use asmguard_proto::FilterEventInfo;
 use service::{FilterEvent, FilterService};
 use std::path::{Path, PathBuf};
@@ -63,7 +63,7 @@ pub fn start(cfg: &Config, pin_dir: Option<PathBuf>, state_file: PathBuf) -> Fil
             ),
         }
     }
-    if st.backend() == "none" && !st.disabled() {
+    if st.cover == Coverage::Unprotected {
         tracing::error!(
             "UNPROTECTED: no write filter could load: {}; managed disks are open to every writer{}",
             st.reason,
@@ -71,7 +71,7 @@ pub fn start(cfg: &Config, pin_dir: Option<PathBuf>, state_file: PathBuf) -> Fil
                 .map(|h| format!("; {h}"))
                 .unwrap_or_default()
         );
-    } else if st.backend() == "none" {
+    } else if st.cover == Coverage::Disabled {
         tracing::warn!("write filter: off (disabled by an administrator until reboot or `asmguardctl filter enable`)");
     } else {
         tracing::info!(
@@ -84,7 +84,7 @@ pub fn start(cfg: &Config, pin_dir: Option<PathBuf>, state_file: PathBuf) -> Fil
             gids,
             cfg.filter.allow_executables
         );
-        if st.backend() == "cgroup_device" {
+        if st.cover == Coverage::OpenTimeOnly {
             tracing::warn!("write filter degraded: open-time only (writes on file descriptors opened before it, ioctls and mappings are not filtered)");
             if let Some(h) = asmguard_guard::bpf_lsm_hint() {
                 tracing::warn!("{h}");

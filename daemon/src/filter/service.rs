@@ -184,12 +184,6 @@ impl FilterStatus {
             Coverage::Unprotected => Protection::Unprotected,
         }
     }
-
-    /// Whether an administrator disabled the filter (`filter disable`): no
-    /// backend on purpose, as opposed to none that could load.
-    pub fn disabled(&self) -> bool {
-        self.cover == Coverage::Disabled
-    }
 }
 
 /// Operation counts by (label, hook, mode).
@@ -918,7 +912,6 @@ mod tests {
             assert_eq!(st.backend(), backend);
             assert_eq!(st.coverage(), coverage);
             assert_eq!(st.protection(), protection);
-            assert_eq!(st.disabled(), cover == Coverage::Disabled);
         }
         // lsdsk's Filtering column and the metric's mode word, written out for
         // every (coverage, mode): what a DBA reads, not recomputed
