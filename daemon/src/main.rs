@@ -124,7 +124,13 @@ async fn run(
     };
     // The filter and the tracer before the first scan, so the scan's model
     // puts the disks under both at once (Daemon::apply).
-    let filter = match start_filter(&cfg, &socket, bpf_pin_dir).await {
+    let runtime_dir = cfg.daemon.runtime_dir.clone().unwrap_or_else(|| {
+        socket
+            .parent()
+            .unwrap_or(std::path::Path::new("/run/asmguard"))
+            .to_path_buf()
+    });
+    let filter = match start_filter(&cfg, &runtime_dir, bpf_pin_dir).await {
         Ok(f) => f,
         Err(msg) => {
             tracing::error!("{msg}");
@@ -148,6 +154,7 @@ async fn run(
         cfg,
         source,
         socket.clone(),
+        runtime_dir,
         monitor_desc,
         filter,
         metrics,
@@ -384,13 +391,10 @@ async fn shutdown(d: &state::Daemon, socket: &std::path::Path, serve: tokio::tas
 /// require_protection`, or the start itself failed).
 async fn start_filter(
     cfg: &config::Config,
-    socket: &std::path::Path,
+    runtime_dir: &std::path::Path,
     bpf_pin_dir: Option<PathBuf>,
 ) -> Result<filter::service::FilterService, String> {
-    let state_file = socket
-        .parent()
-        .unwrap_or(std::path::Path::new("/run/asmguard"))
-        .join("filter.state");
+    let state_file = runtime_dir.join("filter.state");
     let cfg2 = cfg.clone();
     let require = cfg.filter.require_protection;
     let started = tokio::task::spawn_blocking(move || {

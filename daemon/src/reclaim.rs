@@ -35,9 +35,7 @@ impl Host for DaemonHost<'_> {
     }
     fn checkpoint(&self, label: &str) -> PathBuf {
         self.0
-            .socket
-            .parent()
-            .unwrap_or(Path::new("/run/asmguard"))
+            .runtime_dir
             .join("reclaim")
             .join(format!("{label}.json"))
     }

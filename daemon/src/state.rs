@@ -44,6 +44,9 @@ pub struct Daemon {
     pub rules: Rules,
     pub sys: PathBuf,
     pub socket: PathBuf,
+    /// Runtime state: `filter.state`, `reclaim/<LABEL>.json` (`[daemon]
+    /// runtime_dir`, default the socket's directory).
+    pub runtime_dir: PathBuf,
     pub admin_gid: Option<u32>,
     pub started: Instant,
     pub monitor: String,
@@ -148,6 +151,7 @@ impl Daemon {
         cfg: Config,
         cfg_source: String,
         socket: PathBuf,
+        runtime_dir: PathBuf,
         monitor: String,
         filter: FilterService,
         metrics: MetricsService,
@@ -162,6 +166,7 @@ impl Daemon {
             cfg_source,
             sys: PathBuf::from("/sys"),
             socket,
+            runtime_dir,
             admin_gid,
             started: Instant::now(),
             monitor,
@@ -676,6 +681,7 @@ mod scan_race_tests {
             Config::default(),
             "test".into(),
             PathBuf::from("/nonexistent/asmguard.sock"),
+            PathBuf::from("/nonexistent"),
             "none".into(),
             FilterService::inert("not loaded in this test"),
             MetricsService::without_tracer(),

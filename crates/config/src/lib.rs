@@ -27,6 +27,10 @@
 //! allow_groups = ["asmadmin", "asmdba", "oinstall"]   # effective, fs or supplementary gid
 //! allow_executables = []               # absolute paths
 //! require_protection = false           # true: refuse to start when no filter can load
+//!
+//! [daemon]
+//! runtime_dir = "/run/asmguard"        # runtime state (filter modes, reclaim
+//!                                      # checkpoints); default: the socket's directory
 //! ```
 
 use serde::Deserialize;
@@ -43,6 +47,17 @@ pub struct Config {
     pub socket: Socket,
     pub metrics: Metrics,
     pub filter: Filter,
+    pub daemon: DaemonSection,
+}
+
+/// `[daemon]`: where the daemon keeps its runtime state.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct DaemonSection {
+    /// The filter's runtime state (`filter.state`: per-disk modes, `filter
+    /// disable`) and reclaim's checkpoints (`reclaim/<LABEL>.json`). Under /run
+    /// they last until reboot. `None`: the socket's directory.
+    pub runtime_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -284,6 +299,15 @@ fn validate(c: &Config, file: &str) -> Result<(), String> {
             "is longer than a unix socket path may be (107 bytes)",
         ));
     }
+    if let Some(d) = &c.daemon.runtime_dir {
+        if !d.is_absolute() {
+            return Err(key_err(
+                file,
+                "daemon.runtime_dir",
+                format!("{} is not an absolute path", d.display()),
+            ));
+        }
+    }
     names(file, "socket.admin_group", "group", [&c.socket.admin_group])?;
     if c.socket.timeout_seconds == 0 || c.socket.timeout_seconds > 3600 {
         return Err(key_err(
@@ -455,6 +479,8 @@ mod tests {
         assert_eq!(c.mode(), 0o640);
         assert_eq!(c.filter.mode, "audit");
         assert_eq!(parse("[paths]\nmode = 0o600\n", "t").unwrap().mode(), 0o600);
+        let d = parse("[daemon]\nruntime_dir = \"/run/ag\"\n", "t").unwrap();
+        assert_eq!(d.daemon.runtime_dir, Some(PathBuf::from("/run/ag")));
     }
 
     #[test]
@@ -465,6 +491,7 @@ mod tests {
             ("[paths]\nmode = \"0666\"\n", "paths.mode"),
             ("[paths]\nowner = \"Grid User\"\n", "paths.owner"),
             ("[socket]\npath = \"relative.sock\"\n", "socket.path"),
+            ("[daemon]\nruntime_dir = \"run\"\n", "daemon.runtime_dir"),
             (
                 "[socket]\ntimeout_seconds = \"ten\"\n",
                 "socket.timeout_seconds",

@@ -351,3 +351,34 @@ fn a_mode_belongs_to_the_disk_not_to_the_label_name() {
         "audit needs a disk that carries the label: {o:?}"
     );
 }
+
+/// `[daemon] runtime_dir` is where the filter's runtime state goes (not the
+/// socket's directory, the default), and a restarted daemon reads it back.
+#[test]
+fn runtime_state_goes_to_the_configured_runtime_dir() {
+    let Some(_g) = lock() else { return };
+    let l = Loop::new(16 * MIB);
+    let dev = l.dev.display().to_string();
+    let run = tempfile::tempdir().unwrap();
+    let cfg = format!(
+        "[filter]\nmode = \"enforce\"\nallow_users = [\"nobody\"]\nallow_groups = []\n\
+         [daemon]\nruntime_dir = {:?}\n",
+        run.path().display().to_string()
+    );
+    let mut d = Daemon::start(&[&l.name], &cfg);
+    d.ctl(&["label", "RUNDIR1", &dev]).ok();
+    d.ctl(&["filter", "audit", "RUNDIR1"]).ok();
+    let state = std::fs::read_to_string(run.path().join("filter.state")).unwrap();
+    assert!(state.starts_with("mode RUNDIR1 audit "), "{state:?}");
+    assert!(
+        !d.socket.with_file_name("filter.state").exists(),
+        "nothing in the socket's directory"
+    );
+    // a restart with the same runtime_dir keeps the disk's mode
+    d.stop();
+    let d = Daemon::start(&[&l.name], &cfg);
+    assert_eq!(
+        disk(&d.lsdsk(), "RUNDIR1")["filtering"],
+        "audit (cgroup_device, open-time only)"
+    );
+}
