@@ -15,6 +15,7 @@ mod model;
 mod reclaim;
 mod server;
 mod state;
+mod watch;
 mod wire;
 
 use clap::Parser;
@@ -207,6 +208,10 @@ async fn run(
     ]);
 
     spawn_device_events(d.clone(), rx);
+    watch::spawn(
+        d.clone(),
+        Duration::from_secs(d.cfg.devices.label_watch_seconds),
+    );
     spawn_watchdog(monitor_alive.clone());
     let serve = tokio::spawn(server::serve(listener, d.clone()));
     spawn_sighup(d.clone());

@@ -282,6 +282,35 @@ impl Daemon {
         model::claims(&self.read_state().model.disks)
     }
 
+    /// The devices the label watch reads (`crate::watch`): the ones a scan
+    /// reads with nothing stacked on them.
+    pub fn watched(&self) -> Vec<String> {
+        self.read_state()
+            .devices
+            .iter()
+            .filter(|(_, o)| o.included && o.read.is_some() && o.sys.holders.is_empty())
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+
+    /// Reads the label sector of `name` again; `Some(what)` when it reads
+    /// differently from what the last scan or refresh found.
+    pub fn label_changed(&self, name: &str) -> Option<String> {
+        let sys = self.read_state().devices.get(name)?.sys.clone();
+        let now = discovery::reread(&sys);
+        let s = self.read_state();
+        let before = &s.devices.get(name)?.read;
+        if *before == now {
+            return None;
+        }
+        let word = |r: &Option<Result<discovery::LabelRead, String>>| match r {
+            None => "not read".to_string(),
+            Some(Err(e)) => format!("unreadable: {e}"),
+            Some(Ok(l)) => format!("{:?}", l.state),
+        };
+        Some(format!("{} -> {}", word(before), word(&now)))
+    }
+
     /// Re-read the named devices (gone ones are dropped), the sysfs facts of the
     /// devices they relate to (slaves, holders, partition parent), and regroup.
     pub fn refresh(&self, names: &BTreeSet<String>) {

@@ -6,6 +6,8 @@
 //! include = ["*"]                      # kernel names, or mapper/<dm name>
 //! exclude = ["ram*", "zram*", "sr*", "fd*"]
 //! scan_order = ["dm-*", "nvme*", "sd*", "vd*", "xvd*"]
+//! label_watch_seconds = 4              # re-read every label sector this often (labels
+//!                                      # another host wrote); 0: only on device events
 //!
 //! [paths]              # /dev/asmguard/disks/<LABEL> (made by udev)
 //! owner = "grid"
@@ -66,6 +68,10 @@ pub struct Devices {
     pub include: Vec<String>,
     pub exclude: Vec<String>,
     pub scan_order: Vec<String>,
+    /// Every this many seconds each label sector is read again, spread over
+    /// the interval: a label another host wrote on a shared disk fires no
+    /// device event here. 0: off.
+    pub label_watch_seconds: u64,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -146,6 +152,7 @@ impl Default for Devices {
             include: r.include,
             exclude: r.exclude,
             scan_order: r.scan_order,
+            label_watch_seconds: 4,
         }
     }
 }
@@ -297,6 +304,13 @@ fn validate(c: &Config, file: &str) -> Result<(), String> {
             file,
             "socket.path",
             "is longer than a unix socket path may be (107 bytes)",
+        ));
+    }
+    if c.devices.label_watch_seconds > 3600 {
+        return Err(key_err(
+            file,
+            "devices.label_watch_seconds",
+            "must be between 0 (off) and 3600",
         ));
     }
     if let Some(d) = &c.daemon.runtime_dir {
@@ -492,6 +506,10 @@ mod tests {
             ("[paths]\nowner = \"Grid User\"\n", "paths.owner"),
             ("[socket]\npath = \"relative.sock\"\n", "socket.path"),
             ("[daemon]\nruntime_dir = \"run\"\n", "daemon.runtime_dir"),
+            (
+                "[devices]\nlabel_watch_seconds = 7200\n",
+                "devices.label_watch_seconds",
+            ),
             (
                 "[socket]\ntimeout_seconds = \"ten\"\n",
                 "socket.timeout_seconds",

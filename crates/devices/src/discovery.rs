@@ -174,6 +174,22 @@ fn read_one(path: &Path) -> Result<LabelRead, String> {
     read_label(path).map_err(|e| e.to_string())
 }
 
+/// The label sector of `sys` read again, as a scan would read it (`None`:
+/// a scan would not read it; a read that hangs is reported after
+/// [`READ_TIMEOUT`]).
+pub fn reread(sys: &SysDev) -> Option<Result<LabelRead, String>> {
+    match wants_read(sys, true)? {
+        Err(e) => Some(Err(e)),
+        Ok(()) => run_reads(
+            vec![(sys.name.clone(), sys.dev_path())],
+            1,
+            READ_TIMEOUT,
+            read_one,
+        )
+        .remove(&sys.name),
+    }
+}
+
 /// Observe one device by kernel name. `None` when it is gone from sysfs.
 pub fn observe(root: &Path, rules: &Rules, name: &str) -> Option<Observed> {
     let sys = sysfs::read(root, name).ok()?;

@@ -402,8 +402,18 @@ impl Daemon {
         } else {
             "\n[filter]\nmode = \"off\"\n"
         };
+        // The label watch's reads would disturb tests that count I/O exactly:
+        // off unless the test sets `label_watch_seconds = N` (a line of
+        // `extra`, moved into [devices]).
+        let (watch, extra): (Vec<&str>, Vec<&str>) = extra
+            .lines()
+            .partition(|l| l.trim_start().starts_with("label_watch_seconds"));
+        let watch = watch
+            .first()
+            .map_or("label_watch_seconds = 0".to_string(), |l| l.to_string());
+        let extra = extra.join("\n") + "\n";
         let text = format!(
-            "[devices]\ninclude = [{}]\nexclude = []\n\n[socket]\npath = {:?}\n{}{}{}",
+            "[devices]\ninclude = [{}]\nexclude = []\n{watch}\n\n[socket]\npath = {:?}\n{}{}{}",
             inc.join(", "),
             socket.display().to_string(),
             extra,

@@ -413,3 +413,51 @@ fn labelled_partition_has_its_disk_as_a_path() {
         ]
     );
 }
+
+/// A label another host writes on a shared disk fires no device event here
+/// (the kernel of this host saw no write): the label watch reads every label
+/// sector again, and the disk is listed, renamed and released within 5 s with
+/// no command. Without the watch (0) it is not seen at all.
+#[test]
+fn labels_written_by_another_host_are_seen_within_five_seconds() {
+    let Some(_g) = lock() else { return };
+    let l = Loop::new(16 * MIB);
+    let quiet = Loop::new(16 * MIB);
+    let has = |d: &Daemon, label: &str| d.labels().contains(&label.to_string());
+    // "another node": raw O_DIRECT writes of the label sector, no daemon involved
+    let other_node_writes = |label: Option<&str>| match label {
+        Some(lb) => l.write_dev(0, &fresh_label_block(lb, 4096)),
+        None => l.write_dev(0, &vec![0u8; 4096]),
+    };
+
+    let off = Daemon::start(&[&l.name, &quiet.name], "label_watch_seconds = 0");
+    other_node_writes(Some("REMOTE0"));
+    std::thread::sleep(std::time::Duration::from_secs(6));
+    assert!(!has(&off, "REMOTE0"), "without the watch nothing sees it");
+    drop(off);
+    other_node_writes(None);
+
+    let d = Daemon::start(&[&l.name, &quiet.name], "label_watch_seconds = 2");
+    let within = |what: &str, f: &dyn Fn(&serde_json::Value) -> bool| {
+        let t = d
+            .wait_for(std::time::Duration::from_secs(5), f)
+            .unwrap_or_else(|| panic!("{what}: not within 5 s"));
+        eprintln!("{what}: {} ms", t.as_millis());
+    };
+    let labels = |v: &serde_json::Value| -> Vec<String> {
+        v["disks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x["label"].as_str().unwrap().to_string())
+            .collect()
+    };
+    other_node_writes(Some("REMOTE1"));
+    within("labelled", &|v| labels(v) == ["REMOTE1"]);
+    other_node_writes(Some("REMOTE2"));
+    within("renamed", &|v| labels(v) == ["REMOTE2"]);
+    other_node_writes(None);
+    within("unlabelled", &|v| labels(v).is_empty());
+    let log = d.log_text();
+    assert!(log.contains("label watch: the label sector of"), "{log}");
+}
