@@ -257,7 +257,8 @@ enum Line {
     Eof,
 }
 
-/// Read one line of at most `MAX_REQUEST_LEN` bytes without ever buffering more.
+/// Read one line of at most `MAX_REQUEST_LEN` bytes, its newline included,
+/// without ever buffering more.
 async fn read_line<R: tokio::io::AsyncBufRead + Unpin>(r: &mut R) -> std::io::Result<Line> {
     let mut out = Vec::new();
     loop {
@@ -270,7 +271,8 @@ async fn read_line<R: tokio::io::AsyncBufRead + Unpin>(r: &mut R) -> std::io::Re
             });
         }
         if let Some(i) = buf.iter().position(|&b| b == b'\n') {
-            if out.len() + i > MAX_REQUEST_LEN {
+            // `i` bytes and the newline.
+            if out.len() + i + 1 > MAX_REQUEST_LEN {
                 r.consume(i + 1);
                 return Ok(Line::TooLong);
             }
@@ -279,7 +281,8 @@ async fn read_line<R: tokio::io::AsyncBufRead + Unpin>(r: &mut R) -> std::io::Re
             return Ok(Line::Data(out));
         }
         let n = buf.len();
-        if out.len() + n > MAX_REQUEST_LEN {
+        // Still no newline: with it, the line would be longer than the limit.
+        if out.len() + n >= MAX_REQUEST_LEN {
             return Ok(Line::TooLong);
         }
         out.extend_from_slice(buf);
@@ -517,6 +520,27 @@ async fn dispatch(d: Arc<Daemon>, req: Request, peer: Peer) -> Response {
 mod peer_tests {
     use super::*;
     use std::os::fd::AsFd;
+
+    async fn line_of(len: usize) -> Line {
+        let mut data = vec![b'x'; len - 1];
+        data.push(b'\n');
+        // A small buffer, so the line arrives in pieces as from a socket.
+        let mut r = tokio::io::BufReader::with_capacity(4096, &data[..]);
+        read_line(&mut r).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn request_limit_counts_the_newline() {
+        // 65,536 bytes with the newline is the documented maximum.
+        assert!(
+            matches!(line_of(MAX_REQUEST_LEN).await, Line::Data(l) if l.len() == MAX_REQUEST_LEN - 1)
+        );
+        assert!(matches!(line_of(MAX_REQUEST_LEN + 1).await, Line::TooLong));
+        // The same at the edge of one buffer fill.
+        let mut r =
+            tokio::io::BufReader::with_capacity(MAX_REQUEST_LEN, &[b'y'; MAX_REQUEST_LEN + 1][..]);
+        assert!(matches!(read_line(&mut r).await.unwrap(), Line::TooLong));
+    }
 
     #[test]
     fn peer_groups_are_the_connecting_process_groups() {
