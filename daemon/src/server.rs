@@ -114,14 +114,14 @@ pub async fn serve(listener: UnixListener, d: Arc<Daemon>) {
             }
         };
         let Some(permit) = permit else {
-            refuse_now(
-                &stream,
-                ErrorCode::Busy,
-                format!(
-                    "too many connections to asmguardd from uid {}; try again",
-                    peer.uid
-                ),
-            );
+            let held = per_uid
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&peer.uid)
+                .copied()
+                .unwrap_or(0);
+            let msg = busy_message(peer.uid, held, &d.cfg.socket.admin_group);
+            refuse_now(&stream, ErrorCode::Busy, msg);
             continue;
         };
         let d = d.clone();
@@ -140,6 +140,24 @@ pub async fn serve(listener: UnixListener, d: Arc<Daemon>) {
                 }
             }
         });
+    }
+}
+
+/// Why a connection was refused as busy: root's own slots, this uid's own limit,
+/// or the pool the admin group's users share (then the uid may hold none).
+fn busy_message(uid: u32, held: usize, admin_group: &str) -> String {
+    if uid == 0 {
+        format!("all {ROOT_SLOTS} connections reserved for root are in use; try again")
+    } else if held >= PER_UID_SLOTS {
+        format!(
+            "uid {uid} already holds {held} connections to asmguardd, the limit per user; \
+             close some or try again"
+        )
+    } else {
+        format!(
+            "all {ADMIN_SLOTS} connections shared by the members of group {admin_group} are in use \
+             (uid {uid} holds {held}); try again"
+        )
     }
 }
 
@@ -527,6 +545,19 @@ mod peer_tests {
         // A small buffer, so the line arrives in pieces as from a socket.
         let mut r = tokio::io::BufReader::with_capacity(4096, &data[..]);
         read_line(&mut r).await.unwrap()
+    }
+
+    #[test]
+    fn busy_names_the_limit_that_was_hit() {
+        let full_pool = busy_message(1001, 0, "asmadmin");
+        assert!(
+            full_pool.contains("shared by the members of group asmadmin"),
+            "{full_pool}"
+        );
+        assert!(full_pool.contains("uid 1001 holds 0"), "{full_pool}");
+        let own = busy_message(1001, PER_UID_SLOTS, "asmadmin");
+        assert!(own.contains("uid 1001 already holds 32"), "{own}");
+        assert!(busy_message(0, 0, "asmadmin").contains("reserved for root"));
     }
 
     #[tokio::test]
