@@ -62,7 +62,9 @@ impl From<asmguard_devices::DevError> for CliError {
     fn from(e: asmguard_devices::DevError) -> Self {
         use asmguard_devices::DevError::*;
         let code = match e {
-            NotFound(_) | PermissionDenied(_) | WrongType(..) | TooSmall(..) => BAD_INPUT,
+            NotFound(_) | PermissionDenied(_) | WrongType(..) | TooSmall(..) | ReadOnly(_) => {
+                BAD_INPUT
+            }
             _ => FAILED,
         };
         CliError::new(code, e.to_string())

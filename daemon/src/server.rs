@@ -116,14 +116,14 @@ pub async fn serve(listener: UnixListener, d: Arc<Daemon>) {
             }
         };
         let Some(permit) = permit else {
-            refuse_now(
-                &stream,
-                ErrorCode::Busy,
-                format!(
-                    "too many connections to asmguardd from uid {}; try again",
-                    peer.uid
-                ),
-            );
+            let held = per_uid
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&peer.uid)
+                .copied()
+                .unwrap_or(0);
+            let msg = busy_message(peer.uid, held, &d.cfg.socket.admin_group);
+            refuse_now(&stream, ErrorCode::Busy, msg);
             continue;
         };
         let d = d.clone();
@@ -142,6 +142,24 @@ pub async fn serve(listener: UnixListener, d: Arc<Daemon>) {
                 }
             }
         });
+    }
+}
+
+/// Why a connection was refused as busy: root's own slots, this uid's own limit,
+/// or the pool the admin group's users share (then the uid may hold none).
+fn busy_message(uid: u32, held: usize, admin_group: &str) -> String {
+    if uid == 0 {
+        format!("all {ROOT_SLOTS} connections reserved for root are in use; try again")
+    } else if held >= PER_UID_SLOTS {
+        format!(
+            "uid {uid} already holds {held} connections to asmguardd, the limit per user; \
+             close some or try again"
+        )
+    } else {
+        format!(
+            "all {ADMIN_SLOTS} connections shared by the members of group {admin_group} are in use \
+             (uid {uid} holds {held}); try again"
+        )
     }
 }
 
@@ -259,7 +277,8 @@ enum Line {
     Eof,
 }
 
-/// Read one line of at most `MAX_REQUEST_LEN` bytes without ever buffering more.
+/// Read one line of at most `MAX_REQUEST_LEN` bytes, its newline included,
+/// without ever buffering more.
 async fn read_line<R: tokio::io::AsyncBufRead + Unpin>(r: &mut R) -> std::io::Result<Line> {
     let mut out = Vec::new();
     loop {
@@ -272,7 +291,8 @@ async fn read_line<R: tokio::io::AsyncBufRead + Unpin>(r: &mut R) -> std::io::Re
             });
         }
         if let Some(i) = buf.iter().position(|&b| b == b'\n') {
-            if out.len() + i > MAX_REQUEST_LEN {
+            // `i` bytes and the newline.
+            if out.len() + i + 1 > MAX_REQUEST_LEN {
                 r.consume(i + 1);
                 return Ok(Line::TooLong);
             }
@@ -281,7 +301,8 @@ async fn read_line<R: tokio::io::AsyncBufRead + Unpin>(r: &mut R) -> std::io::Re
             return Ok(Line::Data(out));
         }
         let n = buf.len();
-        if out.len() + n > MAX_REQUEST_LEN {
+        // Still no newline: with it, the line would be longer than the limit.
+        if out.len() + n >= MAX_REQUEST_LEN {
             return Ok(Line::TooLong);
         }
         out.extend_from_slice(buf);
@@ -543,6 +564,40 @@ async fn dispatch(d: Arc<Daemon>, call: Call, asked: Asked) -> Response {
 mod peer_tests {
     use super::*;
     use std::os::fd::AsFd;
+
+    async fn line_of(len: usize) -> Line {
+        let mut data = vec![b'x'; len - 1];
+        data.push(b'\n');
+        // A small buffer, so the line arrives in pieces as from a socket.
+        let mut r = tokio::io::BufReader::with_capacity(4096, &data[..]);
+        read_line(&mut r).await.unwrap()
+    }
+
+    #[test]
+    fn busy_names_the_limit_that_was_hit() {
+        let full_pool = busy_message(1001, 0, "asmadmin");
+        assert!(
+            full_pool.contains("shared by the members of group asmadmin"),
+            "{full_pool}"
+        );
+        assert!(full_pool.contains("uid 1001 holds 0"), "{full_pool}");
+        let own = busy_message(1001, PER_UID_SLOTS, "asmadmin");
+        assert!(own.contains("uid 1001 already holds 32"), "{own}");
+        assert!(busy_message(0, 0, "asmadmin").contains("reserved for root"));
+    }
+
+    #[tokio::test]
+    async fn request_limit_counts_the_newline() {
+        // 65,536 bytes with the newline is the documented maximum.
+        assert!(
+            matches!(line_of(MAX_REQUEST_LEN).await, Line::Data(l) if l.len() == MAX_REQUEST_LEN - 1)
+        );
+        assert!(matches!(line_of(MAX_REQUEST_LEN + 1).await, Line::TooLong));
+        // The same at the edge of one buffer fill.
+        let mut r =
+            tokio::io::BufReader::with_capacity(MAX_REQUEST_LEN, &[b'y'; MAX_REQUEST_LEN + 1][..]);
+        assert!(matches!(read_line(&mut r).await.unwrap(), Line::TooLong));
+    }
 
     #[test]
     fn peer_groups_are_the_connecting_process_groups() {

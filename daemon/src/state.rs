@@ -111,7 +111,9 @@ fn map_op_error(e: LabelOpError) -> ErrorBody {
         LabelOpError::Dev(d) => match d {
             DevError::NotFound(_) => ErrorCode::NotFound,
             DevError::PermissionDenied(_) => ErrorCode::PermissionDenied,
-            DevError::WrongType(..) | DevError::TooSmall(..) => ErrorCode::NotManageable,
+            DevError::WrongType(..) | DevError::TooSmall(..) | DevError::ReadOnly(_) => {
+                ErrorCode::NotManageable
+            }
             DevError::Busy(..) => ErrorCode::InUse,
             DevError::Io { .. } | DevError::VerifyFailed { .. } => ErrorCode::IoError,
         },

@@ -33,6 +33,8 @@ pub enum DevError {
     TooSmall(PathBuf, u64, u64),
     #[error("{0}: is busy: {1} (unmount it or stop what holds it)")]
     Busy(PathBuf, String),
+    #[error("{0}: the device is read-only (`blockdev --getro` says 1): make it writable (`blockdev --setrw`, or the array/hypervisor side) and retry")]
+    ReadOnly(PathBuf),
     #[error("{path}: {what} failed: {source}")]
     Io {
         path: PathBuf,
@@ -65,6 +67,7 @@ pub struct Device {
 nix::ioctl_read_bad!(blksszget, 0x1268, libc::c_int);
 nix::ioctl_read_bad!(blkpbszget, 0x127b, libc::c_uint);
 nix::ioctl_read!(blkgetsize64, 0x12, 114, u64);
+nix::ioctl_read_bad!(blkroget, 0x125e, libc::c_int);
 
 fn io_err<'a>(path: &'a Path, what: &'static str) -> impl FnOnce(io::Error) -> DevError + 'a {
     move |source| match source.kind() {
@@ -202,6 +205,16 @@ impl Device {
                         what: "BLKPBSZGET",
                         source: e.into(),
                     })?;
+                }
+                if write {
+                    let mut ro: libc::c_int = 0;
+                    // SAFETY: as above; BLKROGET writes one int.
+                    let got = unsafe { blkroget(fd, &mut ro) };
+                    // A write to a read-only disk fails with EPERM, which says
+                    // nothing useful: say what it is before trying.
+                    if got.is_ok() && ro != 0 {
+                        return Err(DevError::ReadOnly(path.to_path_buf()));
+                    }
                 }
                 (
                     size,

@@ -57,7 +57,7 @@ pub enum LabelOpError {
         disk: String,
         status: String,
     },
-    #[error("{path}: is already labelled {existing}: use `asmguardctl rename {existing} NEW`, or --force to replace the label")]
+    #[error("{path}: is already labelled {existing}: {}", relabel_hint(existing))]
     Labelled { path: String, existing: String },
     #[error("{path}: the ASM disk header says this disk is a {status} of disk group {group:?}: refusing to remove its label; --force removes it anyway")]
     Member {
@@ -73,6 +73,22 @@ pub enum LabelOpError {
     },
     #[error("{0}: could not read the first blocks of the device")]
     Unreadable(String),
+}
+
+/// What to do about a disk that carries another label. `rename` names a disk by
+/// its label, so it can only be suggested for a valid label as it is written on
+/// the disk, and only works while no other disk carries it.
+fn relabel_hint(existing: &str) -> String {
+    match Label::new(existing) {
+        Ok(l) if l.as_str() == existing => format!(
+            "`asmguardctl rename {existing} NEW` renames it (unless another disk carries \
+             {existing} too), or --force replaces the label"
+        ),
+        _ => format!(
+            "{existing:?} is not a valid label as written (labels are [A-Z0-9_], starting \
+             with a letter), so `rename` cannot name it: --force replaces the label"
+        ),
+    }
 }
 
 fn describe(sigs: &[&Signature]) -> String {
@@ -361,6 +377,16 @@ mod tests {
 
     fn l(s: &str) -> Label {
         Label::new(s).unwrap()
+    }
+
+    #[test]
+    fn relabel_hint_suggests_rename_only_for_a_label_rename_can_name() {
+        assert!(relabel_hint("DATA1").contains("asmguardctl rename DATA1 NEW"));
+        for raw in ["data1", "DATA 1", "1DATA"] {
+            let h = relabel_hint(raw);
+            assert!(!h.contains("asmguardctl rename"), "{raw}: {h}");
+            assert!(h.contains("--force"), "{raw}: {h}");
+        }
     }
 
     #[test]

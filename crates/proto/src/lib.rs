@@ -500,14 +500,15 @@ impl Response {
 /// Parse one request line (without its newline). On error, the id is returned as far
 /// as it could be read (0 otherwise) so the response can carry it.
 pub fn parse_request(line: &[u8]) -> Result<Request, (u64, ErrorBody)> {
-    if line.len() > MAX_REQUEST_LEN {
+    // The limit counts the newline, which `line` no longer has.
+    if line.len() + 1 > MAX_REQUEST_LEN {
         return Err((
             0,
             ErrorBody::new(
                 ErrorCode::TooLarge,
                 format!(
-                    "request of {} bytes is larger than the limit of {MAX_REQUEST_LEN} bytes",
-                    line.len()
+                    "request of {} bytes (newline included) is larger than the limit of {MAX_REQUEST_LEN} bytes",
+                    line.len() + 1
                 ),
             ),
         ));
@@ -921,8 +922,14 @@ mod tests {
             code(r#"{"version":1,"id":-1,"op":"lsdsk"}"#),
             ErrorCode::BadRequest
         );
-        let big = vec![b' '; MAX_REQUEST_LEN + 1];
+        // The limit counts the newline: MAX_REQUEST_LEN bytes before it is one too many.
+        let big = vec![b' '; MAX_REQUEST_LEN];
         assert_eq!(parse_request(&big).unwrap_err().1.code, ErrorCode::TooLarge);
+        let fits = vec![b' '; MAX_REQUEST_LEN - 1];
+        assert_ne!(
+            parse_request(&fits).unwrap_err().1.code,
+            ErrorCode::TooLarge
+        );
         let f = Request {
             id: 4,
             op: Op::Filter(FilterArgs {

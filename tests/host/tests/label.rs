@@ -461,3 +461,18 @@ fn labels_written_by_another_host_are_seen_within_five_seconds() {
     let log = d.log_text();
     assert!(log.contains("label watch: the label sector of"), "{log}");
 }
+
+#[test]
+fn read_only_disk_is_refused_as_read_only() {
+    let Some(_g) = lock() else { return };
+    let l = Loop::new(16 * MIB);
+    let dev = l.dev.display().to_string();
+    sh("blockdev", &["--setro", &dev]).ok();
+    let d = Daemon::start(&[&l.name], "");
+    // Before: `write failed: Operation not permitted`, exit 1.
+    let o = d.ctl(&["label", "RO1", &dev]);
+    sh("blockdev", &["--setrw", &dev]).ok();
+    o.refused(3, &["read-only", "blockdev --setrw"]);
+    assert_same(&l.read_dev(0, 4096), &[0u8; 4096], "read-only disk");
+    d.ctl(&["label", "RO1", &dev]).ok();
+}
