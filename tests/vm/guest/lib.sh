@@ -67,6 +67,33 @@ known_gap() {
 	fi
 }
 
+# expect CHECK WANT GOT [DETAIL]: PASS if GOT is WANT (its detail: DETAIL, else
+# GOT), else FAIL saying both. The check is named once.
+expect() {
+	if [ "$3" = "$2" ]; then
+		pass "$1" "${4:-$3}"
+	else
+		fail "$1" "want '$2', got '$3'${4:+ :: $4}"
+	fi
+}
+
+# holds CHECK DETAIL CMD...: PASS if CMD (a test, a grep -q ...) succeeds, else
+# FAIL; DETAIL says what was seen either way. The check is named once.
+holds() {
+	_c=$1; _d=$2; shift 2
+	if "$@"; then pass "$_c" "$_d"; else fail "$_c" "$_d"; fi
+}
+
+# has_line CHECK PATTERN TEXT [DETAIL]: PASS if a line of TEXT matches the grep
+# PATTERN, else FAIL; DETAIL (else TEXT) says what was seen.
+has_line() {
+	if printf '%s\n' "$3" | grep -q -- "$2"; then
+		pass "$1" "${4:-$3}"
+	else
+		fail "$1" "no line matches '$2' :: ${4:-$3}"
+	fi
+}
+
 # expect_ok CHECK CMD...: PASS if CMD exits 0.
 expect_ok() {
 	_c=$1; shift

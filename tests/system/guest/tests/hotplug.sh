@@ -37,7 +37,7 @@ sys_wait_link HP1 100 || { fail link-after-label "$(ls -l /dev/asmguard/disks)";
 # unplug: the link and the daemon's disk go
 echo 0 >"$d/power"
 i=0; while [ -e /dev/asmguard/disks/HP1 ] && [ $i -lt 100 ]; do i=$((i + 1)); sleep 0.1; done
-[ ! -e /dev/asmguard/disks/HP1 ] && pass unplug-drops-link "after $i tenths" || fail unplug-drops-link "$(ls -l /dev/asmguard/disks)"
+holds unplug-drops-link "after $i tenths: $(ls -l /dev/asmguard/disks 2>&1)" [ ! -e /dev/asmguard/disks/HP1 ]
 i=0; while $C lsdsk 2>/dev/null | grep -q "^HP1 .*${dev#/dev/}" && [ $i -lt 100 ]; do i=$((i + 1)); sleep 0.1; done
 out=$($C lsdsk 2>&1)
 echo "$out" | grep -q "^HP1 .*${dev#/dev/}" && fail unplug-drops-disk "$out" || pass unplug-drops-disk "lsdsk: $(echo "$out" | grep HP1)"
@@ -69,12 +69,12 @@ if [ -n "$t_link" ]; then
 else
 	fail plug-link "no /dev/asmguard/disks/HP1 after power-on ($i polls)"
 fi
-[ -n "$t_list" ] && pass plug-listed "lsdsk: $($C lsdsk | grep '^HP1 ')" || fail plug-listed "HP1 on ${dev#/dev/} not in lsdsk: $($C lsdsk 2>&1)"
+holds plug-listed "HP1 on ${dev#/dev/}: $($C lsdsk 2>&1 | grep '^HP1 ')" [ -n "$t_list" ]
 [ -n "$t_prot" ] && pass plug-root-refused "root's write refused after $landed landed" ||
 	fail plug-root-refused "root's writes to $dev still land ($landed, last: $(cat /tmp/hp.err))"
 info "hotplug: node ${t_node} ms, link ${t_link:-never} ms, listed ${t_list:-never} ms, root write first refused ${t_prot:-never} ms after power-on ($landed writes landed before, $other failed otherwise${other_err:+: $other_err})"
 own=$(stat -L -c '%U %G %a' /dev/asmguard/disks/HP1 2>&1)
-[ "$own" = "grid asmadmin 660" ] && pass plug-owner "$own" || fail plug-owner "$own, want grid asmadmin 660"
+expect plug-owner "grid asmadmin 660" "$own"
 chmod 0666 "$dev"
 expect_fail plug-protected "Operation not permitted" as_user intruder dd if=/tmp/junk of="$dev" $DDW seek=100
 expect_ok plug-grid-writes as_user grid dd if=/tmp/junk of=/dev/asmguard/disks/HP1 $DDW seek=100

@@ -23,9 +23,9 @@ else
 fi
 link=$SYS_LINK
 t=$(readlink -f "$link")
-[ "$t" = "$dm" ] && pass link-to-dm "$link -> $t" || fail link-to-dm "$link -> $t, want $dm"
+expect link-to-dm "$dm" "$t" "$link -> $t"
 own=$(stat -L -c '%U %G %a' "$link" 2>&1)
-[ "$own" = "grid asmadmin 660" ] && pass owner-group-mode "$own" || fail owner-group-mode "$own, want grid asmadmin 660"
+expect owner-group-mode "grid asmadmin 660" "$own"
 
 out=$($C lsdsk 2>&1)
 n=$(echo "$out" | grep -c "^$SYS_LABEL ")

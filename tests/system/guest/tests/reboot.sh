@@ -65,11 +65,11 @@ fi
 [ -s $S/ohasd.out ] || { fail ohasd-ran "the stand-in ohasd left no $S/ohasd.out"; vm_exit; }
 . $S/ohasd.out 2>/dev/null || true
 out=$(tr '\n' ' ' <$S/ohasd.out)
-grep -q '^asmguard=active$' $S/ohasd.out && pass asmguard-active-before-ohasd "$out" || fail asmguard-active-before-ohasd "$out"
-grep -q '^link=/dev/nvme' $S/ohasd.out && pass link-before-ohasd "$out" || fail link-before-ohasd "$out"
-grep -q '^owner=grid:asmadmin:660$' $S/ohasd.out && pass owner-before-ohasd "$out" || fail owner-before-ohasd "$out"
-grep -q '^grid=ok$' $S/ohasd.out && pass grid-writes-at-ohasd "$out" || fail grid-writes-at-ohasd "$out"
-grep -q '^root=refused.*Operation not permitted' $S/ohasd.out && pass root-denied-at-ohasd "$out" || fail root-denied-at-ohasd "$out"
+has_line asmguard-active-before-ohasd '^asmguard=active$' "$(cat $S/ohasd.out)" "$out"
+has_line link-before-ohasd '^link=/dev/nvme' "$(cat $S/ohasd.out)" "$out"
+has_line owner-before-ohasd '^owner=grid:asmadmin:660$' "$(cat $S/ohasd.out)" "$out"
+has_line grid-writes-at-ohasd '^grid=ok$' "$(cat $S/ohasd.out)" "$out"
+has_line root-denied-at-ohasd '^root=refused.*Operation not permitted' "$(cat $S/ohasd.out)" "$out"
 a=$(systemctl show -p ActiveEnterTimestampMonotonic --value asmguard.service)
 b=$(systemctl show -p ExecMainStartTimestampMonotonic --value ohasd.service)
 if [ -n "$a" ] && [ -n "$b" ] && [ "$a" -gt 0 ] && [ "$a" -lt "$b" ]; then

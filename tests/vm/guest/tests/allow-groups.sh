@@ -49,7 +49,7 @@ fi
 got=$(for s in 1 2 3 4 7; do dd if="$D" bs=4096 skip=$s count=1 2>/dev/null | tr -d '\0' | wc -c; done | tr '\n' ' ')
 want="4096 0 0 0 4096 "
 [ $ids_only = yes ] || want="4096 0 0 4096 4096 "
-[ "$got" = "$want" ] && pass contents "bytes written at blocks 1-4 and 7: $got" || fail contents "blocks 1-4 and 7: $got (want $want)"
+expect contents "$want" "$got" "bytes written at blocks 1-4 and 7: $got"
 
 $C filter disable >/dev/null 2>&1
 kill "$agd"; wait "$agd" 2>/dev/null

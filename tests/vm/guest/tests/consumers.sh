@@ -152,12 +152,12 @@ unchanged swapon
 if lo=$(losetup --show -f "$D" 2>&1); then # (losetup may fall back to read-only)
 	ro=$(blockdev --getro "$lo")
 	losetup -d "$lo"
-	[ "$ro" = 1 ] && pass loop-rw.read-only-fallback "$lo" || fail loop-rw.refused "$lo is writable"
+	expect loop-rw.read-only-fallback 1 "$ro" "$lo: read-only flag $ro"
 else
 	pass loop-rw.refused "$lo"
 fi
 if lo=$(losetup --show -f -r "$D" 2>/dev/null); then
-	[ "$(blockdev --getro "$lo")" = 1 ] && pass loop-ro.read-only "$lo" || fail loop-ro.read-only "$lo is writable"
+	expect loop-ro.read-only 1 "$(blockdev --getro "$lo")" "$lo: read-only flag"
 	expect_fail loop-ro.write-refused "" dd if=/tmp/grid.blk of="$lo" bs=4096 count=1 seek=10 conv=notrunc oflag=direct
 	losetup -d "$lo"
 else
@@ -169,7 +169,7 @@ unchanged loop
 if modprobe zram num_devices=1 2>/dev/null && [ -e /sys/block/zram0/backing_dev ]; then
 	expect_fail zram-backing.refused "$busy" sysfs_write /sys/block/zram0/backing_dev "$D"
 	b=$(cat /sys/block/zram0/backing_dev)
-	[ "$b" = none ] && pass zram-backing.unset "$b" || fail zram-backing.unset "backing_dev is $b"
+	expect zram-backing.unset none "$b"
 else
 	na zram-backing.refused "this kernel has no zram with writeback (backing_dev)"
 fi

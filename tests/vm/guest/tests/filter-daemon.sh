@@ -84,7 +84,7 @@ fi
 chown grid "$D"
 expect_ok grid-writes as_user grid dd if=/tmp/junk of="$D" $DDW seek=100
 out=$($C lsdsk 2>&1)
-echo "$out" | grep -q "^DATA1 *enforce" && pass lsdsk-filtering "$out" || fail lsdsk-filtering "$out"
+has_line lsdsk-filtering "^DATA1 *enforce" "$out"
 
 expect_ok label-partition $C label DATA2 "${P}p1"
 expect_fail partition-denied "Operation not permitted" dd if=/tmp/junk of="${P}p1" $DDW
@@ -130,7 +130,7 @@ expect_fail denied-after-restart "Operation not permitted" dd if=/tmp/junk of="$
 sleep 0.5
 attacker_stop no-window-across-restart
 ev=$($C events 2>&1)
-echo "$ev" | grep -q "DENIED  write-open label=DATA1" && pass events-after-restart "$(echo "$ev" | tail -n 1)" || fail events-after-restart "$ev"
+has_line events-after-restart "DENIED  write-open label=DATA1" "$ev"
 
 # modes through the CLI
 expect_ok filter-audit $C filter audit DATA1
@@ -138,7 +138,7 @@ expect_ok audit-allows dd if=/tmp/junk of="$D" $DDW
 expect_fail partition-still-enforced "Operation not permitted" dd if=/tmp/junk of="${P}p1" $DDW
 expect_fail filter-non-root "" as_user grid $C filter disable
 expect_ok filter-disable-all $C filter disable
-[ ! -e /sys/fs/bpf/asmguard ] && pass pins-removed || fail pins-removed "$(ls -R /sys/fs/bpf/asmguard)"
+holds pins-removed "$(ls -R /sys/fs/bpf/asmguard 2>&1)" [ ! -e /sys/fs/bpf/asmguard ]
 expect_ok disabled-allows dd if=/tmp/junk of="${P}p1" $DDW seek=100
 expect_ok filter-enable-all $C filter enable
 expect_fail enabled-again "Operation not permitted" dd if=/tmp/junk of="$D" $DDW

@@ -39,7 +39,7 @@ sleep 1
 kill -9 "$holder"
 wait "$holder" 2>/dev/null
 links=$(ls $PIN/links 2>/dev/null | tr '\n' ' ')
-[ -n "$links" ] && pass pins-survive-kill9 "links: $links" || fail pins-survive-kill9 "no links pinned"
+holds pins-survive-kill9 "links: ${links:-none pinned}" [ -n "$links" ]
 expect_fail denied-after-kill9 "Operation not permitted" dd if=/tmp/junk of="$L" $DDW
 out=$($G load 2>&1)
 case $out in
@@ -50,7 +50,7 @@ expect_fail denied-after-restart "Operation not permitted" dd if=/tmp/junk of="$
 sleep 1
 attacker_stop no-unprotected-window
 after=$(sha "$L")
-[ "$after" = "$before" ] && pass sha256-unchanged || fail sha256-unchanged "$before -> $after"
+expect sha256-unchanged "$before" "$after"
 chown grid "$L"
 expect_ok allowed-after-restart as_user grid dd if="$L" of=/dev/null bs=4096 count=1
 expect_ok allowed-write-after-restart as_user grid dd if=/tmp/junk of="$L" $DDW
@@ -62,7 +62,7 @@ evr=$!
 sleep 1
 dd if=/tmp/junk of="$L" $DDW 2>/dev/null
 wait "$evr"
-grep -q "$OPEN_EVENT" /tmp/ev.out && pass events-after-restart "$(cat /tmp/ev.out)" || fail events-after-restart "$(cat /tmp/ev.out)"
+has_line events-after-restart "$OPEN_EVENT" "$(cat /tmp/ev.out)"
 
 # audit: logged and allowed; off: allowed, not logged
 $G load --mode audit --id 7 "$A" >/dev/null 2>&1
@@ -74,12 +74,12 @@ evr=$!
 sleep 1
 expect_ok audit-allows dd if=/tmp/junk of="$A" $DDW
 wait "$evr"
-grep -q "disk=7 hook=$OPEN_HOOK .*mode=audit" /tmp/ev.out && pass audit-logs "$(cat /tmp/ev.out)" || fail audit-logs "$(cat /tmp/ev.out)"
+has_line audit-logs "disk=7 hook=$OPEN_HOOK .*mode=audit" "$(cat /tmp/ev.out)"
 s1=$($G stats)
 $G load --mode off "$A" >/dev/null 2>&1
 expect_ok off-allows dd if=/tmp/junk of="$A" $DDW
 s2=$($G stats)
-[ "$s1" = "$s2" ] && pass off-not-logged "$s2" || fail off-not-logged "$s1 -> $s2"
+expect off-not-logged "$s1" "$s2"
 # (one write-open is one check for the LSM; the device cgroup is asked twice on
 # some kernels, at the inode permission check and again at the block device open)
 case $s2 in *"audited=file_open:1"* | *"audited=cgroup_device:1"* | *"audited=cgroup_device:2"*) pass audit-counted "$s2" ;; *) fail audit-counted "$s2" ;; esac
@@ -87,7 +87,7 @@ case $s2 in *"audited=file_open:1"* | *"audited=cgroup_device:1"* | *"audited=cg
 # uninstall: detached and gone (unload waits until the kernel has released the
 # links, and says which stay attached if it does not)
 expect_ok uninstall $G unload
-[ ! -e $PIN ] && pass uninstall-removes-pins || fail uninstall-removes-pins "$(ls -R $PIN)"
+holds uninstall-removes-pins "$(ls -R $PIN 2>&1)" [ ! -e $PIN ]
 expect_ok write-after-uninstall dd if=/tmp/junk of="$L" $DDW
 
 # the fallback: cgroup-device program on the cgroup2 root (open-time only)
@@ -110,7 +110,7 @@ else
 	fail fallback-is-open-time-only "the pre-opened write was refused: the limit text is wrong"
 fi
 exec 3>&-
-$G stats | grep -q "cgroup_device:" && pass fallback-counts "$($G stats)" || fail fallback-counts "$($G stats)"
+has_line fallback-counts "cgroup_device:" "$($G stats)"
 $G unload
 expect_ok fallback-uninstalled dd if=/tmp/junk of="$L" $DDW
 

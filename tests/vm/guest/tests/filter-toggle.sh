@@ -102,7 +102,7 @@ fi
 # the kernel's complaints since the toggles began
 stalls=$(dmesg | tail -n +$((dmesg_before + 1)) |
 	grep -E "soft lockup|hung_task|blocked for more than|rcu.*(stall|self-detected)" | head -n 3)
-[ -z "$stalls" ] && pass no-lockup-in-dmesg "$TOGGLES toggles" || fail no-lockup-in-dmesg "$stalls"
+expect no-lockup-in-dmesg "" "$stalls" "$TOGGLES toggles"
 st=$($C status 2>&1)
 case $st in
 *"filter backend: $VM_BACKEND"*) pass daemon-answers "$(echo "$st" | grep 'filter backend')" ;;

@@ -132,7 +132,7 @@ deny fio-mmap fio --name=x --filename="$D" --ioengine=mmap --rw=write --bs=4k --
 # (fio's mmap engine maps from the start of a block device whatever --offset says:
 # the allowed shared writable mapping is agpoke's, at 51 MiB)
 out=$(as_user grid agpoke "$D" $((G48 + 3145728)) mmap 2>&1)
-[ "$out" = "ATTACK mmap OK" ] && pass fio-mmap.allowed-ok "$out" || fail fio-mmap.allowed-ok "$out"
+expect fio-mmap.allowed-ok "ATTACK mmap OK" "$out"
 # discard, zero-out, secure discard
 deny blkdiscard blkdiscard "$D"
 allow blkdiscard as_user grid $blkdiscard -o $G48 -l 1048576 "$D"
@@ -247,7 +247,7 @@ for a in discard zeroout secdiscard; do
 	esac
 done
 out=$(as_user grid agpoke32 "$D" $((G48 + 5242880)) discard zeroout 2>&1)
-[ "$(printf '%s\n' "$out" | grep -c ' OK$')" = 2 ] && pass preopened-fd-32bit.allowed-ok "$out" || fail preopened-fd-32bit.allowed-ok "$out"
+expect preopened-fd-32bit.allowed-ok 2 "$(printf '%s\n' "$out" | grep -c ' OK$')" "$out"
 out=$(as_user grid agpoke "$D" $((G48 + 2097152)) write odirect uring mmap mprotect punch discard zeroout 2>&1)
 if [ "$(printf '%s\n' "$out" | grep -c ' OK$')" = 8 ]; then
 	pass preopened-fd.allowed-ok "$out"
@@ -272,7 +272,7 @@ fi
 
 # ---- nothing changed ----------------------------------------------------------------
 after=$(region_sha)
-[ "$after" = "$before" ] && pass sha256-unchanged "$after" || fail sha256-unchanged "$before -> $after"
+expect sha256-unchanged "$before" "$after"
 # the AFD observation must not repeat: a fresh read (page cache, then after dropping it)
 if dd if="$D" bs=512 count=1 2>/dev/null | cmp -s - /tmp/orig512; then
 	pass fresh-read-original "buffered read shows the original bytes"
@@ -280,11 +280,11 @@ else
 	fail fresh-read-original "buffered read differs: $(dd if="$D" bs=32 count=1 2>/dev/null | od -An -tx1 | tr -s ' \n' ' ')"
 fi
 sync; echo 3 >/proc/sys/vm/drop_caches
-dd if="$D" bs=512 count=1 2>/dev/null | cmp -s - /tmp/orig512 && pass fresh-read-after-drop-caches || fail fresh-read-after-drop-caches
+holds fresh-read-after-drop-caches "block 0 read again, compared" sh -c "dd if='$D' bs=512 count=1 2>/dev/null | cmp -s - /tmp/orig512"
 p1after=$(dd if="$P1" bs=1M count=4 iflag=direct 2>/dev/null | sha256sum | cut -d' ' -f1)
 p1before=$(dd if=/tmp/filter-parent.img bs=1M skip=1 count=4 2>/dev/null | sha256sum | cut -d' ' -f1)
-[ "$p1after" = "$p1before" ] && pass partition-unchanged || fail partition-unchanged "$p1before -> $p1after"
-[ -b "$P1" ] && pass partition-still-there || fail partition-still-there "$P1 gone"
+expect partition-unchanged "$p1before" "$p1after"
+holds partition-still-there "$P1" [ -b "$P1" ]
 
 # ---- events -------------------------------------------------------------------------
 sleep 0.5

@@ -45,15 +45,15 @@ if [ -b "${VM_THIN:-}" ]; then
 	AUS=96
 	w=$(asmguard-synth-asm write "$VM_THIN" --label RTHIN --group RDG --aus $AUS --allocated $ALLOC --fill 2>&1)
 	free=$(echo "$w" | sed -n 's/.*free_bytes \([0-9]*\).*/\1/p')
-	[ -n "$free" ] && pass thin-synthetic "$w" || fail thin-synthetic "$w"
+	holds thin-synthetic "$w" [ -n "$free" ]
 	h0=$(asmguard-synth-asm hash "$VM_THIN" --aus $AUS --allocated $ALLOC)
 	daemon_start mapper/vmthin
 	out=$($C lsdsk 2>&1)
-	echo "$out" | grep -q "^RTHIN *enforce" && pass thin-labelled-enforced "$out" || fail thin-labelled-enforced "$out :: $(tail -n 5 /tmp/rc.log)"
+	has_line thin-labelled-enforced "^RTHIN *enforce" "$out" "$out :: $(tail -n 5 /tmp/rc.log)"
 	expect_fail thin-root-blkdiscard-denied "Operation not permitted" blkdiscard -o $((60 * MIB)) -l $MIB "$VM_THIN"
 	dry=$($C reclaim RTHIN --dry-run --json 2>/dev/null)
 	pb=$(echo "$dry" | json_num planned_bytes)
-	[ "$pb" = "$free" ] && pass thin-dry-run-exact "planned $pb = free $free" || fail thin-dry-run-exact "planned '$pb' free $free :: $dry"
+	expect thin-dry-run-exact "$free" "$pb" "planned $pb, free $free :: $dry"
 	u0=$(pool_used)
 	t0=$(date +%s.%N)
 	res=$($C reclaim RTHIN --watch 1 --json 2>/tmp/rc.progress)
@@ -66,14 +66,14 @@ if [ -b "${VM_THIN:-}" ]; then
 	else
 		fail thin-reclaim "exit $rc reclaimed '$rb' free $free :: $res :: $(tail -n 3 /tmp/rc.progress) :: $(tail -n 5 /tmp/rc.log)"
 	fi
-	grep -q '"phase":"reclaiming"' /tmp/rc.progress && pass thin-progress "$(tail -n 1 /tmp/rc.progress)" || fail thin-progress "$(cat /tmp/rc.progress)"
+	has_line thin-progress '"phase":"reclaiming"' "$(cat /tmp/rc.progress)" "$(tail -n 1 /tmp/rc.progress)"
 	# 64 KiB pool blocks: the free AUs are whole blocks.
 	want=$((free / 65536))
 	drop=$((u0 - u1))
 	# (free AUs = $want blocks)
 	near thin-pool-blocks-drop "pool data blocks $u0 -> $u1" "$drop" "$want" 2
 	h1=$(asmguard-synth-asm hash "$VM_THIN" --aus $AUS --allocated $ALLOC)
-	[ "$h0" = "$h1" ] && pass thin-kept-aus-unchanged "$h1" || fail thin-kept-aus-unchanged "$h0 -> $h1"
+	expect thin-kept-aus-unchanged "$h0" "$h1"
 	grep -q "write denied" /tmp/rc.log && grep -q "reclaim RTHIN: $free of $free bytes" /tmp/rc.log &&
 		pass thin-journal "$(grep -m1 'reclaim RTHIN' /tmp/rc.log)" || fail thin-journal "$(tail -n 5 /tmp/rc.log)"
 	# the discard counter of reclaim (dm-thin is bio-based: the request
@@ -86,7 +86,7 @@ if [ -b "${VM_THIN:-}" ]; then
 		i=$((i + 1)); sleep 0.1
 	done
 	r=$(sample "$R" "$m")
-	[ "$r" = "$free" ] && pass thin-metric-reclaim "$R $r" || fail thin-metric-reclaim "'$r' not $free :: $(echo "$m" | grep discard)"
+	expect thin-metric-reclaim "$free" "$r" "$R $r :: $(echo "$m" | grep discard)"
 	daemon_stop
 else
 	fail thin "no dm-thin fixture"
@@ -97,7 +97,7 @@ if [ -b "${VM_SCSI:-}" ] && [ -r /sys/bus/pseudo/drivers/scsi_debug/map ]; then
 	AUS=64
 	w=$(asmguard-synth-asm write "$VM_SCSI" --label RSCSI --group RDG --aus $AUS --allocated $ALLOC --fill 2>&1)
 	free=$(echo "$w" | sed -n 's/.*free_bytes \([0-9]*\).*/\1/p')
-	[ -n "$free" ] && pass scsi-synthetic "$w" || fail scsi-synthetic "$w"
+	holds scsi-synthetic "$w" [ -n "$free" ]
 	h0=$(asmguard-synth-asm hash "$VM_SCSI" --aus $AUS --allocated $ALLOC)
 	daemon_start "${VM_SCSI#/dev/}"
 	m0=$(scsi_mapped)
@@ -105,15 +105,15 @@ if [ -b "${VM_SCSI:-}" ] && [ -r /sys/bus/pseudo/drivers/scsi_debug/map ]; then
 	rc=$?
 	m1=$(scsi_mapped)
 	rb=$(echo "$res" | json_num reclaimed_bytes)
-	[ $rc = 0 ] && [ "$rb" = "$free" ] && pass scsi-reclaim "$rb bytes (UNMAP)" || fail scsi-reclaim "exit $rc '$rb' vs $free :: $res :: $(tail -n 5 /tmp/rc.log)"
+	expect scsi-reclaim "0 $free" "$rc $rb" "exit $rc, $rb bytes (UNMAP) of $free :: $res :: $(tail -n 5 /tmp/rc.log)"
 	want=$((free / 512))
 	drop=$((m0 - m1))
 	near scsi-mapped-blocks-drop "mapped blocks $m0 -> $m1" "$drop" "$want" 16
 	# lbprz=1: an unmapped AU reads zeros; AU 21 was free (random data before).
 	z=$(dd if="$VM_SCSI" bs=$MIB skip=21 count=1 iflag=direct 2>/dev/null | tr -d '\0' | wc -c)
-	[ "$z" = 0 ] && pass scsi-free-au-reads-zeros || fail scsi-free-au-reads-zeros "$z non-zero bytes in AU 21"
+	expect scsi-free-au-reads-zeros 0 "$z" "$z non-zero bytes in AU 21"
 	h1=$(asmguard-synth-asm hash "$VM_SCSI" --aus $AUS --allocated $ALLOC)
-	[ "$h0" = "$h1" ] && pass scsi-kept-aus-unchanged "$h1" || fail scsi-kept-aus-unchanged "$h0 -> $h1"
+	expect scsi-kept-aus-unchanged "$h0" "$h1"
 	# the discard counters: reclaim's, then grid's blkdiscard (allowed by the
 	# filter) as the database's
 	chown grid "$VM_SCSI"
@@ -129,8 +129,8 @@ if [ -b "${VM_SCSI:-}" ] && [ -r /sys/bus/pseudo/drivers/scsi_debug/map ]; then
 		i=$((i + 1)); sleep 0.1
 	done
 	r=$(sample "$R" "$m"); o=$(sample "$O" "$m")
-	[ "$r" = "$free" ] && pass scsi-metric-reclaim "$R $r" || fail scsi-metric-reclaim "'$r' not $free :: $(echo "$m" | grep discard)"
-	[ "$o" = "$MIB" ] && pass scsi-metric-oracle "$O $o" || fail scsi-metric-oracle "'$o' not $MIB :: $(echo "$m" | grep discard)"
+	expect scsi-metric-reclaim "$free" "$r" "$R $r :: $(echo "$m" | grep discard)"
+	expect scsi-metric-oracle "$MIB" "$o" "$O $o :: $(echo "$m" | grep discard)"
 	daemon_stop
 else
 	fail scsi "no scsi_debug fixture with a provisioning map"

@@ -41,7 +41,7 @@ case $st in
 *"protection:     UNPROTECTED: "*) pass status-says-unprotected "$(echo "$st" | grep -E '^(protection|filter backend):')" ;;
 *) fail status-says-unprotected "$st :: $(tail -n 5 /tmp/unprot.log)" ;;
 esac
-[ "$rc" = 7 ] && pass status-exit-7 "exit $rc: $(echo "$st" | tail -n 1)" || fail status-exit-7 "exit $rc"
+expect status-exit-7 7 "$rc" "$(echo "$st" | tail -n 1)"
 $C status --json >/tmp/unprot.json 2>&1
 rc=$?
 if [ "$rc" = 7 ] && grep -q '"protection": *"unprotected"' /tmp/unprot.json; then
@@ -89,7 +89,7 @@ conf false
 agd_start /tmp/unprot.toml /tmp/unprot.log
 st=$($C status 2>&1)
 rc=$?
-[ "$rc" = 0 ] && pass protected-status-exit-0 "$(echo "$st" | grep '^protection:')" || fail protected-status-exit-0 "exit $rc: $st"
+expect protected-status-exit-0 0 "$rc" "$st"
 built_in=no
 grep -aq bpf_lsm_file_open /sys/kernel/btf/vmlinux && built_in=yes
 lsms=$(cat /sys/kernel/security/lsm)
@@ -101,7 +101,7 @@ if [ "$VM_BACKEND" = cgroup_device ] && [ "$built_in" = yes ]; then
 	else
 		fail lsm-hint "want $want: $st"
 	fi
-	grep -q "boot with $want" /tmp/unprot.log && pass lsm-hint-logged || fail lsm-hint-logged "$(tail -n 5 /tmp/unprot.log)"
+	has_line lsm-hint-logged "boot with $want" "$(cat /tmp/unprot.log)" "$(tail -n 5 /tmp/unprot.log)"
 elif [ "$VM_BACKEND" = lsm ]; then
 	echo "$st" | grep -q '^hint:' && fail lsm-hint-absent "bpf is active, yet: $(echo "$st" | grep '^hint:')" || pass lsm-hint-absent "bpf is active ($lsms)"
 else
