@@ -108,6 +108,8 @@ async fn run(
 ) -> i32 {
     let t0 = Instant::now();
     let socket = socket.unwrap_or_else(|| cfg.socket.path.clone());
+    let nofile = metrics::raise_nofile();
+    tracing::debug!("open-file limit: {nofile}");
     // The monitor first, so nothing that happens during the first scan is missed.
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<DeviceEvent>();
     let (monitor_desc, monitor_alive) = start_monitor(tx);

@@ -19,6 +19,54 @@ use std::sync::{Arc, Mutex, Weak};
 
 use crate::state::Daemon;
 
+/// The HTTP endpoint's share of the process: a few connections, each for a
+/// short while, and never more than an eighth of the descriptors, so the
+/// control socket, label and scan always have theirs (see `raise_nofile`).
+fn http_limits() -> asmguard_metrics::http::Limits {
+    let soft = nofile().map(|(s, _)| s).unwrap_or(1024);
+    asmguard_metrics::http::Limits {
+        max_connections: usize::try_from(soft / 8).unwrap_or(32).clamp(4, 32),
+        connection_time: std::time::Duration::from_secs(30),
+    }
+}
+
+/// Raises the soft `RLIMIT_NOFILE` to the hard limit (systemd's default soft
+/// limit is 1,024; the unit sets `LimitNOFILE=`). Returns the soft limit now.
+pub fn raise_nofile() -> u64 {
+    match nofile() {
+        Ok((soft, hard)) if soft < hard => {
+            let r = libc::rlimit {
+                rlim_cur: hard,
+                rlim_max: hard,
+            };
+            // SAFETY: `r` is a valid rlimit the call only reads.
+            if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &r) } == 0 {
+                hard
+            } else {
+                let e = std::io::Error::last_os_error();
+                tracing::warn!("raising the open-file limit from {soft} to {hard}: {e}");
+                soft
+            }
+        }
+        Ok((soft, _)) => soft,
+        Err(_) => 1024,
+    }
+}
+
+/// The soft and hard `RLIMIT_NOFILE`.
+fn nofile() -> std::io::Result<(u64, u64)> {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `r` is a valid rlimit the call writes.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } == 0 {
+        Ok((r.rlim_cur, r.rlim_max))
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 pub struct MetricsService {
     pub metrics: Metrics,
     iolat: Option<Arc<IoLat>>,
@@ -29,6 +77,8 @@ pub struct MetricsService {
     traced: Mutex<std::collections::BTreeSet<KernelDev>>,
     /// Where the endpoint listens, or why it does not.
     pub address: Mutex<String>,
+    /// Whether it accepts connections now (set once it listens).
+    health: std::sync::OnceLock<asmguard_metrics::http::Health>,
 }
 
 impl MetricsService {
@@ -61,32 +111,45 @@ impl MetricsService {
             trace_all,
             traced: Mutex::default(),
             address: Mutex::new("not served yet".into()),
+            health: std::sync::OnceLock::new(),
         }
     }
 
     /// Serves `/metrics` on `addr`; never fails the daemon.
     pub async fn serve(&self, addr: &str) {
         let text = match addr.parse::<SocketAddr>() {
-            Ok(a) => match asmguard_metrics::http::spawn(a, self.metrics.clone()).await {
-                Ok(bound) => {
-                    tracing::info!("metrics on http://{bound}/metrics");
-                    format!("http://{bound}/metrics")
+            Ok(a) => {
+                match asmguard_metrics::http::spawn_limited(a, self.metrics.clone(), http_limits())
+                    .await
+                {
+                    Ok((bound, health)) => {
+                        let _ = self.health.set(health);
+                        tracing::info!("metrics on http://{bound}/metrics");
+                        format!("http://{bound}/metrics")
+                    }
+                    Err(e) => {
+                        tracing::error!("metrics endpoint {a}: {e}: not served");
+                        format!("{a} (not served: {e})")
+                    }
                 }
-                Err(e) => {
-                    tracing::error!("metrics endpoint {a}: {e}: not served");
-                    format!("{a} (not served: {e})")
-                }
-            },
+            }
             Err(e) => format!("{addr} (not served: {e})"),
         };
         *self.address.lock().unwrap_or_else(|p| p.into_inner()) = text;
     }
 
+    /// Where the endpoint listens and whether it serves now, or why not.
     pub fn address(&self) -> String {
-        self.address
+        let a = self
+            .address
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .clone()
+            .clone();
+        match self.health.get().map(|h| h.failing()) {
+            Some(None) => format!("{a} (serving)"),
+            Some(Some(e)) => format!("{a} (failing: {e}; retrying)"),
+            None => a,
+        }
     }
 
     /// Trace exactly the disks of `want` (the model's `traced` projection)

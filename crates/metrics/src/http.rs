@@ -28,19 +28,99 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:9790";
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// Serves `/metrics` on `listener` until the task is dropped or accept fails.
+/// How much of the host one scraper may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Connections served at once; more wait in the listen backlog (in the
+    /// kernel, costing the process no file descriptor) until one ends.
+    pub max_connections: usize,
+    /// The longest one connection may last, idle or not.
+    pub connection_time: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_connections: 32,
+            connection_time: Duration::from_secs(30),
+        }
+    }
+}
+
+/// The endpoint's state as it is, for `status`: `None` while it serves,
+/// the last accept error while accepting fails (it keeps retrying).
+#[derive(Debug, Clone, Default)]
+pub struct Health(std::sync::Arc<std::sync::Mutex<Option<String>>>);
+
+impl Health {
+    /// `None` while serving, or why accepting connections fails now.
+    pub fn failing(&self) -> Option<String> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+    fn set(&self, v: Option<String>) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = v;
+    }
+}
+
+/// Serves `/metrics` on `listener` until the task is dropped, with the default
+/// [`Limits`].
 pub async fn serve(listener: TcpListener, metrics: Metrics) -> std::io::Result<()> {
+    serve_limited(listener, metrics, Limits::default(), Health::default()).await;
+    Ok(())
+}
+
+/// Serves `/metrics` on `listener` until the task is dropped. An accept error
+/// (EMFILE, ENFILE, ENOBUFS...) is logged, recorded in `health` and retried after
+/// a pause that grows to 1 s: the endpoint never stops for good. At most
+/// `limits.max_connections` connections are open at once, each for at most
+/// `limits.connection_time`.
+pub async fn serve_limited(
+    listener: TcpListener,
+    metrics: Metrics,
+    limits: Limits,
+    health: Health,
+) {
+    let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+    let mut pause = Duration::from_millis(50);
     loop {
-        let (stream, _) = listener.accept().await?;
+        // Take a slot before accepting: past the cap, connections wait in the
+        // kernel's backlog and hold none of our descriptors.
+        let Ok(permit) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => {
+                if health.failing().is_some() {
+                    tracing::info!("metrics endpoint: accepting connections again");
+                    health.set(None);
+                }
+                pause = Duration::from_millis(50);
+                stream
+            }
+            Err(e) => {
+                let was = health.failing();
+                let now = format!("accepting connections: {e}");
+                if was.as_deref() != Some(now.as_str()) {
+                    tracing::error!("metrics endpoint: {now}; retrying");
+                }
+                health.set(Some(now));
+                drop(permit);
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(1));
+                continue;
+            }
+        };
         let metrics = metrics.clone();
         tokio::spawn(async move {
             let svc = service_fn(move |req| handle(req, metrics.clone()));
-            // A client that goes away mid-request is not our problem.
-            let _ = http1::Builder::new()
+            // A client that goes away mid-request is not our problem; one that
+            // stays too long is closed.
+            let conn = http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
                 .header_read_timeout(Duration::from_secs(10))
-                .serve_connection(TokioIo::new(stream), svc)
-                .await;
+                .serve_connection(TokioIo::new(stream), svc);
+            let _ = tokio::time::timeout(limits.connection_time, conn).await;
+            drop(permit);
         });
     }
 }
@@ -48,10 +128,21 @@ pub async fn serve(listener: TcpListener, metrics: Metrics) -> std::io::Result<(
 /// Binds `addr` and serves `/metrics` in a background task. Returns the bound
 /// address (useful with port 0).
 pub async fn spawn(addr: SocketAddr, metrics: Metrics) -> std::io::Result<SocketAddr> {
+    let (local, _) = spawn_limited(addr, metrics, Limits::default()).await?;
+    Ok(local)
+}
+
+/// [`spawn`] with `limits`; also returns the endpoint's [`Health`].
+pub async fn spawn_limited(
+    addr: SocketAddr,
+    metrics: Metrics,
+    limits: Limits,
+) -> std::io::Result<(SocketAddr, Health)> {
     let listener = TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
-    tokio::spawn(serve(listener, metrics));
-    Ok(local)
+    let health = Health::default();
+    tokio::spawn(serve_limited(listener, metrics, limits, health.clone()));
+    Ok((local, health))
 }
 
 async fn handle(
@@ -226,5 +317,44 @@ mod tests {
             scrape("ftp://x/metrics", false).await,
             Err(ScrapeError::Url(_))
         ));
+    }
+
+    /// Idle connections beyond the cap wait in the backlog; each held one is
+    /// closed after the time limit, and a scrape gets through after that.
+    #[tokio::test]
+    async fn connections_are_capped_and_time_limited() {
+        let limits = Limits {
+            max_connections: 2,
+            connection_time: Duration::from_millis(300),
+        };
+        let (addr, health) = spawn_limited("127.0.0.1:0".parse().unwrap(), Metrics::new(), limits)
+            .await
+            .unwrap();
+        let idle: Vec<_> = futures_idle(addr, 2).await;
+        let url = format!("http://{addr}/metrics");
+        // Both slots are held: a scrape waits (no answer within 100 ms)...
+        assert!(
+            tokio::time::timeout(Duration::from_millis(100), scrape(&url, false))
+                .await
+                .is_err()
+        );
+        // ...and is served once the idle ones have been closed.
+        let t = tokio::time::timeout(Duration::from_secs(5), scrape(&url, false))
+            .await
+            .expect("served after the time limit")
+            .unwrap();
+        assert!(t.contains("asmguard"), "{t}");
+        assert!(health.failing().is_none());
+        drop(idle);
+    }
+
+    async fn futures_idle(addr: SocketAddr, n: usize) -> Vec<TcpStream> {
+        let mut v = Vec::new();
+        for _ in 0..n {
+            v.push(TcpStream::connect(addr).await.unwrap());
+        }
+        // Let the server accept them.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        v
     }
 }

@@ -306,3 +306,63 @@ fn denial_counts_are_exact_when_events_are_dropped() {
     let dropped = wait_sample(port, "asmguard_filter_events_dropped_total ", |v| v > 0.0);
     assert!(dropped > 0.0);
 }
+
+/// A flood of connections to the metrics port (any local user can open them)
+/// takes neither the descriptors label and scan need nor the endpoint for good.
+/// The daemon runs with a 128-descriptor limit (about 46 in use) and is sent
+/// 150 connections.
+#[test]
+fn connection_flood_leaves_label_scan_and_metrics_working() {
+    let Some(_g) = lock() else { return };
+    let l = Loop::new(16 * MIB);
+    let d = Daemon::start(&[&l.name], "");
+    let port = d.metrics_port.unwrap();
+    let pid = d.pid().to_string();
+    sh("prlimit", &["--pid", &pid, "--nofile=128:128"]).ok();
+    let fds = || {
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .unwrap()
+            .count()
+    };
+    let before = fds();
+    // 32 served, the rest in the listen backlog (about 128 here: more would
+    // only make connect() retry for seconds).
+    let flood: Vec<_> = (0..150)
+        .filter_map(|_| std::net::TcpStream::connect(("127.0.0.1", port)).ok())
+        .collect();
+    assert_eq!(flood.len(), 150, "the backlog takes them all");
+    std::thread::sleep(Duration::from_millis(500));
+    let during = fds();
+    eprintln!("daemon descriptors: {before} before, {during} with 150 connections open");
+    assert!(during <= before + 32, "{before} -> {during}");
+    // Before: `Too many open files` here, and the endpoint gone for good.
+    d.ctl(&["label", "FLOOD1", &l.dev.display().to_string()])
+        .ok();
+    d.ctl(&["scan"]).ok();
+    let s = d.ctl(&["status", "--json"]).ok().json();
+    assert!(
+        s["metrics_address"].as_str().unwrap().contains("(serving)"),
+        "{s}"
+    );
+    drop(flood);
+    let t0 = Instant::now();
+    eprintln!("label, scan and status answered during the flood");
+    loop {
+        let o = run(Command::new("curl").args([
+            "-sf",
+            "-m",
+            "2",
+            &format!("http://127.0.0.1:{port}/metrics"),
+        ]));
+        if o.code == 0 && o.stdout.contains("asmguard_") {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "/metrics did not recover: {o:?}\n{}",
+            d.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    eprintln!("/metrics served {:?} after the flood ended", t0.elapsed());
+}
