@@ -110,6 +110,18 @@ async fn run(
     let socket = socket.unwrap_or_else(|| cfg.socket.path.clone());
     let nofile = metrics::raise_nofile();
     tracing::debug!("open-file limit: {nofile}");
+    // Before anything is claimed, pinned or scanned: one daemon per pin directory.
+    let pin_dir = bpf_pin_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(asmguard_guard::PIN_DIR));
+    let _pin_lock = match lock_pin_dir(&pin_dir) {
+        Ok(l) => l,
+        Err(msg) => {
+            tracing::error!("{msg}");
+            eprintln!("asmguardd: {msg}");
+            return 1;
+        }
+    };
     // The monitor first, so nothing that happens during the first scan is missed.
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<DeviceEvent>();
     let (monitor_desc, monitor_alive) = start_monitor(tx);
@@ -411,4 +423,50 @@ async fn start_filter(
             Ok(())
         }
     }
+}
+
+/// Takes an exclusive `flock` on the BPF pin directory itself (bpffs holds
+/// no regular files, and a directory can be locked), held until the daemon
+/// exits: a second daemon on the same pins is refused before it touches the
+/// claims, the filter or the pins. `Ok(None)`: the directory cannot be opened
+/// (no bpffs); the filter reports that itself.
+fn lock_pin_dir(dir: &std::path::Path) -> Result<Option<std::fs::File>, String> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::MetadataExt;
+    let _ = std::fs::create_dir_all(dir);
+    let f = match std::fs::File::open(dir) {
+        Ok(f) => f,
+        Err(e) => {
+            tracing::warn!("{}: cannot lock the pin directory: {e}", dir.display());
+            return Ok(None);
+        }
+    };
+    // SAFETY: `f` is an open descriptor owned by this function.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(Some(f));
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
+        tracing::warn!("{}: cannot lock the pin directory: {e}", dir.display());
+        return Ok(Some(f));
+    }
+    // Who holds it: /proc/locks names the pid and the inode.
+    let ino = f.metadata().map(|m| m.ino()).unwrap_or(0);
+    let holder = std::fs::read_to_string("/proc/locks")
+        .ok()
+        .and_then(|t| {
+            t.lines().find_map(|l| {
+                let w: Vec<&str> = l.split_whitespace().collect();
+                let at = w.iter().position(|x| *x == "FLOCK")?;
+                let pid = w.get(at + 3)?;
+                let dev_ino = w.get(at + 4)?;
+                (dev_ino.rsplit(':').next()? == ino.to_string()).then(|| format!(" (pid {pid})"))
+            })
+        })
+        .unwrap_or_default();
+    Err(format!(
+        "{}: another asmguardd{holder} already uses this BPF pin directory: stop it first, \
+         or give this daemon its own --bpf-pin-dir (nothing was changed)",
+        dir.display()
+    ))
 }

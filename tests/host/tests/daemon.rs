@@ -328,8 +328,52 @@ fn daemon_start_to_ready_and_clean_stop() {
     assert!(!sock.exists(), "socket removed on stop");
     // A second daemon on a live socket refuses to start; a stale socket is replaced.
     let d1 = Daemon::start(&names, "");
-    let o = run(Command::new(daemon_bin()).arg("--config").arg(&d1.config));
+    let other_pins = format!("{}-second", d1.pin_dir.display());
+    let o = run(Command::new(daemon_bin())
+        .arg("--config")
+        .arg(&d1.config)
+        .args(["--bpf-pin-dir", &other_pins]));
+    let _ = std::fs::remove_dir_all(&other_pins);
     o.refused(1, &["already listening"]);
+}
+
+/// A second daemon on the same pin directory, with its own socket, is refused
+/// at once, before it claims a disk or touches the filter: the first one keeps
+/// its disks. Before, it took over the managed set silently.
+#[test]
+fn second_daemon_on_the_same_pins_is_refused_first_thing() {
+    let Some(_g) = lock() else { return };
+    let l = Loop::new(16 * MIB);
+    let d1 = Daemon::start(&[&l.name], "");
+    d1.ctl(&["label", "PINS1", &l.dev.display().to_string()])
+        .ok();
+    let sock2 = d1.dir.path().join("second.sock");
+    // (The old daemon started and ran: `timeout` ends it with 124.)
+    let o = run(Command::new("timeout")
+        .arg("10")
+        .arg(daemon_bin())
+        .arg("--config")
+        .arg(&d1.config)
+        .arg("--socket")
+        .arg(&sock2)
+        .arg("--bpf-pin-dir")
+        .arg(&d1.pin_dir));
+    o.refused(
+        1,
+        &[
+            "another asmguardd (pid",
+            "already uses this BPF pin directory",
+        ],
+    );
+    // That message alone (log line and stderr): no claim taken, no warning.
+    assert!(
+        o.stderr
+            .lines()
+            .all(|l| l.contains("already uses this BPF pin directory")),
+        "{o:?}"
+    );
+    assert!(!sock2.exists());
+    assert!(d1.labels().contains(&"PINS1".to_string()));
 }
 
 #[test]
