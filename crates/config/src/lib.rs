@@ -222,7 +222,10 @@ fn valid_name(s: &str) -> bool {
 }
 
 fn valid_pattern(s: &str) -> bool {
-    !s.is_empty() && !s.contains(char::is_whitespace) && !s.starts_with('/')
+    !s.is_empty()
+        && !s.contains(char::is_whitespace)
+        && !s.contains(char::is_control)
+        && !s.starts_with('/')
 }
 
 /// One-line config error naming the file and the key.
@@ -276,13 +279,17 @@ fn validate(c: &Config, file: &str) -> Result<(), String> {
     match c.paths.mode.value() {
         Some(m) if m & 0o7000 == 0 && m & 0o002 == 0 => {}
         Some(m) => {
-            return Err(key_err(
-                file,
-                "paths.mode",
-                format!(
+            // `mode = 660` is the decimal number 660 (octal 1224): TOML keeps
+            // no radix, so say how to write what was meant.
+            let hint = match c.paths.mode {
+                Mode::Number(n) => format!(
+                    "the number {n} is the mode {m:04o}; write the mode as a string, \"0660\" (or as 0o660)"
+                ),
+                Mode::Text(_) => format!(
                     "{m:04o} gives others write access or sets special bits: use e.g. \"0660\""
                 ),
-            ))
+            };
+            return Err(key_err(file, "paths.mode", hint));
         }
         None => {
             return Err(key_err(
@@ -297,6 +304,19 @@ fn validate(c: &Config, file: &str) -> Result<(), String> {
             file,
             "socket.path",
             format!("{} is not an absolute path", c.socket.path.display()),
+        ));
+    }
+    if c.socket.path.file_name().is_none()
+        || c.socket.path.as_os_str().as_encoded_bytes().ends_with(b"/")
+        || c.socket.path.as_os_str().as_encoded_bytes().contains(&0)
+    {
+        return Err(key_err(
+            file,
+            "socket.path",
+            format!(
+                "{:?} names no socket file: use a file path such as \"/run/asmguard/asmguard.sock\"",
+                c.socket.path
+            ),
         ));
     }
     if c.socket.path.as_os_str().len() > 107 {
@@ -522,6 +542,10 @@ mod tests {
             ),
             ("[devices]\ninclude = [\"/dev/sdb\"]\n", "devices.include"),
             ("[bogus]\nx = 1\n", "bogus"),
+            // Accepted before:
+            ("[socket]\npath = \"/\"\n", "socket.path"),
+            ("[socket]\npath = \"/run/asmguard/\"\n", "socket.path"),
+            ("[devices]\ninclude = [\"sd\\u0000b\"]\n", "devices.include"),
             ("debug = true\n", "debug"),
         ];
         for (text, key) in cases {
@@ -530,5 +554,9 @@ mod tests {
             assert!(e.starts_with("cfg.toml"), "{e}");
             assert!(!e.contains('\n'), "one line: {e}");
         }
+        // A decimal mode is not taken for the octal one: the message says how
+        // to write it (it said "1224 gives others write access" before).
+        let e = parse("[paths]\nmode = 660\n", "cfg.toml").unwrap_err();
+        assert!(e.contains("write the mode as a string, \"0660\""), "{e}");
     }
 }

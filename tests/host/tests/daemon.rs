@@ -273,7 +273,9 @@ fn status_reports_the_facts() {
     let m = s["metrics_address"].as_str().unwrap();
     let port = d.metrics_port.expect("the harness chose the metrics port");
     assert!(
-        m.starts_with(&format!("http://127.0.0.1:{port}/metrics (latency: ")),
+        m.starts_with(&format!(
+            "http://127.0.0.1:{port}/metrics (serving) (latency: "
+        )),
         "{m}"
     );
     assert_eq!(s["devices_scanned"], 1);
