@@ -435,19 +435,48 @@ async fn start_filter(
     }
 }
 
-/// Takes an exclusive `flock` on the BPF pin directory itself (bpffs holds
-/// no regular files, and a directory can be locked), held until the daemon
-/// exits: a second daemon on the same pins is refused before it touches the
-/// claims, the filter or the pins. `Ok(None)`: the directory cannot be opened
-/// (no bpffs); the filter reports that itself.
+/// Where the lock of a pin directory lives: `/run/asmguard/pins-<path>.lock`,
+/// named after the directory's path alone, so that every daemon on those pins
+/// takes the same lock whatever its socket or runtime directory. Not in the
+/// pin directory (bpffs holds no regular files, and the directory comes and
+/// goes with the filter: `filter disable` and uninstall remove it), and under
+/// /run/asmguard, which the unit's sandbox lets the daemon write
+/// (`RuntimeDirectory=asmguard` with `ProtectSystem=strict`).
+fn pin_lock_path(dir: &std::path::Path) -> PathBuf {
+    let name: String = dir
+        .to_string_lossy()
+        .trim_matches('/')
+        .chars()
+        .map(|c| if c == '/' { '-' } else { c })
+        .collect();
+    PathBuf::from("/run/asmguard").join(format!("pins-{name}.lock"))
+}
+
+/// Takes an exclusive `flock` on the lock file of the BPF pin directory
+/// ([`pin_lock_path`]), held until the daemon exits: a second daemon on the
+/// same pins is refused before it touches the claims, the filter or the pins.
+/// `Ok(None)`: the lock file cannot be made (no /run); the daemon goes on.
 fn lock_pin_dir(dir: &std::path::Path) -> Result<Option<std::fs::File>, String> {
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::MetadataExt;
-    let _ = std::fs::create_dir_all(dir);
-    let f = match std::fs::File::open(dir) {
+    let path = pin_lock_path(dir);
+    if let Some(parent) = path.parent() {
+        let _ = std::fs::create_dir_all(parent);
+    }
+    let f = match std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+    {
         Ok(f) => f,
         Err(e) => {
-            tracing::warn!("{}: cannot lock the pin directory: {e}", dir.display());
+            tracing::warn!(
+                "{}: cannot lock the pin directory {}: {e}",
+                path.display(),
+                dir.display()
+            );
             return Ok(None);
         }
     };

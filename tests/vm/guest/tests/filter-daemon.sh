@@ -134,7 +134,7 @@ has_line events-after-restart "DENIED  write-open label=DATA1" "$ev"
 
 # modes through the CLI
 expect_ok filter-audit $C filter audit DATA1
-expect_ok audit-allows dd if=/tmp/junk of="$D" $DDW
+expect_ok audit-allows dd if=/tmp/junk of="$D" $DDW seek=100
 expect_fail partition-still-enforced "Operation not permitted" dd if=/tmp/junk of="${P}p1" $DDW
 expect_fail filter-non-root "" as_user grid $C filter disable
 expect_ok filter-disable-all $C filter disable
