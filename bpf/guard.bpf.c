@@ -154,8 +154,7 @@ static __always_inline void who(struct ag_event *e)
 	e->egid = BPF_CORE_READ(c, egid.val);
 	e->exe_ino = BPF_CORE_READ(exe, f_inode, i_ino);
 	e->exe_dev = BPF_CORE_READ(exe, f_inode, i_sb, s_dev);
-	/* fsgid is checked but not reported */
-	e->pad = BPF_CORE_READ(c, fsgid.val);
+	e->pad = 0; /* the fsgid is checked, not reported */
 }
 
 /* The caller's identity where only bpf_get_current_uid_gid is available (the
@@ -166,7 +165,8 @@ static __always_inline void who_ids(struct ag_event *e)
 	__u64 ug = bpf_get_current_uid_gid();
 
 	e->uid = e->euid = e->fsuid = (__u32)ug;
-	e->egid = e->pad = ug >> 32;
+	e->egid = ug >> 32;
+	e->pad = 0;
 }
 
 /* Whether one of the first AG_MAX_GROUPS supplementary groups of `c` (the

@@ -63,7 +63,6 @@ struct ag_exe_key {
 #define AG_EV_CMD 2 /* a passthrough command was read (SG_IO, NVMe admin): its
 		       opcode in bits 8-15, the SCSI service action in bits 16-23 */
 
-/* One denial (or audited operation), through the ag_events ring buffer. */
 /* Key of ag_counts: a disk's exact denial (enforce) and audit counts per hook.
  * idx: the hook code for denials, AG_NHOOKS + the hook code for audits. */
 struct ag_count_key {
@@ -71,6 +70,7 @@ struct ag_count_key {
 	__u32 idx;
 };
 
+/* One denial (or audited operation), through the ag_events ring buffer. */
 struct ag_event {
 	__u64 ts_ns;   /* bpf_ktime_get_ns() */
 	__u64 exe_ino; /* caller's executable inode (0 for kernel threads) */

@@ -14,7 +14,7 @@ pub mod identity;
 pub mod service;
 
 use asmguard_config::Config;
-use asmguard_guard::{Coverage, Mode, Options, PIN_DIR};
+use asmguard_guard::{Coverage, IdentityReach, Mode, Options, PIN_DIR};
 use asmguard_proto::FilterEventInfo;
 use service::{FilterEvent, FilterService};
 use std::path::{Path, PathBuf};
@@ -145,13 +145,10 @@ pub fn set_allow(svc: &FilterService, f: &asmguard_config::Filter) -> (Vec<u32>,
     (uids, gids)
 }
 
-/// Whether the loaded filter is the fallback that knows callers by real uid
-/// and gid only (`ag_cgroup_dev_ids`: no executable, no supplementary groups).
+/// Whether the loaded filter knows callers by real uid and gid only (no
+/// executable, no supplementary groups).
 fn ids_only(svc: &FilterService) -> bool {
-    svc.status()
-        .programs
-        .iter()
-        .any(|p| p == "ag_cgroup_dev_ids")
+    svc.status().reach == IdentityReach::IdsOnly
 }
 
 /// The uids of the members (NSS) of `gids` that `uids` does not hold yet.

@@ -24,8 +24,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use asmguard_proto::Protection;
 
 use asmguard_guard::{
-    remove_pins, Backend, Coverage, DenialEvent, DevKey, Error, ExeId, Guard, Hook, KernelDev,
-    Mode, Options,
+    remove_pins, Backend, Coverage, DenialEvent, DevKey, Error, ExeId, Guard, Hook,
+    IdentityReach, KernelDev, Mode, Options,
 };
 
 /// How many events `recent` keeps.
@@ -148,6 +148,8 @@ pub struct FilterStatus {
     pub programs: Vec<String>,
     /// Devices in the kernel's managed set.
     pub devices: usize,
+    /// What of a caller the filter can judge (`Full` without a filter).
+    pub reach: IdentityReach,
 }
 
 impl FilterStatus {
@@ -161,6 +163,7 @@ impl FilterStatus {
             adopted: false,
             programs: vec![],
             devices: 0,
+            reach: IdentityReach::Full,
         }
     }
 
@@ -701,6 +704,7 @@ impl FilterService {
                 adopted: g.adopted(),
                 programs: g.programs(),
                 devices: g.disks().map(|d| d.len()).unwrap_or(0),
+                reach: g.identity_reach(),
             },
             None => FilterStatus {
                 cover,
@@ -709,6 +713,7 @@ impl FilterService {
                 adopted: false,
                 programs: vec![],
                 devices: 0,
+                reach: IdentityReach::Full,
             },
         }
     }

@@ -14,8 +14,8 @@
 use std::fmt;
 use std::mem::{offset_of, size_of};
 
-use super::events::DevKey;
 use super::hooks::HOOKS;
+use super::types::{DevKey, ExeId, Mode};
 
 /// The skeleton of `bpf/guard.bpf.c`, for its BTF-derived types.
 #[allow(missing_docs, dead_code, clippy::all, clippy::pedantic)]
@@ -119,64 +119,6 @@ pub fn majors_of(words: &[u64]) -> (Vec<u32>, Vec<u32>) {
     (of(0), of(MAJOR_WORDS))
 }
 
-/// What the filter does on one disk (`AG_MODE_*`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Mode {
-    /// Nothing.
-    Off,
-    /// Log (event, counter) and allow.
-    Audit,
-    /// Log and deny with EPERM.
-    Enforce,
-}
-
-impl Mode {
-    /// All modes, with their `AG_MODE_*` codes.
-    pub const ALL: [(Mode, u32); 3] = [(Mode::Off, 0), (Mode::Audit, 1), (Mode::Enforce, 2)];
-
-    /// The `AG_MODE_*` code.
-    pub fn code(self) -> u32 {
-        match self {
-            Mode::Off => 0,
-            Mode::Audit => 1,
-            Mode::Enforce => 2,
-        }
-    }
-    /// From an `AG_MODE_*` code (unknown codes: off, as the programs treat them).
-    pub fn from_code(c: u32) -> Mode {
-        Mode::ALL
-            .iter()
-            .find(|(_, code)| *code == c)
-            .map_or(Mode::Off, |(m, _)| *m)
-    }
-    /// `off`, `audit`, `enforce`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Off => "off",
-            Mode::Audit => "audit",
-            Mode::Enforce => "enforce",
-        }
-    }
-}
-
-impl std::str::FromStr for Mode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "off" => Ok(Mode::Off),
-            "audit" => Ok(Mode::Audit),
-            "enforce" => Ok(Mode::Enforce),
-            _ => Err(format!("{s:?} is not one of enforce, audit, off")),
-        }
-    }
-}
-
-impl fmt::Display for Mode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 /// The value of a device map entry.
 pub fn disk_value(disk_id: u32, mode: Mode) -> [u8; size_of::<AgDisk>()] {
     let mut v = [0u8; size_of::<AgDisk>()];
@@ -221,6 +163,22 @@ pub fn read_u64(b: &[u8], off: usize) -> Option<u64> {
 
 /// A struct's members in the compiled guard object's BTF: name -> byte
 /// offset, and the struct's size. Independent of any Rust-side offsets.
+/// The `ag_exes` keys of allow-listed executables.
+impl ExeId {
+    /// Its `ag_exes` key.
+    pub(crate) fn key(self) -> Vec<u8> {
+        exe_key(self.ino, self.dev.raw()).to_vec()
+    }
+    /// From an `ag_exes` key (`None` if short).
+    pub(crate) fn from_key(k: &[u8]) -> Option<Self> {
+        let (ino, dev) = parse_exe_key(k)?;
+        Some(ExeId {
+            ino,
+            dev: KernelDev::from_raw(dev),
+        })
+    }
+}
+
 #[cfg(test)]
 pub(crate) fn btf_layout(name: &str) -> (std::collections::BTreeMap<String, usize>, usize) {
     use libbpf_rs::btf::types::{MemberAttr, Struct};

@@ -9,78 +9,11 @@ use std::fmt;
 use std::mem::offset_of;
 use std::path::Path;
 
-use super::abi::{self, read_u32, read_u64, AgEvent, Mode, EVENT_SIZE, EV_CHR, EV_CMD};
+use super::abi::{read_u32, read_u64, AgEvent, EVENT_SIZE, EV_CHR, EV_CMD};
 use super::commands::{command_name, CmdSet};
 use super::hooks::Hook;
+use super::types::{DevKey, Mode};
 use crate::KernelDev;
-
-/// A device in the managed set: its kernel dev_t and whether it is a character
-/// device (block and character devices can share numbers).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct DevKey {
-    /// Kernel dev_t.
-    pub dev: KernelDev,
-    /// A character device (sg, bsg, NVMe generic) rather than a block device.
-    pub chr: bool,
-}
-
-impl DevKey {
-    /// A block device.
-    pub fn block(dev: KernelDev) -> Self {
-        DevKey { dev, chr: false }
-    }
-    /// A character device.
-    pub fn char(dev: KernelDev) -> Self {
-        DevKey { dev, chr: true }
-    }
-    /// The device special file at `path` (block or character).
-    pub fn of_path(path: &Path) -> Result<Self, crate::DevtError> {
-        let (dev, chr) = KernelDev::of_device(path)?;
-        Ok(DevKey { dev, chr })
-    }
-}
-
-impl fmt::Display for DevKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}{}", if self.chr { "c" } else { "b" }, self.dev)
-    }
-}
-
-/// An executable in the allow-list: its filesystem (kernel dev_t) and inode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ExeId {
-    /// Kernel dev_t of the filesystem holding it.
-    pub dev: KernelDev,
-    /// Inode number.
-    pub ino: u64,
-}
-
-impl ExeId {
-    /// The executable at `path` (symlinks followed).
-    pub fn of_path(path: &Path) -> Result<Self, crate::DevtError> {
-        use std::os::unix::fs::MetadataExt;
-        let meta = std::fs::metadata(path).map_err(|source| crate::DevtError::Stat {
-            path: path.display().to_string(),
-            source,
-        })?;
-        Ok(ExeId {
-            dev: KernelDev::from_dev_t(meta.dev())?,
-            ino: meta.ino(),
-        })
-    }
-    /// Its `ag_exes` key.
-    pub(crate) fn key(self) -> Vec<u8> {
-        abi::exe_key(self.ino, self.dev.raw()).to_vec()
-    }
-    /// From an `ag_exes` key (`None` if short).
-    pub(crate) fn from_key(k: &[u8]) -> Option<Self> {
-        let (ino, dev) = abi::parse_exe_key(k)?;
-        Some(ExeId {
-            ino,
-            dev: KernelDev::from_raw(dev),
-        })
-    }
-}
 
 /// One denied (or, in audit mode, logged) operation.
 #[derive(Debug, Clone, PartialEq, Eq)]

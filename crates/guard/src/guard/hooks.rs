@@ -13,7 +13,7 @@
 use std::fmt;
 
 use super::ioctls::ioctl_name;
-use super::loader::Backend;
+use super::types::Backend;
 
 /// How an event of a hook names its operation (`op` is the hook-specific
 /// field of the record).

@@ -16,9 +16,9 @@ use std::path::PathBuf;
 
 use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, Object, ObjectBuilder, ProgramType};
 
-use super::abi::{self, read_u32, stat_audited, stat_denied, Mode, STAT_RB_DROPS};
+use super::abi::{self, read_u32, stat_audited, stat_denied, STAT_RB_DROPS};
 use super::commands::PassthroughRule;
-use super::events::{DevKey, ExeId};
+use super::types::{Backend, DevKey, ExeId, IdentityReach, Mode};
 use super::hooks::{Hook, HOOKS};
 use super::pins::{
     active_lsms, cgroup2_root, delete_quiet, ensure_bpffs, io_err, kernel_btf_has,
@@ -66,125 +66,6 @@ fn pinned_variant(pin_dir: &std::path::Path, backend: Backend) -> usize {
         .filter(|d| d.backend == backend && d.programs.len() > 1)
         .any(|d| pin_dir.join("links").join(d.programs[1]).exists());
     usize::from(fallback_pinned)
-}
-
-/// Which kernel mechanism enforces the filter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Backend {
-    /// BPF LSM programs: open, write, ioctl, mmap, io_uring passthrough.
-    Lsm,
-    /// A cgroup-device program on the cgroup-v2 root: write-opens only.
-    CgroupDevice,
-}
-
-impl Backend {
-    /// `lsm` or `cgroup_device` (the metric's label value).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Backend::Lsm => "lsm",
-            Backend::CgroupDevice => "cgroup_device",
-        }
-    }
-
-    /// What it covers.
-    pub fn coverage(self) -> Coverage {
-        Coverage::of(Some(self), false)
-    }
-}
-
-/// What the write filter covers now: the one fact that `status`'s backend,
-/// coverage and protection, the `filter_mode` metric and `lsdsk`'s Filtering
-/// column are derived from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Coverage {
-    /// The BPF LSM backend: opens, writes, ioctls, mappings.
-    Full,
-    /// The cgroup-device fallback: write-opens only.
-    OpenTimeOnly,
-    /// No filter: an administrator disabled it (`asmguardctl filter disable`).
-    Disabled,
-    /// No filter: none could load.
-    Unprotected,
-}
-
-impl Coverage {
-    /// Every value (for tests that go over all of them).
-    pub const ALL: [Coverage; 4] = [
-        Coverage::Full,
-        Coverage::OpenTimeOnly,
-        Coverage::Disabled,
-        Coverage::Unprotected,
-    ];
-
-    /// From the loaded backend (if any) and whether an administrator disabled the filter.
-    pub fn of(backend: Option<Backend>, disabled: bool) -> Coverage {
-        match (backend, disabled) {
-            (Some(Backend::Lsm), _) => Coverage::Full,
-            (Some(Backend::CgroupDevice), _) => Coverage::OpenTimeOnly,
-            (None, true) => Coverage::Disabled,
-            (None, false) => Coverage::Unprotected,
-        }
-    }
-
-    /// The backend's name (`lsm`, `cgroup_device`, `none`): `status` and the
-    /// `asmguard_backend_info` label.
-    pub fn backend(self) -> &'static str {
-        match self {
-            Coverage::Full => Backend::Lsm.as_str(),
-            Coverage::OpenTimeOnly => Backend::CgroupDevice.as_str(),
-            Coverage::Disabled | Coverage::Unprotected => "none",
-        }
-    }
-
-    /// `status`'s coverage: `full`, `degraded: open-time only`, or why there
-    /// is no filter.
-    pub fn describe(self, why_none: &str) -> String {
-        match self {
-            Coverage::Full => "full".into(),
-            Coverage::OpenTimeOnly => "degraded: open-time only".into(),
-            Coverage::Disabled | Coverage::Unprotected => why_none.into(),
-        }
-    }
-
-    /// `status`'s protection: `protected`, `degraded: open-time only`,
-    /// `off (disabled by an administrator)` or `UNPROTECTED: <why>`.
-    pub fn protection(self, why_none: &str) -> String {
-        match self {
-            Coverage::Full => "protected".into(),
-            Coverage::OpenTimeOnly => self.describe(why_none),
-            Coverage::Disabled => "off (disabled by an administrator)".into(),
-            Coverage::Unprotected => format!("UNPROTECTED: {why_none}"),
-        }
-    }
-
-    /// A disk's mode as the filter applies it (the `asmguard_filter_mode` label):
-    /// `mode` with a filter, `off` when disabled, `UNPROTECTED` with none.
-    pub fn mode_word(self, mode: Mode) -> &'static str {
-        match self {
-            Coverage::Full | Coverage::OpenTimeOnly => mode.as_str(),
-            Coverage::Disabled => Mode::Off.as_str(),
-            Coverage::Unprotected => "UNPROTECTED",
-        }
-    }
-
-    /// `lsdsk`'s Filtering column for a disk in `mode`: `enforce (lsm)`,
-    /// `audit (cgroup_device, open-time only)`, `off`, `off (filter disabled)`
-    /// or `UNPROTECTED (no filter backend)`.
-    pub fn filtering(self, mode: Mode) -> String {
-        match (self, mode) {
-            (Coverage::Disabled, _) => "off (filter disabled)".into(),
-            (Coverage::Unprotected, _) => "UNPROTECTED (no filter backend)".into(),
-            (_, Mode::Off) => self.mode_word(mode).into(),
-            (Coverage::Full, m) => format!("{m} ({})", self.backend()),
-            (Coverage::OpenTimeOnly, m) => format!("{m} ({}, open-time only)", self.backend()),
-        }
-    }
-}
-
-impl fmt::Display for Backend {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
 }
 
 /// Counters kept by the programs (since they were loaded).
@@ -326,11 +207,6 @@ fn attach_companions(opts: &Options, links: &mut Vec<(String, Link)>) -> Result<
 }
 
 impl Guard {
-    /// Loads (or re-adopts) the filter with the default options.
-    pub fn open_default() -> Result<Guard, Error> {
-        Guard::open(&Options::default())
-    }
-
     /// Loads the filter, or re-adopts the one pinned in `opts.pin_dir`.
     ///
     /// Backend choice: the pinned one if there are pins; else `opts.backend`
@@ -566,10 +442,28 @@ impl Guard {
     pub fn passthrough_rule(&self) -> PassthroughRule {
         match self.backend {
             Backend::CgroupDevice => PassthroughRule::OpenOnly,
-            Backend::Lsm if self.links.iter().any(|(n, _)| n == "ag_file_ioctl_s") => {
-                PassthroughRule::ByClass
-            }
+            // variant 0 of the ioctl row is the sleepable one that reads commands
+            Backend::Lsm if self.variant_of(Hook::FileIoctl) == Some(0) => PassthroughRule::ByClass,
             Backend::Lsm => PassthroughRule::AllOrNothing,
+        }
+    }
+
+    /// Which variant of `hook`'s row in the hook table is attached (its index
+    /// in the row's `programs`; `None`: none is).
+    fn variant_of(&self, hook: Hook) -> Option<usize> {
+        let def = hook.def()?;
+        self.links
+            .iter()
+            .find_map(|(n, _)| def.programs.iter().position(|p| p == n))
+    }
+
+    /// What of the caller the filter can judge: everything the allow-list
+    /// names, or (the cgroup-device row's fallback variant, on kernels that
+    /// refuse it the task helpers) its real uid and gid only.
+    pub fn identity_reach(&self) -> IdentityReach {
+        match (self.backend, self.variant_of(Hook::CgroupDevice)) {
+            (Backend::CgroupDevice, Some(1)) => IdentityReach::IdsOnly,
+            _ => IdentityReach::Full,
         }
     }
 

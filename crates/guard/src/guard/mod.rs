@@ -1,6 +1,8 @@
 //! The write filter: `bpf/guard.bpf.c` (and its ABI header `bpf/guard.h`)
 //! loaded, attached and pinned. The submodules mirror the C side by job:
 //!
+//! - [`types`]: the vocabulary (devices, executables, modes, backends,
+//!   coverage), a leaf every other module imports;
 //! - [`abi`]: the layouts and codes of `bpf/guard.h` (checked, not retyped);
 //! - [`hooks`]: the hook table -- one row per BPF program;
 //! - [`ioctls`]: the names of the ioctls the filter reports;
@@ -37,14 +39,15 @@ pub mod ioctls;
 pub mod loader;
 pub mod pins;
 pub mod ring;
+pub mod types;
 
-pub use abi::Mode;
 pub use commands::{CmdSet, PassthroughRule};
-pub use events::{DenialEvent, DevKey, ExeId};
+pub use events::DenialEvent;
 pub use hooks::{Hook, HookDef, Op, HOOKS};
 pub use ioctls::ioctl_name;
-pub use loader::{pinned_majors, Backend, Coverage, Guard, Options, Stats};
+pub use loader::{pinned_majors, Guard, Options, Stats};
 pub use pins::{
     active_lsms, bpf_lsm_hint, bpf_lsm_hint_for, cgroup2_root, pinned_backend, remove_pins, PIN_DIR,
 };
 pub use ring::EventReader;
+pub use types::{Backend, Coverage, DevKey, ExeId, IdentityReach, Mode};

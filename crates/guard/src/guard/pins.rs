@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use libbpf_rs::{Link, MapCore, MapHandle};
 
 use super::hooks::HOOKS;
-use super::loader::Backend;
+use super::types::Backend;
 use crate::Error;
 
 /// Where maps and links are pinned.

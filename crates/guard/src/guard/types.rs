@@ -1,0 +1,253 @@
+//! The filter's vocabulary, used by every other module of [`super`] and
+//! importing none of them: the devices and executables its maps are keyed by
+//! ([`DevKey`], [`ExeId`]), the modes ([`Mode`], `AG_MODE_*`), the backends
+//! ([`Backend`]) and what each covers ([`Coverage`]).
+
+use std::fmt;
+use std::path::Path;
+
+use crate::KernelDev;
+
+/// A device in the managed set: its kernel dev_t and whether it is a character
+/// device (block and character devices can share numbers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DevKey {
+    /// Kernel dev_t.
+    pub dev: KernelDev,
+    /// A character device (sg, bsg, NVMe generic) rather than a block device.
+    pub chr: bool,
+}
+
+impl DevKey {
+    /// A block device.
+    pub fn block(dev: KernelDev) -> Self {
+        DevKey { dev, chr: false }
+    }
+    /// A character device.
+    pub fn char(dev: KernelDev) -> Self {
+        DevKey { dev, chr: true }
+    }
+    /// The device special file at `path` (block or character).
+    pub fn of_path(path: &Path) -> Result<Self, crate::DevtError> {
+        let (dev, chr) = KernelDev::of_device(path)?;
+        Ok(DevKey { dev, chr })
+    }
+}
+
+impl fmt::Display for DevKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{}", if self.chr { "c" } else { "b" }, self.dev)
+    }
+}
+
+/// An executable in the allow-list: its filesystem (kernel dev_t) and inode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ExeId {
+    /// Kernel dev_t of the filesystem holding it.
+    pub dev: KernelDev,
+    /// Inode number.
+    pub ino: u64,
+}
+
+impl ExeId {
+    /// The executable at `path` (symlinks followed).
+    pub fn of_path(path: &Path) -> Result<Self, crate::DevtError> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(path).map_err(|source| crate::DevtError::Stat {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Ok(ExeId {
+            dev: KernelDev::from_dev_t(meta.dev())?,
+            ino: meta.ino(),
+        })
+    }
+}
+
+/// What the filter does on one disk (`AG_MODE_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Mode {
+    /// Nothing.
+    Off,
+    /// Log (event, counter) and allow.
+    Audit,
+    /// Log and deny with EPERM.
+    Enforce,
+}
+
+impl Mode {
+    /// All modes, with their `AG_MODE_*` codes.
+    pub const ALL: [(Mode, u32); 3] = [(Mode::Off, 0), (Mode::Audit, 1), (Mode::Enforce, 2)];
+
+    /// The `AG_MODE_*` code.
+    pub fn code(self) -> u32 {
+        match self {
+            Mode::Off => 0,
+            Mode::Audit => 1,
+            Mode::Enforce => 2,
+        }
+    }
+    /// From an `AG_MODE_*` code (unknown codes: off, as the programs treat them).
+    pub fn from_code(c: u32) -> Mode {
+        Mode::ALL
+            .iter()
+            .find(|(_, code)| *code == c)
+            .map_or(Mode::Off, |(m, _)| *m)
+    }
+    /// `off`, `audit`, `enforce`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Off => "off",
+            Mode::Audit => "audit",
+            Mode::Enforce => "enforce",
+        }
+    }
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "off" => Ok(Mode::Off),
+            "audit" => Ok(Mode::Audit),
+            "enforce" => Ok(Mode::Enforce),
+            _ => Err(format!("{s:?} is not one of enforce, audit, off")),
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Which kernel mechanism enforces the filter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// BPF LSM programs: open, write, ioctl, mmap, io_uring passthrough.
+    Lsm,
+    /// A cgroup-device program on the cgroup-v2 root: write-opens only.
+    CgroupDevice,
+}
+
+impl Backend {
+    /// `lsm` or `cgroup_device` (the metric's label value).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Lsm => "lsm",
+            Backend::CgroupDevice => "cgroup_device",
+        }
+    }
+
+    /// What it covers.
+    pub fn coverage(self) -> Coverage {
+        Coverage::of(Some(self), false)
+    }
+}
+
+/// What the write filter covers now: the one fact that `status`'s backend,
+/// coverage and protection, the `filter_mode` metric and `lsdsk`'s Filtering
+/// column are derived from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Coverage {
+    /// The BPF LSM backend: opens, writes, ioctls, mappings.
+    Full,
+    /// The cgroup-device fallback: write-opens only.
+    OpenTimeOnly,
+    /// No filter: an administrator disabled it (`asmguardctl filter disable`).
+    Disabled,
+    /// No filter: none could load.
+    Unprotected,
+}
+
+impl Coverage {
+    /// Every value (for tests that go over all of them).
+    pub const ALL: [Coverage; 4] = [
+        Coverage::Full,
+        Coverage::OpenTimeOnly,
+        Coverage::Disabled,
+        Coverage::Unprotected,
+    ];
+
+    /// From the loaded backend (if any) and whether an administrator disabled the filter.
+    pub fn of(backend: Option<Backend>, disabled: bool) -> Coverage {
+        match (backend, disabled) {
+            (Some(Backend::Lsm), _) => Coverage::Full,
+            (Some(Backend::CgroupDevice), _) => Coverage::OpenTimeOnly,
+            (None, true) => Coverage::Disabled,
+            (None, false) => Coverage::Unprotected,
+        }
+    }
+
+    /// The backend's name (`lsm`, `cgroup_device`, `none`): `status` and the
+    /// `asmguard_backend_info` label.
+    pub fn backend(self) -> &'static str {
+        match self {
+            Coverage::Full => Backend::Lsm.as_str(),
+            Coverage::OpenTimeOnly => Backend::CgroupDevice.as_str(),
+            Coverage::Disabled | Coverage::Unprotected => "none",
+        }
+    }
+
+    /// `status`'s coverage: `full`, `degraded: open-time only`, or why there
+    /// is no filter.
+    pub fn describe(self, why_none: &str) -> String {
+        match self {
+            Coverage::Full => "full".into(),
+            Coverage::OpenTimeOnly => "degraded: open-time only".into(),
+            Coverage::Disabled | Coverage::Unprotected => why_none.into(),
+        }
+    }
+
+    /// `status`'s protection: `protected`, `degraded: open-time only`,
+    /// `off (disabled by an administrator)` or `UNPROTECTED: <why>`.
+    pub fn protection(self, why_none: &str) -> String {
+        match self {
+            Coverage::Full => "protected".into(),
+            Coverage::OpenTimeOnly => self.describe(why_none),
+            Coverage::Disabled => "off (disabled by an administrator)".into(),
+            Coverage::Unprotected => format!("UNPROTECTED: {why_none}"),
+        }
+    }
+
+    /// A disk's mode as the filter applies it (the `asmguard_filter_mode` label):
+    /// `mode` with a filter, `off` when disabled, `UNPROTECTED` with none.
+    pub fn mode_word(self, mode: Mode) -> &'static str {
+        match self {
+            Coverage::Full | Coverage::OpenTimeOnly => mode.as_str(),
+            Coverage::Disabled => Mode::Off.as_str(),
+            Coverage::Unprotected => "UNPROTECTED",
+        }
+    }
+
+    /// `lsdsk`'s Filtering column for a disk in `mode`: `enforce (lsm)`,
+    /// `audit (cgroup_device, open-time only)`, `off`, `off (filter disabled)`
+    /// or `UNPROTECTED (no filter backend)`.
+    pub fn filtering(self, mode: Mode) -> String {
+        match (self, mode) {
+            (Coverage::Disabled, _) => "off (filter disabled)".into(),
+            (Coverage::Unprotected, _) => "UNPROTECTED (no filter backend)".into(),
+            (_, Mode::Off) => self.mode_word(mode).into(),
+            (Coverage::Full, m) => format!("{m} ({})", self.backend()),
+            (Coverage::OpenTimeOnly, m) => format!("{m} ({}, open-time only)", self.backend()),
+        }
+    }
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+
+/// What of a caller the loaded filter can judge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdentityReach {
+    /// Its uids, gids, supplementary groups and executable.
+    Full,
+    /// Its real uid and gid only (no executable, no supplementary groups):
+    /// the 5.10 cgroup-device fallback.
+    IdsOnly,
+}
