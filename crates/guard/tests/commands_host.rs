@@ -64,3 +64,69 @@ fn c_rule_agrees_with_the_rust_table() {
     // A set the rule does not know passes nothing.
     assert_eq!(run(3, 0x12, 0), 0);
 }
+
+/// The ioctls the C rule refuses (`write_ioctl()` in bpf/ioctls.h, run with
+/// BPF_PROG_TEST_RUN) are exactly the ones the name table names
+/// (`asmguard_guard::guard::ioctls::IOCTLS`): every type and number, in every
+/// direction and with three sizes, and each exact command with another
+/// direction and size.
+#[test]
+fn refused_ioctls_are_exactly_the_named_ones() {
+    use asmguard_guard::guard::ioctls::{ioctl_name, Cmd, IOCTLS};
+    // loading a BPF program needs root
+    if !asmguard_testkit::require_root() {
+        return;
+    }
+    let obj = ObjectBuilder::default()
+        .open_memory(CMDCLASS_OBJ)
+        .expect("open cmdclass.bpf.o")
+        .load()
+        .expect("load cmdclass.bpf.o");
+    let prog = obj
+        .progs_mut()
+        .find(|p| p.name() == "ag_ioctl_write")
+        .expect("program ag_ioctl_write");
+    let run = |cmd: u32| -> u32 {
+        let mut pkt = [0u8; 64];
+        pkt[..4].copy_from_slice(&cmd.to_ne_bytes());
+        let input = ProgramInput {
+            data_in: Some(&pkt),
+            ..Default::default()
+        };
+        prog.test_run(input)
+            .expect("BPF_PROG_TEST_RUN")
+            .return_value
+    };
+    let named = |cmd: u32| !ioctl_name(cmd).starts_with("ioctl 0x");
+    let mut cmds = Vec::new();
+    for dir in 0..4u32 {
+        for size in [0u32, 8, 0x48] {
+            for ty in 0..=255u32 {
+                for nr in 0..=255u32 {
+                    cmds.push(dir << 30 | size << 16 | ty << 8 | nr);
+                }
+            }
+        }
+    }
+    for (m, _) in IOCTLS {
+        if let Cmd::Exact(c) = m {
+            cmds.extend([*c, *c | 0x4000_0000, *c | 0x0010_0000]);
+        }
+    }
+    let mut refused = std::collections::BTreeSet::new();
+    for cmd in cmds {
+        let c = run(cmd);
+        assert!(c <= 1, "C rule returned {c}");
+        assert_eq!(
+            c == 1,
+            named(cmd),
+            "ioctl 0x{cmd:08x} ({}): the C rule (bpf/ioctls.h) and IOCTLS disagree",
+            ioctl_name(cmd)
+        );
+        if c == 1 {
+            refused.insert(ioctl_name(cmd));
+        }
+    }
+    // every row of the table is refused for some command
+    assert_eq!(refused.len(), IOCTLS.len(), "{refused:?}");
+}

@@ -1,6 +1,7 @@
-//! The names of the ioctls the filter reports: one table, [`IOCTLS`]. Which
-//! ioctls are denied is decided in `bpf/guard.bpf.c`; a command denied there
-//! and missing here is shown as `ioctl 0x<cmd>`.
+//! The names of the ioctls the filter refuses: one table, [`IOCTLS`]. The
+//! decision is `write_ioctl()` in `bpf/ioctls.h`; a host test
+//! (tests/commands_host.rs) runs it for every ioctl type and number and checks
+//! that it refuses exactly the commands this table names.
 //!
 //! Adding a name: one row. Commands whose size and direction bits vary
 //! (NVMe, persistent reservations, zones) match on type and number only.
