@@ -145,7 +145,7 @@ async fn run(
             .unwrap_or(std::path::Path::new("/run/asmguard"))
             .to_path_buf()
     });
-    let filter = match start_filter(&cfg, &runtime_dir, bpf_pin_dir).await {
+    let (filter, writer) = match start_filter(&cfg, &runtime_dir, bpf_pin_dir).await {
         Ok(f) => f,
         Err(msg) => {
             tracing::error!("{msg}");
@@ -171,8 +171,11 @@ async fn run(
         socket.clone(),
         runtime_dir,
         monitor_desc,
-        filter,
-        metrics,
+        state::Started {
+            filter,
+            writer,
+            metrics,
+        },
     ));
     if d.admin_gid.is_none() {
         tracing::warn!(
@@ -412,17 +415,23 @@ async fn start_filter(
     cfg: &config::Config,
     runtime_dir: &std::path::Path,
     bpf_pin_dir: Option<PathBuf>,
-) -> Result<filter::service::FilterService, String> {
+) -> Result<
+    (
+        filter::service::FilterService,
+        asmguard_devices::writer::Writer,
+    ),
+    String,
+> {
     let state_file = runtime_dir.join("filter.state");
     let cfg2 = cfg.clone();
     let require = cfg.filter.require_protection;
     let started = tokio::task::spawn_blocking(move || {
-        let f = filter::start(&cfg2, bpf_pin_dir, state_file);
+        let (f, writer) = filter::start(&cfg2, bpf_pin_dir, state_file);
         let st = f.status();
         if require && st.cover == asmguard_guard::Coverage::Unprotected {
             return Err(st.reason);
         }
-        Ok(f)
+        Ok((f, writer))
     })
     .await;
     match started {

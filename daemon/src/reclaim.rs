@@ -48,6 +48,9 @@ impl Host for DaemonHost<'_> {
     fn note(&self, line: &str) {
         tracing::info!("{line}");
     }
+    fn writer(&self) -> asmguard_devices::writer::Writer {
+        self.0.writer
+    }
 }
 
 fn err(code: ErrorCode, m: impl Into<String>) -> ErrorBody {

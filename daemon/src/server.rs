@@ -524,7 +524,7 @@ async fn dispatch(d: Arc<Daemon>, call: Call, asked: Asked) -> Response {
                     .filter
                     .events_after(a.after)
                     .iter()
-                    .map(crate::filter::info)
+                    .map(crate::filter::events::info)
                     .collect();
                 let last_seq = events.last().map(|e| e.seq).unwrap_or(a.after);
                 to_value(asmguard_proto::EventsResult { events, last_seq })

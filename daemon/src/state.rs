@@ -16,6 +16,7 @@ use asmguard_devices::discovery::{self, Observed};
 use asmguard_devices::labelling::{self, LabelOpError, LabelOptions};
 use asmguard_devices::pattern::Rules;
 use asmguard_devices::sysfs::{self, SysDev};
+use asmguard_devices::writer::{WriteOpen, Writer};
 use asmguard_devices::{DevError, KernelDev};
 use asmguard_format::label::Label;
 use asmguard_proto::{
@@ -36,6 +37,16 @@ pub struct State {
     /// The model built from `devices`, as applied.
     pub model: Model,
     pub last_scan_ms: u64,
+}
+
+/// What the daemon starts before its first scan.
+pub struct Started {
+    /// The write filter.
+    pub filter: FilterService,
+    /// Who opens disks for the daemon's own writes on that filter.
+    pub writer: Writer,
+    /// The latency tracer and the exporter.
+    pub metrics: MetricsService,
 }
 
 pub struct Daemon {
@@ -72,6 +83,9 @@ pub struct Daemon {
     pub discards: asmguard_reclaim::counters::DiscardCounters,
     /// Labels with a reclaim under way.
     pub reclaiming: asmguard_reclaim::job::Running,
+    /// Who opens disks for the daemon's own writes (labels, reclaim): the
+    /// filter's choice at start (`crate::filter::start`).
+    pub writer: Writer,
 }
 
 /// Test hook: runs inside a full scan between reading the devices and storing
@@ -155,9 +169,13 @@ impl Daemon {
         socket: PathBuf,
         runtime_dir: PathBuf,
         monitor: String,
-        filter: FilterService,
-        metrics: MetricsService,
+        started: Started,
     ) -> Daemon {
+        let Started {
+            filter,
+            writer,
+            metrics,
+        } = started;
         let admin_gid = nix::unistd::Group::from_name(&cfg.socket.admin_group)
             .ok()
             .flatten()
@@ -183,6 +201,7 @@ impl Daemon {
             claims: crate::claims::Claims::from_environment(),
             discards: Default::default(),
             reclaiming: Default::default(),
+            writer,
         }
     }
 
@@ -536,7 +555,7 @@ impl Daemon {
         let opts = LabelOptions {
             force: a.force,
             migrate: a.migrate,
-            held: self.claims.holds(sd.dev),
+            open: self.write_open(&sd),
         };
         // A new label starts in the configured mode, whatever was set for
         // the label this disk carried before or for another disk of this name.
@@ -576,10 +595,10 @@ impl Daemon {
         &self,
         sd: &SysDev,
         claim: Claim<'_>,
-        write: impl FnOnce(&Path, bool) -> Result<labelling::Outcome, LabelOpError>,
+        write: impl FnOnce(&Path, WriteOpen) -> Result<labelling::Outcome, LabelOpError>,
         written: impl FnOnce(),
     ) -> Result<labelling::Outcome, ErrorBody> {
-        let out = write(&sd.dev_path(), self.claims.holds(sd.dev)).map_err(map_op_error);
+        let out = write(&sd.dev_path(), self.write_open(sd)).map_err(map_op_error);
         if out.is_ok() {
             written();
             self.after_write(sd);
@@ -587,6 +606,15 @@ impl Daemon {
         drop(claim);
         self.sync_claims();
         out
+    }
+
+    /// How the daemon opens `sd` for writing: without `O_EXCL` when its own
+    /// claim holds it, by its writer.
+    fn write_open(&self, sd: &SysDev) -> WriteOpen {
+        WriteOpen {
+            held: self.claims.holds(sd.dev),
+            writer: self.writer,
+        }
     }
 
     /// The top device of the disk with `label` (not in conflict).
@@ -714,8 +742,11 @@ mod scan_race_tests {
             PathBuf::from("/nonexistent/asmguard.sock"),
             PathBuf::from("/nonexistent"),
             "none".into(),
-            FilterService::inert("not loaded in this test"),
-            MetricsService::without_tracer(),
+            Started {
+                filter: FilterService::inert("not loaded in this test"),
+                writer: Writer::default(),
+                metrics: MetricsService::without_tracer(),
+            },
         );
         d.sys = root.path().to_path_buf();
         let d = Arc::new(d);

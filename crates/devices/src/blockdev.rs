@@ -2,6 +2,7 @@
 //! `O_DIRECT` asks for: buffer, offset and length aligned to the logical block size
 //! (512 and 4096 both). Every write is read back and compared.
 
+use crate::writer::WriteOpen;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
@@ -110,30 +111,34 @@ impl AlignedBuf {
 impl Device {
     /// Open read-only (`O_DIRECT` for a block device, so no page-cache copy is read).
     pub fn open_read(path: &Path) -> Result<Device, DevError> {
-        Self::open(path, false, false, false)
+        Self::open(path, None, false)
     }
 
     /// Open for writing: `O_RDWR | O_DIRECT | O_EXCL` for a block device (the kernel
     /// refuses `O_EXCL` while the device is mounted or held by dm/md).
     pub fn open_write(path: &Path) -> Result<Device, DevError> {
-        Self::open_write_as(path, false)
+        Self::open_write_as(path, WriteOpen::default())
     }
 
-    /// Open for writing; `held`: the caller itself holds the exclusive claim on this
-    /// block device (asmguardd's claim on a managed disk), so the open goes without
-    /// `O_EXCL`, which that claim would refuse, and stays exclusive of every other
-    /// claimer all the same.
-    pub fn open_write_as(path: &Path, held: bool) -> Result<Device, DevError> {
-        Self::open(path, true, false, held)
+    /// Open for writing as `how` says: with `held`, the caller itself holds the
+    /// exclusive claim on this block device (asmguardd's claim on a managed
+    /// disk), so the open goes without `O_EXCL`, which that claim would refuse,
+    /// and stays exclusive of every other claimer all the same; the open is
+    /// made by `how.writer` ([`crate::writer`]).
+    pub fn open_write_as(path: &Path, how: WriteOpen) -> Result<Device, DevError> {
+        Self::open(path, Some(how), false)
     }
 
     /// Open an image file or block device read-only without `O_DIRECT` (for files on
     /// filesystems without direct I/O, e.g. tmpfs).
     pub fn open_buffered(path: &Path) -> Result<Device, DevError> {
-        Self::open(path, false, true, false)
+        Self::open(path, None, true)
     }
 
-    fn open(path: &Path, write: bool, buffered: bool, held: bool) -> Result<Device, DevError> {
+    /// `write`: how to open for writing (`None`: read-only).
+    fn open(path: &Path, how: Option<WriteOpen>, buffered: bool) -> Result<Device, DevError> {
+        let write = how.is_some();
+        let held = how.is_some_and(|h| h.held);
         let meta = std::fs::metadata(path).map_err(io_err(path, "stat"))?;
         let ft = meta.file_type();
         let kind = if ft.is_block_device() {
@@ -165,10 +170,9 @@ impl Device {
             flags |= libc::O_EXCL;
         }
         opts.custom_flags(flags);
-        let opened = if write {
-            crate::writer::open(&opts, path)
-        } else {
-            opts.open(path)
+        let opened = match how {
+            Some(h) => h.writer.open(&opts, path),
+            None => opts.open(path),
         };
         let file = opened.map_err(|e| {
             if e.raw_os_error() == Some(libc::EBUSY) {

@@ -15,6 +15,7 @@
 //! a second labeller at the same time, gets `EBUSY`.
 
 use crate::blockdev::{DevError, Device, MIN_SIZE};
+use crate::writer::WriteOpen;
 use asmguard_format::header::{DiskHeader, HeaderStatus};
 use asmguard_format::kfbh::{self, Checksum};
 use asmguard_format::label::{self, Label, LabelState};
@@ -26,9 +27,9 @@ use std::path::Path;
 pub struct LabelOptions {
     pub force: bool,
     pub migrate: bool,
-    /// The caller holds the exclusive claim on the device (asmguardd on a managed
-    /// disk): open it without `O_EXCL` (see `Device::open_write_as`).
-    pub held: bool,
+    /// How the device is opened for writing (the caller's exclusive claim, the
+    /// writer's real id: see `Device::open_write_as`).
+    pub open: WriteOpen,
 }
 
 /// What was done.
@@ -115,8 +116,8 @@ struct Probed {
     unit: usize,
 }
 
-fn open_probe(path: &Path, held: bool) -> Result<Probed, LabelOpError> {
-    let dev = Device::open_write_as(path, held)?;
+fn open_probe(path: &Path, how: WriteOpen) -> Result<Probed, LabelOpError> {
+    let dev = Device::open_write_as(path, how)?;
     dev.require_size(MIN_SIZE.max(dev.logical_block_size as u64))?;
     let (head, tail) = dev.read_probe_regions()?;
     let unit = dev.logical_block_size.max(512) as usize;
@@ -197,7 +198,7 @@ fn refuse_unless_forced(
 
 /// Label the device at `path`.
 pub fn label_device(path: &Path, new: &Label, opts: LabelOptions) -> Result<Outcome, LabelOpError> {
-    let p = open_probe(path, opts.held)?;
+    let p = open_probe(path, opts.open)?;
     let shown = path.display().to_string();
     let current = label::read(&p.head);
     if current.label().as_ref() == Some(new) {
@@ -294,8 +295,8 @@ fn write_label_bytes(
 }
 
 /// [`open_probe`], refusing a device that does not carry the label `expected`.
-fn open_labelled(path: &Path, expected: &Label, held: bool) -> Result<Probed, LabelOpError> {
-    let p = open_probe(path, held)?;
+fn open_labelled(path: &Path, expected: &Label, how: WriteOpen) -> Result<Probed, LabelOpError> {
+    let p = open_probe(path, how)?;
     let current = label::read(&p.head);
     if current.label().as_ref() != Some(expected) {
         return Err(LabelOpError::NotLabelled {
@@ -309,28 +310,28 @@ fn open_labelled(path: &Path, expected: &Label, held: bool) -> Result<Probed, La
 
 /// Change the label `old` on the device at `path` to `new`, touching only the label
 /// bytes (and the checksum word), on block 0 and on a valid ASM header copy.
-/// `held` as in `LabelOptions::held`.
+/// `how` as in `LabelOptions::open`.
 pub fn rename_device(
     path: &Path,
     old: &Label,
     new: &Label,
-    held: bool,
+    how: WriteOpen,
 ) -> Result<Outcome, LabelOpError> {
-    let p = open_labelled(path, old, held)?;
+    let p = open_labelled(path, old, how)?;
     write_label_bytes(&p, new, "renamed")
 }
 
 /// Remove the label `expected` from the device at `path`. On an ASM disk the
 /// `ORCLDISK` provstr stays and only the label bytes are zeroed; elsewhere the tag
 /// becomes `ORCLCLRD` as ASMLib's `deletedisk` leaves it. A disk-group member is
-/// refused without `force`. `held` as in `LabelOptions::held`.
+/// refused without `force`. `how` as in `LabelOptions::open`.
 pub fn unlabel_device(
     path: &Path,
     expected: &Label,
     force: bool,
-    held: bool,
+    how: WriteOpen,
 ) -> Result<Outcome, LabelOpError> {
-    let p = open_labelled(path, expected, held)?;
+    let p = open_labelled(path, expected, how)?;
     if let Some(h) = &p.header {
         if h.status == HeaderStatus::Member && !force {
             return Err(LabelOpError::Member {
@@ -399,10 +400,10 @@ mod tests {
         assert_eq!(o.action, "unchanged");
         let e = label_device(f.path(), &l("DATA2"), LabelOptions::default()).unwrap_err();
         assert!(matches!(e, LabelOpError::Labelled { .. }), "{e}");
-        let o = rename_device(f.path(), &l("DATA1"), &l("DATA2"), false).unwrap();
+        let o = rename_device(f.path(), &l("DATA1"), &l("DATA2"), WriteOpen::default()).unwrap();
         assert_eq!(o.action, "renamed");
         assert_eq!(label::read(&bytes(&f)).label(), Some(l("DATA2")));
-        unlabel_device(f.path(), &l("DATA2"), false, false).unwrap();
+        unlabel_device(f.path(), &l("DATA2"), false, WriteOpen::default()).unwrap();
         assert_eq!(label::read(&bytes(&f)), LabelState::Cleared);
         // A cleared disk is blank enough to label again without force.
         label_device(f.path(), &l("DATA3"), LabelOptions::default()).unwrap();
@@ -431,7 +432,7 @@ mod tests {
             LabelOptions {
                 force: false,
                 migrate: true,
-                held: false,
+                open: WriteOpen::default(),
             },
         )
         .unwrap_err();
@@ -442,7 +443,7 @@ mod tests {
             LabelOptions {
                 force: true,
                 migrate: false,
-                held: false,
+                open: WriteOpen::default(),
             },
         )
         .unwrap();
@@ -486,7 +487,7 @@ mod tests {
             LabelOptions {
                 force: false,
                 migrate: true,
-                held: false,
+                open: WriteOpen::default(),
             },
         )
         .unwrap();
@@ -510,9 +511,9 @@ mod tests {
         assert!(c.checksum_ok());
         assert_eq!(c.label.label(), Some(l("MIG1")));
         // A member: unlabel needs force, and keeps ORCLDISK.
-        let e = unlabel_device(f.path(), &l("MIG1"), false, false).unwrap_err();
+        let e = unlabel_device(f.path(), &l("MIG1"), false, WriteOpen::default()).unwrap_err();
         assert!(matches!(e, LabelOpError::Member { .. }), "{e}");
-        unlabel_device(f.path(), &l("MIG1"), true, false).unwrap();
+        unlabel_device(f.path(), &l("MIG1"), true, WriteOpen::default()).unwrap();
         let h = DiskHeader::parse(&bytes(&f)[..4096]).unwrap();
         assert!(h.checksum_ok());
         assert_eq!(h.provstr, "ORCLDISK");

@@ -6,108 +6,122 @@
 //! own label writes and reclaim cannot be allow-listed by executable. There the
 //! daemon opens from a short-lived thread whose *real* gid is an allow-listed
 //! group, or, without one, whose *real* uid is an allow-listed user (the filter
-//! checks only at open time; the fd is then used as usual).
-//! Effective and filesystem ids do not change, so permission checks are the
-//! same. Not for anything else: without [`set_writer_gid`], [`open`] is a
-//! plain `OpenOptions::open`.
+//! checks only at open time; the fd is then used as usual). Effective and
+//! filesystem ids do not change, so permission checks are the same.
+//!
+//! A [`Writer`] is a value the daemon decides once (from the filter it loaded)
+//! and hands to every write-open explicitly ([`WriteOpen`]); nothing here is
+//! process-wide. [`Writer::default`] is a plain `OpenOptions::open`.
 
 use std::fs::{File, OpenOptions};
 use std::path::Path;
-use std::sync::atomic::{AtomicU32, Ordering};
 
-const NONE: u32 = u32::MAX;
-static WRITER_GID: AtomicU32 = AtomicU32::new(NONE);
-static WRITER_UID: AtomicU32 = AtomicU32::new(NONE);
-
-/// Sets (or, with `None`, clears) the real gid write-opens are made with.
-pub fn set_writer_gid(gid: Option<u32>) {
-    WRITER_GID.store(gid.unwrap_or(NONE), Ordering::SeqCst);
+/// Whose real id a write-open is made with.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Writer {
+    id: Option<RealId>,
 }
 
-/// Sets (or clears) the real uid write-opens are made with when no gid is set.
-pub fn set_writer_uid(uid: Option<u32>) {
-    WRITER_UID.store(uid.unwrap_or(NONE), Ordering::SeqCst);
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RealId {
+    Gid(u32),
+    Uid(u32),
 }
 
-/// The gid set by [`set_writer_gid`].
-pub fn writer_gid() -> Option<u32> {
-    match WRITER_GID.load(Ordering::SeqCst) {
-        NONE => None,
-        g => Some(g),
+impl Writer {
+    /// Opens with the real gid `gid`.
+    pub fn with_gid(gid: u32) -> Writer {
+        Writer {
+            id: Some(RealId::Gid(gid)),
+        }
+    }
+
+    /// Opens with the real uid `uid`.
+    pub fn with_uid(uid: u32) -> Writer {
+        Writer {
+            id: Some(RealId::Uid(uid)),
+        }
+    }
+
+    /// `opts.open(path)`, from a thread with this writer's real id when it
+    /// has one.
+    pub fn open(&self, opts: &OpenOptions, path: &Path) -> std::io::Result<File> {
+        let opts = opts.clone();
+        let path = path.to_path_buf();
+        self.run(move || opts.open(&path))
+    }
+
+    /// Runs `f` on a thread whose real gid (or uid) is this writer's, or
+    /// right here when it has none.
+    fn run<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+    ) -> std::io::Result<T> {
+        let (call, id) = match self.id {
+            None => return f(),
+            Some(RealId::Gid(g)) => (libc::SYS_setresgid, g),
+            Some(RealId::Uid(u)) => (libc::SYS_setresuid, u),
+        };
+        std::thread::spawn(move || {
+            // SAFETY: the raw setresgid/setresuid system call changes the
+            // credentials of this thread only (glibc's wrappers would change
+            // every thread's); -1 keeps the effective and saved ids. The thread
+            // ends right after `f`.
+            let r = unsafe { libc::syscall(call, id, u32::MAX, u32::MAX) };
+            if r != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            f()
+        })
+        .join()
+        .unwrap_or_else(|_| Err(std::io::Error::other("the writer thread panicked")))
     }
 }
 
-/// `opts.open(path)`, from a thread whose real gid is the writer gid when one
-/// is set.
-pub fn open(opts: &OpenOptions, path: &Path) -> std::io::Result<File> {
-    let opts = opts.clone();
-    let path = path.to_path_buf();
-    as_writer(move || opts.open(&path))
-}
-
-/// Runs `f` as a write-opener: on a thread whose real gid is the writer gid, or
-/// right here when none is set.
-fn as_writer<T: Send + 'static>(
-    f: impl FnOnce() -> std::io::Result<T> + Send + 'static,
-) -> std::io::Result<T> {
-    let (call, id) = match (writer_gid(), WRITER_UID.load(Ordering::SeqCst)) {
-        (Some(g), _) => (libc::SYS_setresgid, g),
-        (None, NONE) => return f(),
-        (None, u) => (libc::SYS_setresuid, u),
-    };
-    std::thread::spawn(move || {
-        // SAFETY: the raw setresgid/setresuid system call changes the credentials
-        // of this thread only (glibc's wrappers would change every thread's); -1
-        // keeps the effective and saved ids. The thread ends right after `f`.
-        let r = unsafe { libc::syscall(call, id, NONE, NONE) };
-        if r != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        f()
-    })
-    .join()
-    .unwrap_or_else(|_| Err(std::io::Error::other("the writer thread panicked")))
+/// How a disk is opened for writing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteOpen {
+    /// The caller holds the exclusive claim on the device (asmguardd on a
+    /// managed disk): open it without `O_EXCL` (see `Device::open_write_as`).
+    pub held: bool,
+    /// Whose real id the open is made with.
+    pub writer: Writer,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    // The writer gid is process-wide: the tests take turns.
-    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
     #[test]
-    fn without_a_writer_gid_it_is_a_plain_open() {
-        let _t = TURN.lock().unwrap_or_else(|p| p.into_inner());
-        set_writer_gid(None);
-        let f = open(
+    fn without_an_id_it_is_a_plain_open() {
+        let w = Writer::default();
+        let f = w.open(
             OpenOptions::new().read(true),
             Path::new("/proc/self/status"),
         );
         assert!(f.is_ok());
-        let e = open(OpenOptions::new().read(true), Path::new("/nonexistent/x")).unwrap_err();
+        let e = w
+            .open(OpenOptions::new().read(true), Path::new("/nonexistent/x"))
+            .unwrap_err();
         assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
     }
 
     #[test]
-    fn the_open_runs_with_the_real_gid_and_leaves_the_caller_alone() {
+    fn the_open_runs_with_the_real_id_and_leaves_the_caller_alone() {
         // changing a thread's real ids needs root: without it this fails
         // (unless ASMGUARD_HOST_TESTS=skip), never passes silently
         if !asmguard_testkit::require_root() {
             return;
         }
-        let _t = TURN.lock().unwrap_or_else(|p| p.into_inner());
         let before = (nix::unistd::getgid(), nix::unistd::getegid());
-        set_writer_gid(Some(54329));
-        let seen = as_writer(|| Ok((nix::unistd::getgid(), nix::unistd::getegid())));
-        let f = open(
+        let g = Writer::with_gid(54329);
+        let seen = g.run(|| Ok((nix::unistd::getgid(), nix::unistd::getegid())));
+        let f = g.open(
             OpenOptions::new().read(true),
             Path::new("/proc/self/status"),
         );
-        set_writer_gid(None);
-        set_writer_uid(Some(54331));
-        let uids = as_writer(|| Ok((nix::unistd::getuid(), nix::unistd::geteuid())));
-        set_writer_uid(None);
+        let uids =
+            Writer::with_uid(54331).run(|| Ok((nix::unistd::getuid(), nix::unistd::geteuid())));
         let (uid, euid) = uids.unwrap();
         assert_eq!(uid.as_raw(), 54331);
         assert!(euid.is_root(), "the effective uid must not change");

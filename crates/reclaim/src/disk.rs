@@ -111,8 +111,8 @@ pub fn stamps(d: &Device, l: &Layout) -> Result<Stamps, String> {
 /// Open the device for the ioctls (read-write; `O_EXCL` is not used so that the
 /// device-mapper or multipath holders above a path do not make it fail: the
 /// safety checks decide).
-pub fn open_rw(dev: &Path) -> std::io::Result<File> {
-    asmguard_devices::writer::open(
+pub fn open_rw(dev: &Path, writer: asmguard_devices::writer::Writer) -> std::io::Result<File> {
+    writer.open(
         OpenOptions::new()
             .read(true)
             .write(true)

@@ -17,6 +17,7 @@ use crate::counters::DiscardCounters;
 use crate::disk::{self, DiskPlan, PrepareError};
 use crate::safety::{self, Stamps, WatchResult};
 use crate::{ExecOptions, Method};
+use asmguard_devices::writer::Writer;
 use asmguard_devices::KernelDev;
 use asmguard_proto::{
     ErrorBody, ErrorCode, ReclaimArgs, ReclaimDisk, ReclaimProgress, ReclaimResult,
@@ -56,6 +57,11 @@ pub trait Host {
     }
     /// A line for the log (what each disk's execution did).
     fn note(&self, _line: &str) {}
+    /// Who opens the disks for the discards (`asmguard_devices::writer`):
+    /// by default a plain open.
+    fn writer(&self) -> Writer {
+        Writer::default()
+    }
 }
 
 /// Progress lines go here.
@@ -308,7 +314,7 @@ pub fn execute(
         return Ok(r);
     }
     let shown = x.node.display();
-    let f = disk::open_rw(&x.node).map_err(|e| {
+    let f = disk::open_rw(&x.node, host.writer()).map_err(|e| {
         err(
             ErrorCode::IoError,
             format!("reclaim {}: {shown}: open: {e}", x.label),

@@ -5,18 +5,21 @@
 //! - [`service`]: [`FilterService`], the loaded filter (asmguard-guard's
 //!   `Guard`) with the daemon's policy: per-disk modes, the runtime state
 //!   file, the event history;
+//! - [`events`]: a denial as the daemon keeps it ([`events::FilterEvent`]),
+//!   its journal line and its protocol view;
 //! - [`identity`]: the allow-list's names to ids (NSS).
 //!
 //! asmguard-guard is the loader, the ABI, the pins and the ring reader; every
 //! decision about labels, users and history is made here.
 
+pub mod events;
 pub mod identity;
 pub mod service;
 
 use asmguard_config::Config;
+use asmguard_devices::writer::Writer;
 use asmguard_guard::{Coverage, IdentityReach, Mode, Options, PIN_DIR};
-use asmguard_proto::FilterEventInfo;
-use service::{FilterEvent, FilterService};
+use service::FilterService;
 use std::path::{Path, PathBuf};
 
 /// System programs that send SCSI commands (SG_IO) to every disk: multipathd's
@@ -30,8 +33,14 @@ const SYSTEM_SG_TOOLS: &[&str] = &[
 
 /// Starts the filter: loads the programs (or re-adopts the pinned ones, with
 /// no moment without protection), sets the allow-list from the
-/// configuration. Never fails: without a filter, `status` says why.
-pub fn start(cfg: &Config, pin_dir: Option<PathBuf>, state_file: PathBuf) -> FilterService {
+/// configuration. Never fails: without a filter, `status` says why. Returns
+/// it with the [`Writer`] the daemon's own write-opens (labels, reclaim) must
+/// use on this filter.
+pub fn start(
+    cfg: &Config,
+    pin_dir: Option<PathBuf>,
+    state_file: PathBuf,
+) -> (FilterService, Writer) {
     let mode: Mode = cfg.filter.mode.parse().unwrap_or(Mode::Enforce);
     let opts = Options {
         pin_dir: pin_dir.unwrap_or_else(|| PathBuf::from(PIN_DIR)),
@@ -42,9 +51,13 @@ pub fn start(cfg: &Config, pin_dir: Option<PathBuf>, state_file: PathBuf) -> Fil
     let st = svc.status();
     // A fallback that knows callers by uid/gid only cannot see the daemon's
     // executable: its own write-opens (labels, reclaim) use an allowed group.
+    let mut writer = Writer::default();
     if ids_only(&svc) {
-        asmguard_devices::writer::set_writer_gid(gids.first().copied());
-        asmguard_devices::writer::set_writer_uid(uids.first().copied());
+        match (gids.first(), uids.first()) {
+            (Some(g), _) => writer = Writer::with_gid(*g),
+            (None, Some(u)) => writer = Writer::with_uid(*u),
+            (None, None) => {}
+        }
         match (gids.first(), uids.first()) {
             (Some(g), _) => tracing::info!(
                 "write filter: this kernel's fallback knows callers by uid and gid only; \
@@ -91,7 +104,7 @@ pub fn start(cfg: &Config, pin_dir: Option<PathBuf>, state_file: PathBuf) -> Fil
             }
         }
     }
-    svc
+    (svc, writer)
 }
 
 /// Resolves the allow-list of `f` (names through NSS) and hands it to the
@@ -191,48 +204,4 @@ pub fn reload_allow(svc: &FilterService, source: Option<&Path>, before: &mut (Ve
         );
     }
     *before = now;
-}
-
-/// One journal line per denial (or audited operation).
-pub(crate) fn log_event(e: &FilterEvent) {
-    let ev = &e.event;
-    let verb = if ev.mode == Mode::Enforce {
-        "write denied"
-    } else {
-        "write audited (allowed)"
-    };
-    tracing::warn!(
-        "{verb}: pid={} uid={} euid={} egid={} comm={:?} exe={:?} device={} label={} hook={} operation={}",
-        ev.pid,
-        ev.uid,
-        ev.euid,
-        ev.egid,
-        ev.comm,
-        if ev.exe.is_empty() { "?" } else { &ev.exe },
-        ev.dev,
-        if e.label.is_empty() { "?" } else { &e.label },
-        ev.hook,
-        ev.operation()
-    );
-}
-
-/// The protocol's view of an event.
-pub fn info(e: &FilterEvent) -> FilterEventInfo {
-    let ev = &e.event;
-    FilterEventInfo {
-        seq: e.seq,
-        time_ms: e.time_ms,
-        pid: ev.pid,
-        uid: ev.uid,
-        euid: ev.euid,
-        egid: ev.egid,
-        comm: ev.comm.clone(),
-        exe: ev.exe.clone(),
-        device: ev.dev.dev.to_string(),
-        device_type: if ev.dev.chr { "char" } else { "block" }.into(),
-        label: e.label.clone(),
-        hook: ev.hook.as_str().into(),
-        operation: ev.operation(),
-        mode: ev.mode.as_str().into(),
-    }
 }

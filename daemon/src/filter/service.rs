@@ -21,29 +21,16 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use super::events::FilterEvent;
 use asmguard_proto::Protection;
 
 use asmguard_guard::{
-    remove_pins, Backend, Coverage, DenialEvent, DevKey, Error, ExeId, Guard, Hook,
-    IdentityReach, KernelDev, Mode, Options,
+    remove_pins, Backend, Coverage, DevKey, Error, ExeId, Guard, Hook, IdentityReach, KernelDev,
+    Mode, Options,
 };
 
 /// How many events `recent` keeps.
 const RECENT: usize = 1000;
-
-/// A denial (or audited operation) with the label it concerns.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FilterEvent {
-    /// Sequence number (1, 2, ... for the daemon's life): `events --follow`
-    /// asks for the events after the last one it printed.
-    pub seq: u64,
-    /// Wall-clock time the daemon received it (ms since the epoch).
-    pub time_ms: u64,
-    /// The label of the disk (empty when the device left the managed set meanwhile).
-    pub label: String,
-    /// The kernel's record.
-    pub event: DenialEvent,
-}
 
 /// What `asmguardctl filter` asks for (the protocol's type).
 pub use asmguard_proto::FilterAction as Action;
@@ -405,7 +392,7 @@ impl FilterService {
                             label,
                             event: ev,
                         };
-                        super::log_event(&fe);
+                        super::events::log_event(&fe);
                         let mut r = lock(&recent);
                         if r.len() >= RECENT {
                             r.pop_front();

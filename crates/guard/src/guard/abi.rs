@@ -11,7 +11,6 @@
 //! Not here: decoding records (that is [`super::events`]), map access
 //! (that is [`super::loader`]).
 
-use std::fmt;
 use std::mem::{offset_of, size_of};
 
 use super::hooks::HOOKS;
@@ -174,7 +173,7 @@ impl ExeId {
         let (ino, dev) = parse_exe_key(k)?;
         Some(ExeId {
             ino,
-            dev: KernelDev::from_raw(dev),
+            dev: crate::KernelDev::from_raw(dev),
         })
     }
 }

@@ -5,14 +5,12 @@
 //! Not here: reading the ring buffer ([`super::ring`]), labels (the daemon's
 //! `filter` module).
 
-use std::fmt;
 use std::mem::offset_of;
-use std::path::Path;
 
 use super::abi::{read_u32, read_u64, AgEvent, EVENT_SIZE, EV_CHR, EV_CMD};
 use super::commands::{command_name, CmdSet};
 use super::hooks::Hook;
-use super::types::{DevKey, Mode};
+use super::types::{DevKey, ExeId, Mode};
 use crate::KernelDev;
 
 /// One denied (or, in audit mode, logged) operation.

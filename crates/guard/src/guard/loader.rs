@@ -18,13 +18,13 @@ use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, Object, ObjectBuilder, Progr
 
 use super::abi::{self, read_u32, stat_audited, stat_denied, STAT_RB_DROPS};
 use super::commands::PassthroughRule;
-use super::types::{Backend, DevKey, ExeId, IdentityReach, Mode};
 use super::hooks::{Hook, HOOKS};
 use super::pins::{
     active_lsms, cgroup2_root, delete_quiet, ensure_bpffs, io_err, kernel_btf_has,
     libbpf_to_stderr, pinned_backend, remove_links, remove_pins, PIN_DIR,
 };
 use super::ring::EventReader;
+use super::types::{Backend, DevKey, ExeId, IdentityReach, Mode};
 use crate::{Error, KernelDev};
 
 /// The compiled `bpf/guard.bpf.c` (CO-RE: relocated at load time).

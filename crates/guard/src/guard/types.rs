@@ -241,7 +241,6 @@ impl fmt::Display for Backend {
     }
 }
 
-
 /// What of a caller the loaded filter can judge.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IdentityReach {

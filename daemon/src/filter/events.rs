@@ -1,0 +1,64 @@
+//! A denial (or audited operation) as the daemon keeps it: the kernel's
+//! record with its label, sequence number and time ([`FilterEvent`]), the one
+//! journal line it becomes ([`log_event`]) and its protocol view ([`info`]).
+
+use asmguard_guard::{DenialEvent, Mode};
+use asmguard_proto::FilterEventInfo;
+
+/// A denial (or audited operation) with the label it concerns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FilterEvent {
+    /// Sequence number (1, 2, ... for the daemon's life): `events --follow`
+    /// asks for the events after the last one it printed.
+    pub seq: u64,
+    /// Wall-clock time the daemon received it (ms since the epoch).
+    pub time_ms: u64,
+    /// The label of the disk (empty when the device left the managed set meanwhile).
+    pub label: String,
+    /// The kernel's record.
+    pub event: DenialEvent,
+}
+
+/// One journal line per denial (or audited operation).
+pub fn log_event(e: &FilterEvent) {
+    let ev = &e.event;
+    let verb = if ev.mode == Mode::Enforce {
+        "write denied"
+    } else {
+        "write audited (allowed)"
+    };
+    tracing::warn!(
+        "{verb}: pid={} uid={} euid={} egid={} comm={:?} exe={:?} device={} label={} hook={} operation={}",
+        ev.pid,
+        ev.uid,
+        ev.euid,
+        ev.egid,
+        ev.comm,
+        if ev.exe.is_empty() { "?" } else { &ev.exe },
+        ev.dev,
+        if e.label.is_empty() { "?" } else { &e.label },
+        ev.hook,
+        ev.operation()
+    );
+}
+
+/// The protocol's view of an event.
+pub fn info(e: &FilterEvent) -> FilterEventInfo {
+    let ev = &e.event;
+    FilterEventInfo {
+        seq: e.seq,
+        time_ms: e.time_ms,
+        pid: ev.pid,
+        uid: ev.uid,
+        euid: ev.euid,
+        egid: ev.egid,
+        comm: ev.comm.clone(),
+        exe: ev.exe.clone(),
+        device: ev.dev.dev.to_string(),
+        device_type: if ev.dev.chr { "char" } else { "block" }.into(),
+        label: e.label.clone(),
+        hook: ev.hook.as_str().into(),
+        operation: ev.operation(),
+        mode: ev.mode.as_str().into(),
+    }
+}
