@@ -314,9 +314,10 @@ impl Daemon {
             .collect()
     }
 
-    /// Reads the label sector of `name` again; `Some(what)` when it reads
-    /// differently from what the last scan or refresh found.
-    pub fn label_changed(&self, name: &str) -> Option<String> {
+    /// Reads the label sector of `name` again; `Some((what, lost))` when it
+    /// reads differently from what the last scan or refresh found, `lost`
+    /// naming the label it no longer carries.
+    pub fn label_changed(&self, name: &str) -> Option<(String, Option<String>)> {
         let sys = self.read_state().devices.get(name)?.sys.clone();
         let now = discovery::reread(&sys);
         let s = self.read_state();
@@ -329,7 +330,22 @@ impl Daemon {
             Some(Err(e)) => format!("unreadable: {e}"),
             Some(Ok(l)) => format!("{:?}", l.state),
         };
-        Some(format!("{} -> {}", word(before), word(&now)))
+        let label = |r: &Option<Result<discovery::LabelRead, String>>| match r {
+            Some(Ok(l)) => l.state.label().map(|l| l.to_string()),
+            _ => None,
+        };
+        // an unlabel (ORCLCLRD, or ORCLDISK with the label bytes cleared) or a
+        // rename leaves a tag; a label sector with no tag was overwritten
+        let overwritten = !matches!(
+            &now,
+            Some(Ok(discovery::LabelRead {
+                state: asmguard_format::label::LabelState::Marked { .. }
+                    | asmguard_format::label::LabelState::Cleared,
+                ..
+            }))
+        );
+        let lost = label(before).filter(|_| overwritten);
+        Some((format!("{} -> {}", word(before), word(&now)), lost))
     }
 
     /// Re-read the named devices (gone ones are dropped), the sysfs facts of the

@@ -41,10 +41,17 @@ fn run(d: &Daemon, interval: Duration) {
         }
         let step = interval / names.len() as u32;
         for (i, name) in names.iter().enumerate() {
-            if let Some(changed) = d.label_changed(name) {
-                tracing::info!(
-                    "label watch: the label sector of {name} changed ({changed}): re-reading it"
-                );
+            if let Some((changed, lost)) = d.label_changed(name) {
+                match lost {
+                    Some(l) => tracing::error!(
+                        "label watch: {name} lost its label {l} to a write this daemon did not \
+                         make (another host, or a writer the filter let through): {changed}; \
+                         it is no longer managed under {l}"
+                    ),
+                    None => tracing::info!(
+                        "label watch: the label sector of {name} changed ({changed}): re-reading it"
+                    ),
+                }
                 d.refresh(&BTreeSet::from([name.clone()]));
             }
             // the next read at its place in the round (never a burst after a slow one)

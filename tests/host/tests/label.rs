@@ -456,10 +456,19 @@ fn labels_written_by_another_host_are_seen_within_five_seconds() {
     within("labelled", &|v| labels(v) == ["REMOTE1"]);
     other_node_writes(Some("REMOTE2"));
     within("renamed", &|v| labels(v) == ["REMOTE2"]);
+    // a write of zeros over the label sector: no tag left
     other_node_writes(None);
-    within("unlabelled", &|v| labels(v).is_empty());
+    within("overwritten", &|v| labels(v).is_empty());
     let log = d.log_text();
     assert!(log.contains("label watch: the label sector of"), "{log}");
+    // a managed disk losing its label to a write that left no tag is an
+    // error, not news; a rename (REMOTE1 -> REMOTE2) is news
+    assert!(
+        log.lines()
+            .any(|l| l.contains("ERROR") && l.contains("lost its label REMOTE2")),
+        "{log}"
+    );
+    assert!(!log.contains("lost its label REMOTE1"), "{log}");
 }
 
 #[test]

@@ -5,7 +5,8 @@
  *   syscall-bench tmpfs FILE N    64-byte pwrite + pread of FILE (on tmpfs), N times
  *   syscall-bench pipe N          64-byte write + read through a pipe, N times
  *   syscall-bench null N          64-byte read of /dev/zero + write to /dev/null, N times
- *   syscall-bench pwrite DEV N    4 KiB O_DIRECT pwrite to DEV (a managed disk), N times
+ *   syscall-bench pwrite DEV N    4 KiB O_DIRECT pwrite to DEV (a managed disk), N times,
+ *                                 to blocks 1-255 (never block 0, its label)
  *   syscall-bench open PATH N     open PATH for writing and close it, N times (what the
  *                                 cgroup-device fallback sees: opens, not reads or writes)
  *
@@ -94,7 +95,7 @@ int main(int argc, char **argv)
 	t0 = now_ns();
 	for (i = 0; i < n; i++) {
 		if (rfd < 0) {
-			if (pwrite(wfd, buf, sz, (off_t)(i % 256) * sz) != (ssize_t)sz)
+			if (pwrite(wfd, buf, sz, (off_t)(1 + i % 255) * sz) != (ssize_t)sz)
 				die("pwrite");
 		} else if (!strcmp(mode, "tmpfs")) {
 			if (pwrite(wfd, buf, sz, 0) != (ssize_t)sz || pread(rfd, buf, sz, 0) != (ssize_t)sz)

@@ -36,7 +36,9 @@ chmod 666 "$D" # the filter, not the mode bits, must stop the intruder
 expect_fail denied-before "Operation not permitted" dd if=/tmp/junk of="$D" $DDW
 dmesg_before=$(dmesg | wc -l)
 
-# writers: each records a failed run in /tmp/toggle.errors; they and the
+# writers (never on block 0: root's writes land while the filter is off, and a
+# label overwritten there is seen by the daemon's label watch, which then lets
+# the disk go): each records a failed run in /tmp/toggle.errors; they and the
 # daemon stop with the test, also when it is timed out (SIGTERM)
 rm -f /tmp/toggle.stop /tmp/toggle.errors
 w1= w2= w3= empty=
@@ -63,7 +65,7 @@ writer grid-on-managed as_user grid nice -n 10 syscall-bench pwrite "$D" 500 &
 w1=$!
 writer root-on-tmpfs nice -n 10 syscall-bench tmpfs /tmp/toggle-file 20000 &
 w2=$!
-(while [ ! -e /tmp/toggle.stop ]; do nice -n 10 dd if=/tmp/junk of="$D" $DDW 2>/dev/null; done) &
+(while [ ! -e /tmp/toggle.stop ]; do nice -n 10 dd if=/tmp/junk of="$D" $DDW seek=8 2>/dev/null; done) &
 w3=$!
 if [ "$VM_BACKEND" = lsm ]; then
 	asmguard-bench-empty >/tmp/toggle-empty.out 2>&1 &
@@ -81,7 +83,7 @@ while [ $t -le $TOGGLES ]; do
 	$C filter enable >/tmp/toggle.ctl 2>&1 || fail toggle-$t.enable "$(cat /tmp/toggle.ctl)"
 	info "toggle $t: disable $(echo "$a $b" | awk '{print $2 - $1}') s, enable $(echo "$b $(cut -d' ' -f1 /proc/uptime)" | awk '{print $2 - $1}') s"
 	# protection is back when enable returns: the first write-open is refused
-	dd if=/tmp/junk of="$D" $DDW 2>/dev/null && late=$((late + 1))
+	dd if=/tmp/junk of="$D" $DDW seek=8 2>/dev/null && late=$((late + 1))
 	if [ -n "$empty" ] && [ $t = $((TOGGLES / 2)) ]; then
 		kill "$empty"
 		wait "$empty" 2>/dev/null
@@ -119,7 +121,7 @@ denied() {
 d0=$(denied)
 n=0
 for i in 1 2 3 4 5; do
-	dd if=/tmp/junk of="$D" $DDW 2>/dev/null || n=$((n + 1))
+	dd if=/tmp/junk of="$D" $DDW seek=8 2>/dev/null || n=$((n + 1))
 done
 d1=$(denied)
 per=1
