@@ -1,42 +1,50 @@
-//! The passthrough command rule has one source: the Rust table
-//! (`asmguard_guard::guard::commands::READ_CLASS`). This test runs the C rule
-//! the kernel uses (`bpf/passthrough.h`, compiled alone into
-//! `bpf/cmdclass.bpf.c`) with BPF_PROG_TEST_RUN for every command set, opcode
-//! and service action byte, and checks that both say the same.
+//! The passthrough command rule and the refused ioctls each have one source:
+//! the Rust tables (`asmguard_guard::guard::commands::READ_CLASS`,
+//! `asmguard_guard::guard::ioctls::IOCTLS`). These tests run the C rules the
+//! kernel uses (`bpf/passthrough.h`, `bpf/ioctls.h`, compiled alone into
+//! `bpf/cmdclass.bpf.c`) with BPF_PROG_TEST_RUN for every input byte that
+//! matters, and check that both say the same.
 //!
 //! Root is needed (loading a BPF program). Without root the test fails,
 //! unless `ASMGUARD_HOST_TESTS=skip` is set (then it prints SKIPPED and passes).
 
 use asmguard_guard::guard::commands::{read_class, CmdSet, CMDCLASS_OBJ, READ_CLASS};
-use libbpf_rs::{ObjectBuilder, ProgramInput};
+use libbpf_rs::{Object, ObjectBuilder, ProgramInput};
 
-#[test]
-fn c_rule_agrees_with_the_rust_table() {
+/// `cmdclass.bpf.o` loaded (`None` without root, when skipping is allowed).
+fn cmdclass() -> Option<Object> {
     // loading a BPF program needs root
     if !asmguard_testkit::require_root() {
-        return;
+        return None;
     }
     let obj = ObjectBuilder::default()
         .open_memory(CMDCLASS_OBJ)
         .expect("open cmdclass.bpf.o")
         .load()
         .expect("load cmdclass.bpf.o");
-    let prog = obj
+    Some(obj)
+}
+
+/// Runs `prog` of `obj` on a test packet that starts with `head` (XDP test
+/// runs need at least an Ethernet header's worth of data).
+fn run_on(obj: &mut Object, prog: &str, head: &[u8]) -> u32 {
+    let p = obj
         .progs_mut()
-        .find(|p| p.name() == "ag_cmd_class")
-        .expect("program ag_cmd_class");
-    let run = |set: u8, op: u8, sa: u8| -> u32 {
-        // XDP test runs need at least an Ethernet header's worth of data.
-        let mut pkt = [0u8; 64];
-        pkt[..3].copy_from_slice(&[set, op, sa]);
-        let input = ProgramInput {
-            data_in: Some(&pkt),
-            ..Default::default()
-        };
-        prog.test_run(input)
-            .expect("BPF_PROG_TEST_RUN")
-            .return_value
+        .find(|p| p.name() == prog)
+        .unwrap_or_else(|| panic!("program {prog}"));
+    let mut pkt = [0u8; 64];
+    pkt[..head.len()].copy_from_slice(head);
+    let input = ProgramInput {
+        data_in: Some(&pkt),
+        ..Default::default()
     };
+    p.test_run(input).expect("BPF_PROG_TEST_RUN").return_value
+}
+
+#[test]
+fn c_rule_agrees_with_the_rust_table() {
+    let Some(mut obj) = cmdclass() else { return };
+    let mut run = |set: u8, op: u8, sa: u8| run_on(&mut obj, "ag_cmd_class", &[set, op, sa]);
     let mut passed = 0;
     for (set, code) in [(CmdSet::Scsi, 1u8), (CmdSet::NvmeAdmin, 2u8)] {
         for op in 0..=255u8 {
@@ -73,30 +81,8 @@ fn c_rule_agrees_with_the_rust_table() {
 #[test]
 fn refused_ioctls_are_exactly_the_named_ones() {
     use asmguard_guard::guard::ioctls::{ioctl_name, Cmd, IOCTLS};
-    // loading a BPF program needs root
-    if !asmguard_testkit::require_root() {
-        return;
-    }
-    let obj = ObjectBuilder::default()
-        .open_memory(CMDCLASS_OBJ)
-        .expect("open cmdclass.bpf.o")
-        .load()
-        .expect("load cmdclass.bpf.o");
-    let prog = obj
-        .progs_mut()
-        .find(|p| p.name() == "ag_ioctl_write")
-        .expect("program ag_ioctl_write");
-    let run = |cmd: u32| -> u32 {
-        let mut pkt = [0u8; 64];
-        pkt[..4].copy_from_slice(&cmd.to_ne_bytes());
-        let input = ProgramInput {
-            data_in: Some(&pkt),
-            ..Default::default()
-        };
-        prog.test_run(input)
-            .expect("BPF_PROG_TEST_RUN")
-            .return_value
-    };
+    let Some(mut obj) = cmdclass() else { return };
+    let mut run = |cmd: u32| run_on(&mut obj, "ag_ioctl_write", &cmd.to_ne_bytes());
     let named = |cmd: u32| !ioctl_name(cmd).starts_with("ioctl 0x");
     let mut cmds = Vec::new();
     for dir in 0..4u32 {
