@@ -150,7 +150,15 @@ struct mm_struct {
 
 struct nameidata;
 
+/* x86_64: TS_COMPAT in status while the task runs a 32-bit syscall (the
+ * kernel's in_compat_syscall()); other architectures have no such field. */
+#define TS_COMPAT 0x0002
+struct thread_info {
+	__u32 status;
+} __attribute__((preserve_access_index));
+
 struct task_struct {
+	struct thread_info thread_info;
 	struct nameidata *nameidata; /* set while the task walks a path (do_filp_open ...) */
 	unsigned int flags;
 	pid_t pid;

@@ -28,13 +28,19 @@
  *   lsm/mmap_file           a shared writable mapping;
  *   lsm/file_mprotect       making a shared mapping writable;
  *   lsm/uring_cmd           io_uring passthrough (NVMe, block discard on 6.12).
- * The cgroup_device program is the fallback where the BPF LSM is not usable:
- * on the cgroup-v2 root, it denies write-opens (open-time only). Beside the LSM
- * programs, ag_kernel_open (cgroup/dev too) judges in-kernel opens by device
- * number that no LSM hook sees (nvmet).
+ * Where bpf is not an active LSM (Oracle's UEK7/UEK8, Ubuntu, Debian 11 by
+ * default), the same rules are attached as fmod_ret/security_<hook> (ag_fr_*):
+ * a trampoline on the kernel's security function, whose non-zero return the
+ * function returns without running its body. Its file_ioctl cannot sleep, so
+ * it reads passthrough commands without faulting and refuses one it cannot
+ * read (below). The cgroup_device program is the fallback where neither
+ * loads: on the cgroup-v2 root, it denies write-opens (open-time only). Beside
+ * the LSM or fmod_ret programs, ag_kernel_open (cgroup/dev too) judges
+ * in-kernel opens by device number that no security hook sees (nvmet).
  *
  * Every denial (and every audited operation) becomes an ag_event in the
- * ag_events ring buffer. A non-zero verdict of an earlier LSM is returned as is.
+ * ag_events ring buffer. A non-zero verdict of an earlier LSM or fmod_ret
+ * program is returned as is.
  *
  * file_permission runs for every read and write of every file: it returns
  * after two loads and a compare unless the file is a block or character
@@ -334,39 +340,67 @@ static __always_inline int check_file(struct file *file, __u32 hook, __u32 op)
 	return verdict(d, dev, flags, hook, op, true);
 }
 
-SEC("lsm/file_open")
-int BPF_PROG(ag_file_open, struct file *file, int ret)
+/* ---- The rules: one per hook, as functions of the security function's
+ * own arguments. Each is attached twice (below): as lsm/<hook> where the BPF
+ * LSM is active, and as fmod_ret/security_<hook> where it is not. */
+
+static __always_inline int file_open_rule(struct file *file)
 {
-	if (ret)
-		return ret;
 	if (!(file->f_mode & FMODE_WRITE))
 		return 0;
 	return check_file(file, AG_HOOK_FILE_OPEN, file->f_mode);
 }
 
-SEC("lsm/file_permission")
-int BPF_PROG(ag_file_permission, struct file *file, int mask, int ret)
+static __always_inline int file_permission_rule(struct file *file, int mask)
 {
-	if (ret)
-		return ret;
 	if (!(mask & MAY_WRITE))
 		return 0;
 	return check_file(file, AG_HOOK_FILE_PERMISSION, mask);
 }
 
-static __always_inline int check_ioctl(struct file *file, unsigned int cmd, __u32 hook)
+/* Every ioctl that writes (bpf/ioctls.h), all-or-nothing. */
+static __always_inline int ioctl_rule(struct file *file, unsigned int cmd, __u32 hook)
 {
 	if (!write_ioctl(cmd))
 		return 0;
 	return check_file(file, hook, cmd);
 }
 
-/* ---- SG_IO and NVMe admin passthrough by command class (sleepable) ----
+/* `prot`: the LSM hook's (what the kernel will map) or security_mmap_file's
+ * (what the caller asked for, before READ_IMPLIES_EXEC adds PROT_EXEC): they
+ * agree on PROT_WRITE. */
+static __always_inline int mmap_file_rule(struct file *file, unsigned long prot, unsigned long flags)
+{
+	/* MAP_SHARED and MAP_SHARED_VALIDATE both have bit 0 set; MAP_PRIVATE does not */
+	if (!file || !(prot & PROT_WRITE) || !(flags & MAP_SHARED))
+		return 0;
+	return check_file(file, AG_HOOK_MMAP_FILE, prot);
+}
+
+static __always_inline int file_mprotect_rule(struct vm_area_struct *vma, unsigned long prot)
+{
+	if (!(prot & PROT_WRITE) || !(vma->vm_flags & VM_SHARED))
+		return 0;
+	return check_file(vma->vm_file, AG_HOOK_FILE_MPROTECT, prot);
+}
+
+static __always_inline int uring_cmd_rule(struct io_uring_cmd *ioucmd)
+{
+	return check_file(ioucmd->file, AG_HOOK_URING_CMD, ioucmd->cmd_op);
+}
+
+/* ---- SG_IO and NVMe admin passthrough by command class ----
  *
- * ag_file_ioctl_s replaces ag_file_ioctl where the kernel accepts a sleepable
- * file_ioctl program with bpf_copy_from_user (userspace falls back to
- * ag_file_ioctl, all-or-nothing, where it does not). It reads the command the
- * kernel is about to send and lets the read class (bpf/passthrough.h) through.
+ * Two programs read the command the kernel is about to send and let the read
+ * class (bpf/passthrough.h) through; every other program on file_ioctl is
+ * all-or-nothing:
+ *  - lsm.s/file_ioctl (ag_file_ioctl_s, sleepable, where the kernel accepts
+ *    it) reads with bpf_copy_from_user, which faults the page in: a command
+ *    it cannot read, the kernel cannot read either;
+ *  - fmod_ret/security_file_ioctl (ag_fr_file_ioctl): the kernel lets no
+ *    fmod_ret program on a security_* function sleep, so it reads with
+ *    bpf_probe_read_user, which fails on a page that is not in memory: such a
+ *    command is refused (fail closed), as is one of a layout it cannot tell.
  *
  * The kernel reads the same user memory again after this hook: a second
  * thread of the caller could rewrite the command in between, so a caller whose
@@ -400,23 +434,31 @@ struct ag_sg_v4_head {
 	__u64 request;     /* the CDB */
 };
 
-#define AG_CDB_NONE 0 /* nothing readable there: the kernel cannot send it either */
+#define AG_CDB_NONE 0 /* nothing readable there */
 #define AG_CDB_READ 1 /* read class */
 #define AG_CDB_DENY 2 /* anything else */
 
+/* Reads user memory: faulting it in (sleepable programs) or not. */
+static __always_inline long read_user(void *dst, __u32 n, __u64 src, bool sleepable)
+{
+	if (sleepable)
+		return bpf_copy_from_user(dst, n, (void *)src);
+	return bpf_probe_read_user(dst, n, (void *)src);
+}
+
 /* The class of the command at user address `ptr` (`len` bytes long) of set
  * `kind`; its opcode goes into *info for the event. */
-static __always_inline int cdb_class(__u64 ptr, __u32 len, __u32 kind, __u32 *info)
+static __always_inline int cdb_class(__u64 ptr, __u32 len, __u32 kind, __u32 *info, bool sleepable)
 {
 	__u8 b[2] = {};
 
-	if (!ptr || bpf_copy_from_user(b, 1, (void *)ptr))
+	if (!ptr || read_user(b, 1, ptr, sleepable))
 		return AG_CDB_NONE;
 	*info = AG_EV_CMD | (__u32)b[0] << 8;
 	if (len < 1)
 		return AG_CDB_DENY;
 	if (kind == AG_CMD_SCSI && b[0] == 0x9e) {
-		if (len < 2 || bpf_copy_from_user(b, 2, (void *)ptr))
+		if (len < 2 || read_user(b, 2, ptr, sleepable))
 			return AG_CDB_DENY;
 		*info |= (__u32)b[1] << 16;
 	}
@@ -430,103 +472,139 @@ static __always_inline bool classed_ioctl(__u32 cmd)
 	       (IOC_TYPE(cmd) == 'N' && (IOC_NR(cmd) == NVME_ADMIN_NR || IOC_NR(cmd) == NVME_ADMIN64_NR));
 }
 
+/* Whether the caller runs a 32-bit syscall (1), a 64-bit one (0), or this
+ * kernel does not say (-1: not x86_64). */
+static __always_inline int compat_syscall(struct task_struct *t)
+{
+	if (!bpf_core_field_exists(t->thread_info.status))
+		return -1;
+	return (BPF_CORE_READ(t, thread_info.status) & TS_COMPAT) ? 1 : 0;
+}
+
 /* Whether the passthrough command of ioctl `cmd` at `arg` is read class; *info
  * gets its opcode (AG_EV_CMD) when it could be read. */
-static __always_inline bool passthrough_read_class(__u32 cmd, unsigned long arg, __u32 *info)
+static __always_inline bool passthrough_read_class(__u32 cmd, unsigned long arg, __u32 *info,
+						   bool sleepable)
 {
 	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
 	union {
 		struct ag_sg_head v3;
 		struct ag_sg_v4_head v4;
 	} h;
-	int native, compat;
+	int native, compat, is_compat;
 
 	/* Another thread could rewrite the command after this read. */
 	if (BPF_CORE_READ(t, mm, mm_users.counter) != 1)
 		return false;
 	if (cmd != SG_IO)
-		return cdb_class(arg, 1, AG_CMD_NVME_ADMIN, info) == AG_CDB_READ;
-	if (bpf_copy_from_user(&h, sizeof(h), (void *)arg))
+		return cdb_class(arg, 1, AG_CMD_NVME_ADMIN, info, sleepable) == AG_CDB_READ;
+	if (read_user(&h, sizeof(h), arg, sleepable))
 		return false;
 	if (h.v3.interface_id == 'S') {
-		/* Which layout the kernel reads (native or 32-bit compat) is not
-		 * known here: both must be read class or unreadable. */
-		compat = cdb_class(h.v3.cmdp_compat, h.v3.cmd_len, AG_CMD_SCSI, info);
-		native = cdb_class(h.v3.cmdp, h.v3.cmd_len, AG_CMD_SCSI, info);
-		return native != AG_CDB_DENY && compat != AG_CDB_DENY &&
-		       (native == AG_CDB_READ || compat == AG_CDB_READ);
+		compat = cdb_class(h.v3.cmdp_compat, h.v3.cmd_len, AG_CMD_SCSI, info, sleepable);
+		native = cdb_class(h.v3.cmdp, h.v3.cmd_len, AG_CMD_SCSI, info, sleepable);
+		if (sleepable)
+			/* Which layout the kernel reads (native or 32-bit compat)
+			 * is not asked: both must be read class or unreadable. */
+			return native != AG_CDB_DENY && compat != AG_CDB_DENY &&
+			       (native == AG_CDB_READ || compat == AG_CDB_READ);
+		/* Without faulting, an unreadable command may be one the kernel
+		 * can read: the layout the kernel reads must be read class, and
+		 * the other one must not be a readable write (an x32 caller). */
+		is_compat = compat_syscall(t);
+		if (is_compat < 0)
+			return false;
+		if (is_compat)
+			return compat == AG_CDB_READ && native != AG_CDB_DENY;
+		return native == AG_CDB_READ && compat != AG_CDB_DENY;
 	}
 	if (h.v4.guard == 'Q' && h.v4.protocol == 0 && h.v4.subprotocol == 0)
-		return cdb_class(h.v4.request, h.v4.request_len, AG_CMD_SCSI, info) == AG_CDB_READ;
+		return cdb_class(h.v4.request, h.v4.request_len, AG_CMD_SCSI, info, sleepable) ==
+		       AG_CDB_READ;
 	return false;
 }
 
-SEC("lsm.s/file_ioctl")
-int BPF_PROG(ag_file_ioctl_s, struct file *file, unsigned int cmd, unsigned long arg, int ret)
+/* file_ioctl with the read class of SG_IO and NVMe admin commands let
+ * through (`sleepable`: how the command is read, above). */
+static __always_inline int ioctl_by_class_rule(struct file *file, unsigned int cmd,
+					       unsigned long arg, bool sleepable)
 {
 	struct ag_disk *d;
 	__u32 dev = 0, flags = 0;
 
-	if (ret)
-		return ret;
 	if (!write_ioctl(cmd) || !file)
 		return 0;
 	d = managed(file->f_inode, &dev, &flags);
 	if (!d)
 		return 0;
-	if (classed_ioctl(cmd) && passthrough_read_class(cmd, arg, &flags))
+	if (classed_ioctl(cmd) && passthrough_read_class(cmd, arg, &flags, sleepable))
 		return 0;
 	return verdict(d, dev, flags, AG_HOOK_FILE_IOCTL, cmd, true);
+}
+
+/* ---- The programs ----
+ *
+ * AG_TWIN(hook, rule, params) attaches `rule` twice, with the same
+ * parameters: lsm/<hook> (ag_<hook>, the BPF LSM) and
+ * fmod_ret/security_<hook> (ag_fr_<hook>: a trampoline on the kernel's
+ * security function, which the verifier lets any BPF_MODIFY_RETURN program
+ * change, whether or not bpf is an active LSM). Each receives the verdict of
+ * the programs before it as `ret` and returns a non-zero one as it is. */
+#define AG_TWIN(hook, rule, params...)                                                 \
+	SEC("lsm/" #hook)                                                              \
+	int BPF_PROG(ag_##hook, params, int ret)                                       \
+	{                                                                              \
+		return ret ?: rule;                                                    \
+	}                                                                              \
+	SEC("fmod_ret/security_" #hook)                                                \
+	int BPF_PROG(ag_fr_##hook, params, int ret)                                    \
+	{                                                                              \
+		return ret ?: rule;                                                    \
+	}
+
+AG_TWIN(file_open, file_open_rule(file), struct file *file)
+AG_TWIN(file_permission, file_permission_rule(file, mask), struct file *file, int mask)
+/* file_ioctl_compat: only on kernels with security_file_ioctl_compat (6.8,
+ * and stable backports): userspace loads it when the kernel BTF has it. */
+AG_TWIN(file_ioctl_compat, ioctl_rule(file, cmd, AG_HOOK_FILE_IOCTL_COMPAT), struct file *file,
+	unsigned int cmd, unsigned long arg)
+AG_TWIN(file_mprotect, file_mprotect_rule(vma, prot), struct vm_area_struct *vma,
+	unsigned long reqprot, unsigned long prot)
+/* uring_cmd: only on kernels with security_uring_cmd (6.0+). */
+AG_TWIN(uring_cmd, uring_cmd_rule(ioucmd), struct io_uring_cmd *ioucmd)
+
+/* mmap_file: the LSM hook has (file, reqprot, prot, flags), the security
+ * function (file, prot, flags). */
+SEC("lsm/mmap_file")
+int BPF_PROG(ag_mmap_file, struct file *file, unsigned long reqprot, unsigned long prot,
+	     unsigned long flags, int ret)
+{
+	return ret ?: mmap_file_rule(file, prot, flags);
+}
+
+SEC("fmod_ret/security_mmap_file")
+int BPF_PROG(ag_fr_mmap_file, struct file *file, unsigned long prot, unsigned long flags, int ret)
+{
+	return ret ?: mmap_file_rule(file, prot, flags);
+}
+
+/* file_ioctl: three programs, one attached (the hook table's row). */
+SEC("lsm.s/file_ioctl")
+int BPF_PROG(ag_file_ioctl_s, struct file *file, unsigned int cmd, unsigned long arg, int ret)
+{
+	return ret ?: ioctl_by_class_rule(file, cmd, arg, true);
 }
 
 SEC("lsm/file_ioctl")
 int BPF_PROG(ag_file_ioctl, struct file *file, unsigned int cmd, unsigned long arg, int ret)
 {
-	if (ret)
-		return ret;
-	return check_ioctl(file, cmd, AG_HOOK_FILE_IOCTL);
+	return ret ?: ioctl_rule(file, cmd, AG_HOOK_FILE_IOCTL);
 }
 
-/* Only on kernels with security_file_ioctl_compat (6.8, and stable backports):
- * userspace loads it when the kernel BTF has bpf_lsm_file_ioctl_compat. */
-SEC("lsm/file_ioctl_compat")
-int BPF_PROG(ag_file_ioctl_compat, struct file *file, unsigned int cmd, unsigned long arg, int ret)
+SEC("fmod_ret/security_file_ioctl")
+int BPF_PROG(ag_fr_file_ioctl, struct file *file, unsigned int cmd, unsigned long arg, int ret)
 {
-	if (ret)
-		return ret;
-	return check_ioctl(file, cmd, AG_HOOK_FILE_IOCTL_COMPAT);
-}
-
-SEC("lsm/mmap_file")
-int BPF_PROG(ag_mmap_file, struct file *file, unsigned long reqprot, unsigned long prot,
-	     unsigned long flags, int ret)
-{
-	if (ret)
-		return ret;
-	/* MAP_SHARED and MAP_SHARED_VALIDATE both have bit 0 set; MAP_PRIVATE does not */
-	if (!file || !(prot & PROT_WRITE) || !(flags & MAP_SHARED))
-		return 0;
-	return check_file(file, AG_HOOK_MMAP_FILE, prot);
-}
-
-SEC("lsm/file_mprotect")
-int BPF_PROG(ag_file_mprotect, struct vm_area_struct *vma, unsigned long reqprot,
-	     unsigned long prot, int ret)
-{
-	if (ret)
-		return ret;
-	if (!(prot & PROT_WRITE) || !(vma->vm_flags & VM_SHARED))
-		return 0;
-	return check_file(vma->vm_file, AG_HOOK_FILE_MPROTECT, prot);
-}
-
-/* Only on kernels with security_uring_cmd (6.0+): loaded when the BTF has it. */
-SEC("lsm/uring_cmd")
-int BPF_PROG(ag_uring_cmd, struct io_uring_cmd *ioucmd, int ret)
-{
-	if (ret)
-		return ret;
-	return check_file(ioucmd->file, AG_HOOK_URING_CMD, ioucmd->cmd_op);
+	return ret ?: ioctl_by_class_rule(file, cmd, arg, false);
 }
 
 /* Fallback: open-time only. Runs for opens and mknods in every cgroup below the

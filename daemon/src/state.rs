@@ -440,7 +440,13 @@ impl Daemon {
             filter_programs: fst.programs,
             filter_devices: fst.devices,
             protection,
-            bpf_lsm_hint: asmguard_guard::bpf_lsm_hint().unwrap_or_default(),
+            // how to get full coverage: only where it is missing (fmod_ret has it)
+            bpf_lsm_hint: match protection {
+                asmguard_proto::Protection::Degraded | asmguard_proto::Protection::Unprotected => {
+                    asmguard_guard::bpf_lsm_hint().unwrap_or_default()
+                }
+                _ => String::new(),
+            },
             claims: self.claims.list(),
             claims_kept: self.claims.kept().into(),
             default_filter_mode: self.cfg.filter.mode.clone(),

@@ -60,6 +60,9 @@ pub enum Error {
     /// A lock was poisoned by a panicking thread.
     #[error("internal lock poisoned")]
     Poisoned,
+    /// No backend better than the pinned one loads (its errors).
+    #[error("{0}")]
+    NoBetterBackend(String),
     /// The kernel kept programs attached after their links were released.
     #[error("detaching the filter: {0}")]
     Detach(String),

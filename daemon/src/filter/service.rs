@@ -168,7 +168,7 @@ impl FilterStatus {
     /// `reason`).
     pub fn protection(&self) -> Protection {
         match self.cover {
-            Coverage::Full => Protection::Protected,
+            Coverage::Full(_) => Protection::Protected,
             Coverage::OpenTimeOnly => Protection::Degraded,
             Coverage::Disabled => Protection::Off,
             Coverage::Unprotected => Protection::Unprotected,
@@ -880,11 +880,26 @@ mod tests {
     /// agree, since all come from one [`Coverage`].
     #[test]
     fn status_words_agree_for_every_backend_and_mode() {
-        assert_eq!(Backend::Lsm.coverage(), Coverage::Full);
+        assert_eq!(Backend::Lsm.coverage(), Coverage::Full(Backend::Lsm));
+        assert_eq!(
+            Backend::FmodRet.coverage(),
+            Coverage::Full(Backend::FmodRet)
+        );
         assert_eq!(Backend::CgroupDevice.coverage(), Coverage::OpenTimeOnly);
         let why = "no filter: EPERM";
-        let rows: [(Coverage, &str, &str, Protection); 4] = [
-            (Coverage::Full, "lsm", "full", Protection::Protected),
+        let rows: [(Coverage, &str, &str, Protection); 5] = [
+            (
+                Coverage::Full(Backend::Lsm),
+                "lsm",
+                "full",
+                Protection::Protected,
+            ),
+            (
+                Coverage::Full(Backend::FmodRet),
+                "fmod_ret",
+                "full",
+                Protection::Protected,
+            ),
             (
                 Coverage::OpenTimeOnly,
                 "cgroup_device",
@@ -907,10 +922,15 @@ mod tests {
         }
         // lsdsk's Filtering column and the metric's mode word, written out for
         // every (coverage, mode): what a DBA reads, not recomputed
-        let columns: [(Coverage, Mode, &str, &str); 12] = [
-            (Coverage::Full, Mode::Enforce, "enforce (lsm)", "enforce"),
-            (Coverage::Full, Mode::Audit, "audit (lsm)", "audit"),
-            (Coverage::Full, Mode::Off, "off", "off"),
+        let lsm = Coverage::Full(Backend::Lsm);
+        let fmod = Coverage::Full(Backend::FmodRet);
+        let columns: [(Coverage, Mode, &str, &str); 15] = [
+            (lsm, Mode::Enforce, "enforce (lsm)", "enforce"),
+            (lsm, Mode::Audit, "audit (lsm)", "audit"),
+            (lsm, Mode::Off, "off", "off"),
+            (fmod, Mode::Enforce, "enforce (fmod_ret)", "enforce"),
+            (fmod, Mode::Audit, "audit (fmod_ret)", "audit"),
+            (fmod, Mode::Off, "off", "off"),
             (
                 Coverage::OpenTimeOnly,
                 Mode::Enforce,

@@ -35,14 +35,19 @@ fail() { # fail CHECK [DETAIL]
 }
 
 # The filter backend this kernel gives: the BPF LSM programs when bpf is an active
-# LSM, else the cgroup-device fallback (write-opens only). Tests that exercise the
-# filter use it, so every test runs on every lab line.
+# LSM; else the same rules as fmod_ret programs on the kernel's security_*
+# functions (any x86_64 kernel with BTF: trampolines since 5.7); else the
+# cgroup-device fallback (write-opens only). Tests that exercise the filter use it,
+# so every test runs on every lab line. vm_full: the backend covers every vector.
 if grep -qw bpf /sys/kernel/security/lsm 2>/dev/null; then
 	VM_BACKEND=lsm
+elif [ -e /sys/kernel/btf/vmlinux ]; then
+	VM_BACKEND=fmod_ret
 else
 	VM_BACKEND=cgroup_device
 fi
-VM_FALLBACK_WHY="cgroup-device fallback (bpf is not an active LSM: $(cat /sys/kernel/security/lsm 2>/dev/null)) sees write-opens only"
+vm_full() { [ "$VM_BACKEND" != cgroup_device ]; }
+VM_FALLBACK_WHY="cgroup-device fallback (bpf is not an active LSM: $(cat /sys/kernel/security/lsm 2>/dev/null), and no BTF for fmod_ret) sees write-opens only"
 
 # na CHECK REASON: CHECK cannot apply on this kernel, for REASON (required). Counted
 # apart by run.sh, never as a pass. Use it only where the kernel lacks the feature the

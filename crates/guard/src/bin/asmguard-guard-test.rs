@@ -58,6 +58,7 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
             "--backend" => {
                 a.opts.backend = Some(match val("--backend")?.as_str() {
                     "lsm" => Backend::Lsm,
+                    "fmod_ret" => Backend::FmodRet,
                     "cgroup" | "cgroup_device" => Backend::CgroupDevice,
                     o => return Err(format!("unknown backend {o:?}")),
                 })

@@ -95,6 +95,11 @@ pub enum PassthroughRule {
     /// The sleepable `lsm.s/file_ioctl` program reads each command: the read
     /// class passes, the rest is refused to callers not allow-listed.
     ByClass,
+    /// `fmod_ret/security_file_ioctl` reads each command without faulting
+    /// (the kernel lets no `fmod_ret` program on a security function sleep):
+    /// the read class passes, the rest, and a command not in memory, are
+    /// refused to callers not allow-listed.
+    ByClassInMemory,
     /// `lsm/file_ioctl`: every SG_IO and NVMe passthrough ioctl on a managed
     /// disk is refused to callers not allow-listed (the kernel cannot read
     /// the command: no sleepable file_ioctl or bpf_copy_from_user).
@@ -105,10 +110,12 @@ pub enum PassthroughRule {
 }
 
 impl PassthroughRule {
-    /// `by_class`, `all_or_nothing`, `open_only` (for `status --json`).
+    /// `by_class`, `by_class_in_memory`, `all_or_nothing`, `open_only` (for
+    /// `status --json`).
     pub fn as_str(self) -> &'static str {
         match self {
             PassthroughRule::ByClass => "by_class",
+            PassthroughRule::ByClassInMemory => "by_class_in_memory",
             PassthroughRule::AllOrNothing => "all_or_nothing",
             PassthroughRule::OpenOnly => "open_only",
         }
@@ -120,6 +127,11 @@ impl PassthroughRule {
             PassthroughRule::ByClass => {
                 "by command class (read-class SCSI and NVMe admin commands pass; writes, \
                  format, sanitize, vendor commands refused)"
+            }
+            PassthroughRule::ByClassInMemory => {
+                "by command class, read without faulting (read-class SCSI and NVMe admin \
+                 commands pass; writes, format, sanitize, vendor commands and a command \
+                 that is not in memory refused)"
             }
             PassthroughRule::AllOrNothing => {
                 "all-or-nothing (the kernel cannot read the CDB: every SG_IO and NVMe \

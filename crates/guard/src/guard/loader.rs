@@ -21,7 +21,7 @@ use super::commands::PassthroughRule;
 use super::hooks::{Hook, HOOKS};
 use super::pins::{
     active_lsms, cgroup2_root, delete_quiet, ensure_bpffs, io_err, kernel_btf_has,
-    libbpf_to_stderr, pinned_backend, remove_links, remove_pins, PIN_DIR,
+    libbpf_to_stderr, pinned_backend, remove_links_of, remove_pins, PIN_DIR,
 };
 use super::ring::EventReader;
 use super::types::{Backend, DevKey, ExeId, IdentityReach, Mode};
@@ -63,8 +63,9 @@ fn variant(programs: &'static [&'static str], pick: usize) -> &'static str {
 fn pinned_variant(pin_dir: &std::path::Path, backend: Backend) -> usize {
     let fallback_pinned = HOOKS
         .iter()
-        .filter(|d| d.backend == backend && d.programs.len() > 1)
-        .any(|d| pin_dir.join("links").join(d.programs[1]).exists());
+        .map(|d| d.programs_for(backend))
+        .filter(|p| p.len() > 1)
+        .any(|p| pin_dir.join("links").join(p[1]).exists());
     usize::from(fallback_pinned)
 }
 
@@ -113,6 +114,7 @@ pub struct Guard {
     backend: Backend,
     reason: String,
     adopted: bool,
+    upgraded_from: Option<Backend>,
     pin_dir: PathBuf,
     links: Vec<(String, Link)>,
     blk: MapHandle,
@@ -209,10 +211,16 @@ fn attach_companions(opts: &Options, links: &mut Vec<(String, Link)>) -> Result<
 impl Guard {
     /// Loads the filter, or re-adopts the one pinned in `opts.pin_dir`.
     ///
-    /// Backend choice: the pinned one if there are pins; else `opts.backend`
-    /// if given; else the LSM programs when `bpf` is an active LSM and they
-    /// load and attach, else the cgroup-device program ([`Guard::reason`] says
-    /// why).
+    /// Backend choice: `opts.backend` if given; else the best that loads and
+    /// attaches ([`Guard::best`]): the BPF LSM programs when `bpf` is an active
+    /// LSM, else the same rules as `fmod_ret` programs, else the
+    /// cgroup-device program ([`Guard::reason`] says why).
+    ///
+    /// Pins of an earlier run are re-adopted, except a pinned backend worse
+    /// than the best this kernel takes (an upgrade from a version without
+    /// it): the better one is attached first, beside it, sharing the pinned
+    /// maps, and the old links go only once it is ([`Guard::upgraded_from`]),
+    /// so the disks are never unfiltered in between.
     pub fn open(opts: &Options) -> Result<Guard, Error> {
         ensure_bpffs(&opts.pin_dir);
         std::fs::create_dir_all(opts.pin_dir.join("maps"))
@@ -220,47 +228,77 @@ impl Guard {
         std::fs::create_dir_all(opts.pin_dir.join("links"))
             .map_err(io_err("creating the pin directory"))?;
 
-        if let Some(b) = pinned_backend(&opts.pin_dir) {
+        if let Some(pinned) = pinned_backend(&opts.pin_dir) {
+            let mut why_kept = "re-adopted the pinned filter".to_string();
+            if opts.backend.is_none() && pinned != Backend::Lsm {
+                match Guard::best(opts, Some(pinned)) {
+                    Ok(mut g) if g.backend < pinned => {
+                        remove_links_of(&opts.pin_dir, pinned)?;
+                        g.reason = format!(
+                            "{}; replaced the pinned {pinned} filter, which stayed attached \
+                             until this one was",
+                            g.reason
+                        );
+                        g.upgraded_from = Some(pinned);
+                        return Ok(g);
+                    }
+                    Ok(_) => {}
+                    Err(e) => why_kept = format!("{why_kept} (no better backend loads: {e})"),
+                }
+            }
             // The variants whose links are pinned.
-            let pick = pinned_variant(&opts.pin_dir, b);
-            let mut g = Guard::load_with(opts, b, pick, "re-adopted the pinned filter".into())?;
+            let pick = pinned_variant(&opts.pin_dir, pinned);
+            let mut g = Guard::load_with(opts, pinned, pick, why_kept)?;
             g.adopted = true;
             return Ok(g);
         }
         match opts.backend {
-            Some(Backend::Lsm) => {
-                Guard::load(opts, Backend::Lsm, "requested".into()).inspect_err(|_| {
-                    let _ = remove_links(&opts.pin_dir);
-                })
+            Some(b) => Guard::load(opts, b, "requested".into()).inspect_err(|_| {
+                let _ = remove_links_of(&opts.pin_dir, b);
+            }),
+            None => Guard::best(opts, None),
+        }
+    }
+
+    /// The best backend that loads and attaches, trying those better than
+    /// `stop` (all when `None`) in turn: the BPF LSM where `bpf` is an
+    /// active LSM, `fmod_ret` where the kernel has trampolines, the
+    /// cgroup-device program. A try that fails leaves nothing of its own
+    /// attached; its error goes into the next one's reason.
+    fn best(opts: &Options, stop: Option<Backend>) -> Result<Guard, Error> {
+        let worth = |b: Backend| stop.is_none_or(|s| b < s);
+        // libbpf's own complaints (a verifier log, "try raising ulimit -l")
+        // would only confuse: the reason says it.
+        let quiet = |b: Backend, why: String| {
+            let prev = libbpf_rs::set_print(None);
+            let r = Guard::load(opts, b, why);
+            libbpf_rs::set_print(prev.or(Some((libbpf_rs::PrintLevel::Warn, libbpf_to_stderr))));
+            if r.is_err() {
+                let _ = remove_links_of(&opts.pin_dir, b);
             }
-            Some(Backend::CgroupDevice) => {
-                Guard::load(opts, Backend::CgroupDevice, "requested".into())
+            r
+        };
+        let mut why = match active_lsms() {
+            Ok(l) if l.split(',').any(|x| x == "bpf") => {
+                match quiet(Backend::Lsm, format!("bpf is an active LSM ({l})")) {
+                    Ok(g) => return Ok(g),
+                    Err(e) => format!("the BPF LSM programs could not load or attach: {e}"),
+                }
             }
-            None => {
-                let why = match active_lsms() {
-                    Ok(l) if l.split(',').any(|x| x == "bpf") => {
-                        // libbpf's own complaints (a verifier log, "try raising
-                        // ulimit -l") would only confuse: the reason says it.
-                        let prev = libbpf_rs::set_print(None);
-                        let r =
-                            Guard::load(opts, Backend::Lsm, format!("bpf is an active LSM ({l})"));
-                        libbpf_rs::set_print(
-                            prev.or(Some((libbpf_rs::PrintLevel::Warn, libbpf_to_stderr))),
-                        );
-                        match r {
-                            Ok(g) => return Ok(g),
-                            Err(e) => {
-                                let _ = remove_links(&opts.pin_dir);
-                                format!("the BPF LSM programs could not load or attach: {e}")
-                            }
-                        }
-                    }
-                    Ok(l) => format!("bpf is not an active LSM ({l})"),
-                    Err(e) => e,
-                };
-                Guard::load(opts, Backend::CgroupDevice, why)
+            Ok(l) => format!("bpf is not an active LSM ({l})"),
+            Err(e) => e,
+        };
+        if worth(Backend::FmodRet) {
+            let fmod = format!("{why}: fmod_ret programs on the kernel's security_* functions");
+            match quiet(Backend::FmodRet, fmod) {
+                Ok(g) => return Ok(g),
+                Err(e) => why = format!("{why}; fmod_ret programs did not load: {e}"),
             }
         }
+        if !worth(Backend::CgroupDevice) {
+            return Err(Error::NoBetterBackend(why));
+        }
+        Guard::load(opts, Backend::CgroupDevice, why)
     }
 
     /// Loads `backend` with the preferred programs; where the kernel refuses
@@ -280,8 +318,10 @@ impl Guard {
         };
         // Links a half-attached first try pinned belong to programs that
         // are gone with it (a fresh load: nothing was pinned before).
-        let _ = remove_links(&opts.pin_dir);
+        let _ = remove_links_of(&opts.pin_dir, backend);
         let why = match backend {
+            // one program per row: nothing else to try
+            Backend::FmodRet => return Err(e),
             Backend::CgroupDevice => format!(
                 "{reason}; identity from uid and gid only (this kernel refuses the task \
                  helpers to cgroup-device programs: {e})"
@@ -309,10 +349,12 @@ impl Guard {
         for mut prog in open.progs_mut() {
             let name = prog.name().to_string_lossy().into_owned();
             let load = Hook::def_of_program(&name).is_some_and(|d| {
-                d.backend == backend
+                let programs = d.programs_for(backend);
+                !programs.is_empty()
                     && !d.companion()
-                    && name == variant(d.programs, pick)
-                    && d.needs_btf.is_none_or(|sym| kernel_btf_has(&btf, sym))
+                    && name == variant(programs, pick)
+                    && d.needs_btf(backend)
+                        .is_none_or(|sym| kernel_btf_has(&btf, &sym))
             });
             prog.set_autoload(load);
         }
@@ -353,7 +395,7 @@ impl Guard {
                 };
                 Some(std::fs::File::open(&dir).map_err(io_err("opening the cgroup2 root"))?)
             }
-            Backend::Lsm => None,
+            Backend::Lsm | Backend::FmodRet => None,
         };
 
         let mut links = Vec::new();
@@ -372,6 +414,9 @@ impl Guard {
                 (Some(cg), ProgramType::CgroupDevice) => prog
                     .attach_cgroup(cg.as_raw_fd())
                     .map_err(Error::bpf("attaching the cgroup device program"))?,
+                (_, ProgramType::Tracing) => prog
+                    .attach_trace()
+                    .map_err(Error::bpf("attaching an fmod_ret program"))?,
                 _ => prog
                     .attach_lsm()
                     .map_err(Error::bpf("attaching an LSM program"))?,
@@ -380,7 +425,7 @@ impl Guard {
             links.push((name, link));
         }
         let reason = match backend {
-            Backend::Lsm => match attach_companions(opts, &mut links) {
+            Backend::Lsm | Backend::FmodRet => match attach_companions(opts, &mut links) {
                 Ok(()) => format!(
                     "{reason}; in-kernel opens by device number (nvmet): judged by ag_kernel_open"
                 ),
@@ -395,6 +440,7 @@ impl Guard {
             backend,
             reason,
             adopted: false,
+            upgraded_from: None,
             pin_dir: opts.pin_dir.clone(),
             links,
             blk,
@@ -437,11 +483,17 @@ impl Guard {
         self.adopted
     }
 
+    /// The pinned backend this one replaced at start (an upgrade), if any.
+    pub fn upgraded_from(&self) -> Option<Backend> {
+        self.upgraded_from
+    }
+
     /// The rule SG_IO and NVMe passthrough get: by command class where the
     /// sleepable ioctl program is attached.
     pub fn passthrough_rule(&self) -> PassthroughRule {
         match self.backend {
             Backend::CgroupDevice => PassthroughRule::OpenOnly,
+            Backend::FmodRet => PassthroughRule::ByClassInMemory,
             // variant 0 of the ioctl row is the sleepable one that reads commands
             Backend::Lsm if self.variant_of(Hook::FileIoctl) == Some(0) => PassthroughRule::ByClass,
             Backend::Lsm => PassthroughRule::AllOrNothing,
@@ -451,10 +503,10 @@ impl Guard {
     /// Which variant of `hook`'s row in the hook table is attached (its index
     /// in the row's `programs`; `None`: none is).
     fn variant_of(&self, hook: Hook) -> Option<usize> {
-        let def = hook.def()?;
+        let programs = hook.def()?.programs_for(self.backend);
         self.links
             .iter()
-            .find_map(|(n, _)| def.programs.iter().position(|p| p == n))
+            .find_map(|(n, _)| programs.iter().position(|p| p == n))
     }
 
     /// What of the caller the filter can judge: everything the allow-list
@@ -712,7 +764,10 @@ mod tests {
                 )
             })
             .collect();
-        let rows: usize = HOOKS.iter().map(|d| d.programs.len()).sum();
+        let rows: usize = HOOKS
+            .iter()
+            .map(|d| d.programs.len() + d.fmod_ret.len())
+            .sum();
         assert_eq!(progs.len(), rows, "every program has a row: {progs:?}");
         for d in HOOKS {
             let ty = match d.backend {
@@ -720,12 +775,12 @@ mod tests {
                 _ => ProgramType::CgroupDevice,
             };
             for p in d.programs {
-                let section = if p.ends_with("_s") {
-                    d.section.replacen("lsm/", "lsm.s/", 1)
-                } else {
-                    d.section.to_string()
-                };
-                assert_eq!(progs.get(*p), Some(&(ty, section)), "{p}");
+                assert_eq!(progs.get(*p), Some(&(ty, d.section_of(p))), "{p}");
+            }
+            for p in d.fmod_ret {
+                let section = format!("fmod_ret/security_{}", d.label);
+                assert_eq!(d.section_of(p), section);
+                assert_eq!(progs.get(*p), Some(&(ProgramType::Tracing, section)), "{p}");
             }
         }
         assert_eq!(cgroup_programs(), ["ag_cgroup_dev", "ag_cgroup_dev_ids"]);

@@ -150,13 +150,19 @@ pub fn pinned_backend(pin_dir: &Path) -> Option<Backend> {
         .filter_map(|e| e.ok())
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
+    // The companions (ag_kernel_open) say nothing: both security backends have them.
     let backend_of = |b: Backend| {
-        HOOKS
-            .iter()
-            .any(|d| d.backend == b && names.iter().any(|n| d.programs.contains(&n.as_str())))
+        HOOKS.iter().filter(|d| !d.companion()).any(|d| {
+            let programs = d.programs_for(b);
+            names.iter().any(|n| programs.contains(&n.as_str()))
+        })
     };
+    // The worst pinned one first: an upgrade that stopped half-way (both
+    // pinned) is finished by the next start.
     if backend_of(Backend::CgroupDevice) {
         Some(Backend::CgroupDevice)
+    } else if backend_of(Backend::FmodRet) {
+        Some(Backend::FmodRet)
     } else if backend_of(Backend::Lsm) || names.iter().any(|n| n.starts_with("ag_")) {
         Some(Backend::Lsm)
     } else {
@@ -260,13 +266,20 @@ fn wait_links_gone(ids: &[u32], timeout: Duration) -> Result<(), Error> {
     }
 }
 
-/// Removes only the links (used when an LSM attempt fails half-way, before the
-/// fallback attaches: the maps are kept for it).
-pub(crate) fn remove_links(pin_dir: &Path) -> Result<(), Error> {
+/// Removes the link pins of `backend`'s own programs (not the companions it
+/// shares with another backend), keeping the maps and any other backend's
+/// links: after an attempt that failed half-way, and after an upgrade has
+/// attached the better backend beside the old one.
+pub(crate) fn remove_links_of(pin_dir: &Path, backend: Backend) -> Result<(), Error> {
     let dir = pin_dir.join("links");
-    if let Ok(entries) = std::fs::read_dir(&dir) {
-        for e in entries.flatten() {
-            std::fs::remove_file(e.path()).map_err(io_err("removing a link pin"))?;
+    for d in HOOKS.iter().filter(|d| !d.companion()) {
+        for p in d.programs_for(backend) {
+            match std::fs::remove_file(dir.join(p)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(io_err("removing a link pin")(e))
+                }
+                _ => {}
+            }
         }
     }
     Ok(())
@@ -299,10 +312,24 @@ mod tests {
         let links = dir.join("links");
         std::fs::create_dir_all(&links).unwrap();
         assert_eq!(pinned_backend(&dir), None);
+        // a companion alone says nothing of the backend beside it
+        std::fs::write(links.join("ag_kernel_open"), "").unwrap();
+        assert_eq!(pinned_backend(&dir), Some(Backend::Lsm));
         std::fs::write(links.join("ag_file_open"), "").unwrap();
         assert_eq!(pinned_backend(&dir), Some(Backend::Lsm));
+        std::fs::remove_file(links.join("ag_file_open")).unwrap();
+        std::fs::write(links.join("ag_fr_file_open"), "").unwrap();
+        assert_eq!(pinned_backend(&dir), Some(Backend::FmodRet));
+        // an upgrade that stopped half-way: the old one, to be replaced again
         std::fs::write(links.join("ag_cgroup_dev"), "").unwrap();
         assert_eq!(pinned_backend(&dir), Some(Backend::CgroupDevice));
+        // removing the old backend's links keeps the new one's and the companion
+        remove_links_of(&dir, Backend::CgroupDevice).unwrap();
+        assert_eq!(pinned_backend(&dir), Some(Backend::FmodRet));
+        assert!(links.join("ag_kernel_open").exists());
+        remove_links_of(&dir, Backend::FmodRet).unwrap();
+        assert!(!links.join("ag_fr_file_open").exists());
+        assert!(links.join("ag_kernel_open").exists());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

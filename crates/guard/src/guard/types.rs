@@ -122,22 +122,35 @@ impl fmt::Display for Mode {
     }
 }
 
-/// Which kernel mechanism enforces the filter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Which kernel mechanism enforces the filter, best first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Backend {
     /// BPF LSM programs: open, write, ioctl, mmap, io_uring passthrough.
     Lsm,
+    /// The same rules as `fmod_ret` programs on the kernel's `security_*`
+    /// functions: the same coverage where `bpf` is not an active LSM.
+    FmodRet,
     /// A cgroup-device program on the cgroup-v2 root: write-opens only.
     CgroupDevice,
 }
 
 impl Backend {
-    /// `lsm` or `cgroup_device` (the metric's label value).
+    /// Every backend, best first.
+    pub const ALL: [Backend; 3] = [Backend::Lsm, Backend::FmodRet, Backend::CgroupDevice];
+
+    /// `lsm`, `fmod_ret` or `cgroup_device` (the metric's label value).
     pub fn as_str(self) -> &'static str {
         match self {
             Backend::Lsm => "lsm",
+            Backend::FmodRet => "fmod_ret",
             Backend::CgroupDevice => "cgroup_device",
         }
+    }
+
+    /// Whether its programs sit on the kernel's security hooks (the BPF LSM
+    /// or `fmod_ret` on `security_*`): the hook table's security rows.
+    pub fn security_hooks(self) -> bool {
+        matches!(self, Backend::Lsm | Backend::FmodRet)
     }
 
     /// What it covers.
@@ -151,8 +164,9 @@ impl Backend {
 /// column are derived from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Coverage {
-    /// The BPF LSM backend: opens, writes, ioctls, mappings.
-    Full,
+    /// The BPF LSM or `fmod_ret` backend (which one): opens, writes, ioctls,
+    /// mappings.
+    Full(Backend),
     /// The cgroup-device fallback: write-opens only.
     OpenTimeOnly,
     /// No filter: an administrator disabled it (`asmguardctl filter disable`).
@@ -163,8 +177,9 @@ pub enum Coverage {
 
 impl Coverage {
     /// Every value (for tests that go over all of them).
-    pub const ALL: [Coverage; 4] = [
-        Coverage::Full,
+    pub const ALL: [Coverage; 5] = [
+        Coverage::Full(Backend::Lsm),
+        Coverage::Full(Backend::FmodRet),
         Coverage::OpenTimeOnly,
         Coverage::Disabled,
         Coverage::Unprotected,
@@ -173,18 +188,18 @@ impl Coverage {
     /// From the loaded backend (if any) and whether an administrator disabled the filter.
     pub fn of(backend: Option<Backend>, disabled: bool) -> Coverage {
         match (backend, disabled) {
-            (Some(Backend::Lsm), _) => Coverage::Full,
+            (Some(b @ (Backend::Lsm | Backend::FmodRet)), _) => Coverage::Full(b),
             (Some(Backend::CgroupDevice), _) => Coverage::OpenTimeOnly,
             (None, true) => Coverage::Disabled,
             (None, false) => Coverage::Unprotected,
         }
     }
 
-    /// The backend's name (`lsm`, `cgroup_device`, `none`): `status` and the
-    /// `asmguard_backend_info` label.
+    /// The backend's name (`lsm`, `fmod_ret`, `cgroup_device`, `none`):
+    /// `status` and the `asmguard_backend_info` label.
     pub fn backend(self) -> &'static str {
         match self {
-            Coverage::Full => Backend::Lsm.as_str(),
+            Coverage::Full(b) => b.as_str(),
             Coverage::OpenTimeOnly => Backend::CgroupDevice.as_str(),
             Coverage::Disabled | Coverage::Unprotected => "none",
         }
@@ -194,7 +209,7 @@ impl Coverage {
     /// is no filter.
     pub fn describe(self, why_none: &str) -> String {
         match self {
-            Coverage::Full => "full".into(),
+            Coverage::Full(_) => "full".into(),
             Coverage::OpenTimeOnly => "degraded: open-time only".into(),
             Coverage::Disabled | Coverage::Unprotected => why_none.into(),
         }
@@ -204,7 +219,7 @@ impl Coverage {
     /// `off (disabled by an administrator)` or `UNPROTECTED: <why>`.
     pub fn protection(self, why_none: &str) -> String {
         match self {
-            Coverage::Full => "protected".into(),
+            Coverage::Full(_) => "protected".into(),
             Coverage::OpenTimeOnly => self.describe(why_none),
             Coverage::Disabled => "off (disabled by an administrator)".into(),
             Coverage::Unprotected => format!("UNPROTECTED: {why_none}"),
@@ -215,13 +230,14 @@ impl Coverage {
     /// `mode` with a filter, `off` when disabled, `UNPROTECTED` with none.
     pub fn mode_word(self, mode: Mode) -> &'static str {
         match self {
-            Coverage::Full | Coverage::OpenTimeOnly => mode.as_str(),
+            Coverage::Full(_) | Coverage::OpenTimeOnly => mode.as_str(),
             Coverage::Disabled => Mode::Off.as_str(),
             Coverage::Unprotected => "UNPROTECTED",
         }
     }
 
     /// `lsdsk`'s Filtering column for a disk in `mode`: `enforce (lsm)`,
+    /// `enforce (fmod_ret)`,
     /// `audit (cgroup_device, open-time only)`, `off`, `off (filter disabled)`
     /// or `UNPROTECTED (no filter backend)`.
     pub fn filtering(self, mode: Mode) -> String {
@@ -229,7 +245,7 @@ impl Coverage {
             (Coverage::Disabled, _) => "off (filter disabled)".into(),
             (Coverage::Unprotected, _) => "UNPROTECTED (no filter backend)".into(),
             (_, Mode::Off) => self.mode_word(mode).into(),
-            (Coverage::Full, m) => format!("{m} ({})", self.backend()),
+            (Coverage::Full(_), m) => format!("{m} ({})", self.backend()),
             (Coverage::OpenTimeOnly, m) => format!("{m} ({}, open-time only)", self.backend()),
         }
     }

@@ -239,7 +239,7 @@ if modprobe nvmet 2>/dev/null && modprobe nvme-loop 2>/dev/null && [ -d "$CFG/nv
 	# (the fallback's program, or ag_kernel_open beside the LSM programs) refuses it
 	k0=$(grep -c "hook=kernel_open" /tmp/cons.log)
 	expect_fail nvmet-ns.refused "$busy" sysfs_write "$ss/namespaces/1/enable" 1
-	if [ "$VM_BACKEND" = lsm ]; then
+	if vm_full; then
 		# a new kernel_open denial, of the task that wrote "enable" (dd)
 		i=0
 		while [ $i -lt 30 ] && [ "$(grep -c "hook=kernel_open" /tmp/cons.log)" -le "$k0" ]; do

@@ -16,8 +16,8 @@ L=$(new_loop 8 life-prot) && A=$(new_loop 8 life-audit) || { fail setup "losetup
 dd if=/dev/urandom of="$L" bs=1M count=8 oflag=direct 2>/dev/null
 before=$(sha "$L")
 
-# the kernel's backend (LSM programs, or the cgroup-device fallback without the BPF LSM)
-if [ "$VM_BACKEND" = lsm ]; then
+# the kernel's backend (LSM or fmod_ret programs, or the cgroup-device fallback)
+if vm_full; then
 	OPEN_EVENT="comm=dd .*hook=file_open op=write-open mode=enforce" OPEN_HOOK=file_open
 else
 	OPEN_EVENT="hook=cgroup_device .*mode=enforce" OPEN_HOOK=cgroup_device

@@ -127,8 +127,8 @@ for i in 1 2 3 4 5; do
 done
 d1=$(denied)
 per=1
-[ "$VM_BACKEND" = lsm ] || per="1 or 2"
-if [ "$n" = 5 ] && { [ $((d1 - d0)) = 5 ] || { [ "$VM_BACKEND" != lsm ] && [ $((d1 - d0)) = 10 ]; }; }; then
+vm_full || per="1 or 2"
+if [ "$n" = 5 ] && { [ $((d1 - d0)) = 5 ] || { ! vm_full && [ $((d1 - d0)) = 10 ]; }; }; then
 	pass denials-exact "5 refused, counted $((d1 - d0)) ($per per open)"
 else
 	fail denials-exact "$n of 5 refused, counted $d0 -> $d1 ($per per open)"

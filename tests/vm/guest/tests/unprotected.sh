@@ -102,8 +102,8 @@ if [ "$VM_BACKEND" = cgroup_device ] && [ "$built_in" = yes ]; then
 		fail lsm-hint "want $want: $st"
 	fi
 	has_line lsm-hint-logged "boot with $want" "$(cat /tmp/unprot.log)" "$(tail -n 5 /tmp/unprot.log)"
-elif [ "$VM_BACKEND" = lsm ]; then
-	echo "$st" | grep -q '^hint:' && fail lsm-hint-absent "bpf is active, yet: $(echo "$st" | grep '^hint:')" || pass lsm-hint-absent "bpf is active ($lsms)"
+elif vm_full; then
+	echo "$st" | grep -q '^hint:' && fail lsm-hint-absent "$VM_BACKEND covers everything, yet: $(echo "$st" | grep '^hint:')" || pass lsm-hint-absent "$VM_BACKEND: full coverage ($lsms)"
 else
 	na lsm-hint "this kernel has no BPF LSM built in (no bpf_lsm_file_open in its BTF)"
 fi
