@@ -33,6 +33,21 @@ EMPTY_LSM(file_ioctl)
 EMPTY_LSM(mmap_file)
 EMPTY_LSM(file_mprotect)
 
+/* An empty program bench_fr_HOOK on fmod_ret/security_HOOK: the floor of the
+ * filter's fmod_ret programs (ag_fr_HOOK), where bpf is not an active LSM. */
+#define EMPTY_FMOD_RET(hook)                \
+	SEC("fmod_ret/security_" #hook)     \
+	int BPF_PROG(bench_fr_##hook)       \
+	{                                   \
+		return 0;                   \
+	}
+
+EMPTY_FMOD_RET(file_open)
+EMPTY_FMOD_RET(file_permission)
+EMPTY_FMOD_RET(file_ioctl)
+EMPTY_FMOD_RET(mmap_file)
+EMPTY_FMOD_RET(file_mprotect)
+
 #define MAY_WRITE 0x2
 
 struct {

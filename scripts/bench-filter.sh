@@ -5,7 +5,7 @@
 # which prints its figures as "VMINFO filter-cost bench ..." lines, and turns
 # them into Markdown in target/bench/filter/results.md.
 #
-#   scripts/bench-filter.sh [LINE...]     (default: 5.10+lsm 6.1 6.12 newest 5.10)
+#   scripts/bench-filter.sh [LINE...]     (default: 5.10+lsm 6.1 6.12 6.12-nobpf newest 5.10)
 #
 # Per line with the BPF LSM:
 #  (a) ns per call (bpf_stats) of each filter program during grid's allowed
@@ -16,14 +16,14 @@
 #      lookup per device write) (bpf/bench.bpf.c), during the same calls;
 #  (c) syscall-bench on those files, filter on vs no program attached, 15
 #      alternating rounds: median, min and max of the on/off ratio.
-# On the 5.10 line (the cgroup-device fallback, which runs per open of a device
-# node, not per read or write): ns per write-open of /dev/null, of an unmanaged
-# loop device and of the managed disk by grid; the on/off ratio of /dev/null
-# opens.
+# The same on the lines where bpf is not an active LSM (5.10, 6.12-nobpf), with
+# the fmod_ret programs (ag_fr_*) and empty fmod_ret programs (bench_fr_*); with
+# both 6.12 and 6.12-nobpf, a table of the two attach kinds side by side.
+# (d) on every line: ns per call of file_open on the intruder's refused opens.
 # The VM runs take turns with other lab runs (flock /tmp/asmguard-vm.lock).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-LINES=${*:-5.10+lsm 6.1 6.12 newest 5.10}
+LINES=${*:-5.10+lsm 6.1 6.12 6.12-nobpf newest 5.10}
 OUT=target/bench/filter
 mkdir -p "$OUT"
 # BENCH_TABLES_ONLY=1: no VM runs, the tables from the figures of earlier runs
@@ -73,4 +73,28 @@ for line in $LINES; do
         echo "| $w | $(field on_ns "$rest") | $(field off_ns "$rest") | $(field ratio_median "$rest") | $(field ratio_min "$rest") | $(field ratio_max "$rest") | $(field rounds "$rest") |"
     done < <(grep '^onoff ' "$f")
 done
+
+# fmod_ret beside the BPF LSM: the same kernel booted twice (6.12 with bpf in its
+# LSM list, 6.12-nobpf without), the same workloads: ns per call of each rule's
+# program in the two attach kinds, and of the empty program on the same hook.
+lsm_f="$OUT/6.12.txt" fmod_f="$OUT/6.12-nobpf.txt"
+if [ -s "$lsm_f" ] && [ -s "$fmod_f" ]; then
+    echo
+    echo "**fmod_ret vs BPF LSM, 6.12 (two boots of one kernel)**"
+    echo
+    echo "| workload | hook | calls | LSM ns per call | fmod_ret ns per call | fmod_ret / LSM | empty LSM | empty fmod_ret |"
+    echo "|---|---|---|---|---|---|---|---|"
+    while read -r w prog rest; do
+        case $prog in ag_fr_*) ;; *) continue ;; esac
+        hook=${prog#ag_fr_}
+        lsm=$(field ns_per_call "$(awk -v w="$w" -v p="ag_$hook" '$1 == w && $2 == p' "$lsm_f")")
+        # the sleepable ioctl program is the LSM line's file_ioctl
+        [ -n "$lsm" ] || lsm=$(field ns_per_call "$(awk -v w="$w" -v p="ag_${hook}_s" '$1 == w && $2 == p' "$lsm_f")")
+        fr=$(field ns_per_call "$rest")
+        el=$(field ns_per_call "$(awk -v w="$w" -v p="bench_$hook" '$1 == w && $2 == p' "$lsm_f")")
+        ef=$(field ns_per_call "$(awk -v w="$w" -v p="bench_fr_$hook" '$1 == w && $2 == p' "$fmod_f")")
+        ratio=$([ -n "$lsm" ] && awk -v a="$fr" -v b="$lsm" 'BEGIN {printf "%.2f", a / b}')
+        echo "| $w | $hook | $(field calls "$rest") | ${lsm:--} | $fr | ${ratio:--} | ${el:--} | ${ef:--} |"
+    done < <(grep -v '^onoff \|^kernel ' "$fmod_f")
+fi
 } | tee "$OUT/results.md"

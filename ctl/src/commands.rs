@@ -215,6 +215,17 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
                 s.filter_reason
             ),
         ),
+        (
+            "other programs",
+            if s.filter_other_programs.is_empty() {
+                "none on the filter's kernel functions".into()
+            } else {
+                format!(
+                    "{} (the first refusal on a function wins)",
+                    s.filter_other_programs.join(", ")
+                )
+            },
+        ),
         ("sg_io / nvme", s.filter_passthrough),
         (
             "filter mode",

@@ -4,7 +4,7 @@
 #   tests/vm/all.sh [TEST...]
 #
 # Builds the workspace once (cargo build --release; VM_BUILD=0 skips it), then
-# runs tests/vm/run.sh for each line in VM_LINES (default "5.10 5.10+lsm 6.1 6.12
+# runs tests/vm/run.sh for each line in VM_LINES (default "5.10 5.10+lsm 6.1 6.12 6.12-nobpf
 # newest"),
 # sequentially (TCG wants both host cores). Prints each run's lines and summary,
 # then one total line "vm: N passed, M failed". Exit status 0 only if every
@@ -13,7 +13,7 @@
 set -uo pipefail
 VM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 VM_ROOT=$(cd "$VM_DIR/../.." && pwd)
-lines=${VM_LINES:-5.10 5.10+lsm 6.1 6.12 newest}
+lines=${VM_LINES:-5.10 5.10+lsm 6.1 6.12 6.12-nobpf newest}
 
 . "$VM_DIR/deps.sh"
 total_pass=0 total_fail=0 summaries=()

@@ -36,7 +36,7 @@ vm_log() { echo "kernels: $*" >&2; }
 
 # vm_line_suites LINE: the Debian suites a lab line takes its kernel from ("*": any).
 vm_line_suites() {
-	case ${1%%+*} in
+	case ${1%%[+-]*} in
 	5.10) echo "bullseye" ;; # (its security pool is gone from the mirror: LTS ended)
 	6.1 | 6.12) echo "bookworm bookworm-updates bookworm-security" ;;
 	*) echo "*" ;;
@@ -44,10 +44,11 @@ vm_line_suites() {
 }
 
 # vm_kernel_pkg LINE: prints "PACKAGE VERSION" of the newest cloud kernel image of
-# LINE ("5.10", "6.1", "6.12", "newest", or any "<major>.<minor>"; a "+..." suffix
-# such as "5.10+lsm" names a boot variant of the same kernel) in the line's suites.
+# LINE ("5.10", "6.1", "6.12", "newest", or any "<major>.<minor>"; a "+..." or
+# "-..." suffix such as "5.10+lsm" or "6.12-nobpf" names a boot variant of the same
+# kernel) in the line's suites.
 vm_kernel_pkg() {
-	local line=${1%%+*} re names suites n
+	local line=${1%%[+-]*} re names suites n
 	if [ "$line" = newest ]; then
 		re='^linux-image-[0-9]+\.[0-9]+[.-][0-9][^ ]*-cloud-amd64(-unsigned)?$'
 	else

@@ -5,8 +5,10 @@
 #       KERNEL_LINE  5.10      Debian bullseye's cloud kernel, Debian's default boot options
 #                    5.10+lsm  the same kernel with bpf appended to its LSM list (lsm=)
 #                    6.1 | 6.12  the newest Debian 12 cloud kernel of that line
+#                    6.12-nobpf  the 6.12 kernel booted with its LSM list without bpf
+#                              (as Oracle's UEK8 ships: the fmod_ret backend protects)
 #                    newest    the newest Debian cloud kernel of any suite the lab knows
-#                    (any other "<major>.<minor>[+lsm]" works too)
+#                    (any other "<major>.<minor>[+lsm|-nobpf]" works too)
 #       TEST         names of tests/vm/guest/tests/<TEST>.sh (default: all)
 #
 # Environment:
@@ -39,7 +41,7 @@ VM_WORK=${VM_WORK:-$VM_DIR/work}
 . "$VM_DIR/initramfs.sh"
 . "$VM_DIR/results.sh"
 
-lab_line vm '^([0-9]+\.[0-9]+|newest)(\+lsm)?$' '5.10, 5.10+lsm, 6.1, 6.12, newest' "${1:-}"
+lab_line vm '^([0-9]+\.[0-9]+|newest)(\+lsm|-nobpf)?$' '5.10, 5.10+lsm, 6.1, 6.12, 6.12-nobpf, newest' "${1:-}"
 shift
 tests=$(echo "$*" | tr ' ' ',')
 
@@ -71,6 +73,15 @@ if [[ $line == *+lsm ]]; then
 	base_append="$base_append lsm=$lsms"
 	echo "$name: booting with lsm=$lsms" >&2
 fi
+# "-nobpf": the kernel's own default LSM list without bpf (Oracle's UEK7/UEK8,
+# Ubuntu and SLES ship the BPF LSM built but not in the list).
+if [[ $line == *-nobpf ]]; then
+	lsms=$(sed -n 's/^CONFIG_LSM="\(.*\)"$/\1/p' "$VM_WORK/$line/config")
+	[ -n "$lsms" ] || summary_fail "the $line kernel's config names no CONFIG_LSM list"
+	lsms=$(echo ",$lsms," | sed 's/,bpf,/,/; s/^,//; s/,$//')
+	base_append="$base_append lsm=$lsms"
+	echo "$name: booting with lsm=$lsms" >&2
+fi
 
 # Tests that re-attach BPF programs while other vCPUs run through the patched
 # kernel text carry the line "# vm-lab: one-thread" and get a boot of their own
@@ -79,9 +90,19 @@ fi
 # replaced (an int3 Oops at bpf_lsm_file_permission+0x5 with the nop back in
 # memory, README "One-thread boots"). Every other test runs in the first boot.
 [ -n "$tests" ] || tests=$(cd "$VM_DIR/guest/tests" && ls -- *.sh | sed 's/\.sh$//' | paste -sd,)
+# Where bpf is not an active LSM (5.10, "-nobpf") the filter is fmod_ret
+# trampolines on security_file_permission and the other security_* functions,
+# which every read and write runs through: every test that attaches or detaches
+# them patches hot kernel text, so the whole line boots under one-thread TCG
+# (multi-threaded TCG was seen leaving a vCPU looping on the patched site: soft
+# lockups in a process writing a file, none under one-thread TCG).
+all_single=no
+if [[ $line == *-nobpf ]] || { [[ $line != *+lsm ]] && ! grep -Eq '^CONFIG_LSM=".*bpf' "$VM_WORK/$line/config"; }; then
+	all_single=yes
+fi
 multi="" single=""
 for t in ${tests//,/ }; do
-	if grep -qx '# vm-lab: one-thread' "$VM_DIR/guest/tests/$t.sh" 2>/dev/null; then
+	if [ $all_single = yes ] || grep -qx '# vm-lab: one-thread' "$VM_DIR/guest/tests/$t.sh" 2>/dev/null; then
 		single="$single,$t"
 	else
 		multi="$multi,$t"

@@ -798,6 +798,12 @@ pub struct StatusResult {
     /// The attached BPF programs.
     #[serde(default)]
     pub filter_programs: Vec<String>,
+    /// Other BPF programs attached to the same kernel functions as the
+    /// filter's (`NAME (id N) on HOOK`): another security tool, a second
+    /// instance. The first non-zero verdict of the programs on one function
+    /// wins.
+    #[serde(default)]
+    pub filter_other_programs: Vec<String>,
     /// Devices in the kernel's managed set.
     #[serde(default)]
     pub filter_devices: usize,
@@ -1113,6 +1119,7 @@ mod json_names {
             "socket":"/run/asmguard/asmguard.sock","metrics_address":"x","config":"y",
             "events":"udev","last_scan_ms":4,"filter_coverage":"full",
             "filter_reason":"r","filter_passthrough":"p","filter_programs":["ag_file_open"],
+            "filter_other_programs":["other (id 7) on file_open"],
             "filter_devices":2,"protection":"unprotected","bpf_lsm_hint":"",
             "claims":["DATA1 253:2"],"claims_kept":"none (re-taken on start)"}"#,
         );

@@ -133,6 +133,8 @@ pub struct FilterStatus {
     pub adopted: bool,
     /// Attached programs.
     pub programs: Vec<String>,
+    /// Other BPF programs on the same kernel functions ([`Guard::other_programs`]).
+    pub other_programs: Vec<String>,
     /// Devices in the kernel's managed set.
     pub devices: usize,
     /// What of a caller the filter can judge (`Full` without a filter).
@@ -149,6 +151,7 @@ impl FilterStatus {
             passthrough: "not filtered (not started)".into(),
             adopted: false,
             programs: vec![],
+            other_programs: vec![],
             devices: 0,
             reach: IdentityReach::Full,
         }
@@ -690,6 +693,7 @@ impl FilterService {
                 passthrough: g.passthrough_rule().describe().into(),
                 adopted: g.adopted(),
                 programs: g.programs(),
+                other_programs: g.other_programs(),
                 devices: g.disks().map(|d| d.len()).unwrap_or(0),
                 reach: g.identity_reach(),
             },
@@ -699,6 +703,7 @@ impl FilterService {
                 passthrough: "not filtered (no filter)".into(),
                 adopted: false,
                 programs: vec![],
+                other_programs: vec![],
                 devices: 0,
                 reach: IdentityReach::Full,
             },

@@ -9,11 +9,14 @@
  *                                 to blocks 1-255 (never block 0, its label)
  *   syscall-bench open PATH N     open PATH for writing and close it, N times (what the
  *                                 cgroup-device fallback sees: opens, not reads or writes)
+ *   syscall-bench denied PATH N   try to open PATH for writing N times, each refused with
+ *                                 EPERM (the filter's denial path; fails if one opens)
  *
  * Prints "<mode> calls=<C> ns_per_call=<T>" (wall clock, CLOCK_MONOTONIC).
  * Every failed call is an error: the run stops with exit status 1.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,11 +59,11 @@ int main(int argc, char **argv)
 	if (argc == 3 && (!strcmp(mode, "pipe") || !strcmp(mode, "null"))) {
 		n = atol(argv[2]);
 	} else if (argc == 4 && (!strcmp(mode, "tmpfs") || !strcmp(mode, "pwrite") ||
-				 !strcmp(mode, "open"))) {
+				 !strcmp(mode, "open") || !strcmp(mode, "denied"))) {
 		n = atol(argv[3]);
 	} else {
 		fprintf(stderr,
-			"usage: syscall-bench tmpfs FILE N | pipe N | null N | pwrite DEV N | open PATH N\n");
+			"usage: syscall-bench tmpfs FILE N | pipe N | null N | pwrite DEV N | open PATH N | denied PATH N\n");
 		return 2;
 	}
 	if (n <= 0) {
@@ -68,6 +71,21 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	memset(buf, 'x', sizeof(buf));
+	if (!strcmp(mode, "denied")) {
+		t0 = now_ns();
+		for (i = 0; i < n; i++) {
+			wfd = open(argv[2], O_WRONLY);
+			if (wfd >= 0) {
+				fprintf(stderr, "syscall-bench: %s opened for writing: not denied\n", argv[2]);
+				return 1;
+			}
+			if (errno != EPERM)
+				die(argv[2]);
+		}
+		t1 = now_ns();
+		printf("denied calls=%ld ns_per_call=%.1f\n", n, (t1 - t0) / n);
+		return 0;
+	}
 	if (!strcmp(mode, "open")) {
 		t0 = now_ns();
 		for (i = 0; i < n; i++)

@@ -1,10 +1,11 @@
 //! `asmguard-bench-empty`: a benchmark tool, never used by the product.
 //!
-//! Loads the empty LSM programs of `bpf/bench.bpf.c` on the write filter's
-//! hooks (file_open, file_permission, file_ioctl, mmap_file, file_mprotect),
-//! attaches them, prints `ready` and holds them until it is killed. Their
-//! bpf_stats figures are the floor a filter program is compared with
-//! (`scripts/bench-filter.sh`).
+//! Loads the empty programs of `bpf/bench.bpf.c` on the write filter's
+//! hooks (file_open, file_permission, file_ioctl, mmap_file, file_mprotect):
+//! the LSM ones where `bpf` is an active LSM, else the `fmod_ret` ones on the
+//! `security_*` functions (the filter's backend there); attaches them, prints
+//! `ready` and holds them until it is killed. Their bpf_stats figures are the
+//! floor a filter program is compared with (`scripts/bench-filter.sh`).
 
 use std::io::Write;
 use std::mem::MaybeUninit;
@@ -22,9 +23,15 @@ fn run() -> Result<(), String> {
         return Err("takes no arguments (usage: asmguard-bench-empty)".into());
     }
     let mut storage = MaybeUninit::uninit();
-    let open = skel::BenchSkelBuilder::default()
+    let mut open = skel::BenchSkelBuilder::default()
         .open(&mut storage)
         .map_err(|e| format!("opening the bench BPF object: {e}"))?;
+    let lsm = std::fs::read_to_string("/sys/kernel/security/lsm")
+        .is_ok_and(|l| l.trim().split(',').any(|x| x == "bpf"));
+    for mut prog in open.open_object_mut().progs_mut() {
+        let fmod_ret = prog.name().to_string_lossy().starts_with("bench_fr_");
+        prog.set_autoload(fmod_ret != lsm);
+    }
     let mut skel = open
         .load()
         .map_err(|e| format!("loading the empty LSM programs: {e}"))?;

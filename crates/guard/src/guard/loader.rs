@@ -230,7 +230,9 @@ impl Guard {
 
         if let Some(pinned) = pinned_backend(&opts.pin_dir) {
             let mut why_kept = "re-adopted the pinned filter".to_string();
-            if opts.backend.is_none() && pinned != Backend::Lsm {
+            // Better than fmod_ret is only the BPF LSM, which no daemon start
+            // can activate: only an open-time-only filter is worth replacing.
+            if opts.backend.is_none() && pinned == Backend::CgroupDevice {
                 match Guard::best(opts, Some(pinned)) {
                     Ok(mut g) if g.backend < pinned => {
                         remove_links_of(&opts.pin_dir, pinned)?;
@@ -522,6 +524,45 @@ impl Guard {
     /// The attached programs (their names, e.g. `ag_file_open`).
     pub fn programs(&self) -> Vec<String> {
         self.links.iter().map(|(n, _)| n.clone()).collect()
+    }
+
+    /// Other BPF programs attached to the kernel functions this filter's LSM
+    /// or `fmod_ret` programs sit on (another security tool, a second
+    /// instance under another pin directory): `NAME (id N) on HOOK`, by hook.
+    /// The kernel runs the programs of one function in turn and stops at the
+    /// first non-zero verdict: one of them may refuse an operation before
+    /// this filter sees it, none can allow what this filter refuses.
+    pub fn other_programs(&self) -> Vec<String> {
+        // (target BTF object, type id) -> the hook of ours attached there
+        let mut ours = BTreeMap::new();
+        let mut own_links = BTreeSet::new();
+        for (name, link) in &self.links {
+            let Ok(info) = link.info() else { continue };
+            own_links.insert(info.id);
+            if let libbpf_rs::query::LinkTypeInfo::Tracing(t) = info.info {
+                let hook = Hook::def_of_program(name).map_or("?", |d| d.label);
+                ours.insert((t.target_obj_id, t.target_btf_id), hook);
+            }
+        }
+        if ours.is_empty() {
+            return Vec::new();
+        }
+        let names: BTreeMap<u32, String> = libbpf_rs::query::ProgInfoIter::default()
+            .map(|p| (p.id, p.name.to_string_lossy().into_owned()))
+            .collect();
+        let mut out: Vec<(&str, String)> = libbpf_rs::query::LinkInfoIter::default()
+            .filter(|l| !own_links.contains(&l.id))
+            .filter_map(|l| match l.info {
+                libbpf_rs::query::LinkTypeInfo::Tracing(t) => {
+                    let hook = ours.get(&(t.target_obj_id, t.target_btf_id))?;
+                    let name = names.get(&l.prog_id).map_or("?", |n| n.as_str());
+                    Some((*hook, format!("{name} (id {}) on {hook}", l.prog_id)))
+                }
+                _ => None,
+            })
+            .collect();
+        out.sort();
+        out.into_iter().map(|(_, s)| s).collect()
     }
 
     fn dev_map(&self, key: DevKey) -> &MapHandle {

@@ -1,7 +1,8 @@
 #!/bin/sh
 # filter-cost: a benchmark, not a test (scripts/bench-filter.sh runs it; the
 # lab's test runs never do: it lives outside tests/). Prints its figures as
-# "VMINFO filter-cost bench ..." lines. With the BPF LSM:
+# "VMINFO filter-cost bench ..." lines. With the BPF LSM or fmod_ret (the same
+# rules on the security_* functions, where bpf is not an active LSM):
 #  (a) ns per call (bpf_stats) of the filter's programs when grid, allowed,
 #      writes a managed disk with pwrite and with io_uring;
 #  (b) ns per call of each filter program on files that are not devices (tmpfs,
@@ -9,6 +10,7 @@
 #      hook and to the filter's old file_permission path (a hash lookup per
 #      device write, bench_file_permission_hash), all loaded by
 #      asmguard-bench-empty and attached during the same calls as (a) and (b);
+#  (d) ns per call of file_open on the intruder's refused write-opens;
 #  (c) syscall-bench on those files with the filter on vs no program attached
 #      (asmguardctl filter disable), ROUNDS alternating rounds: per round the
 #      on/off ratio of ns per call; median, min and max.
@@ -64,7 +66,7 @@ measure() {
 }
 
 echo 1 >/proc/sys/kernel/bpf_stats_enabled
-if [ "$VM_BACKEND" = lsm ]; then
+if vm_full; then
 	WORKLOADS="tmpfs pipe null"
 	# the reference programs (empty; the old file_permission path) beside the filter's
 	asmguard-bench-empty >/tmp/bench-empty.out 2>&1 &
@@ -74,6 +76,8 @@ if [ "$VM_BACKEND" = lsm ]; then
 	measure disk-pwrite as_user grid syscall-bench pwrite "$D" 2000
 	measure disk-io_uring as_user grid fio --name=w --filename="$D" --ioengine=io_uring --rw=write \
 		--bs=4k --direct=1 --size=8M --iodepth=8
+	# (d) a denial: the intruder's write-open refused (the verdict, its event)
+	measure disk-denied as_user intruder syscall-bench denied "$D" "$NOPEN"
 	# (b) files that are not devices
 	measure tmpfs syscall-bench tmpfs /tmp/bench-file "$N"
 	measure pipe syscall-bench pipe "$N"

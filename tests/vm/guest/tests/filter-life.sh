@@ -3,7 +3,8 @@
 # of its loader and a restart re-adopts them with no unprotected moment (an
 # attacker loop runs throughout); events after re-adoption; audit and off
 # modes; uninstall removes everything; the cgroup-device fallback (open-time
-# only, and it says so).
+# only, and it says so), and the upgrade from a pinned fallback to the kernel's
+# best backend with no unprotected moment.
 . /vmtests/lib.sh
 
 G=/usr/local/bin/asmguard-guard-test
@@ -109,8 +110,37 @@ if printf CORRUPTION >&3 2>/dev/null; then
 else
 	fail fallback-is-open-time-only "the pre-opened write was refused: the limit text is wrong"
 fi
-exec 3>&-
 has_line fallback-counts "cgroup_device:" "$($G stats)"
+
+# upgrade: a version without the better backend left the fallback pinned; the next
+# start (the daemon's Guard::open, as load runs it) attaches the best backend beside
+# it, sharing the pinned maps, and only then removes the old links. An attacker
+# loop runs through it: not one write-open lands; the pre-opened fd is now refused.
+if vm_full; then
+	attacker_start "$L"
+	sleep 1
+	out=$($G load 2>&1)
+	case $out in
+	*"backend=$VM_BACKEND"*"replaced the pinned cgroup_device filter, which stayed attached until this one was"*)
+		pass upgrade-replaces-fallback "$out" ;;
+	*) fail upgrade-replaces-fallback "$out" ;;
+	esac
+	links=$(ls $PIN/links 2>&1 | tr '\n' ' ')
+	case " $links" in
+	*" ag_cgroup_dev"*) fail upgrade-old-links-gone "$links" ;;
+	*" ag_file_open "* | *" ag_fr_file_open "*) pass upgrade-old-links-gone "$links" ;;
+	*) fail upgrade-old-links-gone "no file_open program pinned: $links" ;;
+	esac
+	sleep 1
+	attacker_stop upgrade-no-unprotected-window
+	expect_fail upgrade-preopened-fd-denied "Operation not permitted" sh -c 'printf CORRUPTION >&3'
+	expect_ok upgrade-grid-writes as_user grid dd if=/tmp/junk of="$L" $DDW seek=100
+	out=$($G load 2>&1)
+	has_line upgrade-then-readopts "adopted=yes" "$out"
+else
+	na upgrade-replaces-fallback "no backend better than the fallback on this kernel"
+fi
+exec 3>&-
 $G unload
 expect_ok fallback-uninstalled dd if=/tmp/junk of="$L" $DDW
 
