@@ -145,6 +145,21 @@ for who in root intruder; do
 	reads read10 $who sg_raw -R -r 512 "$D" $R10
 	reads smartctl-i-scsi $who "$SMARTCTL" -i "$D"
 done
+# A read-class command whose page is not in memory yet (mapped, never touched):
+# the fmod_ret program reads commands without faulting and refuses it (fail
+# closed), the sleepable LSM program faults it in and lets it pass; once in
+# memory it passes on both.
+if [ "$RULE" = class ]; then
+	expect_ok sgio-warm.intruder as_user intruder sgio-cold "$D" warm
+	if [ "$VM_BACKEND" = fmod_ret ]; then
+		expect_fail sgio-cold-refused.intruder "FAIL 1 " as_user intruder sgio-cold "$D" cold
+	else
+		expect_ok sgio-cold-faulted-in.intruder as_user intruder sgio-cold "$D" cold
+	fi
+else
+	na sgio-cold "no command is read here ($rule)"
+fi
+
 # smartctl -a: exit status bits 0 and 1 are "command line" and "open" (bit 2, a
 # command failed, and bits 3-7 report what the device supports and its health);
 # nothing of it refused by the filter (EPERM)
