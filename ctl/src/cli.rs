@@ -61,6 +61,13 @@ pub enum Command {
     /// Make the daemon re-read every device, then list like lsdsk.
     Scan(JsonArg),
     /// Daemon version, kernel, BPF LSM, filter backend, disks, socket, metrics address.
+    ///
+    /// The filter backend is `lsm` (the BPF LSM), `fmod_ret` (the same programs on
+    /// the kernel's security_* functions, where bpf is not an active LSM: full
+    /// coverage too) or `cgroup_device` (open-time only), with the reason; `other
+    /// programs` lists BPF programs of other tools attached to the same kernel
+    /// functions (the first refusal on a function wins). Exit status 7 when
+    /// unprotected.
     Status(JsonArg),
     /// Write filter: enforce (enable), log and allow (audit) or off (disable) on one
     /// disk, or on all disks when no label is given (root only).
