@@ -371,6 +371,52 @@ fn fallback_pins_survive_a_drop_and_are_readopted() {
     assert!(write_open(&lo.dev).is_ok(), "uninstall detaches at once");
 }
 
+/// With no backend requested, the guard takes the best the kernel gives and
+/// says why: on a host that refuses trampolines (this project's build hosts)
+/// the fallback, with the kernel's own error for the fmod_ret programs, and
+/// nothing of the failed try left pinned; where trampolines work, a security
+/// backend with its programs attached. A pinned fallback is then re-adopted
+/// with the reason it was not replaced.
+#[test]
+fn choice_says_why_the_better_backends_did_not_load() {
+    let Some(_l) = lock() else { return };
+    let pins = Pins::new("choice");
+    let opts = Options {
+        backend: None,
+        ..pins.opts()
+    };
+    let g = Guard::open(&opts).unwrap();
+    let links: Vec<String> = std::fs::read_dir(pins.0.join("links"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    match g.backend() {
+        Backend::CgroupDevice => {
+            let why = g.reason();
+            let fmod = why
+                .split_once("fmod_ret programs did not load: ")
+                .map(|(_, e)| e.trim());
+            assert!(fmod.is_some_and(|e| !e.is_empty()), "{why}");
+            assert!(
+                links.iter().all(|l| !l.starts_with("ag_fr_")),
+                "the failed try left {links:?}"
+            );
+            drop(g);
+            let again = Guard::open(&opts).unwrap();
+            assert!(again.adopted());
+            assert!(
+                again.reason().contains("(no better backend loads: "),
+                "{}",
+                again.reason()
+            );
+        }
+        b => {
+            assert!(g.programs().iter().any(|p| p.starts_with("ag_")), "{b}");
+            assert!(links.iter().any(|l| l.starts_with("ag_")), "{links:?}");
+        }
+    }
+}
+
 /// The programs look a device up only when its major's bit is set in
 /// `ag_majors`: the loader sets it before the device goes in, keeps it while
 /// any device of that major is managed, clears it after the last one, and
