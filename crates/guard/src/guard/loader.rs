@@ -69,6 +69,36 @@ fn pinned_variant(pin_dir: &std::path::Path, backend: Backend) -> usize {
     usize::from(fallback_pinned)
 }
 
+/// libbpf's printing off while it lives (a load that may fail: the error
+/// comes back as a value and goes into the reason), then back as it was.
+/// Nested ones stay quiet; the outermost puts the process's printer back, or
+/// warnings to stderr where it had none.
+struct Quiet(
+    Option<(libbpf_rs::PrintLevel, libbpf_rs::PrintCallback)>,
+    bool,
+);
+
+impl Quiet {
+    fn new() -> Quiet {
+        let prev = libbpf_rs::set_print(None);
+        let outermost = !QUIET.swap(true, std::sync::atomic::Ordering::SeqCst);
+        Quiet(prev, outermost)
+    }
+}
+
+impl Drop for Quiet {
+    fn drop(&mut self) {
+        if self.1 {
+            QUIET.store(false, std::sync::atomic::Ordering::SeqCst);
+            let prev = self.0.take();
+            libbpf_rs::set_print(prev.or(Some((libbpf_rs::PrintLevel::Warn, libbpf_to_stderr))));
+        }
+    }
+}
+
+/// Whether a [`Quiet`] lives.
+static QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Counters kept by the programs (since they were loaded).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Stats {
@@ -184,9 +214,10 @@ fn attach_companions(opts: &Options, links: &mut Vec<(String, Link)>) -> Result<
                 .map_err(|e| e.to_string())?;
         }
     }
-    let prev = libbpf_rs::set_print(None);
-    let obj = open.load();
-    libbpf_rs::set_print(prev.or(Some((libbpf_rs::PrintLevel::Warn, libbpf_to_stderr))));
+    let obj = {
+        let _quiet = Quiet::new();
+        open.load()
+    };
     let obj = obj.map_err(|e| e.to_string())?;
     let dir = match &opts.cgroup {
         Some(d) => d.clone(),
@@ -272,9 +303,10 @@ impl Guard {
         // libbpf's own complaints (a verifier log, "try raising ulimit -l")
         // would only confuse: the reason says it.
         let quiet = |b: Backend, why: String| {
-            let prev = libbpf_rs::set_print(None);
-            let r = Guard::load(opts, b, why);
-            libbpf_rs::set_print(prev.or(Some((libbpf_rs::PrintLevel::Warn, libbpf_to_stderr))));
+            let r = {
+                let _quiet = Quiet::new();
+                Guard::load(opts, b, why)
+            };
             if r.is_err() {
                 let _ = remove_links_of(&opts.pin_dir, b);
             }
@@ -311,9 +343,10 @@ impl Guard {
     ///   bpf_copy_from_user gets the all-or-nothing SG_IO rule
     ///   (`ag_file_ioctl`).
     fn load(opts: &Options, backend: Backend, reason: String) -> Result<Guard, Error> {
-        let prev = libbpf_rs::set_print(None);
-        let preferred = Guard::load_with(opts, backend, 0, reason.clone());
-        libbpf_rs::set_print(prev.or(Some((libbpf_rs::PrintLevel::Warn, libbpf_to_stderr))));
+        let preferred = {
+            let _quiet = Quiet::new();
+            Guard::load_with(opts, backend, 0, reason.clone())
+        };
         let e = match preferred {
             Ok(g) => return Ok(g),
             Err(e) => e,
