@@ -89,6 +89,7 @@ fi
 # seen executing a breakpoint that the kernel's text_poke_bp had already
 # replaced (an int3 Oops at bpf_lsm_file_permission+0x5 with the nop back in
 # memory, README "One-thread boots"). Every other test runs in the first boot.
+explicit_tests=$tests
 [ -n "$tests" ] || tests=$(cd "$VM_DIR/guest/tests" && ls -- *.sh | sed 's/\.sh$//' | paste -sd,)
 # Where bpf is not an active LSM (5.10, "-nobpf") the filter is fmod_ret
 # trampolines on security_file_permission and the other security_* functions,
@@ -100,8 +101,19 @@ all_single=no
 if [[ $line == *-nobpf ]] || { [[ $line != *+lsm ]] && ! grep -Eq '^CONFIG_LSM=".*bpf' "$VM_WORK/$line/config"; }; then
 	all_single=yes
 fi
+# A test marked "# vm-lab: once per kernel" exercises the kernel, not the filter's
+# backend (the latency tracer, the lab's own fixtures): a boot variant of a kernel
+# ("+lsm", "-nobpf") skips it when the whole line runs, its base line runs it.
+once=""
+if [ -z "$explicit_tests" ] && [[ $line == *[+-]* ]]; then
+	for t in ${tests//,/ }; do
+		grep -qx '# vm-lab: once per kernel' "$VM_DIR/guest/tests/$t.sh" 2>/dev/null && once="$once $t"
+	done
+	[ -z "$once" ] || echo "$name: once-per-kernel tests left to the ${line%%[+-]*} line:$once" >&2
+fi
 multi="" single=""
 for t in ${tests//,/ }; do
+	case " $once " in *" $t "*) continue ;; esac
 	if [ $all_single = yes ] || grep -qx '# vm-lab: one-thread' "$VM_DIR/guest/tests/$t.sh" 2>/dev/null; then
 		single="$single,$t"
 	else

@@ -9,6 +9,7 @@
 #
 # To run it alone:
 #   tests/vm/run.sh 6.1 iolat; tests/vm/run.sh 6.12 iolat
+# vm-lab: once per kernel
 . /vmtests/lib.sh
 
 port=19790
