@@ -561,7 +561,9 @@ impl Guard {
 
     /// Other BPF programs attached to the kernel functions this filter's LSM
     /// or `fmod_ret` programs sit on (another security tool, a second
-    /// instance under another pin directory): `NAME (id N) on HOOK`, by hook.
+    /// instance under another pin directory): `NAME (id N) on HOOK`, by hook
+    /// (on kernels before 5.13, which do not report a link's target, every
+    /// other LSM or `fmod_ret` program, "on a security function").
     /// The kernel runs the programs of one function in turn and stops at the
     /// first non-zero verdict: one of them may refuse an operation before
     /// this filter sees it, none can allow what this filter refuses.
@@ -580,6 +582,10 @@ impl Guard {
         if ours.is_empty() {
             return Vec::new();
         }
+        // Kernels before 5.13 report no link's target (all zero): there, every
+        // other LSM or fmod_ret program may sit on one of ours.
+        let untold = ours.keys().all(|k| *k == (0, 0));
+        const SOME: &str = "a security function (this kernel does not say which)";
         let names: BTreeMap<u32, String> = libbpf_rs::query::ProgInfoIter::default()
             .map(|p| (p.id, p.name.to_string_lossy().into_owned()))
             .collect();
@@ -587,9 +593,14 @@ impl Guard {
             .filter(|l| !own_links.contains(&l.id))
             .filter_map(|l| match l.info {
                 libbpf_rs::query::LinkTypeInfo::Tracing(t) => {
-                    let hook = ours.get(&(t.target_obj_id, t.target_btf_id))?;
+                    let hook = if untold {
+                        use libbpf_rs::ProgramAttachType as A;
+                        matches!(t.attach_type, A::ModifyReturn | A::LsmMac).then_some(SOME)?
+                    } else {
+                        *ours.get(&(t.target_obj_id, t.target_btf_id))?
+                    };
                     let name = names.get(&l.prog_id).map_or("?", |n| n.as_str());
-                    Some((*hook, format!("{name} (id {}) on {hook}", l.prog_id)))
+                    Some((hook, format!("{name} (id {}) on {hook}", l.prog_id)))
                 }
                 _ => None,
             })
