@@ -11,6 +11,9 @@
 # - the allow-listed side still writes: grid with sg_raw WRITE(10), and an
 #   allow-listed copy of nvme with nvme write on the generic node (NVMe passthrough
 #   needs CAP_SYS_ADMIN before 6.2, which grid does not have).
+# - a read-class command in a page not yet in memory (sgio-cold): refused by the
+#   fmod_ret program, which reads without faulting (fail closed), and passed by the
+#   sleepable LSM program, which faults it in; the same command in memory passes.
 # `asmguardctl status` names the rule. Where the kernel cannot read the command
 # (all-or-nothing) the read-class checks are n/a and every SG_IO/NVMe passthrough
 # must be refused; on the cgroup-device fallback, which sees opens only, checks of
