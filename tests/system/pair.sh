@@ -10,14 +10,16 @@
 # binaries), SYS_TIMEOUT=600 (seconds before the guests are killed), PAIR_MEM=1536M.
 #
 # The shared disks are raw files on the host, each attached to both guests as a
-# namespace of the guest's NVMe controller (nvme0n2...; the root is nvme0n1), with
-# the same namespace UUID on both (one LUN seen by two hosts), cache=none (O_DIRECT
-# on the host file: nothing is cached between the guests) and file.locking=off
-# (QEMU would refuse a second writer otherwise):
-#   nvme0n2  watch: labelled on a, followed on b
-#   nvme0n3  conflict: one disk, two names
-#   nvme0n4, nvme0n5  conflict: two disks, one name
-#   nvme0n6  reclaim: a SYNTHETIC ASM disk (asmguard-synth-asm, written here before
+# virtio-blk disk (vda...: one driver, probed in slot order, so the same name on
+# both nodes; the root is the NVMe disk nvme0n1, alone on its controller, as more
+# namespaces there are named in the order their asynchronous scans finish), with the
+# same serial on both (one LUN seen by two hosts), cache=none (O_DIRECT on the host
+# file: nothing is cached between the guests) and file.locking=off (QEMU would
+# refuse a second writer otherwise):
+#   vda  watch: labelled on a, followed on b
+#   vdb  conflict: one disk, two names
+#   vdc, vdd  conflict: two disks, one name
+#   vde  reclaim: a SYNTHETIC ASM disk (asmguard-synth-asm, written here before
 #            the boot: label PAIRRC, disk group PAIRDG)
 # The nodes reach each other on a point-to-point link (QEMU dgram netdev over two
 # unix sockets, 10.24.0.1 and .2, systemd-networkd): Prometheus runs on a and
@@ -125,6 +127,9 @@ t_assembled=$((SECONDS - t_start))
 timeout_s=${SYS_TIMEOUT:-600}
 append="root=/dev/nvme0n1 rw console=ttyS0 panic=-1 quiet loglevel=3 systemd.show_status=0"
 declare -A QPID AGW AGR
+# whatever happens to this script, no guest outlives it
+trap 'for p in "${QPID[@]}"; do kill "$p" 2>/dev/null; done' EXIT
+C=asmguardctl # in the commands sent to the nodes
 boot() { # boot NODE
 	local n=$1 i other
 	i=$([ "$n" = a ] && echo 1 || echo 2)
@@ -142,7 +147,7 @@ boot() { # boot NODE
 	local s
 	for s in $(seq 1 $SHARED); do
 		q+=(-drive "file=$w/sh$s.img,if=none,id=sh$s,format=raw,cache=none,file.locking=off,discard=unmap"
-			-device "nvme-ns,bus=nvme0,drive=sh$s,nsid=$((s + 1)),uuid=5a5a0024-0000-4000-8000-00000000000$s")
+			-device "virtio-blk-pci,drive=sh$s,serial=pair-shared-$s")
 	done
 	timeout -k 5 "$timeout_s" "${q[@]}" </dev/null >"$w/$n.qemu.log" 2>&1 &
 	QPID[$n]=$!
@@ -238,14 +243,15 @@ finish() {
 	exit
 }
 
-# both agents up (boot to multi-user.target on both)
+# both agents up (boot to multi-user.target on both), 300 s at most
 for n in a b; do
 	while :; do
-		if ! IFS= read -r -t "$timeout_s" -u "${AGR[$n]}" l; then
-			fail "boot.node-$n" "no agent within ${timeout_s} s: $(tr -d '\r' <"$w/$n.console.log" | tail -n 5)"
+		if IFS= read -r -t 5 -u "${AGR[$n]}" l; then
+			case $l in AGENT-READY*) info "node $n ${l#AGENT-READY }"; break ;; esac
+		elif ! kill -0 "${QPID[$n]}" 2>/dev/null || [ $((SECONDS - t_boot)) -ge 300 ]; then
+			fail "boot.node-$n" "no agent after $((SECONDS - t_boot)) s: $(tr -d '\r' <"$w/$n.console.log" | tail -n 5)"
 			finish
 		fi
-		case $l in AGENT-READY*) info "node $n ${l#AGENT-READY }"; break ;; esac
 	done
 done
 t_booted=$((SECONDS - t_boot))
@@ -274,12 +280,12 @@ scrape_configs:
       - targets: ['10.24.0.1:9465', '10.24.0.2:9465']
 YML
 systemctl start prometheus.service"
-	ok prometheus.start
+	ok prometheus.start "Prometheus started on a, scraping 10.24.0.1:9465 and 10.24.0.2:9465"
 fi
 
 # ---- 1. a label made on a reaches b with no command --------------------------------
 if [[ " $tests " == *" watch "* ]]; then
-	D=/dev/nvme0n2
+	D=/dev/vda
 	on b "dd if=/dev/zero of=$D bs=4096 count=1 seek=2 conv=notrunc oflag=direct 2>&1"
 	ok watch.b-root-writes-before-label "root on b writes the unlabelled shared disk (zeros: the label's data check stays quiet)"
 	on b "bg follow follow appear PAIRW1 $D 30"
@@ -323,7 +329,7 @@ fi
 
 # ---- 2. the same label on two nodes at once ----------------------------------------
 if [[ " $tests " == *" conflict "* ]]; then
-	D=/dev/nvme0n3
+	D=/dev/vdb
 	# one disk, two names, at once: one wins, the other is told, both nodes agree
 	send a ". /vmtests/pairlib.sh; $C label PAIRC1 $D"
 	send b ". /vmtests/pairlib.sh; $C label PAIRC2 $D"
@@ -370,7 +376,7 @@ if [[ " $tests " == *" conflict "* ]]; then
 	done
 
 	# two disks, one name, at once: both stay protected, every node reports the conflict
-	D4=/dev/nvme0n4 D5=/dev/nvme0n5
+	D4=/dev/vdc D5=/dev/vdd
 	send a ". /vmtests/pairlib.sh; $C label PAIRDUP $D4"
 	send b ". /vmtests/pairlib.sh; $C label PAIRDUP $D5"
 	recv a; rc_a=$RC out_a=$OUT
@@ -430,15 +436,18 @@ fi
 
 # ---- 3. reclaim across hosts ---------------------------------------------------------
 if [[ " $tests " == *" reclaim "* ]]; then
-	D=/dev/nvme0n6
+	D=/dev/vde
+	# (b's filter may be off by now: the prometheus test's alert is running)
 	for n in a b; do
-		on $n "$C lsdsk | grep '^PAIRRC .*enforce.*$D.*PAIRDG'"
-		ok "reclaim.$n-lists-disk"
+		on $n "$C lsdsk | grep '^PAIRRC .*$D.*PAIRDG' | awk '{print \$NF}'"
+		ok "reclaim.$n-lists-disk" "PAIRRC in disk group PAIRDG on $D, Serial/WWN $OUT"
+		eval "wwn_$n=\$OUT"
 	done
+	same reclaim.same-disk-identity "$wwn_a" "$wwn_b" "both nodes report the disk's serial/WWN as $wwn_b"
 	on b "standin_start $D; sleep 3; wc -l </tmp/standin.beats"
 	[ "$RC" = 0 ] && [ "${OUT:-0}" -ge 1 ] 2>/dev/null && pass reclaim.b-standin-heartbeats "$OUT heartbeat(s) written by grid on b" ||
 		fail reclaim.b-standin-heartbeats "exit $RC: $OUT"
-	on a "$C reclaim --diskgroup PAIRDG --watch 6 --json"
+	on a "$C reclaim --diskgroup PAIRDG --watch 6 --json 2>/tmp/rc.err; rc=\$?; grep -v '^{\"phase\"' /tmp/rc.err; exit \$rc"
 	refused reclaim.a-refuses-while-b-heartbeats "heartbeat"
 	[ "$RC" = 4 ] && pass reclaim.a-refusal-exit-4 "exit 4" || fail reclaim.a-refusal-exit-4 "exit $RC"
 	on b "standin_stop"
@@ -446,7 +455,7 @@ if [[ " $tests " == *" reclaim "* ]]; then
 		fail reclaim.b-standin-stopped "exit $RC: $OUT"
 	on a "asmguard-synth-asm hash $D --aus 96 --allocated $RC_ALLOC"
 	h0=$OUT
-	on a "$C reclaim --diskgroup PAIRDG --watch 3 --json | grep -o '\"reclaimed_bytes\": *[0-9]*' | grep -o '[0-9]*\$'" 180
+	on a "$C reclaim --diskgroup PAIRDG --watch 3 --json 2>/tmp/rc.progress | grep -o '\"reclaimed_bytes\": *[0-9]*' | grep -o '[0-9]*\$' | head -n 1" 180
 	same reclaim.a-proceeds-after-b-stops "$RC_FREE" "$OUT" "reclaimed bytes (free AUs $RC_FREE)"
 	on a "asmguard-synth-asm hash $D --aus 96 --allocated $RC_ALLOC"
 	same reclaim.kept-aus-unchanged "$h0" "$OUT"
@@ -468,7 +477,7 @@ if [[ " $tests " == *" prometheus "* ]]; then
 	on b "$C filter enable"
 	ok prometheus.b-filter-enable
 	on a "until_true 60 alert_gone $alert; prom_alerts $alert" 90
-	same prometheus.alert-resolves "" "$OUT"
+	same prometheus.alert-resolves "" "$OUT" "$alert gone from /api/v1/alerts after b's filter enable"
 fi
 t_tests=$((SECONDS - t0))
 finish

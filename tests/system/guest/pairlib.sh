@@ -88,7 +88,7 @@ write_as() {
 
 # block_char DEV BLOCK: the distinct bytes of 4 KiB block BLOCK (O_DIRECT), e.g. "A".
 block_char() {
-	dd if="$1" bs=4096 count=1 skip="$2" iflag=direct 2>/dev/null | fold -w1 | sort -u | tr -d '\n'
+	dd if="$1" bs=4096 count=1 skip="$2" iflag=direct 2>/dev/null | tr -d '\0' | fold -w1 | sort -u | tr -d '\n'
 }
 
 # standin_start DEV: what ASM does to a mounted disk group's disk, as grid: holds DEV
