@@ -323,7 +323,7 @@ if [[ " $tests " == *" watch "* ]]; then
 	ok watch.a-unlabel
 	on b "bg_wait follow 40"
 	within5 watch.b-releases-within-5s
-	on b "i=0; while [ -e /dev/asmguard/disks/PAIRW2 ] && [ \$i -lt 100 ]; do i=\$((i+1)); sleep 0.1; done; [ ! -e /dev/asmguard/disks/PAIRW2 ] || echo 'link kept'; write_as root $D 2 R"
+	on b "i=0; while [ -e /dev/asmguard/disks/PAIRW2 ] && [ \$i -lt 100 ]; do i=\$((i+1)); sleep 0.1; done; [ ! -e /dev/asmguard/disks/PAIRW2 ] || { echo 'link kept'; exit 1; }; write_as root $D 2 R"
 	ok watch.b-released "no link, root writes again on b: $OUT"
 fi
 
