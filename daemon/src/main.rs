@@ -209,13 +209,6 @@ async fn run(
         st.conflicts,
         socket.display()
     );
-    for c in d.lsdsk().conflicts {
-        tracing::warn!(
-            "label {} is on more than one disk: {}: neither is used",
-            c.label,
-            c.devices.join(", ")
-        );
-    }
     notify(&[
         sd_notify::NotifyState::Ready,
         sd_notify::NotifyState::Status(&format!(

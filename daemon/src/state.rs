@@ -27,7 +27,24 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, RwLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// How long after writing a label, rename or unlabel the daemon reads the
+/// label sector again before it answers. Another host that read the disk
+/// before this write landed and writes its own label next (two nodes
+/// labelling one shared disk at once) writes within this time; the second
+/// read then finds that label and the request answers `label_conflict`
+/// instead of a success the disk no longer shows. Loop devices (their
+/// backing file is this host's) are not waited for.
+pub const LABEL_SETTLE: Duration = Duration::from_secs(1);
+
+/// The loop driver's major: a loop device is no other host's disk.
+const LOOP_MAJOR: u32 = 7;
+
+/// What the label watch found changed on a device: what it read before and
+/// now, the label it lost to an overwrite, and (old, new) when one label
+/// replaced another.
+pub type LabelChange = (String, Option<String>, Option<(String, String)>);
 
 /// What is known about the devices.
 #[derive(Debug, Default)]
@@ -157,6 +174,25 @@ fn label_result(out: labelling::Outcome, label: &Label, device: String) -> Label
     }
 }
 
+/// Journal lines for the label conflicts a model brings (the same label on
+/// two disks, as when two hosts label different disks with one name) and
+/// the ones it resolves.
+fn log_conflicts(before: &BTreeMap<String, Vec<String>>, after: &BTreeMap<String, Vec<String>>) {
+    for (label, devs) in after {
+        if before.get(label) != Some(devs) {
+            tracing::error!(
+                "label {label} is on more than one disk: {}: both stay protected, neither is \
+                 used by label, rename, unlabel or reclaim until one is relabelled \
+                 (`asmguardctl label NEWLABEL DEVICE --force`)",
+                devs.join(", ")
+            );
+        }
+    }
+    for label in before.keys().filter(|l| !after.contains_key(*l)) {
+        tracing::info!("label {label} is on one disk again: its conflict is resolved");
+    }
+}
+
 fn parse_label(s: &str) -> Result<Label, ErrorBody> {
     Label::new(s).map_err(|e| err(ErrorCode::InvalidLabel, e.to_string()))
 }
@@ -258,7 +294,10 @@ impl Daemon {
             d.mode = Some(self.filter.disk_mode(d.label.as_str()));
         }
         let traced = model::traced(&built.disks);
-        self.write_state().model = built;
+        let mut st = self.write_state();
+        log_conflicts(&st.model.conflicts, &built.conflicts);
+        st.model = built;
+        drop(st);
         self.sync_claims();
         self.metrics.sync(traced);
     }
@@ -314,11 +353,23 @@ impl Daemon {
             .collect()
     }
 
-    /// Reads the label sector of `name` again; `Some((what, lost))` when it
-    /// reads differently from what the last scan or refresh found, `lost`
-    /// naming the label it no longer carries.
-    pub fn label_changed(&self, name: &str) -> Option<(String, Option<String>)> {
+    /// Reads the label sector of `name` again; `Some((what, lost, replaced))`
+    /// when it reads differently from what the last scan or refresh found,
+    /// `lost` naming the label it no longer carries (overwritten, no tag),
+    /// `replaced` the label another one took the place of (old, new).
+    /// A disk this daemon is writing a label on right now is skipped: its
+    /// own write is not another host's.
+    pub fn label_changed(&self, name: &str) -> Option<LabelChange> {
         let sys = self.read_state().devices.get(name)?.sys.clone();
+        let busy = Busy::Dev(sys.dev);
+        if self
+            .inflight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&busy)
+        {
+            return None;
+        }
         let now = discovery::reread(&sys);
         let s = self.read_state();
         let before = &s.devices.get(name)?.read;
@@ -345,7 +396,15 @@ impl Daemon {
             }))
         );
         let lost = label(before).filter(|_| overwritten);
-        Some((format!("{} -> {}", word(before), word(&now)), lost))
+        let replaced = match (label(before), label(&now)) {
+            (Some(a), Some(b)) if a != b => Some((a, b)),
+            _ => None,
+        };
+        Some((
+            format!("{} -> {}", word(before), word(&now)),
+            lost,
+            replaced,
+        ))
     }
 
     /// Re-read the named devices (gone ones are dropped), the sysfs facts of the
@@ -592,6 +651,7 @@ impl Daemon {
         let out = self.write_label(
             &sd,
             claim,
+            Some(&label),
             |p, _| labelling::label_device(p, &label, opts),
             || {
                 self.filter.forget(label.as_str());
@@ -614,21 +674,70 @@ impl Daemon {
     /// filter what became of the disk's mode, then the disk is re-read; the
     /// exclusive claims follow the new state once the write is over (they are
     /// frozen while the disk is being written).
+    /// `expect` is the label the disk carries when the write stands (`None`:
+    /// no label); a write is confirmed by a second read [`LABEL_SETTLE`] later.
     fn write_label(
         &self,
         sd: &SysDev,
         claim: Claim<'_>,
+        expect: Option<&Label>,
         write: impl FnOnce(&Path, WriteOpen) -> Result<labelling::Outcome, LabelOpError>,
         written: impl FnOnce(),
     ) -> Result<labelling::Outcome, ErrorBody> {
-        let out = write(&sd.dev_path(), self.write_open(sd)).map_err(map_op_error);
+        let mut out = write(&sd.dev_path(), self.write_open(sd)).map_err(map_op_error);
         if out.is_ok() {
             written();
             self.after_write(sd);
         }
+        if matches!(&out, Ok(o) if !o.written.is_empty()) {
+            if let Err(e) = self.confirm(sd, expect) {
+                out = Err(e);
+            }
+        }
         drop(claim);
         self.sync_claims();
         out
+    }
+
+    /// Reads the label sector of `sd` again [`LABEL_SETTLE`] after a write:
+    /// another label there means another host wrote the same disk at the same
+    /// time, last. The disk is re-read (this node lists what the disk carries,
+    /// as every other node does) and the request answers `label_conflict`
+    /// naming both, never a success the disk does not show.
+    fn confirm(&self, sd: &SysDev, expect: Option<&Label>) -> Result<(), ErrorBody> {
+        if sd.dev.major() == LOOP_MAJOR {
+            return Ok(());
+        }
+        std::thread::sleep(LABEL_SETTLE);
+        let found = match discovery::reread(sd) {
+            Some(Ok(r)) => r.state,
+            Some(Err(e)) => {
+                tracing::warn!(
+                    "{}: could not read the label again after writing it: {e}",
+                    sd.display_path()
+                );
+                return Ok(());
+            }
+            None => return Ok(()),
+        };
+        if found.label().as_ref() == expect {
+            return Ok(());
+        }
+        self.after_write(sd);
+        let shown = sd.display_path();
+        let wrote = expect.map_or_else(|| "no label".to_string(), |l| format!("label {l}"));
+        let now = match found.label() {
+            Some(l) => format!("label {l}"),
+            None => "no label".into(),
+        };
+        let m = format!(
+            "{shown}: wrote {wrote}, but {} s later the disk carries {now}: another host \
+             wrote the same disk at the same time, after this write; every node lists \
+             {now} now (agree with the other host's administrator, then label again)",
+            LABEL_SETTLE.as_secs()
+        );
+        tracing::error!("{m}");
+        Err(err(ErrorCode::LabelConflict, m))
     }
 
     /// How the daemon opens `sd` for writing: without `O_EXCL` when its own
@@ -678,6 +787,7 @@ impl Daemon {
         let out = self.write_label(
             &sd,
             claim,
+            None,
             |p, held| labelling::unlabel_device(p, &label, a.force, held),
             || self.filter.forget(label.as_str()),
         )?;
@@ -721,6 +831,7 @@ impl Daemon {
         let out = self.write_label(
             &sd,
             claim,
+            Some(&new),
             |p, held| labelling::rename_device(p, &old, &new, held),
             || self.filter.renamed(old.as_str(), new.as_str()),
         )?;

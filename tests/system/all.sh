@@ -1,7 +1,8 @@
 #!/bin/bash
 # tests/system/all.sh - the whole system lab: the package's host checks
 # (tests/system/package.sh), then the booted Debian 12 host on each kernel line of
-# SYS_LINES (default "6.1 6.12"), one after the other (TCG wants both host cores).
+# SYS_LINES (default "6.1 6.12"), one after the other (TCG wants both host cores), then
+# the two-node mode (run.sh pair, two guests sharing disks; SYS_PAIR=0 skips it).
 #
 #   tests/system/all.sh [TEST...]
 #
@@ -27,6 +28,11 @@ for line in ${SYS_LINES:-6.1 6.12}; do
 	SYS_BUILD=0 "$SYS_DIR/run.sh" "$line" "$@" | tee "$tmp"
 	vm_tally "system-$line" "$tmp"
 done
+# the two-node mode (its own tests; SYS_PAIR=0 skips it)
+if [ "${SYS_PAIR:-1}" = 1 ] && [ $# = 0 ]; then
+	SYS_BUILD=0 "$SYS_DIR/run.sh" pair | tee "$tmp"
+	vm_tally system-pair "$tmp"
+fi
 printf '%s\n' "${TALLY_LINES[@]}"
 echo "system: $TALLY_PASS passed, $TALLY_FAIL failed"
 [ "$TALLY_FAIL" = 0 ]

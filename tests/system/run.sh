@@ -6,6 +6,8 @@
 #       LINE   a VM lab kernel line (6.1, 6.12, ...: tests/vm/kernels.sh picks the newest
 #              Debian cloud kernel of it)
 #       TEST   names of tests/system/guest/tests/<TEST>.sh (default: all)
+#   tests/system/run.sh pair [TEST...]
+#       the two-node mode (tests/system/pair.sh): two guests sharing disks, on 6.12
 #
 # Environment:
 #   SYS_TIMEOUT=600      seconds before qemu is killed (guest did not finish)
@@ -27,6 +29,10 @@
 
 set -uo pipefail
 SYS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+if [ "${1:-}" = pair ]; then
+	shift
+	exec "$SYS_DIR/pair.sh" "$@"
+fi
 SYS_ROOT=$(cd "$SYS_DIR/../.." && pwd)
 SYS_WORK=${SYS_WORK:-$SYS_DIR/work}
 VM_DIR=$SYS_ROOT/tests/vm
