@@ -6,7 +6,7 @@
 //! include = ["*"]                      # kernel names, or mapper/<dm name>
 //! exclude = ["ram*", "zram*", "sr*", "fd*"]
 //! scan_order = ["dm-*", "nvme*", "sd*", "vd*", "xvd*"]
-//! label_watch_seconds = 4              # re-read every label sector this often (labels
+//! label_watch_seconds = 3              # re-read every label sector this often (labels
 //!                                      # another host wrote); 0: only on device events
 //!
 //! [paths]              # /dev/asmguard/disks/<LABEL> (made by udev)
@@ -152,7 +152,7 @@ impl Default for Devices {
             include: r.include,
             exclude: r.exclude,
             scan_order: r.scan_order,
-            label_watch_seconds: 4,
+            label_watch_seconds: 3,
         }
     }
 }
