@@ -86,6 +86,9 @@ pub struct Daemon {
     /// Who opens disks for the daemon's own writes (labels, reclaim): the
     /// filter's choice at start (`crate::filter::start`).
     pub writer: Writer,
+    /// Labels lost to writes the daemon did not make, by label
+    /// (`asmguard_labels_lost_total`).
+    labels_lost: Mutex<BTreeMap<String, u64>>,
 }
 
 /// Test hook: runs inside a full scan between reading the devices and storing
@@ -202,7 +205,18 @@ impl Daemon {
             discards: Default::default(),
             reclaiming: Default::default(),
             writer,
+            labels_lost: Mutex::default(),
         }
+    }
+
+    /// Counts a label lost to a write this daemon did not make.
+    pub fn count_lost_label(&self, label: &str) {
+        *self
+            .labels_lost
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(label.to_string())
+            .or_insert(0) += 1;
     }
 
     fn read_state(&self) -> std::sync::RwLockReadGuard<'_, State> {
@@ -568,6 +582,23 @@ impl Daemon {
                 format!("{shown}: is in use: {why}: refusing to label it"),
             ));
         }
+        if !a.force {
+            // A writer's descriptor outlives the label: on the open-time-only
+            // backend nothing stops it from overwriting the new label.
+            let w = writers_of(&self.sys, &sd);
+            if let Some(o) = w.first() {
+                return Err(err(
+                    ErrorCode::InUse,
+                    format!(
+                        "{shown}: is open for writing by {o}{}: a write through it could overwrite the label; stop that process and retry, or label with --force",
+                        match w.len() {
+                            1 => String::new(),
+                            n => format!(" and {} more", n - 1),
+                        }
+                    ),
+                ));
+            }
+        }
         let opts = LabelOptions {
             force: a.force,
             migrate: a.migrate,
@@ -722,6 +753,18 @@ impl Daemon {
     }
 }
 
+/// Every process but this one holding `sd` open for writing: through the
+/// device itself, a path below it (multipath) or the disk it is a partition of.
+fn writers_of(sys: &Path, sd: &SysDev) -> Vec<asmguard_reclaim::safety::Opener> {
+    let mut devs = vec![sd.dev];
+    for n in sd.slaves.iter().chain(sd.parent.iter()) {
+        if let Ok(o) = sysfs::read(sys, n) {
+            devs.push(o.dev);
+        }
+    }
+    asmguard_reclaim::safety::writers(Path::new("/proc"), &devs, std::process::id())
+}
+
 impl crate::metrics::Readings for Daemon {
     fn filter(&self) -> &FilterService {
         &self.filter
@@ -731,6 +774,12 @@ impl crate::metrics::Readings for Daemon {
     }
     fn discards(&self) -> &asmguard_reclaim::counters::DiscardCounters {
         &self.discards
+    }
+    fn labels_lost(&self) -> BTreeMap<String, u64> {
+        self.labels_lost
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 }
 

@@ -469,6 +469,70 @@ fn labels_written_by_another_host_are_seen_within_five_seconds() {
         "{log}"
     );
     assert!(!log.contains("lost its label REMOTE1"), "{log}");
+    // ... and a metric
+    let port = d.metrics_port.unwrap();
+    let text = sh(
+        "curl",
+        &["-sf", &format!("http://127.0.0.1:{port}/metrics")],
+    )
+    .ok()
+    .stdout;
+    assert!(
+        text.contains("\nasmguard_labels_lost_total{label=\"REMOTE2\"} 1\n"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("asmguard_labels_lost_total{label=\"REMOTE1\"}"),
+        "{text}"
+    );
+}
+
+/// A disk another process holds open for writing is not labelled: that
+/// descriptor could overwrite the new label (on the open-time-only backend
+/// nothing stops it). The refusal names the holder's pid and command, and the
+/// disk is untouched; `--force` labels it all the same.
+#[test]
+fn label_refuses_a_disk_another_process_holds_open_for_writing() {
+    let Some(_g) = lock() else { return };
+    let l = Loop::new(16 * MIB);
+    let dev = l.dev.display().to_string();
+    let d = Daemon::start(&[&l.name], "");
+    let before = l.read_dev(0, 4096);
+    // a reader is no threat
+    let reader = std::process::Command::new("sleep")
+        .arg("30")
+        .stdout(std::fs::File::open(&dev).unwrap())
+        .spawn()
+        .unwrap();
+    let w = std::fs::OpenOptions::new().write(true).open(&dev).unwrap();
+    let mut holder = std::process::Command::new("sleep")
+        .arg("30")
+        .stdout(w)
+        .spawn()
+        .unwrap();
+    let o = d.ctl(&["label", "HELD1", &dev]);
+    o.refused(
+        4,
+        &[
+            &format!("pid {} (sleep)", holder.id()),
+            "open for writing",
+            "--force",
+        ],
+    );
+    assert_eq!(o.stderr.trim().lines().count(), 1, "one line: {o:?}");
+    assert_same(&l.read_dev(0, 4096), &before, "the held disk");
+    assert!(d.labels().is_empty());
+    // --force: labelled
+    d.ctl(&["label", "HELD1", &dev, "--force"]).ok();
+    assert_eq!(d.labels(), ["HELD1"]);
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    // with the writer gone (the reader stays), a plain label works
+    d.ctl(&["unlabel", "HELD1"]).ok();
+    d.ctl(&["label", "HELD2", &dev]).ok();
+    let mut reader = reader;
+    reader.kill().unwrap();
+    reader.wait().unwrap();
 }
 
 #[test]
