@@ -8,6 +8,7 @@
 
 use asmguard_config as config;
 use asmguard_devices::events::DeviceEvent;
+mod check;
 mod claims;
 mod filter;
 mod metrics;
@@ -63,7 +64,11 @@ fn main() {
             std::process::exit(3);
         }
     };
+    let warnings = check::warnings(&cfg, &source);
     if args.check_config {
+        for w in &warnings {
+            eprintln!("asmguardd: warning: {w}");
+        }
         println!("{source}: configuration is valid");
         std::process::exit(0);
     }
@@ -79,6 +84,9 @@ fn main() {
         fmt.without_time().init();
     } else {
         fmt.init();
+    }
+    for w in &warnings {
+        tracing::warn!("{w}");
     }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

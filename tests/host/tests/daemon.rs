@@ -423,6 +423,63 @@ fn config_errors_name_the_key_and_exit_3() {
         assert!(o.stderr.contains(&format!("`{key}`")), "{text}: {o:?}");
         assert_eq!(o.stderr.lines().count(), 1, "{o:?}");
     }
+    // What may resolve later, or is meant but doubtful: valid (exit 0), with one
+    // warning line each on stderr naming the key.
+    let ok = "[paths]\nowner = \"root\"\ngroup = \"root\"\n[socket]\nadmin_group = \"root\"\n";
+    for (text, key, words) in [
+        (
+            "[filter]\nallow_users = [\"root\", \"ldapuser_nowhere\"]\nallow_groups = [\"root\"]\n",
+            "filter.allow_users",
+            "ldapuser_nowhere does not exist",
+        ),
+        (
+            "[filter]\nallow_users = [\"root\"]\nallow_groups = [\"ldapgroup_nowhere\"]\n",
+            "filter.allow_groups",
+            "ldapgroup_nowhere does not exist",
+        ),
+        (
+            "[filter]\nallow_users = []\nallow_groups = []\n",
+            "filter.allow_users",
+            "allow-list is empty",
+        ),
+        (
+            "[metrics]\nlisten = \"0.0.0.0:9465\"\n[filter]\nallow_users = [\"root\"]\nallow_groups = [\"root\"]\n",
+            "metrics.listen",
+            "every network",
+        ),
+    ] {
+        let o = check(&format!("{ok}{text}"));
+        assert_eq!(o.code, 0, "{text}: {o:?}");
+        assert!(o.stdout.contains("valid"), "{o:?}");
+        let w: Vec<&str> = o.stderr.lines().collect();
+        assert!(
+            w.len() == 1
+                && w[0].starts_with("asmguardd: warning: ")
+                && w[0].contains(&format!("`{key}`"))
+                && w[0].contains(words),
+            "{text}: {o:?}"
+        );
+    }
+    // an owner, group or admin group that does not resolve: a warning each
+    let o = check(
+        "[paths]\nowner = \"nouser_nowhere\"\ngroup = \"nogroup_nowhere\"\n\
+         [socket]\nadmin_group = \"noadmin_nowhere\"\n[filter]\nallow_users = [\"root\"]\nallow_groups = [\"root\"]\n",
+    );
+    assert_eq!(o.code, 0, "{o:?}");
+    for key in ["paths.owner", "paths.group", "socket.admin_group"] {
+        assert!(
+            o.stderr
+                .lines()
+                .any(|l| l.starts_with("asmguardd: warning: ") && l.contains(&format!("`{key}`"))),
+            "{key}: {o:?}"
+        );
+    }
+    assert_eq!(o.stderr.lines().count(), 3, "{o:?}");
+    // a NUL in a device pattern cannot work: an error, one line
+    let o = check("[devices]\ninclude = [\"sd\\u0000*\"]\n");
+    assert_eq!(o.code, 3, "{o:?}");
+    assert!(o.stderr.contains("`devices.include`"), "{o:?}");
+    assert_eq!(o.stderr.lines().count(), 1, "{o:?}");
     // A missing explicit config is an error too (not silently the defaults).
     let o = run(Command::new(daemon_bin()).args([
         "--check-config",
