@@ -104,6 +104,21 @@ fn main() {
     std::process::exit(code);
 }
 
+/// Every 2 s: are the filter's pins and maps still this daemon's
+/// (`FilterService::verify`: another process with the same pin directory
+/// could replace them)? A few fdinfo reads and one walk of the device map.
+fn spawn_filter_verify(d: std::sync::Arc<state::Daemon>) {
+    let spawned = std::thread::Builder::new()
+        .name("filter-verify".into())
+        .spawn(move || loop {
+            std::thread::sleep(Duration::from_secs(2));
+            d.filter.verify();
+        });
+    if let Err(e) = spawned {
+        tracing::error!("write filter: cannot start the thread that checks its pins: {e}");
+    }
+}
+
 fn notify(states: &[sd_notify::NotifyState]) {
     if let Err(e) = sd_notify::notify(states) {
         tracing::debug!("sd_notify: {e}");
@@ -238,6 +253,7 @@ async fn run(
         Duration::from_secs(d.cfg.devices.label_watch_seconds),
     );
     spawn_watchdog(monitor_alive.clone());
+    spawn_filter_verify(d.clone());
     let serve = tokio::spawn(server::serve(listener, d.clone()));
     spawn_sighup(d.clone());
     let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
