@@ -272,6 +272,23 @@ impl Daemon {
             d.mode = Some(self.filter.disk_mode(d.label.as_str()));
         }
         let traced = model::traced(&built.disks);
+        {
+            let s = self.read_state();
+            for u in built
+                .unmanaged
+                .iter()
+                .filter(|u| !s.model.unmanaged.contains(u))
+            {
+                tracing::warn!(
+                    "{}: carries an ASM label header asmguardd does not manage ({}): {}; it is not protected, and udev may give it a link",
+                    u.device,
+                    u.label
+                        .as_deref()
+                        .map_or("no label".to_string(), |l| format!("LABEL={l} to blkid and udev")),
+                    u.why
+                );
+            }
+        }
         self.write_state().model = built;
         self.sync_claims();
         self.metrics.sync(traced);
@@ -426,6 +443,15 @@ impl Daemon {
                 .collect(),
             devices_scanned: m.devices_scanned,
             unreadable: m.unreadable.clone(),
+            unmanaged: m
+                .unmanaged
+                .iter()
+                .map(|u| asmguard_proto::UnmanagedDisk {
+                    device: u.device.clone(),
+                    label: u.label.clone().unwrap_or_default(),
+                    reason: u.why.clone(),
+                })
+                .collect(),
         }
     }
 
@@ -774,6 +800,14 @@ impl crate::metrics::Readings for Daemon {
     }
     fn discards(&self) -> &asmguard_reclaim::counters::DiscardCounters {
         &self.discards
+    }
+    fn unmanaged(&self) -> Vec<String> {
+        self.read_state()
+            .model
+            .unmanaged
+            .iter()
+            .map(|u| u.device.clone())
+            .collect()
     }
     fn labels_lost(&self) -> BTreeMap<String, u64> {
         self.labels_lost

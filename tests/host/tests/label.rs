@@ -549,3 +549,91 @@ fn read_only_disk_is_refused_as_read_only() {
     assert_same(&l.read_dev(0, 4096), &[0u8; 4096], "read-only disk");
     d.ctl(&["label", "RO1", &dev]).ok();
 }
+
+/// The daemon reads a label as util-linux blkid does (and so udev's
+/// `ID_FS_LABEL`, the stable links, and ASM): `DATA1\0X` is DATA1, so a raw
+/// header with it beside a real DATA1 is a label conflict, not a disk nobody
+/// looks at; a header whose label asmguard does not manage (`data1`) is listed
+/// with the reason, logged and exported.
+#[test]
+fn labels_are_read_as_blkid_reads_them_and_unmanaged_headers_are_reported() {
+    let Some(_g) = lock() else { return };
+    let real = Loop::new(16 * MIB);
+    let shadow = Loop::new(16 * MIB);
+    let lower = Loop::new(16 * MIB);
+    let header = |field: &[u8]| {
+        let mut b = vec![0u8; 4096];
+        b[0x20..0x28].copy_from_slice(b"ORCLDISK");
+        b[0x28..0x28 + field.len()].copy_from_slice(field);
+        b
+    };
+    real.write_dev(0, &fresh_label_block("DATA1", 4096));
+    shadow.write_dev(0, &header(b"DATA1\0X"));
+    lower.write_dev(0, &header(b"data1"));
+    // what blkid (udev's probe) says of them
+    let blkid = |l: &Loop| {
+        sh(
+            "blkid",
+            &["-p", "-o", "value", "-s", "LABEL", l.dev.to_str().unwrap()],
+        )
+        .stdout
+        .trim()
+        .to_string()
+    };
+    assert_eq!(
+        (blkid(&real), blkid(&shadow), blkid(&lower)),
+        ("DATA1".into(), "DATA1".into(), "data1".into())
+    );
+    let d = Daemon::start(&[&real.name, &shadow.name, &lower.name], "");
+    let v = d.lsdsk();
+    let conflicts = v["conflicts"].as_array().unwrap();
+    assert_eq!(conflicts.len(), 1, "{v:#}");
+    assert_eq!(conflicts[0]["label"], "DATA1");
+    let mut claimants: Vec<&str> = conflicts[0]["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_str().unwrap())
+        .collect();
+    claimants.sort();
+    let mut want = vec![real.dev.to_str().unwrap(), shadow.dev.to_str().unwrap()];
+    want.sort();
+    assert_eq!(claimants, want, "{v:#}");
+    // the lower-case one: listed, with why; a line in the log; a metric
+    let un = v["unmanaged"].as_array().unwrap();
+    assert_eq!(un.len(), 1, "{v:#}");
+    assert_eq!(un[0]["device"], lower.dev.to_str().unwrap());
+    assert_eq!(un[0]["label"], "data1");
+    assert!(
+        un[0]["reason"].as_str().unwrap().contains("upper-case"),
+        "{v:#}"
+    );
+    let text = d.ctl(&["lsdsk"]).ok().stdout;
+    assert!(
+        text.lines().any(|l| l.starts_with("NOT MANAGED: ")
+            && l.contains(lower.dev.to_str().unwrap())
+            && l.contains("LABEL=data1")),
+        "{text}"
+    );
+    let log = d.log_text();
+    assert!(
+        log.lines().any(|l| l.contains("WARN")
+            && l.contains(lower.dev.to_str().unwrap())
+            && l.contains("does not manage")),
+        "{log}"
+    );
+    let port = d.metrics_port.unwrap();
+    let m = sh(
+        "curl",
+        &["-sf", &format!("http://127.0.0.1:{port}/metrics")],
+    )
+    .ok()
+    .stdout;
+    assert!(
+        m.contains(&format!(
+            "\nasmguard_asm_header_unmanaged{{device=\"{}\"}} 1\n",
+            lower.dev.display()
+        )),
+        "{m}"
+    );
+}
