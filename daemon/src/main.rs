@@ -11,6 +11,7 @@ use asmguard_devices::events::DeviceEvent;
 mod check;
 mod claims;
 mod filter;
+mod links;
 mod metrics;
 mod model;
 mod reclaim;
@@ -64,9 +65,8 @@ fn main() {
             std::process::exit(3);
         }
     };
-    let warnings = check::warnings(&cfg, &source);
     if args.check_config {
-        for w in &warnings {
+        for w in &check::warnings(&cfg, &source) {
             eprintln!("asmguardd: warning: {w}");
         }
         println!("{source}: configuration is valid");
@@ -84,9 +84,6 @@ fn main() {
         fmt.without_time().init();
     } else {
         fmt.init();
-    }
-    for w in &warnings {
-        tracing::warn!("{w}");
     }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -147,6 +144,10 @@ async fn run(
             return 1;
         }
     };
+    // (after the lock: a refused second daemon says that alone)
+    for w in check::warnings(&cfg, &source) {
+        tracing::warn!("{w}");
+    }
     // The monitor first, so nothing that happens during the first scan is missed.
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<DeviceEvent>();
     let (monitor_desc, monitor_alive) = start_monitor(tx);

@@ -141,6 +141,8 @@ pub struct Model {
 pub struct Unmanaged {
     /// The path a DBA knows (`/dev/mapper/...`, `/dev/sdb`).
     pub device: String,
+    /// Its kernel name.
+    pub name: String,
     /// The label as blkid reads it (none: the label bytes are empty).
     pub label: Option<String>,
     pub why: String,
@@ -178,6 +180,7 @@ fn unmanaged(devices: &BTreeMap<String, Observed>) -> Vec<Unmanaged> {
             };
             Some(Unmanaged {
                 device: o.sys.display_path(),
+                name: o.sys.name.clone(),
                 label,
                 why,
             })

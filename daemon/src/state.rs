@@ -89,6 +89,8 @@ pub struct Daemon {
     /// Labels lost to writes the daemon did not make, by label
     /// (`asmguard_labels_lost_total`).
     labels_lost: Mutex<BTreeMap<String, u64>>,
+    /// What udev was told of each device's label (the stable links).
+    links: crate::links::Links,
 }
 
 /// Test hook: runs inside a full scan between reading the devices and storing
@@ -206,6 +208,7 @@ impl Daemon {
             reclaiming: Default::default(),
             writer,
             labels_lost: Mutex::default(),
+            links: Default::default(),
         }
     }
 
@@ -289,6 +292,7 @@ impl Daemon {
                 );
             }
         }
+        self.links.follow(&self.sys, &built);
         self.write_state().model = built;
         self.sync_claims();
         self.metrics.sync(traced);

@@ -541,11 +541,14 @@ struct UdevCleanup {
     dev: std::path::PathBuf,
     created: Vec<std::path::PathBuf>,
     rules: std::path::PathBuf,
+    /// The device's record in udev's database, made by the test.
+    db: std::path::PathBuf,
 }
 
 impl Drop for UdevCleanup {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.rules);
+        let _ = std::fs::remove_file(&self.db);
         let target = self.dev.file_name().unwrap().to_string_lossy().to_string();
         for root in ["/dev/asmguard", "/dev/disk", "/dev/block"] {
             let _ = remove_links_to(Path::new(root), &target);
@@ -613,21 +616,42 @@ fn udev_rules_make_the_link_with_owner_and_mode() {
     let path = Path::new("/run/udev/rules.d")
         .join(format!("99-asmguard-test-{}.rules", std::process::id()));
     std::fs::write(&path, &rules).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    let rdev = std::fs::metadata(&l.dev).unwrap().rdev();
+    let db = std::path::PathBuf::from(format!(
+        "/run/udev/data/b{}:{}",
+        libc::major(rdev),
+        libc::minor(rdev)
+    ));
     let _c = UdevCleanup {
         dev: l.dev.clone(),
         created,
         rules: path,
+        db: db.clone(),
     };
-    let o = run(Command::new("udevadm")
-        .args(["test", "--action=change"])
-        .arg(format!("/sys/class/block/{}", l.name)));
-    assert_eq!(o.code, 0, "{o:?}");
-    assert!(o.stdout.contains("ID_FS_TYPE=oracleasm"), "{o:?}");
     let link = Path::new("/dev/asmguard/disks/UDEV1");
+    let udev_test = || {
+        let o = run(Command::new("udevadm")
+            .args(["test", "--action=change"])
+            .arg(format!("/sys/class/block/{}", l.name)));
+        assert_eq!(o.code, 0, "{o:?}");
+        assert!(o.stdout.contains("ID_FS_TYPE=oracleasm"), "{o:?}");
+        o
+    };
+    // The label bytes alone make no link: only the label asmguardd manages the
+    // device under (ASMGUARD_LABEL, which the daemon sends with a change uevent
+    // and udev keeps in its database), and "-" makes none.
+    let o = udev_test();
+    assert!(!link.exists(), "a link from the label bytes alone: {o:?}");
+    std::fs::create_dir_all("/run/udev/data").unwrap();
+    std::fs::write(&db, "E:ASMGUARD_LABEL=-\n").unwrap();
+    let o = udev_test();
+    assert!(!link.exists(), "a link for \"-\": {o:?}");
+    std::fs::write(&db, "E:ASMGUARD_LABEL=UDEV1\n").unwrap();
+    let o = udev_test();
     let target =
         std::fs::read_link(link).unwrap_or_else(|e| panic!("{}: {e}: {o:?}", link.display()));
     assert_eq!(target, Path::new("../..").join(&l.name));
-    use std::os::unix::fs::MetadataExt;
     let m = std::fs::metadata(&l.dev).unwrap();
     assert_eq!((m.uid(), m.gid(), m.mode() & 0o7777), (65534, 65534, 0o640));
     // lsdsk sees the link udev made, leading to the top device.
