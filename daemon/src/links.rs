@@ -2,18 +2,21 @@
 //! alone: anyone who can write a disk can forge those (a header reading
 //! `DATA1` to blkid on a second disk would otherwise take
 //! `/dev/asmguard/disks/DATA1`, the link ASM opens, from the real one). After
-//! every model the daemon tells udev, with a change uevent carrying
-//! `ASMGUARD_LABEL`, the label it manages each device under, and `-` for a
-//! device with an ASM label header it manages under none (a header it does not
-//! manage, the losers of a label conflict); the rules link only what
-//! `ASMGUARD_LABEL` names, and udev keeps it for the device's later events. In
-//! a label conflict the claimant that already had the link keeps it.
+//! every model the daemon writes, for each device whose answer changed,
+//! `/run/asmguard/links/<kernel name>` = `ASMGUARD_LABEL=<the label it manages
+//! the device under>`, or `-` for a device with an ASM label header it manages
+//! under none (a header it does not manage, the other claimants of a label
+//! conflict), and sends the device a change uevent; the rules import that file
+//! (`IMPORT{file}`) and link only the label it names. In a label conflict the
+//! claimant that already had the link keeps it. The files outlive the daemon
+//! (until reboot), so the links do too.
 //!
 //! Only where udevd runs (without it nothing makes links).
 
 use crate::model::Model;
 use asmguard_devices::{sysfs, udevdb};
 use std::collections::BTreeMap;
+use std::io::Write as _;
 use std::path::Path;
 use std::sync::Mutex;
 
@@ -21,10 +24,12 @@ use std::sync::Mutex;
 pub const KEY: &str = "ASMGUARD_LABEL";
 /// Its value for a device linked under no label.
 pub const NONE: &str = "-";
+/// Where the rules import each device's answer from (`%k`: the kernel name).
+pub const DIR: &str = "/run/asmguard/links";
 
 #[derive(Debug, Default)]
 pub struct Links {
-    /// Kernel name -> the value last sent (or read from udev's database).
+    /// Kernel name -> the value last written (or found in its file).
     told: Mutex<BTreeMap<String, String>>,
 }
 
@@ -39,7 +44,12 @@ impl Links {
             if let Some(v) = told.get(name) {
                 return Some(v.clone());
             }
-            let v = udevdb::property(name, KEY)?;
+            let text = std::fs::read_to_string(Path::new(DIR).join(name)).ok()?;
+            let v = text
+                .trim()
+                .strip_prefix(KEY)?
+                .strip_prefix('=')?
+                .to_string();
             told.insert(name.to_string(), v.clone());
             Some(v)
         };
@@ -86,13 +96,25 @@ impl Links {
             if now(&name, &mut told).as_deref() == Some(v.as_str()) {
                 continue;
             }
-            match sysfs::announce(sys, &name, KEY, &v) {
+            match tell(sys, &name, &v) {
                 Ok(()) => {
-                    tracing::debug!("{name}: udev told {KEY}={v}");
+                    tracing::info!("stable links: told udev {KEY}={v} for {name}");
                     told.insert(name, v);
                 }
                 Err(e) => tracing::warn!("{name}: cannot tell udev {KEY}={v}: {e}"),
             }
         }
     }
+}
+
+/// Writes `<DIR>/<name>` (whole, by rename) and sends `name` a change uevent.
+fn tell(sys: &Path, name: &str, value: &str) -> std::io::Result<()> {
+    std::fs::create_dir_all(DIR)?;
+    let path = Path::new(DIR).join(name);
+    let tmp = Path::new(DIR).join(format!(".{name}.new"));
+    let mut f = std::fs::File::create(&tmp)?;
+    writeln!(f, "{KEY}={value}")?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, &path)?;
+    sysfs::trigger_change(sys, name)
 }

@@ -444,9 +444,9 @@ pub fn udev_rules(c: &Config) -> String {
 #
 # /dev/asmguard/disks/<LABEL> points at the disk's top device: the multipath device,
 # never one of its sdX paths. The label is the one asmguardd manages the device under
-# (ASMGUARD_LABEL, which it sends with a change event and udev keeps), never the label
-# bytes alone: a header forged on another disk cannot take a link. "-": a device with an
-# ASM label header asmguardd manages under no label (no link).
+# (ASMGUARD_LABEL in /run/asmguard/links/<kernel name>, written by the daemon before it
+# sends the change event), never the label bytes alone: a header forged on another disk
+# cannot take a link. "-": a device with an ASM label header it manages under no label.
 # No inotify watch on managed disks: every close after a write by ASM would make udev
 # re-probe the disk; asmguardd sends a change event itself after each label change.
 ACTION=="remove", GOTO="asmguard_end"
@@ -460,10 +460,8 @@ KERNEL=="dm-*", ENV{{DM_SUSPENDED}}=="1", GOTO="asmguard_end"
 # blkid's probe, when no earlier rule ran it.
 ENV{{ID_FS_TYPE}}=="", IMPORT{{builtin}}="blkid"
 ENV{{ID_FS_TYPE}}!="oracleasm", GOTO="asmguard_end"
-ENV{{ASMGUARD_LABEL}}=="", IMPORT{{db}}="ASMGUARD_LABEL"
+IMPORT{{file}}="/run/asmguard/links/%k"
 ENV{{ASMGUARD_LABEL}}=="", GOTO="asmguard_end"
-# kept in udev's database for the device's later events
-ENV{{ASMGUARD_LABEL}}="$env{{ASMGUARD_LABEL}}"
 ENV{{ASMGUARD_LABEL}}=="-", GOTO="asmguard_end"
 OPTIONS+="nowatch"
 OWNER="{o}", GROUP="{g}", MODE="{m:04o}"

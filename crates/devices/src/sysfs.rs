@@ -239,27 +239,6 @@ pub fn trigger_change(root: &Path, name: &str) -> io::Result<()> {
     fs::write(class_block(root).join(name).join("uevent"), "change")
 }
 
-/// A change uevent of `name` carrying `key=value` (a synthetic uevent with
-/// arguments, Linux 4.13+): udev rules see the property, and udev keeps it in
-/// its database for the device's later events.
-pub fn announce(root: &Path, name: &str, key: &str, value: &str) -> io::Result<()> {
-    let mut r = [0u8; 16];
-    fs::File::open("/dev/urandom").and_then(|mut f| io::Read::read_exact(&mut f, &mut r))?;
-    let h: String = r.iter().map(|b| format!("{b:02x}")).collect();
-    let uuid = format!(
-        "{}-{}-{}-{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..32]
-    );
-    fs::write(
-        class_block(root).join(name).join("uevent"),
-        format!("change {uuid} {key}={value}"),
-    )
-}
-
 /// Why a device cannot be written right now: held by dm/md (its holders, or a
 /// partition's), mounted (it or a partition, per `/proc/self/mountinfo`), or used as
 /// swap. `None` when nothing is seen (the `O_EXCL` open still has the last word).

@@ -76,17 +76,6 @@ pub fn read(name: &str) -> Option<UdevProps> {
     (!p.is_empty()).then_some(p)
 }
 
-/// One property of `name` in udev's database (`None`: no udevd, no such
-/// device or property).
-pub fn property(name: &str, key: &str) -> Option<String> {
-    if !udevd_running() {
-        return None;
-    }
-    let d = udev::Device::from_subsystem_sysname("block".into(), name.into()).ok()?;
-    d.property_value(key)
-        .map(|v| v.to_string_lossy().into_owned())
-}
-
 /// Groups devices by the LUN they reach ([`UdevProps::lun`]): LUN -> device names
 /// (sorted). Devices with no LUN identity are left out. The multipath device and
 /// its sd paths land in one group even when the map does not (yet, or any more)

@@ -606,23 +606,23 @@ fn udev_rules_make_the_link_with_owner_and_mode() {
         "{rules}"
     );
     // Record what did not exist, so it is removed afterwards.
-    let created: Vec<std::path::PathBuf> =
-        ["/run/udev", "/dev/asmguard", "/dev/disk", "/dev/block"]
-            .iter()
-            .map(std::path::PathBuf::from)
-            .filter(|p| !p.exists())
-            .collect();
+    let created: Vec<std::path::PathBuf> = [
+        "/run/udev",
+        "/run/asmguard",
+        "/dev/asmguard",
+        "/dev/disk",
+        "/dev/block",
+    ]
+    .iter()
+    .map(std::path::PathBuf::from)
+    .filter(|p| !p.exists())
+    .collect();
     std::fs::create_dir_all("/run/udev/rules.d").unwrap();
     let path = Path::new("/run/udev/rules.d")
         .join(format!("99-asmguard-test-{}.rules", std::process::id()));
     std::fs::write(&path, &rules).unwrap();
     use std::os::unix::fs::MetadataExt;
-    let rdev = std::fs::metadata(&l.dev).unwrap().rdev();
-    let db = std::path::PathBuf::from(format!(
-        "/run/udev/data/b{}:{}",
-        libc::major(rdev),
-        libc::minor(rdev)
-    ));
+    let db = Path::new("/run/asmguard/links").join(&l.name);
     let _c = UdevCleanup {
         dev: l.dev.clone(),
         created,
@@ -639,15 +639,15 @@ fn udev_rules_make_the_link_with_owner_and_mode() {
         o
     };
     // The label bytes alone make no link: only the label asmguardd manages the
-    // device under (ASMGUARD_LABEL, which the daemon sends with a change uevent
-    // and udev keeps in its database), and "-" makes none.
+    // device under (ASMGUARD_LABEL in /run/asmguard/links/<name>, which the
+    // daemon writes), and "-" makes none.
     let o = udev_test();
     assert!(!link.exists(), "a link from the label bytes alone: {o:?}");
-    std::fs::create_dir_all("/run/udev/data").unwrap();
-    std::fs::write(&db, "E:ASMGUARD_LABEL=-\n").unwrap();
+    std::fs::create_dir_all("/run/asmguard/links").unwrap();
+    std::fs::write(&db, "ASMGUARD_LABEL=-\n").unwrap();
     let o = udev_test();
     assert!(!link.exists(), "a link for \"-\": {o:?}");
-    std::fs::write(&db, "E:ASMGUARD_LABEL=UDEV1\n").unwrap();
+    std::fs::write(&db, "ASMGUARD_LABEL=UDEV1\n").unwrap();
     let o = udev_test();
     let target =
         std::fs::read_link(link).unwrap_or_else(|e| panic!("{}: {e}: {o:?}", link.display()));

@@ -30,13 +30,14 @@ info "exposure: $(systemd-analyze security asmguard.service 2>&1 | tail -n 1)"
 if sys_mpath_label >/tmp/svc.out 2>&1; then
 	pass label-link "$(ls -l "$SYS_LINK")"
 else
-	fail label-link "$(cat /tmp/svc.out) :: $(ls -l /dev/asmguard/disks 2>&1)"
+	fail label-link "$(cat /tmp/svc.out) :: $(ls -l /dev/asmguard/disks 2>&1) :: $(udevadm info -q property "$SYS_MPATH" | grep -E 'ASMGUARD|SYNTH|ID_FS_TYPE|ID_FS_LABEL=|DISABLE' | tr '\n' ' ') :: $(journalctl -b -u asmguard --no-pager -o cat | grep -i 'udev' | tail -n 3)"
 fi
 # A planted header never moves a link: a second disk whose header reads
 # $SYS_LABEL to blkid and udev ("$SYS_LABEL\0X") is a label conflict the daemon
 # reports; the link stays on the disk it manages, also through a change event of
 # each disk (the rules link by what the daemon decided, kept in udev's database).
 target=$(readlink -f "$SYS_LINK")
+holds link-before-plant "$SYS_LINK -> ${target:-nothing}" [ -n "$target" ] && [ -b "$target" ]
 truncate -s 16M /tmp/plant.img
 plant=$(losetup -f --show /tmp/plant.img)
 printf 'ORCLDISK%s\000X' "$SYS_LABEL" | dd of="$plant" bs=1 seek=32 conv=notrunc 2>/dev/null
