@@ -607,9 +607,27 @@ int BPF_PROG(ag_fr_file_ioctl, struct file *file, unsigned int cmd, unsigned lon
 	return ret ?: ioctl_by_class_rule(file, cmd, arg, false);
 }
 
+/* A block device opened through a path is asked about twice in one open:
+ * may_open -> inode_permission -> devcgroup_inode_permission, then blkdev_open
+ * -> bdev_permission (a character device, and an in-kernel open by number,
+ * once). A denial ends the open at the first ask; an audited open reaches the
+ * second. The fallback reports each open once: an audited first ask leaves
+ * the task's id and the device here, and the second ask that finds them is
+ * not reported again. An entry an open left behind (it failed between the
+ * asks) only moves the report of the task's next open of that device from its
+ * first ask to its second: still one per open. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);   /* tid */
+	__type(value, __u32); /* kernel dev_t */
+} ag_open_asked SEC(".maps");
+
 /* Fallback: open-time only. Runs for opens and mknods in every cgroup below the
- * root it is attached to; returns 1 to allow, 0 to deny. */
-static __always_inline int cgroup_dev(struct bpf_cgroup_dev_ctx *ctx, bool full, __u32 hook)
+ * root it is attached to; returns 1 to allow, 0 to deny. `pair`: report a
+ * block device's two asks of one open once (needs the task: not 5.10). */
+static __always_inline int cgroup_dev(struct bpf_cgroup_dev_ctx *ctx, bool full, __u32 hook,
+				      bool pair)
 {
 	__u32 type = ctx->access_type & 0xffff;
 	__u32 access = ctx->access_type >> 16;
@@ -627,13 +645,34 @@ static __always_inline int cgroup_dev(struct bpf_cgroup_dev_ctx *ctx, bool full,
 	d = managed_dev(dev, type == BPF_DEVCG_DEV_CHAR);
 	if (!d)
 		return 1;
-	return verdict(d, dev, flags, hook, ctx->access_type, full) ? 0 : 1;
+	pair = pair && type == BPF_DEVCG_DEV_BLOCK &&
+	       BPF_CORE_READ((struct task_struct *)bpf_get_current_task(), nameidata);
+	if (pair) {
+		__u32 tid = (__u32)bpf_get_current_pid_tgid();
+		__u32 *asked = bpf_map_lookup_elem(&ag_open_asked, &tid);
+
+		if (asked && *asked == dev) {
+			bpf_map_delete_elem(&ag_open_asked, &tid);
+			/* the second ask of an open reported at the first (enforce is
+			 * judged again: the mode may have changed in between) */
+			if (d->mode != AG_MODE_ENFORCE)
+				return 1;
+		}
+	}
+	if (verdict(d, dev, flags, hook, ctx->access_type, full))
+		return 0;
+	if (pair && d->mode == AG_MODE_AUDIT) {
+		__u32 tid = (__u32)bpf_get_current_pid_tgid();
+
+		bpf_map_update_elem(&ag_open_asked, &tid, &dev, BPF_ANY);
+	}
+	return 1;
 }
 
 SEC("cgroup/dev")
 int ag_cgroup_dev(struct bpf_cgroup_dev_ctx *ctx)
 {
-	return cgroup_dev(ctx, true, AG_HOOK_CGROUP_DEVICE);
+	return cgroup_dev(ctx, true, AG_HOOK_CGROUP_DEVICE, true);
 }
 
 /* The same for kernels whose cgroup-device programs may not walk the task
@@ -642,7 +681,7 @@ int ag_cgroup_dev(struct bpf_cgroup_dev_ctx *ctx)
 SEC("cgroup/dev")
 int ag_cgroup_dev_ids(struct bpf_cgroup_dev_ctx *ctx)
 {
-	return cgroup_dev(ctx, false, AG_HOOK_CGROUP_DEVICE);
+	return cgroup_dev(ctx, false, AG_HOOK_CGROUP_DEVICE, false);
 }
 
 /* LSM backend: in-kernel opens by device number. nvmet's block backend opens
@@ -663,5 +702,5 @@ int ag_kernel_open(struct bpf_cgroup_dev_ctx *ctx)
 
 	if (BPF_CORE_READ(t, nameidata))
 		return 1;
-	return cgroup_dev(ctx, true, AG_HOOK_KERNEL_OPEN);
+	return cgroup_dev(ctx, true, AG_HOOK_KERNEL_OPEN, false);
 }

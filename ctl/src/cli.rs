@@ -48,8 +48,9 @@ pub enum Command {
     /// Refused when the disk holds data (any partition table, filesystem, LVM, RAID,
     /// swap, LUKS or unknown bytes: --force erases their signatures), an ASM disk
     /// header (--migrate keeps it and only sets the label), another label (--force, or
-    /// use rename), or is in use (mounted, held by dm/md). Labelling with the label it
-    /// already has changes nothing.
+    /// use rename), or is in use (mounted, held by dm/md; or open for writing by
+    /// another process, named by pid and command: --force labels it anyway). Labelling
+    /// with the label it already has changes nothing.
     Label(LabelArgs),
     /// Remove a label (an ASM disk header keeps ORCLDISK; elsewhere ORCLCLRD is left).
     Unlabel(UnlabelArgs),
@@ -114,7 +115,8 @@ pub struct LabelArgs {
     pub label: String,
     /// The block device (a multipath device rather than one of its paths).
     pub device: PathBuf,
-    /// Erase foreign signatures (data!) or replace another label.
+    /// Erase foreign signatures (data!), replace another label, or label a disk
+    /// another process holds open for writing.
     #[arg(long)]
     pub force: bool,
     /// Keep an existing ASM disk header and only set the label in it (and in its copy).

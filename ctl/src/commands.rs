@@ -163,6 +163,18 @@ pub fn lsdsk_text(r: &LsdskResult) -> String {
     for u in &r.unreadable {
         let _ = writeln!(s, "unreadable: {u}");
     }
+    for u in &r.unmanaged {
+        let seen = if u.label.is_empty() {
+            "no label".to_string()
+        } else {
+            format!("LABEL={} to blkid and udev", u.label)
+        };
+        let _ = writeln!(
+            s,
+            "NOT MANAGED: {} carries an ASM label header ({seen}): {}",
+            u.device, u.reason
+        );
+    }
     s
 }
 

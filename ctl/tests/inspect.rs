@@ -99,6 +99,47 @@ fn blkid_reports_labels_written_by_the_format_code() {
     assert_eq!(j["label"]["label"], "DATA01");
 }
 
+/// The label as util-linux blkid reads it (and so udev's `ID_FS_LABEL`, the
+/// links and ASM) is the label the format code reads, byte for byte, for the
+/// label fields that trip a stricter reader: bytes after a NUL, trailing
+/// blanks, lower case, a leading NUL.
+#[test]
+fn the_format_code_reads_labels_as_blkid_does() {
+    let dir = tempfile::tempdir().unwrap();
+    for (i, field) in [
+        &b"DATA1\0X"[..],
+        b"DATA1\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0ZZ",
+        b"DATA1   ",
+        b"DATA1 \t",
+        b"data1",
+        b"Data_1",
+        b"\0DATA1",
+        b"DATA1",
+        b"ABCDEFGHIJKLMNOPQRSTUVWX",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let p = image(dir.path(), &format!("l{i}.img"), 1 << 20);
+        let mut b = vec![0u8; 4096];
+        b[0x20..0x28].copy_from_slice(b"ORCLDISK");
+        b[0x28..0x28 + field.len()].copy_from_slice(field);
+        write_at(&p, 0, &b);
+        let kv = blkid(&p);
+        assert_eq!(get(&kv, "TYPE"), Some("oracleasm"), "{field:?}: {kv:?}");
+        let ours = match label::read(&b) {
+            label::LabelState::Marked { label, .. } => label,
+            s => panic!("{field:?}: {s:?}"),
+        };
+        assert_eq!(
+            ours.as_deref(),
+            get(&kv, "LABEL"),
+            "{:?}: blkid {kv:?}",
+            String::from_utf8_lossy(field)
+        );
+    }
+}
+
 #[test]
 fn inspect_shows_every_header_field_as_text() {
     let dir = tempfile::tempdir().unwrap();

@@ -109,7 +109,11 @@ fn udev_rules_follow_the_config() {
         out.contains(r#"OWNER="oracle", GROUP="dba", MODE="0600""#),
         "{out}"
     );
-    assert!(out.contains(r#"ENV{ID_FS_TYPE}!="oracleasm""#) && out.contains("ID_FS_LABEL_ENC"));
+    assert!(out.contains(r#"ENV{ID_FS_TYPE}!="oracleasm""#));
+    // the link is the label the daemon decided, never the label bytes alone
+    assert!(out.contains(r#"SYMLINK+="asmguard/disks/$env{ASMGUARD_LABEL}""#));
+    assert!(out.contains(r#"IMPORT{file}="/run/asmguard/links/%k""#));
+    assert!(!out.contains("$env{ID_FS_LABEL_ENC}"), "{out}");
     assert!(out.contains(r#"ENV{DM_MULTIPATH_DEVICE_PATH}=="1", GOTO="asmguard_end""#));
     assert!(out.contains(r#"OPTIONS+="nowatch""#));
     std::fs::write(&p, "[paths]\nmode = \"0777\"\n").unwrap();

@@ -8,8 +8,10 @@
 
 use asmguard_config as config;
 use asmguard_devices::events::DeviceEvent;
+mod check;
 mod claims;
 mod filter;
+mod links;
 mod metrics;
 mod model;
 mod reclaim;
@@ -64,6 +66,9 @@ fn main() {
         }
     };
     if args.check_config {
+        for w in &check::warnings(&cfg, &source) {
+            eprintln!("asmguardd: warning: {w}");
+        }
         println!("{source}: configuration is valid");
         std::process::exit(0);
     }
@@ -96,6 +101,21 @@ fn main() {
     std::process::exit(code);
 }
 
+/// Every 2 s: are the filter's pins and maps still this daemon's
+/// (`FilterService::verify`: another process with the same pin directory
+/// could replace them)? A few fdinfo reads and one walk of the device map.
+fn spawn_filter_verify(d: std::sync::Arc<state::Daemon>) {
+    let spawned = std::thread::Builder::new()
+        .name("filter-verify".into())
+        .spawn(move || loop {
+            std::thread::sleep(Duration::from_secs(2));
+            d.filter.verify();
+        });
+    if let Err(e) = spawned {
+        tracing::error!("write filter: cannot start the thread that checks its pins: {e}");
+    }
+}
+
 fn notify(states: &[sd_notify::NotifyState]) {
     if let Err(e) = sd_notify::notify(states) {
         tracing::debug!("sd_notify: {e}");
@@ -124,6 +144,10 @@ async fn run(
             return 1;
         }
     };
+    // (after the lock: a refused second daemon says that alone)
+    for w in check::warnings(&cfg, &source) {
+        tracing::warn!("{w}");
+    }
     // The monitor first, so nothing that happens during the first scan is missed.
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<DeviceEvent>();
     let (monitor_desc, monitor_alive) = start_monitor(tx);
@@ -223,6 +247,7 @@ async fn run(
         Duration::from_secs(d.cfg.devices.label_watch_seconds),
     );
     spawn_watchdog(monitor_alive.clone());
+    spawn_filter_verify(d.clone());
     let serve = tokio::spawn(server::serve(listener, d.clone()));
     spawn_sighup(d.clone());
     let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {

@@ -28,6 +28,10 @@ pub trait Readings: Send + Sync {
     fn mode_words(&self) -> BTreeMap<String, &'static str>;
     /// Reclaim's discard bytes and the ones in flight.
     fn discards(&self) -> &DiscardCounters;
+    /// Labels lost to writes the daemon did not make, by label.
+    fn labels_lost(&self) -> BTreeMap<String, u64>;
+    /// Devices with an ASM label header the daemon does not manage.
+    fn unmanaged(&self) -> Vec<String>;
 }
 
 /// The HTTP endpoint's share of the process: a few connections, each for a
@@ -266,6 +270,8 @@ impl CounterSource for LiveCounters {
             c.filter_modes.insert(label, word.to_string());
         }
         c.events_dropped = f.events_dropped();
+        c.labels_lost = d.labels_lost();
+        c.unmanaged = d.unmanaged();
         let counts = f.counts().unwrap_or_else(|e| {
             tracing::warn!("filter counters unreadable: {e}");
             Default::default()

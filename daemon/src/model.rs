@@ -130,6 +130,62 @@ pub struct Model {
     pub unreadable: Vec<String>,
     /// Devices looked at (the ones `devices.include`/`exclude` let in).
     pub devices_scanned: usize,
+    /// Devices with an ASM label header (`ORCLDISK`) that no disk is managed
+    /// under, and why.
+    pub unmanaged: Vec<Unmanaged>,
+}
+
+/// A device carrying an ASM label header that asmguardd does not manage: blkid
+/// (and so udev and ASM) may still see a label on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unmanaged {
+    /// The path a DBA knows (`/dev/mapper/...`, `/dev/sdb`).
+    pub device: String,
+    /// Its kernel name.
+    pub name: String,
+    /// The label as blkid reads it (none: the label bytes are empty).
+    pub label: Option<String>,
+    pub why: String,
+}
+
+/// The devices with an ASM label header no disk is managed under: a label
+/// that is not one asmguard manages (lower case, other characters), or none.
+/// Only devices with nothing stacked on them (a multipath device, not its
+/// paths).
+fn unmanaged(devices: &BTreeMap<String, Observed>) -> Vec<Unmanaged> {
+    use asmguard_format::label::{why_not_managed, LabelState};
+    devices
+        .values()
+        .filter(|o| o.included && o.sys.holders.is_empty())
+        .filter_map(|o| {
+            let Some(Ok(r)) = &o.read else { return None };
+            let (label, why) = match &r.state {
+                LabelState::Marked {
+                    label: Some(l),
+                    valid: false,
+                    ..
+                } => (
+                    Some(l.clone()),
+                    why_not_managed(l).unwrap_or_else(|| "not a valid label".into()),
+                ),
+                LabelState::Marked { label: None, .. } if r.header.is_some() => (
+                    None,
+                    "an ASM disk header with no label (`asmguardctl label NAME DEVICE --migrate` labels it)"
+                        .into(),
+                ),
+                LabelState::Marked { label: None, .. } => {
+                    (None, "the ORCLDISK tag with no label".into())
+                }
+                _ => return None,
+            };
+            Some(Unmanaged {
+                device: o.sys.display_path(),
+                name: o.sys.name.clone(),
+                label,
+                why,
+            })
+        })
+        .collect()
 }
 
 impl Model {
@@ -162,6 +218,7 @@ pub fn build(sys: &Path, devices: &BTreeMap<String, Observed>, grouping: &Groupi
             })
             .collect(),
         devices_scanned: devices.values().filter(|o| o.included).count(),
+        unmanaged: unmanaged(devices),
     }
 }
 

@@ -103,6 +103,11 @@ pub struct Daemon {
     /// Who opens disks for the daemon's own writes (labels, reclaim): the
     /// filter's choice at start (`crate::filter::start`).
     pub writer: Writer,
+    /// Labels lost to writes the daemon did not make, by label
+    /// (`asmguard_labels_lost_total`).
+    labels_lost: Mutex<BTreeMap<String, u64>>,
+    /// What udev was told of each device's label (the stable links).
+    links: crate::links::Links,
 }
 
 /// Test hook: runs inside a full scan between reading the devices and storing
@@ -238,7 +243,19 @@ impl Daemon {
             discards: Default::default(),
             reclaiming: Default::default(),
             writer,
+            labels_lost: Mutex::default(),
+            links: Default::default(),
         }
+    }
+
+    /// Counts a label lost to a write this daemon did not make.
+    pub fn count_lost_label(&self, label: &str) {
+        *self
+            .labels_lost
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(label.to_string())
+            .or_insert(0) += 1;
     }
 
     fn read_state(&self) -> std::sync::RwLockReadGuard<'_, State> {
@@ -294,6 +311,24 @@ impl Daemon {
             d.mode = Some(self.filter.disk_mode(d.label.as_str()));
         }
         let traced = model::traced(&built.disks);
+        {
+            let s = self.read_state();
+            for u in built
+                .unmanaged
+                .iter()
+                .filter(|u| !s.model.unmanaged.contains(u))
+            {
+                tracing::warn!(
+                    "{}: carries an ASM label header asmguardd does not manage ({}): {}; it is not protected, and udev may give it a link",
+                    u.device,
+                    u.label
+                        .as_deref()
+                        .map_or("no label".to_string(), |l| format!("LABEL={l} to blkid and udev")),
+                    u.why
+                );
+            }
+        }
+        self.links.follow(&self.sys, &built);
         let mut st = self.write_state();
         log_conflicts(&st.model.conflicts, &built.conflicts);
         st.model = built;
@@ -471,6 +506,15 @@ impl Daemon {
                 .collect(),
             devices_scanned: m.devices_scanned,
             unreadable: m.unreadable.clone(),
+            unmanaged: m
+                .unmanaged
+                .iter()
+                .map(|u| asmguard_proto::UnmanagedDisk {
+                    device: u.device.clone(),
+                    label: u.label.clone().unwrap_or_default(),
+                    reason: u.why.clone(),
+                })
+                .collect(),
         }
     }
 
@@ -633,6 +677,23 @@ impl Daemon {
                 ErrorCode::InUse,
                 format!("{shown}: is in use: {why}: refusing to label it"),
             ));
+        }
+        if !a.force {
+            // A writer's descriptor outlives the label: on the open-time-only
+            // backend nothing stops it from overwriting the new label.
+            let w = writers_of(&self.sys, &sd);
+            if let Some(o) = w.first() {
+                return Err(err(
+                    ErrorCode::InUse,
+                    format!(
+                        "{shown}: is open for writing by {o}{}: a write through it could overwrite the label; stop that process and retry, or label with --force",
+                        match w.len() {
+                            1 => String::new(),
+                            n => format!(" and {} more", n - 1),
+                        }
+                    ),
+                ));
+            }
         }
         let opts = LabelOptions {
             force: a.force,
@@ -840,6 +901,18 @@ impl Daemon {
     }
 }
 
+/// Every process but this one holding `sd` open for writing: through the
+/// device itself, a path below it (multipath) or the disk it is a partition of.
+fn writers_of(sys: &Path, sd: &SysDev) -> Vec<asmguard_reclaim::safety::Opener> {
+    let mut devs = vec![sd.dev];
+    for n in sd.slaves.iter().chain(sd.parent.iter()) {
+        if let Ok(o) = sysfs::read(sys, n) {
+            devs.push(o.dev);
+        }
+    }
+    asmguard_reclaim::safety::writers(Path::new("/proc"), &devs, std::process::id())
+}
+
 impl crate::metrics::Readings for Daemon {
     fn filter(&self) -> &FilterService {
         &self.filter
@@ -849,6 +922,20 @@ impl crate::metrics::Readings for Daemon {
     }
     fn discards(&self) -> &asmguard_reclaim::counters::DiscardCounters {
         &self.discards
+    }
+    fn unmanaged(&self) -> Vec<String> {
+        self.read_state()
+            .model
+            .unmanaged
+            .iter()
+            .map(|u| u.device.clone())
+            .collect()
+    }
+    fn labels_lost(&self) -> BTreeMap<String, u64> {
+        self.labels_lost
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 }
 

@@ -45,6 +45,9 @@ fn run(d: &Daemon, interval: Duration) {
         let step = interval / names.len() as u32;
         for (i, name) in names.iter().enumerate() {
             if let Some((changed, lost, replaced)) = d.label_changed(name) {
+                if let Some(l) = &lost {
+                    d.count_lost_label(l);
+                }
                 match (lost, replaced) {
                     (Some(l), _) => tracing::error!(
                         "label watch: {name} lost its label {l} to a write this daemon did not \

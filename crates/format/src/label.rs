@@ -137,14 +137,42 @@ pub fn read(block0: &[u8]) -> LabelState {
         };
     }
     let raw = crate::bytes::text(block0, LABEL_OFFSET, LABEL_MAX);
+    // As util-linux blkid reads it (and so udev's ID_FS_LABEL, and ASM): up to
+    // the first NUL, trailing white space trimmed; bytes after a NUL are not
+    // part of it.
     let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
-    // Valid: stored upper-case, rule-abiding, and nothing but NULs after it.
-    let valid = bytes[end..].iter().all(|&b| b == 0)
-        && Label::new(&raw).map(|l| l.as_str() == raw).unwrap_or(false);
+    let kept = bytes[..end]
+        .iter()
+        .rposition(|b| !matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r'))
+        .map_or(0, |i| i + 1);
+    let label = &crate::bytes::text(&bytes[..kept], 0, kept);
+    if label.is_empty() {
+        return LabelState::Marked {
+            label: None,
+            raw,
+            valid: false,
+        };
+    }
+    // Valid: stored upper-case and rule-abiding.
+    let valid = Label::new(label)
+        .map(|l| l.as_str() == label)
+        .unwrap_or(false);
     LabelState::Marked {
-        label: Some(raw.clone()),
+        label: Some(label.to_string()),
         raw,
         valid,
+    }
+}
+
+/// Why a label as blkid reads it (`LabelState::Marked`'s `label`) is not one
+/// asmguard manages; `None` when it is.
+pub fn why_not_managed(label: &str) -> Option<String> {
+    match Label::new(label) {
+        Err(e) => Some(e.to_string()),
+        Ok(l) if l.as_str() != label => Some(format!(
+            "it is not stored upper-case ({label}; asmguard, ASMLib and AFD store {l})"
+        )),
+        Ok(_) => None,
     }
 }
 

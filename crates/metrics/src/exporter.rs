@@ -24,6 +24,8 @@
 //! | `asmguard_backend_info` | gauge (1) | backend |
 //! | `asmguard_protected` | gauge (0/1) | - |
 //! | `asmguard_filter_events_dropped_total` | counter | - |
+//! | `asmguard_labels_lost_total` | counter | label |
+//! | `asmguard_asm_header_unmanaged` | gauge (1) | device |
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -110,6 +112,11 @@ pub struct Counters {
     pub discard: BTreeMap<(String, DiscardSource), u64>,
     /// Filter events the kernel could not queue (the denials are still counted).
     pub events_dropped: u64,
+    /// label -> times a managed disk lost that label to a write the daemon
+    /// did not make (another host, or a writer the filter let through).
+    pub labels_lost: BTreeMap<String, u64>,
+    /// Devices with an ASM label header the daemon does not manage.
+    pub unmanaged: Vec<String>,
 }
 
 /// Where the collector gets [`Counters`] from at scrape time (the daemon reads
@@ -238,6 +245,8 @@ const FAMILIES: &[Family] = &[
     backend_info,
     protected,
     filter_events_dropped,
+    labels_lost,
+    asm_header_unmanaged,
 ];
 
 /// The labels of a (disk, op) entry, as the encoder wants them.
@@ -444,6 +453,40 @@ fn filter_events_dropped(
         MetricType::Counter,
     )?
     .encode_counter::<NoLabelSet, _, u64>(&s.counters.events_dropped, None)
+}
+
+fn labels_lost(s: &Scrape<'_>, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+    let mut m = enc.encode_descriptor(
+        "asmguard_labels_lost",
+        "Times a managed disk lost its label to a write asmguardd did not make \
+         (another host, or a writer the filter let through), per label",
+        None,
+        MetricType::Counter,
+    )?;
+    for (label, n) in &s.counters.labels_lost {
+        m.encode_family(&[("label", label.as_str())])?
+            .encode_counter::<NoLabelSet, _, u64>(n, None)?;
+    }
+    Ok(())
+}
+
+fn asm_header_unmanaged(
+    s: &Scrape<'_>,
+    enc: &mut DescriptorEncoder,
+) -> Result<(), std::fmt::Error> {
+    let mut m = enc.encode_descriptor(
+        "asmguard_asm_header_unmanaged",
+        "Devices with an ASM label header (ORCLDISK) asmguardd does not manage: not \
+         protected, and blkid, udev and ASM may still see a label (value always 1; \
+         asmguardctl lsdsk says why)",
+        None,
+        MetricType::Gauge,
+    )?;
+    for d in &s.counters.unmanaged {
+        m.encode_family(&[("device", d.as_str())])?
+            .encode_gauge(&1i64)?;
+    }
+    Ok(())
 }
 
 /// The collector registered with the registry: reads everything at scrape time.

@@ -745,6 +745,20 @@ pub struct LsdskResult {
     /// Devices that could not be read, with the reason.
     #[serde(default)]
     pub unreadable: Vec<String>,
+    /// Devices with an ASM label header (`ORCLDISK`) that asmguardd does not
+    /// manage: blkid, udev and ASM may still see a label on them.
+    #[serde(default)]
+    pub unmanaged: Vec<UnmanagedDisk>,
+}
+
+/// A device with an ASM label header that asmguardd does not manage.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnmanagedDisk {
+    pub device: String,
+    /// The label as util-linux blkid reads it (empty: none).
+    pub label: String,
+    /// Why asmguardd does not manage it.
+    pub reason: String,
 }
 
 /// The answer to `label`, `unlabel`, `rename`.
@@ -1110,7 +1124,8 @@ mod json_names {
             "filtering":"enforce (lsm)","filter_mode":"enforce","conflict":false,
             "serial":"S1","wwn":"0x5000"}],
             "conflicts":[{"label":"TWIN","devices":["/dev/sde","/dev/sdf"]}],
-            "devices_scanned":7,"unreadable":["sdz: I/O error"]}"#,
+            "devices_scanned":7,"unreadable":["sdz: I/O error"],
+            "unmanaged":[{"device":"/dev/sdy","label":"data1","reason":"r"}]}"#,
         );
         pinned::<StatusResult>(
             r#"{"daemon_version":"0.1.0","protocol_version":1,"pid":1,"uptime_seconds":2,

@@ -139,6 +139,9 @@ pub struct FilterStatus {
     pub devices: usize,
     /// What of a caller the filter can judge (`Full` without a filter).
     pub reach: IdentityReach,
+    /// Another process changed the filter's pins or maps (put back since):
+    /// protection is `degraded`.
+    pub changed: bool,
 }
 
 impl FilterStatus {
@@ -154,6 +157,7 @@ impl FilterStatus {
             other_programs: vec![],
             devices: 0,
             reach: IdentityReach::Full,
+            changed: false,
         }
     }
 
@@ -171,6 +175,7 @@ impl FilterStatus {
     /// `reason`).
     pub fn protection(&self) -> Protection {
         match self.cover {
+            Coverage::Full(_) if self.changed => Protection::Degraded,
             Coverage::Full(_) => Protection::Protected,
             Coverage::OpenTimeOnly => Protection::Degraded,
             Coverage::Disabled => Protection::Off,
@@ -220,6 +225,10 @@ struct Inner {
     /// Whether the daemon has synced once (the reader starts then, so that
     /// events queued in the kernel while nobody read name their label).
     synced: bool,
+    /// What another process changed of this filter's pins or maps, last seen
+    /// (`verify`); protection is `degraded` while it is set (until the
+    /// programs are loaded again: `filter disable` and `enable`, a restart).
+    changed: Option<String>,
 }
 
 /// The daemon's filter.
@@ -289,6 +298,7 @@ impl FilterService {
                 allow: None,
                 reader: None,
                 synced: false,
+                changed: None,
             }),
             labels: Arc::new(Mutex::new(HashMap::new())),
             recent: Arc::new(Mutex::new(VecDeque::new())),
@@ -343,6 +353,7 @@ impl FilterService {
             Ok(g) => {
                 inner.guard = Some(g);
                 inner.why_none.clear();
+                inner.changed = None;
                 // A re-adopted filter keeps its maps exactly as they are until
                 // the daemon knows better: the first sync adds the current
                 // devices, then removes the stale ones, so no managed device
@@ -458,14 +469,7 @@ impl FilterService {
     /// re-adoption the maps hold the previous daemon's set).
     fn apply(&self, inner: &mut Inner, full: bool) {
         let Some(g) = &inner.guard else { return };
-        let mut wanted: BTreeMap<DevKey, (Mode, u32)> = BTreeMap::new();
-        for (label, m) in &inner.disks {
-            let id = inner.ids.get(label).copied().unwrap_or(0);
-            let mode = self.mode_for(inner, label);
-            for d in &m.devs {
-                wanted.insert(*d, (mode, id));
-            }
-        }
+        let wanted = self.wanted(inner);
         // New and changed entries first, then the stale ones leave: a device
         // that stays is never out of the map.
         let current = g.disks().unwrap_or_default();
@@ -484,6 +488,77 @@ impl FilterService {
         if full || !stale.is_empty() {
             let _ = g.remove_disk(&stale);
         }
+    }
+
+    /// The managed set as the kernel maps should hold it: device -> (mode, disk id).
+    fn wanted(&self, inner: &Inner) -> BTreeMap<DevKey, (Mode, u32)> {
+        let mut wanted = BTreeMap::new();
+        for (label, m) in &inner.disks {
+            let id = inner.ids.get(label).copied().unwrap_or(0);
+            let mode = self.mode_for(inner, label);
+            for d in &m.devs {
+                wanted.insert(*d, (mode, id));
+            }
+        }
+        wanted
+    }
+
+    /// Checks that the filter's kernel objects are still this daemon's: every
+    /// pin names the map or link it holds, and the managed-device and
+    /// allow-list maps hold what it wrote. What another process changed (a
+    /// second loader on the same pins, bpftool) is an ERROR line, puts
+    /// protection in `degraded` with the reason in `status`, and is put back:
+    /// the pins name this daemon's objects again and the maps get its set.
+    pub fn verify(&self) {
+        let mut inner = lock(&self.inner);
+        if !inner.synced {
+            return;
+        }
+        let Some(g) = &inner.guard else { return };
+        let mut found = g.reassert_pins();
+        let current = g.disks().unwrap_or_default();
+        let wanted = self.wanted(&inner);
+        if current != wanted {
+            let differ = current
+                .keys()
+                .chain(wanted.keys())
+                .filter(|d| current.get(d) != wanted.get(d))
+                .collect::<BTreeSet<_>>();
+            found.push(format!(
+                "the managed-device map differs from this daemon's set on {} device{} ({}): written again",
+                differ.len(),
+                if differ.len() == 1 { "" } else { "s" },
+                differ.iter().take(4).map(|d| d.to_string()).collect::<Vec<_>>().join(", ")
+            ));
+        }
+        if let Some((u, gi, e)) = &inner.allow {
+            let set = |(u, g, e): (Vec<u32>, Vec<u32>, Vec<ExeId>)| {
+                (
+                    u.into_iter().collect::<BTreeSet<_>>(),
+                    g.into_iter().collect::<BTreeSet<_>>(),
+                    e.into_iter().collect::<BTreeSet<_>>(),
+                )
+            };
+            if set(g.allow()) != set((u.clone(), gi.clone(), e.clone())) {
+                found.push(
+                    "the allow-list maps differ from this daemon's allow-list: written again"
+                        .into(),
+                );
+                let _ = g.set_allow(u, gi, e);
+            }
+        }
+        if found.is_empty() {
+            return;
+        }
+        if current != wanted {
+            self.apply(&mut inner, true);
+        }
+        let what = found.join("; ");
+        tracing::error!(
+            "write filter: changed under this daemon by another process (a second filter loader on {}?): {what}",
+            self.opts.pin_dir.display()
+        );
+        inner.changed = Some(what);
     }
 
     /// The daemon's current disks: label -> its top device and every device
@@ -689,7 +764,14 @@ impl FilterService {
         match &inner.guard {
             Some(g) => FilterStatus {
                 cover,
-                reason: g.reason().into(),
+                reason: match &inner.changed {
+                    Some(c) => format!(
+                        "{}; CHANGED BY ANOTHER PROCESS (put back; reload with `asmguardctl filter disable` and `enable`, or restart, once it is found): {c}",
+                        g.reason()
+                    ),
+                    None => g.reason().into(),
+                },
+                changed: inner.changed.is_some(),
                 passthrough: g.passthrough_rule().describe().into(),
                 adopted: g.adopted(),
                 programs: g.programs(),
@@ -700,6 +782,7 @@ impl FilterService {
             None => FilterStatus {
                 cover,
                 reason: inner.why_none.clone(),
+                changed: false,
                 passthrough: "not filtered (no filter)".into(),
                 adopted: false,
                 programs: vec![],

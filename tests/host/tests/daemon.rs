@@ -423,6 +423,63 @@ fn config_errors_name_the_key_and_exit_3() {
         assert!(o.stderr.contains(&format!("`{key}`")), "{text}: {o:?}");
         assert_eq!(o.stderr.lines().count(), 1, "{o:?}");
     }
+    // What may resolve later, or is meant but doubtful: valid (exit 0), with one
+    // warning line each on stderr naming the key.
+    let ok = "[paths]\nowner = \"root\"\ngroup = \"root\"\n[socket]\nadmin_group = \"root\"\n";
+    for (text, key, words) in [
+        (
+            "[filter]\nallow_users = [\"root\", \"ldapuser_nowhere\"]\nallow_groups = [\"root\"]\n",
+            "filter.allow_users",
+            "ldapuser_nowhere does not exist",
+        ),
+        (
+            "[filter]\nallow_users = [\"root\"]\nallow_groups = [\"ldapgroup_nowhere\"]\n",
+            "filter.allow_groups",
+            "ldapgroup_nowhere does not exist",
+        ),
+        (
+            "[filter]\nallow_users = []\nallow_groups = []\n",
+            "filter.allow_users",
+            "allow-list is empty",
+        ),
+        (
+            "[metrics]\nlisten = \"0.0.0.0:9465\"\n[filter]\nallow_users = [\"root\"]\nallow_groups = [\"root\"]\n",
+            "metrics.listen",
+            "every network",
+        ),
+    ] {
+        let o = check(&format!("{ok}{text}"));
+        assert_eq!(o.code, 0, "{text}: {o:?}");
+        assert!(o.stdout.contains("valid"), "{o:?}");
+        let w: Vec<&str> = o.stderr.lines().collect();
+        assert!(
+            w.len() == 1
+                && w[0].starts_with("asmguardd: warning: ")
+                && w[0].contains(&format!("`{key}`"))
+                && w[0].contains(words),
+            "{text}: {o:?}"
+        );
+    }
+    // an owner, group or admin group that does not resolve: a warning each
+    let o = check(
+        "[paths]\nowner = \"nouser_nowhere\"\ngroup = \"nogroup_nowhere\"\n\
+         [socket]\nadmin_group = \"noadmin_nowhere\"\n[filter]\nallow_users = [\"root\"]\nallow_groups = [\"root\"]\n",
+    );
+    assert_eq!(o.code, 0, "{o:?}");
+    for key in ["paths.owner", "paths.group", "socket.admin_group"] {
+        assert!(
+            o.stderr
+                .lines()
+                .any(|l| l.starts_with("asmguardd: warning: ") && l.contains(&format!("`{key}`"))),
+            "{key}: {o:?}"
+        );
+    }
+    assert_eq!(o.stderr.lines().count(), 3, "{o:?}");
+    // a NUL in a device pattern cannot work: an error, one line
+    let o = check("[devices]\ninclude = [\"sd\\u0000*\"]\n");
+    assert_eq!(o.code, 3, "{o:?}");
+    assert!(o.stderr.contains("`devices.include`"), "{o:?}");
+    assert_eq!(o.stderr.lines().count(), 1, "{o:?}");
     // A missing explicit config is an error too (not silently the defaults).
     let o = run(Command::new(daemon_bin()).args([
         "--check-config",
@@ -484,11 +541,14 @@ struct UdevCleanup {
     dev: std::path::PathBuf,
     created: Vec<std::path::PathBuf>,
     rules: std::path::PathBuf,
+    /// The device's record in udev's database, made by the test.
+    db: std::path::PathBuf,
 }
 
 impl Drop for UdevCleanup {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.rules);
+        let _ = std::fs::remove_file(&self.db);
         let target = self.dev.file_name().unwrap().to_string_lossy().to_string();
         for root in ["/dev/asmguard", "/dev/disk", "/dev/block"] {
             let _ = remove_links_to(Path::new(root), &target);
@@ -546,31 +606,52 @@ fn udev_rules_make_the_link_with_owner_and_mode() {
         "{rules}"
     );
     // Record what did not exist, so it is removed afterwards.
-    let created: Vec<std::path::PathBuf> =
-        ["/run/udev", "/dev/asmguard", "/dev/disk", "/dev/block"]
-            .iter()
-            .map(std::path::PathBuf::from)
-            .filter(|p| !p.exists())
-            .collect();
+    let created: Vec<std::path::PathBuf> = [
+        "/run/udev",
+        "/run/asmguard",
+        "/dev/asmguard",
+        "/dev/disk",
+        "/dev/block",
+    ]
+    .iter()
+    .map(std::path::PathBuf::from)
+    .filter(|p| !p.exists())
+    .collect();
     std::fs::create_dir_all("/run/udev/rules.d").unwrap();
     let path = Path::new("/run/udev/rules.d")
         .join(format!("99-asmguard-test-{}.rules", std::process::id()));
     std::fs::write(&path, &rules).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    let db = Path::new("/run/asmguard/links").join(&l.name);
     let _c = UdevCleanup {
         dev: l.dev.clone(),
         created,
         rules: path,
+        db: db.clone(),
     };
-    let o = run(Command::new("udevadm")
-        .args(["test", "--action=change"])
-        .arg(format!("/sys/class/block/{}", l.name)));
-    assert_eq!(o.code, 0, "{o:?}");
-    assert!(o.stdout.contains("ID_FS_TYPE=oracleasm"), "{o:?}");
     let link = Path::new("/dev/asmguard/disks/UDEV1");
+    let udev_test = || {
+        let o = run(Command::new("udevadm")
+            .args(["test", "--action=change"])
+            .arg(format!("/sys/class/block/{}", l.name)));
+        assert_eq!(o.code, 0, "{o:?}");
+        assert!(o.stdout.contains("ID_FS_TYPE=oracleasm"), "{o:?}");
+        o
+    };
+    // The label bytes alone make no link: only the label asmguardd manages the
+    // device under (ASMGUARD_LABEL in /run/asmguard/links/<name>, which the
+    // daemon writes), and "-" makes none.
+    let o = udev_test();
+    assert!(!link.exists(), "a link from the label bytes alone: {o:?}");
+    std::fs::create_dir_all("/run/asmguard/links").unwrap();
+    std::fs::write(&db, "ASMGUARD_LABEL=-\n").unwrap();
+    let o = udev_test();
+    assert!(!link.exists(), "a link for \"-\": {o:?}");
+    std::fs::write(&db, "ASMGUARD_LABEL=UDEV1\n").unwrap();
+    let o = udev_test();
     let target =
         std::fs::read_link(link).unwrap_or_else(|e| panic!("{}: {e}: {o:?}", link.display()));
     assert_eq!(target, Path::new("../..").join(&l.name));
-    use std::os::unix::fs::MetadataExt;
     let m = std::fs::metadata(&l.dev).unwrap();
     assert_eq!((m.uid(), m.gid(), m.mode() & 0o7777), (65534, 65534, 0o640));
     // lsdsk sees the link udev made, leading to the top device.

@@ -382,3 +382,118 @@ fn runtime_state_goes_to_the_configured_runtime_dir() {
         "audit (cgroup_device, open-time only)"
     );
 }
+
+/// `bpftool`'s answer for the map pinned at `pin`: its id.
+fn pinned_map_id(pin: &std::path::Path) -> Option<u32> {
+    let o = sh("bpftool", &["map", "show", "pinned", pin.to_str().unwrap()]);
+    o.stdout.split(':').next()?.trim().parse().ok()
+}
+
+/// Another process with the same pin directory (the lock keeps a second
+/// asmguardd out, not bpftool or an older daemon) changes the filter under
+/// the daemon: it deletes the disk from the pinned device map (the disk is
+/// writable at once), then pins a map of its own at the device map's path.
+/// The daemon notices each within its 2 s check: an ERROR line, protection
+/// `degraded` with the reason in `status`, and its own put back (the disk is
+/// refused again, the pin names its map again).
+#[test]
+fn the_daemon_notices_its_pinned_filter_changed_under_it() {
+    let Some(_g) = lock() else { return };
+    if sh("bpftool", &["version"]).code != 0 {
+        panic!("bpftool is needed (scripts/deps.sh installs it)");
+    }
+    let l = Loop::new(16 * MIB);
+    let dev = l.dev.display().to_string();
+    let d = Daemon::start(
+        &[&l.name],
+        "[filter]\nmode = \"enforce\"\nallow_users = []\nallow_groups = []\n",
+    );
+    d.ctl(&["label", "PINNED", &dev]).ok();
+    assert!(denied(&dev));
+    let blk = d.pin_dir.join("maps").join("ag_blk");
+    let own = pinned_map_id(&blk).expect("the daemon's ag_blk");
+    let until = |what: &str, f: &dyn Fn() -> bool| {
+        let t0 = Instant::now();
+        while !f() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(6),
+                "{what}: not within 6 s: {}",
+                d.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    let changed = |n: usize| {
+        d.log_text()
+            .lines()
+            .filter(|l| l.contains("ERROR") && l.contains("changed under this daemon"))
+            .count()
+            >= n
+    };
+    assert!(!changed(1), "nothing changed yet: {}", d.log_text());
+
+    // 1. the disk's entry deleted from the pinned map: writable until noticed
+    let rdev = std::fs::metadata(&dev).map(|m| {
+        use std::os::unix::fs::MetadataExt;
+        m.rdev()
+    });
+    let rdev = rdev.unwrap();
+    let (maj, min) = (libc::major(rdev), libc::minor(rdev));
+    let key = ((maj << 20) | min).to_le_bytes();
+    let hex: Vec<String> = key.iter().map(|b| format!("{b:02x}")).collect();
+    let mut args = vec![
+        "map",
+        "delete",
+        "pinned",
+        blk.to_str().unwrap(),
+        "key",
+        "hex",
+    ];
+    args.extend(hex.iter().map(String::as_str));
+    sh("bpftool", &args).ok();
+    assert!(write_open(&dev).is_ok(), "the deletion took effect");
+    until("the deletion noticed and undone", &|| {
+        changed(1) && denied(&dev)
+    });
+    let st = d.ctl(&["status", "--json"]).ok().json();
+    assert_eq!(st["protection"], "degraded", "{st:#}");
+    let why = st["filter_reason"].as_str().unwrap();
+    assert!(
+        why.contains("CHANGED BY ANOTHER PROCESS") && why.contains("managed-device map"),
+        "{why}"
+    );
+
+    // 2. a map of another process's pinned in place of the device map
+    std::fs::remove_file(&blk).unwrap();
+    sh(
+        "bpftool",
+        &[
+            "map",
+            "create",
+            blk.to_str().unwrap(),
+            "type",
+            "hash",
+            "key",
+            "4",
+            "value",
+            "8",
+            "entries",
+            "16",
+            "name",
+            "ag_blk",
+        ],
+    )
+    .ok();
+    assert_ne!(pinned_map_id(&blk), Some(own), "replaced");
+    until("the replaced pin noticed and pinned again", &|| {
+        changed(2) && pinned_map_id(&blk) == Some(own)
+    });
+    assert!(denied(&dev), "still protected");
+    let log = d.log_text();
+    assert!(
+        log.lines().any(|l| l.contains("ERROR")
+            && l.contains("named map")
+            && l.contains(&format!("this daemon's map {own}"))),
+        "{log}"
+    );
+}

@@ -469,6 +469,70 @@ fn labels_written_by_another_host_are_seen_within_five_seconds() {
         "{log}"
     );
     assert!(!log.contains("lost its label REMOTE1"), "{log}");
+    // ... and a metric
+    let port = d.metrics_port.unwrap();
+    let text = sh(
+        "curl",
+        &["-sf", &format!("http://127.0.0.1:{port}/metrics")],
+    )
+    .ok()
+    .stdout;
+    assert!(
+        text.contains("\nasmguard_labels_lost_total{label=\"REMOTE2\"} 1\n"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("asmguard_labels_lost_total{label=\"REMOTE1\"}"),
+        "{text}"
+    );
+}
+
+/// A disk another process holds open for writing is not labelled: that
+/// descriptor could overwrite the new label (on the open-time-only backend
+/// nothing stops it). The refusal names the holder's pid and command, and the
+/// disk is untouched; `--force` labels it all the same.
+#[test]
+fn label_refuses_a_disk_another_process_holds_open_for_writing() {
+    let Some(_g) = lock() else { return };
+    let l = Loop::new(16 * MIB);
+    let dev = l.dev.display().to_string();
+    let d = Daemon::start(&[&l.name], "");
+    let before = l.read_dev(0, 4096);
+    // a reader is no threat
+    let reader = std::process::Command::new("sleep")
+        .arg("30")
+        .stdout(std::fs::File::open(&dev).unwrap())
+        .spawn()
+        .unwrap();
+    let w = std::fs::OpenOptions::new().write(true).open(&dev).unwrap();
+    let mut holder = std::process::Command::new("sleep")
+        .arg("30")
+        .stdout(w)
+        .spawn()
+        .unwrap();
+    let o = d.ctl(&["label", "HELD1", &dev]);
+    o.refused(
+        4,
+        &[
+            &format!("pid {} (sleep)", holder.id()),
+            "open for writing",
+            "--force",
+        ],
+    );
+    assert_eq!(o.stderr.trim().lines().count(), 1, "one line: {o:?}");
+    assert_same(&l.read_dev(0, 4096), &before, "the held disk");
+    assert!(d.labels().is_empty());
+    // --force: labelled
+    d.ctl(&["label", "HELD1", &dev, "--force"]).ok();
+    assert_eq!(d.labels(), ["HELD1"]);
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    // with the writer gone (the reader stays), a plain label works
+    d.ctl(&["unlabel", "HELD1"]).ok();
+    d.ctl(&["label", "HELD2", &dev]).ok();
+    let mut reader = reader;
+    reader.kill().unwrap();
+    reader.wait().unwrap();
 }
 
 #[test]
@@ -484,4 +548,92 @@ fn read_only_disk_is_refused_as_read_only() {
     o.refused(3, &["read-only", "blockdev --setrw"]);
     assert_same(&l.read_dev(0, 4096), &[0u8; 4096], "read-only disk");
     d.ctl(&["label", "RO1", &dev]).ok();
+}
+
+/// The daemon reads a label as util-linux blkid does (and so udev's
+/// `ID_FS_LABEL`, the stable links, and ASM): `DATA1\0X` is DATA1, so a raw
+/// header with it beside a real DATA1 is a label conflict, not a disk nobody
+/// looks at; a header whose label asmguard does not manage (`data1`) is listed
+/// with the reason, logged and exported.
+#[test]
+fn labels_are_read_as_blkid_reads_them_and_unmanaged_headers_are_reported() {
+    let Some(_g) = lock() else { return };
+    let real = Loop::new(16 * MIB);
+    let shadow = Loop::new(16 * MIB);
+    let lower = Loop::new(16 * MIB);
+    let header = |field: &[u8]| {
+        let mut b = vec![0u8; 4096];
+        b[0x20..0x28].copy_from_slice(b"ORCLDISK");
+        b[0x28..0x28 + field.len()].copy_from_slice(field);
+        b
+    };
+    real.write_dev(0, &fresh_label_block("DATA1", 4096));
+    shadow.write_dev(0, &header(b"DATA1\0X"));
+    lower.write_dev(0, &header(b"data1"));
+    // what blkid (udev's probe) says of them
+    let blkid = |l: &Loop| {
+        sh(
+            "blkid",
+            &["-p", "-o", "value", "-s", "LABEL", l.dev.to_str().unwrap()],
+        )
+        .stdout
+        .trim()
+        .to_string()
+    };
+    assert_eq!(
+        (blkid(&real), blkid(&shadow), blkid(&lower)),
+        ("DATA1".into(), "DATA1".into(), "data1".into())
+    );
+    let d = Daemon::start(&[&real.name, &shadow.name, &lower.name], "");
+    let v = d.lsdsk();
+    let conflicts = v["conflicts"].as_array().unwrap();
+    assert_eq!(conflicts.len(), 1, "{v:#}");
+    assert_eq!(conflicts[0]["label"], "DATA1");
+    let mut claimants: Vec<&str> = conflicts[0]["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_str().unwrap())
+        .collect();
+    claimants.sort();
+    let mut want = vec![real.dev.to_str().unwrap(), shadow.dev.to_str().unwrap()];
+    want.sort();
+    assert_eq!(claimants, want, "{v:#}");
+    // the lower-case one: listed, with why; a line in the log; a metric
+    let un = v["unmanaged"].as_array().unwrap();
+    assert_eq!(un.len(), 1, "{v:#}");
+    assert_eq!(un[0]["device"], lower.dev.to_str().unwrap());
+    assert_eq!(un[0]["label"], "data1");
+    assert!(
+        un[0]["reason"].as_str().unwrap().contains("upper-case"),
+        "{v:#}"
+    );
+    let text = d.ctl(&["lsdsk"]).ok().stdout;
+    assert!(
+        text.lines().any(|l| l.starts_with("NOT MANAGED: ")
+            && l.contains(lower.dev.to_str().unwrap())
+            && l.contains("LABEL=data1")),
+        "{text}"
+    );
+    let log = d.log_text();
+    assert!(
+        log.lines().any(|l| l.contains("WARN")
+            && l.contains(lower.dev.to_str().unwrap())
+            && l.contains("does not manage")),
+        "{log}"
+    );
+    let port = d.metrics_port.unwrap();
+    let m = sh(
+        "curl",
+        &["-sf", &format!("http://127.0.0.1:{port}/metrics")],
+    )
+    .ok()
+    .stdout;
+    assert!(
+        m.contains(&format!(
+            "\nasmguard_asm_header_unmanaged{{device=\"{}\"}} 1\n",
+            lower.dev.display()
+        )),
+        "{m}"
+    );
 }

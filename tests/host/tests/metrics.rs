@@ -288,10 +288,11 @@ fn denial_counts_are_exact_when_events_are_dropped() {
         .unwrap();
     let key = format!("asmguard_writes_denied_total{{label=\"FLOOD\",hook=\"{hook}\"}}");
     let base = wait_sample(port, &key, |v| v >= 1.0);
-    // how many checks one write-open makes on this kernel (the device cgroup may
-    // be asked twice per open)
+    // one denied write-open is counted once (a block device's open asks the
+    // device cgroup twice only when the first ask allows it)
     assert!(denied());
     let per_open = wait_sample(port, &key, |v| v > base) - base;
+    assert_eq!(per_open, 1.0, "one denied write-open, one count");
     let base = base + per_open;
     let pid = nix::unistd::Pid::from_raw(d.pid() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
@@ -365,4 +366,83 @@ fn connection_flood_leaves_label_scan_and_metrics_working() {
         std::thread::sleep(Duration::from_millis(200));
     }
     eprintln!("/metrics served {:?} after the flood ended", t0.elapsed());
+}
+
+/// One write-open is one event and one count, denied or audited, on the
+/// cgroup-device backend too, where the kernel asks about a block device twice
+/// in one open (inode_permission, then blkdev_open: an audited open reaches
+/// both). `dd seek=` without `conv=notrunc` is two opens (O_RDWR, then O_WRONLY
+/// when that is refused): two events, two counts.
+#[test]
+fn one_write_open_is_one_event_and_one_count() {
+    let Some(_g) = lock() else { return };
+    let l = Loop::new(16 * MIB);
+    let dev = l.dev.to_str().unwrap().to_string();
+    let d = Daemon::start(
+        &[&l.name],
+        "[filter]\nmode = \"enforce\"\nallow_users = []\nallow_groups = []\n",
+    );
+    let port = d.metrics_port.unwrap();
+    d.ctl(&["label", "ONCE", &dev]).ok();
+    let hook = if d.ctl(&["status", "--json"]).ok().json()["filter_backend"] == "cgroup_device" {
+        "cgroup_device"
+    } else {
+        "file_open"
+    };
+    let key = format!("asmguard_writes_denied_total{{label=\"ONCE\",hook=\"{hook}\"}}");
+    let me = std::process::id();
+    // (events of this process in `mode`, events of `comm` dd in `mode`)
+    let events = |mode: &str| -> (usize, usize) {
+        let o = d.ctl(&["events", "--json"]).ok();
+        let evs: Vec<serde_json::Value> = o
+            .stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .filter(|e: &serde_json::Value| e["label"] == "ONCE" && e["mode"] == mode)
+            .collect();
+        (
+            evs.iter().filter(|e| e["pid"] == me).count(),
+            evs.iter().filter(|e| e["comm"] == "dd").count(),
+        )
+    };
+    let settle = |mode: &str, want: (usize, usize)| {
+        let t0 = Instant::now();
+        while events(mode) != want && t0.elapsed() < Duration::from_secs(3) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // a second look: no late duplicate
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(events(mode), want, "{mode} events (this process, dd)");
+    };
+    let open = || std::fs::OpenOptions::new().write(true).open(&dev);
+    const N: usize = 3;
+    for _ in 0..N {
+        assert!(matches!(open(), Err(e) if e.raw_os_error() == Some(libc::EPERM)));
+    }
+    settle("enforce", (N, 0));
+    assert_eq!(wait_sample(port, &key, |v| v >= N as f64), N as f64);
+    let dd = dd(&[
+        "if=/dev/zero",
+        &format!("of={dev}"),
+        "bs=512",
+        "count=1",
+        "seek=8",
+    ]);
+    assert_ne!(dd.code, 0, "{dd:?}");
+    settle("enforce", (N, 2));
+    assert_eq!(
+        wait_sample(port, &key, |v| v >= (N + 2) as f64),
+        (N + 2) as f64
+    );
+
+    d.ctl(&["filter", "audit", "ONCE"]).ok();
+    for _ in 0..N {
+        drop(open().expect("audit allows"));
+    }
+    settle("audit", (N, 0));
+    assert_eq!(
+        sample(&scrape(port), &key),
+        Some((N + 2) as f64),
+        "audited opens are not denials"
+    );
 }

@@ -513,6 +513,37 @@ impl Guard {
         &self.reason
     }
 
+    /// The pins that no longer name this guard's maps and links (another
+    /// process unpinned them, or pinned its own at their paths), each pinned
+    /// to this guard's object again: one phrase each; empty when all are its.
+    pub fn reassert_pins(&self) -> Vec<String> {
+        use super::pinwatch::{reassert, Kind};
+        use std::os::fd::AsFd;
+        let maps = [
+            &self.blk,
+            &self.chr,
+            &self.majors,
+            &self.uids,
+            &self.gids,
+            &self.exes,
+            &self.events,
+            &self.stats,
+            &self.counts,
+        ];
+        let dir = |sub: &str, name: &str| self.pin_dir.join(sub).join(name);
+        let mut out: Vec<String> = MAP_NAMES
+            .iter()
+            .zip(maps)
+            .filter_map(|(n, m)| reassert(m.as_fd(), &dir("maps", n), Kind::Map))
+            .collect();
+        out.extend(
+            self.links
+                .iter()
+                .filter_map(|(n, l)| reassert(l.as_fd(), &dir("links", n), Kind::Link)),
+        );
+        out
+    }
+
     /// Whether pinned programs were re-adopted (rather than attached now).
     pub fn adopted(&self) -> bool {
         self.adopted

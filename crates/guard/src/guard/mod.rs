@@ -38,6 +38,7 @@ pub mod hooks;
 pub mod ioctls;
 pub mod loader;
 pub mod pins;
+mod pinwatch;
 pub mod ring;
 pub mod types;
 

@@ -30,8 +30,39 @@ info "exposure: $(systemd-analyze security asmguard.service 2>&1 | tail -n 1)"
 if sys_mpath_label >/tmp/svc.out 2>&1; then
 	pass label-link "$(ls -l "$SYS_LINK")"
 else
-	fail label-link "$(cat /tmp/svc.out) :: $(ls -l /dev/asmguard/disks 2>&1)"
+	fail label-link "$(cat /tmp/svc.out) :: $(ls -l /dev/asmguard/disks 2>&1) :: $(udevadm info -q property "$SYS_MPATH" | grep -E 'ASMGUARD|SYNTH|ID_FS_TYPE|ID_FS_LABEL=|DISABLE' | tr '\n' ' ') :: $(journalctl -b -u asmguard --no-pager -o cat | grep -i 'udev' | tail -n 3)"
 fi
+# A planted header never moves a link: a second disk whose header reads
+# $SYS_LABEL to blkid and udev ("$SYS_LABEL\0X") is a label conflict the daemon
+# reports; the link stays on the disk it manages, also through a change event of
+# each disk (the rules link by what the daemon decided, kept in udev's database).
+target=$(readlink -f "$SYS_LINK")
+holds link-before-plant "$SYS_LINK -> ${target:-nothing}" [ -n "$target" ] && [ -b "$target" ]
+truncate -s 16M /tmp/plant.img
+plant=$(losetup -f --show /tmp/plant.img)
+printf 'ORCLDISK%s\000X' "$SYS_LABEL" | dd of="$plant" bs=1 seek=32 conv=notrunc 2>/dev/null
+sync
+expect planted-reads-as-label "$SYS_LABEL" "$(blkid -p -o value -s LABEL "$plant" 2>&1)"
+udevadm trigger --action=change --settle "$plant"
+i=0
+while [ $i -lt 50 ] && ! $C lsdsk 2>&1 | grep -q "CONFLICT: label $SYS_LABEL"; do i=$((i + 1)); sleep 0.2; done
+has_line planted-is-a-conflict "CONFLICT: label $SYS_LABEL" "$($C lsdsk 2>&1)"
+udevadm settle
+expect link-stays-after-plant "$target" "$(readlink -f "$SYS_LINK")" "$(ls -l /dev/asmguard/disks 2>&1)"
+udevadm trigger --action=change --settle "$plant" "$SYS_MPATH"
+sleep 1
+udevadm settle
+expect link-stays-after-change-events "$target" "$(readlink -f "$SYS_LINK")" "$(ls -l /dev/asmguard/disks 2>&1); $(udevadm info -q property "$plant" | grep -E 'ASMGUARD|ID_FS_LABEL')"
+# (the planted disk is protected too while it claims the label: grid wipes it)
+chmod 0666 "$plant"
+expect_ok unplant as_user grid dd if=/dev/zero of="$plant" bs=4096 count=1 conv=notrunc oflag=direct
+udevadm trigger --action=change --settle "$plant"
+i=0
+while [ $i -lt 50 ] && $C lsdsk 2>&1 | grep -q "CONFLICT"; do i=$((i + 1)); sleep 0.2; done
+udevadm settle
+expect link-stays-after-unplant "$target" "$(readlink -f "$SYS_LINK")"
+losetup -d "$plant"
+rm -f /tmp/plant.img
 expect_fail intruder-denied "Operation not permitted|Permission denied" as_user intruder dd if=/tmp/junk of="$SYS_MPATH" $DDW
 chmod 0666 "$SYS_MPATH"
 expect_fail intruder-denied-open-node "Operation not permitted" as_user intruder dd if=/tmp/junk of="$SYS_MPATH" $DDW

@@ -1,0 +1,95 @@
+//! Whether a pin still names the object this process holds: another process
+//! with the same pin directory (a second loader, `bpftool`, an older daemon)
+//! can unpin a map or link and pin its own at the same path, and the daemon
+//! would go on writing a map no program reads. Ids come from `fdinfo`
+//! (`map_id:`, `link_id:`); a pin that names something else (or nothing) is
+//! pinned again to the held object.
+//!
+//! Not here: what the maps hold (the daemon compares that with its own set).
+
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+/// What a held object is, for its fdinfo key and messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Map,
+    Link,
+}
+
+impl Kind {
+    fn key(self) -> &'static str {
+        match self {
+            Kind::Map => "map_id:",
+            Kind::Link => "link_id:",
+        }
+    }
+    fn word(self) -> &'static str {
+        match self {
+            Kind::Map => "map",
+            Kind::Link => "link",
+        }
+    }
+}
+
+/// The kernel id of the map or link behind this process's `fd`.
+fn fd_id(fd: RawFd, kind: Kind) -> Option<u32> {
+    std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}"))
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix(kind.key()))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// The id of the map or link pinned at `pin` (`None`: no pin, or another
+/// kind of object).
+fn pinned_id(pin: &Path, kind: Kind) -> Option<u32> {
+    let path = CString::new(pin.as_os_str().as_bytes()).ok()?;
+    // SAFETY: bpf_obj_get reads a NUL-terminated path and returns a new fd
+    // this function owns (closed below) or a negative error.
+    let fd = unsafe { libbpf_rs::libbpf_sys::bpf_obj_get(path.as_ptr()) };
+    if fd < 0 {
+        return None;
+    }
+    let id = fd_id(fd, kind);
+    // SAFETY: fd was returned to us above and is closed once.
+    unsafe { libc::close(fd) };
+    id
+}
+
+/// `None` when `pin` names the object behind `fd`; else it is pinned there
+/// again and the answer says what was found (one phrase).
+pub(crate) fn reassert(fd: BorrowedFd<'_>, pin: &Path, kind: Kind) -> Option<String> {
+    let own = fd_id(fd.as_raw_fd(), kind)?;
+    let found = pinned_id(pin, kind);
+    if found == Some(own) {
+        return None;
+    }
+    let was = match found {
+        Some(f) => format!("named {} {f}", kind.word()),
+        None if pin.exists() => "named another object".to_string(),
+        None => "was removed".to_string(),
+    };
+    let _ = std::fs::remove_file(pin);
+    if let Some(dir) = pin.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let again = match CString::new(pin.as_os_str().as_bytes()) {
+        // SAFETY: bpf_obj_pin reads the fd and a NUL-terminated path.
+        Ok(p) => match unsafe { libbpf_rs::libbpf_sys::bpf_obj_pin(fd.as_raw_fd(), p.as_ptr()) } {
+            0 => "pinned this daemon's again".to_string(),
+            e => format!(
+                "could not pin this daemon's again: {}",
+                std::io::Error::from_raw_os_error(-e)
+            ),
+        },
+        Err(_) => "could not pin this daemon's again: a NUL in the path".to_string(),
+    };
+    Some(format!(
+        "{} {was} instead of this daemon's {} {own}: {again}",
+        pin.display(),
+        kind.word()
+    ))
+}

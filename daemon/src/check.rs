@@ -1,0 +1,90 @@
+//! What a valid configuration may still get wrong: names that do not resolve
+//! now (they may later: an LDAP user, a group created after the install), an
+//! allow-list that lets no one write, metrics served to every network. Each is
+//! one warning line naming the key; `--check-config` prints them and exits 0,
+//! the daemon logs them at start. What cannot work is an error of
+//! `asmguard_config::parse`, never a warning.
+
+use crate::filter::identity::{gid_of, uid_of};
+use asmguard_config::Config;
+
+/// One line per doubtful setting, in the order of the file's sections.
+pub fn warnings(c: &Config, file: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut unresolved = |key: &str, r: Result<u32, String>| {
+        if let Err(e) = r {
+            out.push(format!(
+                "{file}: key `{key}`: {e}: it takes effect only once it resolves (a directory user or group appears when NSS finds it)"
+            ));
+        }
+    };
+    unresolved("paths.owner", uid_of(&c.paths.owner));
+    unresolved("paths.group", gid_of(&c.paths.group));
+    unresolved("socket.admin_group", gid_of(&c.socket.admin_group));
+    for u in &c.filter.allow_users {
+        unresolved("filter.allow_users", uid_of(u));
+    }
+    for g in &c.filter.allow_groups {
+        unresolved("filter.allow_groups", gid_of(g));
+    }
+    let f = &c.filter;
+    if f.mode != "off"
+        && f.allow_users.is_empty()
+        && f.allow_groups.is_empty()
+        && f.allow_executables.is_empty()
+    {
+        out.push(format!(
+            "{file}: key `filter.allow_users`: the allow-list is empty (allow_users, allow_groups and allow_executables): in mode {} no process but asmguardd may write to a managed disk, ASM included",
+            f.mode
+        ));
+    }
+    if let Ok(a) = c.metrics.listen.parse::<std::net::SocketAddr>() {
+        if a.ip().is_unspecified() {
+            out.push(format!(
+                "{file}: key `metrics.listen`: {a} serves the metrics to every network this host is on: listen on 127.0.0.1 or one address unless that is meant"
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_doubtful_setting_is_one_warning_naming_its_key() {
+        let c = asmguard_config::parse(
+            "[paths]\nowner = \"root\"\ngroup = \"root\"\n[socket]\nadmin_group = \"root\"\n\
+             [filter]\nallow_users = [\"root\", \"nosuchuser_ag\"]\nallow_groups = [\"nosuchgroup_ag\"]\n",
+            "t.toml",
+        )
+        .unwrap();
+        let w = warnings(&c, "t.toml");
+        assert_eq!(w.len(), 2, "{w:#?}");
+        assert!(w[0].contains("`filter.allow_users`") && w[0].contains("nosuchuser_ag"));
+        assert!(w[1].contains("`filter.allow_groups`") && w[1].contains("nosuchgroup_ag"));
+
+        let c = asmguard_config::parse(
+            "[paths]\nowner = \"root\"\ngroup = \"root\"\n[socket]\nadmin_group = \"root\"\n\
+             [metrics]\nlisten = \"0.0.0.0:9465\"\n\
+             [filter]\nallow_users = []\nallow_groups = []\n",
+            "t.toml",
+        )
+        .unwrap();
+        let w = warnings(&c, "t.toml");
+        assert_eq!(w.len(), 2, "{w:#?}");
+        assert!(w[0].contains("allow-list is empty"));
+        assert!(w[1].contains("`metrics.listen`") && w[1].contains("0.0.0.0"));
+
+        let c = asmguard_config::parse(
+            "[paths]\nowner = \"root\"\ngroup = \"root\"\n[socket]\nadmin_group = \"root\"\n\
+             [metrics]\nlisten = \"[::]:9465\"\n[filter]\nmode = \"off\"\nallow_users = []\nallow_groups = []\n",
+            "t.toml",
+        )
+        .unwrap();
+        let w = warnings(&c, "t.toml");
+        assert_eq!(w.len(), 1, "off lets everyone write anyway: {w:#?}");
+        assert!(w[0].contains("[::]:9465"));
+    }
+}
