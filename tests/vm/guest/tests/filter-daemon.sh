@@ -139,9 +139,12 @@ a0=$(audited)
 expect_ok audit-allows dd if=/tmp/junk of="$D" $DDW seek=100
 sleep 0.5
 # one audited write-open, one write-open event (dd seek= opens O_RDWR, allowed
-# here: once), on every backend (the fallback's block device open asks the device
-# cgroup twice); the LSM backend reports dd's write apart (file_permission)
-expect audited-once 1 "$(($(audited) - a0))" "write-open events of one audited open: $($C events 2>&1 | grep 'label=DATA1' | grep -c AUDITED) audited events in all"
+# here: once; the LSM backend reports dd's write apart, through file_permission).
+# The fallback's block device open asks the device cgroup twice: ag_cgroup_dev
+# reports it once, 5.10's ag_cgroup_dev_ids (no task to pair the asks by) twice.
+per=1
+$C status 2>&1 | grep -q ag_cgroup_dev_ids && per=2
+expect audited-once "$per" "$(($(audited) - a0))" "write-open events of one audited open: $($C events 2>&1 | grep 'label=DATA1' | grep -c AUDITED) audited events in all"
 expect_fail partition-still-enforced "Operation not permitted" dd if=/tmp/junk of="${P}p1" $DDW
 expect_fail filter-non-root "" as_user grid $C filter disable
 expect_ok filter-disable-all $C filter disable
