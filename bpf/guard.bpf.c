@@ -266,7 +266,6 @@ static __always_inline int verdict(struct ag_disk *d, __u32 dev, __u32 flags, __
 			return 0;
 	}
 
-	stat_add(mode == AG_MODE_ENFORCE ? hook : AG_NHOOKS + hook);
 	count_disk(d->disk_id, mode == AG_MODE_ENFORCE ? hook : AG_NHOOKS + hook);
 	r = bpf_ringbuf_reserve(&ag_events, sizeof(*r), 0);
 	if (r) {

@@ -30,10 +30,11 @@
 #define AG_HOOK_KERNEL_OPEN 9 /* cgroup/dev beside the LSM programs: opens by number */
 #define AG_NHOOKS 10
 
-/* Stats array (ag_stats), u64 each:
- *   [hook]                 denials (enforce) by hook
- *   [AG_NHOOKS + hook]     audited (allowed, logged) by hook
- *   [AG_STAT_RB_DROPS]     events lost because the ring buffer was full */
+/* Stats array (ag_stats), u64 each. Only [AG_STAT_RB_DROPS] is written: events
+ * lost because the ring buffer was full. Denials and audits are counted once,
+ * per disk and hook, in ag_counts (their totals are its sums); the slots below
+ * AG_STAT_RB_DROPS stay for the layout of maps pinned by earlier versions
+ * (which counted by hook here too, a second map update per denial). */
 #define AG_STAT_RB_DROPS (2 * AG_NHOOKS)
 #define AG_NSTATS 32
 

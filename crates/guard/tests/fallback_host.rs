@@ -164,6 +164,20 @@ fn fallback_denies_root_write_open_and_allows_reads() {
         s.denied.get(&Hook::CgroupDevice).copied().unwrap_or(0) >= 3,
         "{s:?}"
     );
+    // one count per denial, in ag_counts: the stats array's per-hook slot
+    // (a second map update per denial in earlier versions) stays 0
+    use libbpf_rs::MapCore;
+    let stats = libbpf_rs::MapHandle::from_pinned_path(_pins.0.join("maps/ag_stats")).unwrap();
+    let slot = stats
+        .lookup(&8u32.to_ne_bytes(), libbpf_rs::MapFlags::ANY) // AG_HOOK_CGROUP_DEVICE
+        .unwrap()
+        .unwrap();
+    assert_eq!(slot, 0u64.to_ne_bytes(), "ag_stats counts no denial");
+    assert_eq!(
+        s.denied_total(),
+        g.disk_counts().unwrap().values().sum::<u64>(),
+        "the totals are the per-disk counts"
+    );
 
     g.remove_disk(&[lo.key()]).unwrap();
     assert!(write_open(&lo.dev).is_ok(), "writable once removed");

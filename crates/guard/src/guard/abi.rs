@@ -67,15 +67,16 @@ pub const EV_CMD: u32 = 2;
 
 /// `AG_NHOOKS`: hook codes are `1..NHOOKS`.
 pub const NHOOKS: u32 = HOOKS.len() as u32 + 1;
-/// Stats index of the denials (enforce) of a hook code.
+/// `ag_count_key.idx` of the denials (enforce) of a hook code.
 pub const fn stat_denied(code: u32) -> u32 {
     code
 }
-/// Stats index of the audited operations of a hook code.
+/// `ag_count_key.idx` of the audited operations of a hook code.
 pub const fn stat_audited(code: u32) -> u32 {
     NHOOKS + code
 }
-/// `AG_STAT_RB_DROPS`: events lost because the ring buffer was full.
+/// `AG_STAT_RB_DROPS`: events lost because the ring buffer was full (the one
+/// `ag_stats` entry the programs write).
 pub const STAT_RB_DROPS: u32 = 2 * NHOOKS;
 /// `AG_NSTATS`: entries of `ag_stats`.
 pub const NSTATS: u32 = 32;

@@ -16,7 +16,7 @@ use std::path::PathBuf;
 
 use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, Object, ObjectBuilder, ProgramType};
 
-use super::abi::{self, read_u32, stat_audited, stat_denied, STAT_RB_DROPS};
+use super::abi::{self, read_u32, STAT_RB_DROPS};
 use super::commands::PassthroughRule;
 use super::hooks::{Hook, HOOKS};
 use super::pins::{
@@ -786,8 +786,8 @@ impl Guard {
                 .and_then(|b| b.try_into().ok())
                 .map(u64::from_ne_bytes)
                 .unwrap_or(0);
-            let (hook, mode) = if idx >= abi::NHOOKS {
-                (Hook::from_code(idx - abi::NHOOKS), Mode::Audit)
+            let (hook, mode) = if idx >= abi::stat_audited(0) {
+                (Hook::from_code(idx - abi::stat_audited(0)), Mode::Audit)
             } else {
                 (Hook::from_code(idx), Mode::Enforce)
             };
@@ -796,31 +796,27 @@ impl Guard {
         Ok(out)
     }
 
-    /// The programs' counters.
+    /// The programs' counters: denials and audits by hook are the sums of
+    /// the per-disk counts ([`Guard::disk_counts`], the one place the
+    /// programs count them); the ring buffer's drops.
     pub fn stats(&self) -> Result<Stats, Error> {
         let mut s = Stats::default();
-        let get = |i: u32| -> Result<u64, Error> {
-            let v = self
-                .stats
-                .lookup(&i.to_ne_bytes(), MapFlags::ANY)
-                .map_err(Error::bpf("reading the filter counters"))?
-                .unwrap_or_default();
-            Ok(v.get(..8)
-                .and_then(|b| b.try_into().ok())
-                .map(u64::from_ne_bytes)
-                .unwrap_or(0))
-        };
-        for def in HOOKS {
-            let d = get(stat_denied(def.code))?;
-            if d > 0 {
-                s.denied.insert(def.hook, d);
-            }
-            let a = get(stat_audited(def.code))?;
-            if a > 0 {
-                s.audited.insert(def.hook, a);
+        for ((_, hook, mode), n) in self.disk_counts()? {
+            let by_hook = match mode {
+                Mode::Enforce => &mut s.denied,
+                Mode::Audit => &mut s.audited,
+                Mode::Off => continue,
+            };
+            if n > 0 {
+                *by_hook.entry(hook).or_insert(0) += n;
             }
         }
-        s.ringbuf_drops = get(STAT_RB_DROPS)?;
+        let v = self
+            .stats
+            .lookup(&STAT_RB_DROPS.to_ne_bytes(), MapFlags::ANY)
+            .map_err(Error::bpf("reading the filter counters"))?
+            .unwrap_or_default();
+        s.ringbuf_drops = abi::read_u64(&v, 0).unwrap_or(0);
         Ok(s)
     }
 
