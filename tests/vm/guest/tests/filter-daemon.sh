@@ -28,8 +28,8 @@ agd_config /tmp/ag.toml "${D#/dev/} ${P#/dev/}*"
 start_daemon() { agd_start /tmp/ag.toml /tmp/agd.log; }
 start_daemon
 st=$($C status 2>&1)
-if [ "$VM_BACKEND" = lsm ]; then
-	want="filter backend: lsm (full)" OPEN_HOOK=file_open
+if vm_full; then
+	want="filter backend: $VM_BACKEND (full)" OPEN_HOOK=file_open
 else
 	want="filter backend: cgroup_device (degraded: open-time only)" OPEN_HOOK=cgroup_device
 fi
@@ -67,7 +67,7 @@ if has_major "$m" blk "$SDMAJ" && has_major "$m" chr "$SGMAJ"; then
 else
 	fail majors-after-label "sd $SDMAJ, sg $SGMAJ: $m"
 fi
-if [ "$VM_BACKEND" = lsm ]; then
+if vm_full; then
 	# (zeros: without the filter, sg would take them for TEST UNIT READY)
 	expect_fail sg-preopened-write-denied "Operation not permitted" sh -c 'dd if=/dev/zero bs=512 count=1 status=none >&4'
 else
@@ -75,7 +75,7 @@ else
 fi
 exec 4>&-
 expect_fail denied-after-label "Operation not permitted" dd if=/tmp/junk of="$D" $DDW
-if [ "$VM_BACKEND" = lsm ]; then
+if vm_full; then
 	expect_fail sg-node-managed "Operation not permitted" sg_raw -R -s 512 -i /tmp/junk512 "$SG" 2a 00 00 00 00 00 00 00 01 00
 else
 	na sg-node-managed.SG_IO "$VM_FALLBACK_WHY; SG_IO on a read-only open (not run)"
@@ -96,7 +96,7 @@ sleep 0.5
 # "SG_IO opcode 0x2a")
 ev=$($C events --json 2>&1)
 if echo "$ev" | grep -q "\"label\":\"DATA1\".*\"hook\":\"$OPEN_HOOK\",\"operation\":\"write-open\",\"mode\":\"enforce\"" &&
-	{ [ "$VM_BACKEND" != lsm ] || echo "$ev" | grep -q '"operation":"SG_IO'; } && echo "$ev" | grep -q '"label":"DATA2"'; then
+	{ ! vm_full || echo "$ev" | grep -q '"operation":"SG_IO'; } && echo "$ev" | grep -q '"label":"DATA2"'; then
 	pass events "$(echo "$ev" | head -n 2)"
 else
 	fail events "$ev"
@@ -139,9 +139,10 @@ a0=$(audited)
 expect_ok audit-allows dd if=/tmp/junk of="$D" $DDW seek=100
 sleep 0.5
 # one audited write-open, one write-open event (dd seek= opens O_RDWR, allowed
-# here: once; the LSM backend reports dd's write apart, through file_permission).
-# The fallback's block device open asks the device cgroup twice: ag_cgroup_dev
-# reports it once, 5.10's ag_cgroup_dev_ids (no task to pair the asks by) twice.
+# here: once; the LSM and fmod_ret backends report dd's write apart, through
+# file_permission). The fallback's block device open asks the device cgroup twice:
+# ag_cgroup_dev reports it once, 5.10's ag_cgroup_dev_ids (no task to pair the
+# asks by) twice.
 per=1
 $C status 2>&1 | grep -q ag_cgroup_dev_ids && per=2
 expect audited-once "$per" "$(($(audited) - a0))" "write-open events of one audited open: $($C events 2>&1 | grep 'label=DATA1' | grep -c AUDITED) audited events in all"
