@@ -541,7 +541,7 @@ impl Daemon {
             filter_reason: fst.reason,
             filter_passthrough: fst.passthrough,
             filter_programs: fst.programs,
-            filter_other_programs: fst.other_programs,
+            filter_other_programs: self.filter.other_programs(),
             filter_devices: fst.devices,
             protection,
             // how to get full coverage: only where it is missing (fmod_ret has it)

@@ -31,16 +31,7 @@
 
 set -uo pipefail
 SYS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-SYS_ROOT=$(cd "$SYS_DIR/../.." && pwd)
-SYS_WORK=${SYS_WORK:-$SYS_DIR/work}
-VM_DIR=$SYS_ROOT/tests/vm
-VM_WORK=$SYS_WORK/kernels
-export VM_DIR VM_WORK
-. "$VM_DIR/deps.sh"
-. "$VM_DIR/kernels.sh"
-. "$VM_DIR/results.sh"
-. "$SYS_DIR/image.sh"
-. "$SYS_DIR/report.sh"
+. "$SYS_DIR/env.sh"
 
 line=${PAIR_LINE:-6.12}
 name=system-pair

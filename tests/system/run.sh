@@ -33,15 +33,7 @@ if [ "${1:-}" = pair ]; then
 	shift
 	exec "$SYS_DIR/pair.sh" "$@"
 fi
-SYS_ROOT=$(cd "$SYS_DIR/../.." && pwd)
-SYS_WORK=${SYS_WORK:-$SYS_DIR/work}
-VM_DIR=$SYS_ROOT/tests/vm
-VM_WORK=$SYS_WORK/kernels
-export VM_DIR VM_WORK
-. "$VM_DIR/deps.sh"
-. "$VM_DIR/kernels.sh"
-. "$VM_DIR/results.sh"
-. "$SYS_DIR/image.sh"
+. "$SYS_DIR/env.sh"
 
 lab_line system '^([0-9]+\.[0-9]+|newest)$' '6.1, 6.12, ...' "${1:-}"
 shift

@@ -63,10 +63,11 @@ impl Writer {
             Some(RealId::Uid(u)) => (libc::SYS_setresuid, u),
         };
         std::thread::spawn(move || {
-            // SAFETY: the raw setresgid/setresuid system call changes the
-            // credentials of this thread only (glibc's wrappers would change
-            // every thread's); -1 keeps the effective and saved ids. The thread
-            // ends right after `f`.
+            // The raw setresgid/setresuid system call changes the credentials
+            // of this thread only (glibc's wrappers would change every
+            // thread's); -1 keeps the effective and saved ids. The thread ends
+            // right after `f`.
+            // SAFETY: a system call with integer arguments only: no memory is shared.
             let r = unsafe { libc::syscall(call, id, u32::MAX, u32::MAX) };
             if r != 0 {
                 return Err(std::io::Error::last_os_error());

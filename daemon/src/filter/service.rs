@@ -133,8 +133,6 @@ pub struct FilterStatus {
     pub adopted: bool,
     /// Attached programs.
     pub programs: Vec<String>,
-    /// Other BPF programs on the same kernel functions ([`Guard::other_programs`]).
-    pub other_programs: Vec<String>,
     /// Devices in the kernel's managed set.
     pub devices: usize,
     /// What of a caller the filter can judge (`Full` without a filter).
@@ -154,7 +152,6 @@ impl FilterStatus {
             passthrough: "not filtered (not started)".into(),
             adopted: false,
             programs: vec![],
-            other_programs: vec![],
             devices: 0,
             reach: IdentityReach::Full,
             changed: false,
@@ -757,6 +754,16 @@ impl FilterService {
         Coverage::of(inner.guard.as_ref().map(|g| g.backend()), inner.disabled)
     }
 
+    /// Other BPF programs on the kernel functions of the loaded filter
+    /// ([`Guard::other_programs`]: a walk of every program and link, so for
+    /// `status` only, never the scrape path).
+    pub fn other_programs(&self) -> Vec<String> {
+        lock(&self.inner)
+            .guard
+            .as_ref()
+            .map_or_else(Vec::new, |g| g.other_programs())
+    }
+
     /// Backend and coverage, for `status` and the backend metric.
     pub fn status(&self) -> FilterStatus {
         let inner = lock(&self.inner);
@@ -775,7 +782,6 @@ impl FilterService {
                 passthrough: g.passthrough_rule().describe().into(),
                 adopted: g.adopted(),
                 programs: g.programs(),
-                other_programs: g.other_programs(),
                 devices: g.disks().map(|d| d.len()).unwrap_or(0),
                 reach: g.identity_reach(),
             },
@@ -786,7 +792,6 @@ impl FilterService {
                 passthrough: "not filtered (no filter)".into(),
                 adopted: false,
                 programs: vec![],
-                other_programs: vec![],
                 devices: 0,
                 reach: IdentityReach::Full,
             },

@@ -65,6 +65,20 @@ fn settled(port: u16) -> String {
     }
 }
 
+/// A 16 MiB loop disk labelled `label` by a daemon that enforces and allows
+/// no one: (the disk, its path, the daemon, its metrics port).
+fn labelled_allowing_no_one(label: &str) -> (Loop, String, Daemon, u16) {
+    let l = Loop::new(16 * MIB);
+    let dev = l.dev.to_str().unwrap().to_string();
+    let d = Daemon::start(
+        &[&l.name],
+        "[filter]\nmode = \"enforce\"\nallow_users = []\nallow_groups = []\n",
+    );
+    let port = d.metrics_port.unwrap();
+    d.ctl(&["label", label, &dev]).ok();
+    (l, dev, d, port)
+}
+
 fn dd(args: &[&str]) -> Out {
     run(Command::new("dd").args(args))
 }
@@ -255,14 +269,7 @@ fn daemon_exports_exact_io_counts_denials_and_iostat() {
 #[test]
 fn denial_counts_are_exact_when_events_are_dropped() {
     let Some(_g) = lock() else { return };
-    let l = Loop::new(16 * MIB);
-    let dev = l.dev.to_str().unwrap().to_string();
-    let d = Daemon::start(
-        &[&l.name],
-        "[filter]\nmode = \"enforce\"\nallow_users = []\nallow_groups = []\n",
-    );
-    let port = d.metrics_port.unwrap();
-    d.ctl(&["label", "FLOOD", &dev]).ok();
+    let (_l, dev, d, port) = labelled_allowing_no_one("FLOOD");
     let denied = || {
         matches!(std::fs::OpenOptions::new().write(true).open(&dev),
             Err(e) if e.raw_os_error() == Some(libc::EPERM))
@@ -376,14 +383,7 @@ fn connection_flood_leaves_label_scan_and_metrics_working() {
 #[test]
 fn one_write_open_is_one_event_and_one_count() {
     let Some(_g) = lock() else { return };
-    let l = Loop::new(16 * MIB);
-    let dev = l.dev.to_str().unwrap().to_string();
-    let d = Daemon::start(
-        &[&l.name],
-        "[filter]\nmode = \"enforce\"\nallow_users = []\nallow_groups = []\n",
-    );
-    let port = d.metrics_port.unwrap();
-    d.ctl(&["label", "ONCE", &dev]).ok();
+    let (_l, dev, d, port) = labelled_allowing_no_one("ONCE");
     let hook = if d.ctl(&["status", "--json"]).ok().json()["filter_backend"] == "cgroup_device" {
         "cgroup_device"
     } else {

@@ -20,8 +20,8 @@ use super::abi::{self, read_u32, STAT_RB_DROPS};
 use super::commands::PassthroughRule;
 use super::hooks::{Hook, HOOKS};
 use super::pins::{
-    active_lsms, cgroup2_root, delete_quiet, ensure_bpffs, io_err, kernel_btf_has,
-    libbpf_to_stderr, pinned_backend, remove_links_of, remove_pins, PIN_DIR,
+    active_lsms, cgroup2_root, delete_quiet, ensure_bpffs, io_err, kernel_btf_has, pinned_backend,
+    remove_links_of, remove_pins, PIN_DIR,
 };
 use super::ring::EventReader;
 use super::types::{Backend, DevKey, ExeId, IdentityReach, Mode};
@@ -70,34 +70,21 @@ fn pinned_variant(pin_dir: &std::path::Path, backend: Backend) -> usize {
 }
 
 /// libbpf's printing off while it lives (a load that may fail: the error
-/// comes back as a value and goes into the reason), then back as it was.
-/// Nested ones stay quiet; the outermost puts the process's printer back, or
-/// warnings to stderr where it had none.
-struct Quiet(
-    Option<(libbpf_rs::PrintLevel, libbpf_rs::PrintCallback)>,
-    bool,
-);
+/// comes back as a value and goes into the reason), then exactly as it was:
+/// a nested one finds it off and leaves it off.
+struct Quiet(Option<(libbpf_rs::PrintLevel, libbpf_rs::PrintCallback)>);
 
 impl Quiet {
     fn new() -> Quiet {
-        let prev = libbpf_rs::set_print(None);
-        let outermost = !QUIET.swap(true, std::sync::atomic::Ordering::SeqCst);
-        Quiet(prev, outermost)
+        Quiet(libbpf_rs::set_print(None))
     }
 }
 
 impl Drop for Quiet {
     fn drop(&mut self) {
-        if self.1 {
-            QUIET.store(false, std::sync::atomic::Ordering::SeqCst);
-            let prev = self.0.take();
-            libbpf_rs::set_print(prev.or(Some((libbpf_rs::PrintLevel::Warn, libbpf_to_stderr))));
-        }
+        libbpf_rs::set_print(self.0.take());
     }
 }
-
-/// Whether a [`Quiet`] lives.
-static QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Counters kept by the programs (since they were loaded).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -139,10 +139,6 @@ pub fn cgroup2_root() -> Result<PathBuf, Error> {
         .ok_or(Error::NoCgroup2)
 }
 
-pub(crate) fn libbpf_to_stderr(_level: libbpf_rs::PrintLevel, msg: String) {
-    eprint!("libbpf: {msg}");
-}
-
 /// The backend whose links are pinned in `pin_dir`, if any.
 pub fn pinned_backend(pin_dir: &Path) -> Option<Backend> {
     let links = std::fs::read_dir(pin_dir.join("links")).ok()?;
