@@ -766,6 +766,7 @@ impl Daemon {
     /// as every other node does) and the request answers `label_conflict`
     /// naming both, never a success the disk does not show.
     fn confirm(&self, sd: &SysDev, expect: Option<&Label>) -> Result<(), ErrorBody> {
+        // a loop device is a file of this host: no other host writes it
         if sd.dev.major() == LOOP_MAJOR {
             return Ok(());
         }
