@@ -8,7 +8,7 @@
 //! Not here: what the maps hold (the daemon compares that with its own set).
 
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -46,17 +46,17 @@ fn fd_id(fd: RawFd, kind: Kind) -> Option<u32> {
 /// The id of the map or link pinned at `pin` (`None`: no pin, or another
 /// kind of object).
 fn pinned_id(pin: &Path, kind: Kind) -> Option<u32> {
-    let path = CString::new(pin.as_os_str().as_bytes()).ok()?;
-    // SAFETY: bpf_obj_get reads a NUL-terminated path and returns a new fd
-    // this function owns (closed below) or a negative error.
-    let fd = unsafe { libbpf_rs::libbpf_sys::bpf_obj_get(path.as_ptr()) };
-    if fd < 0 {
-        return None;
+    match kind {
+        Kind::Map => {
+            let map = libbpf_rs::MapHandle::from_pinned_path(pin).ok()?;
+            fd_id(map.as_fd().as_raw_fd(), kind)
+        }
+        // (an opened pinned link only closes its fd when dropped)
+        Kind::Link => {
+            let link = libbpf_rs::Link::open(pin).ok()?;
+            fd_id(link.as_fd().as_raw_fd(), kind)
+        }
     }
-    let id = fd_id(fd, kind);
-    // SAFETY: fd was returned to us above and is closed once.
-    unsafe { libc::close(fd) };
-    id
 }
 
 /// `None` when `pin` names the object behind `fd`; else it is pinned there
