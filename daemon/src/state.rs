@@ -319,7 +319,7 @@ impl Daemon {
                 .filter(|u| !s.model.unmanaged.contains(u))
             {
                 tracing::warn!(
-                    "{}: carries an ASM label header asmguardd does not manage ({}): {}; it is not protected, and udev may give it a link",
+                    "{}: carries an ASM label header asmguardd does not manage ({}): {}; it is not protected and gets no /dev/asmguard link (rules of other tools that match the label bytes may still link it)",
                     u.device,
                     u.label
                         .as_deref()
