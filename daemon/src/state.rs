@@ -553,6 +553,8 @@ impl Daemon {
             },
             claims: self.claims.list(),
             claims_kept: self.claims.kept().into(),
+            containers: self.filter.container_views(),
+            containers_enforced: self.filter.containers_enforced(),
             default_filter_mode: self.cfg.filter.mode.clone(),
             disks: s.model.usable(),
             conflicts: s.model.conflicts.len(),
