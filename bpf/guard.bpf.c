@@ -368,7 +368,7 @@ static __always_inline int verdict(struct ag_disk *d, __u32 dev, __u32 flags, __
 			return 0;
 	}
 
-	count_disk(d->disk_id, mode == AG_MODE_ENFORCE ? hook : AG_NHOOKS + hook);
+	count_disk(d->disk_id, mode == AG_MODE_ENFORCE ? hook : AG_DISK_HOOKS + hook);
 	r = bpf_ringbuf_reserve(&ag_events, sizeof(*r), 0);
 	if (r) {
 		e.ts_ns = bpf_ktime_get_ns();

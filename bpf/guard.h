@@ -33,12 +33,19 @@
 #define AG_HOOK_INODE_RENAME 12
 #define AG_NHOOKS 13
 
+/* The hooks that judge disks (codes below AG_DISK_HOOKS) are counted per disk
+ * in ag_counts: idx = the code for a denial, AG_DISK_HOOKS + the code for an
+ * audit. The pin hooks (10..12) are never counted there. Fixed, like
+ * AG_STAT_RB_DROPS: maps pinned by an earlier version keep their meaning
+ * when a new one adopts them, whatever hooks were added since. */
+#define AG_DISK_HOOKS 10
+
 /* Stats array (ag_stats), u64 each. Only [AG_STAT_RB_DROPS] is written: events
  * lost because the ring buffer was full. Denials and audits are counted once,
  * per disk and hook, in ag_counts (their totals are its sums); the slots below
  * AG_STAT_RB_DROPS stay for the layout of maps pinned by earlier versions
  * (which counted by hook here too, a second map update per denial). */
-#define AG_STAT_RB_DROPS (2 * AG_NHOOKS)
+#define AG_STAT_RB_DROPS 20 /* 2 * AG_DISK_HOOKS */
 #define AG_NSTATS 32
 
 /* Value of ag_blk / ag_chr (key: kernel dev_t, u32). */

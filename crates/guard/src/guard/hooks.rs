@@ -7,7 +7,8 @@
 //! Adding a security hook: write its rule in `bpf/guard.bpf.c` with
 //! `AG_TWIN` (its `lsm/` and `fmod_ret/security_` programs), give it an
 //! `AG_HOOK_*` code in `bpf/guard.h` (below `AG_NHOOKS`, which moves up by
-//! one), and add one row to the `hook_table!` below. The tests check the
+//! one; a hook that judges disks needs a code below `AG_DISK_HOOKS`, the
+//! fixed count layout), and add one row to the `hook_table!` below. The tests check the
 //! table against the header and the compiled object.
 //!
 //! Not here: the ioctl names ([`super::ioctls`]), the maps ([`super::loader`]).
