@@ -14,6 +14,7 @@ mod filter;
 mod links;
 mod metrics;
 mod model;
+mod present;
 mod reclaim;
 mod server;
 mod state;
