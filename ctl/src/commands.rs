@@ -163,6 +163,18 @@ pub fn lsdsk_text(r: &LsdskResult) -> String {
     for u in &r.unreadable {
         let _ = writeln!(s, "unreadable: {u}");
     }
+    for d in &r.disks {
+        for p in &d.presented {
+            let _ = writeln!(
+                s,
+                "presented: {} to container {} as {} (host uid {}, gid {}, mode {})",
+                d.label, p.container, p.path, p.uid, p.gid, p.mode
+            );
+        }
+    }
+    for n in &r.not_presented {
+        let _ = writeln!(s, "NOT PRESENTED: {}", not_presented_text(n));
+    }
     for u in &r.unmanaged {
         let seen = if u.label.is_empty() {
             "no label".to_string()
@@ -176,6 +188,14 @@ pub fn lsdsk_text(r: &LsdskResult) -> String {
         );
     }
     s
+}
+
+/// `container rac1: REASON`, or `DATA1 to container rac1: REASON`.
+fn not_presented_text(n: &asmguard_proto::NotPresented) -> String {
+    match &n.label {
+        Some(l) => format!("{l} to container {}: {}", n.container, n.reason),
+        None => format!("container {}: {}", n.container, n.reason),
+    }
 }
 
 fn list(c: &Cli, op: Op, json: bool) -> Result<(), CliError> {
@@ -262,6 +282,22 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
                 "{} labelled, {} label conflicts, {} devices looked at",
                 s.disks, s.conflicts, s.devices_scanned
             ),
+        ),
+        (
+            "container nodes",
+            if s.not_presented.is_empty() {
+                format!("{} in /dev/asmguard/containers", s.container_nodes)
+            } else {
+                format!(
+                    "{} in /dev/asmguard/containers; not presented: {}",
+                    s.container_nodes,
+                    s.not_presented
+                        .iter()
+                        .map(not_presented_text)
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                )
+            },
         ),
         ("events", s.events),
         ("last full scan", format!("{} ms", s.last_scan_ms)),

@@ -75,6 +75,64 @@ pub struct Problem {
     pub reason: String,
 }
 
+impl Node {
+    /// As `lsdsk` shows it.
+    pub fn info(&self) -> asmguard_proto::Presentation {
+        asmguard_proto::Presentation {
+            container: self.container.clone(),
+            path: self.path.display().to_string(),
+            uid: self.uid,
+            gid: self.gid,
+            mode: format!("{:04o}", self.mode),
+        }
+    }
+}
+
+impl Problem {
+    /// As `lsdsk` and `status` show it.
+    pub fn info(&self) -> asmguard_proto::NotPresented {
+        asmguard_proto::NotPresented {
+            container: self.container.clone(),
+            label: self.label.clone(),
+            reason: self.reason.clone(),
+        }
+    }
+}
+
+/// What container `c` is to be presented, from what was found of it (`None`:
+/// not resolved yet): its owner and group as the container sees them
+/// (default `[paths]`) through its own id maps, its mode (default `[paths]`).
+pub fn target(
+    cfg: &asmguard_config::Config,
+    c: &asmguard_config::Container,
+    f: Option<&asmguard_containers::Found>,
+) -> Target {
+    let owner = c.owner.as_deref().unwrap_or(&cfg.paths.owner);
+    let group = c.group.as_deref().unwrap_or(&cfg.paths.group);
+    let mode = c.mode.and_then(|m| m.value()).unwrap_or_else(|| cfg.mode());
+    let ids = match f {
+        _ if c.present.is_empty() => Ok((0, 0)), // nothing is presented: no ids needed
+        Some(f) if f.pid.is_some() => asmguard_containers::host_uid(f, owner)
+            .map_err(|e| format!("owner {owner}: {e}"))
+            .and_then(|u| {
+                asmguard_containers::host_gid(f, group)
+                    .map(|g| (u, g))
+                    .map_err(|e| format!("group {group}: {e}"))
+            }),
+        _ => Err(format!(
+            "no process of the container found yet (cgroup {}): its nodes are made when it \
+             runs (its id maps give their owner)",
+            c.cgroup.join(", ")
+        )),
+    };
+    Target {
+        name: c.name.clone(),
+        present: c.present.clone(),
+        owner: ids,
+        mode,
+    }
+}
+
 /// What a [`sync`] left in place and what it could not do.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Outcome {
@@ -328,6 +386,9 @@ pub fn sync(root: &Path, disks: &[(String, KernelDev)], targets: &[Target]) -> O
     }
     for t in targets {
         let dir = root.join(&t.name);
+        if t.present.is_empty() && matches!(entry(&dir), Ok(Entry::Absent)) {
+            continue; // presents nothing and never did: no directory
+        }
         if let Err(e) = real_dir(&dir) {
             out.problems.push(Problem {
                 container: t.name.clone(),

@@ -108,6 +108,12 @@ pub struct Daemon {
     labels_lost: Mutex<BTreeMap<String, u64>>,
     /// What udev was told of each device's label (the stable links).
     links: crate::links::Links,
+    /// The cgroup2 mount the `[[container]]` patterns are relative to.
+    cgroup_root: Option<PathBuf>,
+    /// The configured containers as last resolved (`[[container]]` order).
+    found: Mutex<Vec<asmguard_containers::Found>>,
+    /// The containers' device nodes (`/dev/asmguard/containers`).
+    presenter: crate::present::Presenter,
 }
 
 /// Test hook: runs inside a full scan between reading the devices and storing
@@ -245,7 +251,85 @@ impl Daemon {
             writer,
             labels_lost: Mutex::default(),
             links: Default::default(),
+            cgroup_root: asmguard_guard::cgroup2_root().ok(),
+            found: Mutex::default(),
+            presenter: Default::default(),
         }
+    }
+
+    /// The cgroup2 mount (`None`: none is mounted; no peer or task is then
+    /// found in a configured container).
+    pub fn cgroup_root(&self) -> Option<PathBuf> {
+        self.cgroup_root.clone()
+    }
+
+    /// Finds every configured container again (its cgroups, a process, its
+    /// id maps) and takes the result ([`Daemon::containers_resolved`]).
+    pub fn resolve_containers(&self) {
+        let found = match &self.cgroup_root {
+            Some(root) => self
+                .cfg
+                .container
+                .iter()
+                .map(|c| asmguard_containers::find(root, c))
+                .collect(),
+            None => Vec::new(),
+        };
+        self.containers_resolved(found);
+    }
+
+    /// The one place containers, once resolved, take effect on what this
+    /// module keeps: their device nodes follow (made for a container that
+    /// appeared, removed for one that has no process left). `found` is in
+    /// `[[container]]` order.
+    pub fn containers_resolved(&self, found: Vec<asmguard_containers::Found>) {
+        let _order = self.scan_order.lock().unwrap_or_else(|p| p.into_inner());
+        *self.found.lock().unwrap_or_else(|p| p.into_inner()) = found;
+        let m = self.read_state().model.clone();
+        self.present(&m);
+    }
+
+    /// Makes the containers' device nodes match `m` and the containers as
+    /// last resolved (the caller holds `scan_order`).
+    fn present(&self, m: &Model) {
+        if self.cfg.container.is_empty() {
+            return;
+        }
+        let disks: Vec<(String, KernelDev)> = m
+            .disks
+            .iter()
+            .filter(|d| !d.conflict)
+            .map(|d| (d.label.to_string(), d.top.dev))
+            .collect();
+        let found = self.found.lock().unwrap_or_else(|p| p.into_inner());
+        let targets: Vec<crate::present::Target> = self
+            .cfg
+            .container
+            .iter()
+            .map(|c| {
+                let f = found.iter().find(|f| f.name == c.name);
+                crate::present::target(&self.cfg, c, f)
+            })
+            .collect();
+        drop(found);
+        self.presenter.sync(&disks, &targets);
+    }
+
+    /// A daemon with no filter, tracer or scan, for unit tests.
+    #[cfg(test)]
+    pub fn for_tests(cfg: Config) -> Daemon {
+        Daemon::new(
+            cfg,
+            "test".into(),
+            PathBuf::from("/nonexistent/asmguard.sock"),
+            PathBuf::from("/nonexistent"),
+            "none".into(),
+            Started {
+                filter: FilterService::inert("not loaded in this test"),
+                writer: Writer::default(),
+                metrics: MetricsService::without_tracer(),
+            },
+        )
     }
 
     /// Counts a label lost to a write this daemon did not make.
@@ -329,6 +413,7 @@ impl Daemon {
             }
         }
         self.links.follow(&self.sys, &built);
+        self.present(&built);
         let mut st = self.write_state();
         log_conflicts(&st.model.conflicts, &built.conflicts);
         st.model = built;
@@ -494,8 +579,17 @@ impl Daemon {
     pub fn lsdsk(&self) -> LsdskResult {
         let s = self.read_state();
         let m = &s.model;
+        let shown = self.presenter.outcome();
+        let mut disks = model::lsdsk_rows(&m.disks);
+        for d in &mut disks {
+            d.presented = shown
+                .of_label(&d.label)
+                .map(crate::present::Node::info)
+                .collect();
+        }
         LsdskResult {
-            disks: model::lsdsk_rows(&m.disks),
+            not_presented: shown.problems.iter().map(crate::present::Problem::info).collect(),
+            disks,
             conflicts: m
                 .conflicts
                 .iter()
@@ -527,6 +621,7 @@ impl Daemon {
         };
         let fst = self.filter.status();
         let protection = fst.protection();
+        let shown = self.presenter.outcome();
         StatusResult {
             daemon_version: env!("CARGO_PKG_VERSION").to_string(),
             protocol_version: asmguard_proto::VERSION,
@@ -553,6 +648,8 @@ impl Daemon {
             },
             claims: self.claims.list(),
             claims_kept: self.claims.kept().into(),
+            container_nodes: shown.nodes.len(),
+            not_presented: shown.problems.iter().map(crate::present::Problem::info).collect(),
             default_filter_mode: self.cfg.filter.mode.clone(),
             disks: s.model.usable(),
             conflicts: s.model.conflicts.len(),
