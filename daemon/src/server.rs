@@ -266,7 +266,10 @@ fn peer_pidfd(fd: std::os::fd::BorrowedFd<'_>) -> Option<std::io::Result<std::os
 /// Whether the process of `pidfd` has exited (a pidfd polls readable then).
 fn exited(pidfd: &std::os::fd::OwnedFd) -> bool {
     use std::os::fd::AsFd;
-    let mut fds = [nix::poll::PollFd::new(pidfd.as_fd(), nix::poll::PollFlags::POLLIN)];
+    let mut fds = [nix::poll::PollFd::new(
+        pidfd.as_fd(),
+        nix::poll::PollFlags::POLLIN,
+    )];
     match nix::poll::poll(&mut fds, nix::poll::PollTimeout::ZERO) {
         Ok(n) => n > 0,
         Err(_) => true,
@@ -769,12 +772,16 @@ mod peer_tests {
     }
 
     fn rac1(admin: bool) -> Place {
+        rac1_ids(admin, Some(100000), Some(154329))
+    }
+
+    fn rac1_ids(admin: bool, root_uid: Option<u32>, admin_gid: Option<u32>) -> Place {
         Place::Container {
             name: "rac1".into(),
             admin,
             admin_group: "asmadmin".into(),
-            root_uid: Some(100000),
-            admin_gid: Some(154329),
+            root_uid,
+            admin_gid,
         }
     }
 
@@ -819,10 +826,7 @@ mod peer_tests {
         assert!(!ok(&intruder, &label_op()));
         // host uid 0 in a container is not the host's root: as a privileged
         // container's root, or in a container no section names
-        let privileged = Place::Container {
-            root_uid: Some(0),
-            ..rac1(false)
-        };
+        let privileged = rac1_ids(false, Some(0), Some(0));
         let p = peer(0, 0, &[], privileged);
         assert!(!p.host_root() && ok(&p, &Op::Lsdsk) && !ok(&p, &label_op()));
         let p = peer(0, 0, &[], Place::Foreign);
@@ -841,11 +845,7 @@ mod peer_tests {
         let p = peer(0, 0, &[], Place::Host);
         assert!(p.host_root() && ok(&p, &label_op()));
         // a container whose ids could not be resolved serves nobody
-        let unresolved = Place::Container {
-            root_uid: None,
-            admin_gid: None,
-            ..rac1(true)
-        };
+        let unresolved = rac1_ids(true, None, None);
         assert!(!may_read(&d, &peer(100000, 100000, &[], unresolved)));
     }
 

@@ -251,7 +251,7 @@ impl Daemon {
             writer,
             labels_lost: Mutex::default(),
             links: Default::default(),
-            cgroup_root: asmguard_guard::cgroup2_root().ok(),
+            cgroup_root: asmguard_guard::guard::cgroup2_root().ok(),
             found: Mutex::default(),
             presenter: Default::default(),
         }
@@ -266,7 +266,12 @@ impl Daemon {
     /// Finds every configured container again (its cgroups, a process, its
     /// id maps) and takes the result ([`Daemon::containers_resolved`]).
     pub fn resolve_containers(&self) {
-        let found = match &self.cgroup_root {
+        self.containers_resolved(self.find_containers());
+    }
+
+    /// Every configured container as found now.
+    fn find_containers(&self) -> Vec<asmguard_containers::Found> {
+        match &self.cgroup_root {
             Some(root) => self
                 .cfg
                 .container
@@ -274,8 +279,18 @@ impl Daemon {
                 .map(|c| asmguard_containers::find(root, c))
                 .collect(),
             None => Vec::new(),
-        };
-        self.containers_resolved(found);
+        }
+    }
+
+    /// Whether a container that presents disks was not found with a process
+    /// (and written id maps) when last resolved.
+    pub fn containers_pending(&self) -> bool {
+        let found = self.found.lock().unwrap_or_else(|p| p.into_inner());
+        self.cfg
+            .container
+            .iter()
+            .filter(|c| !c.present.is_empty())
+            .any(|c| !found.iter().any(|f| f.name == c.name && f.pid.is_some()))
     }
 
     /// The one place containers, once resolved, take effect on what this
@@ -375,6 +390,10 @@ impl Daemon {
         s.devices = devices;
         s.last_scan_ms = t.elapsed().as_millis() as u64;
         drop(s);
+        // a full scan looks for the containers again too
+        if !self.cfg.container.is_empty() {
+            *self.found.lock().unwrap_or_else(|p| p.into_inner()) = self.find_containers();
+        }
         self.apply(built);
         self.scans_done.store(number, SeqCst);
         tracing::debug!(
@@ -588,7 +607,11 @@ impl Daemon {
                 .collect();
         }
         LsdskResult {
-            not_presented: shown.problems.iter().map(crate::present::Problem::info).collect(),
+            not_presented: shown
+                .problems
+                .iter()
+                .map(crate::present::Problem::info)
+                .collect(),
             disks,
             conflicts: m
                 .conflicts
@@ -649,7 +672,11 @@ impl Daemon {
             claims: self.claims.list(),
             claims_kept: self.claims.kept().into(),
             container_nodes: shown.nodes.len(),
-            not_presented: shown.problems.iter().map(crate::present::Problem::info).collect(),
+            not_presented: shown
+                .problems
+                .iter()
+                .map(crate::present::Problem::info)
+                .collect(),
             default_filter_mode: self.cfg.filter.mode.clone(),
             disks: s.model.usable(),
             conflicts: s.model.conflicts.len(),
