@@ -283,14 +283,25 @@ impl Daemon {
     }
 
     /// Whether a container that presents disks was not found with a process
-    /// (and written id maps) when last resolved.
+    /// (and written id maps) when last resolved, or its nodes' owner did not
+    /// resolve (a runtime may start the first process before the container's
+    /// /etc/passwd is in place): it is looked for again.
     pub fn containers_pending(&self) -> bool {
         let found = self.found.lock().unwrap_or_else(|p| p.into_inner());
-        self.cfg
+        let unfound = self
+            .cfg
             .container
             .iter()
             .filter(|c| !c.present.is_empty())
-            .any(|c| !found.iter().any(|f| f.name == c.name && f.pid.is_some()))
+            .any(|c| !found.iter().any(|f| f.name == c.name && f.pid.is_some()));
+        drop(found);
+        unfound
+            || self
+                .presenter
+                .outcome()
+                .problems
+                .iter()
+                .any(|p| p.label.is_none())
     }
 
     /// The one place containers, once resolved, take effect on what this
