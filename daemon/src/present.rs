@@ -152,6 +152,8 @@ enum Entry {
     Absent,
     /// A block-device node: (dev_t, uid, gid, permission bits).
     Block(u64, u32, u32, u32),
+    /// A directory (not a symlink to one).
+    Dir,
     /// Anything else, and what it is.
     Other(&'static str),
 }
@@ -168,13 +170,13 @@ fn entry(p: &Path) -> std::io::Result<Entry> {
     } else if t.is_symlink() {
         Entry::Other("a symlink")
     } else if t.is_dir() {
-        Entry::Other("a directory")
+        Entry::Dir
     } else if t.is_char_device() {
         Entry::Other("a character device")
     } else if t.is_file() {
         Entry::Other("a regular file")
     } else {
-        Entry::Other("not a block device")
+        Entry::Other("a socket, fifo or other special file")
     })
 }
 
@@ -191,11 +193,11 @@ fn real_dir(p: &Path) -> Result<(), String> {
                 FchmodatFlags::NoFollowSymlink,
             );
             match entry(p) {
-                Ok(Entry::Other("a directory")) => Ok(()),
+                Ok(Entry::Dir) => Ok(()),
                 _ => Err(format!("{}: could not be made a directory", p.display())),
             }
         }
-        Ok(Entry::Other("a directory")) => Ok(()),
+        Ok(Entry::Dir) => Ok(()),
         Ok(Entry::Other(what)) => Err(format!(
             "{} is {what}, not a directory: refusing to follow or replace it (remove it to let \
              asmguardd make the directory)",
@@ -225,12 +227,8 @@ fn place(path: &Path, dev: KernelDev, uid: u32, gid: u32, mode: u32) -> Result<D
     let shown = path.display();
     let want_rdev = dev.to_dev_t();
     let done = match entry(path).map_err(|e| format!("{shown}: {e}"))? {
-        Entry::Other(what) => {
-            return Err(format!(
-                "{shown} is {what}, not a node asmguardd made: left alone (remove it to let \
-                 asmguardd make the device node)"
-            ))
-        }
+        Entry::Other(what) => return Err(not_ours(&shown, what)),
+        Entry::Dir => return Err(not_ours(&shown, "a directory")),
         Entry::Block(rdev, u, g, m) if rdev == want_rdev => {
             if (u, g, m) == (uid, gid, mode) {
                 return Ok(Done::Kept);
@@ -265,6 +263,14 @@ fn place(path: &Path, dev: KernelDev, uid: u32, gid: u32, mode: u32) -> Result<D
     Ok(done)
 }
 
+/// Something in the way that asmguardd did not make.
+fn not_ours(shown: &impl std::fmt::Display, what: &str) -> String {
+    format!(
+        "{shown} is {what}, not a node asmguardd made: left alone (remove it to let asmguardd \
+         make the device node)"
+    )
+}
+
 /// `.<name>.asmguard-new` beside `path`.
 fn temp_of(path: &Path) -> PathBuf {
     let name = path
@@ -283,11 +289,8 @@ fn make(tmp: &Path, dev: KernelDev, uid: u32, gid: u32, mode: u32) -> Result<(),
         Entry::Block(..) => {
             std::fs::remove_file(tmp).map_err(|e| format!("{shown}: cannot remove: {e}"))?
         }
-        Entry::Other(what) => {
-            return Err(format!(
-                "{shown} is {what}: left alone, and no node can be made beside it"
-            ))
-        }
+        Entry::Other(what) => return Err(not_ours(&shown, what)),
+        Entry::Dir => return Err(not_ours(&shown, "a directory")),
     }
     nix::sys::stat::mknod(
         tmp,
@@ -336,6 +339,7 @@ fn verify(path: &Path, dev: KernelDev, uid: u32, gid: u32, mode: u32) -> Result<
             KernelDev::from_dev_t(r).map_or_else(|_| format!("{r:#x}"), |d| d.to_string())
         )),
         Entry::Absent => Err(format!("{shown}: gone right after it was made")),
+        Entry::Dir => Err(format!("{shown}: is a directory right after it was made")),
         Entry::Other(what) => Err(format!("{shown}: is {what} right after it was made")),
     }
 }
@@ -573,12 +577,10 @@ mod tests {
             stat(&r.join("rac2/DATA2")),
             (dev(902).to_dev_t(), 254331, 254329, 0o660)
         );
-        assert_eq!(
-            entry(&r.join("rac2/DATA1"))
-                .map(|e| matches!(e, Entry::Absent))
-                .unwrap(),
-            true
-        );
+        assert!(matches!(
+            entry(&r.join("rac2/DATA1")).unwrap(),
+            Entry::Absent
+        ));
         // tampered: owner, mode, and another device number
         let p = r.join("rac1/DATA1");
         set_owner_mode(&p, 0, 0, 0o666).unwrap();
