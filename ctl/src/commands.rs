@@ -219,7 +219,8 @@ fn status(c: &Cli, json: bool) -> Result<(), CliError> {
 }
 
 fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
-    vec![
+    let containers = container_rows(&s);
+    let mut rows = vec![
         (
             "daemon",
             format!(
@@ -304,7 +305,36 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
         ("socket", s.socket),
         ("metrics", s.metrics_address),
         ("config", s.config),
-    ]
+    ];
+    // after "exclusive claims"
+    let at = rows
+        .iter()
+        .position(|(k, _)| *k == "exclusive claims")
+        .map_or(rows.len(), |i| i + 1);
+    rows.splice(at..at, containers);
+    rows
+}
+
+/// The `containers` rows of `status`: whether the filter enforces container
+/// rules, then one row per configured container.
+fn container_rows(s: &StatusResult) -> Vec<(&'static str, String)> {
+    if s.containers.is_empty() {
+        return vec![("containers", "none configured".into())];
+    }
+    let mut rows = vec![(
+        "containers",
+        if s.containers_enforced {
+            format!("{} configured, rules enforced", s.containers.len())
+        } else {
+            format!(
+                "{} configured, rules NOT ENFORCED: this filter cannot read a task's cgroup \
+                 (the 5.10 cgroup-device fallback knows callers by uid and gid only, or no filter)",
+                s.containers.len()
+            )
+        },
+    )];
+    rows.extend(s.containers.iter().map(|c| ("container", c.summary())));
+    rows
 }
 
 /// The protection line of `status`.

@@ -117,45 +117,6 @@ fn spawn_filter_verify(d: std::sync::Arc<state::Daemon>) {
     }
 }
 
-/// Containers started, stopped or populated after the daemon: an inotify
-/// watch on the cgroup tree (`asmguard_containers::Watcher`) re-resolves
-/// them within a second (`Daemon::resolve_containers`). While a container
-/// that presents disks has no process with written id maps yet (a runtime
-/// writes them just after it starts the first process), it is looked for
-/// again every second as well.
-fn spawn_container_watch(d: Arc<state::Daemon>) {
-    if d.cfg.container.is_empty() {
-        return;
-    }
-    let Some(root) = d.cgroup_root() else {
-        tracing::warn!(
-            "no cgroup2 file system is mounted: the [[container]] sections find no container"
-        );
-        return;
-    };
-    let mut w = match asmguard_containers::Watcher::new(&root, &d.cfg.container) {
-        Ok(w) => w,
-        Err(e) => {
-            tracing::error!(
-                "containers: cannot watch {}: {e}: containers started after the daemon are \
-                 found only by `asmguardctl scan`",
-                root.display()
-            );
-            return;
-        }
-    };
-    let spawned = std::thread::Builder::new()
-        .name("containers".into())
-        .spawn(move || loop {
-            if w.changed(Duration::from_secs(1)) || d.containers_pending() {
-                d.resolve_containers();
-            }
-        });
-    if let Err(e) = spawned {
-        tracing::error!("containers: cannot start the thread that watches them: {e}");
-    }
-}
-
 fn notify(states: &[sd_notify::NotifyState]) {
     if let Err(e) = sd_notify::notify(states) {
         tracing::debug!("sd_notify: {e}");
@@ -247,6 +208,9 @@ async fn run(
             d.cfg.socket.admin_group
         );
     }
+    // the containers before the first scan: its model presents their nodes
+    let d2 = d.clone();
+    let _ = tokio::task::spawn_blocking(move || d2.resolve_containers()).await;
     let d2 = d.clone();
     match tokio::task::spawn_blocking(move || d2.full_scan()).await {
         Ok(Ok(_)) => {}
@@ -288,7 +252,7 @@ async fn run(
     );
     spawn_watchdog(monitor_alive.clone());
     spawn_filter_verify(d.clone());
-    spawn_container_watch(d.clone());
+    filter::containers::spawn(d.clone());
     let serve = tokio::spawn(server::serve(listener, d.clone()));
     spawn_sighup(d.clone());
     let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
@@ -438,6 +402,7 @@ fn spawn_sighup(d: Arc<state::Daemon>) {
                     let r = tokio::task::spawn_blocking(move || {
                         let mut b = b;
                         filter::reload_allow(&d8.filter, path.as_deref(), &mut b);
+                        d8.resolve_containers();
                         b
                     })
                     .await;

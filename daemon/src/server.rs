@@ -192,9 +192,11 @@ fn place_of(d: &Daemon, fd: std::os::fd::BorrowedFd<'_>, pid: Option<i32>) -> Pl
     };
     let pidfd = peer_pidfd(fd);
     let root = d.cgroup_root();
+    // the sections in force (SIGHUP may have changed them)
+    let cs = d.filter.container_config().1;
     let section = root
         .as_deref()
-        .and_then(|r| asmguard_containers::container_of(r, &d.cfg.container, pid));
+        .and_then(|r| asmguard_containers::container_of(r, &cs, pid));
     let foreign = asmguard_containers::in_container(pid);
     let place = match section {
         Some(c) => container_place(d, root.as_deref(), c),

@@ -11,7 +11,7 @@
 use crate::filter::service::FilterService;
 use crate::metrics::MetricsService;
 use crate::model::{self, Disk, Model};
-use asmguard_config::Config;
+use asmguard_config::{Config, Container};
 use asmguard_devices::discovery::{self, Observed};
 use asmguard_devices::labelling::{self, LabelOpError, LabelOptions};
 use asmguard_devices::pattern::Rules;
@@ -110,8 +110,9 @@ pub struct Daemon {
     links: crate::links::Links,
     /// The cgroup2 mount the `[[container]]` patterns are relative to.
     cgroup_root: Option<PathBuf>,
-    /// The configured containers as last resolved (`[[container]]` order).
-    found: Mutex<Vec<asmguard_containers::Found>>,
+    /// The configured containers (the configuration's, or SIGHUP's) and
+    /// what was found of them when last resolved.
+    found: Mutex<(Vec<Container>, Vec<asmguard_containers::Found>)>,
     /// The containers' device nodes (`/dev/asmguard/containers`).
     presenter: crate::present::Presenter,
 }
@@ -263,62 +264,72 @@ impl Daemon {
         self.cgroup_root.clone()
     }
 
-    /// Finds every configured container again (its cgroups, a process, its
-    /// id maps) and takes the result ([`Daemon::containers_resolved`]).
+    /// The one place the configured containers are resolved again (their
+    /// cgroups, a process, its id maps: at start before the first scan, on
+    /// SIGHUP, and whenever the cgroup tree changes, by the `containers`
+    /// thread of `crate::filter::containers`): the filter's container rules
+    /// (`filter::containers::apply`), then the containers' device nodes.
     pub fn resolve_containers(&self) {
-        self.containers_resolved(self.find_containers());
+        let cs = self.filter.container_config().1;
+        let found = match &self.cgroup_root {
+            Some(root) if !cs.is_empty() => {
+                crate::filter::containers::apply(&self.filter, root, &cs)
+            }
+            _ => Vec::new(),
+        };
+        self.containers_resolved(cs, found);
     }
 
-    /// Every configured container as found now.
-    fn find_containers(&self) -> Vec<asmguard_containers::Found> {
-        match &self.cgroup_root {
-            Some(root) => self
-                .cfg
-                .container
-                .iter()
-                .map(|c| asmguard_containers::find(root, c))
-                .collect(),
-            None => Vec::new(),
-        }
-    }
-
-    /// Whether a container that presents disks was not found with a process
-    /// (and written id maps) when last resolved, or its nodes' owner did not
-    /// resolve (a runtime may start the first process before the container's
-    /// /etc/passwd is in place): it is looked for again.
+    /// Whether a container that presents disks runs (has cgroups) but was
+    /// not found with a process whose id maps are written, or its nodes'
+    /// owner did not resolve (a runtime may start the first process before
+    /// the container's /etc/passwd is in place): worth resolving again soon.
     pub fn containers_pending(&self) -> bool {
-        let found = self.found.lock().unwrap_or_else(|p| p.into_inner());
-        let unfound = self
-            .cfg
-            .container
-            .iter()
-            .filter(|c| !c.present.is_empty())
-            .any(|c| !found.iter().any(|f| f.name == c.name && f.pid.is_some()));
-        drop(found);
-        unfound
+        let running_unresolved: Vec<String> = {
+            let g = self.found.lock().unwrap_or_else(|p| p.into_inner());
+            g.1.iter()
+                .filter(|f| !f.cgroups.is_empty())
+                .filter(|f| {
+                    g.0.iter()
+                        .any(|c| c.name == f.name && !c.present.is_empty())
+                })
+                .map(|f| f.name.clone())
+                .collect()
+        };
+        if running_unresolved.is_empty() {
+            return false;
+        }
+        let g = self.found.lock().unwrap_or_else(|p| p.into_inner());
+        g.1.iter()
+            .any(|f| running_unresolved.contains(&f.name) && f.pid.is_none())
             || self
                 .presenter
                 .outcome()
                 .problems
                 .iter()
-                .any(|p| p.label.is_none())
+                .any(|p| p.label.is_none() && running_unresolved.contains(&p.container))
     }
 
-    /// The one place containers, once resolved, take effect on what this
-    /// module keeps: their device nodes follow (made for a container that
-    /// appeared, removed for one that has no process left). `found` is in
-    /// `[[container]]` order.
-    pub fn containers_resolved(&self, found: Vec<asmguard_containers::Found>) {
+    /// Takes what was found of the containers `cs` (in that order): their
+    /// device nodes follow (made for a container that appeared, removed for
+    /// one that has no process left), once a scan has given a model.
+    fn containers_resolved(&self, cs: Vec<Container>, found: Vec<asmguard_containers::Found>) {
         let _order = self.scan_order.lock().unwrap_or_else(|p| p.into_inner());
-        *self.found.lock().unwrap_or_else(|p| p.into_inner()) = found;
-        let m = self.read_state().model.clone();
-        self.present(&m);
+        *self.found.lock().unwrap_or_else(|p| p.into_inner()) = (cs, found);
+        // before the first scan there is no model: an empty one would remove
+        // every node a previous run made
+        if self.scans_done.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+            let m = self.read_state().model.clone();
+            self.present(&m);
+        }
     }
 
     /// Makes the containers' device nodes match `m` and the containers as
     /// last resolved (the caller holds `scan_order`).
     fn present(&self, m: &Model) {
-        if self.cfg.container.is_empty() {
+        let g = self.found.lock().unwrap_or_else(|p| p.into_inner());
+        let (cs, found) = (&g.0, &g.1);
+        if cs.is_empty() {
             return;
         }
         let disks: Vec<(String, KernelDev)> = m
@@ -327,17 +338,14 @@ impl Daemon {
             .filter(|d| !d.conflict)
             .map(|d| (d.label.to_string(), d.top.dev))
             .collect();
-        let found = self.found.lock().unwrap_or_else(|p| p.into_inner());
-        let targets: Vec<crate::present::Target> = self
-            .cfg
-            .container
+        let targets: Vec<crate::present::Target> = cs
             .iter()
             .map(|c| {
                 let f = found.iter().find(|f| f.name == c.name);
                 crate::present::target(&self.cfg, c, f)
             })
             .collect();
-        drop(found);
+        drop(g);
         self.presenter.sync(&disks, &targets);
     }
 
@@ -401,10 +409,6 @@ impl Daemon {
         s.devices = devices;
         s.last_scan_ms = t.elapsed().as_millis() as u64;
         drop(s);
-        // a full scan looks for the containers again too
-        if !self.cfg.container.is_empty() {
-            *self.found.lock().unwrap_or_else(|p| p.into_inner()) = self.find_containers();
-        }
         self.apply(built);
         self.scans_done.store(number, SeqCst);
         tracing::debug!(
@@ -682,6 +686,8 @@ impl Daemon {
             },
             claims: self.claims.list(),
             claims_kept: self.claims.kept().into(),
+            containers: self.filter.container_views(),
+            containers_enforced: self.filter.containers_enforced(),
             container_nodes: shown.nodes.len(),
             not_presented: shown
                 .problems
