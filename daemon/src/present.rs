@@ -464,11 +464,14 @@ pub fn sync(root: &Path, disks: &[(String, KernelDev)], targets: &[Target]) -> O
     out
 }
 
-/// The presentations as last made, and the problems already logged.
+/// The presentations as last made, the problems already logged, and the
+/// containers this daemon presented to (one a SIGHUP removed from the
+/// configuration loses its nodes; its directory stays).
 #[derive(Debug)]
 pub struct Presenter {
     root: PathBuf,
     last: Mutex<Outcome>,
+    managed: Mutex<BTreeSet<String>>,
 }
 
 impl Default for Presenter {
@@ -483,13 +486,26 @@ impl Presenter {
         Presenter {
             root,
             last: Mutex::default(),
+            managed: Mutex::default(),
         }
     }
 
     /// [`sync`], logging each new problem once (an error for something in
     /// the way, a warning otherwise) and each one that went away.
     pub fn sync(&self, disks: &[(String, KernelDev)], targets: &[Target]) {
-        let now = sync(&self.root, disks, targets);
+        let mut now = sync(&self.root, disks, targets);
+        {
+            let mut managed = self.managed.lock().unwrap_or_else(|p| p.into_inner());
+            let names: BTreeSet<String> = targets.iter().map(|t| t.name.clone()).collect();
+            for gone in managed.difference(&names) {
+                let dir = self.root.join(gone);
+                if matches!(entry(&dir), Ok(Entry::Dir)) {
+                    now.problems
+                        .extend(remove_unwanted(&dir, &BTreeSet::new(), gone));
+                }
+            }
+            *managed = names;
+        }
         let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
         for p in now.problems.iter().filter(|p| !last.problems.contains(p)) {
             let what = match &p.label {
@@ -664,6 +680,39 @@ mod tests {
         );
         // nothing was made through the symlinked directory
         assert!(!tmp.path().join("DATA1").exists());
+    }
+
+    #[test]
+    fn a_container_no_longer_configured_loses_its_nodes() {
+        let Some(tmp) = root() else { return };
+        let r = tmp.path().join("containers");
+        let p = Presenter::at(r.clone());
+        let disks = vec![("DATA1".to_string(), dev(901))];
+        let ts = vec![
+            target("rac1", &["*"], Ok((1, 1))),
+            target("rac2", &["*"], Ok((2, 2))),
+        ];
+        p.sync(&disks, &ts);
+        assert_eq!(p.outcome().nodes.len(), 2);
+        // a SIGHUP drops rac2: its node goes, its directory stays
+        p.sync(&disks, &ts[..1]);
+        assert!(matches!(
+            entry(&r.join("rac2/DATA1")).unwrap(),
+            Entry::Absent
+        ));
+        assert!(r.join("rac2").is_dir());
+        assert_eq!(stat(&r.join("rac1/DATA1")).1, 1);
+        // a directory of a container this daemon never presented to is not touched
+        std::fs::create_dir_all(r.join("other")).unwrap();
+        nix::sys::stat::mknod(
+            &r.join("other/DATA1"),
+            SFlag::S_IFBLK,
+            Mode::from_bits_truncate(0o600),
+            dev(901).to_dev_t(),
+        )
+        .unwrap();
+        p.sync(&disks, &ts[..1]);
+        assert_eq!(stat(&r.join("other/DATA1")).0, dev(901).to_dev_t());
     }
 
     #[test]

@@ -262,6 +262,24 @@ fn asmguardctl_in_a_container_reads_and_changes_state_as_configured() {
     }
     let o = run(&r, intruder, &["lsdsk"]);
     o.refused(4, &["permission denied", ro_name]);
+    // a user namespace of its own that maps its uid to root, or to grid and
+    // asmadmin, changes nothing: ids are translated through the container's map
+    for nested in [
+        vec!["unshare", "--user", "--map-root-user", "--"],
+        vec![
+            "unshare",
+            "--user",
+            "--map-user=54331",
+            "--map-group=54329",
+            "--",
+        ],
+    ] {
+        let mut cmd = nested.clone();
+        let asked = ask(&["lsdsk"]);
+        cmd.extend(asked.iter().map(String::as_str));
+        let o = r.run_as(1001, 1001, &[], &cmd);
+        o.refused(4, &["permission denied", ro_name]);
+    }
     assert_eq!(d.labels(), vec!["CTL1"]);
     // the same container privileged (no user namespace): its root is host uid 0,
     // still not the host's root
