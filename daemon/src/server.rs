@@ -78,7 +78,8 @@ pub async fn serve(listener: UnixListener, d: Arc<Daemon>) {
                 continue;
             }
         };
-        let Some(peer) = peer_of(&stream, &d) else {
+        // a few /proc reads (a peer in a container): off the runtime's workers
+        let Some(peer) = tokio::task::block_in_place(|| peer_of(&stream, &d)) else {
             continue;
         };
         if !may_read(&d, &peer) {
@@ -219,7 +220,15 @@ fn container_place(d: &Daemon, root: Option<&Path>, c: &asmguard_config::Contain
         .unwrap_or_else(|| d.cfg.socket.admin_group.clone());
     let (root_uid, admin_gid) = match root {
         Some(r) => {
-            let f = asmguard_containers::find(r, c);
+            // as last resolved while its process is still in it; else found now
+            let f = d
+                .found(&c.name)
+                .filter(|f| {
+                    f.pid.is_some_and(|p| {
+                        asmguard_containers::container_of(r, std::slice::from_ref(c), p).is_some()
+                    })
+                })
+                .unwrap_or_else(|| asmguard_containers::find(r, c));
             let u = asmguard_containers::host_uid(&f, "0");
             let g = asmguard_containers::host_gid(&f, &group);
             for e in [u.as_ref().err(), g.as_ref().err()].into_iter().flatten() {

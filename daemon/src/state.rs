@@ -280,6 +280,12 @@ impl Daemon {
         self.containers_resolved(cs, found);
     }
 
+    /// What was found of container `name` when the containers were last resolved.
+    pub fn found(&self, name: &str) -> Option<asmguard_containers::Found> {
+        let g = self.found.lock().unwrap_or_else(|p| p.into_inner());
+        g.1.iter().find(|f| f.name == name).cloned()
+    }
+
     /// Whether a container that presents disks runs (has cgroups) but was
     /// not found with a process whose id maps are written, or its nodes'
     /// owner did not resolve (a runtime may start the first process before
