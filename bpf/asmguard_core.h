@@ -159,14 +159,21 @@ struct thread_info {
 } __attribute__((preserve_access_index));
 
 /* Containers: a task's default-hierarchy (cgroup v2) cgroup and its
- * ancestors, by their kernfs nodes; kn->id is the cgroup id (the directory's
- * inode number, bpf_get_current_cgroup_id()'s value). */
+ * ancestors (through cgroup->self.parent: kernfs_node's parent was renamed
+ * __parent in 6.15); kn->id is the cgroup id (the directory's inode number,
+ * bpf_get_current_cgroup_id()'s value). */
 struct kernfs_node {
-	struct kernfs_node *parent;
 	__u64 id;
 } __attribute__((preserve_access_index));
 
+struct cgroup;
+struct cgroup_subsys_state {
+	struct cgroup *cgroup;
+	struct cgroup_subsys_state *parent;
+} __attribute__((preserve_access_index));
+
 struct cgroup {
+	struct cgroup_subsys_state self;
 	struct kernfs_node *kn;
 } __attribute__((preserve_access_index));
 

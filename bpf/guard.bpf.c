@@ -232,18 +232,22 @@ static __always_inline bool listed(void *ids, __u32 id)
  * in ag_ctrs. NULL: in none. */
 static __always_inline struct ag_ctr *task_ctr(struct task_struct *t)
 {
-	struct kernfs_node *kn = BPF_CORE_READ(t, cgroups, dfl_cgrp, kn);
+	struct cgroup *cg = BPF_CORE_READ(t, cgroups, dfl_cgrp);
+	struct cgroup_subsys_state *up;
 	struct ag_ctr *ctr;
 	__u64 id;
 
 	for (int i = 0; i < AG_CTR_DEPTH; i++) {
-		if (!kn)
+		if (!cg)
 			break;
-		id = BPF_CORE_READ(kn, id);
+		id = BPF_CORE_READ(cg, kn, id);
 		ctr = bpf_map_lookup_elem(&ag_ctrs, &id);
 		if (ctr)
 			return ctr;
-		kn = BPF_CORE_READ(kn, parent);
+		up = BPF_CORE_READ(cg, self.parent);
+		if (!up)
+			break;
+		cg = BPF_CORE_READ(up, cgroup);
 	}
 	return 0;
 }

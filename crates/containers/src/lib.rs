@@ -253,8 +253,11 @@ fn read_map(pid: u32, which: &str) -> Option<IdMap> {
 /// them), one whose user namespace is the outermost that is not the host's (the
 /// daemon's); a map read as empty (the runtime has not written it yet) gives no
 /// process. When every process is in the host's user namespace (a privileged
-/// container): one whose mount namespace is not the daemon's if there is one (a
-/// runtime's supervisor may share the cgroup), else any, with the identity maps.
+/// container): one whose mount namespace is not the daemon's, with the identity
+/// maps. A process in both the host's user and mount namespaces is never the
+/// container's: a runtime's supervisor sharing the cgroup, or the container's
+/// first process before it made its namespaces (judging by it would read the
+/// host's /etc/passwd with the identity map, and nothing would correct that).
 pub fn find(cgroup_root: &Path, c: &Container) -> Found {
     let cgroups = matched_cgroups(cgroup_root, c);
     let mut pids = BTreeSet::new();
@@ -275,7 +278,6 @@ pub fn find(cgroup_root: &Path, c: &Container) -> Found {
     // Depth by namespace: a container's processes share a few namespaces.
     let mut depth_of: HashMap<(u64, u64), Option<u32>> = HashMap::new();
     let mut best: Option<(u32, u32)> = None; // (depth, pid)
-    let mut host: Option<u32> = None;
     let mut host_other_mnt: Option<u32> = None;
     for &pid in &pids {
         let Some(ns) = ns_id(Path::new(&format!("/proc/{pid}/ns/user"))) else {
@@ -287,7 +289,6 @@ pub fn find(cgroup_root: &Path, c: &Container) -> Found {
         match depth {
             None => {}
             Some(0) => {
-                host.get_or_insert(pid);
                 if host_other_mnt.is_none()
                     && ns_id(Path::new(&format!("/proc/{pid}/ns/mnt"))) != our_mnt
                 {
@@ -319,7 +320,7 @@ pub fn find(cgroup_root: &Path, c: &Container) -> Found {
         }
         return found;
     }
-    if let Some(pid) = host_other_mnt.or(host) {
+    if let Some(pid) = host_other_mnt {
         found.pid = Some(pid);
         found.uid_map = IdMap::identity();
         found.gid_map = IdMap::identity();

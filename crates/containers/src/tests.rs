@@ -194,17 +194,39 @@ fn find_in_a_tree() {
     assert_eq!(f.cgroups.len(), 1);
     assert_eq!(f.pid, None);
     assert!(f.uid_map.0.is_empty());
-    // Our process (host user namespace) in a cgroup below: identity maps.
+    // Our process (the host's user and mount namespaces) in a cgroup below:
+    // not the container's (a runtime helper, or a first process before it made
+    // its namespaces): still no process.
     let me = std::process::id();
-    fs::write(
-        r.join("lxc.payload.rac1/init.scope/cgroup.procs"),
-        format!("{me}\n"),
-    )
-    .unwrap();
+    let procs = r.join("lxc.payload.rac1/init.scope/cgroup.procs");
+    fs::write(&procs, format!("{me}\n")).unwrap();
     let f = find(r, &c);
-    assert_eq!(f.pid, Some(me));
-    assert!(f.uid_map.is_identity() && f.gid_map.is_identity());
-    assert_eq!(host_uid(&f, "root"), Ok(0));
+    assert_eq!(f.pid, None);
+    // A privileged container's process (host user namespace, its own mount
+    // namespace): the identity maps. Needs root (unshare --mount).
+    if let Ok(mut child) = std::process::Command::new("unshare")
+        .args(["--mount", "sleep", "5"])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+    {
+        let pid = child.id();
+        let t0 = std::time::Instant::now();
+        while ns_id(Path::new(&format!("/proc/{pid}/ns/mnt")))
+            == ns_id(Path::new("/proc/self/ns/mnt"))
+            && t0.elapsed() < Duration::from_secs(2)
+        {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if child.try_wait().unwrap().is_none() {
+            fs::write(&procs, format!("{me}\n{pid}\n")).unwrap();
+            let f = find(r, &c);
+            assert_eq!(f.pid, Some(pid));
+            assert!(f.uid_map.is_identity() && f.gid_map.is_identity());
+            assert_eq!(host_uid(&f, "root"), Ok(0));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
     assert!(find(r, &ctr("x", &["absent"])).cgroups.is_empty());
 }
 

@@ -141,8 +141,8 @@ pub fn cgroup_root() -> Option<PathBuf> {
 }
 
 /// The `containers` thread: re-resolves the configured containers whenever
-/// the cgroup tree under their patterns changes (and every second while one
-/// runs but its users could not be translated yet), and at once when SIGHUP
+/// the cgroup tree under their patterns changes (every second while one runs
+/// but its users could not be translated yet, every 10 s otherwise), and at once when SIGHUP
 /// gave a new configuration ([`FilterService::set_container_config`]).
 pub fn spawn(d: Arc<crate::state::Daemon>) {
     let Some(root) = cgroup_root() else {
@@ -178,7 +178,10 @@ pub fn spawn(d: Arc<crate::state::Daemon>) {
                     .iter()
                     .any(|v| !v.cgroups.is_empty() && !v.problems.is_empty())
                     || d.containers_pending();
-                if changed || (waiting && last.elapsed() >= Duration::from_secs(1)) {
+                // And every 10 s anyway: a container's namespaces can change
+                // with no cgroup event (its first process unsharing them).
+                let due = if waiting { 1 } else { 10 };
+                if changed || last.elapsed() >= Duration::from_secs(due) {
                     d.resolve_containers();
                     last = Instant::now();
                 }
