@@ -17,8 +17,10 @@
 //! are touched (another asmguardd on this host may present its own).
 //!
 //! `Daemon::apply` calls it with every model and whenever containers are
-//! resolved again (`Daemon::containers_resolved`); [`Presenter`] keeps the last
-//! outcome for `lsdsk` and `status` and logs each problem once.
+//! resolved again (`Daemon::resolve_containers`: a container started, stopped,
+//! SIGHUP); [`Presenter`] keeps the last outcome for `lsdsk` and `status`, logs
+//! each problem once, and removes the nodes of a container a SIGHUP took out
+//! of the configuration.
 //!
 //! Not for: finding containers or translating ids (`asmguard-containers`), the
 //! write filter's container rules (`crate::filter`).
@@ -389,6 +391,20 @@ pub fn sync(root: &Path, disks: &[(String, KernelDev)], targets: &[Target]) -> O
         return out;
     }
     for t in targets {
+        // the configuration allows no other names; never a path out of `root`
+        let one_component = !t.name.is_empty()
+            && t.name != "."
+            && t.name != ".."
+            && !t.name.contains('/')
+            && !t.name.contains('\0');
+        if !one_component {
+            out.problems.push(Problem {
+                container: t.name.clone(),
+                label: None,
+                reason: format!("{:?} cannot name a directory", t.name),
+            });
+            continue;
+        }
         let dir = root.join(&t.name);
         if t.present.is_empty() && matches!(entry(&dir), Ok(Entry::Absent)) {
             continue; // presents nothing and never did: no directory
