@@ -373,6 +373,12 @@ fn remove_unwanted(dir: &Path, keep: &BTreeSet<&str>, container: &str) -> Vec<Pr
     problems
 }
 
+/// Whether `name` is one path component (the configuration allows no other
+/// container names): never a path out of the containers' directory.
+fn one_component(name: &str) -> bool {
+    !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\0'])
+}
+
 /// Makes `root`'s container directories match `targets` for the managed
 /// `disks` (label, top device; labels in conflict left out by the caller).
 pub fn sync(root: &Path, disks: &[(String, KernelDev)], targets: &[Target]) -> Outcome {
@@ -391,13 +397,7 @@ pub fn sync(root: &Path, disks: &[(String, KernelDev)], targets: &[Target]) -> O
         return out;
     }
     for t in targets {
-        // the configuration allows no other names; never a path out of `root`
-        let one_component = !t.name.is_empty()
-            && t.name != "."
-            && t.name != ".."
-            && !t.name.contains('/')
-            && !t.name.contains('\0');
-        if !one_component {
+        if !one_component(&t.name) {
             out.problems.push(Problem {
                 container: t.name.clone(),
                 label: None,
@@ -512,7 +512,11 @@ impl Presenter {
         let mut now = sync(&self.root, disks, targets);
         {
             let mut managed = self.managed.lock().unwrap_or_else(|p| p.into_inner());
-            let names: BTreeSet<String> = targets.iter().map(|t| t.name.clone()).collect();
+            let names: BTreeSet<String> = targets
+                .iter()
+                .filter(|t| one_component(&t.name))
+                .map(|t| t.name.clone())
+                .collect();
             for gone in managed.difference(&names) {
                 let dir = self.root.join(gone);
                 if matches!(entry(&dir), Ok(Entry::Dir)) {
@@ -729,6 +733,14 @@ mod tests {
         .unwrap();
         p.sync(&disks, &ts[..1]);
         assert_eq!(stat(&r.join("other/DATA1")).0, dev(901).to_dev_t());
+    }
+
+    #[test]
+    fn container_names_never_leave_the_directory() {
+        for bad in ["", ".", "..", "a/b", "../x"] {
+            assert!(!one_component(bad), "{bad:?}");
+        }
+        assert!(one_component("rac1.example-2_b"));
     }
 
     #[test]
