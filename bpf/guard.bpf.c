@@ -9,7 +9,9 @@
  * enforce, audit (log and allow) or off.
  *
  * For a caller that is not allow-listed (effective or fs uid in ag_uids, effective
- * or fs gid in ag_gids, or executable {dev, ino} in ag_exes; never the comm),
+ * or fs gid in ag_gids, or executable {dev, ino} in ag_exes; never the comm; or
+ * its container's rule: the first of its cgroup-v2 cgroup and that cgroup's
+ * ancestors in ag_ctrs, allowing all or host ids in ag_ctr_uids/ag_ctr_gids),
  * on a managed device these are denied with -EPERM:
  *   lsm/file_open           any open for writing (block or generic char device);
  *   lsm/file_permission     a write on an fd opened before the filter started
@@ -37,6 +39,10 @@
  * loads: on the cgroup-v2 root, it denies write-opens (open-time only). Beside
  * the LSM or fmod_ret programs, ag_kernel_open (cgroup/dev too) judges
  * in-kernel opens by device number that no security hook sees (nvmet).
+ *
+ * The pins: inode_unlink, inode_rmdir and inode_rename (twins too) refuse a
+ * task outside the host's pid namespace anything in the pin directories
+ * (ag_pin_dirs), should bpffs be mounted into a container.
  *
  * Every denial (and every audited operation) becomes an ag_event in the
  * ag_events ring buffer. A non-zero verdict of an earlier LSM or fmod_ret

@@ -288,13 +288,13 @@ pub fn find(cgroup_root: &Path, c: &Container) -> Found {
             .or_insert_with(|| userns_depth(pid, ours));
         match depth {
             None => {}
-            Some(0) => {
+            Some(0)
                 if host_other_mnt.is_none()
-                    && ns_id(Path::new(&format!("/proc/{pid}/ns/mnt"))) != our_mnt
-                {
-                    host_other_mnt = Some(pid);
-                }
+                    && ns_id(Path::new(&format!("/proc/{pid}/ns/mnt"))) != our_mnt =>
+            {
+                host_other_mnt = Some(pid);
             }
+            Some(0) => {}
             Some(d) if best.is_none_or(|(bd, _)| d < bd) => best = Some((d, pid)),
             Some(_) => {}
         }

@@ -211,6 +211,18 @@ fn wait_container(d: &Daemon, name: &str, f: impl Fn(&serde_json::Value) -> bool
     }
 }
 
+/// The daemon's metrics page.
+fn scrape(d: &Daemon) -> String {
+    use std::io::{Read, Write};
+    let port = d.metrics_port.expect("the harness chose the metrics port");
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    let mut out = String::new();
+    c.read_to_string(&mut out).unwrap();
+    out
+}
+
 #[test]
 fn container_rules_allow_their_users_and_no_one_else() {
     let Some(_g) = lock() else { return };
@@ -277,6 +289,12 @@ fn container_rules_allow_their_users_and_no_one_else() {
         text.contains("3 configured, rules enforced")
             && text.contains("may write: user daemon (host uid 200001)"),
         "{text}"
+    );
+    let m = scrape(&d);
+    assert!(
+        m.contains("asmguard_container_cgroups{container=\"rac1\"} 1\n")
+            && m.contains("asmguard_container_cgroups{container=\"late\"} 0\n"),
+        "{m}"
     );
     std::fs::write(sc.go("go"), "").unwrap();
 
