@@ -163,6 +163,18 @@ pub fn lsdsk_text(r: &LsdskResult) -> String {
     for u in &r.unreadable {
         let _ = writeln!(s, "unreadable: {u}");
     }
+    for d in &r.disks {
+        for p in &d.presented {
+            let _ = writeln!(
+                s,
+                "presented: {} to container {} as {} (host uid {}, gid {}, mode {})",
+                d.label, p.container, p.path, p.uid, p.gid, p.mode
+            );
+        }
+    }
+    for n in &r.not_presented {
+        let _ = writeln!(s, "NOT PRESENTED: {}", not_presented_text(n));
+    }
     for u in &r.unmanaged {
         let seen = if u.label.is_empty() {
             "no label".to_string()
@@ -176,6 +188,14 @@ pub fn lsdsk_text(r: &LsdskResult) -> String {
         );
     }
     s
+}
+
+/// `container rac1: REASON`, or `DATA1 to container rac1: REASON`.
+fn not_presented_text(n: &asmguard_proto::NotPresented) -> String {
+    match &n.label {
+        Some(l) => format!("{l} to container {}: {}", n.container, n.reason),
+        None => format!("container {}: {}", n.container, n.reason),
+    }
 }
 
 fn list(c: &Cli, op: Op, json: bool) -> Result<(), CliError> {
@@ -200,6 +220,7 @@ fn status(c: &Cli, json: bool) -> Result<(), CliError> {
 
 fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
     let containers = container_rows(&s);
+    let nodes = node_row(&s);
     let mut rows = vec![
         (
             "daemon",
@@ -275,8 +296,22 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
         .iter()
         .position(|(k, _)| *k == "exclusive claims")
         .map_or(rows.len(), |i| i + 1);
-    rows.splice(at..at, containers);
+    rows.splice(at..at, containers.into_iter().chain(nodes));
     rows
+}
+
+/// The `container nodes` row of `status`, where containers are configured:
+/// how many device nodes are made for them, and why some have none.
+fn node_row(s: &StatusResult) -> Option<(&'static str, String)> {
+    if s.containers.is_empty() && s.container_nodes == 0 && s.not_presented.is_empty() {
+        return None;
+    }
+    let mut v = format!("{} in /dev/asmguard/containers", s.container_nodes);
+    if !s.not_presented.is_empty() {
+        let why: Vec<String> = s.not_presented.iter().map(not_presented_text).collect();
+        v.push_str(&format!("; not presented: {}", why.join("; ")));
+    }
+    Some(("container nodes", v))
 }
 
 /// The `containers` rows of `status`: whether the filter enforces container

@@ -22,7 +22,9 @@ const RETRY: Duration = Duration::from_millis(100);
 
 /// One container resolved: the filter's rule and what `status` shows. `wait`:
 /// it runs but its maps could not be read yet (worth another try soon).
-fn resolve_one(root: &Path, c: &Container, ctr_id: u32) -> (ContainerRule, ContainerStatus, bool) {
+type Resolved = (ContainerRule, ContainerStatus, bool, Found);
+
+fn resolve_one(root: &Path, c: &Container, ctr_id: u32) -> Resolved {
     let f: Found = find(root, c);
     let mut rule = ContainerRule {
         ctr_id,
@@ -66,7 +68,7 @@ fn resolve_one(root: &Path, c: &Container, ctr_id: u32) -> (ContainerRule, Conta
     }
     let view = ContainerStatus {
         name: c.name.clone(),
-        cgroups: f.cgroups.into_iter().map(|(p, _)| p).collect(),
+        cgroups: f.cgroups.iter().map(|(p, _)| p.clone()).collect(),
         allow: if c.allow_all {
             ContainerAllow::All("all".into())
         } else {
@@ -74,19 +76,24 @@ fn resolve_one(root: &Path, c: &Container, ctr_id: u32) -> (ContainerRule, Conta
         },
         problems,
     };
-    (rule, view, wait)
+    (rule, view, wait, f)
 }
 
 /// Every container of `cs` resolved (container ids 1.. in configuration
-/// order), retrying those whose maps are not written yet.
-pub fn resolve(root: &Path, cs: &[Container]) -> (Vec<ContainerRule>, Vec<ContainerStatus>) {
-    let mut out: Vec<(ContainerRule, ContainerStatus, bool)> = cs
+/// order), retrying those whose maps are not written yet: the filter's rules,
+/// what `status` shows, and what was found (the containers' device nodes
+/// follow it, `crate::present`).
+pub fn resolve(
+    root: &Path,
+    cs: &[Container],
+) -> (Vec<ContainerRule>, Vec<ContainerStatus>, Vec<Found>) {
+    let mut out: Vec<Resolved> = cs
         .iter()
         .enumerate()
         .map(|(i, c)| resolve_one(root, c, i as u32 + 1))
         .collect();
     for _ in 1..TRIES {
-        if !out.iter().any(|(_, _, wait)| *wait) {
+        if !out.iter().any(|(_, _, wait, _)| *wait) {
             break;
         }
         std::thread::sleep(RETRY);
@@ -96,12 +103,21 @@ pub fn resolve(root: &Path, cs: &[Container]) -> (Vec<ContainerRule>, Vec<Contai
             }
         }
     }
-    out.into_iter().map(|(r, v, _)| (r, v)).unzip()
+    let mut rules = Vec::new();
+    let mut views = Vec::new();
+    let mut found = Vec::new();
+    for (r, v, _, f) in out {
+        rules.push(r);
+        views.push(v);
+        found.push(f);
+    }
+    (rules, views, found)
 }
 
 /// Resolves `cs` and hands the rules to the filter; logs what changed.
-pub fn apply(svc: &FilterService, root: &Path, cs: &[Container]) {
-    let (rules, views) = resolve(root, cs);
+/// Returns what was found (`Daemon::resolve_containers` hands it on).
+pub fn apply(svc: &FilterService, root: &Path, cs: &[Container]) -> Vec<Found> {
+    let (rules, views, found) = resolve(root, cs);
     let before = svc.container_views();
     if let Err(e) = svc.set_containers(rules, views.clone()) {
         tracing::error!("filter: cannot set the container rules: {e}");
@@ -116,6 +132,7 @@ pub fn apply(svc: &FilterService, root: &Path, cs: &[Container]) {
             tracing::warn!("filter: {}", v.summary());
         }
     }
+    found
 }
 
 /// The cgroup2 mount the patterns are relative to.
@@ -159,12 +176,13 @@ pub fn spawn(d: Arc<crate::state::Daemon>) {
                 let waiting = svc
                     .container_views()
                     .iter()
-                    .any(|v| !v.cgroups.is_empty() && !v.problems.is_empty());
+                    .any(|v| !v.cgroups.is_empty() && !v.problems.is_empty())
+                    || d.containers_pending();
                 // And every 10 s anyway: a container's namespaces can change
                 // with no cgroup event (its first process unsharing them).
                 let due = if waiting { 1 } else { 10 };
                 if changed || last.elapsed() >= Duration::from_secs(due) {
-                    apply(svc, &root, &cs);
+                    d.resolve_containers();
                     last = Instant::now();
                 }
             }

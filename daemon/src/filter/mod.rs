@@ -51,11 +51,11 @@ pub fn start(
     };
     let svc = FilterService::start(opts, mode, Some(state_file));
     let (uids, gids) = set_allow(&svc, &cfg.filter);
+    // resolved by the daemon before its first scan (`Daemon::resolve_containers`)
     svc.set_container_config(cfg.container.clone());
     if !cfg.container.is_empty() {
-        match containers::cgroup_root() {
-            Some(root) => containers::apply(&svc, &root, &cfg.container),
-            None => tracing::error!("filter: no cgroup2 file system: container rules cannot apply"),
+        if containers::cgroup_root().is_none() {
+            tracing::error!("filter: no cgroup2 file system: container rules cannot apply");
         }
         if !svc.containers_enforced() && svc.status().cover != Coverage::Unprotected {
             tracing::warn!(
@@ -204,10 +204,8 @@ pub fn reload_allow(svc: &FilterService, source: Option<&Path>, before: &mut (Ve
         }
     };
     let now = set_allow(svc, &cfg.filter);
+    // the caller resolves them (`Daemon::resolve_containers`)
     svc.set_container_config(cfg.container.clone());
-    if let Some(root) = containers::cgroup_root() {
-        containers::apply(svc, &root, &cfg.container);
-    }
     if now == *before {
         tracing::info!(
             "SIGHUP: allow-list re-resolved, unchanged: uids {:?}, gids {:?}",
