@@ -36,6 +36,8 @@ SYS_IMAGE_PKGS="systemd systemd-sysv udev dbus kmod procps util-linux e2fsprogs
 SYS_CTR_BINS="dash sleep dd cat id ls stat cmp sha256sum head tail tr cut grep sed env
  true false printf readlink mkdir rm mv touch chmod wc od uname mknod date timeout
  blkid blockdev losetup mount umount dmsetup setpriv getent"
+# and the libraries of the project's asmguardctl (bound into the containers per run)
+SYS_CTR_LIBS="/usr/lib/x86_64-linux-gnu/libgcc_s.so.1"
 
 # sys_ctr_rootfs ROOT: /var/lib/ctr-lab/rootfs in ROOT, a container root file system
 # made of ROOT's own files (SYS_CTR_BINS and the libraries ldd names), merged-/usr
@@ -66,6 +68,7 @@ sys_ctr_rootfs() {
 			cp -L "$r$l" "$c$l"
 		done
 	done
+	for l in $SYS_CTR_LIBS; do cp -L "$r$l" "$c$l"; done
 	ln -s dash "$c/usr/bin/sh"
 	cp -L "$r/usr/lib/os-release" "$c/usr/lib/os-release"
 	ln -s ../usr/lib/os-release "$c/etc/os-release"

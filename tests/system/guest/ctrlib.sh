@@ -166,7 +166,7 @@ EOF
 	} >"/var/lib/lxc/$_n/config"
 	rm -f "/tmp/lxc-$_n.log"
 	if ! lxc-start -n "$_n" -d -l INFO -o "/tmp/lxc-$_n.log" || ! lxc-wait -n "$_n" -s RUNNING -t 30; then
-		echo "lxc-start $_n: $(grep -E 'ERROR|WARN' "/tmp/lxc-$_n.log" | tail -n 4)"
+		echo "lxc-start $_n: $(grep -E 'ERROR' "/tmp/lxc-$_n.log" | head -n 4 | sed 's/^.* - //')"
 		return 1
 	fi
 }
@@ -247,7 +247,8 @@ asmguard_prog_ids() {
 }
 
 # runtime_device_prog CGROUP: the cgroup_device programs in effect on CGROUP (a
-# path relative to the cgroup-v2 mount), on one line.
+# path relative to the cgroup-v2 mount) but asmguard's own (ag_*), on one line.
 runtime_device_prog() {
-	bpftool cgroup show "/sys/fs/cgroup/$1" effective 2>/dev/null | grep -w cgroup_device | tr -s ' \n' '  '
+	[ -n "$1" ] && bpftool cgroup show "/sys/fs/cgroup/$1" effective 2>/dev/null |
+		grep -w cgroup_device | grep -v ' ag_' | tr -s ' \n' '  '
 }
