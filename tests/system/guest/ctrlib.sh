@@ -130,6 +130,15 @@ ctr_present() {
 
 # ---- starting, running in and stopping containers ---------------------------
 
+# ctr_subids: root's subordinate ids 100000..165535 in /etc/subuid and /etc/subgid
+# (LXC maps a root-started container's ids through newuidmap/newgidmap, which
+# check them), as on an LXC host.
+ctr_subids() {
+	for _f in /etc/subuid /etc/subgid; do
+		grep -q "^root:$CTR_SHIFT:65536\$" "$_f" 2>/dev/null || echo "root:$CTR_SHIFT:65536" >>"$_f"
+	done
+}
+
 # ctr_lxc_start NAME USERNS CONFIG-LINES: writes /var/lib/lxc/NAME/config (the lab's
 # base: the image's root file system, no network, no console, a tmpfs /tmp, proc and
 # sys, a device cgroup that allows the usual character devices only, and with USERNS
