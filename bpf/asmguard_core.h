@@ -158,8 +158,42 @@ struct thread_info {
 	__u32 status;
 } __attribute__((preserve_access_index));
 
+/* Containers: a task's default-hierarchy (cgroup v2) cgroup and its
+ * ancestors (through cgroup->self.parent: kernfs_node's parent was renamed
+ * __parent in 6.15); kn->id is the cgroup id (the directory's inode number,
+ * bpf_get_current_cgroup_id()'s value). */
+struct kernfs_node {
+	__u64 id;
+} __attribute__((preserve_access_index));
+
+struct cgroup;
+struct cgroup_subsys_state {
+	struct cgroup *cgroup;
+	struct cgroup_subsys_state *parent;
+} __attribute__((preserve_access_index));
+
+struct cgroup {
+	struct cgroup_subsys_state self;
+	struct kernfs_node *kn;
+} __attribute__((preserve_access_index));
+
+struct css_set {
+	struct cgroup *dfl_cgrp;
+} __attribute__((preserve_access_index));
+
+/* A task's pid: level 0 in the initial pid namespace, deeper in a container's. */
+struct pid {
+	unsigned int level;
+} __attribute__((preserve_access_index));
+
+struct dentry {
+	struct inode *d_inode;
+} __attribute__((preserve_access_index));
+
 struct task_struct {
 	struct thread_info thread_info;
+	struct css_set *cgroups;
+	struct pid *thread_pid;
 	struct nameidata *nameidata; /* set while the task walks a path (do_filp_open ...) */
 	unsigned int flags;
 	pid_t pid;

@@ -9,7 +9,9 @@
  * enforce, audit (log and allow) or off.
  *
  * For a caller that is not allow-listed (effective or fs uid in ag_uids, effective
- * or fs gid in ag_gids, or executable {dev, ino} in ag_exes; never the comm),
+ * or fs gid in ag_gids, or executable {dev, ino} in ag_exes; never the comm; or
+ * its container's rule: the first of its cgroup-v2 cgroup and that cgroup's
+ * ancestors in ag_ctrs, allowing all or host ids in ag_ctr_uids/ag_ctr_gids),
  * on a managed device these are denied with -EPERM:
  *   lsm/file_open           any open for writing (block or generic char device);
  *   lsm/file_permission     a write on an fd opened before the filter started
@@ -37,6 +39,10 @@
  * loads: on the cgroup-v2 root, it denies write-opens (open-time only). Beside
  * the LSM or fmod_ret programs, ag_kernel_open (cgroup/dev too) judges
  * in-kernel opens by device number that no security hook sees (nvmet).
+ *
+ * The pins: inode_unlink, inode_rmdir and inode_rename (twins too) refuse a
+ * task outside the host's pid namespace anything in the pin directories
+ * (ag_pin_dirs), should bpffs be mounted into a container.
  *
  * Every denial (and every audited operation) becomes an ag_event in the
  * ag_events ring buffer. A non-zero verdict of an earlier LSM or fmod_ret
@@ -97,6 +103,31 @@ struct {
 	__type(key, struct ag_exe_key);
 	__type(value, __u8);
 } ag_exes SEC(".maps");
+
+/* Containers (guard.h): cgroup id -> the container; its allowed host ids. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, struct ag_ctr);
+} ag_ctrs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct ag_ctr_id);
+	__type(value, __u8);
+} ag_ctr_uids SEC(".maps"), ag_ctr_gids SEC(".maps");
+
+/* The pin directory and its maps/ and links/ directories, by inode (an
+ * ag_exe_key: {ino, s_dev}), filled at load: no task outside the host's pid
+ * namespace may remove or rename what is in them. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16);
+	__type(key, struct ag_exe_key);
+	__type(value, __u8);
+} ag_pin_dirs SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -161,7 +192,6 @@ static __always_inline void who(struct ag_event *e)
 	e->egid = BPF_CORE_READ(c, egid.val);
 	e->exe_ino = BPF_CORE_READ(exe, f_inode, i_ino);
 	e->exe_dev = BPF_CORE_READ(exe, f_inode, i_sb, s_dev);
-	e->pad = 0; /* the fsgid is checked, not reported */
 }
 
 /* The caller's identity where only bpf_get_current_uid_gid is available (the
@@ -173,7 +203,6 @@ static __always_inline void who_ids(struct ag_event *e)
 
 	e->uid = e->euid = e->fsuid = (__u32)ug;
 	e->egid = ug >> 32;
-	e->pad = 0;
 }
 
 /* Whether one of the first AG_MAX_GROUPS supplementary groups of `c` (the
@@ -204,12 +233,85 @@ static __always_inline bool listed(void *ids, __u32 id)
 	return bpf_map_lookup_elem(ids, &id) != NULL;
 }
 
+/* The container of task `t`: the first of its default-hierarchy (cgroup v2)
+ * cgroup and that cgroup's ancestors, AG_CTR_DEPTH of them at most, that is
+ * in ag_ctrs. NULL: in none. */
+static __always_inline struct ag_ctr *task_ctr(struct task_struct *t)
+{
+	struct cgroup *cg = BPF_CORE_READ(t, cgroups, dfl_cgrp);
+	struct cgroup_subsys_state *up;
+	struct ag_ctr *ctr;
+	__u64 id;
+
+	for (int i = 0; i < AG_CTR_DEPTH; i++) {
+		if (!cg)
+			break;
+		id = BPF_CORE_READ(cg, kn, id);
+		ctr = bpf_map_lookup_elem(&ag_ctrs, &id);
+		if (ctr)
+			return ctr;
+		up = BPF_CORE_READ(cg, self.parent);
+		if (!up)
+			break;
+		cg = BPF_CORE_READ(up, cgroup);
+	}
+	return 0;
+}
+
+/* Whether host id `id` is allowed in container `ctr_id` (map ag_ctr_uids or
+ * ag_ctr_gids). */
+static __always_inline bool ctr_listed(void *ids, __u32 ctr_id, __u32 id)
+{
+	struct ag_ctr_id k = { .ctr_id = ctr_id, .id = id };
+
+	return bpf_map_lookup_elem(ids, &k) != NULL;
+}
+
+/* Whether task `t` (credentials `c`) is allowed by its container's rule: a
+ * container that allows anything in it, or the container's allowed users and
+ * groups (host ids: the daemon translated the container's names through its
+ * id maps): effective or fs uid, effective or fs gid, a supplementary group.
+ * *ctr_id: the container (0: none). */
+static __always_inline bool ctr_allowed(struct task_struct *t, const struct cred *c,
+					__u32 *ctr_id)
+{
+	struct ag_ctr *ctr = task_ctr(t);
+	struct group_info *gi;
+	__u32 id, g;
+	int n;
+
+	if (!ctr)
+		return false;
+	id = ctr->ctr_id;
+	*ctr_id = id;
+	if (ctr->flags & AG_CTR_ALL)
+		return true;
+	if (ctr_listed(&ag_ctr_uids, id, BPF_CORE_READ(c, euid.val)) ||
+	    ctr_listed(&ag_ctr_uids, id, BPF_CORE_READ(c, fsuid.val)) ||
+	    ctr_listed(&ag_ctr_gids, id, BPF_CORE_READ(c, egid.val)) ||
+	    ctr_listed(&ag_ctr_gids, id, BPF_CORE_READ(c, fsgid.val)))
+		return true;
+	gi = BPF_CORE_READ(c, group_info);
+	n = BPF_CORE_READ(gi, ngroups);
+	for (int i = 0; i < AG_MAX_GROUPS; i++) {
+		if (i >= n)
+			break;
+		if (bpf_core_read(&g, sizeof(g), &gi->gid[i]))
+			break;
+		if (ctr_listed(&ag_ctr_gids, id, g))
+			return true;
+	}
+	return false;
+}
+
 /* Whether the calling task is allow-listed, reading its identity only as far
  * as the answer needs, in the order of the tests: effective and fs uid,
- * effective and fs gid, executable, supplementary groups. The database's
- * writers are allowed by the first test (two reads and a lookup); the full
- * identity (who()) is read for the denial's event only. */
-static __always_inline bool task_allowed(void)
+ * effective and fs gid, executable, supplementary groups, then its
+ * container's rule. The database's writers are allowed by the first test (two
+ * reads and a lookup); the full identity (who()) is read for the denial's
+ * event only. *ctr_id: the container the task is in when that was looked at
+ * (0: none, or not looked at). */
+static __always_inline bool task_allowed(__u32 *ctr_id)
 {
 	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
 	const struct cred *c = BPF_CORE_READ(t, cred);
@@ -229,7 +331,7 @@ static __always_inline bool task_allowed(void)
 		if (bpf_map_lookup_elem(&ag_exes, &k))
 			return true;
 	}
-	return group_allowed(c);
+	return group_allowed(c) || ctr_allowed(t, c, ctr_id);
 }
 
 /* The same from the ids of who_ids() (programs that cannot read the task). */
@@ -257,7 +359,7 @@ static __always_inline int verdict(struct ag_disk *d, __u32 dev, __u32 flags, __
 	    (BPF_CORE_READ((struct task_struct *)bpf_get_current_task(), flags) & PF_KTHREAD))
 		return 0;
 	if (full) {
-		if (task_allowed())
+		if (task_allowed(&e.ctr_id))
 			return 0;
 		who(&e);
 	} else {
@@ -269,7 +371,6 @@ static __always_inline int verdict(struct ag_disk *d, __u32 dev, __u32 flags, __
 	count_disk(d->disk_id, mode == AG_MODE_ENFORCE ? hook : AG_NHOOKS + hook);
 	r = bpf_ringbuf_reserve(&ag_events, sizeof(*r), 0);
 	if (r) {
-		e.pad = 0;
 		e.ts_ns = bpf_ktime_get_ns();
 		e.dev = dev;
 		e.disk_id = d->disk_id;
@@ -386,6 +487,39 @@ static __always_inline int file_mprotect_rule(struct vm_area_struct *vma, unsign
 static __always_inline int uring_cmd_rule(struct io_uring_cmd *ioucmd)
 {
 	return check_file(ioucmd->file, AG_HOOK_URING_CMD, ioucmd->cmd_op);
+}
+
+/* ---- The pins ----
+ *
+ * Root in a container must not remove asmguard by unlinking its pins (bpffs
+ * is not in a container unless mounted in: then the unlink is denied). A task
+ * outside the host's pid namespace may not unlink, remove or rename anything
+ * in the pin directory (or it); the host's root still can. */
+
+/* Whether `i` is the pin directory or one of its subdirectories. */
+static __always_inline bool pin_dir(struct inode *i)
+{
+	struct ag_exe_key k = { .pad = 0 };
+
+	if (!i)
+		return false;
+	k.ino = BPF_CORE_READ(i, i_ino);
+	k.dev = BPF_CORE_READ(i, i_sb, s_dev);
+	return bpf_map_lookup_elem(&ag_pin_dirs, &k) != NULL;
+}
+
+/* Removing (or renaming) `dentry` from directory `dir`: -EPERM when either is
+ * a pin directory and the task is outside the host's pid namespace. The pid
+ * namespace first: two loads decide for the host's own tasks. */
+static __always_inline int pin_rule(struct inode *dir, struct dentry *dentry)
+{
+	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+
+	if (BPF_CORE_READ(t, thread_pid, level) == 0)
+		return 0;
+	if (pin_dir(dir) || pin_dir(BPF_CORE_READ(dentry, d_inode)))
+		return -EPERM;
+	return 0;
 }
 
 /* ---- SG_IO and NVMe admin passthrough by command class ----
@@ -571,6 +705,26 @@ AG_TWIN(file_mprotect, file_mprotect_rule(vma, prot), struct vm_area_struct *vma
 	unsigned long reqprot, unsigned long prot)
 /* uring_cmd: only on kernels with security_uring_cmd (6.0+). */
 AG_TWIN(uring_cmd, uring_cmd_rule(ioucmd), struct io_uring_cmd *ioucmd)
+
+/* The pins (above). */
+AG_TWIN(inode_unlink, pin_rule(dir, dentry), struct inode *dir, struct dentry *dentry)
+AG_TWIN(inode_rmdir, pin_rule(dir, dentry), struct inode *dir, struct dentry *dentry)
+
+/* inode_rename: the LSM hook has (old_dir, old_dentry, new_dir, new_dentry),
+ * the security function a fifth argument (flags). */
+SEC("lsm/inode_rename")
+int BPF_PROG(ag_inode_rename, struct inode *old_dir, struct dentry *old_dentry,
+	     struct inode *new_dir, struct dentry *new_dentry, int ret)
+{
+	return ret ?: pin_rule(old_dir, old_dentry) ?: pin_rule(new_dir, new_dentry);
+}
+
+SEC("fmod_ret/security_inode_rename")
+int BPF_PROG(ag_fr_inode_rename, struct inode *old_dir, struct dentry *old_dentry,
+	     struct inode *new_dir, struct dentry *new_dentry, unsigned int flags, int ret)
+{
+	return ret ?: pin_rule(old_dir, old_dentry) ?: pin_rule(new_dir, new_dentry);
+}
 
 /* mmap_file: the LSM hook has (file, reqprot, prot, flags), the security
  * function (file, prot, flags). */

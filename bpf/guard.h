@@ -28,7 +28,10 @@
 #define AG_HOOK_URING_CMD 7
 #define AG_HOOK_CGROUP_DEVICE 8
 #define AG_HOOK_KERNEL_OPEN 9 /* cgroup/dev beside the LSM programs: opens by number */
-#define AG_NHOOKS 10
+#define AG_HOOK_INODE_UNLINK 10 /* the pins: removing one from a container */
+#define AG_HOOK_INODE_RMDIR 11
+#define AG_HOOK_INODE_RENAME 12
+#define AG_NHOOKS 13
 
 /* Stats array (ag_stats), u64 each. Only [AG_STAT_RB_DROPS] is written: events
  * lost because the ring buffer was full. Denials and audits are counted once,
@@ -58,6 +61,25 @@ struct ag_exe_key {
 	__u32 dev; /* kernel dev_t of the filesystem (s_dev) */
 	__u32 pad; /* zero */
 };
+
+/* Containers. ag_ctrs: key a cgroup id (u64, the cgroup directory's inode
+ * number), value the container whose cgroup it is. A task is judged by the
+ * first of its cgroup and that cgroup's ancestors found there. */
+#define AG_CTR_ALL 1 /* anything in the container may write */
+struct ag_ctr {
+	__u32 flags;  /* AG_CTR_* */
+	__u32 ctr_id; /* the daemon's number for the container (1..), in events */
+};
+
+/* Key of ag_ctr_uids / ag_ctr_gids: a host uid (gid) allowed in container
+ * ctr_id (the container's own user translated through its id map). */
+struct ag_ctr_id {
+	__u32 ctr_id;
+	__u32 id;
+};
+
+/* The deepest cgroup level searched for a container's cgroup. */
+#define AG_CTR_DEPTH 16
 
 /* event.flags */
 #define AG_EV_CHR 1 /* the device is a character device (sg, bsg, ng) */
@@ -89,7 +111,7 @@ struct ag_event {
 			  uring_cmd: cmd_op; cgroup_device: access_type */
 	__u32 mode;    /* AG_MODE_AUDIT or AG_MODE_ENFORCE */
 	__u32 flags;   /* AG_EV_* */
-	__u32 pad;
+	__u32 ctr_id;  /* the container (struct ag_ctr) the task is in; 0: none */
 	char comm[16];
 };
 

@@ -57,7 +57,8 @@ pub enum Command {
     /// Change a disk's label, touching only the label bytes.
     Rename(RenameArgs),
     /// List the labelled disks: label, filtering, path(s), size, sector sizes, ASM
-    /// header status, disk group; and label conflicts.
+    /// header status, disk group; label conflicts; the device nodes made for
+    /// containers (`presented:`) and why a container has none (`NOT PRESENTED:`).
     Lsdsk(JsonArg),
     /// Make the daemon re-read every device, then list like lsdsk.
     Scan(JsonArg),

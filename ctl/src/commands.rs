@@ -163,6 +163,18 @@ pub fn lsdsk_text(r: &LsdskResult) -> String {
     for u in &r.unreadable {
         let _ = writeln!(s, "unreadable: {u}");
     }
+    for d in &r.disks {
+        for p in &d.presented {
+            let _ = writeln!(
+                s,
+                "presented: {} to container {} as {} (host uid {}, gid {}, mode {})",
+                d.label, p.container, p.path, p.uid, p.gid, p.mode
+            );
+        }
+    }
+    for n in &r.not_presented {
+        let _ = writeln!(s, "NOT PRESENTED: {}", not_presented_text(n));
+    }
     for u in &r.unmanaged {
         let seen = if u.label.is_empty() {
             "no label".to_string()
@@ -176,6 +188,14 @@ pub fn lsdsk_text(r: &LsdskResult) -> String {
         );
     }
     s
+}
+
+/// `container rac1: REASON`, or `DATA1 to container rac1: REASON`.
+fn not_presented_text(n: &asmguard_proto::NotPresented) -> String {
+    match &n.label {
+        Some(l) => format!("{l} to container {}: {}", n.container, n.reason),
+        None => format!("container {}: {}", n.container, n.reason),
+    }
 }
 
 fn list(c: &Cli, op: Op, json: bool) -> Result<(), CliError> {
@@ -199,7 +219,8 @@ fn status(c: &Cli, json: bool) -> Result<(), CliError> {
 }
 
 fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
-    vec![
+    let containers = container_rows(&s);
+    let mut rows = vec![
         (
             "daemon",
             format!(
@@ -263,12 +284,57 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
                 s.disks, s.conflicts, s.devices_scanned
             ),
         ),
+        (
+            "container nodes",
+            if s.not_presented.is_empty() {
+                format!("{} in /dev/asmguard/containers", s.container_nodes)
+            } else {
+                format!(
+                    "{} in /dev/asmguard/containers; not presented: {}",
+                    s.container_nodes,
+                    s.not_presented
+                        .iter()
+                        .map(not_presented_text)
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                )
+            },
+        ),
         ("events", s.events),
         ("last full scan", format!("{} ms", s.last_scan_ms)),
         ("socket", s.socket),
         ("metrics", s.metrics_address),
         ("config", s.config),
-    ]
+    ];
+    // after "exclusive claims"
+    let at = rows
+        .iter()
+        .position(|(k, _)| *k == "exclusive claims")
+        .map_or(rows.len(), |i| i + 1);
+    rows.splice(at..at, containers);
+    rows
+}
+
+/// The `containers` rows of `status`: whether the filter enforces container
+/// rules, then one row per configured container.
+fn container_rows(s: &StatusResult) -> Vec<(&'static str, String)> {
+    if s.containers.is_empty() {
+        return vec![("containers", "none configured".into())];
+    }
+    let mut rows = vec![(
+        "containers",
+        if s.containers_enforced {
+            format!("{} configured, rules enforced", s.containers.len())
+        } else {
+            format!(
+                "{} configured, rules NOT ENFORCED: this filter cannot read a task's cgroup \
+                 (the 5.10 cgroup-device fallback knows callers by uid and gid only, or no filter)",
+                s.containers.len()
+            )
+        },
+    )];
+    rows.extend(s.containers.iter().map(|c| ("container", c.summary())));
+    rows
 }
 
 /// The protection line of `status`.

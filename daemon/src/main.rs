@@ -14,6 +14,7 @@ mod filter;
 mod links;
 mod metrics;
 mod model;
+mod present;
 mod reclaim;
 mod server;
 mod state;
@@ -207,6 +208,9 @@ async fn run(
             d.cfg.socket.admin_group
         );
     }
+    // the containers before the first scan: its model presents their nodes
+    let d2 = d.clone();
+    let _ = tokio::task::spawn_blocking(move || d2.resolve_containers()).await;
     let d2 = d.clone();
     match tokio::task::spawn_blocking(move || d2.full_scan()).await {
         Ok(Ok(_)) => {}
@@ -248,6 +252,7 @@ async fn run(
     );
     spawn_watchdog(monitor_alive.clone());
     spawn_filter_verify(d.clone());
+    filter::containers::spawn(d.clone());
     let serve = tokio::spawn(server::serve(listener, d.clone()));
     spawn_sighup(d.clone());
     let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
@@ -397,6 +402,7 @@ fn spawn_sighup(d: Arc<state::Daemon>) {
                     let r = tokio::task::spawn_blocking(move || {
                         let mut b = b;
                         filter::reload_allow(&d8.filter, path.as_deref(), &mut b);
+                        d8.resolve_containers();
                         b
                     })
                     .await;

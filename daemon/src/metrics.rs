@@ -272,6 +272,9 @@ impl CounterSource for LiveCounters {
         c.events_dropped = f.events_dropped();
         c.labels_lost = d.labels_lost();
         c.unmanaged = d.unmanaged();
+        for v in f.container_views() {
+            c.container_cgroups.insert(v.name, v.cgroups.len() as u64);
+        }
         let counts = f.counts().unwrap_or_else(|e| {
             tracing::warn!("filter counters unreadable: {e}");
             Default::default()

@@ -356,6 +356,8 @@ pub fn lsdsk_rows(disks: &[Disk]) -> Vec<DiskInfo> {
                 conflict: d.conflict,
                 serial: d.serial.clone(),
                 wwn: d.wwn.clone(),
+                // the daemon adds the containers' nodes (`crate::present`)
+                presented: Vec::new(),
             }
         })
         .collect()

@@ -78,29 +78,15 @@ pub async fn serve(listener: UnixListener, d: Arc<Daemon>) {
                 continue;
             }
         };
-        let Some(peer) = peer_of(&stream) else {
+        // a few /proc reads (a peer in a container): off the runtime's workers
+        let Some(peer) = tokio::task::block_in_place(|| peer_of(&stream, &d)) else {
             continue;
         };
-        if peer.uid != 0 && !is_admin(&d, &peer) {
-            refuse_now(
-                &stream,
-                ErrorCode::PermissionDenied,
-                format!(
-                    "permission denied: asmguardd serves root and members of group {}{} only \
-                     (you are uid {}): it needs root or membership of group {}",
-                    d.cfg.socket.admin_group,
-                    if d.admin_gid.is_none() {
-                        ", which does not exist on this host,"
-                    } else {
-                        ""
-                    },
-                    peer.uid,
-                    d.cfg.socket.admin_group
-                ),
-            );
+        if !may_read(&d, &peer) {
+            refuse_now(&stream, ErrorCode::PermissionDenied, not_served(&d, &peer));
             continue;
         }
-        let permit = if peer.uid == 0 {
+        let permit = if peer.host_root() {
             root_slots.clone().try_acquire_owned().ok()
         } else {
             let mut m = per_uid.lock().unwrap_or_else(|p| p.into_inner());
@@ -122,17 +108,17 @@ pub async fn serve(listener: UnixListener, d: Arc<Daemon>) {
                 .get(&peer.uid)
                 .copied()
                 .unwrap_or(0);
-            let msg = busy_message(peer.uid, held, &d.cfg.socket.admin_group);
+            let msg = busy_message(peer.host_root(), peer.uid, held, &d.cfg.socket.admin_group);
             refuse_now(&stream, ErrorCode::Busy, msg);
             continue;
         };
         let d = d.clone();
         let per_uid = per_uid.clone();
         tokio::spawn(async move {
-            let uid = peer.uid;
+            let (uid, root) = (peer.uid, peer.host_root());
             connection(stream, d, peer).await;
             drop(permit);
-            if uid != 0 {
+            if !root {
                 let mut m = per_uid.lock().unwrap_or_else(|p| p.into_inner());
                 if let Some(n) = m.get_mut(&uid) {
                     *n = n.saturating_sub(1);
@@ -145,10 +131,12 @@ pub async fn serve(listener: UnixListener, d: Arc<Daemon>) {
     }
 }
 
-/// Why a connection was refused as busy: root's own slots, this uid's own limit,
-/// or the pool the admin group's users share (then the uid may hold none).
-fn busy_message(uid: u32, held: usize, admin_group: &str) -> String {
-    if uid == 0 {
+/// Why a connection was refused as busy: host root's own slots, this uid's own
+/// limit, or the pool everyone else shares (then the uid may hold none). A
+/// container's root, privileged or not, is in that pool: it cannot take the
+/// host root's slots.
+fn busy_message(root: bool, uid: u32, held: usize, admin_group: &str) -> String {
+    if root {
         format!("all {ROOT_SLOTS} connections reserved for root are in use; try again")
     } else if held >= PER_UID_SLOTS {
         format!(
@@ -170,20 +158,22 @@ fn refuse_now(stream: &UnixStream, code: ErrorCode, msg: String) {
     let _ = stream.try_write(format!("{}\n", r.to_line()).as_bytes());
 }
 
-fn peer_of(stream: &UnixStream) -> Option<Peer> {
+fn peer_of(stream: &UnixStream, d: &Daemon) -> Option<Peer> {
+    use std::os::fd::AsFd;
     match stream.peer_cred() {
-        Ok(c) => Some(Peer {
-            uid: c.uid(),
-            gid: c.gid(),
-            pid: c.pid(),
-            groups: {
-                use std::os::fd::AsFd;
-                peer_groups(stream.as_fd()).unwrap_or_else(|e| {
+        Ok(c) => {
+            let place = place_of(d, stream.as_fd(), c.pid());
+            Some(Peer {
+                uid: c.uid(),
+                gid: c.gid(),
+                pid: c.pid(),
+                groups: peer_groups(stream.as_fd()).unwrap_or_else(|e| {
                     tracing::warn!("SO_PEERGROUPS: {e}: only the primary group counts");
                     Vec::new()
-                })
-            },
-        }),
+                }),
+                place,
+            })
+        }
         Err(e) => {
             tracing::warn!("SO_PEERCRED: {e}");
             None
@@ -191,20 +181,206 @@ fn peer_of(stream: &UnixStream) -> Option<Peer> {
     }
 }
 
+/// Where the peer runs, read at accept time: its cgroup against the
+/// `[[container]]` sections, its pid namespace against the daemon's. With
+/// `SO_PEERPIDFD` (Linux 6.5+) the answer is kept only if the process that
+/// connected is still alive after the reads (so its pid was not reused by
+/// another process meanwhile); a peer that exited is treated as foreign.
+fn place_of(d: &Daemon, fd: std::os::fd::BorrowedFd<'_>, pid: Option<i32>) -> Place {
+    let Some(pid) = pid.and_then(|p| u32::try_from(p).ok()).filter(|p| *p > 0) else {
+        // not in the daemon's pid namespace or one below it
+        return Place::Foreign;
+    };
+    let pidfd = peer_pidfd(fd);
+    let root = d.cgroup_root();
+    // the sections in force (SIGHUP may have changed them)
+    let cs = d.filter.container_config().1;
+    let section = root
+        .as_deref()
+        .and_then(|r| asmguard_containers::container_of(r, &cs, pid));
+    let foreign = asmguard_containers::in_container(pid);
+    let place = match section {
+        Some(c) => container_place(d, root.as_deref(), c),
+        None if foreign => Place::Foreign,
+        None => Place::Host,
+    };
+    match pidfd {
+        Some(Ok(fd)) if exited(&fd) => Place::Foreign,
+        _ => place,
+    }
+}
+
+/// A peer in the configured container `c`: the host ids of its root and of
+/// its admin group, translated through the container's own maps (never the
+/// peer's: a user namespace the peer made can map anything to its own id).
+fn container_place(d: &Daemon, root: Option<&Path>, c: &asmguard_config::Container) -> Place {
+    let group = c
+        .admin_group
+        .clone()
+        .unwrap_or_else(|| d.cfg.socket.admin_group.clone());
+    let (root_uid, admin_gid) = match root {
+        Some(r) => {
+            // as last resolved while its process is still in it; else found now
+            let f = d
+                .found(&c.name)
+                .filter(|f| {
+                    f.pid.is_some_and(|p| {
+                        asmguard_containers::container_of(r, std::slice::from_ref(c), p).is_some()
+                    })
+                })
+                .unwrap_or_else(|| asmguard_containers::find(r, c));
+            let u = asmguard_containers::host_uid(&f, "0");
+            let g = asmguard_containers::host_gid(&f, &group);
+            for e in [u.as_ref().err(), g.as_ref().err()].into_iter().flatten() {
+                tracing::debug!("socket peer in container {}: {e}", c.name);
+            }
+            (u.ok(), g.ok())
+        }
+        None => (None, None),
+    };
+    Place::Container {
+        name: c.name.clone(),
+        admin: c.admin,
+        admin_group: group,
+        root_uid,
+        admin_gid,
+    }
+}
+
+/// The peer's pidfd (`SO_PEERPIDFD`); `None` where the kernel has none.
+fn peer_pidfd(fd: std::os::fd::BorrowedFd<'_>) -> Option<std::io::Result<std::os::fd::OwnedFd>> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    let mut pidfd: libc::c_int = -1;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `pidfd` is a c_int and `len` its size; getsockopt writes at most
+    // that many bytes.
+    let r = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERPIDFD,
+            (&mut pidfd as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if r != 0 {
+        let e = std::io::Error::last_os_error();
+        return match e.raw_os_error() {
+            Some(libc::ENOPROTOOPT) | Some(libc::EINVAL) => None,
+            _ => Some(Err(e)),
+        };
+    }
+    // SAFETY: the kernel gave us this new descriptor; nothing else owns it.
+    Some(Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(pidfd) }))
+}
+
+/// Whether the process of `pidfd` has exited (a pidfd polls readable then).
+fn exited(pidfd: &std::os::fd::OwnedFd) -> bool {
+    use std::os::fd::AsFd;
+    let mut fds = [nix::poll::PollFd::new(
+        pidfd.as_fd(),
+        nix::poll::PollFlags::POLLIN,
+    )];
+    match nix::poll::poll(&mut fds, nix::poll::PollTimeout::ZERO) {
+        Ok(n) => n > 0,
+        Err(_) => true,
+    }
+}
+
 fn is_admin(d: &Daemon, peer: &Peer) -> bool {
-    d.admin_gid
-        .is_some_and(|g| peer.gid == g || peer.groups.contains(&g))
+    d.admin_gid.is_some_and(|g| peer.in_group(g))
+}
+
+/// Whether the peer may read (and so is served at all): host root and the
+/// admin group's members; in a configured container its root and the members
+/// of its admin group (as the container maps them); in another container
+/// whoever would be served on the host.
+fn may_read(d: &Daemon, peer: &Peer) -> bool {
+    match &peer.place {
+        Place::Host | Place::Foreign => peer.uid == 0 || is_admin(d, peer),
+        Place::Container {
+            root_uid,
+            admin_gid,
+            ..
+        } => *root_uid == Some(peer.uid) || admin_gid.is_some_and(|g| peer.in_group(g)),
+    }
+}
+
+/// The refusal of a peer that may not even read.
+fn not_served(d: &Daemon, peer: &Peer) -> String {
+    match &peer.place {
+        Place::Container {
+            name, admin_group, ..
+        } => format!(
+            "permission denied: asmguardd serves container {name} only to its root and the members \
+             of its group {admin_group} (you are host uid {}): it needs one of those",
+            peer.uid
+        ),
+        Place::Host | Place::Foreign => format!(
+            "permission denied: asmguardd serves root and members of group {}{} only \
+             (you are uid {}): it needs root or membership of group {}",
+            d.cfg.socket.admin_group,
+            if d.admin_gid.is_none() {
+                ", which does not exist on this host,"
+            } else {
+                ""
+            },
+            peer.uid,
+            d.cfg.socket.admin_group
+        ),
+    }
 }
 
 /// Who is on the other end: ids and supplementary groups as the kernel recorded
 /// them when the peer connected (never read back from /proc, where the pid may
-/// be reused by then).
+/// be reused by then), and where it runs (read at accept time).
 #[derive(Debug, Clone)]
 struct Peer {
     uid: u32,
     gid: u32,
     pid: Option<i32>,
     groups: Vec<u32>,
+    place: Place,
+}
+
+impl Peer {
+    /// Root of the host: uid 0 in the host's namespaces (never a container's
+    /// root, privileged or not).
+    fn host_root(&self) -> bool {
+        self.uid == 0 && matches!(self.place, Place::Host)
+    }
+
+    fn in_group(&self, g: u32) -> bool {
+        self.gid == g || self.groups.contains(&g)
+    }
+
+    /// ` (container rac1)` or ` (in a container)`, for the journal.
+    fn whence(&self) -> String {
+        match &self.place {
+            Place::Host => String::new(),
+            Place::Container { name, .. } => format!(" (container {name})"),
+            Place::Foreign => " (in a container no [[container]] section names)".into(),
+        }
+    }
+}
+
+/// Where a peer runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Place {
+    /// In the daemon's pid namespace and no configured container.
+    Host,
+    /// In a configured container (by its cgroup): the host ids of its root
+    /// and of its admin group, when they resolve.
+    Container {
+        name: String,
+        admin: bool,
+        admin_group: String,
+        root_uid: Option<u32>,
+        admin_gid: Option<u32>,
+    },
+    /// Outside the daemon's pid namespace (or unidentifiable), in no
+    /// configured container.
+    Foreign,
 }
 
 /// The peer's supplementary groups (`SO_PEERGROUPS`, Linux 4.13+).
@@ -240,34 +416,50 @@ fn peer_groups(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<Vec<u32>> {
 }
 
 fn authorise(d: &Daemon, peer: &Peer, op: &Op) -> Result<(), ErrorBody> {
-    if peer.uid == 0 {
+    let denied = |m: String| Err(ErrorBody::new(ErrorCode::PermissionDenied, m));
+    if peer.host_root() {
         return Ok(());
     }
-    match op.access() {
-        Access::Write => Err(ErrorBody::new(
-            ErrorCode::PermissionDenied,
-            format!(
-                "permission denied: `{}` changes disks and needs root (you are uid {})",
-                op.name(),
-                peer.uid
-            ),
-        )),
-        Access::Read => {
-            if is_admin(d, peer) {
+    let reads = may_read(d, peer);
+    match (op.access(), &peer.place) {
+        (Access::Read, _) if reads => Ok(()),
+        (Access::Write, Place::Container { name, admin, .. }) => {
+            if !admin {
+                denied(format!(
+                    "permission denied: `{}` from container {name}: the configuration does not \
+                     grant it admin rights (admin = true in its [[container]] section)",
+                    op.name()
+                ))
+            } else if reads {
                 Ok(())
             } else {
-                Err(ErrorBody::new(
-                    ErrorCode::PermissionDenied,
-                    format!(
-                        "permission denied: `{}` needs root or membership of group {}{} (you are uid {})",
-                        op.name(),
-                        d.cfg.socket.admin_group,
-                        if d.admin_gid.is_none() { ", which does not exist on this host" } else { "" },
-                        peer.uid
-                    ),
-                ))
+                denied(not_served(d, peer))
             }
         }
+        (Access::Write, Place::Foreign) => denied(format!(
+            "permission denied: `{}` from a container that no [[container]] section of the \
+             configuration names (pid {}): state changes from containers are refused (host uid {})",
+            op.name(),
+            peer.pid.map_or("unknown".into(), |p| p.to_string()),
+            peer.uid
+        )),
+        (Access::Write, Place::Host) => denied(format!(
+            "permission denied: `{}` changes disks and needs root (you are uid {})",
+            op.name(),
+            peer.uid
+        )),
+        (Access::Read, Place::Container { .. }) => denied(not_served(d, peer)),
+        (Access::Read, _) => denied(format!(
+            "permission denied: `{}` needs root or membership of group {}{} (you are uid {})",
+            op.name(),
+            d.cfg.socket.admin_group,
+            if d.admin_gid.is_none() {
+                ", which does not exist on this host"
+            } else {
+                ""
+            },
+            peer.uid
+        )),
     }
 }
 
@@ -349,10 +541,11 @@ async fn connection(stream: UnixStream, d: Arc<Daemon>, peer: Peer) {
             Ok(req) => match authorise(&d, &peer, &req.op) {
                 Err(e) => {
                     tracing::info!(
-                        "refused `{}` from uid {} pid {:?}",
+                        "refused `{}` from uid {} pid {:?}{}",
                         req.op.name(),
                         peer.uid,
-                        peer.pid
+                        peer.pid,
+                        peer.whence()
                     );
                     Response::err(req.id, e)
                 }
@@ -360,7 +553,13 @@ async fn connection(stream: UnixStream, d: Arc<Daemon>, peer: Peer) {
                     let name = req.op.name();
                     let audit = req.op.access() == Access::Write;
                     if audit {
-                        tracing::info!("uid {} pid {:?} asks: {:?}", peer.uid, peer.pid, req.op);
+                        tracing::info!(
+                            "uid {} pid {:?}{} asks: {:?}",
+                            peer.uid,
+                            peer.pid,
+                            peer.whence(),
+                            req.op
+                        );
                     }
                     match route(req.op) {
                         // `reclaim` streams progress lines and watches the connection.
@@ -573,17 +772,107 @@ mod peer_tests {
         read_line(&mut r).await.unwrap()
     }
 
+    fn peer(uid: u32, gid: u32, groups: &[u32], place: Place) -> Peer {
+        Peer {
+            uid,
+            gid,
+            pid: Some(4242),
+            groups: groups.to_vec(),
+            place,
+        }
+    }
+
+    fn rac1(admin: bool) -> Place {
+        rac1_ids(admin, Some(100000), Some(154329))
+    }
+
+    fn rac1_ids(admin: bool, root_uid: Option<u32>, admin_gid: Option<u32>) -> Place {
+        Place::Container {
+            name: "rac1".into(),
+            admin,
+            admin_group: "asmadmin".into(),
+            root_uid,
+            admin_gid,
+        }
+    }
+
+    fn label_op() -> Op {
+        Op::Label(LabelArgs {
+            label: "DATA1".into(),
+            device: "/dev/sdb".into(),
+            force: false,
+            migrate: false,
+        })
+    }
+
+    #[test]
+    fn container_peers_read_and_change_state_only_as_configured() {
+        let mut cfg = asmguard_config::Config::default();
+        cfg.socket.admin_group = "nogroup".into(); // gid 65534 on Debian
+        let d = Daemon::for_tests(cfg);
+        let host_admin = d.admin_gid;
+        let ok = |p: &Peer, op: &Op| authorise(&d, p, op).is_ok();
+        // the container's root and its asmadmin (host ids) may read
+        let root = peer(100000, 100000, &[], rac1(false));
+        let grid = peer(154331, 154321, &[154329], rac1(false));
+        let intruder = peer(101001, 101001, &[], rac1(false));
+        for p in [&root, &grid] {
+            assert!(may_read(&d, p));
+            assert!(ok(p, &Op::Lsdsk) && ok(p, &Op::Status) && ok(p, &Op::Iostat));
+            let e = authorise(&d, p, &label_op()).unwrap_err();
+            assert_eq!(
+                e.message,
+                "permission denied: `label` from container rac1: the configuration does not \
+                 grant it admin rights (admin = true in its [[container]] section)"
+            );
+        }
+        assert!(!may_read(&d, &intruder));
+        assert!(!ok(&intruder, &Op::Lsdsk));
+        assert!(not_served(&d, &intruder).contains("container rac1"));
+        // admin = true: state changes too, for those two only
+        let root = peer(100000, 100000, &[], rac1(true));
+        let grid = peer(154331, 154321, &[154329], rac1(true));
+        let intruder = peer(101001, 101001, &[], rac1(true));
+        assert!(ok(&root, &label_op()) && ok(&grid, &label_op()));
+        assert!(!ok(&intruder, &label_op()));
+        // host uid 0 in a container is not the host's root: as a privileged
+        // container's root, or in a container no section names
+        let privileged = rac1_ids(false, Some(0), Some(0));
+        let p = peer(0, 0, &[], privileged);
+        assert!(!p.host_root() && ok(&p, &Op::Lsdsk) && !ok(&p, &label_op()));
+        let p = peer(0, 0, &[], Place::Foreign);
+        assert!(!p.host_root() && ok(&p, &Op::Lsdsk));
+        let e = authorise(&d, &p, &label_op()).unwrap_err().message;
+        assert!(e.contains("no [[container]] section"), "{e}");
+        // a foreign peer reads only as it would on the host
+        let p = peer(1001, 1001, &[], Place::Foreign);
+        assert!(!may_read(&d, &p));
+        if let Some(g) = host_admin {
+            assert!(may_read(&d, &peer(1001, 1001, &[g], Place::Foreign)));
+            // the host's admin gid means nothing inside a configured container
+            assert!(!may_read(&d, &peer(1001, 1001, &[g], rac1(false))));
+        }
+        // the host's root may do everything
+        let p = peer(0, 0, &[], Place::Host);
+        assert!(p.host_root() && ok(&p, &label_op()));
+        // a container whose ids could not be resolved serves nobody
+        let unresolved = rac1_ids(true, None, None);
+        assert!(!may_read(&d, &peer(100000, 100000, &[], unresolved)));
+    }
+
     #[test]
     fn busy_names_the_limit_that_was_hit() {
-        let full_pool = busy_message(1001, 0, "asmadmin");
+        let full_pool = busy_message(false, 1001, 0, "asmadmin");
         assert!(
             full_pool.contains("shared by the members of group asmadmin"),
             "{full_pool}"
         );
         assert!(full_pool.contains("uid 1001 holds 0"), "{full_pool}");
-        let own = busy_message(1001, PER_UID_SLOTS, "asmadmin");
+        let own = busy_message(false, 1001, PER_UID_SLOTS, "asmadmin");
         assert!(own.contains("uid 1001 already holds 32"), "{own}");
-        assert!(busy_message(0, 0, "asmadmin").contains("reserved for root"));
+        assert!(busy_message(true, 0, 0, "asmadmin").contains("reserved for root"));
+        // a container's root is not the host's
+        assert!(busy_message(false, 0, 0, "asmadmin").contains("uid 0 holds 0"));
     }
 
     #[tokio::test]

@@ -11,7 +11,7 @@
 use crate::filter::service::FilterService;
 use crate::metrics::MetricsService;
 use crate::model::{self, Disk, Model};
-use asmguard_config::Config;
+use asmguard_config::{Config, Container};
 use asmguard_devices::discovery::{self, Observed};
 use asmguard_devices::labelling::{self, LabelOpError, LabelOptions};
 use asmguard_devices::pattern::Rules;
@@ -108,6 +108,13 @@ pub struct Daemon {
     labels_lost: Mutex<BTreeMap<String, u64>>,
     /// What udev was told of each device's label (the stable links).
     links: crate::links::Links,
+    /// The cgroup2 mount the `[[container]]` patterns are relative to.
+    cgroup_root: Option<PathBuf>,
+    /// The configured containers (the configuration's, or SIGHUP's) and
+    /// what was found of them when last resolved.
+    found: Mutex<(Vec<Container>, Vec<asmguard_containers::Found>)>,
+    /// The containers' device nodes (`/dev/asmguard/containers`).
+    presenter: crate::present::Presenter,
 }
 
 /// Test hook: runs inside a full scan between reading the devices and storing
@@ -245,7 +252,124 @@ impl Daemon {
             writer,
             labels_lost: Mutex::default(),
             links: Default::default(),
+            cgroup_root: asmguard_guard::guard::cgroup2_root().ok(),
+            found: Mutex::default(),
+            presenter: Default::default(),
         }
+    }
+
+    /// The cgroup2 mount (`None`: none is mounted; no peer or task is then
+    /// found in a configured container).
+    pub fn cgroup_root(&self) -> Option<PathBuf> {
+        self.cgroup_root.clone()
+    }
+
+    /// The one place the configured containers are resolved again (their
+    /// cgroups, a process, its id maps: at start before the first scan, on
+    /// SIGHUP, and whenever the cgroup tree changes, by the `containers`
+    /// thread of `crate::filter::containers`): the filter's container rules
+    /// (`filter::containers::apply`), then the containers' device nodes.
+    pub fn resolve_containers(&self) {
+        let cs = self.filter.container_config().1;
+        let found = match &self.cgroup_root {
+            Some(root) if !cs.is_empty() => {
+                crate::filter::containers::apply(&self.filter, root, &cs)
+            }
+            _ => Vec::new(),
+        };
+        self.containers_resolved(cs, found);
+    }
+
+    /// What was found of container `name` when the containers were last resolved.
+    pub fn found(&self, name: &str) -> Option<asmguard_containers::Found> {
+        let g = self.found.lock().unwrap_or_else(|p| p.into_inner());
+        g.1.iter().find(|f| f.name == name).cloned()
+    }
+
+    /// Whether a container that presents disks runs (has cgroups) but was
+    /// not found with a process whose id maps are written, or its nodes'
+    /// owner did not resolve (a runtime may start the first process before
+    /// the container's /etc/passwd is in place): worth resolving again soon.
+    pub fn containers_pending(&self) -> bool {
+        let running_unresolved: Vec<String> = {
+            let g = self.found.lock().unwrap_or_else(|p| p.into_inner());
+            g.1.iter()
+                .filter(|f| !f.cgroups.is_empty())
+                .filter(|f| {
+                    g.0.iter()
+                        .any(|c| c.name == f.name && !c.present.is_empty())
+                })
+                .map(|f| f.name.clone())
+                .collect()
+        };
+        if running_unresolved.is_empty() {
+            return false;
+        }
+        let g = self.found.lock().unwrap_or_else(|p| p.into_inner());
+        g.1.iter()
+            .any(|f| running_unresolved.contains(&f.name) && f.pid.is_none())
+            || self
+                .presenter
+                .outcome()
+                .problems
+                .iter()
+                .any(|p| p.label.is_none() && running_unresolved.contains(&p.container))
+    }
+
+    /// Takes what was found of the containers `cs` (in that order): their
+    /// device nodes follow (made for a container that appeared, removed for
+    /// one that has no process left), once a scan has given a model.
+    fn containers_resolved(&self, cs: Vec<Container>, found: Vec<asmguard_containers::Found>) {
+        let _order = self.scan_order.lock().unwrap_or_else(|p| p.into_inner());
+        *self.found.lock().unwrap_or_else(|p| p.into_inner()) = (cs, found);
+        // before the first scan there is no model: an empty one would remove
+        // every node a previous run made
+        if self.scans_done.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+            let m = self.read_state().model.clone();
+            self.present(&m);
+        }
+    }
+
+    /// Makes the containers' device nodes match `m` and the containers as
+    /// last resolved (the caller holds `scan_order`).
+    fn present(&self, m: &Model) {
+        let g = self.found.lock().unwrap_or_else(|p| p.into_inner());
+        let (cs, found) = (&g.0, &g.1);
+        if cs.is_empty() {
+            return;
+        }
+        let disks: Vec<(String, KernelDev)> = m
+            .disks
+            .iter()
+            .filter(|d| !d.conflict)
+            .map(|d| (d.label.to_string(), d.top.dev))
+            .collect();
+        let targets: Vec<crate::present::Target> = cs
+            .iter()
+            .map(|c| {
+                let f = found.iter().find(|f| f.name == c.name);
+                crate::present::target(&self.cfg, c, f)
+            })
+            .collect();
+        drop(g);
+        self.presenter.sync(&disks, &targets);
+    }
+
+    /// A daemon with no filter, tracer or scan, for unit tests.
+    #[cfg(test)]
+    pub fn for_tests(cfg: Config) -> Daemon {
+        Daemon::new(
+            cfg,
+            "test".into(),
+            PathBuf::from("/nonexistent/asmguard.sock"),
+            PathBuf::from("/nonexistent"),
+            "none".into(),
+            Started {
+                filter: FilterService::inert("not loaded in this test"),
+                writer: Writer::default(),
+                metrics: MetricsService::without_tracer(),
+            },
+        )
     }
 
     /// Counts a label lost to a write this daemon did not make.
@@ -329,6 +453,7 @@ impl Daemon {
             }
         }
         self.links.follow(&self.sys, &built);
+        self.present(&built);
         let mut st = self.write_state();
         log_conflicts(&st.model.conflicts, &built.conflicts);
         st.model = built;
@@ -494,8 +619,21 @@ impl Daemon {
     pub fn lsdsk(&self) -> LsdskResult {
         let s = self.read_state();
         let m = &s.model;
+        let shown = self.presenter.outcome();
+        let mut disks = model::lsdsk_rows(&m.disks);
+        for d in &mut disks {
+            d.presented = shown
+                .of_label(&d.label)
+                .map(crate::present::Node::info)
+                .collect();
+        }
         LsdskResult {
-            disks: model::lsdsk_rows(&m.disks),
+            not_presented: shown
+                .problems
+                .iter()
+                .map(crate::present::Problem::info)
+                .collect(),
+            disks,
             conflicts: m
                 .conflicts
                 .iter()
@@ -527,6 +665,7 @@ impl Daemon {
         };
         let fst = self.filter.status();
         let protection = fst.protection();
+        let shown = self.presenter.outcome();
         StatusResult {
             daemon_version: env!("CARGO_PKG_VERSION").to_string(),
             protocol_version: asmguard_proto::VERSION,
@@ -553,6 +692,14 @@ impl Daemon {
             },
             claims: self.claims.list(),
             claims_kept: self.claims.kept().into(),
+            containers: self.filter.container_views(),
+            containers_enforced: self.filter.containers_enforced(),
+            container_nodes: shown.nodes.len(),
+            not_presented: shown
+                .problems
+                .iter()
+                .map(crate::present::Problem::info)
+                .collect(),
             default_filter_mode: self.cfg.filter.mode.clone(),
             disks: s.model.usable(),
             conflicts: s.model.conflicts.len(),

@@ -33,6 +33,24 @@
 //! [daemon]
 //! runtime_dir = "/run/asmguard"        # runtime state (filter modes, reclaim
 //!                                      # checkpoints); default: the socket's directory
+//!
+//! [[container]]        # zero or more: a container whose processes may write
+//! name = "rac1"                        # [A-Za-z0-9_.-]{1,64}, unique
+//! cgroup = ["lxc.payload.rac1"]        # cgroup-v2 paths below the cgroup2 mount, `*`
+//!                                      # within one component; a task whose cgroup or
+//!                                      # an ancestor matches is in the container
+//! allow_all = false                    # true: anything in the container may write
+//! allow_users = ["grid"]               # as the container sees them (its /etc/passwd,
+//! allow_groups = ["asmadmin"]          # /etc/group, its id maps), or numbers
+//! present = ["DATA1"]                  # labels (or "*") made as nodes in
+//!                                      # /dev/asmguard/containers/<name>/<LABEL>
+//! owner = "grid"                       # the nodes' owner, group, mode as the container
+//! group = "asmadmin"                   # sees them; default: [paths]
+//! mode = "0660"
+//! admin_group = "asmadmin"             # may lsdsk/status/iostat over the socket;
+//!                                      # default: [socket] admin_group
+//! admin = false                        # true: that group and the container's root
+//!                                      # may also change state
 //! ```
 
 use serde::Deserialize;
@@ -50,6 +68,50 @@ pub struct Config {
     pub metrics: Metrics,
     pub filter: Filter,
     pub daemon: DaemonSection,
+    /// `[[container]]`: containers (by cgroup) and the writers allowed in them.
+    pub container: Vec<Container>,
+}
+
+/// One `[[container]]`: a container found by its cgroup-v2 path, the writers
+/// allowed in it (users and groups as the container sees them), the labels
+/// presented to it as device nodes, and its rights on the control socket.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Container {
+    /// `[A-Za-z0-9_.-]{1,64}`, unique: the name in status, events and
+    /// `/dev/asmguard/containers/<name>`.
+    pub name: String,
+    /// cgroup-v2 path patterns relative to the cgroup2 mount (no leading `/`);
+    /// `*` matches within one path component. A task is in the container when
+    /// its cgroup or any ancestor matches one.
+    pub cgroup: Vec<String>,
+    /// Anything in the container may write (`allow_users`/`allow_groups` empty).
+    #[serde(default)]
+    pub allow_all: bool,
+    /// Users as the container sees them: names from its `/etc/passwd`, or numbers.
+    #[serde(default)]
+    pub allow_users: Vec<String>,
+    /// Groups as the container sees them: names from its `/etc/group`, or numbers.
+    #[serde(default)]
+    pub allow_groups: Vec<String>,
+    /// Labels (or `"*"`) made as device nodes in `/dev/asmguard/containers/<name>/`.
+    #[serde(default)]
+    pub present: Vec<String>,
+    /// The nodes' owner as the container sees it; `None`: `[paths] owner`.
+    #[serde(default)]
+    pub owner: Option<String>,
+    /// The nodes' group as the container sees it; `None`: `[paths] group`.
+    #[serde(default)]
+    pub group: Option<String>,
+    /// The nodes' mode; `None`: `[paths] mode`.
+    #[serde(default)]
+    pub mode: Option<Mode>,
+    /// Container group whose members may read over the socket; `None`: `[socket] admin_group`.
+    #[serde(default)]
+    pub admin_group: Option<String>,
+    /// That group and the container's root may also change state.
+    #[serde(default)]
+    pub admin: bool,
 }
 
 /// `[daemon]`: where the daemon keeps its runtime state.
@@ -253,6 +315,145 @@ fn names<'a>(
     }
 }
 
+/// A device node mode: octal, no special bits, no write for others.
+fn check_mode(file: &str, key: &str, mode: &Mode) -> Result<(), String> {
+    match mode.value() {
+        Some(m) if m & 0o7000 == 0 && m & 0o002 == 0 => Ok(()),
+        Some(m) => {
+            // `mode = 660` is the decimal number 660 (octal 1224): TOML keeps
+            // no radix, so say how to write what was meant.
+            let hint = match *mode {
+                Mode::Number(n) => format!(
+                    "the number {n} is the mode {m:04o}; write the mode as a string, \"0660\" (or as 0o660)"
+                ),
+                Mode::Text(_) => format!(
+                    "{m:04o} gives others write access or sets special bits: use e.g. \"0660\""
+                ),
+            };
+            Err(key_err(file, key, hint))
+        }
+        None => Err(key_err(
+            file,
+            key,
+            "is not an octal file mode such as \"0660\"",
+        )),
+    }
+}
+
+/// A user or group as a container sees it: a name or a number.
+fn valid_name_or_id(s: &str) -> bool {
+    valid_name(s) || (!s.is_empty() && s.len() <= 10 && s.parse::<u32>().is_ok())
+}
+
+/// `key`'s values are all user/group names or numbers.
+fn names_or_ids<'a>(
+    file: &str,
+    key: &str,
+    what: &str,
+    values: impl IntoIterator<Item = &'a String>,
+) -> Result<(), String> {
+    match values.into_iter().find(|v| !valid_name_or_id(v)) {
+        Some(v) => Err(key_err(
+            file,
+            key,
+            format!("{v:?} is not a {what} name or number"),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Why `p` is not a cgroup path pattern; `None` when it is one.
+fn why_not_cgroup_pattern(p: &str) -> Option<&'static str> {
+    if p.is_empty() {
+        Some("is empty")
+    } else if p.starts_with('/') {
+        Some("starts with `/`: give the path below the cgroup2 mount, e.g. \"lxc.payload.rac1\"")
+    } else if p.contains(char::is_control) {
+        Some("contains a control character")
+    } else if p.split('/').any(|c| c.is_empty()) {
+        Some("has an empty path component (`//` or a trailing `/`)")
+    } else if p.split('/').any(|c| c == "." || c == "..") {
+        Some("has a `.` or `..` component")
+    } else {
+        None
+    }
+}
+
+fn valid_container_name(s: &str) -> bool {
+    (1..=64).contains(&s.len())
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+        && s != "."
+        && s != ".."
+}
+
+fn validate_containers(c: &Config, file: &str) -> Result<(), String> {
+    for (i, ct) in c.container.iter().enumerate() {
+        let key = |k: &str| format!("container[{i}].{k}");
+        if !valid_container_name(&ct.name) {
+            return Err(key_err(
+                file,
+                &key("name"),
+                format!(
+                    "{:?} is not a container name (1 to 64 of A-Z, a-z, 0-9, _ . -)",
+                    ct.name
+                ),
+            ));
+        }
+        if let Some(j) = c.container[..i].iter().position(|o| o.name == ct.name) {
+            return Err(key_err(
+                file,
+                &key("name"),
+                format!("{:?} is also the name of container[{j}]", ct.name),
+            ));
+        }
+        if ct.cgroup.is_empty() {
+            return Err(key_err(
+                file,
+                &key("cgroup"),
+                "is empty: give at least one cgroup path pattern, e.g. \"lxc.payload.rac1\"",
+            ));
+        }
+        for p in &ct.cgroup {
+            if let Some(why) = why_not_cgroup_pattern(p) {
+                return Err(key_err(file, &key("cgroup"), format!("{p:?} {why}")));
+            }
+        }
+        if ct.allow_all && !(ct.allow_users.is_empty() && ct.allow_groups.is_empty()) {
+            return Err(key_err(
+                file,
+                &key("allow_all"),
+                "is true with allow_users or allow_groups: give either allow_all or the users and groups",
+            ));
+        }
+        names_or_ids(file, &key("allow_users"), "user", &ct.allow_users)?;
+        names_or_ids(file, &key("allow_groups"), "group", &ct.allow_groups)?;
+        for l in &ct.present {
+            if l == "*" {
+                continue;
+            }
+            match asmguard_format::label::Label::new(l) {
+                Err(e) => return Err(key_err(file, &key("present"), e)),
+                Ok(up) if up.as_str() != l => {
+                    return Err(key_err(
+                        file,
+                        &key("present"),
+                        format!("{l:?}: labels are upper-case, write {:?}", up.as_str()),
+                    ))
+                }
+                Ok(_) => {}
+            }
+        }
+        names_or_ids(file, &key("owner"), "user", &ct.owner)?;
+        names_or_ids(file, &key("group"), "group", &ct.group)?;
+        if let Some(m) = &ct.mode {
+            check_mode(file, &key("mode"), m)?;
+        }
+        names_or_ids(file, &key("admin_group"), "group", &ct.admin_group)?;
+    }
+    Ok(())
+}
+
 fn validate(c: &Config, file: &str) -> Result<(), String> {
     for (key, list) in [
         ("devices.include", &c.devices.include),
@@ -276,29 +477,7 @@ fn validate(c: &Config, file: &str) -> Result<(), String> {
     }
     names(file, "paths.owner", "user", [&c.paths.owner])?;
     names(file, "paths.group", "group", [&c.paths.group])?;
-    match c.paths.mode.value() {
-        Some(m) if m & 0o7000 == 0 && m & 0o002 == 0 => {}
-        Some(m) => {
-            // `mode = 660` is the decimal number 660 (octal 1224): TOML keeps
-            // no radix, so say how to write what was meant.
-            let hint = match c.paths.mode {
-                Mode::Number(n) => format!(
-                    "the number {n} is the mode {m:04o}; write the mode as a string, \"0660\" (or as 0o660)"
-                ),
-                Mode::Text(_) => format!(
-                    "{m:04o} gives others write access or sets special bits: use e.g. \"0660\""
-                ),
-            };
-            return Err(key_err(file, "paths.mode", hint));
-        }
-        None => {
-            return Err(key_err(
-                file,
-                "paths.mode",
-                "is not an octal file mode such as \"0660\"",
-            ))
-        }
-    }
+    check_mode(file, "paths.mode", &c.paths.mode)?;
     if !c.socket.path.is_absolute() {
         return Err(key_err(
             file,
@@ -376,7 +555,7 @@ fn validate(c: &Config, file: &str) -> Result<(), String> {
             format!("{} is not an absolute path", x.display()),
         ));
     }
-    Ok(())
+    validate_containers(c, file)
 }
 
 /// Turn a TOML error into one line: file, line, the key, what is wrong.
@@ -562,5 +741,141 @@ mod tests {
         // to write it (it said "1224 gives others write access" before).
         let e = parse("[paths]\nmode = 660\n", "cfg.toml").unwrap_err();
         assert!(e.contains("write the mode as a string, \"0660\""), "{e}");
+    }
+
+    #[test]
+    fn containers_are_read() {
+        let c = parse(
+            r#"
+[[container]]
+name = "rac1"
+cgroup = ["lxc.payload.rac1"]
+allow_users = ["grid", "54321"]
+allow_groups = ["asmadmin"]
+present = ["DATA1", "*"]
+owner = "grid"
+mode = "0640"
+admin = true
+
+[[container]]
+name = "db.2_x-y"
+cgroup = ["machine.slice/libpod-*.scope", "machine.slice/machine-db2.scope"]
+allow_all = true
+"#,
+            "t",
+        )
+        .unwrap();
+        assert_eq!(c.container.len(), 2);
+        let r = &c.container[0];
+        assert_eq!(r.name, "rac1");
+        assert_eq!(r.cgroup, vec!["lxc.payload.rac1"]);
+        assert_eq!(r.allow_users, vec!["grid", "54321"]);
+        assert_eq!(r.present, vec!["DATA1", "*"]);
+        assert_eq!(r.owner.as_deref(), Some("grid"));
+        assert_eq!(r.group, None);
+        assert_eq!(r.mode.and_then(|m| m.value()), Some(0o640));
+        assert_eq!(r.admin_group, None);
+        assert!(r.admin && !r.allow_all);
+        assert!(c.container[1].allow_all && !c.container[1].admin);
+        assert!(parse("", "t").unwrap().container.is_empty());
+    }
+
+    #[test]
+    fn container_errors_name_the_key() {
+        let base = "[[container]]\nname = \"a\"\ncgroup = [\"x\"]\n";
+        let cases = [
+            ("[[container]]\ncgroup = [\"x\"]\n", "name", "container"),
+            ("[[container]]\nname = \"a\"\n", "cgroup", "container"),
+            (
+                "[[container]]\nname = \"a b\"\ncgroup = [\"x\"]\n",
+                "container[0].name",
+                "",
+            ),
+            (
+                "[[container]]\nname = \"\"\ncgroup = [\"x\"]\n",
+                "container[0].name",
+                "",
+            ),
+            (
+                "[[container]]\nname = \"a\"\ncgroup = []\n",
+                "container[0].cgroup",
+                "",
+            ),
+            (
+                "[[container]]\nname = \"a\"\ncgroup = [\"/lxc.payload.a\"]\n",
+                "container[0].cgroup",
+                "",
+            ),
+            (
+                "[[container]]\nname = \"a\"\ncgroup = [\"lxc/../x\"]\n",
+                "container[0].cgroup",
+                "",
+            ),
+            (
+                "[[container]]\nname = \"a\"\ncgroup = [\"a//b\"]\n",
+                "container[0].cgroup",
+                "",
+            ),
+            (
+                "[[container]]\nname = \"a\"\ncgroup = [\"\"]\n",
+                "container[0].cgroup",
+                "",
+            ),
+            (
+                "allow_all = true\nallow_users = [\"grid\"]\n",
+                "container[0].allow_all",
+                "base",
+            ),
+            (
+                "allow_all = true\nallow_groups = [\"dba\"]\n",
+                "container[0].allow_all",
+                "base",
+            ),
+            (
+                "allow_users = [\"Grid User\"]\n",
+                "container[0].allow_users",
+                "base",
+            ),
+            (
+                "allow_groups = [\"-1\"]\n",
+                "container[0].allow_groups",
+                "base",
+            ),
+            ("present = [\"data1\"]\n", "container[0].present", "base"),
+            ("present = [\"1DATA\"]\n", "container[0].present", "base"),
+            ("owner = \"Grid\"\n", "container[0].owner", "base"),
+            ("group = \"\"\n", "container[0].group", "base"),
+            ("mode = \"0666\"\n", "container[0].mode", "base"),
+            ("mode = 660\n", "container[0].mode", "base"),
+            (
+                "admin_group = \"a b\"\n",
+                "container[0].admin_group",
+                "base",
+            ),
+            ("bogus = 1\n", "container.bogus", "base"),
+            (
+                "[[container]]\nname = \"a\"\ncgroup = [\"y\"]\n",
+                "container[1].name",
+                "base",
+            ),
+        ];
+        for (text, key, how) in cases {
+            let text = if how == "base" {
+                format!("{base}{text}")
+            } else {
+                text.to_string()
+            };
+            let e = parse(&text, "cfg.toml").unwrap_err();
+            let want = if how == "container" {
+                // serde's missing-field error: the section and the field.
+                assert!(e.contains(&format!("`{key}`")), "{text:?} -> {e}");
+                continue;
+            } else {
+                format!("`{key}`")
+            };
+            assert!(e.contains(&want), "{text:?} -> {e}");
+            assert!(e.starts_with("cfg.toml"), "{e}");
+            assert!(!e.contains('\n'), "one line: {e}");
+        }
     }
 }

@@ -18,9 +18,9 @@ pub mod guard;
 pub mod smoke;
 pub use asmguard_devices::devt::{DevtError, KernelDev};
 pub use guard::{
-    bpf_lsm_hint, pinned_backend, pinned_majors, remove_pins, Backend, Coverage, DenialEvent,
-    DevKey, EventReader, ExeId, Guard, Hook, IdentityReach, Mode, Options, PassthroughRule, Stats,
-    PIN_DIR,
+    bpf_lsm_hint, pinned_backend, pinned_majors, remove_pins, Backend, ContainerRule, Coverage,
+    DenialEvent, DevKey, EventReader, ExeId, Guard, Hook, IdentityReach, Mode, Options,
+    PassthroughRule, Stats, PIN_DIR,
 };
 pub use smoke::{ObjectStorage, SmokeFilter};
 

@@ -26,6 +26,7 @@
 //! | `asmguard_filter_events_dropped_total` | counter | - |
 //! | `asmguard_labels_lost_total` | counter | label |
 //! | `asmguard_asm_header_unmanaged` | gauge (1) | device |
+//! | `asmguard_container_cgroups` | gauge | container |
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -117,6 +118,8 @@ pub struct Counters {
     pub labels_lost: BTreeMap<String, u64>,
     /// Devices with an ASM label header the daemon does not manage.
     pub unmanaged: Vec<String>,
+    /// container -> the cgroups its patterns match now (0: not running).
+    pub container_cgroups: BTreeMap<String, u64>,
 }
 
 /// Where the collector gets [`Counters`] from at scrape time (the daemon reads
@@ -247,6 +250,7 @@ const FAMILIES: &[Family] = &[
     filter_events_dropped,
     labels_lost,
     asm_header_unmanaged,
+    container_cgroups,
 ];
 
 /// The labels of a (disk, op) entry, as the encoder wants them.
@@ -485,6 +489,21 @@ fn asm_header_unmanaged(
     for d in &s.counters.unmanaged {
         m.encode_family(&[("device", d.as_str())])?
             .encode_gauge(&1i64)?;
+    }
+    Ok(())
+}
+
+fn container_cgroups(s: &Scrape<'_>, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+    let mut m = enc.encode_descriptor(
+        "asmguard_container_cgroups",
+        "Cgroups a configured container's patterns match now, per container \
+         (0: not running; its rule covers no task)",
+        None,
+        MetricType::Gauge,
+    )?;
+    for (name, n) in &s.counters.container_cgroups {
+        m.encode_family(&[("container", name.as_str())])?
+            .encode_gauge(&(*n as i64))?;
     }
     Ok(())
 }

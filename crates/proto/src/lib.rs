@@ -725,6 +725,33 @@ pub struct DiskInfo {
     /// has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wwn: Option<String>,
+    /// The device nodes made for containers (`[[container]] present`), one
+    /// per container the disk is presented to.
+    #[serde(default)]
+    pub presented: Vec<Presentation>,
+}
+
+/// A disk's device node for a container: `/dev/asmguard/containers/<container>/<LABEL>`,
+/// the top device's number, owned by host ids (the container's owner and
+/// group through its id maps).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Presentation {
+    pub container: String,
+    pub path: String,
+    /// Host uid and gid of the node.
+    pub uid: u32,
+    pub gid: u32,
+    /// Permission bits, octal (`0660`).
+    pub mode: String,
+}
+
+/// Why a container (no `label`: none of its nodes) or one label has no node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NotPresented {
+    pub container: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    pub reason: String,
 }
 
 /// The same label found on disks that are not paths of one another.
@@ -749,6 +776,9 @@ pub struct LsdskResult {
     /// manage: blkid, udev and ASM may still see a label on them.
     #[serde(default)]
     pub unmanaged: Vec<UnmanagedDisk>,
+    /// Containers (or labels of theirs) that get no device node, and why.
+    #[serde(default)]
+    pub not_presented: Vec<NotPresented>,
 }
 
 /// A device with an ASM label header that asmguardd does not manage.
@@ -836,6 +866,95 @@ pub struct StatusResult {
     /// (re-taken on start)`.
     #[serde(default)]
     pub claims_kept: String,
+    /// The configured containers as the filter resolved them (`[[container]]`).
+    #[serde(default)]
+    pub containers: Vec<ContainerStatus>,
+    /// Whether the filter judges tasks by their container: false on the
+    /// cgroup-device fallback's uid/gid-only variant (5.10), which cannot read
+    /// a task's cgroup (container rules are then not enforced).
+    #[serde(default)]
+    pub containers_enforced: bool,
+    /// Device nodes made for containers (`/dev/asmguard/containers`).
+    #[serde(default)]
+    pub container_nodes: usize,
+    /// Containers (or labels of theirs) that get no device node, and why.
+    #[serde(default)]
+    pub not_presented: Vec<NotPresented>,
+}
+
+/// One `[[container]]` as the filter resolved it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerStatus {
+    pub name: String,
+    /// The cgroups its patterns match now (paths below the cgroup2 mount).
+    pub cgroups: Vec<String>,
+    /// Who in it may write: `"all"`, or its users and groups with host ids.
+    pub allow: ContainerAllow,
+    /// Why a configured user or group is not allowed (one line each).
+    pub problems: Vec<String>,
+}
+
+impl ContainerStatus {
+    /// One line: its cgroups, who may write, the problems.
+    pub fn summary(&self) -> String {
+        let cgroups = if self.cgroups.is_empty() {
+            "no cgroup (not running)".to_string()
+        } else {
+            format!("cgroups {}", self.cgroups.join(", "))
+        };
+        let allow = match &self.allow {
+            ContainerAllow::All(_) => "anything in it may write".to_string(),
+            ContainerAllow::Ids { users, groups } => {
+                let mut w: Vec<String> = users
+                    .iter()
+                    .map(|u| format!("user {} (host uid {})", u.name, u.host_uid))
+                    .collect();
+                w.extend(
+                    groups
+                        .iter()
+                        .map(|g| format!("group {} (host gid {})", g.name, g.host_gid)),
+                );
+                if w.is_empty() {
+                    "nobody in it may write".to_string()
+                } else {
+                    format!("may write: {}", w.join(", "))
+                }
+            }
+        };
+        let mut s = format!("container {}: {cgroups}; {allow}", self.name);
+        for p in &self.problems {
+            s.push_str("; ");
+            s.push_str(p);
+        }
+        s
+    }
+}
+
+/// Who in a container may write.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ContainerAllow {
+    /// `"all"`: anything in the container.
+    All(String),
+    /// Its users and groups (as the container names them) and their host ids.
+    Ids {
+        users: Vec<ContainerUser>,
+        groups: Vec<ContainerGroup>,
+    },
+}
+
+/// A container's user and its host uid.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerUser {
+    pub name: String,
+    pub host_uid: u32,
+}
+
+/// A container's group and its host gid.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerGroup {
+    pub name: String,
+    pub host_gid: u32,
 }
 
 impl StatusResult {
@@ -882,6 +1001,9 @@ pub struct FilterEventInfo {
     pub operation: String,
     /// `enforce` (denied) or `audit` (allowed).
     pub mode: String,
+    /// The configured container the writer was in (absent: none).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub container: String,
 }
 
 /// The answer to `events`.
@@ -1122,10 +1244,14 @@ mod json_names {
             "size_bytes":1073741824,"logical_block_size":512,"physical_block_size":4096,
             "header_status":"MEMBER","disk_group":"DATA","asm_disk_name":"DATA_0000",
             "filtering":"enforce (lsm)","filter_mode":"enforce","conflict":false,
-            "serial":"S1","wwn":"0x5000"}],
+            "serial":"S1","wwn":"0x5000",
+            "presented":[{"container":"rac1","path":"/dev/asmguard/containers/rac1/DATA1",
+                          "uid":154331,"gid":154329,"mode":"0660"}]}],
             "conflicts":[{"label":"TWIN","devices":["/dev/sde","/dev/sdf"]}],
             "devices_scanned":7,"unreadable":["sdz: I/O error"],
-            "unmanaged":[{"device":"/dev/sdy","label":"data1","reason":"r"}]}"#,
+            "unmanaged":[{"device":"/dev/sdy","label":"data1","reason":"r"}],
+            "not_presented":[{"container":"rac2","reason":"no process yet"},
+                             {"container":"rac1","label":"DATA2","reason":"r"}]}"#,
         );
         pinned::<StatusResult>(
             r#"{"daemon_version":"0.1.0","protocol_version":1,"pid":1,"uptime_seconds":2,
@@ -1136,7 +1262,15 @@ mod json_names {
             "filter_reason":"r","filter_passthrough":"p","filter_programs":["ag_file_open"],
             "filter_other_programs":["other (id 7) on file_open"],
             "filter_devices":2,"protection":"unprotected","bpf_lsm_hint":"",
-            "claims":["DATA1 253:2"],"claims_kept":"none (re-taken on start)"}"#,
+            "claims":["DATA1 253:2"],"claims_kept":"none (re-taken on start)",
+            "container_nodes":1,
+            "not_presented":[{"container":"rac2","reason":"no process yet"}],
+            "containers":[{"name":"rac1","cgroups":["lxc.payload.rac1"],
+              "allow":{"users":[{"name":"grid","host_uid":154331}],
+                       "groups":[{"name":"asmadmin","host_gid":154329}]},
+              "problems":["container rac1: no user \"x\" in the container's /etc/passwd"]},
+              {"name":"db","cgroups":[],"allow":"all","problems":[]}],
+            "containers_enforced":true}"#,
         );
         pinned::<LabelResult>(
             r#"{"action":"labelled","label":"DATA1","device":"/dev/sdb",

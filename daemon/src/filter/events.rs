@@ -15,6 +15,8 @@ pub struct FilterEvent {
     pub time_ms: u64,
     /// The label of the disk (empty when the device left the managed set meanwhile).
     pub label: String,
+    /// The configured container the task was in (empty: none).
+    pub container: String,
     /// The kernel's record.
     pub event: DenialEvent,
 }
@@ -28,7 +30,7 @@ pub fn log_event(e: &FilterEvent) {
         "write audited (allowed)"
     };
     tracing::warn!(
-        "{verb}: pid={} uid={} euid={} egid={} comm={:?} exe={:?} device={} label={} hook={} operation={}",
+        "{verb}: pid={} uid={} euid={} egid={} comm={:?} exe={:?} device={} label={} hook={} operation={}{}",
         ev.pid,
         ev.uid,
         ev.euid,
@@ -38,7 +40,12 @@ pub fn log_event(e: &FilterEvent) {
         ev.dev,
         if e.label.is_empty() { "?" } else { &e.label },
         ev.hook,
-        ev.operation()
+        ev.operation(),
+        if e.container.is_empty() {
+            String::new()
+        } else {
+            format!(" container={}", e.container)
+        }
     );
 }
 
@@ -60,5 +67,6 @@ pub fn info(e: &FilterEvent) -> FilterEventInfo {
         hook: ev.hook.as_str().into(),
         operation: ev.operation(),
         mode: ev.mode.as_str().into(),
+        container: e.container.clone(),
     }
 }

@@ -7,11 +7,14 @@
 //!   file, the event history;
 //! - [`events`]: a denial as the daemon keeps it ([`events::FilterEvent`]),
 //!   its journal line and its protocol view;
-//! - [`identity`]: the allow-list's names to ids (NSS).
+//! - [`identity`]: the allow-list's names to ids (NSS);
+//! - [`containers`]: the `[[container]]` rules resolved (cgroups, users and
+//!   groups as host ids) and kept current as containers come and go.
 //!
 //! asmguard-guard is the loader, the ABI, the pins and the ring reader; every
 //! decision about labels, users and history is made here.
 
+pub mod containers;
 pub mod events;
 pub mod identity;
 pub mod service;
@@ -48,6 +51,19 @@ pub fn start(
     };
     let svc = FilterService::start(opts, mode, Some(state_file));
     let (uids, gids) = set_allow(&svc, &cfg.filter);
+    // resolved by the daemon before its first scan (`Daemon::resolve_containers`)
+    svc.set_container_config(cfg.container.clone());
+    if !cfg.container.is_empty() {
+        if containers::cgroup_root().is_none() {
+            tracing::error!("filter: no cgroup2 file system: container rules cannot apply");
+        }
+        if !svc.containers_enforced() && svc.status().cover != Coverage::Unprotected {
+            tracing::warn!(
+                "filter: container rules are NOT enforced: this kernel's fallback knows callers \
+                 by uid and gid only and cannot read a task's cgroup"
+            );
+        }
+    }
     let st = svc.status();
     // A fallback that knows callers by uid/gid only cannot see the daemon's
     // executable: its own write-opens (labels, reclaim) use an allowed group.
@@ -188,6 +204,8 @@ pub fn reload_allow(svc: &FilterService, source: Option<&Path>, before: &mut (Ve
         }
     };
     let now = set_allow(svc, &cfg.filter);
+    // the caller resolves them (`Daemon::resolve_containers`)
+    svc.set_container_config(cfg.container.clone());
     if now == *before {
         tracing::info!(
             "SIGHUP: allow-list re-resolved, unchanged: uids {:?}, gids {:?}",

@@ -22,11 +22,12 @@ use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::events::FilterEvent;
-use asmguard_proto::Protection;
+use asmguard_config::Container;
+use asmguard_proto::{ContainerStatus, Protection};
 
 use asmguard_guard::{
-    remove_pins, Backend, Coverage, DevKey, Error, ExeId, Guard, Hook, IdentityReach, KernelDev,
-    Mode, Options,
+    remove_pins, Backend, ContainerRule, Coverage, DevKey, Error, ExeId, Guard, Hook,
+    IdentityReach, KernelDev, Mode, Options,
 };
 
 /// How many events `recent` keeps.
@@ -222,6 +223,10 @@ struct Inner {
     /// Whether the daemon has synced once (the reader starts then, so that
     /// events queued in the kernel while nobody read name their label).
     synced: bool,
+    /// The container rules, once the daemon gave them, and what they resolved
+    /// from (for `status`).
+    containers: Option<Vec<ContainerRule>>,
+    container_views: Vec<ContainerStatus>,
     /// What another process changed of this filter's pins or maps, last seen
     /// (`verify`); protection is `degraded` while it is set (until the
     /// programs are loaded again: `filter disable` and `enable`, a restart).
@@ -237,6 +242,10 @@ pub struct FilterService {
     labels: Arc<Mutex<HashMap<u32, String>>>,
     recent: Arc<Mutex<VecDeque<FilterEvent>>>,
     seq: Arc<std::sync::atomic::AtomicU64>,
+    /// The configured containers and a generation (SIGHUP bumps it).
+    ctr_cfg: Mutex<(u64, Vec<Container>)>,
+    /// Container id -> name, for events.
+    ctr_names: Arc<Mutex<HashMap<u32, String>>>,
 }
 
 impl std::fmt::Debug for FilterService {
@@ -296,10 +305,14 @@ impl FilterService {
                 reader: None,
                 synced: false,
                 changed: None,
+                containers: None,
+                container_views: Vec::new(),
             }),
             labels: Arc::new(Mutex::new(HashMap::new())),
             recent: Arc::new(Mutex::new(VecDeque::new())),
             seq: Arc::new(std::sync::atomic::AtomicU64::new(0)),
+            ctr_cfg: Mutex::new((0, Vec::new())),
+            ctr_names: Arc::new(Mutex::new(HashMap::new())),
         }
     }
 
@@ -358,6 +371,9 @@ impl FilterService {
                 if let (Some(g), Some((u, gi, e))) = (&inner.guard, &inner.allow) {
                     let _ = g.set_allow(u, gi, e);
                 }
+                if let (Some(g), Some(c)) = (&inner.guard, &inner.containers) {
+                    let _ = g.set_containers(c);
+                }
                 if inner.synced {
                     self.apply(inner, true);
                     self.start_reader(inner);
@@ -382,6 +398,7 @@ impl FilterService {
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
         let labels = self.labels.clone();
+        let ctr_names = self.ctr_names.clone();
         let recent = self.recent.clone();
         let seq = self.seq.clone();
         let handle = std::thread::Builder::new()
@@ -394,6 +411,13 @@ impl FilterService {
                     };
                     for ev in evs {
                         let label = lock(&labels).get(&ev.disk_id).cloned().unwrap_or_default();
+                        let container = match ev.ctr_id {
+                            0 => String::new(),
+                            id => lock(&ctr_names)
+                                .get(&id)
+                                .cloned()
+                                .unwrap_or_else(|| format!("container-{id}")),
+                        };
                         let fe = FilterEvent {
                             seq: seq.fetch_add(1, Ordering::Relaxed) + 1,
                             time_ms: SystemTime::now()
@@ -401,6 +425,7 @@ impl FilterService {
                                 .map(|d| d.as_millis() as u64)
                                 .unwrap_or(0),
                             label,
+                            container,
                             event: ev,
                         };
                         super::events::log_event(&fe);
@@ -592,6 +617,58 @@ impl FilterService {
         }
         inner.allow = Some((uids, gids, exes));
         Ok(())
+    }
+
+    /// Replaces the container rules (and what `status` shows of them).
+    pub fn set_containers(
+        &self,
+        rules: Vec<ContainerRule>,
+        views: Vec<ContainerStatus>,
+    ) -> Result<(), Error> {
+        {
+            let mut names = lock(&self.ctr_names);
+            names.clear();
+            for (r, v) in rules.iter().zip(&views) {
+                names.insert(r.ctr_id, v.name.clone());
+            }
+        }
+        let mut inner = lock(&self.inner);
+        inner.container_views = views;
+        let r = match &inner.guard {
+            Some(g) => g.set_containers(&rules),
+            None => Ok(()),
+        };
+        inner.containers = Some(rules);
+        r
+    }
+
+    /// What the configured containers resolved to, last time.
+    pub fn container_views(&self) -> Vec<ContainerStatus> {
+        lock(&self.inner).container_views.clone()
+    }
+
+    /// The configured containers and their generation.
+    pub fn container_config(&self) -> (u64, Vec<Container>) {
+        lock(&self.ctr_cfg).clone()
+    }
+
+    /// A new list of containers (start, SIGHUP).
+    pub fn set_container_config(&self, cs: Vec<Container>) {
+        let mut c = lock(&self.ctr_cfg);
+        if c.1 != cs {
+            c.0 += 1;
+            c.1 = cs;
+        }
+    }
+
+    /// Whether the loaded filter judges tasks by their container (not the
+    /// 5.10 fallback, which knows callers by uid and gid only). With no
+    /// filter: false.
+    pub fn containers_enforced(&self) -> bool {
+        lock(&self.inner)
+            .guard
+            .as_ref()
+            .is_some_and(|g| g.containers_enforced())
     }
 
     /// Sets (or, for the configured mode, clears) the mode of the disk that

@@ -635,3 +635,234 @@ pub fn assert_same(a: &[u8], b: &[u8], what: &str) {
         );
     }
 }
+
+/// A stand-in container for the host tests, made of the kernel's own pieces as
+/// a runtime makes them: a cgroup-v2 directory below the cgroup2 mount (the
+/// test's `[[container]] cgroup` pattern) and processes moved into it; when
+/// [`TestCgroup::start`]ed, an init process in a user namespace that maps
+/// 0..65535 to `base`.. (the maps written from the host, as a runtime does: no
+/// newuidmap needed) or in none (a privileged container), optionally in a pid
+/// namespace of its own, with the container's own `/etc/passwd` and
+/// `/etc/group` ([`CTR_PASSWD`], [`CTR_GROUP`]: bind mounts in its own mount
+/// namespace). Every process in the cgroup is killed and the cgroup removed on
+/// drop.
+pub struct TestCgroup {
+    /// The path below the cgroup2 mount (the pattern to configure).
+    pub rel: String,
+    /// The directory.
+    pub path: PathBuf,
+    etc: tempfile::TempDir,
+}
+
+/// The container's `/etc/passwd` of the stand-in containers: the lab's users.
+pub const CTR_PASSWD: &str = "root:x:0:0:root:/root:/bin/sh\n\
+    grid:x:54331:54321::/home/grid:/bin/sh\n\
+    oracle:x:54321:54321::/home/oracle:/bin/sh\n\
+    intruder:x:1001:1001::/home/intruder:/bin/sh\n";
+/// Its `/etc/group`.
+pub const CTR_GROUP: &str = "root:x:0:\noinstall:x:54321:grid,oracle\n\
+    asmadmin:x:54329:grid\nintruder:x:1001:\n";
+
+/// A started [`TestCgroup`]: its init process and namespaces. Stopped (every
+/// process of the cgroup killed) on drop.
+pub struct Running<'a> {
+    cg: &'a TestCgroup,
+    init: Child,
+    /// A process in the container's namespaces (pid namespace included).
+    ns_pid: u32,
+    userns: bool,
+    pidns: bool,
+}
+
+impl TestCgroup {
+    /// A fresh, empty cgroup `asmguard-hosttest-<pid>-<name>` at the top of the
+    /// cgroup2 hierarchy.
+    pub fn new(name: &str) -> TestCgroup {
+        let root = asmguard_guard::guard::cgroup2_root().expect("a cgroup2 mount");
+        let rel = format!("asmguard-hosttest-{}-{name}", std::process::id());
+        let path = root.join(&rel);
+        std::fs::create_dir(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let etc = tempfile::Builder::new()
+            .prefix("asmguard-ctr-etc-")
+            .tempdir()
+            .unwrap();
+        // the container's root (a host uid of the map) reads them to bind-mount them
+        std::fs::set_permissions(
+            etc.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        std::fs::write(etc.path().join("passwd"), CTR_PASSWD).unwrap();
+        std::fs::write(etc.path().join("group"), CTR_GROUP).unwrap();
+        TestCgroup { rel, path, etc }
+    }
+
+    /// Starts the container's init (`sleep`): a user namespace based at
+    /// `userns_base` (none: privileged), a pid namespace of its own if `pidns`.
+    pub fn start(&self, userns_base: Option<u32>, pidns: bool) -> Running<'_> {
+        let mut flags = vec!["--mount"];
+        if userns_base.is_some() {
+            flags.push("--user");
+        }
+        if pidns {
+            flags.extend(["--pid", "--fork", "--kill-child"]);
+        }
+        let outer = format!(
+            "echo $$ > {}/cgroup.procs && exec unshare {} -- sleep 3600",
+            self.path.display(),
+            flags.join(" ")
+        );
+        let mut init = Command::new("sh")
+            .args(["-c", &outer])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let pid = init.id();
+        // unshare has made its namespaces once its mount namespace is not ours
+        let ours = std::fs::read_link("/proc/self/ns/mnt").unwrap();
+        let t0 = Instant::now();
+        let ns_pid = loop {
+            let made = std::fs::read_link(format!("/proc/{pid}/ns/mnt")).is_ok_and(|n| n != ours);
+            // with a pid namespace: its first process, unshare's child
+            let child = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+                .ok()
+                .and_then(|c| c.split_whitespace().next()?.parse::<u32>().ok());
+            match (made, pidns, child) {
+                (true, false, _) => break pid,
+                (true, true, Some(c)) => break c,
+                _ => {}
+            }
+            if let Ok(Some(st)) = init.try_wait() {
+                panic!("the container's init exited ({st})");
+            }
+            assert!(t0.elapsed() < Duration::from_secs(10), "no namespaces made");
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        if let Some(base) = userns_base {
+            // written from here, as a runtime does
+            for f in ["uid_map", "gid_map"] {
+                std::fs::write(format!("/proc/{pid}/{f}"), format!("0 {base} 65536\n"))
+                    .unwrap_or_else(|e| panic!("writing {f} of {pid}: {e}"));
+            }
+        }
+        let r = Running {
+            cg: self,
+            init,
+            ns_pid,
+            userns: userns_base.is_some(),
+            pidns,
+        };
+        let etc = self.etc.path().display().to_string();
+        for f in ["passwd", "group"] {
+            let o = r.enter(
+                &[],
+                &[
+                    "mount",
+                    "--bind",
+                    &format!("{etc}/{f}"),
+                    &format!("/etc/{f}"),
+                ],
+            );
+            assert_eq!(o.code, 0, "bind-mounting the container's /etc/{f}: {o:?}");
+        }
+        r
+    }
+
+    /// The pids in the cgroup now.
+    pub fn pids(&self) -> Vec<i32> {
+        std::fs::read_to_string(self.path.join("cgroup.procs"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    }
+
+    /// Kills every process in the cgroup and waits until it is empty.
+    pub fn kill_all(&self) {
+        let t0 = Instant::now();
+        loop {
+            let pids = self.pids();
+            if pids.is_empty() {
+                return;
+            }
+            for p in pids {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(p),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "{}: processes left",
+                self.path.display()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Running<'_> {
+    /// Runs `cmd` in the container (its cgroup and namespaces) as root there.
+    fn enter(&self, setpriv: &[&str], cmd: &[&str]) -> Out {
+        let mut ns = vec![format!("--target={}", self.ns_pid), "--mount".into()];
+        if self.userns {
+            ns.push("--user".into());
+        }
+        if self.pidns {
+            ns.push("--pid".into());
+        }
+        let outer = format!(
+            "echo $$ > {}/cgroup.procs && exec nsenter {} -- \"$@\"",
+            self.cg.path.display(),
+            ns.join(" ")
+        );
+        let mut c = Command::new("sh");
+        c.args(["-c", &outer, "sh"]);
+        if !setpriv.is_empty() {
+            c.arg("setpriv").args(setpriv).arg("--");
+        }
+        run(c.args(cmd))
+    }
+
+    /// Runs `cmd` in the container as `uid`, `gid` and `groups` as the
+    /// container sees them.
+    pub fn run_as(&self, uid: u32, gid: u32, groups: &[u32], cmd: &[&str]) -> Out {
+        let groups = if groups.is_empty() {
+            "--clear-groups".to_string()
+        } else {
+            let g: Vec<String> = groups.iter().map(|g| g.to_string()).collect();
+            format!("--groups={}", g.join(","))
+        };
+        let (u, g) = (format!("--reuid={uid}"), format!("--regid={gid}"));
+        self.enter(&[&u, &g, &groups], cmd)
+    }
+
+    /// Stops the container: every process of its cgroup killed.
+    pub fn stop(mut self) {
+        self.cg.kill_all();
+        let _ = self.init.wait();
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.cg.kill_all();
+        let _ = self.init.kill();
+        let _ = self.init.wait();
+    }
+}
+
+impl Drop for TestCgroup {
+    fn drop(&mut self) {
+        self.kill_all();
+        for _ in 0..100 {
+            if std::fs::remove_dir(&self.path).is_ok() || !self.path.exists() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        eprintln!("{}: could not remove the cgroup", self.path.display());
+    }
+}

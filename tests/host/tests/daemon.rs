@@ -510,6 +510,9 @@ fn systemd_unit_verifies() {
             "ProtectSystem=strict",
             "ReadWritePaths=-/sys/fs/bpf",
             "CAP_BPF",
+            // the containers' device nodes, and reading containers' /proc/PID/root
+            "CAP_MKNOD",
+            "CAP_SYS_PTRACE",
         ],
     );
     let dir = tempfile::tempdir().unwrap();

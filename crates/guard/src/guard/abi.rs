@@ -27,6 +27,30 @@ pub type AgDisk = skel::types::ag_disk;
 /// `struct ag_exe_key`: key of `ag_exes`.
 pub type AgExeKey = skel::types::ag_exe_key;
 
+/// `struct ag_ctr`: value of `ag_ctrs` (key: cgroup id, u64).
+pub type AgCtr = skel::types::ag_ctr;
+/// `struct ag_ctr_id`: key of `ag_ctr_uids` / `ag_ctr_gids`.
+pub type AgCtrId = skel::types::ag_ctr_id;
+/// `AG_CTR_ALL`: anything in the container may write.
+pub const CTR_ALL: u32 = 1;
+
+/// The value of an `ag_ctrs` entry.
+pub fn ctr_value(ctr_id: u32, allow_all: bool) -> [u8; size_of::<AgCtr>()] {
+    let mut v = [0u8; size_of::<AgCtr>()];
+    let flags = if allow_all { CTR_ALL } else { 0 };
+    v[offset_of!(AgCtr, flags)..][..4].copy_from_slice(&flags.to_ne_bytes());
+    v[offset_of!(AgCtr, ctr_id)..][..4].copy_from_slice(&ctr_id.to_ne_bytes());
+    v
+}
+
+/// `(ctr_id, allow_all)` of an `ag_ctrs` value; `None` if short.
+pub fn parse_ctr_value(v: &[u8]) -> Option<(u32, bool)> {
+    Some((
+        read_u32(v, offset_of!(AgCtr, ctr_id))?,
+        read_u32(v, offset_of!(AgCtr, flags))? & CTR_ALL != 0,
+    ))
+}
+
 /// `struct ag_event`: one record of the `ag_events` ring buffer.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
@@ -47,7 +71,8 @@ pub struct AgEvent {
     pub op: u32,
     pub mode: u32,
     pub flags: u32,
-    pub pad: u32,
+    /// The container the task is in (`struct ag_ctr`'s id); 0: none.
+    pub ctr_id: u32,
     pub comm: [u8; 16],
 }
 
@@ -246,6 +271,7 @@ mod tests {
         assert_eq!(num("AG_EV_CHR"), EV_CHR);
         assert_eq!(num("AG_EV_CMD"), EV_CMD);
         assert_eq!(num("AG_MAJOR_WORDS"), MAJOR_WORDS);
+        assert_eq!(num("AG_CTR_ALL"), CTR_ALL);
         assert_eq!(d["AG_STAT_RB_DROPS"], "(2 * AG_NHOOKS)");
         // Every hook code of the header is a row of the table, and back.
         let hooks: Vec<(String, u32)> = d
@@ -273,6 +299,14 @@ mod tests {
         assert_eq!(offset_of!(AgExeKey, dev), 8);
         let v = disk_value(7, Mode::Enforce);
         assert_eq!(parse_disk_value(&v), Some((7, 2)));
+        assert_eq!(size_of::<AgCtr>(), 8);
+        assert_eq!(offset_of!(AgCtr, flags), 0);
+        assert_eq!(offset_of!(AgCtr, ctr_id), 4);
+        assert_eq!(size_of::<AgCtrId>(), 8);
+        assert_eq!(offset_of!(AgCtrId, ctr_id), 0);
+        assert_eq!(offset_of!(AgCtrId, id), 4);
+        assert_eq!(parse_ctr_value(&ctr_value(3, true)), Some((3, true)));
+        assert_eq!(parse_ctr_value(&ctr_value(4, false)), Some((4, false)));
         let k = exe_key(1234, (8 << 20) | 1);
         assert_eq!(parse_exe_key(&k), Some((1234, (8 << 20) | 1)));
         assert_eq!(parse_exe_key(&k[..10]), None);
@@ -323,7 +357,7 @@ mod tests {
             ("op", offset_of!(AgEvent, op)),
             ("mode", offset_of!(AgEvent, mode)),
             ("flags", offset_of!(AgEvent, flags)),
-            ("pad", offset_of!(AgEvent, pad)),
+            ("ctr_id", offset_of!(AgEvent, ctr_id)),
             ("comm", offset_of!(AgEvent, comm)),
         ];
         assert_eq!(at.len(), mine.len(), "{at:?}");

@@ -51,6 +51,10 @@ pub struct DenialEvent {
     /// The passthrough command of an SG_IO or NVMe admin ioctl, when the
     /// filter read it: (opcode, SCSI service action).
     pub command: Option<(u8, u8)>,
+    /// The container the task is in (the id given with
+    /// [`super::Guard::set_containers`]); 0: none (or a program that cannot
+    /// read the task's cgroup).
+    pub ctr_id: u32,
 }
 
 impl DenialEvent {
@@ -87,6 +91,7 @@ impl DenialEvent {
             comm: String::from_utf8_lossy(&comm_raw[..end]).into_owned(),
             exe: String::new(),
             command: (flags & EV_CMD != 0).then_some(((flags >> 8) as u8, (flags >> 16) as u8)),
+            ctr_id: u32_of(offset_of!(AgEvent, ctr_id))?,
         })
     }
 

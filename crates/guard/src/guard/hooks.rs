@@ -122,6 +122,16 @@ hook_table! {
     /// security hook sees (nvmet's block backend), outside any path walk.
     KernelOpen = 9, "kernel_open", ["ag_kernel_open"], "cgroup/dev", Lsm, [], false,
         Op::Fixed("kernel-open");
+    /// `lsm/inode_unlink`: a pin removed by a task outside the host's pid
+    /// namespace (denied, not reported: no disk is involved).
+    InodeUnlink = 10, "inode_unlink", ["ag_inode_unlink"], "lsm/inode_unlink", Lsm,
+        ["ag_fr_inode_unlink"], false, Op::Fixed("unlink-pin");
+    /// `lsm/inode_rmdir`: a pin directory removed from a container.
+    InodeRmdir = 11, "inode_rmdir", ["ag_inode_rmdir"], "lsm/inode_rmdir", Lsm,
+        ["ag_fr_inode_rmdir"], false, Op::Fixed("rmdir-pin");
+    /// `lsm/inode_rename`: a pin moved from a container.
+    InodeRename = 12, "inode_rename", ["ag_inode_rename"], "lsm/inode_rename", Lsm,
+        ["ag_fr_inode_rename"], false, Op::Fixed("rename-pin");
 }
 
 impl HookDef {

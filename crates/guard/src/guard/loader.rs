@@ -31,7 +31,7 @@ use crate::{Error, KernelDev};
 pub(crate) static GUARD_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/guard.bpf.o"));
 
 /// The maps, pinned under `maps/<name>`.
-pub(crate) const MAP_NAMES: [&str; 9] = [
+pub(crate) const MAP_NAMES: [&str; 13] = [
     "ag_blk",
     "ag_chr",
     "ag_majors",
@@ -41,7 +41,28 @@ pub(crate) const MAP_NAMES: [&str; 9] = [
     "ag_events",
     "ag_stats",
     "ag_counts",
+    "ag_ctrs",
+    "ag_ctr_uids",
+    "ag_ctr_gids",
+    "ag_pin_dirs",
 ];
+
+/// One container's rule as the filter holds it (`ag_ctrs`, `ag_ctr_uids`,
+/// `ag_ctr_gids`): the cgroups that are the container (a task in one of them or
+/// below is in it), and who in it may write.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ContainerRule {
+    /// The daemon's number for the container (1..), carried in events.
+    pub ctr_id: u32,
+    /// Cgroup ids (the cgroup directories' inode numbers).
+    pub cgroups: Vec<u64>,
+    /// Anything in the container may write.
+    pub allow_all: bool,
+    /// Host uids allowed as effective or fs uid of a task in the container.
+    pub uids: Vec<u32>,
+    /// Host gids allowed as effective, fs or supplementary gid.
+    pub gids: Vec<u32>,
+}
 
 /// The cgroup-device programs of the hook table, preferred first.
 #[cfg(test)]
@@ -143,6 +164,10 @@ pub struct Guard {
     events: MapHandle,
     stats: MapHandle,
     counts: MapHandle,
+    ctrs: MapHandle,
+    ctr_uids: MapHandle,
+    ctr_gids: MapHandle,
+    pin_dirs: MapHandle,
     // Last: the programs' fds (the links hold the programs attached anyway).
     _obj: Object,
 }
@@ -408,6 +433,11 @@ impl Guard {
         let events = handle("ag_events")?;
         let stats = handle("ag_stats")?;
         let counts = handle("ag_counts")?;
+        let ctrs = handle("ag_ctrs")?;
+        let ctr_uids = handle("ag_ctr_uids")?;
+        let ctr_gids = handle("ag_ctr_gids")?;
+        let pin_dirs = handle("ag_pin_dirs")?;
+        fill_pin_dirs(&pin_dirs, &opts.pin_dir)?;
 
         let cgroup = match backend {
             Backend::CgroupDevice => {
@@ -474,6 +504,10 @@ impl Guard {
             events,
             stats,
             counts,
+            ctrs,
+            ctr_uids,
+            ctr_gids,
+            pin_dirs,
             _obj: obj,
         };
         // Pins of a version without ag_majors: its bits from the device maps.
@@ -516,6 +550,10 @@ impl Guard {
             &self.events,
             &self.stats,
             &self.counts,
+            &self.ctrs,
+            &self.ctr_uids,
+            &self.ctr_gids,
+            &self.pin_dirs,
         ];
         let dir = |sub: &str, name: &str| self.pin_dir.join(sub).join(name);
         let mut out: Vec<String> = MAP_NAMES
@@ -740,6 +778,123 @@ impl Guard {
         Ok(())
     }
 
+    /// Replaces the container rules. New entries go in before stale ones
+    /// leave: the allowed ids first, then the cgroups (a cgroup that changes
+    /// container is overwritten in place), then the stale cgroups, then the
+    /// stale ids. A task is never judged by a half-written container.
+    pub fn set_containers(&self, rules: &[ContainerRule]) -> Result<(), Error> {
+        let id_key = |ctr: u32, id: u32| {
+            let mut k = ctr.to_ne_bytes().to_vec();
+            k.extend_from_slice(&id.to_ne_bytes());
+            k
+        };
+        let uk: BTreeSet<Vec<u8>> = rules
+            .iter()
+            .flat_map(|r| r.uids.iter().map(|u| id_key(r.ctr_id, *u)))
+            .collect();
+        let gk: BTreeSet<Vec<u8>> = rules
+            .iter()
+            .flat_map(|r| r.gids.iter().map(|g| id_key(r.ctr_id, *g)))
+            .collect();
+        let mut ck: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+        for r in rules {
+            let v = abi::ctr_value(r.ctr_id, r.allow_all);
+            for cg in &r.cgroups {
+                ck.insert(cg.to_ne_bytes().to_vec(), v.to_vec());
+            }
+        }
+        for (map, keys) in [(&self.ctr_uids, &uk), (&self.ctr_gids, &gk)] {
+            for k in keys {
+                map.update(k, &[1u8], MapFlags::ANY)
+                    .map_err(Error::bpf("updating the container rules"))?;
+            }
+        }
+        for (k, v) in &ck {
+            self.ctrs
+                .update(k, v, MapFlags::ANY)
+                .map_err(Error::bpf("updating the container cgroups"))?;
+        }
+        let stale: Vec<Vec<u8>> = self.ctrs.keys().filter(|k| !ck.contains_key(k)).collect();
+        for k in stale {
+            delete_quiet(&self.ctrs, &k)?;
+        }
+        for (map, keys) in [(&self.ctr_uids, &uk), (&self.ctr_gids, &gk)] {
+            let stale: Vec<Vec<u8>> = map.keys().filter(|k| !keys.contains(k)).collect();
+            for k in stale {
+                delete_quiet(map, &k)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The container rules as the kernel holds them, by container id (cgroups
+    /// and ids sorted).
+    pub fn containers(&self) -> Result<BTreeMap<u32, ContainerRule>, Error> {
+        let mut out: BTreeMap<u32, ContainerRule> = BTreeMap::new();
+        for k in self.ctrs.keys() {
+            let Some(cg) = abi::read_u64(&k, 0) else {
+                continue;
+            };
+            let Some(v) = self
+                .ctrs
+                .lookup(&k, MapFlags::ANY)
+                .map_err(Error::bpf("reading the container cgroups"))?
+            else {
+                continue;
+            };
+            let Some((id, all)) = abi::parse_ctr_value(&v) else {
+                continue;
+            };
+            let r = out.entry(id).or_insert_with(|| ContainerRule {
+                ctr_id: id,
+                ..ContainerRule::default()
+            });
+            r.cgroups.push(cg);
+            r.allow_all |= all;
+        }
+        for (map, gid) in [(&self.ctr_uids, false), (&self.ctr_gids, true)] {
+            for k in map.keys() {
+                let (Some(id), Some(x)) = (read_u32(&k, 0), read_u32(&k, 4)) else {
+                    continue;
+                };
+                let r = out.entry(id).or_insert_with(|| ContainerRule {
+                    ctr_id: id,
+                    ..ContainerRule::default()
+                });
+                if gid {
+                    r.gids.push(x);
+                } else {
+                    r.uids.push(x);
+                }
+            }
+        }
+        for r in out.values_mut() {
+            r.cgroups.sort_unstable();
+            r.uids.sort_unstable();
+            r.gids.sort_unstable();
+        }
+        Ok(out)
+    }
+
+    /// Whether this filter judges a task by its container (its cgroup): every
+    /// backend but the cgroup-device fallback's uid/gid-only variant (5.10),
+    /// which cannot read the task.
+    pub fn containers_enforced(&self) -> bool {
+        self.identity_reach() == IdentityReach::Full
+    }
+
+    /// The inodes of the pin directories the pins rule protects
+    /// (`ag_pin_dirs`): (inode, kernel dev_t), sorted.
+    pub fn pin_dirs(&self) -> Vec<(u64, u32)> {
+        let mut v: Vec<(u64, u32)> = self
+            .pin_dirs
+            .keys()
+            .filter_map(|k| abi::parse_exe_key(&k))
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
     /// The allow-list as the kernel sees it: (uids, gids, executables).
     pub fn allow(&self) -> (Vec<u32>, Vec<u32>, Vec<ExeId>) {
         let ids = |m: &MapHandle| m.keys().filter_map(|k| read_u32(&k, 0)).collect::<Vec<_>>();
@@ -822,6 +977,32 @@ impl Guard {
         }
         remove_pins(&self.pin_dir)
     }
+}
+
+/// Puts the pin directory and its `maps/` and `links/` into `ag_pin_dirs` (by
+/// inode and filesystem), replacing what was there: no task outside the host's
+/// pid namespace may unlink, remove or rename in them.
+fn fill_pin_dirs(map: &MapHandle, pin_dir: &std::path::Path) -> Result<(), Error> {
+    use std::os::unix::fs::MetadataExt;
+    let mut keys = BTreeSet::new();
+    for d in [
+        pin_dir.to_path_buf(),
+        pin_dir.join("maps"),
+        pin_dir.join("links"),
+    ] {
+        let m = std::fs::metadata(&d).map_err(io_err("reading the pin directory"))?;
+        let dev = KernelDev::from_dev_t(m.dev())?;
+        keys.insert(abi::exe_key(m.ino(), dev.raw()).to_vec());
+    }
+    for k in &keys {
+        map.update(k, &[1u8], MapFlags::ANY)
+            .map_err(Error::bpf("updating the pin directories"))?;
+    }
+    let stale: Vec<Vec<u8>> = map.keys().filter(|k| !keys.contains(k)).collect();
+    for k in stale {
+        delete_quiet(map, &k)?;
+    }
+    Ok(())
 }
 
 /// Every word of an `ag_majors` map (absent entries read as 0).

@@ -1,0 +1,513 @@
+//! Containers as asmguard sees them: the `[[container]]`s of the configuration found
+//! in the cgroup-v2 tree by their path patterns, the user-namespace id maps of their
+//! processes, user and group names *as the container sees them* translated to host
+//! ids, and an inotify watch that says when the cgroups a pattern can match appear,
+//! vanish or become populated.
+//!
+//! The write filter judges by the cgroup ids [`find`] returns and the host ids
+//! [`host_uid`]/[`host_gid`] give; the daemon calls them at start, on reload and
+//! whenever [`Watcher::changed`] says so.
+//!
+//! Ids are translated once, from the container's *outermost* user namespace (see
+//! [`find`]): a user in the container can make a nested user namespace that maps its
+//! own id to any name it likes, so a nested namespace's map is never used when a
+//! shallower one exists, and the kernel's host ids are compared with the result.
+
+use asmguard_config::Container;
+use nix::fcntl::{openat, OFlag};
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+use nix::sys::stat::Mode;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::{self, Read};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+mod watch;
+pub use watch::Watcher;
+
+/// A uid_map/gid_map: (inside, outside, count) extents, as /proc/PID/{uid,gid}_map
+/// shows them to a reader in the initial user namespace (outside = host id).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct IdMap(pub Vec<(u32, u32, u32)>);
+
+impl IdMap {
+    /// The initial user namespace's map: every id is itself.
+    pub fn identity() -> IdMap {
+        IdMap(vec![(0, 0, u32::MAX)])
+    }
+
+    /// Parse the text of a `uid_map`/`gid_map` file: one `inside outside count`
+    /// extent a line. Empty text is an empty map (the runtime has not written it yet).
+    pub fn parse(text: &str) -> Result<IdMap, String> {
+        let mut v = Vec::new();
+        for (n, line) in text.lines().enumerate() {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.is_empty() {
+                continue;
+            }
+            let nums: Vec<u32> = f.iter().filter_map(|x| x.parse().ok()).collect();
+            if f.len() != 3 || nums.len() != 3 || nums[2] == 0 {
+                return Err(format!(
+                    "id map line {}: {:?} is not `inside outside count`",
+                    n + 1,
+                    line.trim()
+                ));
+            }
+            v.push((nums[0], nums[1], nums[2]));
+        }
+        Ok(IdMap(v))
+    }
+
+    /// The host id of `inside`; `None`: not mapped.
+    pub fn to_host(&self, inside: u32) -> Option<u32> {
+        self.0.iter().find_map(|&(i, o, c)| {
+            let off = u64::from(inside).checked_sub(u64::from(i))?;
+            (off < u64::from(c)).then(|| u32::try_from(u64::from(o) + off).ok())?
+        })
+    }
+
+    /// The id inside of host id `host`; `None`: no inside id maps to it.
+    pub fn to_inside(&self, host: u32) -> Option<u32> {
+        self.0.iter().find_map(|&(i, o, c)| {
+            let off = u64::from(host).checked_sub(u64::from(o))?;
+            (off < u64::from(c)).then(|| u32::try_from(u64::from(i) + off).ok())?
+        })
+    }
+
+    /// Whether this is the initial user namespace's map.
+    pub fn is_identity(&self) -> bool {
+        self.0 == [(0, 0, u32::MAX)]
+    }
+}
+
+/// A configured container as found in the cgroup tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    /// The container's name (`[[container]] name`).
+    pub name: String,
+    /// The cgroups its patterns match: path relative to the cgroup2 mount, and the
+    /// cgroup id (the directory's inode number, the kernel's `kn->id`).
+    pub cgroups: Vec<(String, u64)>,
+    /// A process of the container in its outermost non-host user namespace (see
+    /// [`find`]); `None`: no process yet (or its id map is not written yet).
+    pub pid: Option<u32>,
+    /// That process's uid map (host ids outside); empty when `pid` is `None`.
+    pub uid_map: IdMap,
+    /// That process's gid map.
+    pub gid_map: IdMap,
+}
+
+/// Whether `path` matches `pattern`: the same number of `/`-separated components,
+/// `*` matching any run of characters within one component.
+pub fn glob_match(pattern: &str, path: &str) -> bool {
+    let (mut p, mut s) = (pattern.split('/'), path.split('/'));
+    loop {
+        match (p.next(), s.next()) {
+            (None, None) => return true,
+            (Some(pc), Some(sc)) if component_match(pc.as_bytes(), sc.as_bytes()) => {}
+            _ => return false,
+        }
+    }
+}
+
+/// One path component against one pattern component (`*` only).
+pub(crate) fn component_match(p: &[u8], s: &[u8]) -> bool {
+    // Greedy with one backtrack point: the last `*` seen.
+    let (mut pi, mut si) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while si < s.len() {
+        if pi < p.len() && p[pi] == b'*' {
+            star = Some((pi, si));
+            pi += 1;
+        } else if pi < p.len() && p[pi] == s[si] {
+            pi += 1;
+            si += 1;
+        } else if let Some((sp, ss)) = star {
+            pi = sp + 1;
+            si = ss + 1;
+            star = Some((sp, ss + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&c| c == b'*')
+}
+
+/// The directories below `root` (paths relative to it) that `pattern` matches.
+pub(crate) fn expand(root: &Path, pattern: &str) -> Vec<String> {
+    let mut level: Vec<String> = vec![String::new()];
+    for comp in pattern.split('/') {
+        let mut next = Vec::new();
+        for rel in &level {
+            let dir = root.join(rel);
+            let join = |name: &str| {
+                if rel.is_empty() {
+                    name.to_string()
+                } else {
+                    format!("{rel}/{name}")
+                }
+            };
+            if !comp.contains('*') {
+                if dir.join(comp).is_dir() {
+                    next.push(join(comp));
+                }
+                continue;
+            }
+            let Ok(rd) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for e in rd.flatten() {
+                let Some(name) = e.file_name().to_str().map(str::to_string) else {
+                    continue;
+                };
+                if e.file_type().is_ok_and(|t| t.is_dir())
+                    && component_match(comp.as_bytes(), name.as_bytes())
+                {
+                    next.push(join(&name));
+                }
+            }
+        }
+        level = next;
+        if level.is_empty() {
+            break;
+        }
+    }
+    level
+}
+
+/// The cgroups `c`'s patterns match below `root`, sorted, with their ids.
+fn matched_cgroups(root: &Path, c: &Container) -> Vec<(String, u64)> {
+    let paths: BTreeSet<String> = c.cgroup.iter().flat_map(|p| expand(root, p)).collect();
+    paths
+        .into_iter()
+        .filter_map(|p| {
+            let ino = std::fs::metadata(root.join(&p)).ok()?.ino();
+            Some((p, ino))
+        })
+        .collect()
+}
+
+/// The pids in `dir`'s `cgroup.procs` and those of every cgroup below it.
+fn procs_below(dir: &Path, out: &mut BTreeSet<u32>, depth: usize) {
+    if let Ok(t) = std::fs::read_to_string(dir.join("cgroup.procs")) {
+        out.extend(t.lines().filter_map(|l| l.trim().parse::<u32>().ok()));
+    }
+    if depth >= 32 {
+        return;
+    }
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                procs_below(&e.path(), out, depth + 1);
+            }
+        }
+    }
+}
+
+/// (device, inode) of a namespace file: the namespace's identity.
+fn ns_id(path: &Path) -> Option<(u64, u64)> {
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.dev(), m.ino()))
+}
+
+/// `NS_GET_PARENT` (linux/nsfs.h): `_IO(0xb7, 0x2)`.
+const NS_GET_PARENT: libc::c_ulong = 0xb702;
+
+/// How many levels the user namespace of `pid` is below ours: 0 when it is ours,
+/// `None` when it is not below ours (or the process is gone).
+fn userns_depth(pid: u32, ours: (u64, u64)) -> Option<u32> {
+    let path = format!("/proc/{pid}/ns/user");
+    if ns_id(Path::new(&path))? == ours {
+        return Some(0);
+    }
+    let mut fd: OwnedFd = std::fs::File::open(&path).ok()?.into();
+    for depth in 1..=33 {
+        // SAFETY: NS_GET_PARENT takes no argument and returns a new file
+        // descriptor (or -1); `fd` is an open namespace file we own.
+        let parent = unsafe { libc::ioctl(fd.as_raw_fd(), NS_GET_PARENT as _) };
+        if parent < 0 {
+            return None;
+        }
+        // SAFETY: `parent` is a fresh descriptor the kernel just returned;
+        // nothing else owns it.
+        fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(parent) };
+        let m = std::fs::File::from(fd.try_clone().ok()?).metadata().ok()?;
+        if (m.dev(), m.ino()) == ours {
+            return Some(depth);
+        }
+    }
+    None
+}
+
+fn read_map(pid: u32, which: &str) -> Option<IdMap> {
+    let t = std::fs::read_to_string(format!("/proc/{pid}/{which}")).ok()?;
+    IdMap::parse(&t).ok()
+}
+
+/// Find container `c` below the cgroup2 mount `cgroup_root`: the cgroups its
+/// patterns match, and a process whose maps translate the container's ids.
+///
+/// Which process: among the processes of the matched cgroups (and the cgroups below
+/// them), one whose user namespace is the outermost that is not the host's (the
+/// daemon's); a map read as empty (the runtime has not written it yet) gives no
+/// process. When every process is in the host's user namespace (a privileged
+/// container): one whose mount namespace is not the daemon's, with the identity
+/// maps. A process in both the host's user and mount namespaces is never the
+/// container's: a runtime's supervisor sharing the cgroup, or the container's
+/// first process before it made its namespaces (judging by it would read the
+/// host's /etc/passwd with the identity map, and nothing would correct that).
+pub fn find(cgroup_root: &Path, c: &Container) -> Found {
+    let cgroups = matched_cgroups(cgroup_root, c);
+    let mut pids = BTreeSet::new();
+    for (p, _) in &cgroups {
+        procs_below(&cgroup_root.join(p), &mut pids, 0);
+    }
+    let mut found = Found {
+        name: c.name.clone(),
+        cgroups,
+        pid: None,
+        uid_map: IdMap::default(),
+        gid_map: IdMap::default(),
+    };
+    let Some(ours) = ns_id(Path::new("/proc/self/ns/user")) else {
+        return found;
+    };
+    let our_mnt = ns_id(Path::new("/proc/self/ns/mnt"));
+    // Depth by namespace: a container's processes share a few namespaces.
+    let mut depth_of: HashMap<(u64, u64), Option<u32>> = HashMap::new();
+    let mut best: Option<(u32, u32)> = None; // (depth, pid)
+    let mut host_other_mnt: Option<u32> = None;
+    for &pid in &pids {
+        let Some(ns) = ns_id(Path::new(&format!("/proc/{pid}/ns/user"))) else {
+            continue;
+        };
+        let depth = *depth_of
+            .entry(ns)
+            .or_insert_with(|| userns_depth(pid, ours));
+        match depth {
+            None => {}
+            Some(0)
+                if host_other_mnt.is_none()
+                    && ns_id(Path::new(&format!("/proc/{pid}/ns/mnt"))) != our_mnt =>
+            {
+                host_other_mnt = Some(pid);
+            }
+            Some(0) => {}
+            Some(d) if best.is_none_or(|(bd, _)| d < bd) => best = Some((d, pid)),
+            Some(_) => {}
+        }
+    }
+    if let Some((d, _)) = best {
+        // Any process at the outermost depth whose maps are written; never a
+        // deeper one.
+        for &pid in &pids {
+            let Some(ns) = ns_id(Path::new(&format!("/proc/{pid}/ns/user"))) else {
+                continue;
+            };
+            if depth_of.get(&ns) != Some(&Some(d)) {
+                continue;
+            }
+            if let (Some(u), Some(g)) = (read_map(pid, "uid_map"), read_map(pid, "gid_map")) {
+                if !u.0.is_empty() && !g.0.is_empty() {
+                    found.pid = Some(pid);
+                    found.uid_map = u;
+                    found.gid_map = g;
+                    return found;
+                }
+            }
+        }
+        return found;
+    }
+    if let Some(pid) = host_other_mnt {
+        found.pid = Some(pid);
+        found.uid_map = IdMap::identity();
+        found.gid_map = IdMap::identity();
+    }
+    found
+}
+
+/// The biggest passwd/group file read (a hostile container could offer anything).
+const DB_MAX: u64 = 16 << 20;
+
+/// Read `etc/<file>` below the directory `root`, refusing symlinks (which would
+/// resolve against the daemon's root) and anything but a regular file (a FIFO
+/// would block).
+fn read_db(root: &Path, file: &str) -> Result<String, String> {
+    let what = || format!("{}/etc/{file}", root.display());
+    let open = |dir: &dyn AsFd, name: &str, flags: OFlag| {
+        openat(
+            dir,
+            name,
+            flags | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK,
+            Mode::empty(),
+        )
+        .map_err(|e| format!("cannot open {}: {e}", what()))
+    };
+    let rootfd: OwnedFd = std::fs::File::open(root)
+        .map_err(|e| format!("cannot open {}: {e}", root.display()))?
+        .into();
+    let etc = open(&rootfd, "etc", OFlag::O_DIRECTORY | OFlag::O_RDONLY)?;
+    let f = open(&etc, file, OFlag::O_RDONLY)?;
+    let mut f = std::fs::File::from(f);
+    let m = f.metadata().map_err(|e| format!("{}: {e}", what()))?;
+    if !m.file_type().is_file() {
+        return Err(format!("{} is not a regular file", what()));
+    }
+    let mut text = String::new();
+    f.by_ref()
+        .take(DB_MAX)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("cannot read {}: {e}", what()))?;
+    Ok(text)
+}
+
+/// The id of `name` in the passwd/group `text` (third field).
+fn db_id(text: &str, name: &str) -> Option<u32> {
+    text.lines().filter(|l| !l.starts_with('#')).find_map(|l| {
+        let mut f = l.split(':');
+        (f.next()? == name).then_some(())?;
+        f.nth(1)?.trim().parse().ok()
+    })
+}
+
+/// `name` (or a number) as the container below `root` sees it: its id there.
+pub(crate) fn inside_id(root: &Path, file: &str, name: &str) -> Result<u32, String> {
+    if let Ok(n) = name.parse::<u32>() {
+        return Ok(n);
+    }
+    let text = read_db(root, file)?;
+    let what = if file == "passwd" { "user" } else { "group" };
+    db_id(&text, name).ok_or_else(|| format!("no {what} {name:?} in the container's /etc/{file}"))
+}
+
+fn to_host(f: &Found, name: &str, file: &str) -> Result<u32, String> {
+    let (what, map) = if file == "passwd" {
+        ("uid", &f.uid_map)
+    } else {
+        ("gid", &f.gid_map)
+    };
+    let pid = f.pid.ok_or_else(|| {
+        format!(
+            "container {}: no process yet to read its users and id maps from",
+            f.name
+        )
+    })?;
+    let root = PathBuf::from(format!("/proc/{pid}/root"));
+    let inside = inside_id(&root, file, name).map_err(|e| format!("container {}: {e}", f.name))?;
+    map.to_host(inside).ok_or_else(|| {
+        format!(
+            "container {}: {name} ({what} {inside} inside) is not mapped to a host {what}",
+            f.name
+        )
+    })
+}
+
+/// A user, by name or number as the container sees it, to the host uid (through the
+/// container's /etc/passwd and its uid map). Err: a one-line reason (no such user in
+/// the container, not mapped, no process).
+pub fn host_uid(f: &Found, user: &str) -> Result<u32, String> {
+    to_host(f, user, "passwd")
+}
+
+/// A group, by name or number as the container sees it, to the host gid (through the
+/// container's /etc/group and its gid map).
+pub fn host_gid(f: &Found, group: &str) -> Result<u32, String> {
+    to_host(f, group, "group")
+}
+
+/// The cgroup-v2 path of `pid` (relative to the cgroup2 mount), from /proc/PID/cgroup.
+fn cgroup_of(pid: u32) -> Option<String> {
+    let t = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    t.lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .map(|p| p.trim().trim_start_matches('/').to_string())
+}
+
+/// Whether the cgroup `path` or one of its ancestors matches one of `c`'s patterns.
+pub fn path_in(c: &Container, path: &str) -> bool {
+    let comps: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    (1..=comps.len()).any(|n| {
+        let p = comps[..n].join("/");
+        c.cgroup.iter().any(|pat| glob_match(pat, &p))
+    })
+}
+
+/// The configured container a process is in (by /proc/PID/cgroup against the
+/// patterns), if any. `cgroup_root` is the cgroup2 mount the patterns are relative
+/// to; a process whose cgroup is no longer there (it moved) is in none.
+pub fn container_of<'a>(
+    cgroup_root: &Path,
+    cs: &'a [Container],
+    pid: u32,
+) -> Option<&'a Container> {
+    let path = cgroup_of(pid)?;
+    if !cgroup_root.join(&path).is_dir() {
+        return None;
+    }
+    cs.iter().find(|c| path_in(c, &path))
+}
+
+/// Whether pid runs outside the host's namespaces (its pid namespace is not the
+/// daemon's). A process whose namespace cannot be read counts as in a container:
+/// the answer gates rights, and the restrictive one is the safe one.
+pub fn in_container(pid: u32) -> bool {
+    match (
+        ns_id(Path::new(&format!("/proc/{pid}/ns/pid"))),
+        ns_id(Path::new("/proc/self/ns/pid")),
+    ) {
+        (Some(a), Some(b)) => a != b,
+        _ => true,
+    }
+}
+
+/// Directories to watch, each with the pattern components a child of it must match
+/// to matter, and the matched cgroups' `cgroup.events` files.
+pub(crate) type Targets = (BTreeMap<PathBuf, BTreeSet<String>>, BTreeSet<PathBuf>);
+
+pub(crate) fn watch_targets(root: &Path, cs: &[Container]) -> Targets {
+    let mut dirs: BTreeMap<PathBuf, BTreeSet<String>> = BTreeMap::new();
+    let mut events = BTreeSet::new();
+    for pat in cs.iter().flat_map(|c| &c.cgroup) {
+        let comps: Vec<&str> = pat.split('/').collect();
+        let mut level: Vec<String> = vec![String::new()];
+        for (k, comp) in comps.iter().enumerate() {
+            for rel in &level {
+                dirs.entry(root.join(rel))
+                    .or_default()
+                    .insert(comp.to_string());
+            }
+            let prefix = comps[..=k].join("/");
+            level = expand(root, &prefix);
+            if level.is_empty() {
+                break;
+            }
+        }
+        for rel in level {
+            events.insert(root.join(rel).join("cgroup.events"));
+        }
+    }
+    (dirs, events)
+}
+
+/// Make an inotify instance (non-blocking, close-on-exec).
+pub(crate) fn inotify() -> io::Result<Inotify> {
+    Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).map_err(io::Error::from)
+}
+
+pub(crate) const DIR_EVENTS: AddWatchFlags = AddWatchFlags::IN_CREATE
+    .union(AddWatchFlags::IN_DELETE)
+    .union(AddWatchFlags::IN_MOVED_FROM)
+    .union(AddWatchFlags::IN_MOVED_TO)
+    .union(AddWatchFlags::IN_ONLYDIR);
+
+pub(crate) fn sleep_poll(fd: &Inotify, timeout: Duration) -> bool {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let t = PollTimeout::try_from(timeout).unwrap_or(PollTimeout::MAX);
+    let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
+    matches!(poll(&mut fds, t), Ok(n) if n > 0)
+}
+
+#[cfg(test)]
+mod tests;

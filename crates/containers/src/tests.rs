@@ -1,0 +1,283 @@
+use super::*;
+use std::fs;
+
+fn ctr(name: &str, patterns: &[&str]) -> Container {
+    Container {
+        name: name.into(),
+        cgroup: patterns.iter().map(|s| s.to_string()).collect(),
+        allow_all: false,
+        allow_users: vec![],
+        allow_groups: vec![],
+        present: vec![],
+        owner: None,
+        group: None,
+        mode: None,
+        admin_group: None,
+        admin: false,
+    }
+}
+
+#[test]
+fn glob() {
+    assert!(glob_match("lxc.payload.rac1", "lxc.payload.rac1"));
+    assert!(!glob_match("lxc.payload.rac1", "lxc.payload.rac10"));
+    assert!(!glob_match(
+        "lxc.payload.rac1",
+        "lxc.payload.rac1/init.scope"
+    ));
+    assert!(glob_match(
+        "machine.slice/libpod-*.scope",
+        "machine.slice/libpod-ab12.scope"
+    ));
+    assert!(glob_match(
+        "machine.slice/libpod-*.scope",
+        "machine.slice/libpod-.scope"
+    ));
+    assert!(!glob_match(
+        "machine.slice/libpod-*.scope",
+        "machine.slice/libpod-conmon-x.scope/y"
+    ));
+    // `*` stays within one component.
+    assert!(!glob_match("machine.slice/*", "machine.slice/a/b"));
+    assert!(!glob_match("*", "a/b"));
+    assert!(glob_match("*", "a"));
+    assert!(glob_match("a*b*c", "aXbYbZc"));
+    assert!(!glob_match("a*b*c", "aXbYbZ"));
+    assert!(glob_match("**x", "x"));
+    assert!(!glob_match("", "a"));
+}
+
+#[test]
+fn path_in_matches_ancestors() {
+    let c = ctr(
+        "rac1",
+        &["lxc.payload.rac1", "machine.slice/machine-*.scope"],
+    );
+    assert!(path_in(&c, "lxc.payload.rac1"));
+    assert!(path_in(&c, "/lxc.payload.rac1/init.scope"));
+    assert!(path_in(
+        &c,
+        "machine.slice/machine-rac1.scope/payload/system.slice"
+    ));
+    assert!(!path_in(&c, "lxc.payload.rac10"));
+    assert!(!path_in(&c, "machine.slice"));
+    assert!(!path_in(&c, ""));
+}
+
+#[test]
+fn idmap_parse_and_translate() {
+    let m = IdMap::parse("         0     100000      65536\n     65536      5000          1\n")
+        .unwrap();
+    assert_eq!(m.0, vec![(0, 100000, 65536), (65536, 5000, 1)]);
+    assert_eq!(m.to_host(0), Some(100000));
+    assert_eq!(m.to_host(54331), Some(154331));
+    assert_eq!(m.to_host(65535), Some(165535));
+    assert_eq!(m.to_host(65536), Some(5000));
+    assert_eq!(m.to_host(65537), None);
+    assert_eq!(m.to_inside(154331), Some(54331));
+    assert_eq!(m.to_inside(5000), Some(65536));
+    assert_eq!(m.to_inside(99999), None);
+    assert_eq!(m.to_inside(0), None);
+    assert!(!m.is_identity());
+    let id = IdMap::parse("0 0 4294967295\n").unwrap();
+    assert!(id.is_identity());
+    assert_eq!(id, IdMap::identity());
+    assert_eq!(id.to_host(54331), Some(54331));
+    assert_eq!(id.to_host(u32::MAX - 1), Some(u32::MAX - 1));
+    assert_eq!(id.to_host(u32::MAX), None);
+    // An extent reaching past u32 is cut, never wrapped.
+    let m = IdMap::parse("10 4294967290 100\n").unwrap();
+    assert_eq!(m.to_host(15), Some(u32::MAX));
+    assert_eq!(m.to_host(16), None);
+    assert_eq!(IdMap::parse("").unwrap(), IdMap(vec![]));
+    assert_eq!(IdMap::parse("\n").unwrap(), IdMap(vec![]));
+    for bad in ["0 1", "0 1 2 3", "a 1 2", "0 1 0", "-1 0 1"] {
+        let e = IdMap::parse(bad).unwrap_err();
+        assert!(e.contains("line 1") && !e.contains('\n'), "{bad}: {e}");
+    }
+}
+
+#[test]
+fn names_from_a_root() {
+    let d = tempfile::tempdir().unwrap();
+    fs::create_dir(d.path().join("etc")).unwrap();
+    fs::write(
+        d.path().join("etc/passwd"),
+        "root:x:0:0:root:/root:/bin/bash\n# grid:x:1:1\ngrid:x:54331:54321::/home/grid:/bin/bash\noracle:x:54321:54321::/:/bin/sh\n",
+    )
+    .unwrap();
+    fs::write(
+        d.path().join("etc/group"),
+        "root:x:0:\noinstall:x:54321:\nasmadmin:x:54329:grid\n",
+    )
+    .unwrap();
+    assert_eq!(inside_id(d.path(), "passwd", "grid"), Ok(54331));
+    assert_eq!(inside_id(d.path(), "passwd", "oracle"), Ok(54321));
+    assert_eq!(inside_id(d.path(), "passwd", "77"), Ok(77));
+    assert_eq!(inside_id(d.path(), "group", "asmadmin"), Ok(54329));
+    let e = inside_id(d.path(), "passwd", "intruder").unwrap_err();
+    assert!(e.contains("no user \"intruder\""), "{e}");
+    let e = inside_id(d.path(), "group", "grid").unwrap_err();
+    assert!(e.contains("no group \"grid\""), "{e}");
+    // A symlink would resolve against the daemon's root: refused.
+    fs::remove_file(d.path().join("etc/group")).unwrap();
+    std::os::unix::fs::symlink("/etc/group", d.path().join("etc/group")).unwrap();
+    let e = inside_id(d.path(), "group", "root").unwrap_err();
+    assert!(e.contains("cannot open"), "{e}");
+    // A FIFO would block: refused without blocking.
+    nix::unistd::mkfifo(
+        &d.path().join("etc/passwd2"),
+        Mode::from_bits_truncate(0o600),
+    )
+    .unwrap();
+    let e = read_db(d.path(), "passwd2").unwrap_err();
+    assert!(e.contains("not a regular file"), "{e}");
+}
+
+#[test]
+fn found_translates_through_its_maps() {
+    let me = std::process::id();
+    let f = Found {
+        name: "rac1".into(),
+        cgroups: vec![],
+        pid: Some(me),
+        uid_map: IdMap::parse("0 100000 65536").unwrap(),
+        gid_map: IdMap::parse("0 200000 1000").unwrap(),
+    };
+    // Our own root's passwd has root (0).
+    assert_eq!(host_uid(&f, "root"), Ok(100000));
+    assert_eq!(host_uid(&f, "54331"), Ok(154331));
+    assert_eq!(host_gid(&f, "root"), Ok(200000));
+    let e = host_gid(&f, "54329").unwrap_err();
+    assert!(e.contains("rac1") && e.contains("not mapped"), "{e}");
+    let none = Found { pid: None, ..f };
+    let e = host_uid(&none, "grid").unwrap_err();
+    assert!(e.contains("no process yet"), "{e}");
+}
+
+#[test]
+fn find_in_a_tree() {
+    let d = tempfile::tempdir().unwrap();
+    let r = d.path();
+    for p in [
+        "lxc.payload.rac1/init.scope",
+        "machine.slice/libpod-aa.scope",
+        "machine.slice/libpod-bb.scope",
+        "machine.slice/libpod-conmon-aa.scope",
+        "machine.slice/other",
+    ] {
+        fs::create_dir_all(r.join(p)).unwrap();
+    }
+    fs::write(
+        r.join("machine.slice/libpod-conmon-aa.scope/cgroup.procs"),
+        "1\n",
+    )
+    .unwrap();
+    let c = ctr("pods", &["machine.slice/libpod-*.scope", "nothing/here"]);
+    let f = find(r, &c);
+    let paths: Vec<&str> = f.cgroups.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "machine.slice/libpod-aa.scope",
+            "machine.slice/libpod-bb.scope",
+            "machine.slice/libpod-conmon-aa.scope"
+        ]
+    );
+    let ino = fs::metadata(r.join("machine.slice/libpod-aa.scope"))
+        .unwrap()
+        .ino();
+    assert_eq!(f.cgroups[0].1, ino);
+    // Empty cgroups: no process yet.
+    let c = ctr("rac1", &["lxc.payload.rac1"]);
+    let f = find(r, &c);
+    assert_eq!(f.cgroups.len(), 1);
+    assert_eq!(f.pid, None);
+    assert!(f.uid_map.0.is_empty());
+    // Our process (the host's user and mount namespaces) in a cgroup below:
+    // not the container's (a runtime helper, or a first process before it made
+    // its namespaces): still no process.
+    let me = std::process::id();
+    let procs = r.join("lxc.payload.rac1/init.scope/cgroup.procs");
+    fs::write(&procs, format!("{me}\n")).unwrap();
+    let f = find(r, &c);
+    assert_eq!(f.pid, None);
+    // A privileged container's process (host user namespace, its own mount
+    // namespace): the identity maps. Needs root (unshare --mount).
+    if let Ok(mut child) = std::process::Command::new("unshare")
+        .args(["--mount", "sleep", "5"])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+    {
+        let pid = child.id();
+        let t0 = std::time::Instant::now();
+        while ns_id(Path::new(&format!("/proc/{pid}/ns/mnt")))
+            == ns_id(Path::new("/proc/self/ns/mnt"))
+            && t0.elapsed() < Duration::from_secs(2)
+        {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if child.try_wait().unwrap().is_none() {
+            fs::write(&procs, format!("{me}\n{pid}\n")).unwrap();
+            let f = find(r, &c);
+            assert_eq!(f.pid, Some(pid));
+            assert!(f.uid_map.is_identity() && f.gid_map.is_identity());
+            assert_eq!(host_uid(&f, "root"), Ok(0));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    assert!(find(r, &ctr("x", &["absent"])).cgroups.is_empty());
+}
+
+#[test]
+fn namespaces_of_ourselves() {
+    let me = std::process::id();
+    assert!(!in_container(me));
+    // A pid that cannot exist: counted as in a container (the restrictive answer).
+    assert!(in_container(u32::MAX));
+    let ours = ns_id(Path::new("/proc/self/ns/user")).unwrap();
+    assert_eq!(userns_depth(me, ours), Some(0));
+    assert_eq!(container_of(Path::new("/sys/fs/cgroup"), &[], me), None);
+}
+
+#[test]
+fn watcher_sees_cgroups_come_and_go() {
+    let d = tempfile::tempdir().unwrap();
+    let r = d.path();
+    fs::create_dir_all(r.join("machine.slice")).unwrap();
+    let c = ctr("pods", &["machine.slice/libpod-*.scope"]);
+    let mut w = Watcher::new(r, std::slice::from_ref(&c)).unwrap();
+    assert_eq!(w.watched(), 2, "the root and machine.slice");
+    assert!(!w.changed(Duration::from_millis(50)));
+    // Elsewhere: not watched.
+    fs::create_dir_all(r.join("system.slice/x")).unwrap();
+    assert!(!w.changed(Duration::from_millis(50)));
+    fs::create_dir_all(r.join("machine.slice/machine-x.scope")).unwrap();
+    assert!(!w.changed(Duration::from_millis(50)));
+    fs::create_dir(r.join("machine.slice/libpod-aa.scope")).unwrap();
+    fs::write(
+        r.join("machine.slice/libpod-aa.scope/cgroup.events"),
+        "populated 0\n",
+    )
+    .unwrap();
+    assert!(w.changed(Duration::from_secs(1)));
+    assert_eq!(w.watched(), 3, "and the match's cgroup.events");
+    fs::write(
+        r.join("machine.slice/libpod-aa.scope/cgroup.events"),
+        "populated 1\n",
+    )
+    .unwrap();
+    assert!(w.changed(Duration::from_secs(1)));
+    fs::remove_file(r.join("machine.slice/libpod-aa.scope/cgroup.events")).unwrap();
+    fs::remove_dir(r.join("machine.slice/libpod-aa.scope")).unwrap();
+    assert!(w.changed(Duration::from_secs(1)));
+    while w.changed(Duration::from_millis(50)) {}
+    // A parent made after the watcher: followed.
+    fs::remove_dir_all(r.join("machine.slice")).unwrap();
+    assert!(w.changed(Duration::from_secs(1)));
+    fs::create_dir(r.join("machine.slice")).unwrap();
+    assert!(w.changed(Duration::from_secs(1)));
+    fs::create_dir(r.join("machine.slice/libpod-bb.scope")).unwrap();
+    assert!(w.changed(Duration::from_secs(1)));
+}

@@ -1,0 +1,313 @@
+//! asmguardd and containers (issue 23, points 2 and 4), with stand-in containers
+//! made of the kernel's pieces (a cgroup-v2 directory, user, pid and mount
+//! namespaces: `TestCgroup`): the device nodes made for a container in
+//! `/dev/asmguard/containers/<name>/` (owner through its uid map, made, fixed,
+//! removed), and `asmguardctl` run inside a container over the socket.
+
+use asmguard_host_tests::*;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+const MIB: u64 = 1 << 20;
+
+/// A container's node directory, removed at the end of the test.
+struct NodeDir(PathBuf);
+
+impl NodeDir {
+    fn of(name: &str) -> NodeDir {
+        NodeDir(Path::new("/dev/asmguard/containers").join(name))
+    }
+}
+
+impl Drop for NodeDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// (device number, uid, gid, mode) of the block node at `p`, or None.
+fn node(p: &Path) -> Option<(u64, u32, u32, u32)> {
+    let m = std::fs::symlink_metadata(p).ok()?;
+    m.file_type()
+        .is_block_device()
+        .then(|| (m.rdev(), m.uid(), m.gid(), m.mode() & 0o7777))
+}
+
+fn rdev(p: &Path) -> u64 {
+    std::fs::metadata(p).unwrap().rdev()
+}
+
+#[track_caller]
+fn wait(limit: Duration, what: &str, d: &Daemon, f: impl Fn() -> bool) {
+    let t0 = Instant::now();
+    while !f() {
+        assert!(
+            t0.elapsed() < limit,
+            "{what}: not within {limit:?}: {}",
+            d.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn container(name: &str, cg: &TestCgroup, rest: &str) -> String {
+    format!(
+        "\n[[container]]\nname = {name:?}\ncgroup = [{:?}]\n{rest}\n",
+        cg.rel
+    )
+}
+
+#[test]
+fn container_nodes_follow_labels_containers_and_tampering() {
+    let Some(_g) = lock() else { return };
+    let a = Loop::new(64 * MIB);
+    a.write_dev(0, &asmlib_block("PRES1"));
+    let b = Loop::new(64 * MIB);
+    b.write_dev(0, &asmlib_block("PRES2"));
+    let cg = TestCgroup::new("rac1");
+    let name = format!("hosttest{}rac1", std::process::id());
+    let dir = NodeDir::of(&name);
+    let extra = container(
+        &name,
+        &cg,
+        "present = [\"PRES1\"]\nowner = \"grid\"\ngroup = \"asmadmin\"\nmode = \"0640\"",
+    );
+    let d = Daemon::start(&[&a.name, &b.name], &extra);
+    let p1 = dir.0.join("PRES1");
+    let p2 = dir.0.join("PRES2");
+
+    // no process in the container yet: its directory, no node, and why
+    assert!(dir.0.is_dir(), "{}", d.log_text());
+    assert_eq!(node(&p1), None);
+    let v = d.lsdsk();
+    let np = v["not_presented"].as_array().unwrap();
+    assert!(
+        np.iter().any(|n| n["container"] == name.as_str()
+            && n["reason"].as_str().unwrap().contains("no process")),
+        "{v:#}"
+    );
+    let st = d.ctl(&["status"]).ok();
+    assert!(
+        st.stdout.contains("not presented: container"),
+        "{}",
+        st.stdout
+    );
+
+    // the container starts (user namespace 0..65535 -> 100000..): the node
+    // comes within a second, owned by its grid and asmadmin as the host sees them
+    let ctr = cg.start(Some(100000), false);
+    let t0 = Instant::now();
+    wait(Duration::from_secs(3), "the node", &d, || {
+        node(&p1).is_some()
+    });
+    eprintln!("node made {:?} after the container started", t0.elapsed());
+    assert_eq!(
+        node(&p1),
+        Some((rdev(&a.dev), 154331, 154329, 0o640)),
+        "{}",
+        d.log_text()
+    );
+    assert_eq!(node(&p2), None, "PRES2 is not presented");
+    let v = d.lsdsk();
+    assert_eq!(
+        disk(&v, "PRES1")["presented"],
+        serde_json::json!([{"container": name, "path": p1.display().to_string(),
+                            "uid": 154331, "gid": 154329, "mode": "0640"}])
+    );
+    assert_eq!(disk(&v, "PRES2")["presented"], serde_json::json!([]));
+    assert_eq!(v["not_presented"], serde_json::json!([]), "{v:#}");
+    let text = d.ctl(&["lsdsk"]).ok().stdout;
+    assert!(
+        text.contains(&format!(
+            "presented: PRES1 to container {name} as {}",
+            p1.display()
+        )),
+        "{text}"
+    );
+
+    // the container's grid reads the disk through it; its intruder may not
+    let path = p1.display().to_string();
+    let dd = [
+        "dd",
+        &format!("if={path}"),
+        "of=/dev/null",
+        "bs=4096",
+        "count=1",
+    ];
+    let o = ctr.run_as(54331, 54321, &[54329], &dd);
+    assert_eq!(o.code, 0, "grid in the container: {o:?}");
+    let o = ctr.run_as(1001, 1001, &[], &dd);
+    assert!(
+        o.code != 0 && o.stderr.contains("Permission denied"),
+        "intruder in the container: {o:?}"
+    );
+
+    // tampered with: owner and mode, then the device number: fixed by the next model
+    std::os::unix::fs::lchown(&p1, Some(0), Some(0)).unwrap();
+    std::fs::set_permissions(&p1, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
+    d.ctl(&["scan"]).ok();
+    assert_eq!(node(&p1), Some((rdev(&a.dev), 154331, 154329, 0o640)));
+    std::fs::remove_file(&p1).unwrap();
+    nix::sys::stat::mknod(
+        &p1,
+        nix::sys::stat::SFlag::S_IFBLK,
+        nix::sys::stat::Mode::from_bits_truncate(0o666),
+        rdev(&b.dev),
+    )
+    .unwrap();
+    d.ctl(&["scan"]).ok();
+    assert_eq!(node(&p1), Some((rdev(&a.dev), 154331, 154329, 0o640)));
+    assert!(d.log_text().contains("fixed"), "{}", d.log_text());
+
+    // the label goes: its node goes, the directory stays
+    d.ctl(&["unlabel", "PRES1"]).ok();
+    assert_eq!(node(&p1), None);
+    assert!(dir.0.is_dir());
+
+    // something an administrator put there is left alone, and said so
+    std::fs::write(&p1, "admin's").unwrap();
+    d.ctl(&["label", "PRES1", &a.dev.display().to_string()])
+        .ok();
+    assert_eq!(std::fs::read_to_string(&p1).unwrap(), "admin's");
+    let v = d.lsdsk();
+    let np = &v["not_presented"];
+    assert!(
+        np.as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n["label"] == "PRES1" && n["reason"].as_str().unwrap().contains("left alone")),
+        "{v:#}"
+    );
+    assert!(d
+        .log_text()
+        .contains("regular file, not a node asmguardd made"));
+    std::fs::remove_file(&p1).unwrap();
+    d.ctl(&["scan"]).ok();
+    assert_eq!(node(&p1), Some((rdev(&a.dev), 154331, 154329, 0o640)));
+
+    // the container stops: no process, no node (within a second); the directory stays
+    let t0 = Instant::now();
+    ctr.stop();
+    wait(Duration::from_secs(3), "the node to go", &d, || {
+        node(&p1).is_none()
+    });
+    eprintln!(
+        "node removed {:?} after the container stopped",
+        t0.elapsed()
+    );
+    assert!(dir.0.is_dir());
+    // and comes back with the container
+    let ctr = cg.start(Some(100000), false);
+    wait(Duration::from_secs(3), "the node again", &d, || {
+        node(&p1).is_some()
+    });
+    drop(ctr);
+}
+
+#[test]
+fn asmguardctl_in_a_container_reads_and_changes_state_as_configured() {
+    let Some(_g) = lock() else { return };
+    let a = Loop::new(64 * MIB);
+    a.write_dev(0, &asmlib_block("CTL1"));
+    let ro = TestCgroup::new("ro");
+    let rw = TestCgroup::new("rw");
+    let other = TestCgroup::new("other");
+    let (ro_name, rw_name) = ("ro-node", "rw-node");
+    // the containers' admin group by name, as they see it (the host has none of that name)
+    let extra = format!(
+        "{}{}",
+        container(ro_name, &ro, "admin_group = \"asmadmin\""),
+        container(rw_name, &rw, "admin_group = \"asmadmin\"\nadmin = true")
+    );
+    let d = Daemon::start(&[&a.name], &extra);
+    let sock = d.socket.display().to_string();
+    let ctl = ctl_bin().display().to_string();
+    let ask = |args: &[&str]| -> Vec<String> {
+        let mut v = vec![ctl.clone(), "--socket".into(), sock.clone()];
+        v.extend(args.iter().map(|s| s.to_string()));
+        v
+    };
+    let run = |r: &Running, ids: (u32, u32, &[u32]), args: &[&str]| {
+        let cmd = ask(args);
+        let cmd: Vec<&str> = cmd.iter().map(String::as_str).collect();
+        r.run_as(ids.0, ids.1, ids.2, &cmd)
+    };
+    let root: (u32, u32, &[u32]) = (0, 0, &[]);
+    let grid: (u32, u32, &[u32]) = (54331, 54321, &[54329]);
+    let intruder: (u32, u32, &[u32]) = (1001, 1001, &[]);
+    let refusal = |name: &str| {
+        format!(
+            "from container {name}: the configuration does not grant it admin rights \
+             (admin = true in its [[container]] section)"
+        )
+    };
+
+    // a configured container, user-namespaced, own pid namespace, admin = false
+    let r = ro.start(Some(100000), true);
+    for who in [root, grid] {
+        let o = run(&r, who, &["lsdsk", "--json"]);
+        assert_eq!(o.code, 0, "{o:?}");
+        assert!(o.stdout.contains("CTL1"), "{o:?}");
+        run(&r, who, &["status"]).ok();
+        for args in [
+            vec!["rename", "CTL1", "CTL9"],
+            vec!["filter", "audit", "CTL1"],
+            vec!["label", "CTL8", &a.dev.display().to_string()],
+        ] {
+            let o = run(&r, who, &args);
+            o.refused(4, &["permission denied", &refusal(ro_name)]);
+            assert_eq!(o.stderr.lines().count(), 1, "{o:?}");
+        }
+    }
+    let o = run(&r, intruder, &["lsdsk"]);
+    o.refused(4, &["permission denied", ro_name]);
+    // a user namespace of its own that maps its uid to root, or to grid and
+    // asmadmin, changes nothing: ids are translated through the container's map
+    for nested in [
+        vec!["unshare", "--user", "--map-root-user", "--"],
+        vec![
+            "unshare",
+            "--user",
+            "--map-user=54331",
+            "--map-group=54329",
+            "--",
+        ],
+    ] {
+        let mut cmd = nested.clone();
+        let asked = ask(&["lsdsk"]);
+        cmd.extend(asked.iter().map(String::as_str));
+        let o = r.run_as(1001, 1001, &[], &cmd);
+        o.refused(4, &["permission denied", ro_name]);
+    }
+    assert_eq!(d.labels(), vec!["CTL1"]);
+    // the same container privileged (no user namespace): its root is host uid 0,
+    // still not the host's root
+    drop(r);
+    let r = ro.start(None, true);
+    run(&r, root, &["lsdsk"]).ok();
+    run(&r, root, &["rename", "CTL1", "CTL9"]).refused(4, &[&refusal(ro_name)]);
+    drop(r);
+
+    // admin = true: its root and its admin group may change state
+    let r = rw.start(Some(200000), true);
+    run(&r, root, &["rename", "CTL1", "CTL2"]).ok();
+    run(&r, grid, &["rename", "CTL2", "CTL1"]).ok();
+    run(&r, grid, &["filter", "audit", "CTL1"]).ok();
+    run(&r, grid, &["filter", "enable", "CTL1"]).ok();
+    run(&r, intruder, &["rename", "CTL1", "CTL2"]).refused(4, &["permission denied"]);
+    assert_eq!(d.labels(), vec!["CTL1"]);
+    drop(r);
+
+    // a container no section names: its user-namespaced root is nobody on the
+    // host; a privileged one's reads as the host's root would, never changes state
+    let r = other.start(Some(300000), true);
+    run(&r, root, &["lsdsk"]).refused(4, &["permission denied"]);
+    drop(r);
+    let r = other.start(None, true);
+    run(&r, root, &["lsdsk"]).ok();
+    let o = run(&r, root, &["rename", "CTL1", "CTL2"]);
+    o.refused(4, &["permission denied", "no [[container]] section"]);
+    assert_eq!(d.labels(), vec!["CTL1"]);
+    assert!(d.log_text().contains(&format!("(container {ro_name})")));
+}
