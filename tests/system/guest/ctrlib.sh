@@ -105,17 +105,16 @@ ctr_rule() {
 }
 
 # ctr_present NAME USERNS LABEL...: the directory to bind into container NAME as its
-# /dev/asmguard/disks: the daemon's /dev/asmguard/containers/NAME when it holds a
-# block node for every LABEL; else (the daemon makes none yet) a directory the lab
-# makes the same way, /dev/ctr-lab/NAME, with one node per LABEL (the disk's
-# dev_t, grid:asmadmin as the container sees them, 0660).
+# /dev/asmguard/disks: the daemon's /dev/asmguard/containers/NAME when it made one
+# (it fills it with the nodes once the container runs: ctr_wait_nodes); else (no
+# such directory: a daemon without the feature, or no [[container]] for NAME) a
+# directory the lab makes the same way, /dev/ctr-lab/NAME, with one node per LABEL
+# (the disk's dev_t, grid:asmadmin as the container sees them, 0660).
 ctr_present() {
 	_n=$1 _u=$2
 	shift 2
 	_dir=/dev/asmguard/containers/$_n
-	_by=daemon
-	for _l in "$@"; do [ -b "$_dir/$_l" ] || _by=lab; done
-	if [ $_by = lab ]; then
+	if [ ! -d "$_dir" ]; then
 		_dir=/dev/ctr-lab/$_n
 		mkdir -p "$_dir"
 		for _l in "$@"; do
@@ -126,6 +125,23 @@ ctr_present() {
 		done
 	fi
 	echo "$_dir"
+}
+
+# ctr_wait_nodes DIR LABEL...: waits (10 s at most) until DIR holds a block node for
+# every LABEL; prints the milliseconds waited. Non-zero if they did not all come.
+ctr_wait_nodes() {
+	_d=$1
+	shift
+	_t0=$(date +%s%N) _ms=0
+	while [ $_ms -lt 10000 ]; do
+		_all=1
+		for _l in "$@"; do [ -b "$_d/$_l" ] || _all=0; done
+		[ $_all = 1 ] && { echo "$_ms"; return 0; }
+		sleep 0.1
+		_ms=$((($(date +%s%N) - _t0) / 1000000))
+	done
+	echo "$_ms"
+	return 1
 }
 
 # ---- starting, running in and stopping containers ---------------------------

@@ -34,8 +34,6 @@ out=$(ctr_config "$rules") && pass config-container-rules "rules for rac1 rac2 l
 ctl_lines='lxc.mount.entry = /run/asmguard run/asmguard none bind,ro 0 0
 lxc.mount.entry = /usr/sbin/asmguardctl usr/local/bin/asmguardctl none bind,ro 0 0'
 p1=$(ctr_present rac1 1 DATA1 DATA2) || { fail setup "presentation rac1: $p1"; vm_exit; }
-by1=lab
-case $p1 in /dev/asmguard/containers/*) by1=daemon ;; esac
 # rac1: the source document's way, an fstab of the container
 printf '%s dev/asmguard/disks none bind,create=dir 0 0\n' "$p1" >/var/lib/lxc-rac1.fstab
 out=$(ctr_lxc_start rac1 1 "lxc.mount.fstab = /var/lib/lxc-rac1.fstab
@@ -71,7 +69,14 @@ expect userns-rac1 "0 $CTR_SHIFT 65536" "$(tr -s ' ' <"/proc/$pid1/uid_map" | se
 expect userns-lxpriv "0 0 4294967295" "$(tr -s ' ' <"/proc/$(ctr_pid lxc lxpriv)/uid_map" | sed 's/^ //')"
 
 # ---- presentation -------------------------------------------------------------
-expect present-by-daemon daemon "$by1" "rac1's nodes: $p1 ($(ls -ln "$p1" 2>&1 | tail -n +2 | tr '\n' ' '))"
+for c in rac1 rac2 lxpriv; do
+	d=/dev/asmguard/containers/$c
+	if ms=$(ctr_wait_nodes "$d" DATA1 DATA2); then
+		pass "present-by-daemon-$c" "$(ls -ln "$d" | tail -n +2 | tr -s ' \n' '  ') ($ms ms after the start)"
+	else
+		fail "present-by-daemon-$c" "no nodes after $ms ms: $(ls -ln "$d" 2>&1 | tr -s ' \n' '  ') :: $($C lsdsk 2>&1 | grep -i 'present' | tr '\n' ' ')"
+	fi
+done
 for c in rac1 rac2 lxpriv; do
 	expect "node-in-$c" "block special file grid asmadmin 660" \
 		"$(ctr_exec lxc $c grid stat -c '%F %U %G %a' /dev/asmguard/disks/DATA1 2>&1)"

@@ -23,12 +23,14 @@ out=$(ctr_config "$rules") && pass config-container-rules "rules for ns1 ns2 acc
 	fail config-container-rules "the daemon refuses [[container]]: $out"
 
 # nspawn_start NAME DIR [ARGS...]: systemd-nspawn in the background, DIR bound on
-# /dev/asmguard/disks, DATA1's node allowed; waits until machined knows its leader.
+# /dev/asmguard/disks, DATA1 allowed by the scope's device policy (DeviceAllow= names
+# the host's link: the container's node may not exist before the container runs);
+# waits until machined knows its leader.
 nspawn_start() {
 	_n=$1 _p=$2
 	shift 2
 	systemd-nspawn -q -D "$CTR_ROOTFS" --read-only -M "$_n" --private-network --console=passive \
-		--bind="$_p:/dev/asmguard/disks" --property="DeviceAllow=$_p/DATA1 rw" \
+		--bind="$_p:/dev/asmguard/disks" --property="DeviceAllow=/dev/asmguard/disks/DATA1 rw" \
 		--bind-ro=/run/asmguard --bind-ro=/usr/sbin/asmguardctl:/usr/local/bin/asmguardctl \
 		"$@" /usr/bin/sleep infinity >"/tmp/nspawn-$_n.log" 2>&1 &
 	_i=0
@@ -51,6 +53,14 @@ t0=$SECONDS
 out=$(nspawn_start ns2 "$p2" --private-users=$CTR_SHIFT:65536) &&
 	pass start-ns2-userns "leader $(ctr_pid nspawn ns2) ($((SECONDS - t0)) s)" || fail start-ns2-userns "$out"
 out=$(nspawn_start ns3 "$po") && pass start-ns3 "leader $(ctr_pid nspawn ns3)" || fail start-ns3 "$out"
+for c in ns1:DATA1,DATA2 ns2:DATA1; do
+	d=/dev/asmguard/containers/${c%%:*}
+	if ms=$(ctr_wait_nodes "$d" $(echo "${c#*:}" | tr ',' ' ')); then
+		pass "present-by-daemon-${c%%:*}" "$(ls -ln "$d" | tail -n +2 | tr -s ' \n' '  ') ($ms ms after the start)"
+	else
+		fail "present-by-daemon-${c%%:*}" "no nodes after $ms ms: $(ls -ln "$d" 2>&1 | tr -s ' \n' '  ')"
+	fi
+done
 expect cgroup-ns1 machine.slice/machine-ns1.scope "$(ctr_cgroup nspawn ns1 | sed 's|/payload$||')"
 expect userns-ns2 "0 $CTR_SHIFT 65536" "$(tr -s ' ' <"/proc/$(ctr_pid nspawn ns2)/uid_map" | sed 's/^ //')"
 

@@ -63,6 +63,14 @@ info "cgroups: pod1 $cg1, pod2 $cg2, pod3 $(ctr_cgroup podman pod3)"
 expect userns-pod2 "0 $CTR_SHIFT 65536" "$(tr -s ' ' <"/proc/$(ctr_pid podman pod2)/uid_map" | sed 's/^ //')"
 
 # ---- presentation and writes ------------------------------------------------------
+for c in pod1:DATA1,DATA2 pod2:DATA1; do
+	d=/dev/asmguard/containers/${c%%:*}
+	if ms=$(ctr_wait_nodes "$d" $(echo "${c#*:}" | tr ',' ' ')); then
+		pass "present-by-daemon-${c%%:*}" "$(ls -ln "$d" | tail -n +2 | tr -s ' \n' '  ') ($ms ms after the start)"
+	else
+		fail "present-by-daemon-${c%%:*}" "no nodes after $ms ms: $(ls -ln "$d" 2>&1 | tr -s ' \n' '  ')"
+	fi
+done
 for c in pod1 pod2; do
 	expect "node-in-$c" "block special file grid asmadmin 660" \
 		"$(ctr_exec podman $c grid stat -c '%F %U %G %a' /dev/asmguard/disks/DATA1 2>&1)"
