@@ -14,6 +14,8 @@
 #   SYS_TEST_TIMEOUT=180 seconds per guest test (inside the guest)
 #   SYS_BUILD=1          0: do not build the release binaries and the .deb first
 #   SYS_MEM=2G SYS_SMP=2 guest size
+#   SYS_RUN=LINE         the run's name: results "system-<SYS_RUN>", logs
+#                        work/<SYS_RUN>.{console,results}.log (all.sh: 6.12-containers)
 #
 # How: the cached base image (tests/system/image.sh, mmdebstrap) is unpacked, the
 # kernel's whole module tree is added (depmod), the project's .deb is installed with
@@ -37,6 +39,8 @@ fi
 
 lab_line system '^([0-9]+\.[0-9]+|newest)$' '6.1, 6.12, ...' "${1:-}"
 shift
+run=${SYS_RUN:-$line}
+name=system-$run
 tests=$(echo "$*" | tr ' ' ',')
 
 # host tools of the system lab, besides the VM lab's
@@ -63,7 +67,7 @@ echo "$name: kernel $KPKG $KPKG_VERSION ($KVER)" >&2
 
 # ---- the guest's root: image + modules + package + tests ---------------------
 t0=$SECONDS
-w=$SYS_WORK/$line
+w=$SYS_WORK/$run
 r=$w/root
 rm -rf "$w"
 mkdir -p "$r"
@@ -99,8 +103,8 @@ rm -rf "$r"
 echo "$name: image ${t_image}s (cached unless the recipe changed), modules ${t_assemble}s, apt install ${t_install}s, ext4 ${t_mkfs}s" >&2
 
 # ---- boot ---------------------------------------------------------------------
-console=$SYS_WORK/$line.console.log
-results=$SYS_WORK/$line.results.log
+console=$SYS_WORK/$run.console.log
+results=$SYS_WORK/$run.results.log
 : >"$results"
 timeout_s=${SYS_TIMEOUT:-600}
 append="root=/dev/nvme0n1 rw console=ttyS0 panic=-1 quiet loglevel=3 systemd.show_status=0"

@@ -7,7 +7,8 @@
 # /dev/asmguard/disks, by lxc.mount.fstab (the source document's fstab line) or by
 # lxc.mount.entry, with lxc.cgroup2.devices.allow for the disk. The host allow-list
 # is empty: only the [[container]] rules grant writes.
-#   rac1, rac2  user-namespaced "RAC nodes" sharing DATA1 and DATA2 (rules: grid)
+#   rac1, rac2  user-namespaced "RAC nodes" sharing DATA1 and DATA2 (rules: grid;
+#               rac2 also admin = true)
 #   lxpriv      privileged (rule: grid); also binds the host's /dev/asmguard/disks
 #               (the links), the host's bpffs, a loop device and dm's control node
 #   lxother     privileged, no rule: "another container" with the same disks
@@ -25,7 +26,7 @@ ids0=$(asmguard_prog_ids)
 holds setup-asmguard-programs "asmguard's programs (ids): $ids0" [ -n "$ids0" ]
 
 rules="$(ctr_rule rac1 lxc.payload.rac1 'allow_users = ["grid"]' 'present = ["DATA1", "DATA2"]')
-$(ctr_rule rac2 lxc.payload.rac2 'allow_users = ["grid"]' 'present = ["DATA1", "DATA2"]')
+$(ctr_rule rac2 lxc.payload.rac2 'allow_users = ["grid"]' 'present = ["DATA1", "DATA2"]' 'admin = true')
 $(ctr_rule lxpriv lxc.payload.lxpriv 'allow_users = ["grid"]' 'present = ["DATA1", "DATA2"]')"
 out=$(ctr_config "$rules") && pass config-container-rules "rules for rac1 rac2 lxpriv accepted" ||
 	fail config-container-rules "the daemon refuses [[container]]: $out"
@@ -154,6 +155,7 @@ expect_fail userns-root-no-loop "Operation not permitted|cannot find an unused l
 for c in rac1 lxpriv; do
 	expect_ok "grid-lsdsk-$c" ctr_exec lxc $c grid asmguardctl lsdsk
 	expect_ok "grid-status-$c" ctr_exec lxc $c grid asmguardctl status
+	expect_ok "grid-iostat-$c" ctr_exec lxc $c grid asmguardctl iostat --count 1 --interval 0.5
 	expect_fail "intruder-lsdsk-refused-$c" "permission denied" ctr_exec lxc $c intruder asmguardctl lsdsk
 	expect_fail "grid-filter-refused-$c" "permission denied" ctr_exec lxc $c grid asmguardctl filter audit DATA1
 	expect_fail "root-filter-refused-$c" "permission denied|refused" ctr_exec lxc $c root asmguardctl filter audit DATA1
@@ -161,6 +163,13 @@ for c in rac1 lxpriv; do
 	$C filter enable DATA1 >/dev/null 2>&1
 	$C rename DATA9 DATA2 >/dev/null 2>&1
 done
+
+# admin = true (rac2): its root and its admin group's members may change state; its
+# intruder still may not even read
+expect_ok admin-root-filter-audit-rac2 ctr_exec lxc rac2 root asmguardctl filter audit DATA2
+expect_ok admin-grid-filter-enable-rac2 ctr_exec lxc rac2 grid asmguardctl filter enable DATA2
+expect_fail admin-intruder-refused-rac2 "permission denied" ctr_exec lxc rac2 intruder asmguardctl filter audit DATA2
+$C filter enable DATA2 >/dev/null 2>&1
 
 # ---- two RAC nodes ----------------------------------------------------------------
 expect_ok rac1-grid-writes-data2 ctr_write lxc rac1 grid /dev/asmguard/disks/DATA2 20 A
