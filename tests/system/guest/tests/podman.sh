@@ -48,7 +48,8 @@ out=$(podman_run pod1 --cgroup-parent=db1.slice --device /dev/asmguard/disks/DAT
 	pass start-pod1-privileged "$out ($((SECONDS - t0)) s)" || fail start-pod1-privileged "$out"
 t0=$SECONDS
 out=$(podman_run pod2 --cgroup-parent=db2.slice --uidmap 0:$CTR_SHIFT:65536 --gidmap 0:$CTR_SHIFT:65536 \
-	-v "$p2:/dev/asmguard/disks:dev" --device-cgroup-rule="b $(ctr_majmin "$d1") rw" 2>&1) &&
+	-v "$p2:/dev/asmguard/disks:dev" --device-cgroup-rule="b $(ctr_majmin "$d1") rw" \
+	--device /dev/asmguard/disks/DATA1:/dev/asmguard-device/DATA1 2>&1) &&
 	pass start-pod2-userns "$out ($((SECONDS - t0)) s)" || fail start-pod2-userns "$out"
 out=$(podman_run pod3 --device /dev/asmguard/disks/DATA1 2>&1) &&
 	pass start-pod3 "$out" || fail start-pod3 "$out"
@@ -76,6 +77,10 @@ for c in pod1 pod2; do
 		"$(ctr_exec podman $c grid stat -c '%F %U %G %a' /dev/asmguard/disks/DATA1 2>&1)"
 	expect "label-seen-in-$c" DATA1 "$(ctr_exec podman $c grid blkid -p -o value -s LABEL /dev/asmguard/disks/DATA1 2>&1)"
 done
+# the same disk as a --device node in the user-namespaced pod2: not its grid's
+info "pod2's --device node: $(ctr_exec podman pod2 root stat -c '%F %U %G %a' /dev/asmguard-device/DATA1 2>&1)"
+expect_fail userns-device-node-not-grids "Permission denied" \
+	ctr_exec podman pod2 grid dd if=/dev/asmguard-device/DATA1 of=/dev/null bs=4096 count=1 iflag=direct
 blk=30
 for c in pod1 pod2; do
 	blk=$((blk + 1))
