@@ -42,6 +42,7 @@ podman_run() {
 }
 p1=$(ctr_present pod1 0 DATA1 DATA2)
 p2=$(ctr_present pod2 1 DATA1)
+px=$(ctr_present pod2x 1 DATA1) # (no section: a node the lab makes, owned 154331:154329)
 t0=$SECONDS
 out=$(podman_run pod1 --cgroup-parent=db1.slice --device /dev/asmguard/disks/DATA1:/dev/asmguard/disks/DATA1 \
 	-v "$p1:/mnt/presented:dev" 2>&1) &&
@@ -49,7 +50,7 @@ out=$(podman_run pod1 --cgroup-parent=db1.slice --device /dev/asmguard/disks/DAT
 t0=$SECONDS
 out=$(podman_run pod2 --cgroup-parent=db2.slice --uidmap 0:$CTR_SHIFT:65536 --gidmap 0:$CTR_SHIFT:65536 \
 	-v "$p2:/dev/asmguard/disks:dev" --device-cgroup-rule="b $(ctr_majmin "$d1") rw" \
-	--device /dev/asmguard/disks/DATA1:/dev/asmguard-device/DATA1 2>&1) &&
+	--device /dev/asmguard/disks/DATA1:/dev/asmguard-device/DATA1 --device "$px/DATA1:/dev/asmguard-device/SHIFTED" 2>&1) &&
 	pass start-pod2-userns "$out ($((SECONDS - t0)) s)" || fail start-pod2-userns "$out"
 out=$(podman_run pod3 --device /dev/asmguard/disks/DATA1 2>&1) &&
 	pass start-pod3 "$out" || fail start-pod3 "$out"
@@ -77,10 +78,15 @@ for c in pod1 pod2; do
 		"$(ctr_exec podman $c grid stat -c '%F %U %G %a' /dev/asmguard/disks/DATA1 2>&1)"
 	expect "label-seen-in-$c" DATA1 "$(ctr_exec podman $c grid blkid -p -o value -s LABEL /dev/asmguard/disks/DATA1 2>&1)"
 done
-# the same disk as a --device node in the user-namespaced pod2: not its grid's
-info "pod2's --device node: $(ctr_exec podman pod2 root stat -c '%F %U %G %a' /dev/asmguard-device/DATA1 2>&1)"
-expect_fail userns-device-node-not-grids "Permission denied" \
-	ctr_exec podman pod2 grid dd if=/dev/asmguard-device/DATA1 of=/dev/null bs=4096 count=1 iflag=direct
+# --device nodes in the user-namespaced pod2: podman gives the node the host node's
+# numeric owner as the container's ids. The host's link (grid:asmadmin, 54331:54329,
+# the container's grid's numbers too) is grid's inside; a node owned by the
+# container's host-side ids (154331, as the daemon makes them) is nobody's inside.
+out=$(ctr_exec podman pod2 root stat -c '%F %U %G %a' /dev/asmguard-device/DATA1 2>&1)
+has_line userns-device-node-host-numbers '^block special file grid asmadmin' "$out"
+expect_ok userns-device-node-grid-writes ctr_write podman pod2 grid /dev/asmguard-device/DATA1 35 Q
+expect userns-device-node-shifted-owner-is-nobody "nobody nogroup" \
+	"$(ctr_exec podman pod2 root stat -c '%U %G' /dev/asmguard-device/SHIFTED 2>&1)"
 blk=30
 for c in pod1 pod2; do
 	blk=$((blk + 1))
@@ -99,12 +105,11 @@ expect_fail host-root-denied "Operation not permitted" host_write "$d1" 40 H
 expect nothing-else-landed "" "$(host_block "$d1" 40 | tr -d '\000')"
 
 # ---- crun's device program ---------------------------------------------------------
-cg=$(ctr_cgroup podman pod1)
-dp=$(runtime_device_prog "$cg")
-holds crun-device-program-pod1 "on $cg: ${dp:-none}" [ -n "$dp" ]
-# (user-namespaced: what crun put there, if anything, is reported)
-cg=$(ctr_cgroup podman pod2)
-info "device programs in effect on pod2 (user namespace) but asmguard's: $(runtime_device_prog "$cg")"
+for c in pod1 pod2; do
+	cg=$(ctr_cgroup podman $c)
+	dp=$(runtime_device_prog "$cg")
+	holds "crun-device-program-$c" "on $cg: ${dp:-none}" [ -n "$dp" ]
+done
 # DATA2's node bound into pod1 without --device: crun's program refuses even a read
 # (asmguard never refuses reads), and grid's write stays refused although its rule
 # would allow it
