@@ -220,6 +220,7 @@ fn status(c: &Cli, json: bool) -> Result<(), CliError> {
 
 fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
     let containers = container_rows(&s);
+    let nodes = node_row(&s);
     let mut rows = vec![
         (
             "daemon",
@@ -284,22 +285,6 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
                 s.disks, s.conflicts, s.devices_scanned
             ),
         ),
-        (
-            "container nodes",
-            if s.not_presented.is_empty() {
-                format!("{} in /dev/asmguard/containers", s.container_nodes)
-            } else {
-                format!(
-                    "{} in /dev/asmguard/containers; not presented: {}",
-                    s.container_nodes,
-                    s.not_presented
-                        .iter()
-                        .map(not_presented_text)
-                        .collect::<Vec<_>>()
-                        .join("; ")
-                )
-            },
-        ),
         ("events", s.events),
         ("last full scan", format!("{} ms", s.last_scan_ms)),
         ("socket", s.socket),
@@ -311,8 +296,22 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
         .iter()
         .position(|(k, _)| *k == "exclusive claims")
         .map_or(rows.len(), |i| i + 1);
-    rows.splice(at..at, containers);
+    rows.splice(at..at, containers.into_iter().chain(nodes));
     rows
+}
+
+/// The `container nodes` row of `status`, where containers are configured:
+/// how many device nodes are made for them, and why some have none.
+fn node_row(s: &StatusResult) -> Option<(&'static str, String)> {
+    if s.containers.is_empty() && s.container_nodes == 0 && s.not_presented.is_empty() {
+        return None;
+    }
+    let mut v = format!("{} in /dev/asmguard/containers", s.container_nodes);
+    if !s.not_presented.is_empty() {
+        let why: Vec<String> = s.not_presented.iter().map(not_presented_text).collect();
+        v.push_str(&format!("; not presented: {}", why.join("; ")));
+    }
+    Some(("container nodes", v))
 }
 
 /// The `containers` rows of `status`: whether the filter enforces container

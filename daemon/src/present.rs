@@ -736,6 +736,39 @@ mod tests {
     }
 
     #[test]
+    fn a_target_takes_the_paths_defaults_and_waits_for_a_process() {
+        let cfg = asmguard_config::parse(
+            "[paths]\nmode = \"0640\"\n\
+             [[container]]\nname = \"rac1\"\ncgroup = [\"lxc.payload.rac1\"]\npresent = [\"*\"]\n\
+             [[container]]\nname = \"rac2\"\ncgroup = [\"lxc.payload.rac2\"]\nmode = \"0600\"\n",
+            "t",
+        )
+        .unwrap();
+        let t = super::target(&cfg, &cfg.container[0], None);
+        assert_eq!(t.mode, 0o640);
+        let why = t.owner.unwrap_err();
+        assert!(
+            why.contains("no process") && why.contains("lxc.payload.rac1"),
+            "{why}"
+        );
+        // a process not found (empty maps) is no process either
+        let f = asmguard_containers::Found {
+            name: "rac1".into(),
+            cgroups: vec![("lxc.payload.rac1".into(), 7)],
+            pid: None,
+            uid_map: Default::default(),
+            gid_map: Default::default(),
+        };
+        assert!(super::target(&cfg, &cfg.container[0], Some(&f))
+            .owner
+            .is_err());
+        // presenting nothing needs no ids
+        let t = super::target(&cfg, &cfg.container[1], None);
+        assert_eq!((t.mode, &t.owner), (0o600, &Ok((0, 0))));
+        assert!(!t.presents("DATA1"));
+    }
+
+    #[test]
     fn container_names_never_leave_the_directory() {
         for bad in ["", ".", "..", "a/b", "../x"] {
             assert!(!one_component(bad), "{bad:?}");

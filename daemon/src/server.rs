@@ -1,6 +1,9 @@
 //! The control socket: newline-delimited JSON, one request per line, bounded size,
-//! idle timeout, authorisation by SO_PEERCRED. No request can stop the daemon: every
-//! operation runs in its own task and a panic there becomes an `internal` error.
+//! idle timeout, authorisation by SO_PEERCRED and by where the peer runs (the
+//! host; a configured container, whose root and admin group are its own, as its
+//! id maps give them; another container: never more than the host would allow,
+//! never a state change). No request can stop the daemon: every operation runs
+//! in its own task and a panic there becomes an `internal` error.
 
 use crate::filter::service::SetModeError;
 use crate::state::Daemon;

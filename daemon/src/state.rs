@@ -348,7 +348,13 @@ impl Daemon {
             .iter()
             .map(|c| {
                 let f = found.iter().find(|f| f.name == c.name);
-                crate::present::target(&self.cfg, c, f)
+                let mut t = crate::present::target(&self.cfg, c, f);
+                if self.cgroup_root.is_none() && !c.present.is_empty() {
+                    t.owner = Err("no cgroup2 file system is mounted: asmguardd cannot find \
+                                   the container"
+                        .into());
+                }
+                t
             })
             .collect();
         drop(g);
