@@ -131,9 +131,12 @@ MPATH
 	# the results go out on the second serial port; the first stays the console
 	systemctl --root="$r" mask serial-getty@ttyS0.service getty@tty1.service \
 		apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer fstrim.timer man-db.timer >/dev/null 2>&1 || true
-	# containers: no network (lxc-net's bridge and dnsmasq), nothing autostarted
+	# containers: no network (lxc-net's bridge and dnsmasq), nothing autostarted; no
+	# podman at boot (podman-auto-update.service ran at every boot, a second of TCG
+	# time while udevd and asmguard start: the reboot test's link race lost)
 	systemctl --root="$r" mask lxc-net.service lxc.service lxc-monitord.service \
-		podman.service podman.socket podman-restart.service podman-auto-update.timer >/dev/null 2>&1 || true
+		podman.service podman.socket podman-restart.service podman-auto-update.timer \
+		podman-auto-update.service podman-clean-transient.service >/dev/null 2>&1 || true
 	sys_ctr_rootfs "$r"
 }
 
