@@ -1,7 +1,7 @@
 #!/bin/bash
 # tests/system/image.sh - the system lab's Debian 12 base image (the recipe).
 #
-#   tests/system/image.sh            build it (or reuse the cached one) and print its path
+#   tests/system/image.sh [containers]   build it (or reuse the cached one) and print its path
 #
 # mmdebstrap builds a bookworm root with systemd, udevd, journald, multipathd and the
 # test tools into tests/system/cache/bookworm-<hash>.tar, where <hash> is the hash of
@@ -13,8 +13,9 @@
 # image hash covers that file too). Kernel, modules and the project's package are
 # added per run by run.sh (they change more often than this).
 #
-# The container tests (guest/tests/{lxc,podman,nspawn}.sh) get Debian's lxc, podman
-# (crun) and systemd-container (nspawn, machined) with uidmap, and bpftool, and one
+# The container tests (guest/tests/{lxc,podman,nspawn}.sh) get a variant of the image
+# (bookworm-containers-<hash>.tar) with Debian's lxc, podman (crun) and
+# systemd-container (nspawn, machined), uidmap and bpftool, and one
 # small container root file system built here from the image's own files:
 # /var/lib/ctr-lab/rootfs (sys_ctr_rootfs: the shell and tools the tests run inside a
 # container, their libraries, and the container's users and groups). No registry:
@@ -29,8 +30,12 @@ SYS_USERS=$SYS_DIR/../vm/users.sh
 SYS_IMAGE_PKGS="systemd systemd-sysv udev dbus kmod procps util-linux e2fsprogs
  multipath-tools sg3-utils fio prometheus libnss-extrausers curl ca-certificates
  coreutils findutils grep sed gawk
- libelf1 zlib1g libgcc-s1
- lxc podman crun systemd-container uidmap bpftool"
+ libelf1 zlib1g libgcc-s1"
+# The container variant's packages (SYS_IMAGE_VARIANT=containers: the tests marked
+# named-only, guest/tests/{lxc,podman,nspawn}.sh). A variant of its own: a busier
+# boot shifts the other tests' timings (the reboot test's link before ohasd races
+# udevd's handling of the daemon's change event, which it lost on this image).
+SYS_CTR_PKGS="lxc podman crun systemd-container uidmap bpftool"
 
 # The container root's tools (copied from the image with their libraries).
 SYS_CTR_BINS="dash sleep dd cat id ls stat cmp sha256sum head tail tr cut grep sed env
@@ -131,27 +136,33 @@ MPATH
 	# the results go out on the second serial port; the first stays the console
 	systemctl --root="$r" mask serial-getty@ttyS0.service getty@tty1.service \
 		apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer fstrim.timer man-db.timer >/dev/null 2>&1 || true
-	# containers: no network (lxc-net's bridge and dnsmasq), nothing autostarted; no
-	# podman at boot (podman-auto-update.service ran at every boot, a second of TCG
-	# time while udevd and asmguard start: the reboot test's link race lost)
+	[ "${2:-}" = containers ] || return 0
+	# containers: no network (lxc-net's bridge and dnsmasq), nothing autostarted, no
+	# podman at boot (podman-auto-update.service runs at every boot otherwise)
 	systemctl --root="$r" mask lxc-net.service lxc.service lxc-monitord.service \
 		podman.service podman.socket podman-restart.service podman-auto-update.timer \
 		podman-auto-update.service podman-clean-transient.service >/dev/null 2>&1 || true
 	sys_ctr_rootfs "$r"
 }
 
-# sys_image: prints the cached image tarball, building it first when needed.
+# sys_image [containers]: prints the cached image tarball (the base one, or the
+# container variant: SYS_CTR_PKGS and the container root file system on top),
+# building it first when needed.
 sys_image() {
-	local hash tar
+	local hash tar v=${1:-} pkgs=$SYS_IMAGE_PKGS
 	hash=$(cat "$SYS_DIR/image.sh" "$SYS_USERS" "$SYS_ALERTS" | sha256sum | cut -c1-12)
 	tar=$SYS_CACHE/bookworm-$hash.tar
+	if [ "$v" = containers ]; then
+		tar=$SYS_CACHE/bookworm-containers-$hash.tar
+		pkgs="$pkgs $SYS_CTR_PKGS"
+	fi
 	if [ ! -s "$tar" ]; then
 		mkdir -p "$SYS_CACHE"
 		echo "image: building $tar (mmdebstrap bookworm)" >&2
 		local t0=$SECONDS
 		# shellcheck disable=SC2086
-		mmdebstrap --variant=minbase --format=tar --include="$(echo $SYS_IMAGE_PKGS | tr ' ' ',')" \
-			--customize-hook="$SYS_DIR/image.sh customize \"\$1\"" \
+		mmdebstrap --variant=minbase --format=tar --include="$(echo $pkgs | tr ' ' ',')" \
+			--customize-hook="$SYS_DIR/image.sh customize \"\$1\" $v" \
 			bookworm "$tar.part" >&2 || { rm -f "$tar.part"; return 1; }
 		mv "$tar.part" "$tar"
 		echo "image: built in $((SECONDS - t0))s ($(du -h "$tar" | cut -f1))" >&2
@@ -162,7 +173,7 @@ sys_image() {
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
 	set -euo pipefail
 	case ${1:-} in
-	customize) sys_image_customize "$2" ;;
-	*) sys_image ;;
+	customize) sys_image_customize "$2" "${3:-}" ;;
+	*) sys_image "${1:-}" ;;
 	esac
 fi

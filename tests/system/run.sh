@@ -58,7 +58,13 @@ deb=$SYS_ROOT/$deb
 lab_lock "$name" "$SYS_WORK" "system lab"
 
 t0=$SECONDS
-image=$(sys_image) || summary_fail "could not build the image (tests/system/image.sh)"
+# the container variant of the image when a named test is marked named-only (the
+# container tests)
+variant=""
+for t in $*; do
+	grep -q '^# system-lab: named-only' "$SYS_DIR/guest/tests/$t.sh" 2>/dev/null && variant=containers
+done
+image=$(sys_image $variant) || summary_fail "could not build the image (tests/system/image.sh)"
 t_image=$((SECONDS - t0))
 vm_fetch_kernel "$line" || summary_fail "could not fetch the $line kernel"
 . "$VM_WORK/$line/kernel.env"
