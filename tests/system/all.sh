@@ -2,7 +2,9 @@
 # tests/system/all.sh - the whole system lab: the package's host checks
 # (tests/system/package.sh), then the booted Debian 12 host on each kernel line of
 # SYS_LINES (default "6.1 6.12"), one after the other (TCG wants both host cores), then
-# the two-node mode (run.sh pair, two guests sharing disks; SYS_PAIR=0 skips it).
+# the container tests (lxc, podman, nspawn: their own 6.12 boot, "system-6.12-containers";
+# SYS_CONTAINERS=0 skips them), then the two-node mode (run.sh pair, two guests sharing
+# disks; SYS_PAIR=0 skips it).
 #
 #   tests/system/all.sh [TEST...]
 #
@@ -28,6 +30,12 @@ for line in ${SYS_LINES:-6.1 6.12}; do
 	SYS_BUILD=0 "$SYS_DIR/run.sh" "$line" "$@" | tee "$tmp"
 	vm_tally "system-$line" "$tmp"
 done
+# the container tests (issue 23: marked named-only, so the runs above leave them out)
+if [ "${SYS_CONTAINERS:-1}" = 1 ] && [ $# = 0 ]; then
+	SYS_BUILD=0 SYS_RUN=6.12-containers SYS_TEST_TIMEOUT=${SYS_TEST_TIMEOUT:-300} \
+		SYS_TIMEOUT=${SYS_TIMEOUT:-900} "$SYS_DIR/run.sh" 6.12 lxc podman nspawn | tee "$tmp"
+	vm_tally system-6.12-containers "$tmp"
+fi
 # the two-node mode (its own tests; SYS_PAIR=0 skips it)
 if [ "${SYS_PAIR:-1}" = 1 ] && [ $# = 0 ]; then
 	SYS_BUILD=0 "$SYS_DIR/run.sh" pair | tee "$tmp"

@@ -1,7 +1,7 @@
 #!/bin/bash
 # tests/system/image.sh - the system lab's Debian 12 base image (the recipe).
 #
-#   tests/system/image.sh            build it (or reuse the cached one) and print its path
+#   tests/system/image.sh [containers]   build it (or reuse the cached one) and print its path
 #
 # mmdebstrap builds a bookworm root with systemd, udevd, journald, multipathd and the
 # test tools into tests/system/cache/bookworm-<hash>.tar, where <hash> is the hash of
@@ -12,6 +12,14 @@
 # rules (dashboards/asmguard-alerts.yml, at /etc/prometheus/asmguard-alerts.yml; the
 # image hash covers that file too). Kernel, modules and the project's package are
 # added per run by run.sh (they change more often than this).
+#
+# The container tests (guest/tests/{lxc,podman,nspawn}.sh) get a variant of the image
+# (bookworm-containers-<hash>.tar) with Debian's lxc, podman (crun) and
+# systemd-container (nspawn, machined), uidmap and bpftool, and one
+# small container root file system built here from the image's own files:
+# /var/lib/ctr-lab/rootfs (sys_ctr_rootfs: the shell and tools the tests run inside a
+# container, their libraries, and the container's users and groups). No registry:
+# podman imports it from a tarball in the guest.
 
 SYS_DIR=${SYS_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}
 SYS_CACHE=${SYS_CACHE:-$SYS_DIR/cache}
@@ -23,6 +31,70 @@ SYS_IMAGE_PKGS="systemd systemd-sysv udev dbus kmod procps util-linux e2fsprogs
  multipath-tools sg3-utils fio prometheus libnss-extrausers curl ca-certificates
  coreutils findutils grep sed gawk
  libelf1 zlib1g libgcc-s1"
+# The container variant's packages (SYS_IMAGE_VARIANT=containers: the tests marked
+# named-only, guest/tests/{lxc,podman,nspawn}.sh). A variant of its own: a busier
+# boot shifts the other tests' timings (the reboot test's link before ohasd races
+# udevd's handling of the daemon's change event, which it lost on this image).
+SYS_CTR_PKGS="lxc podman crun systemd-container uidmap bpftool"
+
+# The container root's tools (copied from the image with their libraries).
+SYS_CTR_BINS="dash sleep dd cat id ls stat cmp sha256sum head tail tr cut grep sed env
+ true false printf readlink mkdir rm mv touch chmod wc od uname mknod date timeout
+ blkid blockdev losetup mount umount dmsetup setpriv getent"
+# and the libraries of the project's asmguardctl (bound into the containers per run)
+SYS_CTR_LIBS="/usr/lib/x86_64-linux-gnu/libgcc_s.so.1"
+
+# sys_ctr_rootfs ROOT: /var/lib/ctr-lab/rootfs in ROOT, a container root file system
+# made of ROOT's own files (SYS_CTR_BINS and the libraries ldd names), merged-/usr
+# links, os-release (systemd-nspawn wants one), and the users and groups of the spec:
+# grid 54331 (oinstall; asmadmin, asmdba, asmoper), oracle 54321 (oinstall; dba,
+# asmdba), intruder 1001, all in the container's own /etc/passwd and /etc/group.
+sys_ctr_rootfs() {
+	local r=$1 c=$1/var/lib/ctr-lab/rootfs b p l
+	mkdir -p "$c"/usr/bin "$c"/usr/sbin "$c"/usr/lib/x86_64-linux-gnu "$c"/usr/lib64 "$c"/usr/local/bin
+	ln -s usr/bin "$c/bin"
+	ln -s usr/sbin "$c/sbin"
+	ln -s usr/lib "$c/lib"
+	ln -s usr/lib64 "$c/lib64"
+	# (mount points exist beforehand: the runtimes may not create them in a root they do
+	# not own, user-namespaced)
+	mkdir -p "$c"/etc "$c"/proc "$c"/sys "$c"/dev "$c"/run/asmguard "$c"/tmp "$c"/var/tmp "$c"/root \
+		"$c"/mnt/bpf "$c"/home/grid "$c"/home/oracle "$c"/home/intruder
+	: >"$c/usr/local/bin/asmguardctl"
+	chmod 1777 "$c/tmp" "$c/var/tmp"
+	for b in $SYS_CTR_BINS; do
+		p=/usr/bin/$b
+		[ -f "$r$p" ] || p=/usr/sbin/$b
+		[ -f "$r$p" ] || { echo "sys_ctr_rootfs: no $b in the image's /usr/bin or /usr/sbin" >&2; return 1; }
+		cp -L "$r$p" "$c$p"
+		for l in $(chroot "$r" /usr/bin/ldd "$p" | grep -o '/[^ ]*'); do
+			[ -e "$c$l" ] && continue
+			mkdir -p "$(dirname "$c$l")"
+			cp -L "$r$l" "$c$l"
+		done
+	done
+	for l in $SYS_CTR_LIBS; do cp -L "$r$l" "$c$l"; done
+	ln -s dash "$c/usr/bin/sh"
+	cp -L "$r/usr/lib/os-release" "$c/usr/lib/os-release"
+	ln -s ../usr/lib/os-release "$c/etc/os-release"
+	cat >"$c/etc/passwd" <<'PASSWD'
+root:x:0:0:root:/root:/bin/sh
+oracle:x:54321:54321:Oracle database owner:/home/oracle:/bin/sh
+grid:x:54331:54321:Oracle grid owner:/home/grid:/bin/sh
+intruder:x:1001:1001:not an Oracle user:/home/intruder:/bin/sh
+nobody:x:65534:65534:nobody:/nonexistent:/bin/sh
+PASSWD
+	{
+		echo 'root:x:0:'
+		printf '%s\n' "$LAB_GROUPS"
+		echo 'nogroup:x:65534:'
+	} >"$c/etc/group"
+	printf 'passwd: files\ngroup: files\n' >"$c/etc/nsswitch.conf"
+	echo ctr >"$c/etc/hostname"
+	chown 54321:54321 "$c/home/oracle"
+	chown 54331:54321 "$c/home/grid"
+	chown 1001:1001 "$c/home/intruder"
+}
 
 # sys_image_customize ROOT: users, groups, NSS, multipath, console (an mmdebstrap hook).
 sys_image_customize() {
@@ -64,20 +136,33 @@ MPATH
 	# the results go out on the second serial port; the first stays the console
 	systemctl --root="$r" mask serial-getty@ttyS0.service getty@tty1.service \
 		apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer fstrim.timer man-db.timer >/dev/null 2>&1 || true
+	[ "${2:-}" = containers ] || return 0
+	# containers: no network (lxc-net's bridge and dnsmasq), nothing autostarted, no
+	# podman at boot (podman-auto-update.service runs at every boot otherwise)
+	systemctl --root="$r" mask lxc-net.service lxc.service lxc-monitord.service \
+		podman.service podman.socket podman-restart.service podman-auto-update.timer \
+		podman-auto-update.service podman-clean-transient.service >/dev/null 2>&1 || true
+	sys_ctr_rootfs "$r"
 }
 
-# sys_image: prints the cached image tarball, building it first when needed.
+# sys_image [containers]: prints the cached image tarball (the base one, or the
+# container variant: SYS_CTR_PKGS and the container root file system on top),
+# building it first when needed.
 sys_image() {
-	local hash tar
+	local hash tar v=${1:-} pkgs=$SYS_IMAGE_PKGS
 	hash=$(cat "$SYS_DIR/image.sh" "$SYS_USERS" "$SYS_ALERTS" | sha256sum | cut -c1-12)
 	tar=$SYS_CACHE/bookworm-$hash.tar
+	if [ "$v" = containers ]; then
+		tar=$SYS_CACHE/bookworm-containers-$hash.tar
+		pkgs="$pkgs $SYS_CTR_PKGS"
+	fi
 	if [ ! -s "$tar" ]; then
 		mkdir -p "$SYS_CACHE"
 		echo "image: building $tar (mmdebstrap bookworm)" >&2
 		local t0=$SECONDS
 		# shellcheck disable=SC2086
-		mmdebstrap --variant=minbase --format=tar --include="$(echo $SYS_IMAGE_PKGS | tr ' ' ',')" \
-			--customize-hook="$SYS_DIR/image.sh customize \"\$1\"" \
+		mmdebstrap --variant=minbase --format=tar --include="$(echo $pkgs | tr ' ' ',')" \
+			--customize-hook="$SYS_DIR/image.sh customize \"\$1\" $v" \
 			bookworm "$tar.part" >&2 || { rm -f "$tar.part"; return 1; }
 		mv "$tar.part" "$tar"
 		echo "image: built in $((SECONDS - t0))s ($(du -h "$tar" | cut -f1))" >&2
@@ -88,7 +173,7 @@ sys_image() {
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
 	set -euo pipefail
 	case ${1:-} in
-	customize) sys_image_customize "$2" ;;
-	*) sys_image ;;
+	customize) sys_image_customize "$2" "${3:-}" ;;
+	*) sys_image "${1:-}" ;;
 	esac
 fi

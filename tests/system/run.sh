@@ -14,6 +14,8 @@
 #   SYS_TEST_TIMEOUT=180 seconds per guest test (inside the guest)
 #   SYS_BUILD=1          0: do not build the release binaries and the .deb first
 #   SYS_MEM=2G SYS_SMP=2 guest size
+#   SYS_RUN=LINE         the run's name: results "system-<SYS_RUN>", logs
+#                        work/<SYS_RUN>.{console,results}.log (all.sh: 6.12-containers)
 #
 # How: the cached base image (tests/system/image.sh, mmdebstrap) is unpacked, the
 # kernel's whole module tree is added (depmod), the project's .deb is installed with
@@ -37,6 +39,8 @@ fi
 
 lab_line system '^([0-9]+\.[0-9]+|newest)$' '6.1, 6.12, ...' "${1:-}"
 shift
+run=${SYS_RUN:-$line}
+name=system-$run
 tests=$(echo "$*" | tr ' ' ',')
 
 # host tools of the system lab, besides the VM lab's
@@ -54,7 +58,13 @@ deb=$SYS_ROOT/$deb
 lab_lock "$name" "$SYS_WORK" "system lab"
 
 t0=$SECONDS
-image=$(sys_image) || summary_fail "could not build the image (tests/system/image.sh)"
+# the container variant of the image when a named test is marked named-only (the
+# container tests)
+variant=""
+for t in $*; do
+	grep -q '^# system-lab: named-only' "$SYS_DIR/guest/tests/$t.sh" 2>/dev/null && variant=containers
+done
+image=$(sys_image $variant) || summary_fail "could not build the image (tests/system/image.sh)"
 t_image=$((SECONDS - t0))
 vm_fetch_kernel "$line" || summary_fail "could not fetch the $line kernel"
 . "$VM_WORK/$line/kernel.env"
@@ -63,7 +73,7 @@ echo "$name: kernel $KPKG $KPKG_VERSION ($KVER)" >&2
 
 # ---- the guest's root: image + modules + package + tests ---------------------
 t0=$SECONDS
-w=$SYS_WORK/$line
+w=$SYS_WORK/$run
 r=$w/root
 rm -rf "$w"
 mkdir -p "$r"
@@ -83,6 +93,7 @@ rm -f "$r/tmp/${deb##*/}"
 mkdir -p "$r/vmtests/tests"
 cp "$VM_DIR/guest/lib.sh" "$r/vmtests/lib.sh"
 cp "$SYS_DIR/guest/syslib.sh" "$r/vmtests/syslib.sh"
+cp "$SYS_DIR/guest/ctrlib.sh" "$r/vmtests/ctrlib.sh"
 cp "$SYS_DIR/guest/init" "$r/vmtests/init"
 cp "$SYS_DIR"/guest/tests/*.sh "$r/vmtests/tests/"
 cp "$SYS_DIR/guest/sys-lab.service" "$r/etc/systemd/system/"
@@ -98,8 +109,8 @@ rm -rf "$r"
 echo "$name: image ${t_image}s (cached unless the recipe changed), modules ${t_assemble}s, apt install ${t_install}s, ext4 ${t_mkfs}s" >&2
 
 # ---- boot ---------------------------------------------------------------------
-console=$SYS_WORK/$line.console.log
-results=$SYS_WORK/$line.results.log
+console=$SYS_WORK/$run.console.log
+results=$SYS_WORK/$run.results.log
 : >"$results"
 timeout_s=${SYS_TIMEOUT:-600}
 append="root=/dev/nvme0n1 rw console=ttyS0 panic=-1 quiet loglevel=3 systemd.show_status=0"
