@@ -107,6 +107,41 @@ impl Links {
     }
 }
 
+/// The labels of `m` (conflicts aside) whose stable link does not reach their
+/// disk's top device yet.
+fn unlinked(m: &Model) -> Vec<String> {
+    m.disks
+        .iter()
+        .filter(|d| !d.conflict)
+        .filter(|d| {
+            std::fs::metadata(crate::model::stable_path(&d.label))
+                .map(|md| std::os::unix::fs::MetadataExt::rdev(&md) != d.top.dev.to_dev_t())
+                .unwrap_or(true)
+        })
+        .map(|d| d.label.to_string())
+        .collect()
+}
+
+/// Waits, at most `limit`, until udevd has made the link of every disk `m`
+/// manages (conflicts aside): `READY=1` waits for it, so that a unit ordered
+/// after asmguard (ohasd, the database) finds `/dev/asmguard/disks/<LABEL>`.
+/// The change events were sent by [`Links::follow`]; udevd handles them
+/// asynchronously, later on a busy boot. Returns the labels still without
+/// their link (none where udevd does not run).
+pub fn wait_linked(m: &Model, limit: std::time::Duration) -> Vec<String> {
+    if !udevdb::udevd_running() {
+        return Vec::new();
+    }
+    let t0 = std::time::Instant::now();
+    loop {
+        let missing = unlinked(m);
+        if missing.is_empty() || t0.elapsed() >= limit {
+            return missing;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// Writes `<DIR>/<name>` (whole, by rename) and sends `name` a change uevent.
 fn tell(sys: &Path, name: &str, value: &str) -> std::io::Result<()> {
     std::fs::create_dir_all(DIR)?;

@@ -1,6 +1,7 @@
 //! asmguardd: discovers labelled ASM disks, keeps their state current from device
 //! events (udev's where udevd runs, else the kernel's uevents), and serves `asmguardctl` over a unix socket. Runs as a systemd
-//! `Type=notify` service: READY=1 is sent once the first scan is done and the socket
+//! `Type=notify` service: READY=1 is sent once the first scan is done, udevd has made its links (at most
+//! 10 s) and the socket
 //! listens; the watchdog is fed while the device monitor is alive.
 //!
 //! Exit codes: 0 stopped by SIGTERM/SIGINT; 1 could not start; 2 bad usage;
@@ -27,6 +28,9 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// How long READY=1 waits for udevd to make the stable links.
+const LINK_WAIT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Parser)]
 #[command(
@@ -222,6 +226,22 @@ async fn run(
             tracing::error!("first scan failed: {e}");
             return 1;
         }
+    }
+    // READY=1 only once udevd has made the links (units ordered after this
+    // one open them), at most LINK_WAIT
+    let d2 = d.clone();
+    let missing = tokio::task::spawn_blocking(move || {
+        let m = d2.read_model();
+        links::wait_linked(&m, LINK_WAIT)
+    })
+    .await
+    .unwrap_or_default();
+    if !missing.is_empty() {
+        tracing::warn!(
+            "udevd has not made the stable links of {} after {} s: starting without them",
+            missing.join(", "),
+            LINK_WAIT.as_secs()
+        );
     }
     d.metrics.serve(&d.cfg.metrics.listen).await;
     // The filter's denials, the discard totals, the backend and the modes are

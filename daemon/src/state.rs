@@ -388,6 +388,11 @@ impl Daemon {
             .or_insert(0) += 1;
     }
 
+    /// A copy of the last scan's model.
+    pub fn read_model(&self) -> Model {
+        self.read_state().model.clone()
+    }
+
     fn read_state(&self) -> std::sync::RwLockReadGuard<'_, State> {
         self.state.read().unwrap_or_else(|p| p.into_inner())
     }
