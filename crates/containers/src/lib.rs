@@ -249,15 +249,15 @@ fn read_map(pid: u32, which: &str) -> Option<IdMap> {
 /// Find container `c` below the cgroup2 mount `cgroup_root`: the cgroups its
 /// patterns match, and a process whose maps translate the container's ids.
 ///
-/// Which process: among the processes of the matched cgroups (and the cgroups below
-/// them), one whose user namespace is the outermost that is not the host's (the
-/// daemon's); a map read as empty (the runtime has not written it yet) gives no
-/// process. When every process is in the host's user namespace (a privileged
-/// container): one whose mount namespace is not the daemon's, with the identity
-/// maps. A process in both the host's user and mount namespaces is never the
-/// container's: a runtime's supervisor sharing the cgroup, or the container's
-/// first process before it made its namespaces (judging by it would read the
-/// host's /etc/passwd with the identity map, and nothing would correct that).
+/// Which process: only processes outside the host's (the daemon's) pid
+/// namespace are the container's: a runtime's supervisor sharing the cgroup,
+/// or the container's first process before it made its namespaces, is in the
+/// host's (judging by it would read the host's /etc/passwd with the identity
+/// map). Of those, one whose user namespace is the outermost: the host's own
+/// (a privileged container: the identity maps, even if a user of the container
+/// made a user namespace of its own in which it calls itself grid), else the
+/// outermost below it whose maps are written (a map read as empty, not written
+/// by the runtime yet, gives no process); never a deeper one.
 pub fn find(cgroup_root: &Path, c: &Container) -> Found {
     let cgroups = matched_cgroups(cgroup_root, c);
     let mut pids = BTreeSet::new();
@@ -274,12 +274,17 @@ pub fn find(cgroup_root: &Path, c: &Container) -> Found {
     let Some(ours) = ns_id(Path::new("/proc/self/ns/user")) else {
         return found;
     };
-    let our_mnt = ns_id(Path::new("/proc/self/ns/mnt"));
+    let our_pid = ns_id(Path::new("/proc/self/ns/pid"));
     // Depth by namespace: a container's processes share a few namespaces.
     let mut depth_of: HashMap<(u64, u64), Option<u32>> = HashMap::new();
     let mut best: Option<(u32, u32)> = None; // (depth, pid)
-    let mut host_other_mnt: Option<u32> = None;
     for &pid in &pids {
+        // A process in the host's pid namespace is a runtime's (nspawn's
+        // supervisor, a first process that has not made its namespaces yet),
+        // never the container's.
+        if ns_id(Path::new(&format!("/proc/{pid}/ns/pid"))) == our_pid {
+            continue;
+        }
         let Some(ns) = ns_id(Path::new(&format!("/proc/{pid}/ns/user"))) else {
             continue;
         };
@@ -287,43 +292,40 @@ pub fn find(cgroup_root: &Path, c: &Container) -> Found {
             .entry(ns)
             .or_insert_with(|| userns_depth(pid, ours));
         match depth {
-            None => {}
-            Some(0)
-                if host_other_mnt.is_none()
-                    && ns_id(Path::new(&format!("/proc/{pid}/ns/mnt"))) != our_mnt =>
-            {
-                host_other_mnt = Some(pid);
-            }
-            Some(0) => {}
             Some(d) if best.is_none_or(|(bd, _)| d < bd) => best = Some((d, pid)),
-            Some(_) => {}
+            _ => {}
         }
     }
-    if let Some((d, _)) = best {
+    match best {
+        // A privileged container (its processes in the host's user
+        // namespace): the identity map, even when one of its users made a
+        // user namespace of its own (in which it may call itself grid).
+        Some((0, pid)) => {
+            found.pid = Some(pid);
+            found.uid_map = IdMap::identity();
+            found.gid_map = IdMap::identity();
+        }
         // Any process at the outermost depth whose maps are written; never a
         // deeper one.
-        for &pid in &pids {
-            let Some(ns) = ns_id(Path::new(&format!("/proc/{pid}/ns/user"))) else {
-                continue;
-            };
-            if depth_of.get(&ns) != Some(&Some(d)) {
-                continue;
-            }
-            if let (Some(u), Some(g)) = (read_map(pid, "uid_map"), read_map(pid, "gid_map")) {
-                if !u.0.is_empty() && !g.0.is_empty() {
-                    found.pid = Some(pid);
-                    found.uid_map = u;
-                    found.gid_map = g;
-                    return found;
+        Some((d, _)) => {
+            for &pid in &pids {
+                let Some(ns) = ns_id(Path::new(&format!("/proc/{pid}/ns/user"))) else {
+                    continue;
+                };
+                if depth_of.get(&ns) != Some(&Some(d)) {
+                    continue;
+                }
+                if let (Some(u), Some(g)) = (read_map(pid, "uid_map"), read_map(pid, "gid_map")) {
+                    if !u.0.is_empty() && !g.0.is_empty() {
+                        found.pid = Some(pid);
+                        found.uid_map = u;
+                        found.gid_map = g;
+                        return found;
+                    }
                 }
             }
         }
-        return found;
-    }
-    if let Some(pid) = host_other_mnt {
-        found.pid = Some(pid);
-        found.uid_map = IdMap::identity();
-        found.gid_map = IdMap::identity();
+        None => {}
     }
     found
 }

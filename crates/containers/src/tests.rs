@@ -194,36 +194,64 @@ fn find_in_a_tree() {
     assert_eq!(f.cgroups.len(), 1);
     assert_eq!(f.pid, None);
     assert!(f.uid_map.0.is_empty());
-    // Our process (the host's user and mount namespaces) in a cgroup below:
-    // not the container's (a runtime helper, or a first process before it made
+    // Our process (the host's pid namespace) in a cgroup below: not the
+    // container's (a runtime's supervisor, or a first process before it made
     // its namespaces): still no process.
     let me = std::process::id();
     let procs = r.join("lxc.payload.rac1/init.scope/cgroup.procs");
     fs::write(&procs, format!("{me}\n")).unwrap();
     let f = find(r, &c);
     assert_eq!(f.pid, None);
-    // A privileged container's process (host user namespace, its own mount
-    // namespace): the identity maps. Needs root (unshare --mount).
-    if let Ok(mut child) = std::process::Command::new("unshare")
-        .args(["--mount", "sleep", "5"])
-        .stderr(std::process::Stdio::null())
-        .spawn()
-    {
-        let pid = child.id();
+    // A privileged container's process (the host's user namespace, a pid
+    // namespace of its own): the identity maps, even beside a process of the
+    // container in a user namespace of its own (where it may call itself
+    // grid). Needs root (unshare --pid).
+    let spawn = |args: &[&str]| -> Option<(std::process::Child, u32)> {
+        let mut child = std::process::Command::new("unshare")
+            .args(args)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .ok()?;
         let t0 = std::time::Instant::now();
-        while ns_id(Path::new(&format!("/proc/{pid}/ns/mnt")))
-            == ns_id(Path::new("/proc/self/ns/mnt"))
-            && t0.elapsed() < Duration::from_secs(2)
-        {
+        // the process unshare forked, in the new pid namespace
+        let inner = loop {
+            let kids = fs::read_to_string(format!("/proc/{0}/task/{0}/children", child.id()))
+                .unwrap_or_default();
+            if let Some(k) = kids.split_whitespace().next() {
+                break k.parse().ok();
+            }
+            if t0.elapsed() > Duration::from_secs(2) {
+                break None;
+            }
             std::thread::sleep(Duration::from_millis(10));
+        };
+        match inner {
+            Some(k) => Some((child, k)),
+            None => {
+                let _ = child.kill();
+                let _ = child.wait();
+                None
+            }
         }
-        if child.try_wait().unwrap().is_none() {
-            fs::write(&procs, format!("{me}\n{pid}\n")).unwrap();
-            let f = find(r, &c);
-            assert_eq!(f.pid, Some(pid));
-            assert!(f.uid_map.is_identity() && f.gid_map.is_identity());
-            assert_eq!(host_uid(&f, "root"), Ok(0));
-        }
+    };
+    let privileged = spawn(&["--pid", "--fork", "sleep", "5"]);
+    let nested = spawn(&["--pid", "--fork", "--user", "--map-root-user", "sleep", "5"]);
+    {
+        let p = privileged.as_ref().expect("unshare --pid (root)").1;
+        let n = nested.as_ref().expect("unshare --pid --user (root)").1;
+        // the nested one alone: its own maps (the outermost non-host)
+        fs::write(&procs, format!("{me}\n{n}\n")).unwrap();
+        let f = find(r, &c);
+        assert_eq!(f.pid, Some(n));
+        assert!(!f.uid_map.is_identity());
+        // beside a process of the host's user namespace: the identity maps
+        fs::write(&procs, format!("{me}\n{n}\n{p}\n")).unwrap();
+        let f = find(r, &c);
+        assert_eq!(f.pid, Some(p));
+        assert!(f.uid_map.is_identity() && f.gid_map.is_identity());
+        assert_eq!(host_uid(&f, "root"), Ok(0));
+    }
+    for (mut child, _) in [privileged, nested].into_iter().flatten() {
         let _ = child.kill();
         let _ = child.wait();
     }

@@ -94,7 +94,7 @@ impl Scripts {
         std::fs::write(
             dir.path().join("ns.sh"),
             format!(
-                "while [ ! -e {0}/mapped.$$ ]; do sleep 0.02; done\nexec sh $1\n",
+                "while [ ! -e {0}/mapped.$AG_TOKEN ]; do sleep 0.02; done\nexec sh $1\n",
                 dir.path().display()
             ),
         )
@@ -146,7 +146,8 @@ impl Scripts {
             .unwrap()
     }
 
-    /// Runs `script` as uid/gid `uid` of a new user namespace whose ids
+    /// Runs `script` as uid/gid `uid` of new user and pid namespaces (a
+    /// container's process is never in the host's pid namespace) whose ids
     /// 0..2 are host 200000..200002 (the container's map; written by the test,
     /// as a runtime does), in cgroup `cg`: host uid 200000 + `uid` makes the
     /// namespace, the test writes its maps.
@@ -155,7 +156,7 @@ impl Scripts {
         let c = self.spawn(
             cg,
             &format!(
-                "setpriv --reuid={host} --regid={host} --clear-groups unshare --user -- sh {}/ns.sh {}",
+                "setpriv --reuid={host} --regid={host} --clear-groups unshare --user --pid --fork -- env AG_TOKEN=$$ sh {}/ns.sh {}",
                 self.dir.path().display(),
                 script.display()
             ),

@@ -96,7 +96,7 @@ fn container_nodes_follow_labels_containers_and_tampering() {
 
     // the container starts (user namespace 0..65535 -> 100000..): the node
     // comes within a second, owned by its grid and asmadmin as the host sees them
-    let ctr = cg.start(Some(100000), false);
+    let ctr = cg.start(Some(100000), true);
     let t0 = Instant::now();
     wait(Duration::from_secs(3), "the node", &d, || {
         node(&p1).is_some()
@@ -198,7 +198,7 @@ fn container_nodes_follow_labels_containers_and_tampering() {
     );
     assert!(dir.0.is_dir());
     // and comes back with the container
-    let ctr = cg.start(Some(100000), false);
+    let ctr = cg.start(Some(100000), true);
     wait(Duration::from_secs(3), "the node again", &d, || {
         node(&p1).is_some()
     });

@@ -22,14 +22,14 @@ chmod 666 "$D"
 
 W=/tmp/ctrw
 mkdir -p $W && chmod 755 $W
-printf 'while [ ! -e %s/mapped.$$ ]; do sleep 0.02; done\nwhile [ ! -e %s/go ]; do sleep 0.02; done\nexec dd if=/dev/zero of=%s bs=4096 count=1 seek=$1 conv=notrunc\n' \
+printf 'while [ ! -e %s/mapped.$AG_TOKEN ]; do sleep 0.02; done\nwhile [ ! -e %s/go ]; do sleep 0.02; done\nexec dd if=/dev/zero of=%s bs=4096 count=1 seek=$1 conv=notrunc\n' \
 	$W $W "$D" >$W/ns.sh
-# ns_writer CGROUP|- INSIDE_UID SEEK OUT: a writer as INSIDE_UID of a new user
-# namespace (host uid 100000 + it), in CGROUP; its output to OUT, its pid in $wpid.
+# ns_writer CGROUP|- INSIDE_UID SEEK OUT: a writer as INSIDE_UID of new user and
+# pid namespaces (a container's process is never in the host's pid namespace) (host uid 100000 + it), in CGROUP; its output to OUT, its pid in $wpid.
 ns_writer() {
 	_h=$((100000 + $2))
 	if [ "$1" = - ]; then _j=""; else _j="echo \$\$ >$1/cgroup.procs && "; fi
-	sh -c "${_j}exec setpriv --reuid=$_h --regid=$_h --clear-groups unshare --user -- sh $W/ns.sh $3" >"$4" 2>&1 &
+	sh -c "${_j}exec setpriv --reuid=$_h --regid=$_h --clear-groups unshare --user --pid --fork -- env AG_TOKEN=\$\$ sh $W/ns.sh $3" >"$4" 2>&1 &
 	wpid=$!
 	_i=0
 	while [ "$(readlink /proc/$wpid/ns/user)" = "$(readlink /proc/self/ns/user)" ] && [ $_i -lt 200 ]; do
