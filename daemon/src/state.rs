@@ -1116,18 +1116,7 @@ mod scan_race_tests {
     fn a_slow_full_scan_never_replaces_a_newer_refresh() {
         let root = tempfile::tempdir().unwrap();
         fake_dev(root.path(), "fake0", 200);
-        let mut d = Daemon::new(
-            Config::default(),
-            "test".into(),
-            PathBuf::from("/nonexistent/asmguard.sock"),
-            PathBuf::from("/nonexistent"),
-            "none".into(),
-            Started {
-                filter: FilterService::inert("not loaded in this test"),
-                writer: Writer::default(),
-                metrics: MetricsService::without_tracer(),
-            },
-        );
+        let mut d = Daemon::for_tests(Config::default());
         d.sys = root.path().to_path_buf();
         let d = Arc::new(d);
         let (computed, wait_computed) = std::sync::mpsc::channel::<()>();

@@ -277,3 +277,19 @@ runtime_device_prog() {
 	[ -n "$1" ] && bpftool cgroup show "/sys/fs/cgroup/$1" effective 2>/dev/null |
 		grep -w cgroup_device | grep -v ' ag_' | tr -s ' \n' '  '
 }
+
+# ctr_ctl_checks RUNTIME NAME: asmguardctl inside container NAME (no admin
+# rights) over the bound socket: its grid reads (lsdsk, status, iostat), its
+# intruder is refused, and its grid's and root's state changes are refused
+# (each undone on the host should it have gone through).
+ctr_ctl_checks() {
+	expect_ok "grid-lsdsk-$2" ctr_exec "$1" "$2" grid asmguardctl lsdsk
+	expect_ok "grid-status-$2" ctr_exec "$1" "$2" grid asmguardctl status
+	expect_ok "grid-iostat-$2" ctr_exec "$1" "$2" grid asmguardctl iostat --count 1 --interval 0.5
+	expect_fail "intruder-lsdsk-refused-$2" "permission denied" ctr_exec "$1" "$2" intruder asmguardctl lsdsk
+	expect_fail "grid-filter-refused-$2" "permission denied" ctr_exec "$1" "$2" grid asmguardctl filter audit DATA1
+	expect_fail "root-filter-refused-$2" "permission denied|refused" ctr_exec "$1" "$2" root asmguardctl filter audit DATA1
+	expect_fail "root-label-refused-$2" "permission denied|refused" ctr_exec "$1" "$2" root asmguardctl rename DATA2 DATA9
+	$C filter enable DATA1 >/dev/null 2>&1
+	$C rename DATA9 DATA2 >/dev/null 2>&1
+}

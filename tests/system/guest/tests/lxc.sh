@@ -152,17 +152,8 @@ dmsetup remove ctrlab >/dev/null 2>&1
 expect_fail userns-root-no-loop "Operation not permitted|cannot find an unused loop device|No such file" ctr_exec lxc rac1 root losetup -f --show /dev/asmguard/disks/DATA1
 
 # ---- asmguardctl inside, over the bound socket -----------------------------------
-for c in rac1 lxpriv; do
-	expect_ok "grid-lsdsk-$c" ctr_exec lxc $c grid asmguardctl lsdsk
-	expect_ok "grid-status-$c" ctr_exec lxc $c grid asmguardctl status
-	expect_ok "grid-iostat-$c" ctr_exec lxc $c grid asmguardctl iostat --count 1 --interval 0.5
-	expect_fail "intruder-lsdsk-refused-$c" "permission denied" ctr_exec lxc $c intruder asmguardctl lsdsk
-	expect_fail "grid-filter-refused-$c" "permission denied" ctr_exec lxc $c grid asmguardctl filter audit DATA1
-	expect_fail "root-filter-refused-$c" "permission denied|refused" ctr_exec lxc $c root asmguardctl filter audit DATA1
-	expect_fail "root-label-refused-$c" "permission denied|refused" ctr_exec lxc $c root asmguardctl rename DATA2 DATA9
-	$C filter enable DATA1 >/dev/null 2>&1
-	$C rename DATA9 DATA2 >/dev/null 2>&1
-done
+ctr_ctl_checks lxc rac1
+ctr_ctl_checks lxc lxpriv
 
 # admin = true (rac2): its root and its admin group's members may change state; its
 # intruder still may not even read

@@ -93,14 +93,8 @@ expect_fail runtime-denied-read-stays-denied "Operation not permitted" \
 expect_fail runtime-denied-write-stays-denied "Operation not permitted" ctr_write nspawn ns1 grid /dev/asmguard/disks/DATA2 10 G
 expect_ok userns-root-sees-no-pins ctr_exec nspawn ns2 root sh -c 'test ! -e /sys/fs/bpf/asmguard'
 
-for c in ns1 ns2; do
-	expect_ok "grid-lsdsk-$c" ctr_exec nspawn $c grid asmguardctl lsdsk
-	expect_ok "grid-status-$c" ctr_exec nspawn $c grid asmguardctl status
-	expect_ok "grid-iostat-$c" ctr_exec nspawn $c grid asmguardctl iostat --count 1 --interval 0.5
-	expect_fail "intruder-lsdsk-refused-$c" "permission denied" ctr_exec nspawn $c intruder asmguardctl lsdsk
-	expect_fail "root-filter-refused-$c" "permission denied|refused" ctr_exec nspawn $c root asmguardctl filter audit DATA1
-	$C filter enable DATA1 >/dev/null 2>&1
-done
+ctr_ctl_checks nspawn ns1
+ctr_ctl_checks nspawn ns2
 
 expect asmguard-programs-unchanged "$ids0" "$(asmguard_prog_ids)"
 for c in ns1 ns2 ns3; do machinectl terminate $c >/dev/null 2>&1; done

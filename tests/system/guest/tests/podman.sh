@@ -120,14 +120,8 @@ expect_ok userns-root-sees-no-pins ctr_exec podman pod2 root sh -c 'test ! -e /s
 expect_fail userns-root-no-loop "Operation not permitted|cannot find an unused loop device|No such file" ctr_exec podman pod2 root losetup -f --show /dev/asmguard/disks/DATA1
 
 # ---- asmguardctl inside -------------------------------------------------------------
-for c in pod1 pod2; do
-	expect_ok "grid-lsdsk-$c" ctr_exec podman $c grid asmguardctl lsdsk
-	expect_ok "grid-status-$c" ctr_exec podman $c grid asmguardctl status
-	expect_ok "grid-iostat-$c" ctr_exec podman $c grid asmguardctl iostat --count 1 --interval 0.5
-	expect_fail "intruder-lsdsk-refused-$c" "permission denied" ctr_exec podman $c intruder asmguardctl lsdsk
-	expect_fail "root-filter-refused-$c" "permission denied|refused" ctr_exec podman $c root asmguardctl filter audit DATA1
-	$C filter enable DATA1 >/dev/null 2>&1
-done
+ctr_ctl_checks podman pod1
+ctr_ctl_checks podman pod2
 
 expect asmguard-programs-unchanged "$ids0" "$(asmguard_prog_ids)"
 podman rm -f -t 0 pod1 pod2 pod3 >/dev/null 2>&1
