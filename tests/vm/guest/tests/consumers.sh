@@ -281,6 +281,8 @@ else
 	fail unlabel.claim-released "still refused after unlabel"
 fi
 
+# the pins go with it: the next test starts without a filter
+$C filter disable >/dev/null 2>&1
 kill "$agd"; wait "$agd" 2>/dev/null
 losetup -d "$L1" "$L2" 2>/dev/null
 rm -f /tmp/cons1.img /tmp/cons2.img /tmp/fs.img /tmp/swap.img /tmp/bc.img
