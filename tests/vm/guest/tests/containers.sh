@@ -12,6 +12,7 @@ C="asmguardctl --socket /run/asmguard/asmguard.sock"
 [ ! -e /sys/fs/bpf/asmguard ] || { fail setup "a filter is pinned from an earlier test"; vm_exit; }
 D=$(new_loop 16 containers) || { fail setup "losetup: $D"; vm_exit; }
 CG=/sys/fs/cgroup/ctrtest
+rm -f /run/asmguard/filter.state # a "disabled" an earlier test left
 mkdir -p $CG/rac1
 agd_config /tmp/ctr.toml "${D#/dev/}" 'filter.allow_users=[]' 'filter.allow_groups=[]'
 printf '\n[[container]]\nname = "rac1"\ncgroup = ["ctrtest/rac1"]\nallow_users = ["grid"]\n' >>/tmp/ctr.toml
