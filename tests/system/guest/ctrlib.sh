@@ -293,3 +293,24 @@ ctr_ctl_checks() {
 	$C filter enable DATA1 >/dev/null 2>&1
 	$C rename DATA9 DATA2 >/dev/null 2>&1
 }
+
+# ctr_check_nodes NAME LABEL...: the daemon made NAME's nodes of LABELs in
+# /dev/asmguard/containers/NAME (waited for, as the container just started).
+ctr_check_nodes() {
+	_d=/dev/asmguard/containers/$1
+	_n=$1
+	shift
+	if _ms=$(ctr_wait_nodes "$_d" "$@"); then
+		pass "present-by-daemon-$_n" "$(ls -ln "$_d" | tail -n +2 | tr -s ' \n' '  ') ($_ms ms after the start)"
+	else
+		fail "present-by-daemon-$_n" "no nodes after $_ms ms: $(ls -ln "$_d" 2>&1 | tr -s ' \n' '  ') :: $($C lsdsk 2>&1 | grep -i 'present' | tr '\n' ' ')"
+	fi
+}
+
+# ctr_check_runtime_prog CHECK RUNTIME NAME: the runtime attached a device
+# program of its own to container NAME's cgroup.
+ctr_check_runtime_prog() {
+	_cg=$(ctr_cgroup "$2" "$3")
+	_dp=$(runtime_device_prog "$_cg")
+	holds "$1-$3" "on $_cg: ${_dp:-none}" [ -n "$_dp" ]
+}

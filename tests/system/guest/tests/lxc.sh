@@ -70,14 +70,7 @@ expect userns-rac1 "0 $CTR_SHIFT 65536" "$(tr -s ' ' <"/proc/$pid1/uid_map" | se
 expect userns-lxpriv "0 0 4294967295" "$(tr -s ' ' <"/proc/$(ctr_pid lxc lxpriv)/uid_map" | sed 's/^ //')"
 
 # ---- presentation -------------------------------------------------------------
-for c in rac1 rac2 lxpriv; do
-	d=/dev/asmguard/containers/$c
-	if ms=$(ctr_wait_nodes "$d" DATA1 DATA2); then
-		pass "present-by-daemon-$c" "$(ls -ln "$d" | tail -n +2 | tr -s ' \n' '  ') ($ms ms after the start)"
-	else
-		fail "present-by-daemon-$c" "no nodes after $ms ms: $(ls -ln "$d" 2>&1 | tr -s ' \n' '  ') :: $($C lsdsk 2>&1 | grep -i 'present' | tr '\n' ' ')"
-	fi
-done
+for c in rac1 rac2 lxpriv; do ctr_check_nodes $c DATA1 DATA2; done
 for c in rac1 rac2 lxpriv; do
 	expect "node-in-$c" "block special file grid asmadmin 660" \
 		"$(ctr_exec lxc $c grid stat -c '%F %U %G %a' /dev/asmguard/disks/DATA1 2>&1)"
@@ -112,11 +105,7 @@ chmod 0660 "$d1"
 expect nothing-else-landed "" "$(host_block "$d1" 11 | tr -d '\000')"
 
 # ---- the runtime's device cgroup ------------------------------------------------
-for c in rac1 lxpriv; do
-	cg=$(ctr_cgroup lxc $c)
-	dp=$(runtime_device_prog "$cg")
-	holds "lxc-device-program-$c" "on $cg: ${dp:-none}" [ -n "$dp" ]
-done
+for c in rac1 lxpriv; do ctr_check_runtime_prog lxc-device-program lxc $c; done
 # DATA2 is presented to lxpriv but not allowed by its lxc.cgroup2.devices: LXC's
 # program refuses even a read (asmguard never refuses reads), and grid's write
 # stays refused although its rule would allow it

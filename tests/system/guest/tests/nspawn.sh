@@ -53,14 +53,8 @@ t0=$SECONDS
 out=$(nspawn_start ns2 "$p2" --private-users=$CTR_SHIFT:65536) &&
 	pass start-ns2-userns "leader $(ctr_pid nspawn ns2) ($((SECONDS - t0)) s)" || fail start-ns2-userns "$out"
 out=$(nspawn_start ns3 "$po") && pass start-ns3 "leader $(ctr_pid nspawn ns3)" || fail start-ns3 "$out"
-for c in ns1:DATA1,DATA2 ns2:DATA1; do
-	d=/dev/asmguard/containers/${c%%:*}
-	if ms=$(ctr_wait_nodes "$d" $(echo "${c#*:}" | tr ',' ' ')); then
-		pass "present-by-daemon-${c%%:*}" "$(ls -ln "$d" | tail -n +2 | tr -s ' \n' '  ') ($ms ms after the start)"
-	else
-		fail "present-by-daemon-${c%%:*}" "no nodes after $ms ms: $(ls -ln "$d" 2>&1 | tr -s ' \n' '  ')"
-	fi
-done
+ctr_check_nodes ns1 DATA1 DATA2
+ctr_check_nodes ns2 DATA1
 expect cgroup-ns1 machine.slice/machine-ns1.scope "$(ctr_cgroup nspawn ns1 | sed 's|/payload$||')"
 expect userns-ns2 "0 $CTR_SHIFT 65536" "$(tr -s ' ' <"/proc/$(ctr_pid nspawn ns2)/uid_map" | sed 's/^ //')"
 
@@ -78,9 +72,7 @@ for c in ns1 ns2; do
 	expect_fail "intruder-denied-$c" "Operation not permitted" ctr_write nspawn $c intruder /dev/asmguard/disks/DATA1 60 I
 	chmod 0660 "$p1/DATA1" "$p2/DATA1"
 	expect_fail "root-denied-$c" "Operation not permitted" ctr_write nspawn $c root /dev/asmguard/disks/DATA1 60 R
-	cg=$(ctr_cgroup nspawn $c)
-	dp=$(runtime_device_prog "$cg")
-	holds "systemd-device-program-$c" "on $cg: ${dp:-none}" [ -n "$dp" ]
+	ctr_check_runtime_prog systemd-device-program nspawn $c
 done
 expect_fail other-container-grid-denied "Operation not permitted" ctr_write nspawn ns3 grid /dev/asmguard/disks/DATA1 60 X
 expect_fail host-root-denied "Operation not permitted" host_write "$d1" 60 H

@@ -65,14 +65,8 @@ info "cgroups: pod1 $cg1, pod2 $cg2, pod3 $(ctr_cgroup podman pod3)"
 expect userns-pod2 "0 $CTR_SHIFT 65536" "$(tr -s ' ' <"/proc/$(ctr_pid podman pod2)/uid_map" | sed 's/^ //')"
 
 # ---- presentation and writes ------------------------------------------------------
-for c in pod1:DATA1,DATA2 pod2:DATA1; do
-	d=/dev/asmguard/containers/${c%%:*}
-	if ms=$(ctr_wait_nodes "$d" $(echo "${c#*:}" | tr ',' ' ')); then
-		pass "present-by-daemon-${c%%:*}" "$(ls -ln "$d" | tail -n +2 | tr -s ' \n' '  ') ($ms ms after the start)"
-	else
-		fail "present-by-daemon-${c%%:*}" "no nodes after $ms ms: $(ls -ln "$d" 2>&1 | tr -s ' \n' '  ')"
-	fi
-done
+ctr_check_nodes pod1 DATA1 DATA2
+ctr_check_nodes pod2 DATA1
 for c in pod1 pod2; do
 	expect "node-in-$c" "block special file grid asmadmin 660" \
 		"$(ctr_exec podman $c grid stat -c '%F %U %G %a' /dev/asmguard/disks/DATA1 2>&1)"
@@ -105,11 +99,7 @@ expect_fail host-root-denied "Operation not permitted" host_write "$d1" 40 H
 expect nothing-else-landed "" "$(host_block "$d1" 40 | tr -d '\000')"
 
 # ---- crun's device program ---------------------------------------------------------
-for c in pod1 pod2; do
-	cg=$(ctr_cgroup podman $c)
-	dp=$(runtime_device_prog "$cg")
-	holds "crun-device-program-$c" "on $cg: ${dp:-none}" [ -n "$dp" ]
-done
+for c in pod1 pod2; do ctr_check_runtime_prog crun-device-program podman $c; done
 # DATA2's node bound into pod1 without --device: crun's program refuses even a read
 # (asmguard never refuses reads), and grid's write stays refused although its rule
 # would allow it
