@@ -205,28 +205,6 @@ static __always_inline void who_ids(struct ag_event *e)
 	e->egid = ug >> 32;
 }
 
-/* Whether one of the first AG_MAX_GROUPS supplementary groups of `c` (the
- * lowest gids: the kernel keeps them sorted) is allow-listed: the database's
- * users are often in the admin groups by supplementary membership only (grid:
- * primary oinstall, asmadmin beside). */
-#define AG_MAX_GROUPS 64
-static __always_inline bool group_allowed(const struct cred *c)
-{
-	struct group_info *gi = BPF_CORE_READ(c, group_info);
-	int n = BPF_CORE_READ(gi, ngroups);
-	__u32 g;
-
-	for (int i = 0; i < AG_MAX_GROUPS; i++) {
-		if (i >= n)
-			break;
-		if (bpf_core_read(&g, sizeof(g), &gi->gid[i]))
-			break;
-		if (bpf_map_lookup_elem(&ag_gids, &g))
-			return true;
-	}
-	return false;
-}
-
 /* Whether `id` is a key of the allow-list map `ids` (ag_uids, ag_gids). */
 static __always_inline bool listed(void *ids, __u32 id)
 {
@@ -267,6 +245,29 @@ static __always_inline bool ctr_listed(void *ids, __u32 ctr_id, __u32 id)
 	return bpf_map_lookup_elem(ids, &k) != NULL;
 }
 
+/* Whether one of the first AG_MAX_GROUPS supplementary groups of `c` (the
+ * lowest gids: the kernel keeps them sorted) is allow-listed, on the host
+ * (ctr_id 0: ag_gids) or in container ctr_id (ag_ctr_gids): the database's
+ * users are often in the admin groups by supplementary membership only (grid:
+ * primary oinstall, asmadmin beside). */
+#define AG_MAX_GROUPS 64
+static __always_inline bool groups_listed(const struct cred *c, __u32 ctr_id)
+{
+	struct group_info *gi = BPF_CORE_READ(c, group_info);
+	int n = BPF_CORE_READ(gi, ngroups);
+	__u32 g;
+
+	for (int i = 0; i < AG_MAX_GROUPS; i++) {
+		if (i >= n)
+			break;
+		if (bpf_core_read(&g, sizeof(g), &gi->gid[i]))
+			break;
+		if (ctr_id ? ctr_listed(&ag_ctr_gids, ctr_id, g) : listed(&ag_gids, g))
+			return true;
+	}
+	return false;
+}
+
 /* Whether task `t` (credentials `c`) is allowed by its container's rule: a
  * container that allows anything in it, or the container's allowed users and
  * groups (host ids: the daemon translated the container's names through its
@@ -276,9 +277,7 @@ static __always_inline bool ctr_allowed(struct task_struct *t, const struct cred
 					__u32 *ctr_id)
 {
 	struct ag_ctr *ctr = task_ctr(t);
-	struct group_info *gi;
-	__u32 id, g;
-	int n;
+	__u32 id;
 
 	if (!ctr)
 		return false;
@@ -291,17 +290,7 @@ static __always_inline bool ctr_allowed(struct task_struct *t, const struct cred
 	    ctr_listed(&ag_ctr_gids, id, BPF_CORE_READ(c, egid.val)) ||
 	    ctr_listed(&ag_ctr_gids, id, BPF_CORE_READ(c, fsgid.val)))
 		return true;
-	gi = BPF_CORE_READ(c, group_info);
-	n = BPF_CORE_READ(gi, ngroups);
-	for (int i = 0; i < AG_MAX_GROUPS; i++) {
-		if (i >= n)
-			break;
-		if (bpf_core_read(&g, sizeof(g), &gi->gid[i]))
-			break;
-		if (ctr_listed(&ag_ctr_gids, id, g))
-			return true;
-	}
-	return false;
+	return groups_listed(c, id);
 }
 
 /* Whether the calling task is allow-listed, reading its identity only as far
@@ -331,7 +320,7 @@ static __always_inline bool task_allowed(__u32 *ctr_id)
 		if (bpf_map_lookup_elem(&ag_exes, &k))
 			return true;
 	}
-	return group_allowed(c) || ctr_allowed(t, c, ctr_id);
+	return groups_listed(c, 0) || ctr_allowed(t, c, ctr_id);
 }
 
 /* The same from the ids of who_ids() (programs that cannot read the task). */
