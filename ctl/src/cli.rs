@@ -103,6 +103,9 @@ pub enum Command {
     Inspect(InspectArgs),
     /// Print the udev rules for the configured owner, group and mode.
     UdevRules(UdevRulesArgs),
+    /// Print (or --write) the asmguard configuration an ASMLib, AFD or udev-rules
+    /// setup means, key by key with the line each came from and what has no equivalent.
+    Import(crate::import::ImportArgs),
     /// Print the man page (roff) to standard output.
     Man,
     /// Print shell completions to standard output.

@@ -9,6 +9,7 @@ mod cli;
 mod client;
 mod commands;
 mod exit;
+mod import;
 mod inspect;
 mod iostat;
 mod reclaim;

@@ -713,14 +713,23 @@ mod tests {
         let c = parse("[paths]\ncompat = [\"oracleafd\", \"oracleasm\"]\n", "t").unwrap();
         let r = udev_rules(&c);
         let own = r.find("OWNER=").unwrap();
-        let ours = r.find(r#"SYMLINK+="asmguard/disks/$env{ASMGUARD_LABEL}""#).unwrap();
-        let asm = r.find(r#"SYMLINK+="oracleasm/disks/$env{ASMGUARD_LABEL}""#).unwrap();
-        let afd = r.find(r#"SYMLINK+="oracleafd/disks/$env{ASMGUARD_LABEL}""#).unwrap();
+        let ours = r
+            .find(r#"SYMLINK+="asmguard/disks/$env{ASMGUARD_LABEL}""#)
+            .unwrap();
+        let asm = r
+            .find(r#"SYMLINK+="oracleasm/disks/$env{ASMGUARD_LABEL}""#)
+            .unwrap();
+        let afd = r
+            .find(r#"SYMLINK+="oracleafd/disks/$env{ASMGUARD_LABEL}""#)
+            .unwrap();
         let end = r.find(r#"LABEL="asmguard_end""#).unwrap();
         assert!(own < ours && ours < asm && asm < afd && afd < end, "{r}");
         for (text, want) in [
             ("[paths]\ncompat = [\"asmlib\"]\n", "is not one of"),
-            ("[paths]\ncompat = [\"oracleasm\", \"oracleasm\"]\n", "listed twice"),
+            (
+                "[paths]\ncompat = [\"oracleasm\", \"oracleasm\"]\n",
+                "listed twice",
+            ),
         ] {
             let e = parse(text, "cfg.toml").unwrap_err();
             assert!(e.contains("`paths.compat`") && e.contains(want), "{e}");

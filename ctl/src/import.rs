@@ -1,0 +1,1168 @@
+//! `asmguardctl import oracleasm|afd|udev [FILE]`: read what a site runs today
+//! (ASMLib's `/etc/sysconfig/oracleasm`, AFD's `afd.conf`/`/etc/oracleafd.conf`,
+//! or a `99-oracle-asmdevices.rules` udev rules file) and print the asmguard
+//! configuration it means, key by key, each with a comment naming the line it came
+//! from, and what has no equivalent. `--write` installs it (never over another file
+//! without `--force`, which keeps a backup).
+//!
+//! The parsing is pure (text in, [`Import`] out; user and group numbers are
+//! resolved through a function the caller passes), so it is tested without a host.
+
+use crate::exit::{CliError, BAD_INPUT, FAILED, REFUSED};
+use asmguard_devices::pattern;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+/// What is imported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// ASMLib: /etc/sysconfig/oracleasm.
+    Oracleasm,
+    /// ASM Filter Driver: /etc/oracleafd.conf (or afd.conf).
+    Afd,
+    /// udev rules such as /etc/udev/rules.d/99-oracle-asmdevices.rules.
+    Udev,
+}
+
+impl Kind {
+    fn default_file(self) -> &'static str {
+        match self {
+            Kind::Oracleasm => "/etc/sysconfig/oracleasm",
+            Kind::Afd => "/etc/oracleafd.conf",
+            Kind::Udev => "/etc/udev/rules.d/99-oracle-asmdevices.rules",
+        }
+    }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ImportArgs {
+    /// What the site runs: oracleasm (ASMLib), afd (ASM Filter Driver) or udev (rules).
+    pub kind: Kind,
+    /// The file to read (default: /etc/sysconfig/oracleasm, /etc/oracleafd.conf,
+    /// /etc/udev/rules.d/99-oracle-asmdevices.rules).
+    pub file: Option<PathBuf>,
+    /// Install the configuration (refused when another one is there, unless --force).
+    #[arg(long)]
+    pub write: bool,
+    /// With --write: replace an existing, different configuration (kept as FILE.bak.N).
+    #[arg(long, requires = "write")]
+    pub force: bool,
+    /// Where --write installs it.
+    #[arg(long, value_name = "FILE", default_value = asmguard_config::DEFAULT_PATH)]
+    pub config: PathBuf,
+    /// Print JSON instead of the commented configuration.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A TOML value the importer sets.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Val {
+    Str(String),
+    List(Vec<String>),
+}
+
+impl Val {
+    fn toml(&self) -> String {
+        // JSON string escapes are TOML basic-string escapes.
+        let q = |s: &str| serde_json::to_string(s).unwrap_or_default();
+        match self {
+            Val::Str(s) => q(s),
+            Val::List(l) => format!(
+                "[{}]",
+                l.iter().map(|s| q(s)).collect::<Vec<_>>().join(", ")
+            ),
+        }
+    }
+}
+
+/// One key of the asmguard configuration and where it came from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Setting {
+    /// `section.key`, as asmguard.toml spells it.
+    pub key: String,
+    pub value: Val,
+    /// The source line (`ORACLEASM_UID=grid (line 4)`), and why this value.
+    pub from: String,
+}
+
+/// A source setting with no asmguard equivalent, and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Unmapped {
+    pub from: String,
+    pub why: String,
+}
+
+/// The result of an import.
+#[derive(Debug, Clone, Serialize)]
+pub struct Import {
+    pub kind: Kind,
+    pub file: String,
+    pub settings: Vec<Setting>,
+    pub no_equivalent: Vec<Unmapped>,
+    /// The configuration text (what --write installs).
+    pub config: String,
+}
+
+/// Resolves a user or group number to its name (the host's passwd/group).
+pub struct Names<'a> {
+    pub user: &'a dyn Fn(u32) -> Option<String>,
+    pub group: &'a dyn Fn(u32) -> Option<String>,
+}
+
+/// The order of sections and keys in the printed configuration.
+const KEY_ORDER: [&str; 11] = [
+    "devices.include",
+    "devices.exclude",
+    "devices.scan_order",
+    "paths.owner",
+    "paths.group",
+    "paths.mode",
+    "paths.compat",
+    "socket.admin_group",
+    "filter.mode",
+    "filter.allow_users",
+    "filter.allow_groups",
+];
+
+struct Builder {
+    settings: Vec<Setting>,
+    unmapped: Vec<Unmapped>,
+}
+
+impl Builder {
+    fn new() -> Self {
+        Builder {
+            settings: Vec::new(),
+            unmapped: Vec::new(),
+        }
+    }
+    fn set(&mut self, key: &str, value: Val, from: impl Into<String>) {
+        let from = from.into();
+        if let Some(s) = self.settings.iter_mut().find(|s| s.key == key) {
+            s.value = value;
+            s.from = from;
+        } else {
+            self.settings.push(Setting {
+                key: key.into(),
+                value,
+                from,
+            });
+        }
+    }
+    fn none(&mut self, from: impl Into<String>, why: impl Into<String>) {
+        self.unmapped.push(Unmapped {
+            from: from.into(),
+            why: why.into(),
+        });
+    }
+    /// `list` plus `v`, unless it is there already.
+    fn add_to(&mut self, key: &str, default: &[String], v: &str, from: String) {
+        let mut l = match self.settings.iter().find(|s| s.key == key) {
+            Some(Setting {
+                value: Val::List(l),
+                ..
+            }) => l.clone(),
+            _ => default.to_vec(),
+        };
+        if !l.iter().any(|x| x == v) {
+            l.push(v.to_string());
+            self.set(key, Val::List(l), from);
+        }
+    }
+    fn finish(mut self, kind: Kind, file: &str) -> Result<Import, String> {
+        self.settings.sort_by_key(|s| {
+            KEY_ORDER
+                .iter()
+                .position(|k| *k == s.key)
+                .unwrap_or(KEY_ORDER.len())
+        });
+        let config = render(kind, file, &self.settings, &self.unmapped);
+        // What is printed must load: checked here, not hoped.
+        asmguard_config::parse(&config, "the imported configuration")
+            .map_err(|e| format!("{file}: {e}"))?;
+        Ok(Import {
+            kind,
+            file: file.to_string(),
+            settings: self.settings,
+            no_equivalent: self.unmapped,
+            config,
+        })
+    }
+}
+
+fn render(kind: Kind, file: &str, settings: &[Setting], unmapped: &[Unmapped]) -> String {
+    use std::fmt::Write;
+    let what = match kind {
+        Kind::Oracleasm => "ASMLib",
+        Kind::Afd => "the ASM Filter Driver",
+        Kind::Udev => "udev rules",
+    };
+    let mut s = format!(
+        "# /etc/asmguard/asmguard.toml imported from {file} ({what}) by\n\
+         # `asmguardctl import {}`. Keys not set here keep their defaults.\n",
+        serde_json::to_value(kind)
+            .ok()
+            .and_then(|v| v.as_str().map(String::from))
+            .unwrap_or_default()
+    );
+    let mut section = "";
+    for st in settings {
+        let (sec, key) = st.key.split_once('.').unwrap_or(("", &st.key));
+        if sec != section {
+            let _ = write!(s, "\n[{sec}]\n");
+            section = sec;
+        }
+        for line in st.from.lines() {
+            let _ = writeln!(s, "# {line}");
+        }
+        let _ = writeln!(s, "{key} = {}", st.value.toml());
+    }
+    if !unmapped.is_empty() {
+        let _ = write!(s, "\n# Not carried over (no asmguard equivalent):\n");
+        for u in unmapped {
+            let _ = writeln!(s, "#   {}: {}", u.from, u.why);
+        }
+    }
+    s
+}
+
+/// `KEY=value` lines of a shell-style file: comments, blank lines, `export`,
+/// single or double quotes. Returns (line number, key, value, the line).
+fn assignments(text: &str, file: &str) -> Result<Vec<(usize, String, String)>, String> {
+    let mut out = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let n = i + 1;
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let line = line.strip_prefix("export ").unwrap_or(line).trim();
+        let Some((k, v)) = line.split_once('=') else {
+            return Err(format!(
+                "{file}:{n}: {line:?} is not a KEY=value line: fix or remove it"
+            ));
+        };
+        let k = k.trim();
+        if k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(format!("{file}:{n}: {k:?} is not a setting name"));
+        }
+        out.push((n, k.to_string(), unquote(v.trim(), file, n)?));
+    }
+    Ok(out)
+}
+
+/// A shell word: quoted and unquoted parts joined (`'a','b'` is `a,b`), up to
+/// whitespace; after it only a `#` comment.
+fn unquote(v: &str, file: &str, n: usize) -> Result<String, String> {
+    let mut out = String::new();
+    let mut chars = v.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' | '"' => {
+                let mut closed = false;
+                for d in chars.by_ref() {
+                    if d == c {
+                        closed = true;
+                        break;
+                    }
+                    out.push(d);
+                }
+                if !closed {
+                    return Err(format!("{file}:{n}: the quote {c} is not closed"));
+                }
+            }
+            c if c.is_whitespace() => {
+                let after: String = chars.collect();
+                let after = after.trim();
+                if !(after.is_empty() || after.starts_with('#')) {
+                    return Err(format!(
+                        "{file}:{n}: {after:?} after the value: one value per line (quote a value with spaces)"
+                    ));
+                }
+                break;
+            }
+            c => out.push(c),
+        }
+    }
+    Ok(out)
+}
+
+fn boolean(v: &str, file: &str, n: usize, k: &str) -> Result<bool, String> {
+    match v.to_ascii_lowercase().as_str() {
+        "true" | "yes" | "y" | "1" | "enable" | "enabled" => Ok(true),
+        "false" | "no" | "n" | "0" | "disable" | "disabled" => Ok(false),
+        _ => Err(format!("{file}:{n}: {k}={v:?} is neither true nor false")),
+    }
+}
+
+/// A user or group as ASMLib takes it: a name, or a number resolved on this host.
+fn who(
+    v: &str,
+    what: &str,
+    resolve: &dyn Fn(u32) -> Option<String>,
+    file: &str,
+    n: usize,
+    k: &str,
+) -> Result<String, String> {
+    let name = match v.parse::<u32>() {
+        Ok(id) => resolve(id).ok_or_else(|| {
+            format!(
+                "{file}:{n}: {k}={v}: no {what} has that number on this host: give the {what} name"
+            )
+        })?,
+        Err(_) => v.to_string(),
+    };
+    let ok = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && name.len() <= 32
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
+    if !ok {
+        return Err(format!("{file}:{n}: {k}={v:?} is not a {what} name"));
+    }
+    Ok(name)
+}
+
+fn defaults() -> asmguard_config::Config {
+    asmguard_config::Config::default()
+}
+
+/// `ORACLEASM_SCANORDER`/`_SCANEXCLUDE` words (device name prefixes, as ASMLib
+/// matches /proc/partitions names) as asmguard patterns.
+fn prefixes(v: &str) -> Vec<String> {
+    v.split_whitespace()
+        .map(|p| match p {
+            // multipath devices are dm-N kernel names
+            "mpath" | "multipath" | "mapper" => "dm-*".to_string(),
+            p => format!("{}*", p.trim_end_matches('*')),
+        })
+        .fold(Vec::new(), |mut acc, p| {
+            if !acc.contains(&p) {
+                acc.push(p);
+            }
+            acc
+        })
+}
+
+/// ASMLib's `/etc/sysconfig/oracleasm`.
+pub fn oracleasm(text: &str, file: &str, names: &Names) -> Result<Import, String> {
+    let d = defaults();
+    let mut b = Builder::new();
+    b.set(
+        "paths.compat",
+        Val::List(vec!["oracleasm".into()]),
+        "ASMLib's /dev/oracleasm/disks/<LABEL>: the same names, so asm_diskstring stays",
+    );
+    for (n, k, v) in assignments(text, file)? {
+        let src = format!("{k}={v} (line {n})");
+        if v.is_empty() && k != "ORACLEASM_SCANEXCLUDE" && k != "ORACLEASM_SCAN_DIRECTORIES" {
+            b.none(src, "empty: asmguard's default is kept");
+            continue;
+        }
+        match k.as_str() {
+            "ORACLEASM_UID" => {
+                let u = who(&v, "user", names.user, file, n, &k)?;
+                b.set("paths.owner", Val::Str(u.clone()), format!("{src}: owner of the disk links"));
+                b.add_to(
+                    "filter.allow_users",
+                    &d.filter.allow_users,
+                    &u,
+                    format!("{src}: the disks' owner may write them"),
+                );
+            }
+            "ORACLEASM_GID" => {
+                let g = who(&v, "group", names.group, file, n, &k)?;
+                b.set("paths.group", Val::Str(g.clone()), format!("{src}: group of the disk links"));
+                b.set(
+                    "socket.admin_group",
+                    Val::Str(g.clone()),
+                    format!("{src}: its members may list the disks (lsdsk, querydisk)"),
+                );
+                b.add_to(
+                    "filter.allow_groups",
+                    &d.filter.allow_groups,
+                    &g,
+                    format!("{src}: the disks' group may write them"),
+                );
+            }
+            "ORACLEASM_SCANORDER" => {
+                let mut order = prefixes(&v);
+                let covered = |dflt: &str| {
+                    order
+                        .iter()
+                        .any(|p| pattern::matches(p, dflt.trim_end_matches('*')))
+                };
+                let rest: Vec<String> = d
+                    .devices
+                    .scan_order
+                    .iter()
+                    .filter(|x| !covered(x))
+                    .cloned()
+                    .collect();
+                order.extend(rest);
+                b.set(
+                    "devices.scan_order",
+                    Val::List(order),
+                    format!(
+                        "{src}: these first, then asmguard's default order; a multipath\n\
+                         device is always preferred over its own paths"
+                    ),
+                );
+            }
+            "ORACLEASM_SCANEXCLUDE" => {
+                let mut ex = d.devices.exclude.clone();
+                for p in prefixes(&v) {
+                    if !ex.contains(&p) {
+                        ex.push(p);
+                    }
+                }
+                b.set(
+                    "devices.exclude",
+                    Val::List(ex),
+                    format!(
+                        "{src}: never read for a label; the excluded paths of a multipath\n\
+                         device are still its paths, and protected with it"
+                    ),
+                );
+            }
+            "ORACLEASM_ENABLE_IOFILTER" => {
+                let on = boolean(&v, file, n, &k)?;
+                b.set(
+                    "filter.mode",
+                    Val::Str(if on { "enforce" } else { "audit" }.into()),
+                    if on {
+                        format!("{src}: writes by anyone but the allowed users and groups are refused")
+                    } else {
+                        format!(
+                            "{src}: ASMLib did not filter; audit logs what enforce would refuse\n\
+                             (`asmguardctl events`) and lets it through: set enforce once that is empty"
+                        )
+                    },
+                );
+            }
+            "ORACLEASM_SCANBOOT" => {
+                boolean(&v, file, n, &k)?;
+                b.none(src, "asmguardd reads every device when it starts and on every hotplug event");
+            }
+            "ORACLEASM_ENABLED" => {
+                boolean(&v, file, n, &k)?;
+                b.none(src, "the service is enabled with `systemctl enable asmguard`");
+            }
+            "ORACLEASM_SCAN_DIRECTORIES" => b.none(
+                src,
+                "asmguardd finds devices in /sys/class/block, not in directories; devices.include/exclude pick them",
+            ),
+            "ORACLEASM_USE_LOGICAL_BLOCK_SIZE" => {
+                boolean(&v, file, n, &k)?;
+                b.none(
+                    src,
+                    "asmguard is not in ASM's I/O path: ASM opens the device and sees its own sector sizes (lsdsk shows both)",
+                )
+            }
+            "ORACLEASM_CONFIG_MAX_DISKS" => {
+                b.none(src, "asmguard has no limit on the number of disks")
+            }
+            _ => b.none(src, "not an ASMLib setting this importer knows"),
+        }
+    }
+    b.finish(Kind::Oracleasm, file)
+}
+
+/// An AFD disk string glob as an asmguard device pattern (`/dev/sd*` -> `sd*`,
+/// `/dev/mapper/mpath*` -> `mapper/mpath*`); `None` for other paths.
+fn afd_glob(g: &str) -> Option<String> {
+    let rest = g.strip_prefix("/dev/")?;
+    let ok = |s: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '*' | '?' | '-' | '_' | '.'))
+    };
+    match rest.strip_prefix("mapper/") {
+        Some(m) if ok(m) => Some(format!("mapper/{m}")),
+        Some(_) => None,
+        None if ok(rest) => Some(rest.to_string()),
+        None => None,
+    }
+}
+
+/// AFD's `afd.conf` / `/etc/oracleafd.conf`.
+pub fn afd(text: &str, file: &str) -> Result<Import, String> {
+    let mut b = Builder::new();
+    b.set(
+        "paths.compat",
+        Val::List(vec!["oracleafd".into()]),
+        "AFD's /dev/oracleafd/disks/<LABEL>: the same names, so asm_diskstring stays\n(AFD labels are ORCLDISK labels: asmguard manages them as they are)",
+    );
+    for (n, k, v) in assignments(text, file)? {
+        let src = format!("{k}={v} (line {n})");
+        match k.as_str() {
+            "afd_diskstring" => {
+                let mut inc = Vec::new();
+                for g in v
+                    .split(',')
+                    .map(|g| g.trim().trim_matches(|c| c == '\'' || c == '"').trim())
+                    .filter(|g| !g.is_empty())
+                {
+                    match afd_glob(g) {
+                        Some(p) if !inc.contains(&p) => inc.push(p),
+                        Some(_) => {}
+                        None => b.none(
+                            format!("{g:?} of {src}"),
+                            "not a /dev/<name> or /dev/mapper/<name> pattern: asmguard matches kernel and multipath names",
+                        ),
+                    }
+                }
+                if inc.is_empty() {
+                    return Err(format!(
+                        "{file}:{n}: afd_diskstring {v:?} names no /dev/<name> or /dev/mapper/<name> pattern: give one such as '/dev/sd*'"
+                    ));
+                }
+                b.set(
+                    "devices.include",
+                    Val::List(inc),
+                    format!("{src}: only these devices are read for labels"),
+                );
+            }
+            "afd_filtering" => {
+                let on = boolean(&v, file, n, &k)?;
+                b.set(
+                    "filter.mode",
+                    Val::Str(if on { "enforce" } else { "audit" }.into()),
+                    if on {
+                        format!("{src}: writes by anyone but the allowed users and groups are refused")
+                    } else {
+                        format!(
+                            "{src}: AFD did not filter; audit logs what enforce would refuse\n\
+                             (`asmguardctl events`) and lets it through: set enforce once that is empty"
+                        )
+                    },
+                );
+            }
+            _ => b.none(src, "not an AFD setting this importer knows"),
+        }
+    }
+    b.finish(Kind::Afd, file)
+}
+
+/// One udev rule: its line and its `KEY{attr}OP"value"` terms.
+#[derive(Debug)]
+struct Rule {
+    line: usize,
+    terms: Vec<(String, String, String)>,
+}
+
+impl Rule {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.terms
+            .iter()
+            .find(|(k, _, _)| k == key)
+            .map(|(_, _, v)| v.as_str())
+    }
+}
+
+fn udev_rules(text: &str, file: &str) -> Result<Vec<Rule>, String> {
+    let mut rules = Vec::new();
+    let mut joined = String::new();
+    let mut first = 0;
+    for (i, raw) in text.lines().enumerate() {
+        if joined.is_empty() {
+            first = i + 1;
+        }
+        if let Some(head) = raw.strip_suffix('\\') {
+            joined.push_str(head);
+            continue;
+        }
+        joined.push_str(raw);
+        let line = std::mem::take(&mut joined);
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        rules.push(Rule {
+            line: first,
+            terms: udev_terms(line).map_err(|e| format!("{file}:{first}: {e}"))?,
+        });
+    }
+    Ok(rules)
+}
+
+/// `KERNEL=="sd?1", ENV{ID_SERIAL}=="x", SYMLINK+="a"` as (key, op, value).
+fn udev_terms(line: &str) -> Result<Vec<(String, String, String)>, String> {
+    let mut out = Vec::new();
+    let mut rest = line.trim();
+    while !rest.is_empty() {
+        let op_at = rest
+            .find(['=', '!', '+', '-', ':'])
+            .ok_or_else(|| format!("{rest:?} has no operator (==, !=, =, +=, :=)"))?;
+        let key = rest[..op_at].trim().to_string();
+        let after = &rest[op_at..];
+        let op = ["==", "!=", "+=", "-=", ":=", "="]
+            .into_iter()
+            .find(|o| after.starts_with(o))
+            .ok_or_else(|| format!("{key}: no operator (==, !=, =, +=, :=)"))?;
+        let after = after[op.len()..].trim_start();
+        let Some(body) = after.strip_prefix('"') else {
+            return Err(format!("{key}{op}: the value is not in double quotes"));
+        };
+        let end = body
+            .find('"')
+            .ok_or_else(|| format!("{key}{op}: the quote is not closed"))?;
+        if key.is_empty() {
+            return Err("a term with no key".into());
+        }
+        out.push((key, op.to_string(), body[..end].to_string()));
+        rest = body[end + 1..].trim_start();
+        rest = rest.strip_prefix(',').unwrap_or(rest).trim_start();
+    }
+    Ok(out)
+}
+
+/// The asmguard label a udev rule's symlink name suggests (`asm-disk1` -> `ASM_DISK1`).
+fn label_for(symlink: &str) -> Option<String> {
+    let base = symlink.rsplit('/').next()?;
+    let l: String = base
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    asmguard_format::label::Label::new(&l)
+        .ok()
+        .map(|x| x.as_str().to_string())
+}
+
+/// A udev rules file (`99-oracle-asmdevices.rules` style).
+pub fn udev(text: &str, file: &str) -> Result<Import, String> {
+    let mut b = Builder::new();
+    let rules = udev_rules(text, file)?;
+    // (owner, group, mode) of the rules that make ASM disk nodes.
+    let mut perms: Vec<(usize, Option<String>, Option<String>, Option<String>)> = Vec::new();
+    for r in &rules {
+        let (o, g, m) = (r.get("OWNER"), r.get("GROUP"), r.get("MODE"));
+        if o.is_none() && g.is_none() && m.is_none() && r.get("SYMLINK").is_none() {
+            continue;
+        }
+        perms.push((
+            r.line,
+            o.map(Into::into),
+            g.map(Into::into),
+            m.map(Into::into),
+        ));
+        let matched: Vec<String> = r
+            .terms
+            .iter()
+            .filter(|(_, op, _)| op == "==")
+            .filter(|(k, _, _)| k != "SUBSYSTEM" && k != "ACTION")
+            .map(|(k, op, v)| format!("{k}{op}\"{v}\""))
+            .collect();
+        let what = if matched.is_empty() {
+            "every device".to_string()
+        } else {
+            matched.join(", ")
+        };
+        match r.get("SYMLINK").or(r.get("NAME")) {
+            Some(link) => {
+                let how = match label_for(link) {
+                    Some(l) => format!(
+                        "label the disk: `asmguardctl label {l} DEVICE --migrate` (keeps its ASM header; then /dev/asmguard/disks/{l})"
+                    ),
+                    None => "label the disk: `asmguardctl label NAME DEVICE --migrate` (keeps its ASM header)".to_string(),
+                };
+                b.none(
+                    format!("line {}: /dev/{link} for {what}", r.line),
+                    format!("asmguard links disks by label, not by rule: {how}"),
+                );
+            }
+            None => b.none(
+                format!("line {}: owner/group/mode for {what}", r.line),
+                "asmguard sets them on the labelled disks it manages",
+            ),
+        }
+        for (k, _, v) in &r.terms {
+            if k == "RUN" || k == "PROGRAM" && r.get("RESULT").is_none() {
+                b.none(
+                    format!("line {}: {k}=\"{v}\"", r.line),
+                    "asmguard runs no program per device",
+                );
+            }
+        }
+    }
+    if perms.is_empty() {
+        return Err(format!(
+            "{file}: no rule sets OWNER, GROUP, MODE or SYMLINK: is this the ASM disks' rules file?"
+        ));
+    }
+    // One owner/group/mode for all disks: the most common one among the rules.
+    for (i, key, what) in [
+        (1, "paths.owner", "OWNER"),
+        (2, "paths.group", "GROUP"),
+        (3, "paths.mode", "MODE"),
+    ] {
+        let vals: Vec<(usize, &str)> = perms
+            .iter()
+            .filter_map(|p| {
+                let v = match i {
+                    1 => p.1.as_deref(),
+                    2 => p.2.as_deref(),
+                    _ => p.3.as_deref(),
+                };
+                v.map(|v| (p.0, v))
+            })
+            .collect();
+        let Some(&(line, _)) = vals.first() else {
+            continue;
+        };
+        let mut best = vals[0].1;
+        let mut best_n = 0;
+        for (_, v) in &vals {
+            let c = vals.iter().filter(|(_, x)| x == v).count();
+            if c > best_n {
+                best = v;
+                best_n = c;
+            }
+        }
+        let mode;
+        let value = if i == 3 {
+            let ok = !best.is_empty()
+                && best.len() <= 4
+                && best.chars().all(|c| ('0'..='7').contains(&c));
+            if !ok {
+                return Err(format!(
+                    "{file}:{line}: MODE=\"{best}\" is not an octal mode such as \"0660\""
+                ));
+            }
+            mode = format!("{:0>4}", best);
+            mode.as_str()
+        } else {
+            best
+        };
+        let lines: Vec<String> = vals
+            .iter()
+            .filter(|(_, v)| *v == best)
+            .map(|(l, _)| l.to_string())
+            .collect();
+        b.set(
+            key,
+            Val::Str(value.to_string()),
+            format!("{what}=\"{best}\" (line {})", lines.join(", ")),
+        );
+        for (l, v) in vals.iter().filter(|(_, v)| *v != best) {
+            b.none(
+                format!("line {l}: {what}=\"{v}\""),
+                format!(
+                    "asmguard has one {} for every disk: {best} is kept",
+                    what.to_lowercase()
+                ),
+            );
+        }
+    }
+    if let Some(Setting {
+        value: Val::Str(o), ..
+    }) = b.settings.iter().find(|s| s.key == "paths.owner").cloned()
+    {
+        let d = defaults();
+        b.add_to(
+            "filter.allow_users",
+            &d.filter.allow_users,
+            &o,
+            format!("OWNER=\"{o}\": the disks' owner may write them"),
+        );
+    }
+    if let Some(Setting {
+        value: Val::Str(g), ..
+    }) = b.settings.iter().find(|s| s.key == "paths.group").cloned()
+    {
+        let d = defaults();
+        b.add_to(
+            "filter.allow_groups",
+            &d.filter.allow_groups,
+            &g,
+            format!("GROUP=\"{g}\": the disks' group may write them"),
+        );
+    }
+    b.finish(Kind::Udev, file)
+}
+
+/// Parse `text` as `kind`.
+pub fn parse(kind: Kind, text: &str, file: &str, names: &Names) -> Result<Import, String> {
+    match kind {
+        Kind::Oracleasm => oracleasm(text, file, names),
+        Kind::Afd => afd(text, file),
+        Kind::Udev => udev(text, file),
+    }
+}
+
+/// Installs `text` at `path`: unchanged when it is there already; refused when
+/// another file is there without `force`; with it, the old file is kept as
+/// `path.bak.N` (the first N free). Returns what was done.
+pub fn install(text: &str, path: &Path, force: bool) -> Result<String, CliError> {
+    let shown = path.display();
+    match std::fs::read_to_string(path) {
+        Ok(old) if old == text => return Ok(format!("{shown}: unchanged")),
+        Ok(_) if !force => {
+            return Err(CliError::new(
+                REFUSED,
+                format!("{shown} exists and differs: --force replaces it (the old one is kept as {shown}.bak.N)"),
+            ))
+        }
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(CliError::new(FAILED, format!("{shown}: cannot read: {e}"))),
+    }
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)
+        .map_err(|e| CliError::new(FAILED, format!("{}: cannot create: {e}", dir.display())))?;
+    let mut backup = None;
+    if path.exists() {
+        let b = (1..)
+            .map(|n| PathBuf::from(format!("{shown}.bak.{n}")))
+            .find(|b| !b.exists())
+            .unwrap_or_default();
+        std::fs::copy(path, &b).map_err(|e| {
+            CliError::new(
+                FAILED,
+                format!("{}: cannot keep a backup: {e}", b.display()),
+            )
+        })?;
+        backup = Some(b);
+    }
+    let name = path
+        .file_name()
+        .map(|f| f.to_string_lossy().to_string())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.import"));
+    let written = (|| {
+        use std::io::Write;
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(CliError::new(FAILED, format!("{shown}: cannot write: {e}")));
+    }
+    Ok(match backup {
+        Some(b) => format!("{shown}: written (the old one is kept as {})", b.display()),
+        None => format!("{shown}: written"),
+    })
+}
+
+pub fn run(a: &ImportArgs) -> Result<(), CliError> {
+    let file = a
+        .file
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(a.kind.default_file()));
+    let shown = file.display().to_string();
+    let text = std::fs::read_to_string(&file)
+        .map_err(|e| CliError::new(BAD_INPUT, format!("{shown}: cannot read: {e}")))?;
+    let user = |id: u32| {
+        nix::unistd::User::from_uid(id.into())
+            .ok()
+            .flatten()
+            .map(|u| u.name)
+    };
+    let group = |id: u32| {
+        nix::unistd::Group::from_gid(id.into())
+            .ok()
+            .flatten()
+            .map(|g| g.name)
+    };
+    let names = Names {
+        user: &user,
+        group: &group,
+    };
+    let imp = parse(a.kind, &text, &shown, &names).map_err(|e| CliError::new(BAD_INPUT, e))?;
+    let done = if a.write {
+        Some(install(&imp.config, &a.config, a.force)?)
+    } else {
+        None
+    };
+    if a.json {
+        let mut v = serde_json::to_value(&imp).unwrap_or_default();
+        if let Some(d) = &done {
+            v["written"] = serde_json::Value::String(d.clone());
+        }
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+    } else if let Some(d) = done {
+        println!("{d}");
+        println!(
+            "next: asmguardd --check-config --config {}; systemctl restart asmguard",
+            a.config.display()
+        );
+    } else {
+        print!("{}", imp.config);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names() -> Names<'static> {
+        Names {
+            user: &|id| (id == 54331).then(|| "grid".to_string()),
+            group: &|id| (id == 54329).then(|| "asmadmin".to_string()),
+        }
+    }
+
+    fn get<'a>(i: &'a Import, key: &str) -> &'a Val {
+        &i.settings
+            .iter()
+            .find(|s| s.key == key)
+            .unwrap_or_else(|| panic!("{key} not set: {:?}", i.settings))
+            .value
+    }
+
+    fn strs(v: &[&str]) -> Val {
+        Val::List(v.iter().map(|s| s.to_string()).collect())
+    }
+
+    const SYSCONFIG: &str = r#"#
+# This is a configuration file for automatic loading of the Oracle
+# Automatic Storage Management library kernel driver.
+#
+
+# ORACLEASM_ENABLED: 'true' means to load the driver on boot.
+ORACLEASM_ENABLED=true
+
+# ORACLEASM_UID: Default user owning the /dev/oracleasm mount point.
+ORACLEASM_UID=54331
+
+# ORACLEASM_GID: Default group owning the /dev/oracleasm mount point.
+ORACLEASM_GID=asmadmin
+
+# ORACLEASM_SCANBOOT: 'true' means scan for ASM disks on boot.
+ORACLEASM_SCANBOOT=true
+
+# ORACLEASM_SCANORDER: Matching patterns to order disk scanning
+ORACLEASM_SCANORDER="dm"
+
+# ORACLEASM_SCANEXCLUDE: Matching patterns to exclude disks from scan
+ORACLEASM_SCANEXCLUDE="sd"
+
+ORACLEASM_SCAN_DIRECTORIES=""
+ORACLEASM_USE_LOGICAL_BLOCK_SIZE=false
+ORACLEASM_CONFIG_MAX_DISKS=2048
+ORACLEASM_ENABLE_IOFILTER=true
+"#;
+
+    #[test]
+    fn oracleasm_sysconfig_key_by_key() {
+        let i = oracleasm(SYSCONFIG, "/etc/sysconfig/oracleasm", &names()).unwrap();
+        assert_eq!(get(&i, "paths.owner"), &Val::Str("grid".into()));
+        assert_eq!(get(&i, "paths.group"), &Val::Str("asmadmin".into()));
+        assert_eq!(get(&i, "socket.admin_group"), &Val::Str("asmadmin".into()));
+        assert_eq!(get(&i, "paths.compat"), &strs(&["oracleasm"]));
+        // multipath (dm) first, then the rest of the default order without dm-*
+        assert_eq!(
+            get(&i, "devices.scan_order"),
+            &strs(&["dm*", "nvme*", "sd*", "vd*", "xvd*"])
+        );
+        assert_eq!(
+            get(&i, "devices.exclude"),
+            &strs(&["ram*", "zram*", "sr*", "fd*", "sd*"])
+        );
+        assert_eq!(get(&i, "filter.mode"), &Val::Str("enforce".into()));
+        let c = asmguard_config::parse(&i.config, "t").unwrap();
+        assert_eq!(c.paths.owner, "grid");
+        assert_eq!(c.paths.compat, vec!["oracleasm"]);
+        assert_eq!(c.devices.exclude.last().unwrap(), "sd*");
+        // dm-3 before sdb, and sdb excluded
+        let r = c.rules();
+        assert!(r.rank("dm-3") < r.rank("sdb"));
+        assert!(!r.included("sdb", None) && r.included("dm-3", Some("mpatha")));
+        // every setting's source line is in the text, over its key
+        assert!(
+            i.config.contains(
+                "# ORACLEASM_UID=54331 (line 10): owner of the disk links\nowner = \"grid\""
+            ),
+            "{}",
+            i.config
+        );
+        for k in [
+            "ORACLEASM_ENABLED",
+            "ORACLEASM_SCANBOOT",
+            "ORACLEASM_SCAN_DIRECTORIES",
+            "ORACLEASM_USE_LOGICAL_BLOCK_SIZE",
+            "ORACLEASM_CONFIG_MAX_DISKS",
+        ] {
+            assert!(
+                i.no_equivalent.iter().any(|u| u.from.starts_with(k)),
+                "{k} not reported: {:?}",
+                i.no_equivalent
+            );
+            assert!(i.config.contains(&format!("#   {k}=")), "{k}: {}", i.config);
+        }
+        // the defaults already allow grid and asmadmin: not repeated
+        assert!(!i.settings.iter().any(|s| s.key == "filter.allow_users"));
+    }
+
+    #[test]
+    fn oracleasm_other_owner_is_allowed_to_write_and_iofilter_off_audits() {
+        let t = "ORACLEASM_UID=oracle\nORACLEASM_GID=dba\nORACLEASM_ENABLE_IOFILTER=false\n";
+        let i = oracleasm(t, "f", &names()).unwrap();
+        assert_eq!(get(&i, "paths.group"), &Val::Str("dba".into()));
+        assert_eq!(
+            get(&i, "filter.allow_groups"),
+            &strs(&["asmadmin", "asmdba", "oinstall", "dba"])
+        );
+        assert_eq!(get(&i, "filter.mode"), &Val::Str("audit".into()));
+        assert!(asmguard_config::parse(&i.config, "t").is_ok());
+    }
+
+    #[test]
+    fn oracleasm_bad_input_is_one_line_naming_the_line() {
+        for (t, want) in [
+            (
+                "ORACLEASM_UID=12345\n",
+                "f:1: ORACLEASM_UID=12345: no user has that number",
+            ),
+            (
+                "ORACLEASM_GID=\"Asm Admin\"\n",
+                "f:1: ORACLEASM_GID=\"Asm Admin\" is not a group name",
+            ),
+            (
+                "\n\nORACLEASM_ENABLE_IOFILTER=maybe\n",
+                "f:3: ORACLEASM_ENABLE_IOFILTER=\"maybe\"",
+            ),
+            (
+                "ORACLEASM_SCANORDER=\"dm\n",
+                "f:1: the quote \" is not closed",
+            ),
+            (
+                "this is not a config\n",
+                "f:1: \"this is not a config\" is not a KEY=value line",
+            ),
+            ("ORACLEASM_SCANORDER=dm sd\n", "f:1: \"sd\" after the value"),
+        ] {
+            let e = oracleasm(t, "f", &names()).unwrap_err();
+            assert!(e.starts_with(want), "{t:?} -> {e}");
+            assert!(!e.contains('\n'), "{e}");
+        }
+    }
+
+    #[test]
+    fn afd_conf() {
+        let t = "afd_diskstring='/dev/mapper/mpath*','/dev/sd*','/dev/disk/by-id/x*'\nafd_filtering=enable\nafd_debug=1\n";
+        let i = afd(t, "/etc/oracleafd.conf").unwrap();
+        assert_eq!(get(&i, "devices.include"), &strs(&["mapper/mpath*", "sd*"]));
+        assert_eq!(get(&i, "filter.mode"), &Val::Str("enforce".into()));
+        assert_eq!(get(&i, "paths.compat"), &strs(&["oracleafd"]));
+        assert!(i
+            .no_equivalent
+            .iter()
+            .any(|u| u.from.contains("/dev/disk/by-id/x*")));
+        assert!(i
+            .no_equivalent
+            .iter()
+            .any(|u| u.from.starts_with("afd_debug=1")));
+        let c = asmguard_config::parse(&i.config, "t").unwrap();
+        assert!(c.rules().included("dm-2", Some("mpatha")));
+        assert!(!c.rules().included("dm-3", Some("vg-root")));
+        let i = afd("afd_filtering=disable\n", "f").unwrap();
+        assert_eq!(get(&i, "filter.mode"), &Val::Str("audit".into()));
+        let e = afd("afd_diskstring='AFD:*'\n", "f").unwrap_err();
+        assert!(e.starts_with("f:1: afd_diskstring"), "{e}");
+        let e = afd("afd_filtering=sometimes\n", "f").unwrap_err();
+        assert!(e.contains("neither true nor false"), "{e}");
+    }
+
+    const RULES: &str = r#"# 99-oracle-asmdevices.rules
+KERNEL=="sd?1", SUBSYSTEM=="block", PROGRAM=="/usr/lib/udev/scsi_id -g -u -d /dev/$parent", RESULT=="36000c29a1b2c3d4", SYMLINK+="oracleasm/asm-disk1", OWNER="grid", GROUP="asmadmin", MODE="0660"
+KERNEL=="sd*", ENV{ID_SERIAL}=="36000c29e5f6a7b8", \
+  SYMLINK+="oracleasm/asm-disk2", OWNER="grid", GROUP="asmadmin", MODE="0660"
+KERNEL=="dm-*", ENV{DM_UUID}=="mpath-3600a0b80", SYMLINK+="asm_data3", OWNER="grid", GROUP="dba", MODE="0660"
+"#;
+
+    #[test]
+    fn udev_rules_owner_group_mode_and_each_disk() {
+        let i = udev(RULES, "r").unwrap();
+        assert_eq!(get(&i, "paths.owner"), &Val::Str("grid".into()));
+        assert_eq!(get(&i, "paths.group"), &Val::Str("asmadmin".into()));
+        assert_eq!(get(&i, "paths.mode"), &Val::Str("0660".into()));
+        assert!(
+            i.config
+                .contains("# GROUP=\"asmadmin\" (line 2, 3)\ngroup = \"asmadmin\""),
+            "{}",
+            i.config
+        );
+        let un: Vec<String> = i
+            .no_equivalent
+            .iter()
+            .map(|u| format!("{}: {}", u.from, u.why))
+            .collect();
+        assert!(
+            un.iter().any(|u| u.starts_with("line 5: GROUP=\"dba\"")),
+            "{un:?}"
+        );
+        assert!(
+            un.iter().any(|u| u
+                .starts_with("line 2: /dev/oracleasm/asm-disk1 for KERNEL==\"sd?1\"")
+                && u.contains("asmguardctl label ASM_DISK1 DEVICE --migrate")),
+            "{un:?}"
+        );
+        assert!(un.iter().any(|u| u.starts_with("line 3: /dev/oracleasm/asm-disk2 for KERNEL==\"sd*\", ENV{ID_SERIAL}==\"36000c29e5f6a7b8\"")), "{un:?}");
+        assert!(un.iter().any(|u| u.contains("label ASM_DATA3")), "{un:?}");
+        assert!(asmguard_config::parse(&i.config, "t").is_ok());
+        for (t, want) in [
+            ("# nothing\n", "r: no rule sets OWNER"),
+            ("KERNEL==\"sd*\", MODE=\"rw\"\n", "r:1: MODE=\"rw\""),
+            (
+                "KERNEL==\"sd*\", OWNER=grid\n",
+                "r:1: OWNER=: the value is not in double quotes",
+            ),
+            (
+                "KERNEL==\"sd*\", OWNER=\"grid\n",
+                "r:1: OWNER=: the quote is not closed",
+            ),
+            ("OWNER=\"Grid User\"\n", "the imported configuration"),
+        ] {
+            let e = udev(t, "r").unwrap_err();
+            assert!(e.starts_with(want) || e.contains(want), "{t:?} -> {e}");
+            assert!(!e.contains('\n'), "{e}");
+        }
+    }
+
+    #[test]
+    fn install_never_overwrites_without_force_and_keeps_a_backup() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("etc/asmguard.toml");
+        assert_eq!(
+            install("a\n", &p, false).unwrap(),
+            format!("{}: written", p.display())
+        );
+        assert_eq!(
+            install("a\n", &p, false).unwrap(),
+            format!("{}: unchanged", p.display())
+        );
+        let e = install("b\n", &p, false).unwrap_err();
+        assert_eq!(e.code, REFUSED);
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "a\n");
+        install("b\n", &p, true).unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "b\n");
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("etc/asmguard.toml.bak.1")).unwrap(),
+            "a\n"
+        );
+        install("c\n", &p, true).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("etc/asmguard.toml.bak.2")).unwrap(),
+            "b\n"
+        );
+    }
+}
