@@ -106,6 +106,10 @@ pub enum Command {
     /// Print (or --write) the asmguard configuration an ASMLib, AFD or udev-rules
     /// setup means, key by key with the line each came from and what has no equivalent.
     Import(crate::import::ImportArgs),
+    /// ASMLib's oracleasm commands (createdisk, deletedisk, renamedisk, querydisk,
+    /// listdisks, scandisks, discover, status, configure) with its output lines and
+    /// exit status; also run as `oracleasm` through a symlink of that name.
+    Oracleasm(crate::oracleasm::OracleasmArgs),
     /// Print the man page (roff) to standard output.
     Man,
     /// Print shell completions to standard output.

@@ -484,6 +484,7 @@ pub fn run(c: &Cli) -> Result<(), CliError> {
         cli::Command::Reclaim(a) => crate::reclaim::run(c, a),
         cli::Command::Iostat(a) => crate::iostat::run(c, a),
         cli::Command::Import(a) => crate::import::run(a),
+        cli::Command::Oracleasm(a) => crate::oracleasm::run(c, a),
         cli::Command::UdevRules(a) => {
             let (cfg, _) = asmguard_config::load(a.config.as_deref())
                 .map_err(|e| CliError::new(BAD_INPUT, e))?;

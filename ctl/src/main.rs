@@ -12,16 +12,33 @@ mod exit;
 mod import;
 mod inspect;
 mod iostat;
+mod oracleasm;
 mod reclaim;
 
 use clap::Parser;
 
 fn main() {
+    // Run as `oracleasm` (a symlink /usr/sbin/oracleasm): ASMLib's command line.
+    let argv0 = std::env::args_os().next().unwrap_or_default();
+    if std::path::Path::new(&argv0).file_name() == Some(std::ffi::OsStr::new("oracleasm")) {
+        let a = oracleasm::Standalone::parse();
+        match oracleasm::run_standalone(&a) {
+            Ok(()) => std::process::exit(exit::OK),
+            Err(e) => {
+                if !e.message.is_empty() {
+                    eprintln!("oracleasm: {}", e.message);
+                }
+                std::process::exit(e.code);
+            }
+        }
+    }
     let cli = cli::Cli::parse();
     match commands::run(&cli) {
         Ok(()) => std::process::exit(exit::OK),
         Err(e) => {
-            eprintln!("asmguardctl: {}", e.message);
+            if !e.message.is_empty() {
+                eprintln!("asmguardctl: {}", e.message);
+            }
             std::process::exit(e.code);
         }
     }

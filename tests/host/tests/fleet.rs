@@ -1,0 +1,308 @@
+//! Moving a site onto asmguard: `asmguardctl import oracleasm|afd|udev` prints a
+//! configuration `asmguardd --check-config` accepts and `--write` installs it
+//! without ever replacing another file unasked; the `[paths] compat` links
+//! (`/dev/oracleasm/disks/<LABEL>`, `/dev/oracleafd/disks/<LABEL>`) come from the
+//! same udev rule as `/dev/asmguard/disks/<LABEL>`, with its owner and mode, for a
+//! disk carrying a real AFD label that the daemon adopts without writing a byte.
+
+use asmguard_host_tests::*;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const MIB: u64 = 1 << 20;
+
+const SYSCONFIG: &str = "ORACLEASM_ENABLED=true\nORACLEASM_UID=nobody\nORACLEASM_GID=nogroup\n\
+ORACLEASM_SCANBOOT=true\nORACLEASM_SCANORDER=\"dm\"\nORACLEASM_SCANEXCLUDE=\"sd\"\n\
+ORACLEASM_SCAN_DIRECTORIES=\"\"\nORACLEASM_USE_LOGICAL_BLOCK_SIZE=false\n\
+ORACLEASM_CONFIG_MAX_DISKS=2048\nORACLEASM_ENABLE_IOFILTER=true\n";
+const AFD: &str = "afd_diskstring='/dev/mapper/mpath*','/dev/sd*'\nafd_filtering=enable\n";
+const RULES: &str = "KERNEL==\"sd*\", ENV{ID_SERIAL}==\"36000c29e5f6a7b8\", SYMLINK+=\"oracleasm/asm-disk1\", OWNER=\"nobody\", GROUP=\"nogroup\", MODE=\"0640\"\n";
+
+fn import(args: &[&str]) -> Out {
+    run(Command::new(ctl_bin()).arg("import").args(args))
+}
+
+fn check_config(path: &Path) -> Out {
+    run(Command::new(daemon_bin())
+        .args(["--check-config", "--config"])
+        .arg(path))
+}
+
+#[test]
+fn import_prints_a_configuration_the_daemon_accepts() {
+    let dir = tempfile::tempdir().unwrap();
+    for (kind, text, keys) in [
+        (
+            "oracleasm",
+            SYSCONFIG,
+            &[
+                "devices.scan_order",
+                "devices.exclude",
+                "paths.owner",
+                "paths.group",
+                "paths.compat",
+                "filter.mode",
+            ][..],
+        ),
+        (
+            "afd",
+            AFD,
+            &["devices.include", "paths.compat", "filter.mode"][..],
+        ),
+        (
+            "udev",
+            RULES,
+            &["paths.owner", "paths.group", "paths.mode"][..],
+        ),
+    ] {
+        let src = dir.path().join(kind);
+        std::fs::write(&src, text).unwrap();
+        let o = import(&[kind, src.to_str().unwrap()]).ok();
+        let out = dir.path().join(format!("{kind}.toml"));
+        std::fs::write(&out, &o.stdout).unwrap();
+        let c = check_config(&out);
+        assert_eq!(c.code, 0, "{kind}: {c:?}\n{}", o.stdout);
+        assert!(c.stdout.contains("configuration is valid"), "{c:?}");
+        // --json: the same keys, each with where it came from
+        let j = import(&[kind, src.to_str().unwrap(), "--json"]).ok().json();
+        assert_eq!(j["kind"], kind);
+        let got: Vec<&str> = j["settings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["key"].as_str().unwrap())
+            .collect();
+        for k in keys {
+            assert!(got.contains(k), "{kind}: {k} not in {got:?}");
+        }
+        for s in j["settings"].as_array().unwrap() {
+            assert!(!s["from"].as_str().unwrap().is_empty(), "{s}");
+        }
+        assert_eq!(j["config"].as_str().unwrap(), o.stdout);
+    }
+    let asm = std::fs::read_to_string(dir.path().join("oracleasm.toml")).unwrap();
+    assert!(
+        asm.contains(
+            "# ORACLEASM_UID=nobody (line 2): owner of the disk links\nowner = \"nobody\""
+        ),
+        "{asm}"
+    );
+    assert!(
+        asm.contains("exclude = [\"ram*\", \"zram*\", \"sr*\", \"fd*\", \"sd*\"]"),
+        "{asm}"
+    );
+    assert!(
+        asm.contains("scan_order = [\"dm*\", \"nvme*\", \"sd*\", \"vd*\", \"xvd*\"]"),
+        "{asm}"
+    );
+    assert!(
+        asm.contains("#   ORACLEASM_CONFIG_MAX_DISKS=2048 (line 9): asmguard has no limit"),
+        "{asm}"
+    );
+    let udev = std::fs::read_to_string(dir.path().join("udev.toml")).unwrap();
+    assert!(udev.contains("mode = \"0640\""), "{udev}");
+    assert!(
+        udev.contains("asmguardctl label ASM_DISK1 DEVICE --migrate"),
+        "{udev}"
+    );
+}
+
+#[test]
+fn import_write_never_replaces_unasked_and_keeps_a_backup() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("oracleasm");
+    std::fs::write(&src, SYSCONFIG).unwrap();
+    let cfg = dir.path().join("etc/asmguard/asmguard.toml");
+    let w = |extra: &[&str]| {
+        let mut a = vec![
+            "oracleasm",
+            src.to_str().unwrap(),
+            "--write",
+            "--config",
+            cfg.to_str().unwrap(),
+        ];
+        a.extend_from_slice(extra);
+        import(&a)
+    };
+    let o = w(&[]).ok();
+    assert!(o.stdout.contains("asmguard.toml: written"), "{o:?}");
+    assert_eq!(check_config(&cfg).code, 0);
+    let first = std::fs::read_to_string(&cfg).unwrap();
+    // the same again: unchanged, nothing else made
+    assert!(w(&[]).ok().stdout.contains("unchanged"));
+    assert!(!dir.path().join("etc/asmguard/asmguard.toml.bak.1").exists());
+    // another configuration there: refused (4), untouched
+    std::fs::write(&cfg, "[paths]\nmode = \"0640\"\n").unwrap();
+    let o = w(&[]);
+    o.refused(4, &["exists and differs", "--force"]);
+    assert_eq!(
+        std::fs::read_to_string(&cfg).unwrap(),
+        "[paths]\nmode = \"0640\"\n"
+    );
+    // --force: replaced, the old one kept
+    let o = w(&["--force"]).ok();
+    assert!(o.stdout.contains("asmguard.toml.bak.1"), "{o:?}");
+    assert_eq!(std::fs::read_to_string(&cfg).unwrap(), first);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("etc/asmguard/asmguard.toml.bak.1")).unwrap(),
+        "[paths]\nmode = \"0640\"\n"
+    );
+    // bad input: one line naming the line, exit 3, nothing written
+    std::fs::write(
+        &src,
+        "ORACLEASM_UID=grid\nORACLEASM_ENABLE_IOFILTER=maybe\n",
+    )
+    .unwrap();
+    let o = w(&["--force"]);
+    assert_eq!(o.code, 3, "{o:?}");
+    assert_eq!(o.stderr.trim().lines().count(), 1, "{o:?}");
+    assert!(
+        o.stderr.contains(":2: ORACLEASM_ENABLE_IOFILTER=\"maybe\""),
+        "{o:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&cfg).unwrap(), first);
+    assert!(!dir.path().join("etc/asmguard/asmguard.toml.bak.2").exists());
+    let o = import(&["afd", dir.path().join("absent.conf").to_str().unwrap()]);
+    assert_eq!(o.code, 3, "{o:?}");
+    assert!(o.stderr.contains("absent.conf: cannot read"), "{o:?}");
+    // --force without --write is bad usage
+    assert_eq!(import(&["afd", "--force"]).code, 2);
+}
+
+/// Undo what `udevadm test` does on this host (no udevd): links, db, owner/mode.
+struct UdevCleanup {
+    dev: PathBuf,
+    created: Vec<PathBuf>,
+    rules: PathBuf,
+    db: PathBuf,
+}
+
+impl Drop for UdevCleanup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.rules);
+        let _ = std::fs::remove_file(&self.db);
+        let target = self.dev.file_name().unwrap().to_string_lossy().to_string();
+        for root in [
+            "/dev/asmguard",
+            "/dev/oracleasm",
+            "/dev/oracleafd",
+            "/dev/disk",
+            "/dev/block",
+        ] {
+            let _ = remove_links_to(Path::new(root), &target);
+        }
+        let _ = nix::unistd::chown(&self.dev, Some(0.into()), Some(6.into()));
+        let _ = std::fs::set_permissions(
+            &self.dev,
+            std::os::unix::fs::PermissionsExt::from_mode(0o660),
+        );
+        for p in self.created.iter().rev() {
+            let _ = std::fs::remove_dir_all(p);
+        }
+    }
+}
+
+fn remove_links_to(dir: &Path, target: &str) -> std::io::Result<()> {
+    for e in std::fs::read_dir(dir)? {
+        let p = e?.path();
+        let m = std::fs::symlink_metadata(&p)?;
+        if m.is_dir() {
+            let _ = remove_links_to(&p, target);
+        } else if m.file_type().is_symlink()
+            && std::fs::read_link(&p)?
+                .file_name()
+                .is_some_and(|f| f == target)
+        {
+            std::fs::remove_file(&p)?;
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn compat_links_have_the_asmguard_links_owner_and_mode() {
+    let Some(_g) = lock() else { return };
+    if Path::new("/run/udev/control").exists() {
+        eprintln!("SKIPPED: a udevd runs here; this test only runs where udevadm test is alone");
+        return;
+    }
+    // A disk AFD labelled (the seed's real sector), adopted as it is.
+    let l = Loop::new(16 * MIB);
+    let seed = std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../crates/format/tests/vectors/seed-afd-label-V512DATA1-4096.bin"),
+    )
+    .unwrap();
+    l.write_dev(0, &seed);
+    let before = l.read_dev(0, 1 << 20);
+    // The configuration `import afd` makes, with this host's owner and group.
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("oracleafd.conf");
+    std::fs::write(
+        &src,
+        format!("afd_diskstring='/dev/{}'\nafd_filtering=enable\n", l.name),
+    )
+    .unwrap();
+    let imported = import(&["afd", src.to_str().unwrap()]).ok().stdout;
+    let text = imported.replace(
+        "compat = [\"oracleafd\"]",
+        "compat = [\"oracleafd\", \"oracleasm\"]\nowner = \"nobody\"\ngroup = \"nogroup\"\nmode = \"0640\"",
+    );
+    assert_ne!(text, imported, "{imported}");
+    let cfg = dir.path().join("asmguard.toml");
+    std::fs::write(&cfg, &text).unwrap();
+    assert_eq!(check_config(&cfg).code, 0);
+    let d = Daemon::start(&[&l.name], "");
+    assert_eq!(d.labels(), vec!["V512DATA1"]);
+    drop(d);
+    let rules = run(Command::new(ctl_bin())
+        .args(["udev-rules", "--config"])
+        .arg(&cfg))
+    .ok()
+    .stdout;
+    let created: Vec<PathBuf> = [
+        "/run/udev",
+        "/run/asmguard",
+        "/dev/asmguard",
+        "/dev/oracleasm",
+        "/dev/oracleafd",
+        "/dev/disk",
+        "/dev/block",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .filter(|p| !p.exists())
+    .collect();
+    std::fs::create_dir_all("/run/udev/rules.d").unwrap();
+    let path = Path::new("/run/udev/rules.d").join(format!(
+        "99-asmguard-compat-test-{}.rules",
+        std::process::id()
+    ));
+    std::fs::write(&path, &rules).unwrap();
+    let db = Path::new("/run/asmguard/links").join(&l.name);
+    let _c = UdevCleanup {
+        dev: l.dev.clone(),
+        created,
+        rules: path,
+        db: db.clone(),
+    };
+    // What the daemon writes where udevd runs: the label it manages the disk under.
+    std::fs::create_dir_all("/run/asmguard/links").unwrap();
+    std::fs::write(&db, "ASMGUARD_LABEL=V512DATA1\n").unwrap();
+    let o = run(Command::new("udevadm")
+        .args(["test", "--action=change"])
+        .arg(format!("/sys/class/block/{}", l.name)));
+    assert_eq!(o.code, 0, "{o:?}");
+    for link in [
+        "/dev/asmguard/disks/V512DATA1",
+        "/dev/oracleasm/disks/V512DATA1",
+        "/dev/oracleafd/disks/V512DATA1",
+    ] {
+        let target = std::fs::read_link(link).unwrap_or_else(|e| panic!("{link}: {e}: {o:?}"));
+        assert_eq!(target, Path::new("../..").join(&l.name), "{link}");
+    }
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata("/dev/oracleasm/disks/V512DATA1").unwrap();
+    assert_eq!((m.uid(), m.gid(), m.mode() & 0o7777), (65534, 65534, 0o640));
+    assert_same(&l.read_dev(0, 1 << 20), &before, "device bytes");
+}
