@@ -306,3 +306,137 @@ fn compat_links_have_the_asmguard_links_owner_and_mode() {
     assert_eq!((m.uid(), m.gid(), m.mode() & 0o7777), (65534, 65534, 0o640));
     assert_same(&l.read_dev(0, 1 << 20), &before, "device bytes");
 }
+
+/// `oracleasm` (asmguardctl through a symlink of that name) against `d`.
+fn oracleasm(d: &Daemon, link: &Path, args: &[&str]) -> Out {
+    run(Command::new(link)
+        .env("ASMGUARD_SOCKET", &d.socket)
+        .args(args))
+}
+
+#[test]
+fn oracleasm_front_end_runs_what_orahost_storage_runs() {
+    let Some(_g) = lock() else { return };
+    let a = Loop::new(32 * MIB);
+    let b = Loop::new(32 * MIB);
+    let fs = Loop::new(32 * MIB);
+    let (da, db, dfs) = (
+        a.dev.display().to_string(),
+        b.dev.display().to_string(),
+        fs.dev.display().to_string(),
+    );
+    sh("mkfs.ext4", &["-q", "-F", &dfs]).ok();
+    let fs_before = fs.read_dev(0, 1 << 20);
+    let d = Daemon::start(&[&a.name, &b.name, &fs.name], "");
+    let dir = tempfile::tempdir().unwrap();
+    let link = dir.path().join("oracleasm");
+    std::os::unix::fs::symlink(ctl_bin(), &link).unwrap();
+    let asm = |args: &[&str]| oracleasm(&d, &link, args);
+
+    // label-asm-disks.sh: `querydisk DEVICE | grep 'is marked an ASM disk' | wc -l`
+    let q = asm(&["querydisk", &da]);
+    assert_eq!(q.code, 1, "{q:?}");
+    assert_eq!(
+        q.stdout,
+        format!("Device \"{da}\" is not marked as an ASM disk\n")
+    );
+    assert!(!q.stdout.contains("is marked an ASM disk"));
+    // orahost_storage: `{{ asmlib_binary }} createdisk {{ asmlabel }} {{ device }}`
+    for (l, dev) in [("data01", &da), ("data02", &db)] {
+        let o = asm(&["createdisk", l, dev]).ok();
+        assert_eq!(
+            o.stdout,
+            "Writing disk header: done\nInstantiating disk: done\n"
+        );
+    }
+    let q = asm(&["querydisk", &da]).ok();
+    assert_eq!(
+        q.stdout,
+        format!("Device \"{da}\" is marked an ASM disk with the label \"DATA01\"\n")
+    );
+    assert_eq!(q.stdout.matches("is marked an ASM disk").count(), 1);
+    // `scandisks` (changed_when: false), then `listdisks` -> stdout_lines
+    let s = asm(&["scandisks"]).ok();
+    assert!(
+        s.stdout.starts_with("Reloading disk partitions: done\n"),
+        "{s:?}"
+    );
+    assert_eq!(asm(&["listdisks"]).ok().stdout, "DATA01\nDATA02\n");
+    assert_eq!(
+        d.ctl(&["oracleasm", "listdisks"]).ok().stdout,
+        "DATA01\nDATA02\n"
+    );
+    // createdisk again: ASMLib's answer, exit 1, nothing changes
+    let o = asm(&["createdisk", "DATA09", &da]);
+    o.refused(
+        1,
+        &[&format!(
+            "Device \"{da}\" is already labeled for ASM disk \"DATA01\""
+        )],
+    );
+    // a disk holding a filesystem: refused with asmguard's sentence, not a byte written
+    let o = asm(&["createdisk", "DATA03", &dfs]);
+    o.refused(1, &["holds data (ext4"]);
+    assert_eq!(
+        o.stdout,
+        "Writing disk header: failed\nUnable to create disk \"DATA03\"\n"
+    );
+    assert_same(&fs.read_dev(0, 1 << 20), &fs_before, "filesystem disk");
+    // querydisk by label, -d, -p (blkid's lines), unknown label
+    let (maj, min) = {
+        use std::os::unix::fs::MetadataExt;
+        let r = std::fs::metadata(&a.dev).unwrap().rdev();
+        (libc::major(r), libc::minor(r))
+    };
+    let q = asm(&["querydisk", "-d", "-p", "DATA01"]).ok();
+    assert_eq!(
+        q.stdout,
+        format!(
+            "Disk \"DATA01\" is a valid ASM disk on device [{maj},{min}]\n{da}: LABEL=\"DATA01\" TYPE=\"oracleasm\"\n"
+        )
+    );
+    let blkid = sh("blkid", &["-p", "-o", "export", &da]).ok().stdout;
+    assert!(
+        blkid.contains("LABEL=DATA01") && blkid.contains("TYPE=oracleasm"),
+        "{blkid}"
+    );
+    let q = asm(&["querydisk", "NOSUCH"]);
+    assert_eq!(q.code, 1);
+    assert_eq!(
+        q.stdout,
+        "Disk \"NOSUCH\" does not exist or is not instantiated\n"
+    );
+    // discover (ORCL:*), renamedisk by device, deletedisk by label
+    let o = asm(&["discover"]).ok();
+    assert!(
+        o.stdout
+            .contains("Discovered disk: ORCL:DATA01 [65536 blocks (33554432 bytes), maxio 512]"),
+        "{o:?}"
+    );
+    let o = asm(&["renamedisk", &db, "fra01"]).ok();
+    assert_eq!(
+        o.stdout,
+        "Writing disk header: done\nInstantiating disk \"FRA01\": done\n"
+    );
+    assert_eq!(asm(&["listdisks"]).ok().stdout, "DATA01\nFRA01\n");
+    let o = asm(&["deletedisk", "FRA01"]).ok();
+    assert_eq!(
+        o.stdout,
+        "Clearing disk header: done\nDropping disk: done\n"
+    );
+    assert_eq!(asm(&["listdisks"]).ok().stdout, "DATA01\n");
+    // AFD runbooks: afd_lsdsk's columns
+    let o = d.ctl(&["oracleasm", "lsdsk", "--afd"]).ok();
+    assert!(
+        o.stdout.lines().any(
+            |l| l.split_whitespace().collect::<Vec<_>>() == ["DATA01", "DISABLED", da.as_str()]
+        ),
+        "{o:?}"
+    );
+    // no daemon: exit 1 and a sentence
+    drop(d);
+    let o = run(Command::new(&link)
+        .env("ASMGUARD_SOCKET", dir.path().join("none.sock"))
+        .arg("listdisks"));
+    o.refused(1, &["asmguardd is not reachable"]);
+}
