@@ -9,6 +9,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 # Host tests: real tools that make the foreign signatures inspect must recognise, the
 # reference blkid, udev and systemd tools for the rules and unit tests, promtool.
 HOST_TEST_PKGS="util-linux fdisk e2fsprogs xfsprogs btrfs-progs cryptsetup-bin lvm2
+ ansible-core ansible-lint
  udev systemd prometheus
  mmdebstrap lintian rpm python3-rpm python3-venv"
 

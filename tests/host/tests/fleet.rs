@@ -440,3 +440,125 @@ fn oracleasm_front_end_runs_what_orahost_storage_runs() {
         .arg("listdisks"));
     o.refused(1, &["asmguardd is not reachable"]);
 }
+
+/// `ansible-playbook` on this host (connection=local) with the collection's role.
+fn playbook(dir: &Path, vars: &serde_json::Value, extra: &[&str]) -> Out {
+    let roles = repo_root().join("contrib/ansible/roles");
+    let play = dir.join("play.yml");
+    std::fs::write(
+        &play,
+        "- name: asmguard\n  hosts: localhost\n  connection: local\n  gather_facts: false\n  roles:\n    - role: asmguard\n",
+    )
+    .unwrap();
+    let vars_file = dir.join("vars.json");
+    std::fs::write(&vars_file, vars.to_string()).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin_dir().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    run(Command::new("ansible-playbook")
+        .args(["-i", "localhost,", "-e"])
+        .arg(format!("@{}", vars_file.display()))
+        .args(extra)
+        .arg(&play)
+        .env("PATH", path)
+        .env("ANSIBLE_ROLES_PATH", roles)
+        .env("ANSIBLE_NOCOLOR", "1")
+        .env("ANSIBLE_LOCALHOST_WARNING", "false")
+        .env("ANSIBLE_INVENTORY_UNPARSED_WARNING", "false")
+        .env("ANSIBLE_LOCAL_TEMP", dir.join("tmp"))
+        .env("ANSIBLE_HOME", dir.join("home")))
+}
+
+/// `changed=N` and `failed=N` of the PLAY RECAP.
+fn recap(o: &Out) -> (u32, u32) {
+    let line = o
+        .stdout
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("localhost") && l.contains("changed="))
+        .unwrap_or_else(|| panic!("no PLAY RECAP: {o:?}"));
+    let n = |k: &str| {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(k))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{k} not in {line}"))
+    };
+    (n("changed="), n("failed="))
+}
+
+#[test]
+fn ansible_role_syntax_and_lint() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = playbook(dir.path(), &serde_json::json!({}), &["--syntax-check"]);
+    assert_eq!(o.code, 0, "{o:?}");
+    let o = run(Command::new("ansible-lint")
+        .args(["--offline", "-p", "roles/asmguard", "playbooks/site.yml"])
+        .current_dir(repo_root().join("contrib/ansible"))
+        .env("ANSIBLE_HOME", dir.path().join("home")));
+    assert_eq!(o.code, 0, "ansible-lint: {o:?}");
+}
+
+#[test]
+fn ansible_role_labels_once_then_changes_nothing_and_fails_on_data() {
+    let Some(_g) = lock() else { return };
+    let a = Loop::new(32 * MIB);
+    let b = Loop::new(32 * MIB);
+    let fs = Loop::new(32 * MIB);
+    let dfs = fs.dev.display().to_string();
+    sh("mkfs.ext4", &["-q", "-F", &dfs]).ok();
+    let fs_before = fs.read_dev(0, 1 << 20);
+    let d = Daemon::start(&[&a.name, &b.name, &fs.name], "");
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("etc/asmguard.toml");
+    let rules = dir.path().join("99-asmguard.rules");
+    // The community Oracle collection's variables.
+    let vars = |disks: serde_json::Value| {
+        serde_json::json!({
+            "device_persistence": "asmlib",
+            "asm_diskgroups": [{"diskgroup": "data", "disk": disks}],
+            "asmguard_install_package": false,
+            "asmguard_manage_service": false,
+            "asmguard_reload_udev": false,
+            "asmguard_owner": "nobody",
+            "asmguard_group": "nogroup",
+            "asmguard_config_path": cfg,
+            "asmguard_udev_rules_path": rules,
+            "asmguard_socket": d.socket,
+        })
+    };
+    let two = vars(serde_json::json!([
+        {"device": a.dev, "asmlabel": "data01"},
+        {"device": b.dev, "asmlabel": "data02"},
+    ]));
+    let o = playbook(dir.path(), &two, &[]);
+    assert_eq!(o.code, 0, "{o:?}");
+    let (changed, failed) = recap(&o);
+    assert!(changed >= 4 && failed == 0, "{o:?}");
+    let mut labels = d.labels();
+    labels.sort();
+    assert_eq!(labels, vec!["DATA01", "DATA02"]);
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    assert!(text.contains("compat = [\"oracleasm\"]"), "{text}");
+    assert_eq!(check_config(&cfg).code, 0);
+    assert!(std::fs::read_to_string(&rules)
+        .unwrap()
+        .contains("SYMLINK+=\"oracleasm/disks/$env{ASMGUARD_LABEL}\""));
+    // The second run changes nothing.
+    let o = playbook(dir.path(), &two, &[]);
+    assert_eq!(o.code, 0, "{o:?}");
+    assert_eq!(recap(&o), (0, 0), "{o:?}");
+    // A disk holding a filesystem: the play fails with asmguard's message.
+    let bad = vars(serde_json::json!([{"device": fs.dev, "asmlabel": "data03"}]));
+    let o = playbook(dir.path(), &bad, &[]);
+    assert_ne!(o.code, 0, "{o:?}");
+    assert_eq!(recap(&o), (0, 1), "{o:?}");
+    assert!(
+        o.stdout
+            .contains(&format!("{dfs}: {dfs}: holds data (ext4")),
+        "{o:?}"
+    );
+    assert_same(&fs.read_dev(0, 1 << 20), &fs_before, "filesystem disk");
+    assert!(!d.labels().contains(&"DATA03".to_string()));
+}
