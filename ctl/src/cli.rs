@@ -59,7 +59,7 @@ pub enum Command {
     /// List the labelled disks: label, filtering, path(s), size, sector sizes, ASM
     /// header status, disk group; label conflicts; the device nodes made for
     /// containers (`presented:`) and why a container has none (`NOT PRESENTED:`).
-    Lsdsk(JsonArg),
+    Lsdsk(ViewArgs),
     /// Make the daemon re-read every device, then list like lsdsk.
     Scan(JsonArg),
     /// Daemon version, kernel, BPF LSM, filter backend, disks, socket, metrics address.
@@ -70,7 +70,7 @@ pub enum Command {
     /// programs` lists BPF programs of other tools attached to the same kernel
     /// functions (the first refusal on a function wins). Exit status 7 when
     /// unprotected.
-    Status(JsonArg),
+    Status(ViewArgs),
     /// Write filter: enforce (enable), log and allow (audit) or off (disable) on one
     /// disk, or on all disks when no label is given (root only).
     ///
@@ -168,6 +168,17 @@ pub struct IostatArgs {
     /// Print one JSON object per report.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ViewArgs {
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// AFD's view, for AFD runbooks: `lsdsk` as `asmcmd afd_lsdsk`, `status` as
+    /// `asmcmd afd_state`.
+    #[arg(long, conflicts_with = "json")]
+    pub afd: bool,
 }
 
 #[derive(Debug, Args)]

@@ -476,6 +476,8 @@ pub fn run(c: &Cli) -> Result<(), CliError> {
             }),
             a.json,
         ),
+        cli::Command::Lsdsk(a) if a.afd => crate::oracleasm::afd_lsdsk(&c.socket, c.timeout),
+        cli::Command::Status(a) if a.afd => crate::oracleasm::afd_state(&c.socket, c.timeout),
         cli::Command::Lsdsk(a) => list(c, Op::Lsdsk, a.json),
         cli::Command::Scan(a) => list(c, Op::Scan, a.json),
         cli::Command::Status(a) => status(c, a.json),

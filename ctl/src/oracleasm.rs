@@ -407,21 +407,9 @@ fn run_cmd(socket: &Path, timeout: u64, cmd: &Cmd) -> Result<(), CliError> {
             }
             Ok(())
         }
-        Cmd::Status { afd } => status(&c, *afd),
-        Cmd::Lsdsk { .. } => {
-            let r = c.lsdsk()?;
-            println!("{:<24}{:<12}{}", "Label", "Filtering", "Path");
-            println!("{}", "=".repeat(72));
-            for d in r.disks.iter().filter(|d| !d.conflict) {
-                let f = if d.filter_mode == "enforce" {
-                    "ENABLED"
-                } else {
-                    "DISABLED"
-                };
-                println!("{:<24}{:<12}{}", d.label, f, d.top);
-            }
-            Ok(())
-        }
+        Cmd::Status { afd: true } => afd_state(socket, timeout),
+        Cmd::Status { afd: false } => status(&c),
+        Cmd::Lsdsk { .. } => afd_lsdsk(socket, timeout),
         Cmd::Configure {
             config,
             interactive,
@@ -438,6 +426,37 @@ fn run_cmd(socket: &Path, timeout: u64, cmd: &Cmd) -> Result<(), CliError> {
             Ok(())
         }
     }
+}
+
+/// `asmcmd afd_lsdsk`'s columns: label, filtering (ENABLED/DISABLED), path.
+pub fn afd_lsdsk(socket: &Path, timeout: u64) -> Result<(), CliError> {
+    let c = Ctx { socket, timeout };
+    let r = c.lsdsk()?;
+    println!("{:<24}{:<12}Path", "Label", "Filtering");
+    println!("{}", "=".repeat(72));
+    for d in r.disks.iter().filter(|d| !d.conflict) {
+        let f = if d.filter_mode == "enforce" {
+            "ENABLED"
+        } else {
+            "DISABLED"
+        };
+        println!("{:<24}{f:<12}{}", d.label, d.top);
+    }
+    Ok(())
+}
+
+/// `asmcmd afd_state`'s line: loaded, filtering ENABLED or DISABLED, host.
+pub fn afd_state(socket: &Path, timeout: u64) -> Result<(), CliError> {
+    let c = Ctx { socket, timeout };
+    let s: StatusResult = decode(c.call(Op::Status)?)?;
+    let on = !s.unprotected() && s.default_filter_mode == "enforce";
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    println!(
+        "ASMCMD-9526: The AFD state is 'LOADED' and filtering is '{}' on host '{}'",
+        if on { "ENABLED" } else { "DISABLED" },
+        host.trim()
+    );
+    Ok(())
 }
 
 /// asmguard's configuration as /etc/sysconfig/oracleasm's keys.
@@ -467,7 +486,7 @@ pub fn configure_text(cfg: &asmguard_config::Config) -> String {
     )
 }
 
-fn status(c: &Ctx, afd: bool) -> Result<(), CliError> {
+fn status(c: &Ctx) -> Result<(), CliError> {
     let mut ok = true;
     let mut check = |what: String, yes: bool, detail: String| {
         ok &= yes;
@@ -491,21 +510,6 @@ fn status(c: &Ctx, afd: bool) -> Result<(), CliError> {
         true,
         format!("pid {}, {}", s.pid, s.daemon_version),
     );
-    if afd {
-        // AFD's afd_state: loaded, filtering.
-        println!(
-            "ASMCMD-9526: The AFD state is 'LOADED' and filtering is '{}' on host '{}'",
-            if s.unprotected() || s.default_filter_mode != "enforce" {
-                "DISABLED"
-            } else {
-                "ENABLED"
-            },
-            std::fs::read_to_string("/proc/sys/kernel/hostname")
-                .unwrap_or_default()
-                .trim()
-        );
-        return Ok(());
-    }
     check(
         "the write filter protects the disks".into(),
         !s.unprotected(),

@@ -425,14 +425,45 @@ fn oracleasm_front_end_runs_what_orahost_storage_runs() {
         "Clearing disk header: done\nDropping disk: done\n"
     );
     assert_eq!(asm(&["listdisks"]).ok().stdout, "DATA01\n");
-    // AFD runbooks: afd_lsdsk's columns
-    let o = d.ctl(&["oracleasm", "lsdsk", "--afd"]).ok();
+    // AFD runbooks: afd_lsdsk's columns, afd_state's line
+    for o in [
+        d.ctl(&["lsdsk", "--afd"]).ok(),
+        d.ctl(&["oracleasm", "lsdsk", "--afd"]).ok(),
+    ] {
+        assert!(
+            o.stdout
+                .starts_with("Label                   Filtering   Path\n"),
+            "{o:?}"
+        );
+        assert!(
+            o.stdout
+                .lines()
+                .any(|l| l.split_whitespace().collect::<Vec<_>>()
+                    == ["DATA01", "DISABLED", da.as_str()]),
+            "{o:?}"
+        );
+    }
+    let o = d.ctl(&["status", "--afd"]).ok();
     assert!(
-        o.stdout.lines().any(
-            |l| l.split_whitespace().collect::<Vec<_>>() == ["DATA01", "DISABLED", da.as_str()]
+        o.stdout.starts_with(
+            "ASMCMD-9526: The AFD state is 'LOADED' and filtering is 'DISABLED' on host '"
         ),
         "{o:?}"
     );
+    // status: a checklist; no udevd here, so no link: "no", exit 1
+    let o = asm(&["status"]);
+    assert_eq!(o.code, 1, "{o:?}");
+    assert!(
+        o.stdout
+            .starts_with("Checking if asmguardd is running: yes (pid "),
+        "{o:?}"
+    );
+    assert!(
+        o.stdout
+            .contains("Checking if /dev/asmguard/disks/DATA01 is grid:asmadmin mode 0660: no"),
+        "{o:?}"
+    );
+    assert!(o.stdout.contains(&format!("Checking if disk DATA01 is filtered on every path: no (preferred {da}; paths {}(labelled))", a.name)), "{o:?}");
     // no daemon: exit 1 and a sentence
     drop(d);
     let o = run(Command::new(&link)
