@@ -43,6 +43,12 @@ mkdir -p "$DESTDIR/usr/share/man/man8" "$DESTDIR/usr/share/bash-completion/compl
 "$BIN/asmguardctl" completions fish > "$DESTDIR/usr/share/fish/vendor_completions.d/asmguardctl.fish"
 say "man page and completions in $DESTDIR/usr/share"
 if [ -z "$DESTDIR" ]; then
+    # ASMLib's command name (asmguardctl oracleasm ...), only where oracleasm-support
+    # does not provide it.
+    if [ ! -e /usr/sbin/oracleasm ] && [ ! -L /usr/sbin/oracleasm ]; then
+        ln -s asmguardctl /usr/sbin/oracleasm
+        say "oracleasm -> asmguardctl in /usr/sbin"
+    fi
     systemctl daemon-reload 2>/dev/null || true
     udevadm control --reload 2>/dev/null || true
     say "done: review /etc/asmguard/asmguard.toml, then: systemctl enable --now asmguard"

@@ -28,6 +28,10 @@ for f in /usr/sbin/asmguardd /usr/sbin/asmguardctl /usr/lib/systemd/system/asmgu
     /usr/share/fish/vendor_completions.d/asmguardctl.fish; do
     if [ -e "$DESTDIR$f" ]; then rm -f "$DESTDIR$f"; say "removed $DESTDIR$f"; fi
 done
+if [ "$(readlink "$DESTDIR/usr/sbin/oracleasm" 2>/dev/null)" = asmguardctl ]; then
+    rm -f "$DESTDIR/usr/sbin/oracleasm"
+    say "removed $DESTDIR/usr/sbin/oracleasm"
+fi
 if [ "${PURGE:-0}" = 1 ]; then
     rm -rf "$DESTDIR/etc/asmguard"
     say "removed $DESTDIR/etc/asmguard"

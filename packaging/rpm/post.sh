@@ -6,6 +6,8 @@ if [ ! -e /etc/asmguard/asmguard.toml ]; then
 	cp /usr/share/asmguard/asmguard.toml /etc/asmguard/asmguard.toml
 	chmod 0644 /etc/asmguard/asmguard.toml
 fi
+# ASMLib's command name, only where oracleasm-support does not provide it.
+[ -e /usr/sbin/oracleasm ] || [ -L /usr/sbin/oracleasm ] || ln -s asmguardctl /usr/sbin/oracleasm || :
 if [ -S /run/udev/control ]; then udevadm control --reload || :; fi
 if [ -d /run/systemd/system ]; then systemctl daemon-reload || :; fi
 if [ "$1" = 1 ]; then systemctl enable asmguard.service >/dev/null 2>&1 || :; fi
