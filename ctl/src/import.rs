@@ -645,19 +645,14 @@ fn label_for(symlink: &str) -> Option<String> {
 pub fn udev(text: &str, file: &str) -> Result<Import, String> {
     let mut b = Builder::new();
     let rules = udev_rules(text, file)?;
-    // (owner, group, mode) of the rules that make ASM disk nodes.
-    let mut perms: Vec<(usize, Option<String>, Option<String>, Option<String>)> = Vec::new();
+    // (line, [OWNER, GROUP, MODE]) of the rules that make ASM disk nodes.
+    let mut perms: Vec<(usize, [Option<&str>; 3])> = Vec::new();
     for r in &rules {
         let (o, g, m) = (r.get("OWNER"), r.get("GROUP"), r.get("MODE"));
         if o.is_none() && g.is_none() && m.is_none() && r.get("SYMLINK").is_none() {
             continue;
         }
-        perms.push((
-            r.line,
-            o.map(Into::into),
-            g.map(Into::into),
-            m.map(Into::into),
-        ));
+        perms.push((r.line, [o, g, m]));
         let matched: Vec<String> = r
             .terms
             .iter()
@@ -704,20 +699,13 @@ pub fn udev(text: &str, file: &str) -> Result<Import, String> {
     }
     // One owner/group/mode for all disks: the most common one among the rules.
     for (i, key, what) in [
-        (1, "paths.owner", "OWNER"),
-        (2, "paths.group", "GROUP"),
-        (3, "paths.mode", "MODE"),
+        (0, "paths.owner", "OWNER"),
+        (1, "paths.group", "GROUP"),
+        (2, "paths.mode", "MODE"),
     ] {
         let vals: Vec<(usize, &str)> = perms
             .iter()
-            .filter_map(|p| {
-                let v = match i {
-                    1 => p.1.as_deref(),
-                    2 => p.2.as_deref(),
-                    _ => p.3.as_deref(),
-                };
-                v.map(|v| (p.0, v))
-            })
+            .filter_map(|(line, v)| v[i].map(|v| (*line, v)))
             .collect();
         let Some(&(line, _)) = vals.first() else {
             continue;
@@ -732,7 +720,7 @@ pub fn udev(text: &str, file: &str) -> Result<Import, String> {
             }
         }
         let mode;
-        let value = if i == 3 {
+        let value = if i == 2 {
             let ok = !best.is_empty()
                 && best.len() <= 4
                 && best.chars().all(|c| ('0'..='7').contains(&c));
