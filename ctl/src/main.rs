@@ -12,6 +12,7 @@ mod exit;
 mod inspect;
 mod iostat;
 mod reclaim;
+mod size;
 
 use clap::Parser;
 
