@@ -711,7 +711,7 @@ impl Daemon {
                 .iter()
                 .map(crate::present::Problem::info)
                 .collect(),
-            default_filter_mode: self.cfg.filter.mode.clone(),
+            default_filter_mode: self.cfg.filter.mode.to_string(),
             disks: s.model.usable(),
             conflicts: s.model.conflicts.len(),
             devices_scanned: s.model.devices_scanned,
