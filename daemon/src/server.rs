@@ -541,10 +541,10 @@ async fn connection(stream: UnixStream, d: Arc<Daemon>, peer: Peer) {
             Ok(req) => match authorise(&d, &peer, &req.op) {
                 Err(e) => {
                     tracing::info!(
-                        "refused `{}` from uid {} pid {:?}{}",
+                        "refused `{}` from uid {} pid {}{}",
                         req.op.name(),
                         peer.uid,
-                        peer.pid,
+                        pid_shown(peer.pid),
                         peer.whence()
                     );
                     Response::err(req.id, e)
@@ -552,11 +552,11 @@ async fn connection(stream: UnixStream, d: Arc<Daemon>, peer: Peer) {
                 Ok(()) => {
                     if req.op.access() == Access::Write {
                         tracing::info!(
-                            "uid {} pid {:?}{} asks: {:?}",
+                            "uid {} pid {}{} asks: {}",
                             peer.uid,
-                            peer.pid,
+                            pid_shown(peer.pid),
                             peer.whence(),
-                            req.op
+                            serde_json::to_string(&req.op).unwrap_or_default()
                         );
                     }
                     match req.op {
@@ -580,6 +580,11 @@ async fn connection(stream: UnixStream, d: Arc<Daemon>, peer: Peer) {
             return;
         }
     }
+}
+
+/// A peer's pid for the journal (`?` where the kernel gave none).
+fn pid_shown(pid: Option<i32>) -> String {
+    pid.map_or_else(|| "?".into(), |p| p.to_string())
 }
 
 fn to_value<T: serde::Serialize>(v: T) -> Result<serde_json::Value, ErrorBody> {
@@ -647,11 +652,11 @@ async fn dispatch(d: Arc<Daemon>, id: u64, op: Op, peer: Peer) -> Response {
                 })?;
                 d.reapply();
                 tracing::info!(
-                    "filter {} {}: uid {} pid {:?}",
+                    "filter {} {}: uid {} pid {}",
                     a.action,
                     a.label.as_deref().unwrap_or("(all disks)"),
                     peer.uid,
-                    peer.pid
+                    pid_shown(peer.pid)
                 );
                 to_value(asmguard_proto::FilterResult {
                     action: a.action,
@@ -681,9 +686,9 @@ async fn dispatch(d: Arc<Daemon>, id: u64, op: Op, peer: Peer) -> Response {
         Ok(Err(e)) => {
             if audit {
                 tracing::warn!(
-                    "uid {} pid {:?}: `{name}` refused: {}",
+                    "uid {} pid {}: `{name}` refused: {}",
                     peer_ids.0,
-                    peer_ids.1,
+                    pid_shown(peer_ids.1),
                     e.message
                 );
             }
