@@ -301,7 +301,8 @@ fn default_watch() -> f64 {
 
 impl Eq for ReclaimArgs {}
 
-/// Progress of a running `reclaim` (one per progress line).
+/// Progress of a running `reclaim` (one per progress line): what the reclaim
+/// crate reports while it works, sent as it is.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReclaimProgress {
     /// `checking` (safety checks and watch window), `reclaiming`.
