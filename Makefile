@@ -11,8 +11,9 @@ deps:
 build: deps
 	$(CARGO) build --release --workspace
 
-# The main job: a sparse-file loop device, labelled, protected, measured.
-demo: build
+# The main job: a sparse-file loop device, labelled, protected, measured. The
+# script builds the two binaries it runs (one cargo build).
+demo: deps
 	@scripts/demo.sh
 
 # Every test: lint, host tests (loop devices), a fuzz smoke, and the VM lab on the

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # asmguard demo (make demo): build, make a sparse-file loop device, start asmguardd with
 # a throw-away config and socket, label the disk, show lsdsk, status and inspect, show
-# the write filter denying root's dd and the event it produced, and clean up after
+# the write filter denying root's dd beside an allowed writer's write and the event the
+# refusal produced, and clean up after
 # itself (trap on EXIT: filter removed, daemon stopped, loop device detached, files
 # removed), also when a step fails or on Ctrl-C.
 #
@@ -71,6 +72,11 @@ echo "loop device: $LOOP"
 
 step "Writing a throw-away config (only $NAME is looked at) and starting asmguardd"
 SOCK="$WORK/asmguard.sock"
+# The one program the filter lets write to managed disks: a copy of dd the demo
+# makes (a database's allow-list names its users, groups or executables; the
+# demo names only what it creates, so nothing in it is missing on this host).
+WRITER="$WORK/asm-writer"
+cp "$(command -v dd)" "$WRITER"
 # A free port for the metrics endpoint (the default is 127.0.0.1:9465).
 MPORT=$(for p in $(seq 19465 19565); do
     (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; break; }
@@ -80,11 +86,21 @@ cat > "$WORK/asmguard.toml" <<TOML
 include = ["$NAME"]
 exclude = []
 
+[paths]
+owner = "root"
+group = "root"
+
 [socket]
 path = "$SOCK"
+admin_group = "root"
 
 [metrics]
 listen = "127.0.0.1:$MPORT"
+
+[filter]
+allow_users = []
+allow_groups = []
+allow_executables = ["$WRITER"]
 TOML
 cat "$WORK/asmguard.toml"
 show "$BIN/asmguardd" --check-config --config "$WORK/asmguard.toml"
@@ -123,7 +139,8 @@ show "${CTL[@]}" label OTHER "$LOOP" || echo "(refused with exit $?, nothing wri
 step "The write filter: root tries to overwrite the labelled disk with dd"
 BACKEND=$("${CTL[@]}" status --json | tr -d ' \n' | sed -n 's/.*"filter_backend":"\([^"]*\)".*/\1/p')
 if [ "$BACKEND" = cgroup_device ]; then
-    echo "(This kernel does not run BPF LSM programs, so asmguardd uses its fallback backend:"
+    echo "(The BPF LSM programs did not load here (status's \`filter:\` line above says why), so"
+    echo " asmguardd uses its fallback backend:"
     echo " a cgroup-device program on the cgroup-v2 root that denies write-opens of managed"
     echo " disks. status says \"degraded: open-time only\". The full LSM filter - writes on"
     echo " old file descriptors, discard/SG_IO/partition ioctls, mmap, io_uring - runs in the"
@@ -134,7 +151,10 @@ fi
 show dd if=/dev/zero of="$LOOP" bs=4096 count=1 conv=notrunc ||
     echo "(refused with exit $?: nothing reached the disk or the page cache)"
 
-step "The event it produced (asmguardctl events; --json and --follow also work)"
+step "The allowed writer (allow_executables) writes beside the label (at 1 MiB)"
+show "$WRITER" if=/dev/zero of="$LOOP" bs=4096 count=1 seek=256 conv=notrunc oflag=direct
+
+step "The refusal left an event (asmguardctl events; --json and --follow also work)"
 show "${CTL[@]}" events
 
 step "A fresh read shows the label, untouched"

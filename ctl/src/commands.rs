@@ -3,7 +3,10 @@
 use crate::cli::{self, Cli};
 use crate::client::call;
 use crate::exit::{CliError, BAD_INPUT, FAILED};
-use asmguard_proto::{FilterAction, LabelResult, LsdskResult, Op, Protection, StatusResult};
+use crate::size::human;
+use asmguard_proto::{
+    FilterAction, LabelAction, LabelResult, LsdskResult, Op, Protection, StatusResult,
+};
 use clap::CommandFactory;
 use serde::de::DeserializeOwned;
 
@@ -16,32 +19,19 @@ fn print_json(v: &serde_json::Value) {
     println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
 }
 
-pub fn human(n: u64) -> String {
-    const U: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    let mut v = n as f64;
-    let mut i = 0;
-    while v >= 1024.0 && i < U.len() - 1 {
-        v /= 1024.0;
-        i += 1;
-    }
-    if i == 0 {
-        format!("{n} B")
-    } else {
-        format!("{v:.2} {}", U[i])
-    }
-}
-
 fn label_text(r: &LabelResult) -> String {
-    let mut s = match r.action.as_str() {
-        "unchanged" => format!("{}: already labelled {}: nothing to do", r.device, r.label),
-        "migrated" => format!(
+    let mut s = match r.action {
+        LabelAction::Unchanged => {
+            format!("{}: already labelled {}: nothing to do", r.device, r.label)
+        }
+        LabelAction::Migrated => format!(
             "{}: labelled {} (ASM disk header kept; only the label bytes changed)",
             r.device, r.label
         ),
-        "relabelled" => format!("{}: relabelled {}", r.device, r.label),
-        "unlabelled" => format!("{}: label {} removed", r.device, r.label),
-        "renamed" => format!("{}: renamed to {}", r.device, r.label),
-        _ => format!("{}: labelled {}", r.device, r.label),
+        LabelAction::Relabelled => format!("{}: relabelled {}", r.device, r.label),
+        LabelAction::Unlabelled => format!("{}: label {} removed", r.device, r.label),
+        LabelAction::Renamed => format!("{}: renamed to {}", r.device, r.label),
+        LabelAction::Labelled => format!("{}: labelled {}", r.device, r.label),
     };
     if !r.erased.is_empty() {
         s.push_str(&format!(" (erased: {})", r.erased.join(", ")));

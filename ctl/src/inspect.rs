@@ -1,8 +1,8 @@
 //! `asmguardctl inspect`: offline, read-only view of a device or image.
 
 use crate::cli::InspectArgs;
-use crate::commands::human;
 use crate::exit::{CliError, FAILED};
+use crate::size::human;
 use asmguard_devices::{Device, DeviceKind};
 use asmguard_format::header::DiskHeader;
 use asmguard_format::label::{self, LabelState};

@@ -14,6 +14,7 @@ mod inspect;
 mod iostat;
 mod oracleasm;
 mod reclaim;
+mod size;
 
 use clap::Parser;
 

@@ -3,8 +3,8 @@
 //! in the daemon cleanly (its checkpoint stays: a rerun completes the job).
 
 use crate::cli::{Cli, ReclaimArgs};
-use crate::commands::human;
 use crate::exit::{CliError, BAD_INPUT, FAILED, UNREACHABLE};
+use crate::size::human;
 use asmguard_proto::{Op, ProgressLine, ReclaimResult, Request, Response};
 use std::io::{BufRead, BufReader, IsTerminal, Write};
 use std::os::unix::net::UnixStream;

@@ -28,7 +28,7 @@ pub fn warnings(c: &Config, file: &str) -> Vec<String> {
         unresolved("filter.allow_groups", gid_of(g));
     }
     let f = &c.filter;
-    if f.mode != "off"
+    if f.mode != asmguard_config::FilterMode::Off
         && f.allow_users.is_empty()
         && f.allow_groups.is_empty()
         && f.allow_executables.is_empty()

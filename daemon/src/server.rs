@@ -8,10 +8,7 @@
 use crate::filter::service::SetModeError;
 use crate::state::Daemon;
 use crate::wire;
-use asmguard_proto::{
-    parse_request, Access, ErrorBody, ErrorCode, EventsArgs, FilterArgs, LabelArgs, Op,
-    ReclaimArgs, RenameArgs, Response, UnlabelArgs, MAX_REQUEST_LEN,
-};
+use asmguard_proto::{parse_request, Access, ErrorBody, ErrorCode, Op, Response, MAX_REQUEST_LEN};
 use std::collections::HashMap;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::Path;
@@ -544,29 +541,27 @@ async fn connection(stream: UnixStream, d: Arc<Daemon>, peer: Peer) {
             Ok(req) => match authorise(&d, &peer, &req.op) {
                 Err(e) => {
                     tracing::info!(
-                        "refused `{}` from uid {} pid {:?}{}",
+                        "refused `{}` from uid {} pid {}{}",
                         req.op.name(),
                         peer.uid,
-                        peer.pid,
+                        pid_shown(peer.pid),
                         peer.whence()
                     );
                     Response::err(req.id, e)
                 }
                 Ok(()) => {
-                    let name = req.op.name();
-                    let audit = req.op.access() == Access::Write;
-                    if audit {
+                    if req.op.access() == Access::Write {
                         tracing::info!(
-                            "uid {} pid {:?}{} asks: {:?}",
+                            "uid {} pid {}{} asks: {}",
                             peer.uid,
-                            peer.pid,
+                            pid_shown(peer.pid),
                             peer.whence(),
-                            req.op
+                            serde_json::to_string(&req.op).unwrap_or_default()
                         );
                     }
-                    match route(req.op) {
+                    match req.op {
                         // `reclaim` streams progress lines and watches the connection.
-                        Route::Reclaim(a) => {
+                        Op::Reclaim(a) => {
                             if crate::reclaim::serve(d.clone(), req.id, a, &mut rd, &mut wr)
                                 .await
                                 .is_err()
@@ -575,16 +570,8 @@ async fn connection(stream: UnixStream, d: Arc<Daemon>, peer: Peer) {
                             }
                             continue;
                         }
-                        Route::Scan => scan(d.clone(), req.id).await,
-                        Route::Call(call) => {
-                            let asked = Asked {
-                                id: req.id,
-                                name,
-                                audit,
-                                peer: peer.clone(),
-                            };
-                            dispatch(d.clone(), call, asked).await
-                        }
+                        Op::Scan => scan(d.clone(), req.id).await,
+                        op => dispatch(d.clone(), req.id, op, peer.clone()).await,
                     }
                 }
             },
@@ -593,6 +580,11 @@ async fn connection(stream: UnixStream, d: Arc<Daemon>, peer: Peer) {
             return;
         }
     }
+}
+
+/// A peer's pid for the journal (`?` where the kernel gave none).
+fn pid_shown(pid: Option<i32>) -> String {
+    pid.map_or_else(|| "?".into(), |p| p.to_string())
 }
 
 fn to_value<T: serde::Serialize>(v: T) -> Result<serde_json::Value, ErrorBody> {
@@ -634,71 +626,22 @@ async fn scan(d: Arc<Daemon>, id: u64) -> Response {
     }
 }
 
-/// How a request is served: most on a blocking thread ([`Call`]), `scan`
-/// shared with the requests that arrive while one runs, `reclaim` on its
-/// connection with progress lines.
-enum Route {
-    Call(Call),
-    Scan,
-    Reclaim(ReclaimArgs),
-}
-
-/// The operations served on a blocking thread, one answer each.
-enum Call {
-    Ping,
-    Lsdsk,
-    Status,
-    Iostat,
-    Label(LabelArgs),
-    Unlabel(UnlabelArgs),
-    Rename(RenameArgs),
-    Filter(FilterArgs),
-    Events(EventsArgs),
-}
-
-fn route(op: Op) -> Route {
-    Route::Call(match op {
-        Op::Scan => return Route::Scan,
-        Op::Reclaim(a) => return Route::Reclaim(a),
-        Op::Ping => Call::Ping,
-        Op::Lsdsk => Call::Lsdsk,
-        Op::Status => Call::Status,
-        Op::Iostat => Call::Iostat,
-        Op::Label(a) => Call::Label(a),
-        Op::Unlabel(a) => Call::Unlabel(a),
-        Op::Rename(a) => Call::Rename(a),
-        Op::Filter(a) => Call::Filter(a),
-        Op::Events(a) => Call::Events(a),
-    })
-}
-
-/// Who asked what, for the answer and the journal.
-struct Asked {
-    id: u64,
-    name: &'static str,
-    audit: bool,
-    peer: Peer,
-}
-
-async fn dispatch(d: Arc<Daemon>, call: Call, asked: Asked) -> Response {
-    let Asked {
-        id,
-        name,
-        audit,
-        peer,
-    } = asked;
+/// Serves one operation on a blocking thread, one answer. `scan` and `reclaim`
+/// are served on their connection (shared scans, progress lines) before this.
+async fn dispatch(d: Arc<Daemon>, id: u64, op: Op, peer: Peer) -> Response {
+    let name = op.name();
+    let audit = op.access() == Access::Write;
+    let peer_ids = (peer.uid, peer.pid);
     let r = tokio::task::spawn_blocking(move || -> Result<serde_json::Value, ErrorBody> {
-        match &call {
-            Call::Ping => {
-                to_value(serde_json::json!({"daemon_version": env!("CARGO_PKG_VERSION")}))
-            }
-            Call::Lsdsk => to_value(d.lsdsk()),
-            Call::Status => to_value(d.status()),
-            Call::Iostat => to_value(d.metrics.snapshot()?),
-            Call::Label(a) => to_value(d.label(a)?),
-            Call::Unlabel(a) => to_value(d.unlabel(a)?),
-            Call::Rename(a) => to_value(d.rename(a)?),
-            Call::Filter(a) => {
+        match &op {
+            Op::Ping => to_value(serde_json::json!({"daemon_version": env!("CARGO_PKG_VERSION")})),
+            Op::Lsdsk => to_value(d.lsdsk()),
+            Op::Status => to_value(d.status()),
+            Op::Iostat => to_value(d.metrics.snapshot()?),
+            Op::Label(a) => to_value(d.label(a)?),
+            Op::Unlabel(a) => to_value(d.unlabel(a)?),
+            Op::Rename(a) => to_value(d.rename(a)?),
+            Op::Filter(a) => {
                 let f = &d.filter;
                 let labels = f.set_mode(a.label.as_deref(), a.action).map_err(|e| {
                     let code = match e {
@@ -709,11 +652,11 @@ async fn dispatch(d: Arc<Daemon>, call: Call, asked: Asked) -> Response {
                 })?;
                 d.reapply();
                 tracing::info!(
-                    "filter {} {}: uid {} pid {:?}",
+                    "filter {} {}: uid {} pid {}",
                     a.action,
                     a.label.as_deref().unwrap_or("(all disks)"),
                     peer.uid,
-                    peer.pid
+                    pid_shown(peer.pid)
                 );
                 to_value(asmguard_proto::FilterResult {
                     action: a.action,
@@ -721,7 +664,7 @@ async fn dispatch(d: Arc<Daemon>, call: Call, asked: Asked) -> Response {
                     backend: f.status().backend().into(),
                 })
             }
-            Call::Events(a) => {
+            Op::Events(a) => {
                 let events: Vec<_> = d
                     .filter
                     .events_after(a.after)
@@ -731,6 +674,10 @@ async fn dispatch(d: Arc<Daemon>, call: Call, asked: Asked) -> Response {
                 let last_seq = events.last().map(|e| e.seq).unwrap_or(a.after);
                 to_value(asmguard_proto::EventsResult { events, last_seq })
             }
+            Op::Scan | Op::Reclaim(_) => Err(ErrorBody::new(
+                ErrorCode::Internal,
+                format!("`{name}` is served on its connection, not here (a bug)"),
+            )),
         }
     })
     .await;
@@ -739,9 +686,9 @@ async fn dispatch(d: Arc<Daemon>, call: Call, asked: Asked) -> Response {
         Ok(Err(e)) => {
             if audit {
                 tracing::warn!(
-                    "uid {} pid {:?}: `{name}` refused: {}",
-                    peer.uid,
-                    peer.pid,
+                    "uid {} pid {}: `{name}` refused: {}",
+                    peer_ids.0,
+                    pid_shown(peer_ids.1),
                     e.message
                 );
             }
@@ -765,6 +712,7 @@ async fn dispatch(d: Arc<Daemon>, call: Call, asked: Asked) -> Response {
 #[cfg(test)]
 mod peer_tests {
     use super::*;
+    use asmguard_proto::LabelArgs;
     use std::os::fd::AsFd;
 
     async fn line_of(len: usize) -> Line {

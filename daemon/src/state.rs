@@ -174,7 +174,7 @@ fn map_op_error(e: LabelOpError) -> ErrorBody {
 /// were written (`offset+length`).
 fn label_result(out: labelling::Outcome, label: &Label, device: String) -> LabelResult {
     LabelResult {
-        action: out.action.into(),
+        action: out.action,
         label: label.to_string(),
         device,
         erased: out.erased,
@@ -711,7 +711,7 @@ impl Daemon {
                 .iter()
                 .map(crate::present::Problem::info)
                 .collect(),
-            default_filter_mode: self.cfg.filter.mode.clone(),
+            default_filter_mode: self.cfg.filter.mode.to_string(),
             disks: s.model.usable(),
             conflicts: s.model.conflicts.len(),
             devices_scanned: s.model.devices_scanned,
@@ -1030,7 +1030,7 @@ impl Daemon {
         )?;
         if old == new {
             return Ok(LabelResult {
-                action: "unchanged".into(),
+                action: asmguard_proto::LabelAction::Unchanged,
                 label: new.to_string(),
                 device: sd.display_path(),
                 erased: vec![],

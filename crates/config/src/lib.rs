@@ -209,7 +209,8 @@ pub struct Metrics {
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Filter {
-    pub mode: String,
+    /// What the filter does on a disk no `asmguardctl filter` command set.
+    pub mode: FilterMode,
     pub allow_users: Vec<String>,
     pub allow_groups: Vec<String>,
     pub allow_executables: Vec<PathBuf>,
@@ -218,6 +219,42 @@ pub struct Filter {
     /// default: labels and the stable disk paths are what ASM needs to start,
     /// and an unprotected daemon says so loudly (status, exit code, metric, log).
     pub require_protection: bool,
+}
+
+/// `[filter] mode`: `enforce` (deny), `audit` (log and allow) or `off`. Any
+/// other word is refused when the file is read, with the key and these three.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FilterMode {
+    Enforce,
+    Audit,
+    Off,
+}
+
+impl FilterMode {
+    /// The configuration's word (and `status`'s `default_filter_mode`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FilterMode::Enforce => "enforce",
+            FilterMode::Audit => "audit",
+            FilterMode::Off => "off",
+        }
+    }
+}
+
+impl std::fmt::Display for FilterMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The word, for code that reads the mode as text (`cfg.filter.mode.parse()`
+/// into the filter's own mode type, which this crate does not depend on).
+impl std::ops::Deref for FilterMode {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
 }
 
 impl Default for Devices {
@@ -265,7 +302,7 @@ impl Default for Metrics {
 impl Default for Filter {
     fn default() -> Self {
         Filter {
-            mode: "enforce".into(),
+            mode: FilterMode::Enforce,
             allow_users: vec!["grid".into(), "oracle".into()],
             allow_groups: vec!["asmadmin".into(), "asmdba".into(), "oinstall".into()],
             allow_executables: vec![],
@@ -569,13 +606,6 @@ fn validate(c: &Config, file: &str) -> Result<(), String> {
             ),
         ));
     }
-    if !matches!(c.filter.mode.as_str(), "enforce" | "audit" | "off") {
-        return Err(key_err(
-            file,
-            "filter.mode",
-            format!("{:?} is not one of enforce, audit, off", c.filter.mode),
-        ));
-    }
     names(file, "filter.allow_users", "user", &c.filter.allow_users)?;
     names(file, "filter.allow_groups", "group", &c.filter.allow_groups)?;
     if let Some(x) = c.filter.allow_executables.iter().find(|x| !x.is_absolute()) {
@@ -760,7 +790,7 @@ mod tests {
         .unwrap();
         assert_eq!(c.devices.include, vec!["loop7"]);
         assert_eq!(c.mode(), 0o640);
-        assert_eq!(c.filter.mode, "audit");
+        assert_eq!(c.filter.mode, FilterMode::Audit);
         assert_eq!(parse("[paths]\nmode = 0o600\n", "t").unwrap().mode(), 0o600);
         let d = parse("[daemon]\nruntime_dir = \"/run/ag\"\n", "t").unwrap();
         assert_eq!(d.daemon.runtime_dir, Some(PathBuf::from("/run/ag")));
@@ -802,6 +832,21 @@ mod tests {
             assert!(e.contains(&format!("`{key}`")), "{text:?} -> {e}");
             assert!(e.starts_with("cfg.toml"), "{e}");
             assert!(!e.contains('\n'), "one line: {e}");
+        }
+        // An unknown filter mode is refused at load, naming the allowed words
+        // (it fell back to enforce before).
+        let e = parse("[filter]\nmode = \"block\"\n", "cfg.toml").unwrap_err();
+        assert!(e.starts_with("cfg.toml:2: key `filter.mode`"), "{e}");
+        for w in ["`enforce`", "`audit`", "`off`", "block"] {
+            assert!(e.contains(w), "{w}: {e}");
+        }
+        for (w, m) in [
+            ("enforce", FilterMode::Enforce),
+            ("audit", FilterMode::Audit),
+            ("off", FilterMode::Off),
+        ] {
+            let c = parse(&format!("[filter]\nmode = \"{w}\"\n"), "t").unwrap();
+            assert_eq!((c.filter.mode, c.filter.mode.as_str()), (m, w));
         }
         // A decimal mode is not taken for the octal one: the message says how
         // to write it (it said "1224 gives others write access" before).

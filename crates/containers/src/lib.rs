@@ -112,27 +112,9 @@ pub fn glob_match(pattern: &str, path: &str) -> bool {
     }
 }
 
-/// One path component against one pattern component (`*` only).
+/// One path component against one pattern component (`*` only: `?` is itself).
 pub(crate) fn component_match(p: &[u8], s: &[u8]) -> bool {
-    // Greedy with one backtrack point: the last `*` seen.
-    let (mut pi, mut si) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while si < s.len() {
-        if pi < p.len() && p[pi] == b'*' {
-            star = Some((pi, si));
-            pi += 1;
-        } else if pi < p.len() && p[pi] == s[si] {
-            pi += 1;
-            si += 1;
-        } else if let Some((sp, ss)) = star {
-            pi = sp + 1;
-            si = ss + 1;
-            star = Some((sp, ss + 1));
-        } else {
-            return false;
-        }
-    }
-    p[pi..].iter().all(|&c| c == b'*')
+    asmguard_devices::pattern::wildcard(p, s, false)
 }
 
 /// The directories below `root` (paths relative to it) that `pattern` matches.

@@ -20,6 +20,7 @@ use asmguard_format::header::{DiskHeader, HeaderStatus};
 use asmguard_format::kfbh::{self, Checksum};
 use asmguard_format::label::{self, Label, LabelState};
 use asmguard_format::probe::{self, Signature, SignatureKind};
+use asmguard_proto::LabelAction;
 use std::path::Path;
 
 /// Options of a label write.
@@ -35,8 +36,8 @@ pub struct LabelOptions {
 /// What was done.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {
-    /// `labelled`, `migrated`, `relabelled`, `unchanged`, `unlabelled`, `renamed`.
-    pub action: &'static str,
+    /// What was done (the `action` of the protocol's answer).
+    pub action: LabelAction,
     /// Signatures erased, `name@offset`.
     pub erased: Vec<String>,
     /// Ranges written: (offset, length).
@@ -203,7 +204,7 @@ pub fn label_device(path: &Path, new: &Label, opts: LabelOptions) -> Result<Outc
     let current = label::read(&p.head);
     if current.label().as_ref() == Some(new) {
         return Ok(Outcome {
-            action: "unchanged",
+            action: LabelAction::Unchanged,
             erased: vec![],
             written: vec![],
         });
@@ -228,7 +229,7 @@ pub fn label_device(path: &Path, new: &Label, opts: LabelOptions) -> Result<Outc
         }
         refuse_unless_forced(&shown, &foreign, &existing, opts.force)?;
         // Only the label bytes change; nothing is erased on an ASM disk.
-        return write_label_bytes(&p, new, "migrated");
+        return write_label_bytes(&p, new, LabelAction::Migrated);
     }
     refuse_unless_forced(&shown, &foreign, &existing, opts.force)?;
     // A fresh label block covers the first 4 KiB (or one logical block if larger).
@@ -263,9 +264,9 @@ pub fn label_device(path: &Path, new: &Label, opts: LabelOptions) -> Result<Outc
     p.dev.write_verified(0, &b)?;
     written.push((0, b.len()));
     let action = if existing.is_some() {
-        "relabelled"
+        LabelAction::Relabelled
     } else {
-        "labelled"
+        LabelAction::Labelled
     };
     Ok(Outcome {
         action,
@@ -278,7 +279,7 @@ pub fn label_device(path: &Path, new: &Label, opts: LabelOptions) -> Result<Outc
 fn write_label_bytes(
     p: &Probed,
     new: &Label,
-    action: &'static str,
+    action: LabelAction,
 ) -> Result<Outcome, LabelOpError> {
     let written = edit_in_place(
         p,
@@ -318,7 +319,7 @@ pub fn rename_device(
     how: WriteOpen,
 ) -> Result<Outcome, LabelOpError> {
     let p = open_labelled(path, old, how)?;
-    write_label_bytes(&p, new, "renamed")
+    write_label_bytes(&p, new, LabelAction::Renamed)
 }
 
 /// Remove the label `expected` from the device at `path`. On an ASM disk the
@@ -349,7 +350,7 @@ pub fn unlabel_device(
         true,
     )?;
     Ok(Outcome {
-        action: "unlabelled",
+        action: LabelAction::Unlabelled,
         erased: vec![],
         written,
     })
@@ -394,14 +395,14 @@ mod tests {
     fn blank_is_labelled_and_relabel_needs_force() {
         let f = image(1 << 20);
         let o = label_device(f.path(), &l("DATA1"), LabelOptions::default()).unwrap();
-        assert_eq!(o.action, "labelled");
+        assert_eq!(o.action, LabelAction::Labelled);
         assert_eq!(label::read(&bytes(&f)).label(), Some(l("DATA1")));
         let o = label_device(f.path(), &l("DATA1"), LabelOptions::default()).unwrap();
-        assert_eq!(o.action, "unchanged");
+        assert_eq!(o.action, LabelAction::Unchanged);
         let e = label_device(f.path(), &l("DATA2"), LabelOptions::default()).unwrap_err();
         assert!(matches!(e, LabelOpError::Labelled { .. }), "{e}");
         let o = rename_device(f.path(), &l("DATA1"), &l("DATA2"), WriteOpen::default()).unwrap();
-        assert_eq!(o.action, "renamed");
+        assert_eq!(o.action, LabelAction::Renamed);
         assert_eq!(label::read(&bytes(&f)).label(), Some(l("DATA2")));
         unlabel_device(f.path(), &l("DATA2"), false, WriteOpen::default()).unwrap();
         assert_eq!(label::read(&bytes(&f)), LabelState::Cleared);
@@ -491,7 +492,7 @@ mod tests {
             },
         )
         .unwrap();
-        assert_eq!(o.action, "migrated");
+        assert_eq!(o.action, LabelAction::Migrated);
         let after = bytes(&f);
         let copy_off = (1 << 20) + 254 * 4096;
         let allowed = |i: usize| {

@@ -5,17 +5,24 @@
 pub fn matches(pattern: &str, name: &str) -> bool {
     // Bytes, not chars: device names are ASCII, and this runs for every device against
     // every pattern (a config may list a thousand names).
-    let (p, n) = (pattern.as_bytes(), name.as_bytes());
+    wildcard(pattern.as_bytes(), name.as_bytes(), true)
+}
+
+/// The one wildcard matcher of the project (device names here, the cgroup
+/// patterns of `[[container]]` sections in the containers crate): `*` matches
+/// any run of bytes, `?` one byte when `any_one` is set (else itself), every
+/// other byte itself.
+pub fn wildcard(p: &[u8], n: &[u8], any_one: bool) -> bool {
     // Iterative wildcard match with backtracking to the last `*`.
     let (mut pi, mut ni) = (0usize, 0usize);
     let mut star: Option<(usize, usize)> = None;
     while ni < n.len() {
-        if pi < p.len() && (p[pi] == b'?' || p[pi] == n[ni]) {
-            pi += 1;
-            ni += 1;
-        } else if pi < p.len() && p[pi] == b'*' {
+        if pi < p.len() && p[pi] == b'*' {
             star = Some((pi, ni));
             pi += 1;
+        } else if pi < p.len() && ((any_one && p[pi] == b'?') || p[pi] == n[ni]) {
+            pi += 1;
+            ni += 1;
         } else if let Some((sp, sn)) = star {
             pi = sp + 1;
             ni = sn + 1;
@@ -91,6 +98,10 @@ mod tests {
         assert!(!matches("a*b*c", "axxbyy"));
         assert!(matches("loop5", "loop5"));
         assert!(!matches("loop5", "loop50"));
+        // without `?` as a wildcard (cgroup patterns), `?` is only itself
+        assert!(!wildcard(b"rac?", b"rac1", false));
+        assert!(wildcard(b"rac?", b"rac?", false));
+        assert!(wildcard(b"lxc.*.rac*", b"lxc.payload.rac1", false));
     }
 
     #[test]

@@ -5,7 +5,9 @@
 //! names (KFDHDR_*) and are reported, never used to decide a write.
 
 use crate::bytes::{slice, text, Endian};
-use crate::kfbh::{self, BlockType, Checksum, Kfbh};
+use crate::kfbh::{self, Checksum, Kfbh};
+/// Defined with the label tag it reads (so `label` needs nothing of this module).
+pub use crate::label::is_disk_header;
 use crate::label::{self, LabelState};
 use serde::Serialize;
 
@@ -228,14 +230,6 @@ pub struct DiskHeader {
     pub spfile: u32,
     /// Byte 510: 0xAA55 here is an MBR signature written over the header.
     pub mbr_signature_at_510: bool,
-}
-
-/// Does `b` start with something that claims to be an ASM disk header (a valid endian
-/// byte, kfbh.type 1 and the `ORCLDISK` provstr)? The checksum is not required here:
-/// a damaged header is still an ASM disk and must not be treated as blank.
-pub fn is_disk_header(b: &[u8]) -> bool {
-    matches!(Kfbh::parse(b), Some(h) if h.block_type == BlockType::DiskHeader)
-        && slice(b, label::TAG_OFFSET, 8) == label::TAG_MARKED
 }
 
 impl DiskHeader {

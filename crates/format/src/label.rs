@@ -8,7 +8,7 @@
 //! with an ASM disk header it keeps the header checksum valid.
 
 use crate::bytes::{put, slice};
-use crate::kfbh::{xor_words, CHECK_OFFSET};
+use crate::kfbh::{xor_words, BlockType, Kfbh, CHECK_OFFSET};
 use serde::Serialize;
 use std::fmt;
 
@@ -206,12 +206,20 @@ pub fn write(block0: &mut [u8], label: &Label) -> Result<(), BlockTooSmall> {
 /// (ASM needs it) and only the label bytes are zeroed; on any other disk the tag
 /// becomes `ORCLCLRD`, as ASMLib's `deletedisk` leaves it.
 pub fn clear(block0: &mut [u8]) -> Result<(), BlockTooSmall> {
-    let tag = if crate::header::is_disk_header(block0) {
+    let tag = if is_disk_header(block0) {
         TAG_MARKED
     } else {
         TAG_CLEARED
     };
     edit(block0, tag, &[0u8; LABEL_MAX])
+}
+
+/// Does `b` start with something that claims to be an ASM disk header (a valid endian
+/// byte, kfbh.type 1 and the `ORCLDISK` provstr)? The checksum is not required here:
+/// a damaged header is still an ASM disk and must not be treated as blank.
+pub fn is_disk_header(b: &[u8]) -> bool {
+    matches!(Kfbh::parse(b), Some(h) if h.block_type == BlockType::DiskHeader)
+        && slice(b, TAG_OFFSET, 8) == TAG_MARKED
 }
 
 #[cfg(test)]

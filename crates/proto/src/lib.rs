@@ -45,74 +45,65 @@ pub struct Request {
     pub op: Op,
 }
 
-/// The operations.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Op {
-    /// Liveness check; answers the daemon version.
-    Ping,
-    /// The managed disks and label conflicts.
-    Lsdsk,
-    /// Re-read every device, then answer like `lsdsk`.
-    Scan,
-    /// Daemon, kernel and filter status.
-    Status,
-    /// The latency histograms of every traced disk now (cumulative): a
-    /// snapshot as JSON (asmguard-iostat's `Snapshot`), for `asmguardctl iostat`.
-    Iostat,
-    Label(LabelArgs),
-    Unlabel(UnlabelArgs),
-    Rename(RenameArgs),
-    /// `filter enable|disable|audit [LABEL]` (root only).
-    Filter(FilterArgs),
-    /// The write filter's events (denials, audited writes) after a sequence number.
-    Events(EventsArgs),
-    /// Give free ASM allocation units back to a thin-provisioned array (root only;
-    /// streams progress lines before the response).
-    Reclaim(ReclaimArgs),
+/// Declares the operations once: each row gives its wire name, its access and,
+/// for an operation that takes them, its arguments. The [`Op`] enum (serde-tagged
+/// by that name: `{"op":"label","args":{...}}`), [`Op::name`], [`Op::access`] and
+/// [`Op::NAMES`] all come from these rows.
+macro_rules! ops {
+    ($( $(#[$doc:meta])* $name:literal => $variant:ident $(($args:ty))? : $access:ident, )*) => {
+        /// The operations.
+        #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+        #[serde(tag = "op", content = "args")]
+        pub enum Op {
+            $( $(#[$doc])* #[serde(rename = $name)] $variant $(($args))?, )*
+        }
+
+        impl Op {
+            /// Every operation's wire name and whether it takes arguments.
+            pub const NAMES: &'static [(&'static str, bool)] =
+                &[$( ($name, ops!(@takes $($args)?)), )*];
+
+            /// The wire name.
+            pub fn name(&self) -> &'static str {
+                match self { $( Op::$variant { .. } => $name, )* }
+            }
+
+            /// Who may run it.
+            pub fn access(&self) -> Access {
+                match self { $( Op::$variant { .. } => Access::$access, )* }
+            }
+        }
+    };
+    (@takes $args:ty) => { true };
+    (@takes) => { false };
 }
 
-impl Op {
-    pub fn name(&self) -> &'static str {
-        match self {
-            Op::Ping => "ping",
-            Op::Lsdsk => "lsdsk",
-            Op::Scan => "scan",
-            Op::Status => "status",
-            Op::Iostat => "iostat",
-            Op::Label(_) => "label",
-            Op::Unlabel(_) => "unlabel",
-            Op::Rename(_) => "rename",
-            Op::Filter(_) => "filter",
-            Op::Events(_) => "events",
-            Op::Reclaim(_) => "reclaim",
-        }
-    }
-
-    /// Who may run it: `scan` re-reads devices but changes nothing on them, so the
-    /// admin group may ask for it.
-    pub fn access(&self) -> Access {
-        match self {
-            Op::Ping | Op::Lsdsk | Op::Scan | Op::Status | Op::Iostat | Op::Events(_) => {
-                Access::Read
-            }
-            Op::Label(_) | Op::Unlabel(_) | Op::Rename(_) | Op::Filter(_) | Op::Reclaim(_) => {
-                Access::Write
-            }
-        }
-    }
-
-    fn args(&self) -> Option<Value> {
-        let v = match self {
-            Op::Label(a) => serde_json::to_value(a),
-            Op::Unlabel(a) => serde_json::to_value(a),
-            Op::Rename(a) => serde_json::to_value(a),
-            Op::Filter(a) => serde_json::to_value(a),
-            Op::Events(a) => serde_json::to_value(a),
-            Op::Reclaim(a) => serde_json::to_value(a),
-            _ => return None,
-        };
-        v.ok()
-    }
+ops! {
+    /// Liveness check; answers the daemon version.
+    "ping" => Ping: Read,
+    /// The managed disks and label conflicts.
+    "lsdsk" => Lsdsk: Read,
+    /// Re-read every device, then answer like `lsdsk` (it changes nothing on
+    /// the disks, so the admin group may ask for it).
+    "scan" => Scan: Read,
+    /// Daemon, kernel and filter status.
+    "status" => Status: Read,
+    /// The latency histograms of every traced disk now (cumulative): a
+    /// snapshot as JSON (asmguard-iostat's `Snapshot`), for `asmguardctl iostat`.
+    "iostat" => Iostat: Read,
+    /// `label LABEL DEVICE [--force] [--migrate]` (root only).
+    "label" => Label(LabelArgs): Write,
+    /// `unlabel LABEL [--force]` (root only).
+    "unlabel" => Unlabel(UnlabelArgs): Write,
+    /// `rename OLD NEW` (root only).
+    "rename" => Rename(RenameArgs): Write,
+    /// `filter enable|disable|audit [LABEL]` (root only).
+    "filter" => Filter(FilterArgs): Write,
+    /// The write filter's events (denials, audited writes) after a sequence number.
+    "events" => Events(EventsArgs): Read,
+    /// Give free ASM allocation units back to a thin-provisioned array (root only;
+    /// streams progress lines before the response).
+    "reclaim" => Reclaim(ReclaimArgs): Write,
 }
 
 /// `label LABEL DEVICE [--force] [--migrate]`.
@@ -240,6 +231,14 @@ words! {
     ReclaimMethod { Discard => "discard", Zeroout => "zeroout" }
     Role { Labelled => "labelled", Multipath => "multipath", Path => "path", Parent => "parent" }
     LinkState { Ok => "ok", Missing => "missing", Wrong => "wrong" }
+    LabelAction {
+        Labelled => "labelled",
+        Migrated => "migrated",
+        Relabelled => "relabelled",
+        Unchanged => "unchanged",
+        Unlabelled => "unlabelled",
+        Renamed => "renamed",
+    }
     Protection {
         Protected => "protected",
         Degraded => "degraded",
@@ -302,7 +301,8 @@ fn default_watch() -> f64 {
 
 impl Eq for ReclaimArgs {}
 
-/// Progress of a running `reclaim` (one per progress line).
+/// Progress of a running `reclaim` (one per progress line): what the reclaim
+/// crate reports while it works, sent as it is.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReclaimProgress {
     /// `checking` (safety checks and watch window), `reclaiming`.
@@ -365,14 +365,14 @@ pub struct ReclaimResult {
 }
 
 impl Request {
-    /// The JSON line (without the newline) for this request.
+    /// The JSON line (without the newline) for this request:
+    /// `{"version":1,"id":7,"op":"label","args":{...}}`.
     pub fn to_line(&self) -> String {
         let mut m = serde_json::Map::new();
         m.insert("version".into(), VERSION.into());
         m.insert("id".into(), self.id.into());
-        m.insert("op".into(), self.op.name().into());
-        if let Some(a) = self.op.args() {
-            m.insert("args".into(), a);
+        if let Ok(Value::Object(op)) = serde_json::to_value(&self.op) {
+            m.extend(op);
         }
         Value::Object(m).to_string()
     }
@@ -520,26 +520,38 @@ pub fn parse_request(line: &[u8]) -> Result<Request, (u64, ErrorBody)> {
     if let Some(k) = e.unknown.keys().next() {
         return Err(bad(id, format!("unknown field `{k}` in request")));
     }
-    match OPS.iter().find(|(name, _)| *name == op) {
-        Some((_, parse)) => Ok(Request {
+    let Some(&(name, takes_args)) = Op::NAMES.iter().find(|(name, _)| *name == op) else {
+        let shown: String = op.chars().take(64).collect();
+        let known: Vec<&str> = Op::NAMES.iter().map(|(n, _)| *n).collect();
+        return Err((
             id,
-            op: parse(id, &op, e.args)?,
-        }),
-        None => {
-            let shown: String = op.chars().take(64).collect();
-            let known: Vec<&str> = OPS.iter().map(|(n, _)| *n).collect();
-            Err((
-                id,
-                ErrorBody::new(
-                    ErrorCode::UnknownOp,
-                    format!(
-                        "unknown operation {shown:?}: known are {}",
-                        known.join(", ")
-                    ),
+            ErrorBody::new(
+                ErrorCode::UnknownOp,
+                format!(
+                    "unknown operation {shown:?}: known are {}",
+                    known.join(", ")
                 ),
-            ))
+            ),
+        ));
+    };
+    let mut tagged = serde_json::Map::new();
+    tagged.insert("op".into(), name.into());
+    if takes_args {
+        tagged.insert(
+            "args".into(),
+            e.args.unwrap_or(Value::Object(Default::default())),
+        );
+    } else {
+        match e.args {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(o)) if o.is_empty() => {}
+            Some(_) => return Err(bad(id, format!("`{name}` takes no arguments"))),
         }
     }
+    let op: Op = serde_json::from_value(Value::Object(tagged))
+        .map_err(|e| bad(id, format!("bad arguments for `{name}`: {e}")))?;
+    op.check().map_err(|m| bad(id, m))?;
+    Ok(Request { id, op })
 }
 
 type ParseError = (u64, ErrorBody);
@@ -609,61 +621,19 @@ impl Envelope {
     }
 }
 
-/// The operations: name and argument parser. Adding an operation is one row here
-/// (and its `Op` variant).
-type ParseOp = fn(u64, &str, Option<Value>) -> Result<Op, ParseError>;
-const OPS: &[(&str, ParseOp)] = &[
-    ("ping", |id, op, a| no_args(id, op, &a).map(|_| Op::Ping)),
-    ("lsdsk", |id, op, a| no_args(id, op, &a).map(|_| Op::Lsdsk)),
-    ("scan", |id, op, a| no_args(id, op, &a).map(|_| Op::Scan)),
-    ("status", |id, op, a| {
-        no_args(id, op, &a).map(|_| Op::Status)
-    }),
-    ("iostat", |id, op, a| {
-        no_args(id, op, &a).map(|_| Op::Iostat)
-    }),
-    ("label", |id, op, a| take(id, op, a).map(Op::Label)),
-    ("unlabel", |id, op, a| take(id, op, a).map(Op::Unlabel)),
-    ("rename", |id, op, a| take(id, op, a).map(Op::Rename)),
-    ("filter", filter_op),
-    ("events", |id, op, a| take(id, op, a).map(Op::Events)),
-    ("reclaim", reclaim_op),
-];
-
-fn take<T: for<'de> Deserialize<'de>>(
-    id: u64,
-    op: &str,
-    args: Option<Value>,
-) -> Result<T, ParseError> {
-    let a = args.unwrap_or(Value::Object(Default::default()));
-    serde_json::from_value(a).map_err(|e| bad(id, format!("bad arguments for `{op}`: {e}")))
-}
-
-fn no_args(id: u64, op: &str, args: &Option<Value>) -> Result<(), ParseError> {
-    match args {
-        None | Some(Value::Null) => Ok(()),
-        Some(Value::Object(o)) if o.is_empty() => Ok(()),
-        Some(_) => Err(bad(id, format!("`{op}` takes no arguments"))),
+impl Op {
+    /// What serde cannot say about the arguments of a parsed operation.
+    fn check(&self) -> Result<(), String> {
+        if let Op::Reclaim(a) = self {
+            if a.labels.is_empty() == a.diskgroup.is_none() {
+                return Err("reclaim needs either labels or a disk group (not both)".into());
+            }
+            if !(0.0..=3600.0).contains(&a.watch_seconds) {
+                return Err("reclaim watch must be 0 to 3600 seconds".into());
+            }
+        }
+        Ok(())
     }
-}
-
-fn filter_op(id: u64, op: &str, args: Option<Value>) -> Result<Op, ParseError> {
-    let a: FilterArgs = take(id, op, args)?;
-    Ok(Op::Filter(a))
-}
-
-fn reclaim_op(id: u64, op: &str, args: Option<Value>) -> Result<Op, ParseError> {
-    let a: ReclaimArgs = take(id, op, args)?;
-    if a.labels.is_empty() == a.diskgroup.is_none() {
-        return Err(bad(
-            id,
-            "reclaim needs either labels or a disk group (not both)".into(),
-        ));
-    }
-    if !(0.0..=3600.0).contains(&a.watch_seconds) {
-        return Err(bad(id, "reclaim watch must be 0 to 3600 seconds".into()));
-    }
-    Ok(Op::Reclaim(a))
 }
 
 // ---- Results ----------------------------------------------------------------------
@@ -791,11 +761,28 @@ pub struct UnmanagedDisk {
     pub reason: String,
 }
 
+/// What `label`, `unlabel` or `rename` did to the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LabelAction {
+    /// A label written on a disk that had none.
+    Labelled,
+    /// The label set inside an existing ASM disk header (`--migrate`).
+    Migrated,
+    /// Another label replaced (`--force`).
+    Relabelled,
+    /// The disk already carried this label: nothing written.
+    Unchanged,
+    /// The label removed.
+    Unlabelled,
+    /// The label changed by `rename`.
+    Renamed,
+}
+
 /// The answer to `label`, `unlabel`, `rename`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LabelResult {
-    /// `labelled`, `migrated`, `relabelled`, `unchanged`, `unlabelled`, `renamed`.
-    pub action: String,
+    pub action: LabelAction,
     pub label: String,
     pub device: String,
     /// Foreign signatures erased (with `--force`).
@@ -1156,7 +1143,7 @@ mod tests {
 
     #[test]
     fn every_op_of_the_table_is_known_and_named_alike() {
-        for (name, _) in OPS {
+        for (name, _) in Op::NAMES {
             let line = format!("{{\"version\":{VERSION},\"id\":3,\"op\":\"{name}\"}}");
             match parse_request(line.as_bytes()) {
                 Ok(r) => assert_eq!(r.op.name(), *name),
@@ -1169,13 +1156,55 @@ mod tests {
         }
         let (id, e) = parse_request(b"{\"version\":1,\"id\":4,\"op\":\"nope\"}").unwrap_err();
         assert_eq!((id, e.code), (4, ErrorCode::UnknownOp));
-        for (name, _) in OPS {
+        for (name, _) in Op::NAMES {
             assert!(e.message.contains(name), "{}", e.message);
         }
         let (id, e) =
             parse_request(b"{\"version\":1,\"id\":5,\"op\":\"ping\",\"x\":1}").unwrap_err();
         assert_eq!((id, e.code), (5, ErrorCode::BadRequest));
         assert!(e.message.contains("unknown field `x`"), "{}", e.message);
+    }
+
+    /// The request lines are what existing clients send: the names stay.
+    #[test]
+    fn request_lines_keep_their_shape() {
+        let ping = Request {
+            id: 1,
+            op: Op::Ping,
+        };
+        assert_eq!(ping.to_line(), r#"{"id":1,"op":"ping","version":1}"#);
+        let ev = Request {
+            id: 2,
+            op: Op::Events(EventsArgs { after: 3 }),
+        };
+        assert_eq!(
+            ev.to_line(),
+            r#"{"args":{"after":3},"id":2,"op":"events","version":1}"#
+        );
+        // an operation with defaulted arguments needs none; `{}` and null
+        // are no arguments
+        for line in [
+            r#"{"version":1,"op":"events"}"#,
+            r#"{"version":1,"op":"events","args":{}}"#,
+        ] {
+            let r = parse_request(line.as_bytes()).unwrap();
+            assert_eq!(r.op, Op::Events(EventsArgs { after: 0 }), "{line}");
+        }
+        for line in [
+            r#"{"version":1,"op":"status","args":{}}"#,
+            r#"{"version":1,"op":"status","args":null}"#,
+        ] {
+            assert_eq!(parse_request(line.as_bytes()).unwrap().op, Op::Status);
+        }
+        let (_, e) = parse_request(br#"{"version":1,"op":"status","args":{"a":1}}"#).unwrap_err();
+        assert_eq!(e.message, "`status` takes no arguments");
+        let (_, e) =
+            parse_request(br#"{"version":1,"op":"rename","args":{"old":"A"}}"#).unwrap_err();
+        assert_eq!(e.message, "bad arguments for `rename`: missing field `new`");
+        // the table and the enum agree on names and access
+        assert_eq!(Op::NAMES.len(), 11);
+        assert_eq!(Op::Scan.access(), Access::Read);
+        assert_eq!(Op::Scan.name(), "scan");
     }
 
     #[test]
@@ -1321,6 +1350,12 @@ mod json_names {
             w(serde_json::to_value(FilterAction::Audit).unwrap()),
             w(serde_json::to_value(ReclaimMethod::Discard).unwrap()),
             w(serde_json::to_value(ReclaimMethod::Zeroout).unwrap()),
+            w(serde_json::to_value(LabelAction::Labelled).unwrap()),
+            w(serde_json::to_value(LabelAction::Migrated).unwrap()),
+            w(serde_json::to_value(LabelAction::Relabelled).unwrap()),
+            w(serde_json::to_value(LabelAction::Unchanged).unwrap()),
+            w(serde_json::to_value(LabelAction::Unlabelled).unwrap()),
+            w(serde_json::to_value(LabelAction::Renamed).unwrap()),
         ];
         assert_eq!(
             all,
@@ -1340,7 +1375,13 @@ mod json_names {
                 "disable",
                 "audit",
                 "discard",
-                "zeroout"
+                "zeroout",
+                "labelled",
+                "migrated",
+                "relabelled",
+                "unchanged",
+                "unlabelled",
+                "renamed"
             ]
         );
         // Display and FromStr say the same words

@@ -5,6 +5,7 @@
 
 use crate::caps::Method;
 use crate::plan::{Plan, Range};
+use asmguard_proto::ReclaimProgress;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::os::unix::io::AsRawFd;
@@ -59,19 +60,6 @@ impl Checkpoint {
     }
 }
 
-/// Progress of one disk.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Progress {
-    pub label: String,
-    pub done_bytes: u64,
-    pub total_bytes: u64,
-    pub percent: f64,
-    /// Bytes per second over this run.
-    pub rate_bytes_per_sec: f64,
-    pub eta_seconds: f64,
-    pub elapsed_seconds: f64,
-}
-
 pub struct ExecOptions<'a> {
     pub label: String,
     pub method: Method,
@@ -124,7 +112,7 @@ pub fn execute(
     f: &File,
     plan: &Plan,
     o: &ExecOptions,
-    progress: &mut dyn FnMut(&Progress),
+    progress: &mut dyn FnMut(&ReclaimProgress),
 ) -> std::io::Result<Outcome> {
     let t0 = Instant::now();
     let mut cp = Checkpoint {
@@ -160,11 +148,12 @@ pub fn execute(
     let mut this_run = 0u64;
     let mut ioctls = 0u64;
     let mut last = Instant::now() - o.progress_every;
-    let report = |done: u64, this_run: u64, progress: &mut dyn FnMut(&Progress)| {
+    let report = |done: u64, this_run: u64, progress: &mut dyn FnMut(&ReclaimProgress)| {
         let el = t0.elapsed().as_secs_f64();
         let r = if el > 0.0 { this_run as f64 / el } else { 0.0 };
         let left = plan.total_bytes.saturating_sub(done) as f64;
-        progress(&Progress {
+        progress(&ReclaimProgress {
+            phase: "reclaiming".into(),
             label: o.label.clone(),
             done_bytes: done,
             total_bytes: plan.total_bytes,
@@ -175,7 +164,6 @@ pub fn execute(
             },
             rate_bytes_per_sec: r,
             eta_seconds: if r > 0.0 { left / r } else { 0.0 },
-            elapsed_seconds: el,
         })
     };
     let mut cancelled = false;

@@ -330,17 +330,7 @@ pub fn execute(
         granularity: p.limits.granularity,
         counters: Some(host.counters()),
     };
-    let mut on_progress = |pr: &crate::Progress| {
-        progress(ReclaimProgress {
-            phase: "reclaiming".into(),
-            label: pr.label.clone(),
-            done_bytes: pr.done_bytes,
-            total_bytes: pr.total_bytes,
-            percent: pr.percent,
-            rate_bytes_per_sec: pr.rate_bytes_per_sec,
-            eta_seconds: pr.eta_seconds,
-        });
-    };
+    let mut on_progress = |pr: &ReclaimProgress| progress(pr.clone());
     let oc = crate::execute(&f, &p.plan, &o, &mut on_progress).map_err(|e| {
         err(
             ErrorCode::IoError,

@@ -30,5 +30,5 @@ pub mod plan;
 pub mod safety;
 
 pub use caps::{Caps, Method};
-pub use exec::{execute, Checkpoint, ExecOptions, Outcome, Progress};
+pub use exec::{execute, Checkpoint, ExecOptions, Outcome};
 pub use plan::{plan_disk, AtScan, Layout, Plan, Range};
