@@ -13,6 +13,8 @@
 //! - [`Follower`]: follows what [`discover`] read (`/etc/oratab`, `/etc/oracle/olr.loc`,
 //!   each home and its binaries) with a handful of `lstat`s per [`Follower::poll`],
 //!   cheap enough for every 250-500 ms; `poll` returns the new [`Found`] when it differs.
+//!   It also keeps [`Found::retired`]: binaries replaced while processes still run
+//!   them (a relink before the instance restarts), found through `/proc/PID/exe`.
 //! - [`describe`]: status lines (`grid home /u01/app/19c/grid: oracle (uid 54331), ...`).
 //! - [`parse_oratab`], [`parse_olr_loc`]: the two parsers.
 //!
@@ -169,6 +171,11 @@ pub struct Home {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Found {
     pub homes: Vec<Home>,
+    /// Binaries no home has any more (relinked: a new inode at the same path; renamed;
+    /// their home removed) that a process still runs: their rule must stay until the
+    /// last such process exits, or a running database loses its writes. Only
+    /// [`Follower`] fills this ([`discover`] leaves it empty), see its doc.
+    pub retired: Vec<Binary>,
     /// One line each: what could not be used and what to do about it.
     pub problems: Vec<String>,
 }
@@ -198,7 +205,7 @@ fn under(root: &Path, p: &Path) -> PathBuf {
 }
 
 /// A resolved path under the resolved root, as the host sees it.
-fn shown(root_real: &Path, p: &Path) -> PathBuf {
+pub(crate) fn shown(root_real: &Path, p: &Path) -> PathBuf {
     match p.strip_prefix(root_real) {
         Ok(rel) => Path::new("/").join(rel),
         Err(_) => p.to_path_buf(),
@@ -512,6 +519,13 @@ pub fn describe(found: &Found) -> Vec<String> {
     if found.homes.is_empty() {
         lines.push("no Oracle homes found".into());
     }
+    lines.extend(found.retired.iter().map(|b| {
+        format!(
+            "replaced but still running (allowed until its processes exit): {} (uid {})",
+            b.path.display(),
+            b.owner_uid
+        )
+    }));
     lines.extend(found.problems.iter().map(|p| format!("problem: {p}")));
     lines
 }
@@ -545,6 +559,7 @@ pub(crate) mod testutil {
     pub fn root() -> tempfile::TempDir {
         let d = tempfile::tempdir().unwrap();
         fs::set_permissions(d.path(), fs::Permissions::from_mode(0o755)).unwrap();
+        fs::create_dir(d.path().join("proc")).unwrap();
         d
     }
 }
