@@ -330,7 +330,7 @@ mod tests {
         fs::rename(bin.join("oracle.new"), bin.join("oracle")).unwrap();
         let found = f.poll().expect("relink seen").clone();
         assert_ne!(found.homes[1].binaries[0].ino, old.ino);
-        assert_eq!(found.retired, [old.clone()]);
+        assert_eq!(found.retired, std::slice::from_ref(&old));
         assert!(
             describe(&found).contains(&format!(
                 "replaced but still running (allowed until its processes exit): {DB19}/bin/oracle (uid {})",
@@ -343,7 +343,7 @@ mod tests {
         for _ in 0..(2 * FULL_EVERY) {
             assert!(f.poll().is_none());
         }
-        assert_eq!(f.current().retired, [old.clone()]);
+        assert_eq!(f.current().retired, std::slice::from_ref(&old));
         // The instance restarts on the new binary: the old identity goes.
         fs::remove_file(r.path().join("proc/4242/exe")).unwrap();
         let mut dropped = None;
@@ -382,7 +382,7 @@ mod tests {
         let seen = running(Path::new("/proc"), std::slice::from_ref(&old));
         child.kill().unwrap();
         child.wait().unwrap();
-        assert_eq!(seen, [old.clone()]);
+        assert_eq!(seen, std::slice::from_ref(&old));
         assert!(running(Path::new("/proc"), &[old]).is_empty());
     }
 
