@@ -331,6 +331,8 @@ mod tests {
         let found = f.poll().expect("relink seen").clone();
         assert_ne!(found.homes[1].binaries[0].ino, old.ino);
         assert_eq!(found.retired, std::slice::from_ref(&old));
+        let allowed: Vec<u64> = found.allowed().map(|b| b.ino).collect();
+        assert!(allowed.contains(&old.ino) && allowed.contains(&found.homes[1].binaries[0].ino));
         assert!(
             describe(&found).contains(&format!(
                 "replaced but still running (allowed until its processes exit): {DB19}/bin/oracle (uid {})",

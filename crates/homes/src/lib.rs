@@ -15,6 +15,7 @@
 //!   cheap enough for every 250-500 ms; `poll` returns the new [`Found`] when it differs.
 //!   It also keeps [`Found::retired`]: binaries replaced while processes still run
 //!   them (a relink before the instance restarts), found through `/proc/PID/exe`.
+//! - [`Found::allowed`]: every binary to allow, retired ones included.
 //! - [`describe`]: status lines (`grid home /u01/app/19c/grid: oracle (uid 54331), ...`).
 //! - [`parse_oratab`], [`parse_olr_loc`]: the two parsers.
 //!
@@ -61,10 +62,11 @@
 //!
 //! **Admin tools, allow explicitly** (never allowed by this crate, listed in
 //! [`ADMIN_TOOLS`]): `kfed` (`kfed repair`/`merge` rewrite disk headers), `amdu`
-//! (reads only, but is run on damaged disks), `kfod` (discovery, reads), `ocrconfig`
-//! (`-restore`, `-add` into a disk group in exclusive mode), `asmcmd` (a Perl script;
-//! its `afd_label` wrote through AFD). A site that needs one adds a rule with
-//! `allow_executables` and the user that runs it.
+//! (reads only, but is run on damaged disks), `kfod` (disk discovery, used by the
+//! installer and `asmca`; reads), `ocrconfig` (`-restore`, `-add` into a disk group
+//! with the stack in exclusive mode). A site that needs one adds a rule with
+//! `allow_executables` and the user that runs it. `asmcmd` needs none: it is a Perl
+//! script whose disk-group work is done by the ASM instance (`bin/oracle`).
 //!
 //! # Identity and trust
 //!
@@ -80,6 +82,12 @@
 //! place, and the follower would then vouch for the new inode), is refused with a
 //! problem line. A [`Home`]'s `owner_uid` is the owner of its `bin/oracle` (the
 //! set-uid target) or, without one, of the home directory.
+//!
+//! The rule is as trustworthy as the files that name the homes: whoever can write
+//! `/etc/oratab` (on most installs the database software owner and group `oinstall`,
+//! mode 0664) can name a directory of their own as a home, and so a binary their uid
+//! may write with. A site that does not trust every `oinstall` member sets
+//! `oracle_homes` to a list. `olr.loc` is root's (written by `root.sh`).
 
 use std::collections::BTreeSet;
 use std::io;
@@ -88,7 +96,7 @@ use std::path::{Component, Path, PathBuf};
 
 mod follow;
 mod oratab;
-pub use follow::Follower;
+pub use follow::{Follower, FULL_EVERY, RETIRED_EVERY};
 pub use oratab::{parse_olr_loc, parse_oratab, OratabEntry};
 
 /// `/etc/oratab`, relative to the root.
@@ -101,7 +109,7 @@ pub const HOME_BINARIES: &[&str] = &["oracle"];
 pub const GRID_BINARIES: &[&str] = &["ocssd.bin", "crsd.bin"];
 /// Oracle's disk tools that may write ASM headers but are run by an admin: never
 /// allowed by the homes rule, allow them explicitly (see the module doc).
-pub const ADMIN_TOOLS: &[&str] = &["kfed", "amdu", "kfod", "ocrconfig", "asmcmd"];
+pub const ADMIN_TOOLS: &[&str] = &["kfed", "amdu", "kfod", "ocrconfig"];
 
 /// Which homes to use: the configuration's `oracle_homes`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -178,6 +186,17 @@ pub struct Found {
     pub retired: Vec<Binary>,
     /// One line each: what could not be used and what to do about it.
     pub problems: Vec<String>,
+}
+
+impl Found {
+    /// Every binary to allow (each with its owner as the required uid): the homes'
+    /// binaries, then the retired ones still running.
+    pub fn allowed(&self) -> impl Iterator<Item = &Binary> {
+        self.homes
+            .iter()
+            .flat_map(|h| h.binaries.iter())
+            .chain(self.retired.iter())
+    }
 }
 
 /// A home named by one of the inputs, before it is resolved.
@@ -606,6 +625,7 @@ mod tests {
         assert_eq!(f.homes[1].path, Path::new(DB));
         assert_eq!(f.homes[1].kind, HomeKind::Database);
         assert_eq!(names(&f.homes[1]), ["oracle"]);
+        assert_eq!(f.allowed().count(), 4);
         let oracle = &f.homes[1].binaries[0];
         assert_eq!(oracle.path, Path::new(DB).join("bin/oracle"));
         let m = fs::metadata(r.path().join(&DB[1..]).join("bin/oracle")).unwrap();
