@@ -309,7 +309,7 @@ fn candidates(
     out
 }
 
-/// The problem with a directory on the way to a binary, if anyone may replace its entries.
+/// Whether anyone may rename entries of this directory: world-writable, not sticky.
 fn open_dir(meta: &std::fs::Metadata) -> bool {
     meta.mode() & 0o002 != 0 && meta.mode() & 0o1000 == 0
 }
