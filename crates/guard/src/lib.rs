@@ -20,7 +20,7 @@ pub use asmguard_devices::devt::{DevtError, KernelDev};
 pub use guard::{
     bpf_lsm_hint, pinned_backend, pinned_majors, remove_pins, Backend, Coverage,
     DenialEvent, DevKey, EventReader, ExeId, Guard, Hook, IdentityReach, Mode, Options,
-    PassthroughRule, Stats, PIN_DIR,
+    PassthroughRule, Rule, Rules, SelfId, Stats, Tool, PIN_DIR,
 };
 pub use smoke::{ObjectStorage, SmokeFilter};
 

@@ -103,6 +103,11 @@ pub struct Rules {
     pub tools: Vec<Tool>,
     /// The daemon's own process.
     pub daemon: Option<SelfId>,
+    /// Places without a rule of their own, (cgroup id, container id): a
+    /// container whose users are not resolved yet is still the nearest
+    /// place of its tasks (no rule of an enclosing place applies) and is
+    /// named in their events.
+    pub places: Vec<(u64, u32)>,
 }
 
 impl Rules {
@@ -186,6 +191,10 @@ pub fn encode(r: &Rules, bits: &[u32]) -> Result<Encoded, String> {
             e.0 |= b;
             e.1 = e.1.max(rule.ctr_id);
         }
+    }
+    for (cg, ctr) in &r.places {
+        let e = places.entry(*cg).or_default();
+        e.1 = e.1.max(*ctr);
     }
     for t in &r.tools {
         let flags = u32::from(t.query) * abi::TOOL_QUERY | u32::from(t.kernel_open) * abi::TOOL_KOPEN;
