@@ -128,6 +128,17 @@ struct group_info {
 	kgid_t gid[];
 } __attribute__((preserve_access_index));
 
+/* A capability set: `struct { u64 val; }` since 6.3, `struct { u32 cap[2]; }`
+ * before; both 8 bytes, capability N at bit N (little-endian). */
+struct ag_kernel_cap {
+	__u64 val;
+};
+
+/* A user namespace: level 0 is the initial one. */
+struct user_namespace {
+	int level;
+} __attribute__((preserve_access_index));
+
 struct cred {
 	kuid_t uid;
 	kgid_t gid;
@@ -135,8 +146,13 @@ struct cred {
 	kgid_t egid;
 	kuid_t fsuid;
 	kgid_t fsgid;
+	struct ag_kernel_cap cap_effective;
+	struct user_namespace *user_ns;
 	struct group_info *group_info;
 } __attribute__((preserve_access_index));
+
+#define CAP_SYS_RAWIO 17
+#define CAP_SYS_ADMIN 21
 
 typedef struct {
 	int counter;
@@ -198,6 +214,8 @@ struct task_struct {
 	unsigned int flags;
 	pid_t pid;
 	pid_t tgid;
+	struct task_struct *group_leader;
+	__u64 start_boottime; /* ns since boot; /proc/PID/stat's starttime in USER_HZ ticks */
 	const struct cred *cred;
 	struct mm_struct *mm;
 } __attribute__((preserve_access_index));

@@ -8,10 +8,9 @@
  * (crates/guard) keys ag_blk / ag_chr by the kernel dev_t and gives each a mode:
  * enforce, audit (log and allow) or off.
  *
- * For a caller that is not allow-listed (effective or fs uid in ag_uids, effective
- * or fs gid in ag_gids, or executable {dev, ino} in ag_exes; never the comm; or
- * its container's rule: the first of its cgroup-v2 cgroup and that cgroup's
- * ancestors in ag_ctrs, allowing all or host ids in ag_ctr_uids/ag_ctr_gids),
+ * For a caller that no allow rule allows (bpf/rules.h: conjunctions of
+ * users/groups, executable and place; never the comm), that is not the daemon's
+ * own process,
  * on a managed device these are denied with -EPERM:
  *   lsm/file_open           any open for writing (block or generic char device);
  *   lsm/file_permission     a write on an fd opened before the filter started
@@ -57,6 +56,7 @@
 #include "guard.h"
 #include "passthrough.h"
 #include "ioctls.h"
+#include "rules.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -82,42 +82,6 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } ag_majors SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 256);
-	__type(key, __u32);
-	__type(value, __u8);
-} ag_uids SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 256);
-	__type(key, __u32);
-	__type(value, __u8);
-} ag_gids SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 256);
-	__type(key, struct ag_exe_key);
-	__type(value, __u8);
-} ag_exes SEC(".maps");
-
-/* Containers (guard.h): cgroup id -> the container; its allowed host ids. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
-	__type(key, __u64);
-	__type(value, struct ag_ctr);
-} ag_ctrs SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
-	__type(key, struct ag_ctr_id);
-	__type(value, __u8);
-} ag_ctr_uids SEC(".maps"), ag_ctr_gids SEC(".maps");
 
 /* The pin directory and its maps/ and links/ directories, by inode (an
  * ag_exe_key: {ino, s_dev}), filled at load: no task outside the host's pid
@@ -205,130 +169,6 @@ static __always_inline void who_ids(struct ag_event *e)
 	e->egid = ug >> 32;
 }
 
-/* Whether `id` is a key of the allow-list map `ids` (ag_uids, ag_gids). */
-static __always_inline bool listed(void *ids, __u32 id)
-{
-	return bpf_map_lookup_elem(ids, &id) != NULL;
-}
-
-/* The container of task `t`: the first of its default-hierarchy (cgroup v2)
- * cgroup and that cgroup's ancestors, AG_CTR_DEPTH of them at most, that is
- * in ag_ctrs. NULL: in none. */
-static __always_inline struct ag_ctr *task_ctr(struct task_struct *t)
-{
-	struct cgroup *cg = BPF_CORE_READ(t, cgroups, dfl_cgrp);
-	struct cgroup_subsys_state *up;
-	struct ag_ctr *ctr;
-	__u64 id;
-
-	for (int i = 0; i < AG_CTR_DEPTH; i++) {
-		if (!cg)
-			break;
-		id = BPF_CORE_READ(cg, kn, id);
-		ctr = bpf_map_lookup_elem(&ag_ctrs, &id);
-		if (ctr)
-			return ctr;
-		up = BPF_CORE_READ(cg, self.parent);
-		if (!up)
-			break;
-		cg = BPF_CORE_READ(up, cgroup);
-	}
-	return 0;
-}
-
-/* Whether host id `id` is allowed in container `ctr_id` (map ag_ctr_uids or
- * ag_ctr_gids). */
-static __always_inline bool ctr_listed(void *ids, __u32 ctr_id, __u32 id)
-{
-	struct ag_ctr_id k = { .ctr_id = ctr_id, .id = id };
-
-	return bpf_map_lookup_elem(ids, &k) != NULL;
-}
-
-/* Whether one of the first AG_MAX_GROUPS supplementary groups of `c` (the
- * lowest gids: the kernel keeps them sorted) is allow-listed, on the host
- * (ctr_id 0: ag_gids) or in container ctr_id (ag_ctr_gids): the database's
- * users are often in the admin groups by supplementary membership only (grid:
- * primary oinstall, asmadmin beside). */
-#define AG_MAX_GROUPS 64
-static __always_inline bool groups_listed(const struct cred *c, __u32 ctr_id)
-{
-	struct group_info *gi = BPF_CORE_READ(c, group_info);
-	int n = BPF_CORE_READ(gi, ngroups);
-	__u32 g;
-
-	for (int i = 0; i < AG_MAX_GROUPS; i++) {
-		if (i >= n)
-			break;
-		if (bpf_core_read(&g, sizeof(g), &gi->gid[i]))
-			break;
-		if (ctr_id ? ctr_listed(&ag_ctr_gids, ctr_id, g) : listed(&ag_gids, g))
-			return true;
-	}
-	return false;
-}
-
-/* Whether task `t` (credentials `c`) is allowed by its container's rule: a
- * container that allows anything in it, or the container's allowed users and
- * groups (host ids: the daemon translated the container's names through its
- * id maps): effective or fs uid, effective or fs gid, a supplementary group.
- * *ctr_id: the container (0: none). */
-static __always_inline bool ctr_allowed(struct task_struct *t, const struct cred *c,
-					__u32 *ctr_id)
-{
-	struct ag_ctr *ctr = task_ctr(t);
-	__u32 id;
-
-	if (!ctr)
-		return false;
-	id = ctr->ctr_id;
-	*ctr_id = id;
-	if (ctr->flags & AG_CTR_ALL)
-		return true;
-	if (ctr_listed(&ag_ctr_uids, id, BPF_CORE_READ(c, euid.val)) ||
-	    ctr_listed(&ag_ctr_uids, id, BPF_CORE_READ(c, fsuid.val)) ||
-	    ctr_listed(&ag_ctr_gids, id, BPF_CORE_READ(c, egid.val)) ||
-	    ctr_listed(&ag_ctr_gids, id, BPF_CORE_READ(c, fsgid.val)))
-		return true;
-	return groups_listed(c, id);
-}
-
-/* Whether the calling task is allow-listed, reading its identity only as far
- * as the answer needs, in the order of the tests: effective and fs uid,
- * effective and fs gid, executable, supplementary groups, then its
- * container's rule. The database's writers are allowed by the first test (two
- * reads and a lookup); the full identity (who()) is read for the denial's
- * event only. *ctr_id: the container the task is in when that was looked at
- * (0: none, or not looked at). */
-static __always_inline bool task_allowed(__u32 *ctr_id)
-{
-	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
-	const struct cred *c = BPF_CORE_READ(t, cred);
-	struct ag_exe_key k = { .pad = 0 };
-	struct file *exe;
-
-	/* || evaluates left to right and stops at the first allowed id */
-	if (listed(&ag_uids, BPF_CORE_READ(c, euid.val)) ||
-	    listed(&ag_uids, BPF_CORE_READ(c, fsuid.val)) ||
-	    listed(&ag_gids, BPF_CORE_READ(c, egid.val)) ||
-	    listed(&ag_gids, BPF_CORE_READ(c, fsgid.val)))
-		return true;
-	exe = BPF_CORE_READ(t, mm, exe_file);
-	k.ino = BPF_CORE_READ(exe, f_inode, i_ino);
-	if (k.ino) {
-		k.dev = BPF_CORE_READ(exe, f_inode, i_sb, s_dev);
-		if (bpf_map_lookup_elem(&ag_exes, &k))
-			return true;
-	}
-	return groups_listed(c, 0) || ctr_allowed(t, c, ctr_id);
-}
-
-/* The same from the ids of who_ids() (programs that cannot read the task). */
-static __always_inline bool ids_allowed(struct ag_event *e)
-{
-	return bpf_map_lookup_elem(&ag_uids, &e->euid) || bpf_map_lookup_elem(&ag_gids, &e->egid);
-}
-
 /* The verdict for a write-like operation on a managed device: 0 or -EPERM.
  * `full`: the whole identity (task walk, executable, comm); false for programs
  * that may call only bpf_get_current_uid_gid. */
@@ -348,12 +188,12 @@ static __always_inline int verdict(struct ag_disk *d, __u32 dev, __u32 flags, __
 	    (BPF_CORE_READ((struct task_struct *)bpf_get_current_task(), flags) & PF_KTHREAD))
 		return 0;
 	if (full) {
-		if (task_allowed(&e.ctr_id))
+		if (task_allowed(&e.ctr_id, hook))
 			return 0;
 		who(&e);
 	} else {
 		who_ids(&e);
-		if (ids_allowed(&e))
+		if (ids_allowed(e.euid, e.egid))
 			return 0;
 	}
 
@@ -646,6 +486,25 @@ static __always_inline bool passthrough_read_class(__u32 cmd, unsigned long arg,
 	return false;
 }
 
+/* Whether a read-class passthrough command of this caller must not be let
+ * through on its class: the command is read here before the kernel copies it
+ * again, so a caller could rewrite it in between (another process sharing
+ * the page, process_vm_writev, its own O_DIRECT read landing in it). For a
+ * caller without CAP_SYS_RAWIO (SG_IO) or CAP_SYS_ADMIN (NVMe admin) in the
+ * initial user namespace the kernel refuses write commands after its own
+ * copy (scsi_cmd_allowed, nvme_cmd_allowed); one holding it gets the class
+ * rule only when it runs a disk-query tool as host root (bpf/rules.h), and
+ * otherwise only what an allow rule gives it. */
+static __always_inline bool raced_passthrough(__u32 cmd)
+{
+	struct ag_task k;
+
+	task_init(&k);
+	if (!host_capable(k.c, cmd == SG_IO ? CAP_SYS_RAWIO : CAP_SYS_ADMIN))
+		return false;
+	return !runs_tool(&k, AG_TOOL_QUERY);
+}
+
 /* file_ioctl with the read class of SG_IO and NVMe admin commands let
  * through (`sleepable`: how the command is read, above). */
 static __always_inline int ioctl_by_class_rule(struct file *file, unsigned int cmd,
@@ -659,7 +518,8 @@ static __always_inline int ioctl_by_class_rule(struct file *file, unsigned int c
 	d = managed(file->f_inode, &dev, &flags);
 	if (!d)
 		return 0;
-	if (classed_ioctl(cmd) && passthrough_read_class(cmd, arg, &flags, sleepable))
+	if (classed_ioctl(cmd) && !raced_passthrough(cmd) &&
+	    passthrough_read_class(cmd, arg, &flags, sleepable))
 		return 0;
 	return verdict(d, dev, flags, AG_HOOK_FILE_IOCTL, cmd, true);
 }

@@ -69,20 +69,51 @@ struct ag_exe_key {
 	__u32 pad; /* zero */
 };
 
-/* Containers. ag_ctrs: key a cgroup id (u64, the cgroup directory's inode
- * number), value the container whose cgroup it is. A task is judged by the
- * first of its cgroup and that cgroup's ancestors found there. */
-#define AG_CTR_ALL 1 /* anything in the container may write */
-struct ag_ctr {
-	__u32 flags;  /* AG_CTR_* */
-	__u32 ctr_id; /* the daemon's number for the container (1..), in events */
+/* Allow rules (bpf/rules.h). A rule is a conjunction of up to three
+ * conditions: who (an effective, fs or supplementary uid/gid in its users or
+ * groups), what (the executable, by inode) and where (the task's cgroup or
+ * the nearest of its ancestors that is a configured place: a container, a
+ * systemd unit). A task may write when every condition of one rule holds.
+ * Each rule is one bit (AG_MAX_RULES); the id maps give, per id, the rules
+ * whose condition it satisfies. */
+#define AG_MAX_RULES 64
+
+/* ag_rules[0]: which rules are in force and which conditions each has. A
+ * rule's bit is set in need_X when it has condition X. */
+struct ag_rules {
+	__u64 active;
+	__u64 need_who;
+	__u64 need_exe;
+	__u64 need_place;
 };
 
-/* Key of ag_ctr_uids / ag_ctr_gids: a host uid (gid) allowed in container
- * ctr_id (the container's own user translated through its id map). */
-struct ag_ctr_id {
-	__u32 ctr_id;
-	__u32 id;
+/* Value of ag_rule_exes (key: struct ag_exe_key). */
+#define AG_TOOL_QUERY 1 /* a disk-query tool: read-class passthrough as host root,
+			   also holding CAP_SYS_RAWIO / CAP_SYS_ADMIN */
+#define AG_TOOL_KOPEN 2 /* as host root, may open managed paths in the kernel
+			   (device-mapper table loads: multipathd) */
+struct ag_exe {
+	__u64 rules; /* the rules whose executables include it */
+	__u32 tools; /* AG_TOOL_* */
+	__u32 pad;
+};
+
+/* Value of ag_places (key: a cgroup id, u64, the cgroup directory's inode
+ * number). A task is judged by the first of its cgroup and that cgroup's
+ * ancestors found there. */
+struct ag_place {
+	__u64 rules;  /* the rules whose place it is */
+	__u32 ctr_id; /* the daemon's number for the container (1..), in events; 0: a unit */
+	__u32 pad;
+};
+
+/* ag_self[0]: the daemon's own process, whose label and reclaim writes are
+ * allowed (its process, not its executable: the same binary started by
+ * anyone else is nobody). start_ticks: /proc/PID/stat's starttime (USER_HZ). */
+struct ag_self {
+	__u32 tgid;
+	__u32 pad;
+	__u64 start_ticks;
 };
 
 /* The deepest cgroup level searched for a container's cgroup. */
@@ -118,7 +149,7 @@ struct ag_event {
 			  uring_cmd: cmd_op; cgroup_device: access_type */
 	__u32 mode;    /* AG_MODE_AUDIT or AG_MODE_ENFORCE */
 	__u32 flags;   /* AG_EV_* */
-	__u32 ctr_id;  /* the container (struct ag_ctr) the task is in; 0: none */
+	__u32 ctr_id;  /* the container (struct ag_place) the task is in; 0: none */
 	char comm[16];
 };
 

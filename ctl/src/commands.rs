@@ -252,6 +252,19 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
         ),
         ("sg_io / nvme", s.filter_passthrough),
         (
+            "who may write",
+            if s.allow_rules.is_empty() {
+                "nobody (no rule)".to_string()
+            } else {
+                s.allow_rules.join("; ")
+            },
+        ),
+        (
+            "oracle homes",
+            joined_or(&s.oracle_homes, "none found"),
+        ),
+        ("rule notes", joined_or(&s.allow_notes, "none")),
+        (
             "filter mode",
             format!("{} (default)", s.default_filter_mode),
         ),

@@ -28,16 +28,32 @@ pub fn warnings(c: &Config, file: &str) -> Vec<String> {
         unresolved("filter.allow_groups", gid_of(g));
     }
     let f = &c.filter;
+    let homes_off = f.oracle_homes == asmguard_config::OracleHomes::Word("off".into());
     if f.mode != asmguard_config::FilterMode::Off
         && f.allow_users.is_empty()
         && f.allow_groups.is_empty()
         && f.allow_executables.is_empty()
+        && c.rule.is_empty()
     {
-        out.push(format!(
-            "{file}: key `filter.allow_users`: the allow-list is empty (allow_users, allow_groups and allow_executables): in mode {} no process but asmguardd may write to a managed disk, ASM included",
-            f.mode
-        ));
+        if homes_off {
+            out.push(format!(
+                "{file}: key `filter.allow_users`: the allow-list is empty (allow_users, allow_groups, allow_executables, no [[rule]], oracle_homes off): in mode {} no process but asmguardd may write to a managed disk, ASM included",
+                f.mode
+            ));
+        } else {
+            let homes = asmguard_homes::discover(
+                std::path::Path::new("/"),
+                &crate::filter::homes_spec(f),
+            );
+            if homes.homes.is_empty() {
+                out.push(format!(
+                    "{file}: key `filter.oracle_homes`: only the Oracle homes' binaries may write, and none is found now: ASM can write once Grid Infrastructure's root.sh writes /etc/oracle/olr.loc (or a home is in /etc/oratab); it is picked up within a second"
+                ));
+            }
+        }
     }
+    let (_, notes) = crate::filter::describe_rules(c, &asmguard_homes::Found::default(), false);
+    out.extend(notes.into_iter().map(|n| format!("{file}: {n}")));
     if let Ok(a) = c.metrics.listen.parse::<std::net::SocketAddr>() {
         if a.ip().is_unspecified() {
             out.push(format!(
@@ -61,14 +77,15 @@ mod tests {
         )
         .unwrap();
         let w = warnings(&c, "t.toml");
-        assert_eq!(w.len(), 2, "{w:#?}");
+        assert_eq!(w.len(), 3, "{w:#?}");
         assert!(w[0].contains("`filter.allow_users`") && w[0].contains("nosuchuser_ag"));
         assert!(w[1].contains("`filter.allow_groups`") && w[1].contains("nosuchgroup_ag"));
+        assert!(w[2].contains("any process of those users") && w[2].contains("dd"));
 
         let c = asmguard_config::parse(
             "[paths]\nowner = \"root\"\ngroup = \"root\"\n[socket]\nadmin_group = \"root\"\n\
              [metrics]\nlisten = \"0.0.0.0:9465\"\n\
-             [filter]\nallow_users = []\nallow_groups = []\n",
+             [filter]\nallow_users = []\nallow_groups = []\noracle_homes = \"off\"\n",
             "t.toml",
         )
         .unwrap();
@@ -86,5 +103,17 @@ mod tests {
         let w = warnings(&c, "t.toml");
         assert_eq!(w.len(), 1, "off lets everyone write anyway: {w:#?}");
         assert!(w[0].contains("[::]:9465"));
+
+        // homes only, none there yet: say when ASM can write
+        let c = asmguard_config::parse(
+            "[paths]\nowner = \"root\"\ngroup = \"root\"\n[socket]\nadmin_group = \"root\"\n\
+             [filter]\nallow_users = []\nallow_groups = []\noracle_homes = [\"/nonexistent-home-ag\"]\n\
+             allow_executables = []\n",
+            "t.toml",
+        )
+        .unwrap();
+        let w = warnings(&c, "t.toml");
+        assert_eq!(w.len(), 1, "{w:#?}");
+        assert!(w[0].contains("`filter.oracle_homes`") && w[0].contains("olr.loc"));
     }
 }

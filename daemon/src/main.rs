@@ -273,6 +273,7 @@ async fn run(
     spawn_watchdog(monitor_alive.clone());
     spawn_filter_verify(d.clone());
     filter::containers::spawn(d.clone());
+    filter::spawn_rules(d.clone());
     let serve = tokio::spawn(server::serve(listener, d.clone()));
     spawn_sighup(d.clone());
     let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {

@@ -675,6 +675,7 @@ impl Daemon {
             Err(_) => "unknown (securityfs not mounted)".into(),
         };
         let fst = self.filter.status();
+        let allow_view = self.filter.view();
         let protection = fst.protection();
         let shown = self.presenter.outcome();
         StatusResult {
@@ -693,6 +694,9 @@ impl Daemon {
             filter_programs: fst.programs,
             filter_other_programs: self.filter.other_programs(),
             filter_devices: fst.devices,
+            allow_rules: allow_view.0,
+            allow_notes: allow_view.1,
+            oracle_homes: allow_view.2,
             protection,
             // how to get full coverage: only where it is missing (fmod_ret has it)
             bpf_lsm_hint: match protection {

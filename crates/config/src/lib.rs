@@ -29,8 +29,23 @@
 //! mode = "enforce"                     # enforce | audit | off
 //! allow_users = ["grid", "oracle"]
 //! allow_groups = ["asmadmin", "asmdba", "oinstall"]   # effective, fs or supplementary gid
-//! allow_executables = []               # absolute paths
+//! allow_executables = []               # absolute paths (any user running one may write:
+//!                                      # borrowable, prefer a [[rule]])
+//! oracle_homes = "auto"                # "auto" (/etc/oratab, /etc/oracle/olr.loc), "off",
+//!                                      # or a list of homes: each home's own binaries
+//!                                      # (bin/oracle; ocssd.bin, crsd.bin in a Grid home)
+//!                                      # run by their owner may write
+//! query_tools = [...]                  # disk-query tools (multipathd, scsi_id, smartctl,
+//!                                      # sg_inq ...): read-class passthrough only
 //! require_protection = false           # true: refuse to start when no filter can load
+//!
+//! [[rule]]             # zero or more: a task may write when every condition holds
+//! name = "ohasd"                       # [A-Za-z0-9_.-]{1,64}, unique
+//! users = ["grid"]                     # who (either a user or a group of these)
+//! groups = []
+//! executables = ["/u01/app/19c/grid/bin/oracle"]   # what (by file identity)
+//! units = ["oracle-ohasd.service"]     # where: a systemd unit's cgroup, or
+//! cgroups = []                         # cgroup-v2 path patterns (as [[container]])
 //!
 //! [daemon]
 //! runtime_dir = "/run/asmguard"        # runtime state (filter modes, reclaim
@@ -72,7 +87,71 @@ pub struct Config {
     pub daemon: DaemonSection,
     /// `[[container]]`: containers (by cgroup) and the writers allowed in them.
     pub container: Vec<Container>,
+    /// `[[rule]]`: allow rules, each a conjunction of its conditions.
+    pub rule: Vec<Rule>,
 }
+
+/// One `[[rule]]`: a task may write when every condition given holds: who
+/// (one of `users` or `groups`), what (`executables`), where (`units` or
+/// `cgroups`). At least one condition.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Rule {
+    pub name: String,
+    pub users: Vec<String>,
+    pub groups: Vec<String>,
+    pub executables: Vec<PathBuf>,
+    /// systemd units (`oracle-ohasd.service`): their cgroups, wherever the
+    /// unit's slice puts them.
+    pub units: Vec<String>,
+    pub cgroups: Vec<String>,
+}
+
+impl Rule {
+    /// The cgroup path patterns of `units` and `cgroups`: a unit is found at
+    /// the top, or below one or two slices.
+    pub fn place_patterns(&self) -> Vec<String> {
+        let mut out = self.cgroups.clone();
+        for u in &self.units {
+            out.push(u.clone());
+            out.push(format!("*.slice/{u}"));
+            out.push(format!("*.slice/*.slice/{u}"));
+        }
+        out
+    }
+}
+
+/// At most this many `[[rule]]`s (the filter holds 32 rules in all, with
+/// the plain allow-list's, the Oracle homes' and the containers').
+pub const MAX_CONFIG_RULES: usize = 16;
+
+/// `[filter] oracle_homes`: "auto", "off" or a list of home directories.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum OracleHomes {
+    Word(String),
+    List(Vec<PathBuf>),
+}
+
+/// The disk-query tools allowed read-class passthrough by default (the
+/// ones present are used): multipathd's path checkers and udev's WWID
+/// reader, smartmontools, sg3_utils' query commands, nvme-cli.
+pub const DEFAULT_QUERY_TOOLS: &[&str] = &[
+    "/usr/sbin/multipathd",
+    "/sbin/multipathd",
+    "/usr/lib/udev/scsi_id",
+    "/lib/udev/scsi_id",
+    "/usr/sbin/smartctl",
+    "/usr/sbin/smartd",
+    "/usr/bin/sg_inq",
+    "/usr/bin/sg_readcap",
+    "/usr/bin/sg_vpd",
+    "/usr/bin/sg_turs",
+    "/usr/bin/sg_luns",
+    "/usr/bin/sg_logs",
+    "/usr/bin/sg_modes",
+    "/usr/sbin/nvme",
+];
 
 /// One `[[container]]`: a container found by its cgroup-v2 path, the writers
 /// allowed in it (users and groups as the container sees them), the labels
@@ -214,6 +293,11 @@ pub struct Filter {
     pub allow_users: Vec<String>,
     pub allow_groups: Vec<String>,
     pub allow_executables: Vec<PathBuf>,
+    /// Oracle homes whose own binaries, run by their owner, may write.
+    pub oracle_homes: OracleHomes,
+    /// Disk-query tools: read-class passthrough only, also as host root
+    /// holding CAP_SYS_RAWIO.
+    pub query_tools: Vec<PathBuf>,
     /// Refuse to start when no filter backend can load (neither the BPF LSM nor
     /// the cgroup-device fallback), instead of running UNPROTECTED. Off by
     /// default: labels and the stable disk paths are what ASM needs to start,
@@ -306,6 +390,8 @@ impl Default for Filter {
             allow_users: vec!["grid".into(), "oracle".into()],
             allow_groups: vec!["asmadmin".into(), "asmdba".into(), "oinstall".into()],
             allow_executables: vec![],
+            oracle_homes: OracleHomes::Word("auto".into()),
+            query_tools: DEFAULT_QUERY_TOOLS.iter().map(PathBuf::from).collect(),
             require_protection: false,
         }
     }
@@ -505,7 +591,101 @@ fn validate_containers(c: &Config, file: &str) -> Result<(), String> {
     Ok(())
 }
 
+fn validate_rules(c: &Config, file: &str) -> Result<(), String> {
+    match &c.filter.oracle_homes {
+        OracleHomes::Word(w) if w == "auto" || w == "off" => {}
+        OracleHomes::Word(w) => {
+            return Err(key_err(
+                file,
+                "filter.oracle_homes",
+                format!("{w:?} is neither \"auto\", \"off\" nor a list of home directories"),
+            ))
+        }
+        OracleHomes::List(l) => {
+            if let Some(h) = l.iter().find(|h| !h.is_absolute()) {
+                return Err(key_err(
+                    file,
+                    "filter.oracle_homes",
+                    format!("{} is not an absolute path", h.display()),
+                ));
+            }
+        }
+    }
+    if let Some(t) = c.filter.query_tools.iter().find(|t| !t.is_absolute()) {
+        return Err(key_err(
+            file,
+            "filter.query_tools",
+            format!("{} is not an absolute path", t.display()),
+        ));
+    }
+    if c.rule.len() > MAX_CONFIG_RULES {
+        return Err(key_err(
+            file,
+            "rule",
+            format!("{} rules: at most {MAX_CONFIG_RULES}", c.rule.len()),
+        ));
+    }
+    for (i, r) in c.rule.iter().enumerate() {
+        let key = |k: &str| format!("rule[{i}].{k}");
+        if !valid_container_name(&r.name) {
+            return Err(key_err(
+                file,
+                &key("name"),
+                format!("{:?} is not a rule name (1 to 64 of A-Z, a-z, 0-9, _ . -)", r.name),
+            ));
+        }
+        if let Some(j) = c.rule[..i].iter().position(|o| o.name == r.name) {
+            return Err(key_err(
+                file,
+                &key("name"),
+                format!("{:?} is also the name of rule[{j}]", r.name),
+            ));
+        }
+        if r.users.is_empty()
+            && r.groups.is_empty()
+            && r.executables.is_empty()
+            && r.units.is_empty()
+            && r.cgroups.is_empty()
+        {
+            return Err(key_err(
+                file,
+                &key("name"),
+                "has no condition: give users, groups, executables, units or cgroups (a rule without one would allow every process)",
+            ));
+        }
+        names_or_ids(file, &key("users"), "user", &r.users)?;
+        names_or_ids(file, &key("groups"), "group", &r.groups)?;
+        if let Some(x) = r.executables.iter().find(|x| !x.is_absolute()) {
+            return Err(key_err(
+                file,
+                &key("executables"),
+                format!("{} is not an absolute path", x.display()),
+            ));
+        }
+        for u in &r.units {
+            let ok = [".service", ".scope", ".slice"].iter().any(|s| u.ends_with(s))
+                && !u.contains('/')
+                && u.len() <= 256
+                && !u.contains(char::is_control);
+            if !ok {
+                return Err(key_err(
+                    file,
+                    &key("units"),
+                    format!("{u:?} is not a systemd unit name such as \"oracle-ohasd.service\""),
+                ));
+            }
+        }
+        for p in &r.cgroups {
+            if let Some(why) = why_not_cgroup_pattern(p) {
+                return Err(key_err(file, &key("cgroups"), format!("{p:?} {why}")));
+            }
+        }
+    }
+    Ok(())
+}
+
 fn validate(c: &Config, file: &str) -> Result<(), String> {
+    validate_rules(c, file)?;
     for (key, list) in [
         ("devices.include", &c.devices.include),
         ("devices.exclude", &c.devices.exclude),
@@ -797,6 +977,29 @@ mod tests {
     }
 
     #[test]
+    fn rules_and_homes_parse() {
+        let c = parse(
+            "[filter]\noracle_homes = [\"/u01/app/19c/grid\"]\n\
+             [[rule]]\nname = \"ohasd\"\nusers = [\"grid\"]\n\
+             executables = [\"/u01/app/19c/grid/bin/oracle\"]\nunits = [\"oracle-ohasd.service\"]\n",
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(
+            c.filter.oracle_homes,
+            OracleHomes::List(vec![PathBuf::from("/u01/app/19c/grid")])
+        );
+        assert_eq!(c.rule.len(), 1);
+        assert_eq!(c.rule[0].users, vec!["grid"]);
+        assert!(c.rule[0]
+            .place_patterns()
+            .contains(&"*.slice/oracle-ohasd.service".to_string()));
+        let d = Config::default();
+        assert_eq!(d.filter.oracle_homes, OracleHomes::Word("auto".into()));
+        assert!(d.filter.query_tools.contains(&PathBuf::from("/usr/sbin/multipathd")));
+    }
+
+    #[test]
     fn errors_name_the_key() {
         let cases = [
             ("[devices]\nincluded = [\"x\"]\n", "devices.included"),
@@ -826,6 +1029,19 @@ mod tests {
             ("[socket]\npath = \"/run/asmguard/\"\n", "socket.path"),
             ("[devices]\ninclude = [\"sd\\u0000b\"]\n", "devices.include"),
             ("debug = true\n", "debug"),
+            ("[filter]\noracle_homes = \"yes\"\n", "filter.oracle_homes"),
+            ("[filter]\noracle_homes = [\"u01\"]\n", "filter.oracle_homes"),
+            ("[filter]\nquery_tools = [\"sg_inq\"]\n", "filter.query_tools"),
+            ("[[rule]]\nname = \"a\"\n", "rule[0].name"),
+            ("[[rule]]\nname = \"a b\"\nusers = [\"grid\"]\n", "rule[0].name"),
+            (
+                "[[rule]]\nname = \"a\"\nusers = [\"grid\"]\n[[rule]]\nname = \"a\"\nusers = [\"x\"]\n",
+                "rule[1].name",
+            ),
+            ("[[rule]]\nname = \"a\"\nexecutables = [\"oracle\"]\n", "rule[0].executables"),
+            ("[[rule]]\nname = \"a\"\nunits = [\"ohasd\"]\n", "rule[0].units"),
+            ("[[rule]]\nname = \"a\"\ncgroups = [\"/x\"]\n", "rule[0].cgroups"),
+            ("[[rule]]\nname = \"a\"\nuser = [\"grid\"]\n", "user"),
         ];
         for (text, key) in cases {
             let e = parse(text, "cfg.toml").unwrap_err();

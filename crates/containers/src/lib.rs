@@ -161,7 +161,14 @@ pub(crate) fn expand(root: &Path, pattern: &str) -> Vec<String> {
 
 /// The cgroups `c`'s patterns match below `root`, sorted, with their ids.
 fn matched_cgroups(root: &Path, c: &Container) -> Vec<(String, u64)> {
-    let paths: BTreeSet<String> = c.cgroup.iter().flat_map(|p| expand(root, p)).collect();
+    cgroups_matching(root, &c.cgroup)
+}
+
+/// The cgroups `patterns` match below `root` (the cgroup2 mount), sorted,
+/// with their ids (the directories' inode numbers): a `[[container]]`'s, or
+/// a `[[rule]]`'s units and cgroups.
+pub fn cgroups_matching(root: &Path, patterns: &[String]) -> Vec<(String, u64)> {
+    let paths: BTreeSet<String> = patterns.iter().flat_map(|p| expand(root, p)).collect();
     paths
         .into_iter()
         .filter_map(|p| {

@@ -114,7 +114,7 @@ impl KernelDev {
     }
 
     /// From the raw kernel encoding (as found in BPF maps and events).
-    pub fn from_raw(raw: u32) -> Self {
+    pub const fn from_raw(raw: u32) -> Self {
         Self(raw)
     }
 

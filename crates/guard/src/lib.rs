@@ -18,9 +18,9 @@ pub mod guard;
 pub mod smoke;
 pub use asmguard_devices::devt::{DevtError, KernelDev};
 pub use guard::{
-    bpf_lsm_hint, pinned_backend, pinned_majors, remove_pins, Backend, ContainerRule, Coverage,
+    bpf_lsm_hint, pinned_backend, pinned_majors, remove_pins, Backend, Coverage,
     DenialEvent, DevKey, EventReader, ExeId, Guard, Hook, IdentityReach, Mode, Options,
-    PassthroughRule, Stats, PIN_DIR,
+    PassthroughRule, Rule, Rules, SelfId, Stats, Tool, PIN_DIR,
 };
 pub use smoke::{ObjectStorage, SmokeFilter};
 
@@ -63,6 +63,9 @@ pub enum Error {
     /// No backend better than the pinned one loads (its errors).
     #[error("{0}")]
     NoBetterBackend(String),
+    /// An allow rule set the filter cannot hold.
+    #[error("allow rules: {0}")]
+    Rules(String),
     /// The kernel kept programs attached after their links were released.
     #[error("detaching the filter: {0}")]
     Detach(String),

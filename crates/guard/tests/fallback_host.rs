@@ -492,3 +492,111 @@ fn fallback_majors_follow_the_managed_set() {
     );
     assert!(write_open(&b.dev).is_ok());
 }
+
+/// `prog` (a copy of dd or dd itself) writing one block to `dev` as
+/// `uid`/`gid` (no supplementary groups), in cgroup `cg` when given; true
+/// when it succeeded.
+fn dd_with(prog: &Path, uid: u32, gid: u32, cg: Option<&Path>, dev: &Path) -> bool {
+    let enter = match cg {
+        Some(c) => format!("echo $$ > {}/cgroup.procs && ", c.display()),
+        None => String::new(),
+    };
+    let script = format!(
+        "{enter}exec setpriv --reuid={uid} --regid={gid} --clear-groups -- {} if=/dev/zero of={} bs=4096 count=1 conv=notrunc",
+        prog.display(),
+        dev.display()
+    );
+    Command::new("sh")
+        .args(["-c", &script])
+        .stderr(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("run sh")
+        .success()
+}
+
+/// Rules are conjunctions: "user AND executable" lets that user write with
+/// that executable only (not with another one, and no other user with it);
+/// "in this cgroup" lets what runs there write and nothing outside; the
+/// daemon's own process writes, another process of the same user does not;
+/// a rule set replaced keeps only the new rules' bits in force.
+#[test]
+fn fallback_rules_are_conjunctions() {
+    use asmguard_guard::{ExeId, Rule, Rules, SelfId};
+    let Some(_l) = lock() else { return };
+    let (lo, _pins, g) = guarded_0666("conj");
+    assert!(g.programs().iter().any(|p| p == "ag_cgroup_dev"));
+    let dir = tempfile::tempdir().unwrap();
+    let own_dd = dir.path().join("dd-oracle");
+    std::fs::copy("/usr/bin/dd", &own_dd).unwrap();
+    let mut perm = std::fs::metadata(dir.path()).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+    std::fs::set_permissions(dir.path(), perm).unwrap();
+    let cg = asmguard_guard::guard::cgroup2_root().unwrap().join("agtest-conj-place");
+    let _ = std::fs::remove_dir(&cg);
+    std::fs::create_dir(&cg).unwrap();
+    let cg_id = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&cg).unwrap());
+    let dd = Path::new("/usr/bin/dd");
+    g.set_disk(&[lo.key()], Mode::Enforce, 6).unwrap();
+    let rules = Rules {
+        rules: vec![
+            Rule {
+                uids: vec![65501],
+                exes: vec![ExeId::of_path(&own_dd).unwrap()],
+                ..Rule::default()
+            },
+            Rule {
+                gids: vec![65520],
+                places: vec![cg_id],
+                ..Rule::default()
+            },
+        ],
+        daemon: Some(SelfId::current().unwrap()),
+        ..Rules::default()
+    };
+    g.set_rules(&rules).unwrap();
+    assert!(dd_with(&own_dd, 65501, 65600, None, &lo.dev), "user AND executable");
+    assert!(!dd_with(dd, 65501, 65600, None, &lo.dev), "the user with another executable");
+    assert!(!dd_with(&own_dd, 65502, 65600, None, &lo.dev), "another user with the executable");
+    assert!(dd_with(dd, 65600, 65520, Some(&cg), &lo.dev), "group AND place");
+    assert!(!dd_with(dd, 65600, 65520, None, &lo.dev), "the group outside the place");
+    assert!(!dd_with(dd, 65600, 65521, Some(&cg), &lo.dev), "another group in the place");
+    assert!(write_open(&lo.dev).is_ok(), "the daemon's own process (this one)");
+    assert!(!dd_with(dd, 0, 0, None, &lo.dev), "root in another process");
+
+    // Replaced: the old rules' bits leave, the new ones alone are in force.
+    let (before, _) = g.rules_in_force().unwrap();
+    g.set_rules(&Rules::from_ids(&[65502], &[], &[])).unwrap();
+    let ((active, who, exe, place), places) = g.rules_in_force().unwrap();
+    assert_eq!(active.count_ones(), 1);
+    assert_eq!(active & before.0, 0, "new bits beside the old ones");
+    assert_eq!((who, exe, place), (active, 0, 0));
+    assert!(places.is_empty());
+    assert!(dd_with(dd, 65502, 65600, None, &lo.dev), "the new rule");
+    assert!(!dd_with(&own_dd, 65501, 65600, None, &lo.dev), "the old rule is gone");
+    assert!(is_eperm(&write_open(&lo.dev)), "no daemon process any more");
+    let _ = std::fs::remove_dir(&cg);
+}
+
+/// The tamper check of the rule maps: an entry another process changed is
+/// named and put back.
+#[test]
+fn fallback_rule_maps_put_back() {
+    let Some(_l) = lock() else { return };
+    let (lo, pins, g) = guarded_0666("rulewatch");
+    g.set_disk(&[lo.key()], Mode::Enforce, 7).unwrap();
+    g.set_allow(&[65501], &[], &[]).unwrap();
+    assert!(g.reassert_rules().unwrap().is_empty());
+    let m = libbpf_rs::MapHandle::from_pinned_path(pins.0.join("maps/ag_rule_uids")).unwrap();
+    use libbpf_rs::MapCore;
+    m.update(
+        &65600u32.to_ne_bytes(),
+        &u64::MAX.to_ne_bytes(),
+        libbpf_rs::MapFlags::ANY,
+    )
+    .unwrap();
+    assert!(dd_as(65600, &lo.dev), "the planted uid writes until the check");
+    assert_eq!(g.reassert_rules().unwrap(), vec!["ag_rule_uids"]);
+    assert!(!dd_as(65600, &lo.dev), "put back");
+    assert!(dd_as(65501, &lo.dev));
+}

@@ -838,6 +838,19 @@ pub struct StatusResult {
     /// Devices in the kernel's managed set.
     #[serde(default)]
     pub filter_devices: usize,
+    /// Who may write, one rule a line (`any process of user grid`,
+    /// `user grid AND executable /u01/.../bin/oracle`, `in container rac1
+    /// AND ...`), then the daemon's own process.
+    #[serde(default)]
+    pub allow_rules: Vec<String>,
+    /// What to know about the rules: a rule any process of a user satisfies
+    /// (a shell's `dd` too) and how to tighten it, what this backend cannot
+    /// judge, what could not be resolved.
+    #[serde(default)]
+    pub allow_notes: Vec<String>,
+    /// The Oracle homes found (`oracle_homes`) and their allowed binaries.
+    #[serde(default)]
+    pub oracle_homes: Vec<String>,
     /// `protected`, `degraded` (open-time only), `off` (disabled by an
     /// administrator) or `unprotected` (no filter backend could load:
     /// `filter_reason` says why; `asmguardctl status` then exits with 7).

@@ -9,11 +9,48 @@
 use super::service::FilterService;
 use asmguard_config::Container;
 use asmguard_containers::{find, host_gid, host_uid, Found, Watcher};
-use asmguard_guard::ContainerRule;
+use asmguard_guard::Rule;
 use asmguard_proto::{ContainerAllow, ContainerGroup, ContainerStatus, ContainerUser};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// One container's rule as the daemon resolved it: the cgroups that are the
+/// container (a task in one of them or below is in it), and who in it may
+/// write (host ids, translated through the container's maps).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ContainerRule {
+    /// The daemon's number for the container (1..), carried in events.
+    pub ctr_id: u32,
+    /// Cgroup ids (the cgroup directories' inode numbers).
+    pub cgroups: Vec<u64>,
+    /// Anything in the container may write.
+    pub allow_all: bool,
+    /// Host uids allowed as effective or fs uid of a task in the container.
+    pub uids: Vec<u32>,
+    /// Host gids allowed as effective, fs or supplementary gid.
+    pub gids: Vec<u32>,
+}
+
+impl ContainerRule {
+    /// The filter's rule: "in the container" and, unless it allows all, one
+    /// of its users or groups. `None` when nobody in it may write (no
+    /// process to translate its names yet, or not running): the container
+    /// is still a place of its own then (nothing of an enclosing place
+    /// applies to it).
+    pub fn rule(&self) -> Option<Rule> {
+        if self.cgroups.is_empty() || (!self.allow_all && self.uids.is_empty() && self.gids.is_empty()) {
+            return None;
+        }
+        Some(Rule {
+            uids: self.uids.clone(),
+            gids: self.gids.clone(),
+            places: self.cgroups.clone(),
+            ctr_id: self.ctr_id,
+            ..Rule::default()
+        })
+    }
+}
 
 /// Tries to read a starting container's id maps: the runtime moves the first
 /// process into the cgroup before it writes its uid map.

@@ -19,20 +19,13 @@ pub mod events;
 pub mod identity;
 pub mod service;
 
-use asmguard_config::Config;
+use asmguard_config::{Config, OracleHomes};
+use asmguard_guard::{Rule, Rules, SelfId, Tool};
+use std::collections::BTreeMap;
 use asmguard_devices::writer::Writer;
-use asmguard_guard::{Coverage, IdentityReach, Mode, Options, PIN_DIR};
+use asmguard_guard::{Coverage, ExeId, IdentityReach, Mode, Options, PIN_DIR};
 use service::FilterService;
 use std::path::{Path, PathBuf};
-
-/// System programs that send SCSI commands (SG_IO) to every disk: multipathd's
-/// path checkers (TUR, ALUA) and udev's WWID reader. Allowed when present.
-const SYSTEM_SG_TOOLS: &[&str] = &[
-    "/usr/sbin/multipathd",
-    "/sbin/multipathd",
-    "/usr/lib/udev/scsi_id",
-    "/lib/udev/scsi_id",
-];
 
 /// Starts the filter: loads the programs (or re-adopts the pinned ones, with
 /// no moment without protection), sets the allow-list from the
@@ -50,7 +43,10 @@ pub fn start(
         ..Options::default()
     };
     let svc = FilterService::start(opts, mode, Some(state_file));
-    let (uids, gids) = set_allow(&svc, &cfg.filter);
+    let homes = asmguard_homes::discover(Path::new("/"), &homes_spec(&cfg.filter));
+    svc.set_homes(homes);
+    svc.set_places(resolve_places(cfg));
+    let (uids, gids) = set_allow(&svc, cfg);
     // resolved by the daemon before its first scan (`Daemon::resolve_containers`)
     svc.set_container_config(cfg.container.clone());
     if !cfg.container.is_empty() {
@@ -123,19 +119,53 @@ pub fn start(
     (svc, writer)
 }
 
-/// Resolves the allow-list of `f` (names through NSS) and hands it to the
-/// filter with the daemon's own executable and the system's SG_IO tools.
-/// Returns the uids and gids. Used at start and on SIGHUP.
-pub fn set_allow(svc: &FilterService, f: &asmguard_config::Filter) -> (Vec<u32>, Vec<u32>) {
-    let (mut uids, gids, mut exes, problems) =
-        service::resolve_allow(&f.allow_users, &f.allow_groups, &f.allow_executables);
-    for p in problems {
-        tracing::warn!("filter allow-list: {p}: ignored");
+/// `[filter] oracle_homes` as the homes crate takes it.
+pub fn homes_spec(f: &asmguard_config::Filter) -> asmguard_homes::Spec {
+    match &f.oracle_homes {
+        OracleHomes::Word(w) if w == "off" => asmguard_homes::Spec::Off,
+        OracleHomes::Word(_) => asmguard_homes::Spec::Auto,
+        OracleHomes::List(l) => asmguard_homes::Spec::List(l.clone()),
     }
+}
+
+/// A condition nothing satisfies: an executable with inode 0 (the programs
+/// never look one up) or the cgroup id 0 (no cgroup has it). A rule whose
+/// executables or places are all missing now keeps such a condition rather
+/// than losing it (which would widen it).
+const NO_EXE: ExeId = ExeId {
+    dev: asmguard_guard::KernelDev::from_raw(0),
+    ino: 0,
+};
+const NO_PLACE: u64 = 0;
+
+/// A user or group of a rule: a name (NSS) or a number.
+fn id_of(name: &str, lookup: fn(&str) -> Result<u32, String>) -> Result<u32, String> {
+    match name.parse::<u32>() {
+        Ok(n) => Ok(n),
+        Err(_) => lookup(name),
+    }
+}
+
+/// The host's rules from the configuration, the Oracle homes found and the
+/// places the rules' units and cgroups resolved to (rule name -> cgroup
+/// ids): the plain allow-list (one rule for its users and groups, one for
+/// its executables), each `[[rule]]`, one rule per owner of Oracle home
+/// binaries ("that owner AND one of these binaries"), the disk-query tools
+/// and the daemon's own process. Returns the rules and what could not be
+/// used (one line each).
+pub fn host_rules(
+    cfg: &Config,
+    homes: &asmguard_homes::Found,
+    places: &BTreeMap<String, Vec<u64>>,
+    ids_only: bool,
+) -> (Rules, Vec<String>) {
+    let f = &cfg.filter;
+    let (mut uids, gids, exes, mut problems) =
+        service::resolve_allow(&f.allow_users, &f.allow_groups, &f.allow_executables);
     // A fallback that knows callers by real uid and gid only cannot see
     // supplementary groups (the LSM programs read them from the task): the
     // allowed groups' listed members are allowed by uid there instead.
-    if ids_only(svc) {
+    if ids_only {
         let members = members_by_uid(&gids, &uids);
         if !members.is_empty() {
             tracing::info!(
@@ -145,33 +175,198 @@ pub fn set_allow(svc: &FilterService, f: &asmguard_config::Filter) -> (Vec<u32>,
             uids.extend(members);
         }
     }
-    // The daemon writes labels itself.
-    match asmguard_guard::ExeId::of_path(Path::new("/proc/self/exe")) {
-        Ok(me) => exes.push(me),
-        Err(e) => tracing::error!("filter: cannot allow the daemon's own label writes: {e}"),
+    let mut r = Rules::from_ids(&uids, &gids, &exes);
+    for rc in &cfg.rule {
+        let mut rule = Rule::default();
+        for u in &rc.users {
+            match id_of(u, identity::uid_of) {
+                Ok(id) => rule.uids.push(id),
+                Err(e) => problems.push(format!("rule {}: {e}", rc.name)),
+            }
+        }
+        for g in &rc.groups {
+            match id_of(g, identity::gid_of) {
+                Ok(id) => rule.gids.push(id),
+                Err(e) => problems.push(format!("rule {}: {e}", rc.name)),
+            }
+        }
+        if (!rc.users.is_empty() || !rc.groups.is_empty()) && rule.uids.is_empty() && rule.gids.is_empty() {
+            problems.push(format!("rule {}: none of its users and groups exists: it allows nobody", rc.name));
+            continue;
+        }
+        for x in &rc.executables {
+            match ExeId::of_path(x) {
+                Ok(id) => rule.exes.push(id),
+                Err(e) => problems.push(format!("rule {}: executable: {e}", rc.name)),
+            }
+        }
+        if !rc.executables.is_empty() && rule.exes.is_empty() {
+            rule.exes.push(NO_EXE);
+        }
+        if !rc.units.is_empty() || !rc.cgroups.is_empty() {
+            rule.places = places.get(&rc.name).cloned().unwrap_or_default();
+            if rule.places.is_empty() {
+                rule.places.push(NO_PLACE);
+            }
+        }
+        r.rules.push(rule);
     }
-    // SG_IO is refused to every caller not allow-listed (the hook cannot tell a
-    // SCSI read from a write): the system's own path checkers and WWID readers
-    // must keep working on managed disks, or multipath would fail their paths.
-    let mut system = Vec::new();
-    for p in SYSTEM_SG_TOOLS {
-        if let Ok(id) = asmguard_guard::ExeId::of_path(Path::new(p)) {
-            if !exes.contains(&id) {
-                exes.push(id);
-                system.push(*p);
+    // Oracle homes: one rule per owner.
+    let mut by_owner: BTreeMap<u32, Vec<ExeId>> = BTreeMap::new();
+    for b in homes.allowed() {
+        match asmguard_guard::KernelDev::from_dev_t(b.dev) {
+            Ok(dev) => by_owner.entry(b.owner_uid).or_default().push(ExeId { dev, ino: b.ino }),
+            Err(e) => problems.push(format!("{}: {e}", b.path.display())),
+        }
+    }
+    for (owner, exes) in by_owner {
+        r.rules.push(Rule {
+            uids: vec![owner],
+            exes,
+            ..Rule::default()
+        });
+    }
+    problems.extend(homes.problems.iter().cloned());
+    for t in &f.query_tools {
+        if let Ok(exe) = ExeId::of_path(t) {
+            let kernel_open = t.file_name().is_some_and(|n| n == "multipathd");
+            if !r.tools.iter().any(|x| x.exe == exe) {
+                r.tools.push(Tool {
+                    exe,
+                    query: true,
+                    kernel_open,
+                });
             }
         }
     }
-    if !system.is_empty() {
-        tracing::info!(
-            "filter: allowing the system tools that query disks through SG_IO: {}",
-            system.join(", ")
+    match SelfId::current() {
+        Ok(me) => r.daemon = Some(me),
+        Err(e) => problems.push(format!("cannot allow the daemon's own label writes: {e}")),
+    }
+    (r, problems)
+}
+
+/// Who may write, one line a rule, and what to know about the rules (for
+/// `status`, `--check-config` and the start-up log).
+pub fn describe_rules(cfg: &Config, homes: &asmguard_homes::Found, ids_only: bool) -> (Vec<String>, Vec<String>) {
+    let f = &cfg.filter;
+    let mut rules = Vec::new();
+    let mut notes = Vec::new();
+    if !f.allow_users.is_empty() {
+        rules.push(format!("any process of user {}", f.allow_users.join(", ")));
+    }
+    if !f.allow_groups.is_empty() {
+        rules.push(format!("any process in group {}", f.allow_groups.join(", ")));
+    }
+    if !f.allow_users.is_empty() || !f.allow_groups.is_empty() {
+        notes.push(
+            "filter.allow_users/allow_groups: any process of those users and groups may write, \
+             a login shell's dd onto the wrong disk too; to let only the database write, use \
+             oracle_homes (the homes' own binaries run by their owner) or [[rule]]s with \
+             executables or units, then empty allow_users and allow_groups"
+                .to_string(),
         );
     }
-    if let Err(e) = svc.set_allow(uids.clone(), gids.clone(), exes.clone()) {
-        tracing::error!("filter allow-list: {e}");
+    for x in &f.allow_executables {
+        rules.push(format!("any process running {}", x.display()));
     }
-    (uids, gids)
+    if !f.allow_executables.is_empty() {
+        notes.push(
+            "filter.allow_executables: an executable alone can be borrowed (started under \
+             ptrace or with LD_PRELOAD by anyone who can open the disk): pair it with users \
+             or a unit in a [[rule]]"
+                .to_string(),
+        );
+    }
+    for r in &cfg.rule {
+        let mut parts = Vec::new();
+        let mut who = Vec::new();
+        if !r.users.is_empty() {
+            who.push(format!("user {}", r.users.join(", ")));
+        }
+        if !r.groups.is_empty() {
+            who.push(format!("group {}", r.groups.join(", ")));
+        }
+        if !who.is_empty() {
+            parts.push(who.join(" or "));
+        }
+        if !r.executables.is_empty() {
+            let x: Vec<String> = r.executables.iter().map(|p| p.display().to_string()).collect();
+            parts.push(format!("executable {}", x.join(", ")));
+        }
+        if !r.units.is_empty() {
+            parts.push(format!("unit {}", r.units.join(", ")));
+        }
+        if !r.cgroups.is_empty() {
+            parts.push(format!("cgroup {}", r.cgroups.join(", ")));
+        }
+        rules.push(format!("rule {}: {}", r.name, parts.join(" AND ")));
+        if r.executables.is_empty() && r.units.is_empty() && r.cgroups.is_empty() {
+            notes.push(format!(
+                "rule {}: users and groups alone: any process of them may write",
+                r.name
+            ));
+        }
+        if r.users.is_empty() && r.groups.is_empty() && !r.executables.is_empty() && r.units.is_empty() && r.cgroups.is_empty() {
+            notes.push(format!(
+                "rule {}: executables alone can be borrowed (ptrace, LD_PRELOAD): add users or a unit",
+                r.name
+            ));
+        }
+    }
+    let mut by_owner: BTreeMap<u32, Vec<String>> = BTreeMap::new();
+    for b in homes.allowed() {
+        by_owner.entry(b.owner_uid).or_default().push(b.path.display().to_string());
+    }
+    for (owner, bins) in by_owner {
+        rules.push(format!("oracle homes: uid {owner} AND executable {}", bins.join(", ")));
+    }
+    rules.push("the daemon's own process (label and reclaim writes)".into());
+    if ids_only {
+        notes.push(
+            "this backend knows callers by uid and gid only: each rule is judged by its users \
+             and groups alone (executables and places cannot be read), and a rule without \
+             users or groups does not apply"
+                .to_string(),
+        );
+    }
+    (rules, notes)
+}
+
+/// Resolves the host's rules (names through NSS, homes, places) and hands
+/// them to the filter. Returns the plain allow-list's uids and gids (for
+/// the SIGHUP log). Used at start, on SIGHUP and when homes or places change.
+pub fn set_allow(svc: &FilterService, cfg: &Config) -> (Vec<u32>, Vec<u32>) {
+    let (rules, problems) = host_rules(cfg, &svc.homes(), &svc.places(), ids_only(svc));
+    for p in &problems {
+        tracing::warn!("filter allow rules: {p}");
+    }
+    let ids = rules
+        .rules
+        .first()
+        .map(|r| (r.uids.clone(), r.gids.clone()))
+        .unwrap_or_default();
+    let tools: Vec<String> = cfg
+        .filter
+        .query_tools
+        .iter()
+        .filter(|t| t.exists())
+        .map(|t| t.display().to_string())
+        .collect();
+    tracing::info!(
+        "filter: {} allow rule{}; disk-query tools (read-class passthrough only): {}",
+        rules.rules.len(),
+        if rules.rules.len() == 1 { "" } else { "s" },
+        if tools.is_empty() { "none".into() } else { tools.join(", ") }
+    );
+    svc.set_config(cfg.clone());
+    let (lines, mut notes) = describe_rules(cfg, &svc.homes(), ids_only(svc));
+    notes.extend(problems.iter().cloned());
+    svc.set_view(lines, notes, asmguard_homes::describe(&svc.homes()));
+    if let Err(e) = svc.set_host_rules(rules) {
+        tracing::error!("filter allow rules: {e}");
+    }
+    ids
 }
 
 /// Whether the loaded filter knows callers by real uid and gid only (no
@@ -203,7 +398,9 @@ pub fn reload_allow(svc: &FilterService, source: Option<&Path>, before: &mut (Ve
             return;
         }
     };
-    let now = set_allow(svc, &cfg.filter);
+    svc.set_homes(asmguard_homes::discover(Path::new("/"), &homes_spec(&cfg.filter)));
+    svc.set_places(resolve_places(&cfg));
+    let now = set_allow(svc, &cfg);
     // the caller resolves them (`Daemon::resolve_containers`)
     svc.set_container_config(cfg.container.clone());
     if now == *before {
@@ -223,3 +420,75 @@ pub fn reload_allow(svc: &FilterService, source: Option<&Path>, before: &mut (Ve
     }
     *before = now;
 }
+
+/// The places of the configuration's `[[rule]]`s: rule name -> the ids of
+/// the cgroups its units and cgroup patterns match now (empty without a
+/// cgroup2 mount).
+pub fn resolve_places(cfg: &Config) -> BTreeMap<String, Vec<u64>> {
+    let Some(root) = containers::cgroup_root() else {
+        return BTreeMap::new();
+    };
+    cfg.rule
+        .iter()
+        .filter(|r| !r.units.is_empty() || !r.cgroups.is_empty())
+        .map(|r| {
+            let ids = asmguard_containers::cgroups_matching(&root, &r.place_patterns())
+                .into_iter()
+                .map(|(_, id)| id)
+                .collect();
+            (r.name.clone(), ids)
+        })
+        .collect()
+}
+
+/// The `rules` thread: follows the Oracle homes (oratab, olr.loc, the
+/// homes' binaries: a new home, an in-place relink, a removed home are
+/// allowed or retired within a second, before an instance restarts) and
+/// the `[[rule]]`s' places (a unit's cgroup is made anew each time it
+/// starts), and rebuilds the host's rules when either changes.
+pub fn spawn_rules(d: std::sync::Arc<crate::state::Daemon>) {
+    let Some(cfg) = d.filter.config() else { return };
+    let mut spec = homes_spec(&cfg.filter);
+    let has_places = cfg.rule.iter().any(|r| !r.units.is_empty() || !r.cgroups.is_empty());
+    if spec == asmguard_homes::Spec::Off && !has_places {
+        return;
+    }
+    let spawned = std::thread::Builder::new()
+        .name("rules".into())
+        .spawn(move || {
+            let svc = &d.filter;
+            let mut follower = asmguard_homes::Follower::new(Path::new("/"), &spec);
+            let mut tick = 0u32;
+            loop {
+                std::thread::sleep(std::time::Duration::from_millis(250));
+                tick = tick.wrapping_add(1);
+                // SIGHUP may have changed the configuration.
+                let Some(cfg) = svc.config() else { continue };
+                let now_spec = homes_spec(&cfg.filter);
+                let mut changed = false;
+                if now_spec != spec {
+                    spec = now_spec;
+                    follower = asmguard_homes::Follower::new(Path::new("/"), &spec);
+                    changed = true;
+                }
+                if let Some(found) = follower.poll() {
+                    for l in asmguard_homes::describe(found) {
+                        tracing::info!("filter: oracle homes: {l}");
+                    }
+                    svc.set_homes(found.clone());
+                    changed = true;
+                }
+                if tick % 4 == 0 && svc.set_places(resolve_places(&cfg)) {
+                    changed = true;
+                }
+                if changed {
+                    svc.set_homes(follower.current().clone());
+                    set_allow(svc, &cfg);
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::error!("filter: cannot start the rules thread: {e}");
+    }
+}
+

@@ -21,12 +21,13 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use super::containers::ContainerRule;
 use super::events::FilterEvent;
 use asmguard_config::Container;
 use asmguard_proto::{ContainerStatus, Protection};
 
 use asmguard_guard::{
-    remove_pins, Backend, ContainerRule, Coverage, DevKey, Error, ExeId, Guard, Hook,
+    remove_pins, Backend, Coverage, DevKey, Error, ExeId, Guard, Hook, Rules,
     IdentityReach, KernelDev, Mode, Options,
 };
 
@@ -218,7 +219,7 @@ struct Inner {
     disabled: bool,
     /// The allow-list, once the daemon gave one (until then a re-adopted
     /// map keeps the previous daemon's).
-    allow: Option<(Vec<u32>, Vec<u32>, Vec<ExeId>)>,
+    host: Option<Rules>,
     reader: Option<(Arc<AtomicBool>, JoinHandle<()>)>,
     /// Whether the daemon has synced once (the reader starts then, so that
     /// events queued in the kernel while nobody read name their label).
@@ -246,6 +247,19 @@ pub struct FilterService {
     ctr_cfg: Mutex<(u64, Vec<Container>)>,
     /// Container id -> name, for events.
     ctr_names: Arc<Mutex<HashMap<u32, String>>>,
+    /// What the host's rules are built from besides the configuration's
+    /// names: the Oracle homes found, the places of the `[[rule]]`s' units
+    /// and cgroups (rule name -> cgroup ids), the configuration.
+    rule_inputs: Mutex<RuleInputs>,
+}
+
+#[derive(Default)]
+struct RuleInputs {
+    homes: asmguard_homes::Found,
+    places: BTreeMap<String, Vec<u64>>,
+    config: Option<asmguard_config::Config>,
+    /// `status`: the rules, the notes, the homes (one line each).
+    view: (Vec<String>, Vec<String>, Vec<String>),
 }
 
 impl std::fmt::Debug for FilterService {
@@ -301,7 +315,7 @@ impl FilterService {
                 ids: HashMap::new(),
                 overrides: BTreeMap::new(),
                 disabled: false,
-                allow: None,
+                host: None,
                 reader: None,
                 synced: false,
                 changed: None,
@@ -313,6 +327,7 @@ impl FilterService {
             seq: Arc::new(std::sync::atomic::AtomicU64::new(0)),
             ctr_cfg: Mutex::new((0, Vec::new())),
             ctr_names: Arc::new(Mutex::new(HashMap::new())),
+            rule_inputs: Mutex::new(RuleInputs::default()),
         }
     }
 
@@ -368,11 +383,10 @@ impl FilterService {
                 // the daemon knows better: the first sync adds the current
                 // devices, then removes the stale ones, so no managed device
                 // is ever out of the map (and no allowed user is refused).
-                if let (Some(g), Some((u, gi, e))) = (&inner.guard, &inner.allow) {
-                    let _ = g.set_allow(u, gi, e);
-                }
-                if let (Some(g), Some(c)) = (&inner.guard, &inner.containers) {
-                    let _ = g.set_containers(c);
+                if let (Some(g), Some(r)) = (&inner.guard, compose(&inner)) {
+                    if let Err(e) = g.set_rules(&r) {
+                        tracing::error!("filter: cannot set the allow rules: {e}");
+                    }
                 }
                 if inner.synced {
                     self.apply(inner, true);
@@ -553,21 +567,13 @@ impl FilterService {
                 differ.iter().take(4).map(|d| d.to_string()).collect::<Vec<_>>().join(", ")
             ));
         }
-        if let Some((u, gi, e)) = &inner.allow {
-            let set = |(u, g, e): (Vec<u32>, Vec<u32>, Vec<ExeId>)| {
-                (
-                    u.into_iter().collect::<BTreeSet<_>>(),
-                    g.into_iter().collect::<BTreeSet<_>>(),
-                    e.into_iter().collect::<BTreeSet<_>>(),
-                )
-            };
-            if set(g.allow()) != set((u.clone(), gi.clone(), e.clone())) {
-                found.push(
-                    "the allow-list maps differ from this daemon's allow-list: written again"
-                        .into(),
-                );
-                let _ = g.set_allow(u, gi, e);
-            }
+        match g.reassert_rules() {
+            Ok(maps) if !maps.is_empty() => found.push(format!(
+                "the allow rule maps ({}) differ from this daemon's rules: written again",
+                maps.join(", ")
+            )),
+            Ok(_) => {}
+            Err(e) => found.push(format!("the allow rule maps cannot be checked: {e}")),
         }
         if found.is_empty() {
             return;
@@ -609,14 +615,58 @@ impl FilterService {
         }
     }
 
-    /// Replaces the allow-list.
-    pub fn set_allow(&self, uids: Vec<u32>, gids: Vec<u32>, exes: Vec<ExeId>) -> Result<(), Error> {
+    /// Replaces the host's rules (the allow-list, `[[rule]]`s, Oracle homes),
+    /// the disk-query tools and the daemon's own process.
+    pub fn set_host_rules(&self, host: Rules) -> Result<(), Error> {
         let mut inner = lock(&self.inner);
-        if let Some(g) = &inner.guard {
-            g.set_allow(&uids, &gids, &exes)?;
+        inner.host = Some(host);
+        match (&inner.guard, compose(&inner)) {
+            (Some(g), Some(r)) => g.set_rules(&r),
+            _ => Ok(()),
         }
-        inner.allow = Some((uids, gids, exes));
-        Ok(())
+    }
+
+    /// The Oracle homes the host's rules were last built from.
+    pub fn homes(&self) -> asmguard_homes::Found {
+        lock(&self.rule_inputs).homes.clone()
+    }
+
+    /// New Oracle homes (the caller rebuilds the rules: `super::set_allow`).
+    pub fn set_homes(&self, f: asmguard_homes::Found) {
+        lock(&self.rule_inputs).homes = f;
+    }
+
+    /// The places of the `[[rule]]`s, rule name -> cgroup ids.
+    pub fn places(&self) -> BTreeMap<String, Vec<u64>> {
+        lock(&self.rule_inputs).places.clone()
+    }
+
+    /// New places; true when they changed.
+    pub fn set_places(&self, p: BTreeMap<String, Vec<u64>>) -> bool {
+        let mut i = lock(&self.rule_inputs);
+        let changed = i.places != p;
+        i.places = p;
+        changed
+    }
+
+    /// The configuration the host's rules were last built from.
+    pub fn config(&self) -> Option<asmguard_config::Config> {
+        lock(&self.rule_inputs).config.clone()
+    }
+
+    /// Records the configuration the host's rules are built from.
+    pub fn set_config(&self, c: asmguard_config::Config) {
+        lock(&self.rule_inputs).config = Some(c);
+    }
+
+    /// What `status` shows of the rules: (rules, notes, homes).
+    pub fn view(&self) -> (Vec<String>, Vec<String>, Vec<String>) {
+        lock(&self.rule_inputs).view.clone()
+    }
+
+    /// Sets what `status` shows of the rules.
+    pub fn set_view(&self, rules: Vec<String>, notes: Vec<String>, homes: Vec<String>) {
+        lock(&self.rule_inputs).view = (rules, notes, homes);
     }
 
     /// Replaces the container rules (and what `status` shows of them).
@@ -634,12 +684,11 @@ impl FilterService {
         }
         let mut inner = lock(&self.inner);
         inner.container_views = views;
-        let r = match &inner.guard {
-            Some(g) => g.set_containers(&rules),
-            None => Ok(()),
-        };
         inner.containers = Some(rules);
-        r
+        match (&inner.guard, compose(&inner)) {
+            (Some(g), Some(r)) => g.set_rules(&r),
+            _ => Ok(()),
+        }
     }
 
     /// What the configured containers resolved to, last time.
@@ -927,6 +976,22 @@ pub fn disk_id(label: &str) -> u32 {
         h = h.wrapping_mul(0x0100_0193);
     }
     h.max(1)
+}
+
+/// The whole rule set: the host's rules with the containers' (`None`
+/// until the daemon gave either: a re-adopted filter keeps its maps).
+fn compose(inner: &Inner) -> Option<Rules> {
+    if inner.host.is_none() && inner.containers.is_none() {
+        return None;
+    }
+    let mut r = inner.host.clone().unwrap_or_default();
+    for c in inner.containers.iter().flatten() {
+        match c.rule() {
+            Some(rule) => r.rules.push(rule),
+            None => r.places.extend(c.cgroups.iter().map(|cg| (*cg, c.ctr_id))),
+        }
+    }
+    Some(r)
 }
 
 /// The disk id for a new `label`: [`disk_id`], or, when another label

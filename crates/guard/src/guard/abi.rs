@@ -27,28 +27,82 @@ pub type AgDisk = skel::types::ag_disk;
 /// `struct ag_exe_key`: key of `ag_exes`.
 pub type AgExeKey = skel::types::ag_exe_key;
 
-/// `struct ag_ctr`: value of `ag_ctrs` (key: cgroup id, u64).
-pub type AgCtr = skel::types::ag_ctr;
-/// `struct ag_ctr_id`: key of `ag_ctr_uids` / `ag_ctr_gids`.
-pub type AgCtrId = skel::types::ag_ctr_id;
-/// `AG_CTR_ALL`: anything in the container may write.
-pub const CTR_ALL: u32 = 1;
+/// `struct ag_rules`: `ag_rules[0]` (bpf/rules.h).
+pub type AgRules = skel::types::ag_rules;
+/// `struct ag_exe`: value of `ag_rule_exes` (key: [`AgExeKey`]).
+pub type AgExe = skel::types::ag_exe;
+/// `struct ag_place`: value of `ag_places` (key: cgroup id, u64).
+pub type AgPlace = skel::types::ag_place;
+/// `struct ag_self`: `ag_self[0]`, the daemon's own process.
+pub type AgSelf = skel::types::ag_self;
+/// `AG_TOOL_QUERY`, `AG_TOOL_KOPEN` (`struct ag_exe`'s `tools`).
+pub const TOOL_QUERY: u32 = 1;
+/// See [`TOOL_QUERY`].
+pub const TOOL_KOPEN: u32 = 2;
 
-/// The value of an `ag_ctrs` entry.
-pub fn ctr_value(ctr_id: u32, allow_all: bool) -> [u8; size_of::<AgCtr>()] {
-    let mut v = [0u8; size_of::<AgCtr>()];
-    let flags = if allow_all { CTR_ALL } else { 0 };
-    v[offset_of!(AgCtr, flags)..][..4].copy_from_slice(&flags.to_ne_bytes());
-    v[offset_of!(AgCtr, ctr_id)..][..4].copy_from_slice(&ctr_id.to_ne_bytes());
+/// Writes `v` at `off` of `buf` (native endian).
+fn put(buf: &mut [u8], off: usize, v: &[u8]) {
+    buf[off..][..v.len()].copy_from_slice(v);
+}
+
+/// The value of `ag_rules[0]`: (active, need_who, need_exe, need_place).
+pub fn rules_value(active: u64, who: u64, exe: u64, place: u64) -> [u8; size_of::<AgRules>()] {
+    let mut v = [0u8; size_of::<AgRules>()];
+    put(&mut v, offset_of!(AgRules, active), &active.to_ne_bytes());
+    put(&mut v, offset_of!(AgRules, need_who), &who.to_ne_bytes());
+    put(&mut v, offset_of!(AgRules, need_exe), &exe.to_ne_bytes());
+    put(&mut v, offset_of!(AgRules, need_place), &place.to_ne_bytes());
     v
 }
 
-/// `(ctr_id, allow_all)` of an `ag_ctrs` value; `None` if short.
-pub fn parse_ctr_value(v: &[u8]) -> Option<(u32, bool)> {
+/// (active, need_who, need_exe, need_place) of an `ag_rules` value.
+pub fn parse_rules_value(v: &[u8]) -> Option<(u64, u64, u64, u64)> {
     Some((
-        read_u32(v, offset_of!(AgCtr, ctr_id))?,
-        read_u32(v, offset_of!(AgCtr, flags))? & CTR_ALL != 0,
+        read_u64(v, offset_of!(AgRules, active))?,
+        read_u64(v, offset_of!(AgRules, need_who))?,
+        read_u64(v, offset_of!(AgRules, need_exe))?,
+        read_u64(v, offset_of!(AgRules, need_place))?,
     ))
+}
+
+/// The value of an `ag_rule_exes` entry.
+pub fn exe_value(rules: u64, tools: u32) -> [u8; size_of::<AgExe>()] {
+    let mut v = [0u8; size_of::<AgExe>()];
+    put(&mut v, offset_of!(AgExe, rules), &rules.to_ne_bytes());
+    put(&mut v, offset_of!(AgExe, tools), &tools.to_ne_bytes());
+    v
+}
+
+/// (rules, tools) of an `ag_rule_exes` value.
+pub fn parse_exe_value(v: &[u8]) -> Option<(u64, u32)> {
+    Some((
+        read_u64(v, offset_of!(AgExe, rules))?,
+        read_u32(v, offset_of!(AgExe, tools))?,
+    ))
+}
+
+/// The value of an `ag_places` entry.
+pub fn place_value(rules: u64, ctr_id: u32) -> [u8; size_of::<AgPlace>()] {
+    let mut v = [0u8; size_of::<AgPlace>()];
+    put(&mut v, offset_of!(AgPlace, rules), &rules.to_ne_bytes());
+    put(&mut v, offset_of!(AgPlace, ctr_id), &ctr_id.to_ne_bytes());
+    v
+}
+
+/// (rules, ctr_id) of an `ag_places` value.
+pub fn parse_place_value(v: &[u8]) -> Option<(u64, u32)> {
+    Some((
+        read_u64(v, offset_of!(AgPlace, rules))?,
+        read_u32(v, offset_of!(AgPlace, ctr_id))?,
+    ))
+}
+
+/// The value of `ag_self[0]`.
+pub fn self_value(tgid: u32, start_ticks: u64) -> [u8; size_of::<AgSelf>()] {
+    let mut v = [0u8; size_of::<AgSelf>()];
+    put(&mut v, offset_of!(AgSelf, tgid), &tgid.to_ne_bytes());
+    put(&mut v, offset_of!(AgSelf, start_ticks), &start_ticks.to_ne_bytes());
+    v
 }
 
 /// `struct ag_event`: one record of the `ag_events` ring buffer.
@@ -276,7 +330,9 @@ mod tests {
         assert_eq!(num("AG_EV_CHR"), EV_CHR);
         assert_eq!(num("AG_EV_CMD"), EV_CMD);
         assert_eq!(num("AG_MAJOR_WORDS"), MAJOR_WORDS);
-        assert_eq!(num("AG_CTR_ALL"), CTR_ALL);
+        assert_eq!(num("AG_TOOL_QUERY"), TOOL_QUERY);
+        assert_eq!(num("AG_TOOL_KOPEN"), TOOL_KOPEN);
+        assert_eq!(num("AG_MAX_RULES"), 2 * super::super::rules::MAX_RULES as u32);
         assert_eq!(num("AG_DISK_HOOKS"), DISK_HOOKS);
         assert_eq!(num("AG_STAT_RB_DROPS"), STAT_RB_DROPS);
         // Every hook code of the header is a row of the table, and back.
@@ -305,14 +361,17 @@ mod tests {
         assert_eq!(offset_of!(AgExeKey, dev), 8);
         let v = disk_value(7, Mode::Enforce);
         assert_eq!(parse_disk_value(&v), Some((7, 2)));
-        assert_eq!(size_of::<AgCtr>(), 8);
-        assert_eq!(offset_of!(AgCtr, flags), 0);
-        assert_eq!(offset_of!(AgCtr, ctr_id), 4);
-        assert_eq!(size_of::<AgCtrId>(), 8);
-        assert_eq!(offset_of!(AgCtrId, ctr_id), 0);
-        assert_eq!(offset_of!(AgCtrId, id), 4);
-        assert_eq!(parse_ctr_value(&ctr_value(3, true)), Some((3, true)));
-        assert_eq!(parse_ctr_value(&ctr_value(4, false)), Some((4, false)));
+        assert_eq!(size_of::<AgRules>(), 32);
+        assert_eq!(size_of::<AgExe>(), 16);
+        assert_eq!(offset_of!(AgExe, tools), 8);
+        assert_eq!(size_of::<AgPlace>(), 16);
+        assert_eq!(offset_of!(AgPlace, ctr_id), 8);
+        assert_eq!(size_of::<AgSelf>(), 16);
+        assert_eq!(offset_of!(AgSelf, start_ticks), 8);
+        let v = rules_value(1, 2, 3, 4);
+        assert_eq!(parse_rules_value(&v), Some((1, 2, 3, 4)));
+        assert_eq!(parse_exe_value(&exe_value(5, TOOL_KOPEN)), Some((5, TOOL_KOPEN)));
+        assert_eq!(parse_place_value(&place_value(6, 7)), Some((6, 7)));
         let k = exe_key(1234, (8 << 20) | 1);
         assert_eq!(parse_exe_key(&k), Some((1234, (8 << 20) | 1)));
         assert_eq!(parse_exe_key(&k[..10]), None);

@@ -126,12 +126,15 @@ impl PassthroughRule {
         match self {
             PassthroughRule::ByClass => {
                 "by command class (read-class SCSI and NVMe admin commands pass; writes, \
-                 format, sanitize, vendor commands refused)"
+                 format, sanitize, vendor commands refused); a caller holding CAP_SYS_RAWIO \
+                 (SG_IO) or CAP_SYS_ADMIN (NVMe) gets none unless it runs a disk-query tool \
+                 as root (its command could be changed after this check)"
             }
             PassthroughRule::ByClassInMemory => {
                 "by command class, read without faulting (read-class SCSI and NVMe admin \
                  commands pass; writes, format, sanitize, vendor commands and a command \
-                 that is not in memory refused)"
+                 that is not in memory refused); a caller holding CAP_SYS_RAWIO (SG_IO) or \
+                 CAP_SYS_ADMIN (NVMe) gets none unless it runs a disk-query tool as root"
             }
             PassthroughRule::AllOrNothing => {
                 "all-or-nothing (the kernel cannot read the CDB: every SG_IO and NVMe \

@@ -24,6 +24,9 @@ use super::pins::{
     remove_links_of, remove_pins, PIN_DIR,
 };
 use super::ring::EventReader;
+use super::rules::{encode, free_bits, read_all, union, write_add, write_exact, Rules, RULE_MAPS};
+use super::rules::Encoded;
+use std::sync::Mutex;
 use super::types::{Backend, DevKey, ExeId, IdentityReach, Mode};
 use crate::{Error, KernelDev};
 
@@ -35,34 +38,17 @@ pub(crate) const MAP_NAMES: [&str; 13] = [
     "ag_blk",
     "ag_chr",
     "ag_majors",
-    "ag_uids",
-    "ag_gids",
-    "ag_exes",
+    "ag_rules",
+    "ag_rule_uids",
+    "ag_rule_gids",
+    "ag_rule_exes",
+    "ag_places",
+    "ag_self",
     "ag_events",
     "ag_stats",
     "ag_counts",
-    "ag_ctrs",
-    "ag_ctr_uids",
-    "ag_ctr_gids",
     "ag_pin_dirs",
 ];
-
-/// One container's rule as the filter holds it (`ag_ctrs`, `ag_ctr_uids`,
-/// `ag_ctr_gids`): the cgroups that are the container (a task in one of them or
-/// below is in it), and who in it may write.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ContainerRule {
-    /// The daemon's number for the container (1..), carried in events.
-    pub ctr_id: u32,
-    /// Cgroup ids (the cgroup directories' inode numbers).
-    pub cgroups: Vec<u64>,
-    /// Anything in the container may write.
-    pub allow_all: bool,
-    /// Host uids allowed as effective or fs uid of a task in the container.
-    pub uids: Vec<u32>,
-    /// Host gids allowed as effective, fs or supplementary gid.
-    pub gids: Vec<u32>,
-}
 
 /// The cgroup-device programs of the hook table, preferred first.
 #[cfg(test)]
@@ -97,13 +83,19 @@ struct Quiet(Option<(libbpf_rs::PrintLevel, libbpf_rs::PrintCallback)>);
 
 impl Quiet {
     fn new() -> Quiet {
+        // ASMGUARD_BPF_LOG=1: libbpf's messages (the verifier's log) stay on.
+        if std::env::var_os("ASMGUARD_BPF_LOG").is_some() {
+            return Quiet(None);
+        }
         Quiet(libbpf_rs::set_print(None))
     }
 }
 
 impl Drop for Quiet {
     fn drop(&mut self) {
-        libbpf_rs::set_print(self.0.take());
+        if std::env::var_os("ASMGUARD_BPF_LOG").is_none() {
+            libbpf_rs::set_print(self.0.take());
+        }
     }
 }
 
@@ -158,15 +150,14 @@ pub struct Guard {
     blk: MapHandle,
     chr: MapHandle,
     majors: MapHandle,
-    uids: MapHandle,
-    gids: MapHandle,
-    exes: MapHandle,
+    /// `ag_rules` and the maps of [`RULE_MAPS`], by name.
+    rule_maps: BTreeMap<&'static str, MapHandle>,
+    /// The rule maps' contents as this process last wrote them (the tamper
+    /// check compares the kernel's with them).
+    last_rules: Mutex<Option<Encoded>>,
     events: MapHandle,
     stats: MapHandle,
     counts: MapHandle,
-    ctrs: MapHandle,
-    ctr_uids: MapHandle,
-    ctr_gids: MapHandle,
     pin_dirs: MapHandle,
     // Last: the programs' fds (the links hold the programs attached anyway).
     _obj: Object,
@@ -427,15 +418,13 @@ impl Guard {
         let blk = handle("ag_blk")?;
         let chr = handle("ag_chr")?;
         let majors = handle("ag_majors")?;
-        let uids = handle("ag_uids")?;
-        let gids = handle("ag_gids")?;
-        let exes = handle("ag_exes")?;
+        let mut rule_maps = BTreeMap::new();
+        for name in std::iter::once("ag_rules").chain(RULE_MAPS) {
+            rule_maps.insert(name, handle(name)?);
+        }
         let events = handle("ag_events")?;
         let stats = handle("ag_stats")?;
         let counts = handle("ag_counts")?;
-        let ctrs = handle("ag_ctrs")?;
-        let ctr_uids = handle("ag_ctr_uids")?;
-        let ctr_gids = handle("ag_ctr_gids")?;
         let pin_dirs = handle("ag_pin_dirs")?;
         fill_pin_dirs(&pin_dirs, &opts.pin_dir)?;
 
@@ -498,15 +487,11 @@ impl Guard {
             blk,
             chr,
             majors,
-            uids,
-            gids,
-            exes,
+            rule_maps,
+            last_rules: Mutex::new(None),
             events,
             stats,
             counts,
-            ctrs,
-            ctr_uids,
-            ctr_gids,
             pin_dirs,
             _obj: obj,
         };
@@ -540,26 +525,13 @@ impl Guard {
     pub fn reassert_pins(&self) -> Vec<String> {
         use super::pinwatch::{reassert, Kind};
         use std::os::fd::AsFd;
-        let maps = [
-            &self.blk,
-            &self.chr,
-            &self.majors,
-            &self.uids,
-            &self.gids,
-            &self.exes,
-            &self.events,
-            &self.stats,
-            &self.counts,
-            &self.ctrs,
-            &self.ctr_uids,
-            &self.ctr_gids,
-            &self.pin_dirs,
-        ];
         let dir = |sub: &str, name: &str| self.pin_dir.join(sub).join(name);
         let mut out: Vec<String> = MAP_NAMES
             .iter()
-            .zip(maps)
-            .filter_map(|(n, m)| reassert(m.as_fd(), &dir("maps", n), Kind::Map))
+            .filter_map(|n| {
+                let m = self.map(n)?;
+                reassert(m.as_fd(), &dir("maps", n), Kind::Map)
+            })
             .collect();
         out.extend(
             self.links
@@ -567,6 +539,20 @@ impl Guard {
                 .filter_map(|(n, l)| reassert(l.as_fd(), &dir("links", n), Kind::Link)),
         );
         out
+    }
+
+    /// The handle of pinned map `name`.
+    fn map(&self, name: &str) -> Option<&MapHandle> {
+        Some(match name {
+            "ag_blk" => &self.blk,
+            "ag_chr" => &self.chr,
+            "ag_majors" => &self.majors,
+            "ag_events" => &self.events,
+            "ag_stats" => &self.stats,
+            "ag_counts" => &self.counts,
+            "ag_pin_dirs" => &self.pin_dirs,
+            other => return self.rule_maps.get(other),
+        })
     }
 
     /// Whether pinned programs were re-adopted (rather than attached now).
@@ -759,121 +745,82 @@ impl Guard {
         Ok(out)
     }
 
-    /// Replaces the allow-list: effective/fs uids, effective/fs gids,
-    /// executables. New entries go in before old ones leave.
+    /// Replaces the allow-list with one rule for `uids`/`gids` and one for
+    /// `exes` ([`Rules::from_ids`]): no tools, no daemon process.
     pub fn set_allow(&self, uids: &[u32], gids: &[u32], exes: &[ExeId]) -> Result<(), Error> {
-        let uk: BTreeSet<Vec<u8>> = uids.iter().map(|u| u.to_ne_bytes().to_vec()).collect();
-        let gk: BTreeSet<Vec<u8>> = gids.iter().map(|g| g.to_ne_bytes().to_vec()).collect();
-        let ek: BTreeSet<Vec<u8>> = exes.iter().map(|e| e.key()).collect();
-        for (map, keys) in [(&self.uids, &uk), (&self.gids, &gk), (&self.exes, &ek)] {
-            for k in keys {
-                map.update(k, &[1u8], MapFlags::ANY)
-                    .map_err(Error::bpf("updating the allow-list"))?;
-            }
-            let stale: Vec<Vec<u8>> = map.keys().filter(|k| !keys.contains(k)).collect();
-            for k in stale {
-                delete_quiet(map, &k)?;
-            }
+        self.set_rules(&Rules::from_ids(uids, gids, exes))
+    }
+
+    /// Replaces the rules, the tools and the daemon's process
+    /// ([`super::rules`]): the new rules on bits the rules in force do not
+    /// use, their entries beside the old ones, then the new rules in force,
+    /// then the old entries out. A task is never judged by half a rule set.
+    pub fn set_rules(&self, r: &Rules) -> Result<(), Error> {
+        let key0 = 0u32.to_ne_bytes();
+        let rules_map = &self.rule_maps["ag_rules"];
+        let (old_active, ow, oe, op) = rules_map
+            .lookup(&key0, MapFlags::ANY)
+            .map_err(Error::bpf("reading the allow rules"))?
+            .and_then(|v| abi::parse_rules_value(&v))
+            .unwrap_or_default();
+        let bits = free_bits(old_active, r.rules.len());
+        let new = encode(r, &bits).map_err(Error::Rules)?;
+        let (na, nw, ne, np) = abi::parse_rules_value(&new["ag_rules"][key0.as_slice()])
+            .unwrap_or_default();
+        for name in RULE_MAPS {
+            let map = &self.rule_maps[name];
+            let old = read_all(map)?;
+            write_add(map, &union(&old, &new[name], name))?;
         }
+        for active in [old_active, na] {
+            rules_map
+                .update(
+                    &key0,
+                    &abi::rules_value(active, ow | nw, oe | ne, op | np),
+                    MapFlags::ANY,
+                )
+                .map_err(Error::bpf("updating the allow rules"))?;
+        }
+        for name in RULE_MAPS {
+            write_exact(&self.rule_maps[name], &new[name])?;
+        }
+        write_exact(rules_map, &new["ag_rules"])?;
+        *self.last_rules.lock().map_err(|_| Error::Poisoned)? = Some(new);
         Ok(())
     }
 
-    /// Replaces the container rules. New entries go in before stale ones
-    /// leave: the allowed ids first, then the cgroups (a cgroup that changes
-    /// container is overwritten in place), then the stale cgroups, then the
-    /// stale ids. A task is never judged by a half-written container.
-    pub fn set_containers(&self, rules: &[ContainerRule]) -> Result<(), Error> {
-        let id_key = |ctr: u32, id: u32| {
-            let mut k = ctr.to_ne_bytes().to_vec();
-            k.extend_from_slice(&id.to_ne_bytes());
-            k
+    /// The rule maps that differ from what this process last wrote, each
+    /// written back as it was; empty when none does (or nothing was written).
+    pub fn reassert_rules(&self) -> Result<Vec<&'static str>, Error> {
+        let last = self.last_rules.lock().map_err(|_| Error::Poisoned)?;
+        let Some(want) = last.as_ref() else {
+            return Ok(Vec::new());
         };
-        let uk: BTreeSet<Vec<u8>> = rules
-            .iter()
-            .flat_map(|r| r.uids.iter().map(|u| id_key(r.ctr_id, *u)))
-            .collect();
-        let gk: BTreeSet<Vec<u8>> = rules
-            .iter()
-            .flat_map(|r| r.gids.iter().map(|g| id_key(r.ctr_id, *g)))
-            .collect();
-        let mut ck: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
-        for r in rules {
-            let v = abi::ctr_value(r.ctr_id, r.allow_all);
-            for cg in &r.cgroups {
-                ck.insert(cg.to_ne_bytes().to_vec(), v.to_vec());
+        let mut differ = Vec::new();
+        for (name, content) in want {
+            let map = &self.rule_maps[name];
+            if read_all(map)? != *content {
+                write_exact(map, content)?;
+                differ.push(*name);
             }
         }
-        for (map, keys) in [(&self.ctr_uids, &uk), (&self.ctr_gids, &gk)] {
-            for k in keys {
-                map.update(k, &[1u8], MapFlags::ANY)
-                    .map_err(Error::bpf("updating the container rules"))?;
-            }
-        }
-        for (k, v) in &ck {
-            self.ctrs
-                .update(k, v, MapFlags::ANY)
-                .map_err(Error::bpf("updating the container cgroups"))?;
-        }
-        let stale: Vec<Vec<u8>> = self.ctrs.keys().filter(|k| !ck.contains_key(k)).collect();
-        for k in stale {
-            delete_quiet(&self.ctrs, &k)?;
-        }
-        for (map, keys) in [(&self.ctr_uids, &uk), (&self.ctr_gids, &gk)] {
-            let stale: Vec<Vec<u8>> = map.keys().filter(|k| !keys.contains(k)).collect();
-            for k in stale {
-                delete_quiet(map, &k)?;
-            }
-        }
-        Ok(())
+        Ok(differ)
     }
 
-    /// The container rules as the kernel holds them, by container id (cgroups
-    /// and ids sorted).
-    pub fn containers(&self) -> Result<BTreeMap<u32, ContainerRule>, Error> {
-        let mut out: BTreeMap<u32, ContainerRule> = BTreeMap::new();
-        for k in self.ctrs.keys() {
-            let Some(cg) = abi::read_u64(&k, 0) else {
-                continue;
-            };
-            let Some(v) = self
-                .ctrs
-                .lookup(&k, MapFlags::ANY)
-                .map_err(Error::bpf("reading the container cgroups"))?
-            else {
-                continue;
-            };
-            let Some((id, all)) = abi::parse_ctr_value(&v) else {
-                continue;
-            };
-            let r = out.entry(id).or_insert_with(|| ContainerRule {
-                ctr_id: id,
-                ..ContainerRule::default()
-            });
-            r.cgroups.push(cg);
-            r.allow_all |= all;
-        }
-        for (map, gid) in [(&self.ctr_uids, false), (&self.ctr_gids, true)] {
-            for k in map.keys() {
-                let (Some(id), Some(x)) = (read_u32(&k, 0), read_u32(&k, 4)) else {
-                    continue;
-                };
-                let r = out.entry(id).or_insert_with(|| ContainerRule {
-                    ctr_id: id,
-                    ..ContainerRule::default()
-                });
-                if gid {
-                    r.gids.push(x);
-                } else {
-                    r.uids.push(x);
-                }
-            }
-        }
-        for r in out.values_mut() {
-            r.cgroups.sort_unstable();
-            r.uids.sort_unstable();
-            r.gids.sort_unstable();
-        }
-        Ok(out)
+    /// The rules in force as the kernel holds them: (active, need_who,
+    /// need_exe, need_place) and the place entries (cgroup id -> (rules,
+    /// container id)).
+    pub fn rules_in_force(&self) -> Result<((u64, u64, u64, u64), BTreeMap<u64, (u64, u32)>), Error> {
+        let head = read_all(&self.rule_maps["ag_rules"])?
+            .values()
+            .next()
+            .and_then(|v| abi::parse_rules_value(v))
+            .unwrap_or_default();
+        let places = read_all(&self.rule_maps["ag_places"])?
+            .into_iter()
+            .filter_map(|(k, v)| Some((abi::read_u64(&k, 0)?, abi::parse_place_value(&v)?)))
+            .collect();
+        Ok((head, places))
     }
 
     /// Whether this filter judges a task by its container (its cgroup): every
@@ -895,15 +842,19 @@ impl Guard {
         v
     }
 
-    /// The allow-list as the kernel sees it: (uids, gids, executables).
+    /// The ids and executables named by the rules in the kernel's maps:
+    /// (uids, gids, executables).
     pub fn allow(&self) -> (Vec<u32>, Vec<u32>, Vec<ExeId>) {
         let ids = |m: &MapHandle| m.keys().filter_map(|k| read_u32(&k, 0)).collect::<Vec<_>>();
-        let exes = self
-            .exes
+        let exes = self.rule_maps["ag_rule_exes"]
             .keys()
             .filter_map(|k| ExeId::from_key(&k))
             .collect();
-        (ids(&self.uids), ids(&self.gids), exes)
+        (
+            ids(&self.rule_maps["ag_rule_uids"]),
+            ids(&self.rule_maps["ag_rule_gids"]),
+            exes,
+        )
     }
 
     /// The kernel's exact counts per disk: (disk id, hook, mode) -> operations
@@ -1080,7 +1031,10 @@ mod tests {
         assert_eq!(maps["ag_blk"].0, 4);
         assert_eq!(maps["ag_blk"].1, disk);
         assert_eq!(maps["ag_chr"].1, disk);
-        assert_eq!((maps["ag_exes"].0, maps["ag_exes"].1), (exe, 1));
+        let exe_v = std::mem::size_of::<abi::AgExe>() as u32;
+        assert_eq!((maps["ag_rule_exes"].0, maps["ag_rule_exes"].1), (exe, exe_v));
+        assert_eq!((maps["ag_rule_uids"].0, maps["ag_rule_uids"].1), (4, 8));
+        assert_eq!(maps["ag_rules"].2, 1);
         assert_eq!(maps["ag_stats"], (4, 8, abi::NSTATS));
         assert_eq!(maps["ag_majors"], (4, 8, abi::MAJOR_ENTRIES));
         for m in MAP_NAMES {

@@ -10,7 +10,8 @@
 //! - [`events`]: decoding an `ag_event` record into a [`DenialEvent`];
 //! - [`pins`]: bpffs, securityfs and cgroup plumbing, and the pin directory;
 //! - [`loader`]: [`Guard`]: backend choice, loading, attaching, the maps;
-//! - [`ring`]: [`EventReader`], the ring buffer reader.
+//! - [`ring`]: [`EventReader`], the ring buffer reader;
+//! - [`rules`]: the allow rules (`bpf/rules.h`'s twin): [`Rules`] to maps.
 //!
 //! [`Guard::open`] picks the backend (the BPF LSM programs when `bpf` is an
 //! active LSM and they load and attach; otherwise the cgroup-device program on
@@ -40,13 +41,15 @@ pub mod loader;
 pub mod pins;
 mod pinwatch;
 pub mod ring;
+pub mod rules;
 pub mod types;
 
 pub use commands::{CmdSet, PassthroughRule};
 pub use events::DenialEvent;
 pub use hooks::{Hook, HookDef, Op, HOOKS};
 pub use ioctls::ioctl_name;
-pub use loader::{pinned_majors, ContainerRule, Guard, Options, Stats};
+pub use loader::{pinned_majors, Guard, Options, Stats};
+pub use rules::{Rule, Rules, SelfId, Tool, MAX_RULES};
 pub use pins::{
     active_lsms, bpf_lsm_hint, bpf_lsm_hint_for, cgroup2_root, pinned_backend, remove_pins, PIN_DIR,
 };

@@ -1,0 +1,285 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * rules.h - who may write a managed disk: the allow rules of bpf/guard.bpf.c.
+ *
+ * A rule (bpf/guard.h, struct ag_rules) is a conjunction: who (users and
+ * groups: effective, fs or supplementary ids), what (the executable, by
+ * inode) and where (the nearest configured cgroup of the task: a container,
+ * a systemd unit). A task may write when every condition of one rule holds.
+ * Each rule is a bit; the id maps give the rules an id satisfies, so a
+ * verdict is a handful of lookups and ANDs, read only as far as the answer
+ * needs: the euid/fsuid/egid/fsgid lookups first (the database's writers),
+ * then the executable, the cgroup walk and the supplementary groups only for
+ * rules that still could hold.
+ *
+ * Besides the rules, two narrow allowances that no configuration widens:
+ *  - the daemon's own process (ag_self: thread group id and start time), for
+ *    its label and reclaim writes;
+ *  - the disk-query tools (ag_rule_exes' `tools`): read-class passthrough
+ *    for host root holding CAP_SYS_RAWIO/CAP_SYS_ADMIN (guard.bpf.c), and
+ *    multipathd's in-kernel opens of the paths it maps.
+ *
+ * Needs asmguard_core.h and guard.h first.
+ */
+#ifndef ASMGUARD_RULES_H
+#define ASMGUARD_RULES_H
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ag_rules);
+} ag_rules SEC(".maps");
+
+/* uid (gid) -> the rules whose users (groups) hold it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u64);
+} ag_rule_uids SEC(".maps"), ag_rule_gids SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, struct ag_exe_key);
+	__type(value, struct ag_exe);
+} ag_rule_exes SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, struct ag_place);
+} ag_places SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ag_self);
+} ag_self SEC(".maps");
+
+/* What was read of the calling task, each part at most once. */
+struct ag_task {
+	struct task_struct *t;
+	const struct cred *c;
+	struct ag_exe *exe;
+	struct ag_place *place;
+	bool exe_read;
+	bool place_read;
+};
+
+static __always_inline __u64 id_rules(void *map, __u32 id)
+{
+	__u64 *m = bpf_map_lookup_elem(map, &id);
+
+	return m ? *m : 0;
+}
+
+/* The rules whose users or groups hold the effective or fs uid or gid. */
+static __always_inline __u64 who_rules(const struct cred *c)
+{
+	return id_rules(&ag_rule_uids, BPF_CORE_READ(c, euid.val)) |
+	       id_rules(&ag_rule_uids, BPF_CORE_READ(c, fsuid.val)) |
+	       id_rules(&ag_rule_gids, BPF_CORE_READ(c, egid.val)) |
+	       id_rules(&ag_rule_gids, BPF_CORE_READ(c, fsgid.val));
+}
+
+/* The rules whose groups hold one of the first AG_MAX_GROUPS supplementary
+ * groups (the lowest gids: the kernel keeps them sorted): the database's
+ * users are often in the admin groups by supplementary membership only
+ * (grid: primary oinstall, asmadmin beside). Stops once every rule of
+ * `want` is found. */
+#define AG_MAX_GROUPS 64
+static __always_inline __u64 groups_rules(const struct cred *c, __u64 want)
+{
+	struct group_info *gi = BPF_CORE_READ(c, group_info);
+	int n = BPF_CORE_READ(gi, ngroups);
+	__u64 m = 0;
+	__u32 g;
+
+	for (int i = 0; i < AG_MAX_GROUPS; i++) {
+		if (i >= n || (m & want) == want)
+			break;
+		if (bpf_core_read(&g, sizeof(g), &gi->gid[i]))
+			break;
+		m |= id_rules(&ag_rule_gids, g);
+	}
+	return m;
+}
+
+/* The executable's entry (rules and tool flags); NULL: none. */
+static __always_inline struct ag_exe *task_exe(struct ag_task *k)
+{
+	struct ag_exe_key key = { .pad = 0 };
+	struct file *exe;
+
+	struct task_struct *t = k->t;
+
+	if (k->exe_read)
+		return k->exe;
+	k->exe_read = true;
+	exe = BPF_CORE_READ(t, mm, exe_file);
+	key.ino = BPF_CORE_READ(exe, f_inode, i_ino);
+	if (!key.ino)
+		return 0;
+	key.dev = BPF_CORE_READ(exe, f_inode, i_sb, s_dev);
+	k->exe = bpf_map_lookup_elem(&ag_rule_exes, &key);
+	return k->exe;
+}
+
+/* The task's place: the first of its default-hierarchy (cgroup v2) cgroup
+ * and that cgroup's ancestors, AG_CTR_DEPTH of them at most, in ag_places.
+ * NULL: in none. */
+static __always_inline struct ag_place *task_place(struct ag_task *k)
+{
+	struct task_struct *t = k->t;
+	struct cgroup *cg;
+	struct cgroup_subsys_state *up;
+	struct ag_place *p;
+	__u64 id;
+
+	if (k->place_read)
+		return k->place;
+	k->place_read = true;
+	cg = BPF_CORE_READ(t, cgroups, dfl_cgrp);
+	for (int i = 0; i < AG_CTR_DEPTH; i++) {
+		if (!cg)
+			break;
+		id = BPF_CORE_READ(cg, kn, id);
+		p = bpf_map_lookup_elem(&ag_places, &id);
+		if (p) {
+			k->place = p;
+			return p;
+		}
+		up = BPF_CORE_READ(cg, self.parent);
+		if (!up)
+			break;
+		cg = BPF_CORE_READ(up, cgroup);
+	}
+	return 0;
+}
+
+/* Of the rules `c`, those whose executable and place conditions hold. */
+static __always_inline __u64 rest_hold(struct ag_rules *rs, __u64 c, struct ag_task *k)
+{
+	struct ag_exe *x;
+	struct ag_place *p;
+
+	if (c & rs->need_exe) {
+		x = task_exe(k);
+		c &= (x ? x->rules : 0) | ~rs->need_exe;
+	}
+	if (c & rs->need_place) {
+		p = task_place(k);
+		c &= (p ? p->rules : 0) | ~rs->need_place;
+	}
+	return c;
+}
+
+/* Whether one rule holds whole for the task. */
+static __always_inline bool rules_allow(struct ag_task *k)
+{
+	__u32 zero = 0;
+	struct ag_rules *rs = bpf_map_lookup_elem(&ag_rules, &zero);
+	__u64 who, with_who;
+
+	if (!rs || !rs->active)
+		return false;
+	who = who_rules(k->c);
+	if (rest_hold(rs, rs->active & (who | ~rs->need_who), k))
+		return true;
+	/* The supplementary groups only for rules that could still hold. */
+	with_who = rs->active & rs->need_who & ~who;
+	if (!with_who)
+		return false;
+	who |= groups_rules(k->c, with_who);
+	return rest_hold(rs, rs->active & who & with_who, k) != 0;
+}
+
+/* Whether the task is the daemon's own process. */
+static __always_inline bool is_daemon(struct task_struct *t)
+{
+	__u32 zero = 0;
+	struct ag_self *s = bpf_map_lookup_elem(&ag_self, &zero);
+	__u64 start;
+
+	if (!s || !s->tgid || BPF_CORE_READ(t, tgid) != s->tgid)
+		return false;
+	/* /proc/PID/stat: nsec_to_clock_t(start_boottime), USER_HZ = 100 */
+	start = BPF_CORE_READ(t, group_leader, start_boottime);
+	return start / (1000000000ULL / 100) == s->start_ticks;
+}
+
+/* Whether the task runs as host root a disk-query tool with flag `tool`. */
+static __always_inline bool runs_tool(struct ag_task *k, __u32 tool)
+{
+	const struct cred *c = k->c;
+	struct ag_exe *x;
+
+	if (BPF_CORE_READ(c, euid.val) != 0 || BPF_CORE_READ(c, user_ns, level) != 0)
+		return false;
+	x = task_exe(k);
+	return x && (x->tools & tool);
+}
+
+/* Whether the task holds capability `cap` in the initial user namespace
+ * (the kernel's capable()). */
+static __always_inline bool host_capable(const struct cred *c, int cap)
+{
+	struct ag_kernel_cap caps = {};
+
+	if (BPF_CORE_READ(c, user_ns, level) != 0)
+		return false;
+	if (bpf_core_read(&caps, sizeof(caps), &c->cap_effective))
+		return true; /* unreadable: assume the worst */
+	return (caps.val >> cap) & 1;
+}
+
+static __always_inline void task_init(struct ag_task *k)
+{
+	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+
+	k->t = t;
+	k->c = BPF_CORE_READ(t, cred);
+	k->exe = 0;
+	k->place = 0;
+	k->exe_read = false;
+	k->place_read = false;
+}
+
+/* Whether the calling task may do a write-class operation (hook `hook`):
+ * a rule holds, or it is the daemon, or multipathd's in-kernel open.
+ * *ctr_id: the container it is in (0: none), for the event. */
+static __always_inline bool task_allowed(__u32 *ctr_id, __u32 hook)
+{
+	struct ag_task k;
+	struct ag_place *p;
+
+	task_init(&k);
+	if (rules_allow(&k))
+		return true;
+	if (is_daemon(k.t))
+		return true;
+	if (hook == AG_HOOK_KERNEL_OPEN && runs_tool(&k, AG_TOOL_KOPEN))
+		return true;
+	p = task_place(&k);
+	*ctr_id = p ? p->ctr_id : 0;
+	return false;
+}
+
+/* The same from the ids of who_ids() (programs that cannot read the task):
+ * the rules with users or groups, judged by those alone (their other
+ * conditions cannot be read here: the daemon says so). */
+static __always_inline bool ids_allowed(__u32 uid, __u32 gid)
+{
+	__u32 zero = 0;
+	struct ag_rules *rs = bpf_map_lookup_elem(&ag_rules, &zero);
+
+	if (!rs)
+		return false;
+	return rs->active & rs->need_who & (id_rules(&ag_rule_uids, uid) | id_rules(&ag_rule_gids, gid));
+}
+
+#endif /* ASMGUARD_RULES_H */
