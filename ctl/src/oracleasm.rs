@@ -482,7 +482,7 @@ pub fn configure_text(cfg: &asmguard_config::Config) -> String {
         cfg.paths.group,
         words(&cfg.devices.scan_order),
         words(&extra_ex),
-        cfg.filter.mode == "enforce"
+        cfg.filter.mode == asmguard_config::FilterMode::Enforce
     )
 }
 
