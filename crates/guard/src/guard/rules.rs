@@ -362,6 +362,7 @@ mod tests {
                 tgid: 10,
                 start_ticks: 20,
             }),
+            places: vec![(99, 4), (100, 5)],
         };
         let e = encode(&r, &[5, 9]).unwrap();
         let (active, who, x, place) =
@@ -380,7 +381,13 @@ mod tests {
         );
         assert_eq!(
             abi::parse_place_value(&e["ag_places"][&99u64.to_ne_bytes().to_vec()]),
-            Some((1 << 9, 3))
+            Some((1 << 9, 4)),
+            "a rule's place, named by the larger container id"
+        );
+        assert_eq!(
+            abi::parse_place_value(&e["ag_places"][&100u64.to_ne_bytes().to_vec()]),
+            Some((0, 5)),
+            "a place without a rule"
         );
     }
 
