@@ -518,8 +518,9 @@ static __always_inline int ioctl_by_class_rule(struct file *file, unsigned int c
 	d = managed(file->f_inode, &dev, &flags);
 	if (!d)
 		return 0;
-	if (classed_ioctl(cmd) && !raced_passthrough(cmd) &&
-	    passthrough_read_class(cmd, arg, &flags, sleepable))
+	/* The command is read for every caller: the event names its opcode. */
+	if (classed_ioctl(cmd) && passthrough_read_class(cmd, arg, &flags, sleepable) &&
+	    !raced_passthrough(cmd))
 		return 0;
 	return verdict(d, dev, flags, AG_HOOK_FILE_IOCTL, cmd, true);
 }

@@ -2,9 +2,12 @@
 # passthrough: SG_IO and NVMe passthrough by command class (issue 12). On a managed
 # scsi_debug disk (sd, sg and bsg nodes) and the managed QEMU NVMe disk (namespace,
 # controller and generic nodes), with asmguardd enforcing:
-# - read-class commands pass for root (not allow-listed) and for intruder, who may
-#   read the nodes: sg_inq and its VPD pages, sg_readcap (-l too), a READ(10),
-#   smartctl -i/-a, nvme id-ctrl, id-ns, smart-log;
+# - read-class commands pass for root (not allow-listed) through the disk-query
+#   tools (sg_inq and its VPD pages, sg_readcap (-l too), smartctl -i/-a, nvme
+#   id-ctrl, id-ns, smart-log) and for intruder, who may read the nodes, through
+#   any program (a READ(10) with sg_raw too); root's READ(10) with sg_raw, a
+#   program that is no disk-query tool, is refused: root holds CAP_SYS_RAWIO, and
+#   the kernel would not judge a command it changed after the filter read it;
 # - writes through SG_IO on a read-only fd, a vendor opcode, sg_write_same, nvme
 #   write, format and sanitize are refused before they run (sha256 unchanged, the
 #   device still answers), and the daemon's events name the opcode;
@@ -145,9 +148,15 @@ for who in root intruder; do
 	reads sg_inq-vpd80 $who sg_inq --page=0x80 "$SG"
 	reads sg_inq-vpd83 $who sg_inq --page=0x83 "$D"
 	reads sg_readcap16 $who sg_readcap -R -l "$D"
-	reads read10 $who sg_raw -R -r 512 "$D" $R10
 	reads smartctl-i-scsi $who "$SMARTCTL" -i "$D"
 done
+reads read10 intruder sg_raw -R -r 512 "$D" $R10
+if [ "$RULE" = class ]; then
+	expect_fail read10-sg_raw.root-refused "$EPERM" sg_raw -R -r 512 "$D" $R10
+	# the same READ(10) from a program holding only CAP_SYS_RAWIO
+	expect_fail read10-sg_raw.rawio-refused "$EPERM" setpriv --reuid=1001 --regid=1001 --clear-groups \
+		--inh-caps=+sys_rawio --ambient-caps=+sys_rawio -- sg_raw -R -r 512 "$D" $R10
+fi
 # A read-class command whose page is not in memory yet (mapped, never touched):
 # the fmod_ret program reads commands without faulting and refuses it (fail
 # closed), the sleepable LSM program faults it in and lets it pass; once in
