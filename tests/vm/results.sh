@@ -81,41 +81,37 @@ lab_checkout_lock() {
 	fi
 }
 
-# lab_machine_lock NAME SLOTS: the machine's guest slots, whichever checkout the run
-# comes from: two, one per host core (lock files LAB_MACHINE_LOCK, default
-# /tmp/asmguard-lab.lock, and LAB_MACHINE_LOCK.2). A multi-threaded TCG guest takes
-# both (SLOTS 2: two such guests on two cores slow each other past the labs'
-# timeouts), a one-thread guest (-accel tcg,thread=single) one, whichever is free
-# first: two one-thread guests run side by side. Held on fds 7 and 8 until
+# lab_machine_lock NAME SLOTS: the machine's host cores for a guest, whichever checkout
+# it comes from. A multi-threaded TCG guest wants both cores (SLOTS 2: two such guests
+# on two cores slow each other past the labs' timeouts): it holds the lock file
+# LAB_MACHINE_LOCK (default /tmp/asmguard-lab.lock) exclusively. A one-thread guest
+# (-accel tcg,thread=single) wants one (SLOTS 1): it holds one of the two slot files
+# (LAB_MACHINE_LOCK.slot1, .slot2) exclusively and the lock file shared, so two run
+# side by side and never beside a multi-threaded guest. Held on fds 7 and 8 until
 # lab_machine_unlock (or the shell's exit); the guest's qemu inherits them.
 lab_machine_lock() {
-	local a=${LAB_MACHINE_LOCK:-/tmp/asmguard-lab.lock} said=""
-	if [ "$2" = 2 ]; then
-		exec 8>"$a"
-		if ! flock -n 8; then
-			echo "$1: waiting for another lab run on this machine" >&2
-			flock 8
-		fi
-		exec 7>"$a.2"
-		if ! flock -n 7; then
-			echo "$1: waiting for another lab guest on this machine" >&2
-			flock 7
-		fi
-		return 0
+	local a=${LAB_MACHINE_LOCK:-/tmp/asmguard-lab.lock} said="" mode=-x
+	if [ "$2" = 1 ]; then
+		mode=-s
+		while :; do
+			exec 7>"$a.slot1"
+			flock -n 7 && break
+			exec 7>"$a.slot2"
+			flock -n 7 && break
+			exec 7>&-
+			[ -n "$said" ] || echo "$1: waiting for a free one-thread guest slot on this machine" >&2
+			said=1
+			sleep 1
+		done
 	fi
-	while :; do
-		exec 8>"$a"
-		flock -n 8 && return 0
-		exec 8>"$a.2"
-		flock -n 8 && return 0
-		exec 8>&-
-		[ -n "$said" ] || echo "$1: waiting for a free guest slot on this machine" >&2
-		said=1
-		sleep 1
-	done
+	exec 8>"$a"
+	if ! flock $mode -n 8; then
+		echo "$1: waiting for another lab run on this machine" >&2
+		flock $mode 8
+	fi
 }
 
-# lab_machine_unlock: gives back the slots lab_machine_lock took.
+# lab_machine_unlock: gives back what lab_machine_lock took.
 lab_machine_unlock() {
 	exec 8>&- 7>&-
 }
