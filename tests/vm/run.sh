@@ -68,12 +68,11 @@ mkdir -p "$VM_WORK"
 # all.sh holds the checkout lock itself while it runs a line in parts
 [ "$part" != all ] || lab_checkout_lock "$name" "$VM_WORK" "VM lab"
 
+# (the machine's guest slots are taken per boot, in boot_tests: the kernel and the
+# initramfs are host work, like a cargo build)
 if [ "$part" = all ] || [ "$part" = prepare ]; then
-	# building the initramfs (gzip) beside another lab's guest would slow it
-	lab_machine_lock "$name" 2
 	vm_fetch_kernel "$line" || summary_fail "could not fetch the $line kernel"
 	vm_initramfs "$line" || summary_fail "could not build the initramfs"
-	lab_machine_unlock
 fi
 [ -f "$VM_WORK/$line/kernel.env" ] || summary_fail "no $VM_WORK/$line/kernel.env: run VM_PART=prepare first"
 . "$VM_WORK/$line/kernel.env"
