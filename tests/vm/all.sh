@@ -48,12 +48,10 @@ mkdir -p "$VM_WORK"
 lab_checkout_lock vm "$VM_WORK" "VM lab"
 export VM_BUILD=0 VM_DEPS_SKIP=1 VM_WORK
 
-# part LINE PART: run.sh's PART of LINE, its output in $parts/LINE.PART.
+# part LINE PART: run.sh's PART of LINE, its output in $parts/LINE.PART (its progress
+# on stderr as it comes: every line names its line).
 part() {
-	VM_PART=$2 "$VM_DIR/run.sh" "$1" "${@:3}" >"$parts/$1.$2" 2>"$parts/$1.$2.err"
-	local rc=$?
-	cat "$parts/$1.$2.err" >&2
-	return $rc
+	VM_PART=$2 "$VM_DIR/run.sh" "$1" "${@:3}" >"$parts/$1.$2"
 }
 
 t0=$SECONDS
