@@ -30,7 +30,7 @@ for line in ${SYS_LINES:-6.1 6.12}; do
 	SYS_BUILD=0 "$SYS_DIR/run.sh" "$line" "$@" | tee "$tmp"
 	vm_tally "system-$line" "$tmp"
 done
-# the container tests (issue 23: marked named-only, so the runs above leave them out)
+# the container tests (issue 23: their header says named-only, so the runs above leave them out)
 if [ "${SYS_CONTAINERS:-1}" = 1 ] && [ $# = 0 ]; then
 	SYS_BUILD=0 SYS_RUN=6.12-containers SYS_TEST_TIMEOUT=${SYS_TEST_TIMEOUT:-300} \
 		SYS_TIMEOUT=${SYS_TIMEOUT:-900} "$SYS_DIR/run.sh" 6.12 lxc podman nspawn | tee "$tmp"

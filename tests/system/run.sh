@@ -58,12 +58,25 @@ deb=$SYS_ROOT/$deb
 lab_lock "$name" "$SYS_WORK" "system lab"
 
 t0=$SECONDS
-# the container variant of the image when a named test is marked named-only (the
-# container tests)
-variant=""
-for t in $*; do
-	grep -q '^# system-lab: named-only' "$SYS_DIR/guest/tests/$t.sh" 2>/dev/null && variant=containers
+# Each test's header settings (lab_test_settings, tests/vm/README.md "Test headers"):
+# "named-only" (the container tests) runs only when named, and in the container
+# variant of the image. A test whose header does not parse fails without a boot.
+variant="" listed="" bad=()
+for t in ${*:-$(cd "$SYS_DIR/guest/tests" && ls -- *.sh | sed 's/\.sh$//')}; do
+	f=$SYS_DIR/guest/tests/$t.sh
+	settings=""
+	if [ -f "$f" ] && ! settings=$(lab_test_settings "$f" "named-only" 2>&1); then
+		bad+=("$t.header $settings")
+		continue
+	fi
+	if [[ $'\n'$settings == *$'\n'named-only* ]]; then
+		[ $# -gt 0 ] || continue
+		variant=containers
+	fi
+	listed="$listed,$t"
 done
+tests=${listed#,}
+[ ${#bad[@]} = 0 ] || [ -n "$tests" ] || summary_fail "${bad[*]}"
 image=$(sys_image $variant) || summary_fail "could not build the image (tests/system/image.sh)"
 t_image=$((SECONDS - t0))
 vm_fetch_kernel "$line" || summary_fail "could not fetch the $line kernel"
@@ -152,4 +165,6 @@ done_line=$(grep -a -m1 '^VMDONE' "$results" || true)
 echo "$name: multi-user.target at ${boot:-?}s uptime, tests done at ${done_line#VMDONE }s, wall ${wall}s; logs $console $results" >&2
 grep -a '^VMINFO' "$results" | sed "s/^VMINFO /INFO $name /" >&2
 rm -f "$w/disk.img" "$w/data.img"
+# the tests whose header did not parse: one failure each, in the results' own count
+for b in "${bad[@]}"; do echo "VMTEST ${b%% *} FAIL ${b#* }" >>"$results"; done
 vm_results "$name" "$results" "$console" "$qrc" "$timeout_s"

@@ -63,20 +63,92 @@ vm_tally() {
 	TALLY_FAIL=$((TALLY_FAIL + $(echo "$s" | sed -E 's/.*, ([0-9]+) failed$/\1/')))
 }
 
-# lab_lock NAME DIR WHAT: one WHAT run at a time on this checkout (they share DIR;
-# fd 9) and one guest at a time on this machine, whichever checkout it comes from
-# (fd 8): two TCG guests on two cores slow each other past the lab's timeouts.
+# lab_lock NAME DIR WHAT: one WHAT run at a time on this checkout (lab_checkout_lock)
+# and both of the machine's guest slots (lab_machine_lock 2): a lab run whose guests
+# want both host cores the whole time (the system lab).
 lab_lock() {
+	lab_checkout_lock "$@"
+	lab_machine_lock "$1" 2
+}
+
+# lab_checkout_lock NAME DIR WHAT: one WHAT run at a time on this checkout (they share
+# DIR; fd 9, held until the shell exits).
+lab_checkout_lock() {
 	exec 9>"$2/.lock"
 	if ! flock -n 9; then
 		echo "$1: waiting for another $3 run in this checkout" >&2
 		flock 9
 	fi
-	exec 8>"${LAB_MACHINE_LOCK:-/tmp/asmguard-lab.lock}"
-	if ! flock -n 8; then
-		echo "$1: waiting for another lab run on this machine" >&2
-		flock 8
+}
+
+# lab_machine_lock NAME SLOTS: the machine's host cores for a guest, whichever checkout
+# it comes from. A multi-threaded TCG guest wants both cores (SLOTS 2: two such guests
+# on two cores slow each other past the labs' timeouts): it holds the lock file
+# LAB_MACHINE_LOCK (default /tmp/asmguard-lab.lock) exclusively. A one-thread guest
+# (-accel tcg,thread=single) wants one (SLOTS 1): it holds one of the two slot files
+# (LAB_MACHINE_LOCK.slot1, .slot2) exclusively and the lock file shared, so two run
+# side by side and never beside a multi-threaded guest. Held on fds 7 and 8 until
+# lab_machine_unlock (or the shell's exit); the guest's qemu inherits them.
+lab_machine_lock() {
+	local a=${LAB_MACHINE_LOCK:-/tmp/asmguard-lab.lock} said="" mode=-x
+	if [ "$2" = 1 ]; then
+		mode=-s
+		while :; do
+			exec 7>"$a.slot1"
+			flock -n 7 && break
+			exec 7>"$a.slot2"
+			flock -n 7 && break
+			exec 7>&-
+			[ -n "$said" ] || echo "$1: waiting for a free one-thread guest slot on this machine" >&2
+			said=1
+			sleep 1
+		done
 	fi
+	exec 8>"$a"
+	if ! flock $mode -n 8; then
+		echo "$1: waiting for another lab run on this machine" >&2
+		flock $mode 8
+	fi
+}
+
+# lab_machine_unlock: gives back what lab_machine_lock took.
+lab_machine_unlock() {
+	exec 8>&- 7>&-
+}
+
+# lab_test_settings FILE KNOWN: the settings FILE (a guest test) declares in its header,
+# one per line. The header is the comment block a test starts with (every line from
+# the first that begins with "#", up to the first that does not); its settings line is
+#     # lab-settings: SETTING [SETTING...]
+# KNOWN: the settings of the caller's lab (space-separated; tests/vm/README.md, "Test
+# headers"). An unknown setting, a settings line below the header or an old magic
+# comment ("# vm-lab: ...", "# system-lab: ...") is a one-line error on stderr naming
+# the file, the line and what to write, and status 1: the labs fail that test.
+lab_test_settings() {
+	local f=$1 known=" $2 " l n=0 header=1 out="" s
+	[ -f "$f" ] || { echo "$f: no such test" >&2; return 1; }
+	while IFS= read -r l || [ -n "$l" ]; do
+		n=$((n + 1))
+		[[ $l == '#'* ]] || header=0
+		case $l in
+		'# lab-settings:'*)
+			if [ $header = 0 ]; then
+				echo "$f:$n: a '# lab-settings:' line below the header: move it into the comment block at the top" >&2
+				return 1
+			fi
+			for s in ${l#'# lab-settings:'}; do
+				if [[ $known != *" $s "* ]]; then
+					echo "$f:$n: unknown lab setting '$s' (known here:$(printf ' %s' $2))" >&2
+					return 1
+				fi
+				out="$out$s"$'\n'
+			done ;;
+		'# vm-lab:'* | '# system-lab:'*)
+			echo "$f:$n: '$l' is the old magic comment: declare it in the header as '# lab-settings: ...' (tests/vm/README.md, \"Test headers\")" >&2
+			return 1 ;;
+		esac
+	done <"$f"
+	printf '%s' "$out"
 }
 
 # lab_line PREFIX LINES WHICH ARG: sets line=ARG and name=PREFIX-ARG when ARG

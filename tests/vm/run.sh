@@ -21,6 +21,11 @@
 #   VM_APPEND=""         more kernel command line (the lab's self-test uses it)
 #   VM_SHELL=1           after the tests, give an interactive shell on this
 #                        terminal (no timeout; "exit" powers the guest off)
+#   VM_PART=all          all: the whole run. tests/vm/all.sh runs a line in parts, under
+#                        its own checkout lock: "prepare" (the kernel, the initramfs and
+#                        the plan work/<line>/plan: which tests boot multi-threaded,
+#                        which one-thread), then "multi" and "single" (that boot only,
+#                        with its result lines and its own summary lines)
 #
 # Prints one "PASS|FAIL vm-<line> <test> <detail>" line per guest check, one
 # "N/A vm-<line> <test> <reason>" line per check that cannot apply on this kernel
@@ -54,11 +59,22 @@ if [ "${VM_BUILD:-1}" = 1 ]; then
 		summary_fail "cargo build --release failed"
 fi
 
+part=${VM_PART:-all}
+case $part in all | prepare | multi | single) ;; *)
+	echo "$0: VM_PART=$part: give all, prepare, multi or single" >&2
+	exit 2 ;;
+esac
 mkdir -p "$VM_WORK"
-lab_lock "$name" "$VM_WORK" "VM lab"
+# all.sh holds the checkout lock itself while it runs a line in parts
+[ "$part" != all ] || lab_checkout_lock "$name" "$VM_WORK" "VM lab"
 
-vm_fetch_kernel "$line" || summary_fail "could not fetch the $line kernel"
-vm_initramfs "$line" || summary_fail "could not build the initramfs"
+# (the machine's guest slots are taken per boot, in boot_tests: the kernel and the
+# initramfs are host work, like a cargo build)
+if [ "$part" = all ] || [ "$part" = prepare ]; then
+	vm_fetch_kernel "$line" || summary_fail "could not fetch the $line kernel"
+	vm_initramfs "$line" || summary_fail "could not build the initramfs"
+fi
+[ -f "$VM_WORK/$line/kernel.env" ] || summary_fail "no $VM_WORK/$line/kernel.env: run VM_PART=prepare first"
 . "$VM_WORK/$line/kernel.env"
 echo "$name: kernel $KPKG $KPKG_VERSION ($KVER)" >&2
 
@@ -83,12 +99,14 @@ if [[ $line == *-nobpf ]]; then
 	echo "$name: booting with lsm=$lsms" >&2
 fi
 
-# Tests that re-attach BPF programs while other vCPUs run through the patched
-# kernel text carry the line "# vm-lab: one-thread" and get a boot of their own
-# under one-thread TCG (-accel tcg,thread=single): multi-threaded TCG has been
-# seen executing a breakpoint that the kernel's text_poke_bp had already
-# replaced (an int3 Oops at bpf_lsm_file_permission+0x5 with the nop back in
-# memory, README "One-thread boots"). Every other test runs in the first boot.
+# Each test declares its settings in its header (lab_test_settings, README "Test
+# headers"): "one-thread" and "once-per-kernel" here.
+# one-thread: tests that re-attach BPF programs while other vCPUs run through the
+# patched kernel text get a boot of their own under one-thread TCG (-accel
+# tcg,thread=single): multi-threaded TCG has been seen executing a breakpoint that
+# the kernel's text_poke_bp had already replaced (an int3 Oops at
+# bpf_lsm_file_permission+0x5 with the nop back in memory, README "One-thread
+# boots"). Every other test runs in the first boot.
 explicit_tests=$tests
 [ -n "$tests" ] || tests=$(cd "$VM_DIR/guest/tests" && ls -- *.sh | sed 's/\.sh$//' | paste -sd,)
 # Where bpf is not an active LSM (5.10, "-nobpf") the filter is fmod_ret
@@ -101,30 +119,46 @@ all_single=no
 if [[ $line == *-nobpf ]] || { [[ $line != *+lsm ]] && ! grep -Eq '^CONFIG_LSM=".*bpf' "$VM_WORK/$line/config"; }; then
 	all_single=yes
 fi
-# A test marked "# vm-lab: once per kernel" exercises the kernel, not the filter's
-# backend (the latency tracer, the lab's own fixtures): a boot variant of a kernel
-# ("+lsm", "-nobpf") skips it when the whole line runs, its base line runs it.
-once=""
-if [ -z "$explicit_tests" ] && [[ $line == *[+-]* ]]; then
-	for t in ${tests//,/ }; do
-		grep -qx '# vm-lab: once per kernel' "$VM_DIR/guest/tests/$t.sh" 2>/dev/null && once="$once $t"
-	done
-	[ -z "$once" ] || echo "$name: once-per-kernel tests left to the ${line%%[+-]*} line:$once" >&2
-fi
-multi="" single=""
+# once-per-kernel: a test that exercises the kernel, not the filter's backend (the
+# latency tracer, the lab's own fixtures): a boot variant of a kernel ("+lsm",
+# "-nobpf") skips it when the whole line runs, its base line runs it.
+# A test whose header does not parse is not booted: one FAIL line (the "prepare"
+# part or the whole run prints it).
+multi="" single="" once="" bad=()
 for t in ${tests//,/ }; do
-	case " $once " in *" $t "*) continue ;; esac
-	if [ $all_single = yes ] || grep -qx '# vm-lab: one-thread' "$VM_DIR/guest/tests/$t.sh" 2>/dev/null; then
+	f=$VM_DIR/guest/tests/$t.sh
+	[ -f "$f" ] || [ ! -f "$VM_DIR/guest/bench/$t.sh" ] || f=$VM_DIR/guest/bench/$t.sh
+	settings=""
+	if [ -f "$f" ] && ! settings=$(lab_test_settings "$f" "one-thread once-per-kernel" 2>&1); then
+		bad+=("FAIL $name $t.header $settings")
+		continue
+	fi
+	if [ -z "$explicit_tests" ] && [[ $line == *[+-]* ]] && [[ $'\n'$settings == *$'\n'once-per-kernel* ]]; then
+		once="$once $t"
+		continue
+	fi
+	if [ $all_single = yes ] || [[ $'\n'$settings == *$'\n'one-thread* ]]; then
 		single="$single,$t"
 	else
 		multi="$multi,$t"
 	fi
 done
 multi=${multi#,} single=${single#,}
+[ -z "$once" ] || [ "$part" = multi ] || [ "$part" = single ] || echo "$name: once-per-kernel tests left to the ${line%%[+-]*} line:$once" >&2
+# prepare: the plan for all.sh, and the tests whose header did not parse (the
+# part's own summary lines: all.sh adds up every part's)
+if [ "$part" = prepare ]; then
+	printf 'multi=%s\nsingle=%s\n' "$multi" "$single" >"$VM_WORK/$line/plan"
+	[ ${#bad[@]} = 0 ] || printf '%s\n' "${bad[@]}"
+	echo "$name: 0 n/a"
+	echo "$name: 0 passed, ${#bad[@]} failed"
+	exit 0
+fi
 
 # A QEMU NVMe disk (serial agnvme0) on a fresh sparse scratch file, for the NVMe
 # passthrough tests.
-nvme_img=$VM_WORK/$line/nvme.img
+# One per boot: the two boots of a line may run at once (tests/vm/all.sh).
+nvme_img=$VM_WORK/$line/nvme.$part.img
 
 # qemu_cmd ACCEL APPEND: the guest's command line in the array qemu.
 qemu_cmd() {
@@ -140,6 +174,7 @@ if [ "${VM_SHELL:-0}" = 1 ]; then
 	append="$base_append asmguard.shell=1"
 	[ -n "$tests" ] && append="$append asmguard.tests=$tests"
 	qemu_cmd "${VM_ACCEL:-tcg}" "$append"
+	lab_machine_lock "$name" 2
 	exec "${qemu[@]}"
 fi
 
@@ -156,10 +191,13 @@ vm_boot() {
 # LOG; prints its result lines (vm_results) and adds its counts to TALLY_PASS and
 # TALLY_FAIL (vm_tally: a boot with no summary counts as a failure), t_na and t_xfail.
 boot_tests() {
-	local accel=$1 list=$2 start end wall done_line boot out
+	local accel=$1 list=$2 start end wall done_line boot out slots=2
+	[[ $accel != *thread=single* ]] || slots=1
 	log=$3
 	rm -f "$nvme_img" && truncate -s 64M "$nvme_img" || summary_fail "could not make $nvme_img"
 	qemu_cmd "$accel" "$base_append asmguard.tests=$list"
+	# one guest slot for a one-thread guest, both for a multi-threaded one
+	lab_machine_lock "$name" "$slots"
 	start=$(date +%s.%N)
 	vm_boot
 	# A kernel panic before /init ran (no boot-seconds line) is the emulator's or the
@@ -171,6 +209,8 @@ boot_tests() {
 		vm_boot
 	fi
 	end=$(date +%s.%N)
+	lab_machine_unlock
+	rm -f "$nvme_img"
 	wall=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')
 	done_line=$(tr -d '\r' <"$log" | grep -a -m1 '^VMDONE' || true)
 	boot=$(tr -d '\r' <"$log" | sed -n 's/^VMINFO boot-seconds //p' | head -n 1)
@@ -193,8 +233,16 @@ summed() {
 }
 
 t_na=0 t_xfail=0
-[ -z "$multi" ] || boot_tests "${VM_ACCEL:-tcg}" "$multi" "$VM_WORK/$line.log"
-[ -z "$single" ] || boot_tests "tcg,thread=single" "$single" "$VM_WORK/$line.one-thread.log"
+if [ "$part" = all ] && [ ${#bad[@]} -gt 0 ]; then
+	printf '%s\n' "${bad[@]}"
+	TALLY_FAIL=$((TALLY_FAIL + ${#bad[@]}))
+fi
+if [ -n "$multi" ] && [ "$part" != single ]; then
+	boot_tests "${VM_ACCEL:-tcg}" "$multi" "$VM_WORK/$line.log"
+fi
+if [ -n "$single" ] && [ "$part" != multi ]; then
+	boot_tests "tcg,thread=single" "$single" "$VM_WORK/$line.one-thread.log"
+fi
 echo "$name: $t_na n/a"
 [ "$t_xfail" = 0 ] || echo "$name: $t_xfail known gaps (XFAIL: protection missing, issue open)"
 echo "$name: $TALLY_PASS passed, $TALLY_FAIL failed"

@@ -86,6 +86,15 @@ write_as() {
 	fi
 }
 
+# write_as_past_modes USER DEV BLOCK CHAR: write_as past DEV's mode bits (lib.sh's
+# VM_PAST_MODES: udevd sets them back on the daemon's change events): for a check that
+# means the filter's refusal.
+write_as_past_modes() {
+	head -c 4096 /dev/zero | tr '\0' "$4" >"/tmp/blk.$4"
+	chmod 0644 "/tmp/blk.$4"
+	as_user_past_modes "$1" dd if="/tmp/blk.$4" of="$2" bs=4096 count=1 seek="$3" conv=notrunc oflag=direct 2>&1
+}
+
 # block_char DEV BLOCK: the distinct bytes of 4 KiB block BLOCK (O_DIRECT), e.g. "A".
 block_char() {
 	dd if="$1" bs=4096 count=1 skip="$2" iflag=direct 2>/dev/null | tr -d '\0' | fold -w1 | sort -u | tr -d '\n'

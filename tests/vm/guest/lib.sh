@@ -123,14 +123,28 @@ expect_fail() {
 }
 
 # as_user USER CMD...: runs CMD as USER with USER's groups (setpriv, no PAM).
-as_user() {
-	_u=$1; shift
+as_user() { _vm_as_user "" "$@"; }
+
+# VM_PAST_MODES: setpriv options that take a command past the file mode bits
+# (CAP_DAC_OVERRIDE, inheritable and ambient: kept across exec, as the user). A check
+# that means the filter's refusal runs its command with them, so that only the filter
+# can answer (EPERM, "Operation not permitted"): never the node's mode bits (EACCES,
+# "Permission denied"), which the daemon (presented nodes) and udevd set back at any
+# time. The filter judges identities, never capabilities: root is refused too.
+VM_PAST_MODES="--inh-caps=+dac_override --ambient-caps=+dac_override"
+
+# as_user_past_modes USER CMD...: as_user, past the file mode bits (VM_PAST_MODES).
+as_user_past_modes() { _vm_as_user "$VM_PAST_MODES" "$@"; }
+
+_vm_as_user() { # _vm_as_user SETPRIV_OPTIONS USER CMD...
+	_opts=$1 _u=$2; shift 2
 	# through NSS (getent): directory users from extrausers too
 	_pw=$(getent passwd "$_u" 2>/dev/null || awk -F: -v u="$_u" '$1 == u' /etc/passwd)
 	_uid=$(echo "$_pw" | cut -d: -f3)
 	_gid=$(echo "$_pw" | cut -d: -f4)
 	[ -n "$_uid" ] || { echo "as_user: no user $_u" >&2; return 127; }
-	setpriv --reuid="$_uid" --regid="$_gid" --init-groups --reset-env -- "$@"
+	# shellcheck disable=SC2086
+	setpriv --reuid="$_uid" --regid="$_gid" --init-groups $_opts --reset-env -- "$@"
 }
 
 # sha DEV_OR_FILE: sha256 of the whole content.
@@ -153,10 +167,70 @@ wait_for_line() {
 	return 1
 }
 
+# ---- isolation: the runner's begin/end pair -------------------------------------
+# Every guest test starts from a clean filter state by construction: vm_test_begin
+# runs before it, vm_test_end after it (tests/vm/README.md, "Isolation"). A test
+# needs no clean-up of an earlier test's leftovers; it must stop what it started.
+# The system lab's runner replaces the pair with its own (sys_test_begin/_end).
+
+# vm_pids NAME: the pids of the live (not zombie) processes whose command is NAME
+# (shell builtins only: a fork per process costs milliseconds under TCG).
+vm_pids() {
+	for _d in /proc/[0-9]*; do
+		{ read -r _c <"$_d/comm"; } 2>/dev/null || continue
+		[ "$_c" = "$1" ] || continue
+		{ read -r _s <"$_d/stat"; } 2>/dev/null || continue
+		_s=${_s##*) }
+		[ "${_s%% *}" = Z ] || echo "${_d#/proc/}"
+	done
+}
+
+# vm_stop NAME: stops every NAME process (TERM, then KILL after 5 s).
+vm_stop() {
+	_ps=$(vm_pids "$1")
+	[ -n "$_ps" ] || return 0
+	kill $_ps 2>/dev/null
+	_i=0
+	while [ -n "$(vm_pids "$1")" ] && [ $_i -lt 50 ]; do _i=$((_i + 1)); sleep 0.1; done
+	_ps=$(vm_pids "$1")
+	[ -z "$_ps" ] || kill -9 $_ps 2>/dev/null
+}
+
+# vm_bpf_pins: what is pinned in the guest's bpffs (/sys/fs/bpf: only the tests pin
+# there, /sys/fs/bpf/asmguard, asmguard-other, ...), one entry per line.
+vm_bpf_pins() { ls -A /sys/fs/bpf 2>/dev/null; }
+
+# vm_test_begin TEST: no asmguardd, no pins, no filter state ("disabled" is kept in
+# /run/asmguard/filter.state until reboot): whatever the tests before left.
+vm_test_begin() {
+	vm_stop asmguardd
+	for _e in $(vm_bpf_pins); do rm -rf "/sys/fs/bpf/$_e"; done
+	rm -f /run/asmguard/filter.state
+	_left=$(vm_bpf_pins | tr '\n' ' ')
+	[ -z "$_left" ] || echo "VMTEST $1.begins-clean FAIL could not remove the pins in /sys/fs/bpf: $_left"
+}
+
+# vm_test_end TEST: the check TEST.ends-clean: the test stopped its daemons and took
+# its filter away (asmguardctl filter disable, or its loader's exit): no asmguardd
+# runs and nothing is pinned in /sys/fs/bpf.
+vm_test_end() {
+	_left=""
+	_ps=$(vm_pids asmguardd | tr '\n' ' ')
+	[ -z "$_ps" ] || _left="asmguardd still runs (pid ${_ps% })"
+	_pins=$(vm_bpf_pins | tr '\n' ' ')
+	[ -z "$_pins" ] || _left="${_left:+$_left; }pinned in /sys/fs/bpf: ${_pins% }"
+	if [ -n "$_left" ]; then
+		echo "VMTEST $1.ends-clean FAIL $_left: a test stops the daemon it started and removes its filter (asmguardctl filter disable) before it ends"
+	else
+		echo "VMTEST $1.ends-clean PASS no asmguardd left, nothing pinned"
+	fi
+}
+
 # vm_run_tests SECONDS TEST...: the runner's loop (the VM lab's init, the system lab's
-# runner): each /vmtests/tests/TEST.sh under dash with a SECONDS timeout, its output
-# kept in /tmp/vmtest.TEST.out; a test that reports nothing, or exits non-zero without
-# a FAIL line, gets one FAIL line. After a failure, the last 60 lines of dmesg.
+# runner): each /vmtests/tests/TEST.sh under dash with a SECONDS timeout, between
+# vm_test_begin and vm_test_end, its output kept in /tmp/vmtest.TEST.out; a test that
+# reports nothing, or exits non-zero without a FAIL line, gets one FAIL line. After a
+# failure, the last 60 lines of dmesg.
 vm_run_tests() {
 	_per=$1; shift
 	for _t in "$@"; do
@@ -167,6 +241,7 @@ vm_run_tests() {
 			echo "VMTEST $_t FAIL no such test ($_f)"
 			continue
 		fi
+		vm_test_begin "$_t" | tee /tmp/vmtest.$_t.begin
 		echo "VMINFO start $_t $(cut -d' ' -f1 /proc/uptime)"
 		(
 			timeout "$_per" /usr/bin/sh "$_f" </dev/null 2>&1
@@ -180,7 +255,9 @@ vm_run_tests() {
 			124 | 143) echo "VMTEST $_t FAIL timed out after ${_per}s" ;;
 			*) echo "VMTEST $_t FAIL exit status $_rc" ;;
 			esac
-		fi
+		fi | tee -a /tmp/vmtest.$_t.out
+		cat /tmp/vmtest.$_t.begin >>/tmp/vmtest.$_t.out
+		vm_test_end "$_t" | tee -a /tmp/vmtest.$_t.out
 		echo "VMINFO end $_t $(cut -d' ' -f1 /proc/uptime)"
 	done
 	if grep -q "^VMTEST [^ ]* FAIL" /tmp/vmtest.*.out 2>/dev/null; then

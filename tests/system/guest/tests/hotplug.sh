@@ -76,7 +76,7 @@ info "hotplug: node ${t_node} ms, link ${t_link:-never} ms, listed ${t_list:-nev
 own=$(stat -L -c '%U %G %a' /dev/asmguard/disks/HP1 2>&1)
 expect plug-owner "grid asmadmin 660" "$own"
 chmod 0666 "$dev"
-expect_fail plug-protected "Operation not permitted" as_user intruder dd if=/tmp/junk of="$dev" $DDW seek=100
+expect_fail plug-protected "Operation not permitted" as_user_past_modes intruder dd if=/tmp/junk of="$dev" $DDW seek=100
 expect_ok plug-grid-writes as_user grid dd if=/tmp/junk of=/dev/asmguard/disks/HP1 $DDW seek=100
 echo 0 >"$d/power"
 rmdir "$d"

@@ -1,5 +1,5 @@
 #!/bin/sh
-# system-lab: named-only
+# lab-settings: named-only
 # lxc: ASM disks in LXC containers (issue 23), started with lxc-start from the image's
 # root file system, privileged and user-namespaced (lxc.idmap 0..65535 -> 100000).
 # The presentation is the README's: the node directory the daemon makes for a
@@ -91,12 +91,12 @@ for c in rac1 lxpriv; do
 	host_write "$d1" 11 z >/dev/null 2>&1 # (root's write is refused; the block stays zero)
 	# the node opened to 0666 on the host: the filter, not the mode, must refuse
 	chmod 0666 "$p1/DATA1" "$pp/DATA1"
-	expect_fail "intruder-denied-$c" "Operation not permitted" ctr_write lxc $c intruder /dev/asmguard/disks/DATA1 11 I
-	expect_fail "oracle-denied-$c" "Operation not permitted" ctr_write lxc $c oracle /dev/asmguard/disks/DATA1 11 O
+	expect_fail "intruder-denied-$c" "Operation not permitted" ctr_write_past_modes lxc $c intruder /dev/asmguard/disks/DATA1 11 I
+	expect_fail "oracle-denied-$c" "Operation not permitted" ctr_write_past_modes lxc $c oracle /dev/asmguard/disks/DATA1 11 O
 	chmod 0660 "$p1/DATA1" "$pp/DATA1"
 	expect_fail "root-denied-$c" "Operation not permitted" ctr_write lxc $c root /dev/asmguard/disks/DATA1 11 R
 done
-expect_fail other-container-grid-denied "Operation not permitted" ctr_write lxc lxother grid /dev/asmguard/disks/DATA1 11 X
+expect_fail other-container-grid-denied "Operation not permitted" ctr_write_past_modes lxc lxother grid /dev/asmguard/disks/DATA1 11 X
 expect_fail host-root-denied "Operation not permitted" host_write "$d1" 11 H
 chmod 0666 "$d1"
 expect_fail host-intruder-denied "Operation not permitted" host_write "$d1" 11 H intruder
@@ -156,7 +156,7 @@ expect_ok rac1-grid-writes-data2 ctr_write lxc rac1 grid /dev/asmguard/disks/DAT
 expect_ok rac2-grid-writes-data2 ctr_write lxc rac2 grid /dev/asmguard/disks/DATA2 21 B
 expect rac1-reads-rac2s-block B "$(ctr_read lxc rac1 grid /dev/asmguard/disks/DATA2 21 2>&1)"
 expect rac2-reads-rac1s-block A "$(ctr_read lxc rac2 grid /dev/asmguard/disks/DATA2 20 2>&1)"
-expect_fail rac-third-container-denied "Operation not permitted" ctr_write lxc lxother grid /dev/asmguard/disks/DATA1 22 X
+expect_fail rac-third-container-denied "Operation not permitted" ctr_write_past_modes lxc lxother grid /dev/asmguard/disks/DATA1 22 X
 expect_fail rac-host-root-denied "Operation not permitted" host_write "$d2" 22 H
 t0=$(date +%s%N)
 lxc-stop -n rac1 -k

@@ -63,15 +63,15 @@ esac
 
 # the filter, not DAC, must refuse: every node opened up to everyone
 chmod 0666 "$dm"
-expect_fail intruder-link "Operation not permitted" as_user intruder dd if=/tmp/junk of="$link" $DDW
-expect_fail intruder-mapper "Operation not permitted" as_user intruder dd if=/tmp/junk of="$SYS_MPATH" $DDW
+expect_fail intruder-link "Operation not permitted" as_user_past_modes intruder dd if=/tmp/junk of="$link" $DDW
+expect_fail intruder-mapper "Operation not permitted" as_user_past_modes intruder dd if=/tmp/junk of="$SYS_MPATH" $DDW
 for p in $SYS_MPATH_PATHS; do
 	chmod 0666 "/dev/$p"
-	expect_fail "intruder-$p" "Operation not permitted" as_user intruder dd if=/tmp/junk of="/dev/$p" $DDW
+	expect_fail "intruder-$p" "Operation not permitted" as_user_past_modes intruder dd if=/tmp/junk of="/dev/$p" $DDW
 	sg=$(ls "/sys/block/$p/device/scsi_generic" 2>/dev/null | head -n 1)
 	if [ -n "$sg" ]; then
 		chmod 0666 "/dev/$sg"
-		expect_fail "intruder-$sg" "Operation not permitted" as_user intruder sg_raw -s 512 -i /tmp/junk512 "/dev/$sg" 2a 00 00 00 00 00 00 00 01 00
+		expect_fail "intruder-$sg" "Operation not permitted" as_user_past_modes intruder sg_raw -s 512 -i /tmp/junk512 "/dev/$sg" 2a 00 00 00 00 00 00 00 01 00
 	else
 		fail "sg-of-$p" "no sg node for $p"
 	fi
@@ -103,5 +103,5 @@ if [ "$frc" = 0 ] && [ "$errs" = 0 ]; then
 else
 	fail fio-path-failover "exit $frc err=${errs:-?}: $(tail -n 5 /tmp/fio.out)"
 fi
-expect_fail returned-path-protected "Operation not permitted" as_user intruder dd if=/tmp/junk of="/dev/$bad" $DDW
+expect_fail returned-path-protected "Operation not permitted" as_user_past_modes intruder dd if=/tmp/junk of="/dev/$bad" $DDW
 vm_exit

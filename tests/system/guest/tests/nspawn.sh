@@ -1,5 +1,5 @@
 #!/bin/sh
-# system-lab: named-only
+# lab-settings: named-only
 # nspawn: ASM disks in systemd-nspawn containers (issue 23), registered with machined
 # (machine.slice/machine-NAME.scope), from the image's root file system (read-only,
 # shared), with and without a user namespace (--private-users=100000:65536). The
@@ -69,12 +69,12 @@ for c in ns1 ns2; do
 	expect_ok "grid-writes-$c" ctr_write nspawn $c grid /dev/asmguard/disks/DATA1 $blk N
 	expect "grid-write-landed-$c" N "$(host_block "$d1" $blk)"
 	chmod 0666 "$p1/DATA1" "$p2/DATA1"
-	expect_fail "intruder-denied-$c" "Operation not permitted" ctr_write nspawn $c intruder /dev/asmguard/disks/DATA1 60 I
+	expect_fail "intruder-denied-$c" "Operation not permitted" ctr_write_past_modes nspawn $c intruder /dev/asmguard/disks/DATA1 60 I
 	chmod 0660 "$p1/DATA1" "$p2/DATA1"
 	expect_fail "root-denied-$c" "Operation not permitted" ctr_write nspawn $c root /dev/asmguard/disks/DATA1 60 R
 	ctr_check_runtime_prog systemd-device-program nspawn $c
 done
-expect_fail other-container-grid-denied "Operation not permitted" ctr_write nspawn ns3 grid /dev/asmguard/disks/DATA1 60 X
+expect_fail other-container-grid-denied "Operation not permitted" ctr_write_past_modes nspawn ns3 grid /dev/asmguard/disks/DATA1 60 X
 expect_fail host-root-denied "Operation not permitted" host_write "$d1" 60 H
 expect nothing-else-landed "" "$(host_block "$d1" 60 | tr -d '\000')"
 # DATA2 is presented to ns1 but not in its scope's DeviceAllow=: systemd's program

@@ -1,5 +1,5 @@
 #!/bin/sh
-# system-lab: named-only
+# lab-settings: named-only
 # podman: ASM disks in Podman containers (issue 23), rootful, started with podman run
 # (crun) from an image imported from the image's root file system (no registry).
 # The host allow-list is empty: only the [[container]] rules grant writes.
@@ -88,13 +88,13 @@ for c in pod1 pod2; do
 	expect "grid-write-landed-$c" P "$(host_block "$d1" $blk)"
 	chmod 0666 "$d1" "$p2/DATA1"
 	ctr_exec podman $c root chmod 0666 /dev/asmguard/disks/DATA1 2>/dev/null
-	expect_fail "intruder-denied-$c" "Operation not permitted" ctr_write podman $c intruder /dev/asmguard/disks/DATA1 40 I
+	expect_fail "intruder-denied-$c" "Operation not permitted" ctr_write_past_modes podman $c intruder /dev/asmguard/disks/DATA1 40 I
 	chmod 0660 "$d1" "$p2/DATA1"
 	ctr_exec podman $c root chmod 0660 /dev/asmguard/disks/DATA1 2>/dev/null
 	expect_fail "root-denied-$c" "Operation not permitted" ctr_write podman $c root /dev/asmguard/disks/DATA1 40 R
 done
 ctr_exec podman pod3 root chmod 0666 "/dev/${d1#/dev/}" 2>/dev/null
-expect_fail other-container-grid-denied "Operation not permitted" ctr_write podman pod3 grid "/dev/${d1#/dev/}" 40 X
+expect_fail other-container-grid-denied "Operation not permitted" ctr_write_past_modes podman pod3 grid "/dev/${d1#/dev/}" 40 X
 expect_fail host-root-denied "Operation not permitted" host_write "$d1" 40 H
 expect nothing-else-landed "" "$(host_block "$d1" 40 | tr -d '\000')"
 

@@ -33,10 +33,10 @@ has_line other-loads "backend=$VM_BACKEND" "$out"
 expect_ok other-adds-b $G load --pin-dir $P2 --id 6 "$B"
 # A: asmguard refuses root, the other refuses grid; B: only the other filters it
 expect_fail root-refused-by-asmguard "Operation not permitted" dd if=/tmp/junk of="$A" $DDW
-expect_fail grid-refused-by-other "Operation not permitted" as_user grid dd if=/tmp/junk of="$A" $DDW
-expect_fail intruder-refused-by-both "Operation not permitted" as_user intruder dd if=/tmp/junk of="$A" $DDW
+expect_fail grid-refused-by-other "Operation not permitted" as_user_past_modes grid dd if=/tmp/junk of="$A" $DDW
+expect_fail intruder-refused-by-both "Operation not permitted" as_user_past_modes intruder dd if=/tmp/junk of="$A" $DDW
 expect_ok root-allowed-by-other dd if=/tmp/junk of="$B" $DDW
-expect_fail grid-refused-by-other-on-b "Operation not permitted" as_user grid dd if=/tmp/junk of="$B" $DDW
+expect_fail grid-refused-by-other-on-b "Operation not permitted" as_user_past_modes grid dd if=/tmp/junk of="$B" $DDW
 
 # status names the other filter's programs, on asmguard's hooks
 # (kernels before 5.13 do not report a link's target: there, any other LSM or

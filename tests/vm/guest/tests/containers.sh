@@ -9,10 +9,8 @@
 . /vmtests/lib.sh
 
 C="asmguardctl --socket /run/asmguard/asmguard.sock"
-[ ! -e /sys/fs/bpf/asmguard ] || { fail setup "a filter is pinned from an earlier test"; vm_exit; }
 D=$(new_loop 16 containers) || { fail setup "losetup: $D"; vm_exit; }
 CG=/sys/fs/cgroup/ctrtest
-rm -f /run/asmguard/filter.state # a "disabled" an earlier test left
 mkdir -p $CG/rac1
 agd_config /tmp/ctr.toml "${D#/dev/}" 'filter.allow_users=[]' 'filter.allow_groups=[]'
 printf '\n[[container]]\nname = "rac1"\ncgroup = ["ctrtest/rac1"]\nallow_users = ["grid"]\n' >>/tmp/ctr.toml
@@ -83,7 +81,6 @@ $C filter disable >/dev/null 2>&1
 holds host-root-removes-pins "filter disable as the host's root" test ! -e $P
 
 kill "$agd"; wait "$agd" 2>/dev/null
-rm -f /run/asmguard/filter.state
 rmdir $CG/rac1 $CG 2>/dev/null
 losetup -d "$D" 2>/dev/null
 vm_exit

@@ -176,7 +176,5 @@ expect_fail still-denied-after-unlabel "Operation not permitted" dd if=/tmp/junk
 $C filter disable >/dev/null 2>&1
 kill "$agd"
 wait "$agd" 2>/dev/null
-# "disabled" is kept for the next daemon run (until reboot): not for the next test
-rm -f /run/asmguard/filter.state
 losetup -d "$P" 2>/dev/null
 vm_exit

@@ -9,7 +9,7 @@
 #
 # To run it alone:
 #   tests/vm/run.sh 6.1 iolat; tests/vm/run.sh 6.12 iolat
-# vm-lab: once per kernel
+# lab-settings: once-per-kernel
 . /vmtests/lib.sh
 
 port=19790

@@ -3,7 +3,7 @@
 # users and groups resolve, optional modules load, and the fixtures behave like
 # the storage asmguard cares about (thin-provisioned dm-thin and SCSI disks
 # that give space back on discard/UNMAP, an sg node, fio on null_blk).
-# vm-lab: once per kernel
+# lab-settings: once-per-kernel
 . /vmtests/lib.sh
 
 ZERO_1M=30e14955ebf1352266dc2ff8067e68104607e750abb9d3b36582b8af909fcb58 # sha256 of 1 MiB of zeros

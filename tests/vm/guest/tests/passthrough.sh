@@ -252,6 +252,7 @@ fi
 
 expect_ok unlabel-scsi $C unlabel PT1
 expect_ok unlabel-nvme $C unlabel PT2
+$C filter disable >/dev/null 2>&1 # its pins go too (passthrough.ends-clean)
 kill "$agd"; wait "$agd" 2>/dev/null
 while read -r own mode n; do
 	chown "$own" "$n" && chmod "$mode" "$n"

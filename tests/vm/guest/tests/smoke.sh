@@ -65,7 +65,7 @@ expect_fail rdwr-open-denied "Operation not permitted" \
 # a non-root user to whom the mode bits would allow writing: denied
 chmod 666 "$prot" "$ctrl"
 expect_fail write-open-denied-intruder "Operation not permitted" \
-	as_user intruder dd if=/dev/zero of="$prot" $DD_W
+	as_user_past_modes intruder dd if=/dev/zero of="$prot" $DD_W
 # reads still work
 expect_ok read-allowed dd if="$prot" of=/dev/null bs=4096 count=1 iflag=direct
 # nothing was written

@@ -19,7 +19,6 @@ C="asmguardctl --socket $RUN/unprot.sock"
 PORT=19465
 lo_up
 L=$(new_loop 16 unprot) || { fail setup "losetup"; vm_exit; }
-[ ! -e /sys/fs/bpf/asmguard ] || { fail setup "a filter is pinned from an earlier test: $(ls /sys/fs/bpf/asmguard/links)"; vm_exit; }
 
 conf() { # conf REQUIRE
 	agd_config /tmp/unprot.toml "${L#/dev/}" "socket.path=\"$RUN/unprot.sock\"" \
