@@ -15,6 +15,7 @@ mod filter;
 mod links;
 mod metrics;
 mod model;
+mod peer;
 mod present;
 mod reclaim;
 mod server;

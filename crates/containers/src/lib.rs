@@ -464,6 +464,41 @@ pub fn in_container(pid: u32) -> bool {
     }
 }
 
+/// Whether pid runs on the host, outside every container: its pid, user and
+/// cgroup namespaces are all the daemon's. A container run with the host's pid
+/// namespace (`podman run --pid=host`) still has a cgroup namespace of its own,
+/// a user-namespaced one a user namespace of its own. Mount and network
+/// namespaces are not asked: systemd gives host services their own
+/// (`PrivateTmp=`, `PrivateNetwork=`). A namespace that cannot be read is not
+/// the host's (the answer gates rights: the restrictive one is the safe one).
+pub fn on_host(pid: u32) -> bool {
+    ["pid", "user", "cgroup"].iter().all(|ns| {
+        match (
+            ns_id(Path::new(&format!("/proc/{pid}/ns/{ns}"))),
+            ns_id(Path::new(&format!("/proc/self/ns/{ns}"))),
+        ) {
+            (Some(a), Some(b)) => a == b,
+            _ => false,
+        }
+    })
+}
+
+/// Whether pid holds `CAP_SYS_ADMIN` in its effective set (`CapEff` of
+/// /proc/PID/status, a capability of the process's own user namespace: of
+/// the host's only when [`on_host`] says so). Unreadable: no.
+pub fn has_sys_admin(pid: u32) -> bool {
+    /// linux/capability.h
+    const CAP_SYS_ADMIN: u32 = 21;
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        })
+        .is_some_and(|caps| caps & (1 << CAP_SYS_ADMIN) != 0)
+}
+
 /// Directories to watch, each with the pattern components a child of it must match
 /// to matter, and the matched cgroups' `cgroup.events` files.
 pub(crate) type Targets = (BTreeMap<PathBuf, BTreeSet<String>>, BTreeSet<PathBuf>);

@@ -311,3 +311,65 @@ fn asmguardctl_in_a_container_reads_and_changes_state_as_configured() {
     assert_eq!(d.labels(), vec!["CTL1"]);
     assert!(d.log_text().contains(&format!("(container {ro_name})")));
 }
+
+/// Host rights need the host's namespaces and the host's CAP_SYS_ADMIN (issue
+/// 32, point 1): a uid 0 peer without CAP_SYS_ADMIN (a `--cap-drop=all`
+/// process), one in a user namespace of its own mapped to root, and one in a
+/// cgroup namespace of its own with the host's pid namespace (what `podman run
+/// --pid=host` makes) read, and are refused every state change with one line.
+#[test]
+fn host_rights_need_the_hosts_namespaces_and_cap_sys_admin() {
+    let Some(_g) = lock() else { return };
+    let a = Loop::new(64 * MIB);
+    a.write_dev(0, &asmlib_block("PIDH1"));
+    let d = Daemon::start(&[&a.name], "");
+    let dev = a.dev.display().to_string();
+    let peers: [(&str, Vec<&str>); 3] = [
+        (
+            "capabilities dropped",
+            vec!["setpriv", "--inh-caps=-all", "--bounding-set=-all", "--"],
+        ),
+        (
+            "own user namespace mapped to root",
+            vec!["unshare", "--user", "--map-root-user", "--"],
+        ),
+        (
+            "host pid namespace, own cgroup and mount namespaces",
+            vec!["unshare", "--cgroup", "--mount", "--"],
+        ),
+    ];
+    let ctl = ctl_bin().display().to_string();
+    let sock = d.socket.display().to_string();
+    let as_peer = |wrap: &[&str], args: &[&str]| {
+        let mut c = std::process::Command::new(wrap[0]);
+        c.args(&wrap[1..])
+            .arg(&ctl)
+            .arg("--socket")
+            .arg(&sock)
+            .args(args);
+        run(&mut c)
+    };
+    for (what, wrap) in &peers {
+        for args in [
+            vec!["filter", "audit", "PIDH1"],
+            vec!["label", "--force", "PIDH2", &dev],
+            vec!["unlabel", "PIDH1"],
+        ] {
+            let o = as_peer(wrap, &args);
+            o.refused(4, &["permission denied"]);
+            assert_eq!(o.stderr.lines().count(), 1, "{what}: {args:?}: {o:?}");
+        }
+        let o = as_peer(wrap, &["lsdsk", "--json"]);
+        assert_eq!(o.code, 0, "{what}: {o:?}");
+        assert!(o.stdout.contains("PIDH1"), "{what}: {o:?}");
+        let o = as_peer(wrap, &["status"]);
+        assert_eq!(o.code, 0, "{what}: {o:?}");
+    }
+    // nothing changed: label, mode
+    let v = d.lsdsk();
+    assert_eq!(d.labels(), vec!["PIDH1"], "{v:#}");
+    assert_ne!(disk(&v, "PIDH1")["filter_mode"], "audit", "{v:#}");
+    // the host's root with its capabilities still may
+    d.ctl(&["filter", "audit", "PIDH1"]).ok();
+    assert_eq!(disk(&d.lsdsk(), "PIDH1")["filter_mode"], "audit");
+}
