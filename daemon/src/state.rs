@@ -297,6 +297,19 @@ impl Daemon {
         self.containers_resolved(cs, found);
     }
 
+    /// The filter's view of the configured containers, each with the host
+    /// users whose subordinate id ranges its maps reach among its problems.
+    fn container_views(&self) -> Vec<asmguard_proto::ContainerStatus> {
+        let mut v = self.filter.container_views();
+        for c in &mut v {
+            if let Some(f) = self.found(&c.name).filter(|f| f.pid.is_some()) {
+                c.problems
+                    .extend(asmguard_containers::subid::host_warnings(&f));
+            }
+        }
+        v
+    }
+
     /// What was found of container `name` when the containers were last resolved.
     pub fn found(&self, name: &str) -> Option<asmguard_containers::Found> {
         let g = self.found.lock().unwrap_or_else(|p| p.into_inner());
@@ -338,7 +351,22 @@ impl Daemon {
     /// one that has no process left), once a scan has given a model.
     fn containers_resolved(&self, cs: Vec<Container>, found: Vec<asmguard_containers::Found>) {
         let _order = self.scan_order.lock().unwrap_or_else(|p| p.into_inner());
-        *self.found.lock().unwrap_or_else(|p| p.into_inner()) = (cs, found);
+        {
+            let mut g = self.found.lock().unwrap_or_else(|p| p.into_inner());
+            // a range a host user owns: said once per new map
+            for f in found.iter().filter(|f| f.pid.is_some()) {
+                let same = g
+                    .1
+                    .iter()
+                    .any(|o| o.name == f.name && o.uid_map == f.uid_map && o.gid_map == f.gid_map);
+                if !same {
+                    for w in asmguard_containers::subid::host_warnings(f) {
+                        tracing::warn!("{w}");
+                    }
+                }
+            }
+            *g = (cs, found);
+        }
         // before the first scan there is no model: an empty one would remove
         // every node a previous run made
         if self.scans_done.load(std::sync::atomic::Ordering::SeqCst) > 0 {
@@ -725,7 +753,7 @@ impl Daemon {
             },
             claims: self.claims.list(),
             claims_kept: self.claims.kept().into(),
-            containers: self.filter.container_views(),
+            containers: self.container_views(),
             containers_enforced: self.filter.containers_enforced(),
             container_nodes: shown.nodes.len(),
             not_presented: shown

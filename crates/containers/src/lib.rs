@@ -24,6 +24,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub mod subid;
 mod watch;
 pub use watch::Watcher;
 
