@@ -250,6 +250,9 @@ fn place_of(d: &Daemon, fd: std::os::fd::BorrowedFd<'_>, pid: Option<i32>) -> (P
     (place, sys_admin)
 }
 
+/// How long the accept loop waits for a container's /etc/group.
+const CONTAINER_READ: Duration = Duration::from_millis(500);
+
 /// A peer in the configured container `c`: the host ids of its root and of
 /// its admin group, translated through the container's own maps (never the
 /// peer's: a user namespace the peer made can map anything to its own id).
@@ -270,7 +273,9 @@ fn container_place(d: &Daemon, root: Option<&Path>, c: &asmguard_config::Contain
                 })
                 .unwrap_or_else(|| asmguard_containers::find(r, c));
             let u = asmguard_containers::host_uid(&f, "0");
-            let g = asmguard_containers::host_gid(&f, &group);
+            // the container's /etc/group may never answer (FUSE): the accept
+            // loop waits for it at most CONTAINER_READ, once per stall
+            let g = asmguard_containers::host_gid_within(&f, &group, CONTAINER_READ);
             for e in [u.as_ref().err(), g.as_ref().err()].into_iter().flatten() {
                 tracing::debug!("socket peer in container {}: {e}", c.name);
             }

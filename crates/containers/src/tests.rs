@@ -372,3 +372,53 @@ fn watcher_sees_cgroups_come_and_go() {
     fs::create_dir(r.join("machine.slice/libpod-bb.scope")).unwrap();
     assert!(w.changed(Duration::from_secs(1)));
 }
+
+/// A read that does not answer costs the caller its deadline once; while it
+/// is still stuck, later tries of the same key fail at once (one thread, not
+/// one per try); other keys are not held up; once it returns, the key works
+/// again.
+#[test]
+fn a_read_that_does_not_answer_costs_its_deadline_once() {
+    use std::sync::mpsc;
+    use std::time::Instant;
+    let (release, wait) = mpsc::channel::<()>();
+    let t0 = Instant::now();
+    let r = within("stuck", Duration::from_millis(100), move || {
+        let _ = wait.recv();
+        Ok(1u32)
+    });
+    let took = t0.elapsed();
+    assert!(r.unwrap_err().contains("no answer within 100 ms"));
+    assert!(
+        took >= Duration::from_millis(100) && took < Duration::from_secs(2),
+        "{took:?}"
+    );
+    let t0 = Instant::now();
+    let r = within("stuck", Duration::from_secs(5), || Ok(2u32));
+    assert!(r.unwrap_err().contains("has not returned yet"));
+    assert!(t0.elapsed() < Duration::from_millis(50));
+    assert_eq!(within("other", Duration::from_secs(5), || Ok(3u32)), Ok(3));
+    release.send(()).unwrap();
+    let t0 = Instant::now();
+    loop {
+        match within("stuck", Duration::from_secs(5), || Ok(4u32)) {
+            Ok(v) => {
+                assert_eq!(v, 4);
+                break;
+            }
+            Err(_) => {
+                assert!(
+                    t0.elapsed() < Duration::from_secs(5),
+                    "the key never came back"
+                );
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+    }
+    assert_eq!(
+        within("err", Duration::from_secs(5), || Err::<u32, _>(
+            "bad".into()
+        )),
+        Err("bad".into())
+    );
+}
