@@ -143,12 +143,31 @@ pub fn lsdsk_text(r: &LsdskResult) -> String {
         );
     }
     for c in &r.conflicts {
-        let _ = writeln!(
-            s,
-            "CONFLICT: label {} is on {}: neither is used until one is relabelled",
-            c.label,
-            c.devices.join(" and ")
-        );
+        match &c.kept {
+            Some(k) => {
+                let others: Vec<&str> = c
+                    .devices
+                    .iter()
+                    .map(String::as_str)
+                    .filter(|d| d != k)
+                    .collect();
+                let _ = writeln!(
+                    s,
+                    "CONFLICT: label {} is also on {}: {k} had it first and keeps it; the \
+                     newcomer is not linked or presented until it is relabelled",
+                    c.label,
+                    others.join(" and ")
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    s,
+                    "CONFLICT: label {} is on {}: neither is used until one is relabelled",
+                    c.label,
+                    c.devices.join(" and ")
+                );
+            }
+        }
     }
     for u in &r.unreadable {
         let _ = writeln!(s, "unreadable: {u}");

@@ -1,6 +1,8 @@
 //! What a valid configuration may still get wrong: names that do not resolve
 //! now (they may later: an LDAP user, a group created after the install), an
-//! allow-list that lets no one write, metrics served to every network. Each is
+//! allow-list that lets no one write, metrics served to every network, a
+//! running container whose id maps reach a host user's `/etc/subuid` or
+//! `/etc/subgid` range (`asmguard_containers::subid`). Each is
 //! one warning line naming the key; `--check-config` prints them and exits 0,
 //! the daemon logs them at start. What cannot work is an error of
 //! `asmguard_config::parse`, never a warning.
@@ -54,6 +56,22 @@ pub fn warnings(c: &Config, file: &str) -> Vec<String> {
     }
     let (_, notes) = crate::filter::describe_rules(c, &asmguard_homes::Found::default(), false);
     out.extend(notes.into_iter().map(|n| format!("{file}: {n}")));
+    // containers running now whose maps reach a host user's subordinate ids
+    if let (false, Ok(root)) = (
+        c.container.is_empty(),
+        asmguard_guard::guard::cgroup2_root(),
+    ) {
+        for ctr in &c.container {
+            let f = asmguard_containers::find(&root, ctr);
+            if f.pid.is_some() {
+                out.extend(
+                    asmguard_containers::subid::host_warnings(&f)
+                        .into_iter()
+                        .map(|w| format!("{file}: [[container]] {}: {w}", ctr.name)),
+                );
+            }
+        }
+    }
     if let Ok(a) = c.metrics.listen.parse::<std::net::SocketAddr>() {
         if a.ip().is_unspecified() {
             out.push(format!(

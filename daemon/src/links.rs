@@ -8,7 +8,8 @@
 //! under none (a header it does not manage, the other claimants of a label
 //! conflict), and sends the device a change uevent; the rules import that file
 //! (`IMPORT{file}`) and link only the label it names. In a label conflict the
-//! claimant that already had the link keeps it. The files outlive the daemon
+//! claimant that had the label first keeps it (`crate::kept`), else the one
+//! that already had the link. The files outlive the daemon
 //! (until reboot), so the links do too.
 //!
 //! Only where udevd runs (without it nothing makes links).
@@ -69,6 +70,13 @@ impl Links {
             }
         }
         for (label, tops) in claimants {
+            // a label one claimant keeps (`crate::kept`): the others get none
+            if m.kept.contains_key(label) {
+                for t in tops {
+                    want.insert(t.to_string(), NONE.into());
+                }
+                continue;
+            }
             let holder: Vec<&str> = tops
                 .iter()
                 .copied()

@@ -32,6 +32,8 @@ pub trait Readings: Send + Sync {
     fn labels_lost(&self) -> BTreeMap<String, u64>;
     /// Devices with an ASM label header the daemon does not manage.
     fn unmanaged(&self) -> Vec<String>;
+    /// (label, device, role) of every claimant of a label in conflict.
+    fn conflicts(&self) -> Vec<(String, String, String)>;
 }
 
 /// The HTTP endpoint's share of the process: a few connections, each for a
@@ -272,6 +274,7 @@ impl CounterSource for LiveCounters {
         c.events_dropped = f.events_dropped();
         c.labels_lost = d.labels_lost();
         c.unmanaged = d.unmanaged();
+        c.conflicts = d.conflicts();
         for v in f.container_views() {
             c.container_cgroups.insert(v.name, v.cgroups.len() as u64);
         }

@@ -124,8 +124,13 @@ impl Disk {
 pub struct Model {
     /// The labelled disks (both claimants of a label in conflict, marked).
     pub disks: Vec<Disk>,
-    /// label -> the top devices of its claimants (two or more): neither is used.
+    /// label -> the top devices of its claimants (two or more): none is used
+    /// unless one is in `kept`.
     pub conflicts: BTreeMap<String, Vec<String>>,
+    /// label in conflict -> the top device (as shown) of the claimant that had
+    /// it first and keeps it (`Daemon::keep_first`): that disk is not marked
+    /// `conflict`, the newcomers are.
+    pub kept: BTreeMap<String, String>,
     /// Devices whose label sector could not be read, and why.
     pub unreadable: Vec<String>,
     /// Devices looked at (the ones `devices.include`/`exclude` let in).
@@ -210,6 +215,7 @@ pub fn build(sys: &Path, devices: &BTreeMap<String, Observed>, grouping: &Groupi
     Model {
         disks: disks(sys, devices, grouping),
         conflicts: grouping.conflicts.clone(),
+        kept: BTreeMap::new(),
         unreadable: devices
             .values()
             .filter_map(|o| match &o.read {

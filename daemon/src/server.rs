@@ -162,8 +162,9 @@ fn peer_of(stream: &UnixStream, d: &Daemon) -> Option<Peer> {
     use std::os::fd::AsFd;
     match stream.peer_cred() {
         Ok(c) => {
-            let place = place_of(d, stream.as_fd(), c.pid());
+            let (place, sys_admin) = place_of(d, stream.as_fd(), c.pid());
             Some(Peer {
+                sys_admin,
                 uid: c.uid(),
                 gid: c.gid(),
                 pid: c.pid(),
@@ -181,34 +182,73 @@ fn peer_of(stream: &UnixStream, d: &Daemon) -> Option<Peer> {
     }
 }
 
-/// Where the peer runs, read at accept time: its cgroup against the
-/// `[[container]]` sections, its pid namespace against the daemon's. With
-/// `SO_PEERPIDFD` (Linux 6.5+) the answer is kept only if the process that
-/// connected is still alive after the reads (so its pid was not reused by
-/// another process meanwhile); a peer that exited is treated as foreign.
-fn place_of(d: &Daemon, fd: std::os::fd::BorrowedFd<'_>, pid: Option<i32>) -> Place {
+/// Where the peer runs and whether it holds `CAP_SYS_ADMIN` of the host, read
+/// at accept time: its cgroup against the `[[container]]` sections; outside
+/// them the host only when its pid, user and cgroup namespaces are all the
+/// daemon's (a `--pid=host` container is not the host). The answer is kept only
+/// if the process read is the peer: with `SO_PEERPIDFD` (Linux 6.5+) if the
+/// process that connected is still alive after the reads (so its pid named it
+/// throughout); without, a pidfd taken now must still be alive after the reads
+/// and its process hold the other end of the connection (a reused pid's
+/// process does not). A peer that cannot be verified is foreign, with no
+/// capability.
+fn place_of(d: &Daemon, fd: std::os::fd::BorrowedFd<'_>, pid: Option<i32>) -> (Place, bool) {
     let Some(pid) = pid.and_then(|p| u32::try_from(p).ok()).filter(|p| *p > 0) else {
         // not in the daemon's pid namespace or one below it
-        return Place::Foreign;
+        return (Place::Foreign, false);
     };
-    let pidfd = peer_pidfd(fd);
+    let (pidfd, opened) = match peer_pidfd(fd) {
+        Some(Ok(f)) => (f, false),
+        Some(Err(e)) => {
+            tracing::debug!("SO_PEERPIDFD of pid {pid}: {e}");
+            return (Place::Foreign, false);
+        }
+        None => match crate::peer::pidfd_open(pid) {
+            Ok(f) => (f, true),
+            Err(e) => {
+                tracing::debug!("pidfd_open({pid}): {e}");
+                return (Place::Foreign, false);
+            }
+        },
+    };
     let root = d.cgroup_root();
     // the sections in force (SIGHUP may have changed them)
     let cs = d.filter.container_config().1;
     let section = root
         .as_deref()
         .and_then(|r| asmguard_containers::container_of(r, &cs, pid));
-    let foreign = asmguard_containers::in_container(pid);
+    let host = asmguard_containers::on_host(pid);
+    let sys_admin = host && asmguard_containers::has_sys_admin(pid);
     let place = match section {
         Some(c) => container_place(d, root.as_deref(), c),
-        None if foreign => Place::Foreign,
-        None => Place::Host,
+        None if host => Place::Host,
+        None => Place::Foreign,
     };
-    match pidfd {
-        Some(Ok(fd)) if exited(&fd) => Place::Foreign,
-        _ => place,
+    if exited(&pidfd) {
+        return (Place::Foreign, false);
     }
+    if opened {
+        match crate::peer::holds_peer(pid, fd) {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::warn!(
+                    "socket peer pid {pid}: the process with that pid now does not hold the                      connection (it exited and the pid was reused): served as foreign"
+                );
+                return (Place::Foreign, false);
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "socket peer pid {pid}: cannot tell whether it still holds the connection                      (this kernel has no SO_PEERPIDFD, and unix_diag answered: {e}; load the                      unix_diag module): served as foreign, no state changes"
+                );
+                return (Place::Foreign, false);
+            }
+        }
+    }
+    (place, sys_admin)
 }
+
+/// How long the accept loop waits for a container's /etc/group.
+const CONTAINER_READ: Duration = Duration::from_millis(500);
 
 /// A peer in the configured container `c`: the host ids of its root and of
 /// its admin group, translated through the container's own maps (never the
@@ -230,7 +270,9 @@ fn container_place(d: &Daemon, root: Option<&Path>, c: &asmguard_config::Contain
                 })
                 .unwrap_or_else(|| asmguard_containers::find(r, c));
             let u = asmguard_containers::host_uid(&f, "0");
-            let g = asmguard_containers::host_gid(&f, &group);
+            // the container's /etc/group may never answer (FUSE): the accept
+            // loop waits for it at most CONTAINER_READ, once per stall
+            let g = asmguard_containers::host_gid_within(&f, &group, CONTAINER_READ);
             for e in [u.as_ref().err(), g.as_ref().err()].into_iter().flatten() {
                 tracing::debug!("socket peer in container {}: {e}", c.name);
             }
@@ -341,6 +383,8 @@ struct Peer {
     pid: Option<i32>,
     groups: Vec<u32>,
     place: Place,
+    /// `CAP_SYS_ADMIN` in the host's user namespace (effective set).
+    sys_admin: bool,
 }
 
 impl Peer {
@@ -348,6 +392,12 @@ impl Peer {
     /// root, privileged or not).
     fn host_root(&self) -> bool {
         self.uid == 0 && matches!(self.place, Place::Host)
+    }
+
+    /// The host's administrator: its root holding `CAP_SYS_ADMIN` (a root
+    /// whose capabilities were dropped, `--cap-drop=all`, reads at most).
+    fn host_admin(&self) -> bool {
+        self.host_root() && self.sys_admin
     }
 
     fn in_group(&self, g: u32) -> bool {
@@ -417,7 +467,7 @@ fn peer_groups(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<Vec<u32>> {
 
 fn authorise(d: &Daemon, peer: &Peer, op: &Op) -> Result<(), ErrorBody> {
     let denied = |m: String| Err(ErrorBody::new(ErrorCode::PermissionDenied, m));
-    if peer.host_root() {
+    if peer.host_admin() {
         return Ok(());
     }
     let reads = may_read(d, peer);
@@ -437,11 +487,17 @@ fn authorise(d: &Daemon, peer: &Peer, op: &Op) -> Result<(), ErrorBody> {
             }
         }
         (Access::Write, Place::Foreign) => denied(format!(
-            "permission denied: `{}` from a container that no [[container]] section of the \
-             configuration names (pid {}): state changes from containers are refused (host uid {})",
+            "permission denied: `{}` from a container (namespaces other than the host's) that no \
+             [[container]] section of the configuration names (pid {}): state changes from \
+             containers are refused (host uid {})",
             op.name(),
             peer.pid.map_or("unknown".into(), |p| p.to_string()),
             peer.uid
+        )),
+        (Access::Write, Place::Host) if peer.uid == 0 => denied(format!(
+            "permission denied: `{}` changes disks and needs root with CAP_SYS_ADMIN (you are \
+             uid 0 without it: run it with the host's full capabilities)",
+            op.name()
         )),
         (Access::Write, Place::Host) => denied(format!(
             "permission denied: `{}` changes disks and needs root (you are uid {})",
@@ -730,6 +786,7 @@ mod peer_tests {
             pid: Some(4242),
             groups: groups.to_vec(),
             place,
+            sys_admin: true,
         }
     }
 
@@ -806,6 +863,22 @@ mod peer_tests {
         // the host's root may do everything
         let p = peer(0, 0, &[], Place::Host);
         assert!(p.host_root() && ok(&p, &label_op()));
+        // ... with CAP_SYS_ADMIN: without it (capabilities dropped) it reads
+        let p = Peer {
+            sys_admin: false,
+            ..p
+        };
+        assert!(ok(&p, &Op::Lsdsk) && ok(&p, &Op::Status));
+        let e = authorise(&d, &p, &label_op()).unwrap_err();
+        assert_eq!(e.code, ErrorCode::PermissionDenied);
+        assert!(
+            e.message.contains("needs root with CAP_SYS_ADMIN"),
+            "{}",
+            e.message
+        );
+        // nor does a capability count outside the host's namespaces
+        let p = peer(0, 0, &[], Place::Foreign);
+        assert!(!ok(&p, &label_op()));
         // a container whose ids could not be resolved serves nobody
         let unresolved = rac1_ids(true, None, None);
         assert!(!may_read(&d, &peer(100000, 100000, &[], unresolved)));

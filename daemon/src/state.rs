@@ -115,6 +115,8 @@ pub struct Daemon {
     found: Mutex<(Vec<Container>, Vec<asmguard_containers::Found>)>,
     /// The containers' device nodes (`/dev/asmguard/containers`).
     presenter: crate::present::Presenter,
+    /// Which claimant of a label had it first (`crate::kept`).
+    kept: crate::kept::Kept,
 }
 
 /// Test hook: runs inside a full scan between reading the devices and storing
@@ -187,20 +189,34 @@ fn label_result(out: labelling::Outcome, label: &Label, device: String) -> Label
 }
 
 /// Journal lines for the label conflicts a model brings (the same label on
-/// two disks, as when two hosts label different disks with one name) and
-/// the ones it resolves.
-fn log_conflicts(before: &BTreeMap<String, Vec<String>>, after: &BTreeMap<String, Vec<String>>) {
-    for (label, devs) in after {
-        if before.get(label) != Some(devs) {
-            tracing::error!(
+/// two disks, as when two hosts label different disks with one name, or a
+/// device planted with a managed disk's label) and the ones it resolves.
+fn log_conflicts(before: &Model, after: &Model) {
+    for (label, devs) in &after.conflicts {
+        let kept = after.kept.get(label);
+        if before.conflicts.get(label) == Some(devs) && before.kept.get(label) == kept {
+            continue;
+        }
+        match kept {
+            Some(k) => tracing::error!(
+                "label {label} is on more than one disk: {}: {k} had it first and keeps it \
+                 (its link, nodes and rules); the others are newcomers, protected but never \
+                 linked or presented until relabelled (`asmguardctl label NEWLABEL DEVICE --force`)",
+                devs.join(", ")
+            ),
+            None => tracing::error!(
                 "label {label} is on more than one disk: {}: both stay protected, neither is \
                  used by label, rename, unlabel or reclaim until one is relabelled \
                  (`asmguardctl label NEWLABEL DEVICE --force`)",
                 devs.join(", ")
-            );
+            ),
         }
     }
-    for label in before.keys().filter(|l| !after.contains_key(*l)) {
+    for label in before
+        .conflicts
+        .keys()
+        .filter(|l| !after.conflicts.contains_key(*l))
+    {
         tracing::info!("label {label} is on one disk again: its conflict is resolved");
     }
 }
@@ -234,7 +250,6 @@ impl Daemon {
             cfg_source,
             sys: PathBuf::from("/sys"),
             socket,
-            runtime_dir,
             admin_gid,
             started: Instant::now(),
             monitor,
@@ -255,6 +270,8 @@ impl Daemon {
             cgroup_root: asmguard_guard::guard::cgroup2_root().ok(),
             found: Mutex::default(),
             presenter: Default::default(),
+            kept: crate::kept::Kept::new(&runtime_dir),
+            runtime_dir,
         }
     }
 
@@ -278,6 +295,19 @@ impl Daemon {
             _ => Vec::new(),
         };
         self.containers_resolved(cs, found);
+    }
+
+    /// The filter's view of the configured containers, each with the host
+    /// users whose subordinate id ranges its maps reach among its problems.
+    fn container_views(&self) -> Vec<asmguard_proto::ContainerStatus> {
+        let mut v = self.filter.container_views();
+        for c in &mut v {
+            if let Some(f) = self.found(&c.name).filter(|f| f.pid.is_some()) {
+                c.problems
+                    .extend(asmguard_containers::subid::host_warnings(&f));
+            }
+        }
+        v
     }
 
     /// What was found of container `name` when the containers were last resolved.
@@ -321,7 +351,22 @@ impl Daemon {
     /// one that has no process left), once a scan has given a model.
     fn containers_resolved(&self, cs: Vec<Container>, found: Vec<asmguard_containers::Found>) {
         let _order = self.scan_order.lock().unwrap_or_else(|p| p.into_inner());
-        *self.found.lock().unwrap_or_else(|p| p.into_inner()) = (cs, found);
+        {
+            let mut g = self.found.lock().unwrap_or_else(|p| p.into_inner());
+            // a range a host user owns: said once per new map
+            for f in found.iter().filter(|f| f.pid.is_some()) {
+                let same = g
+                    .1
+                    .iter()
+                    .any(|o| o.name == f.name && o.uid_map == f.uid_map && o.gid_map == f.gid_map);
+                if !same {
+                    for w in asmguard_containers::subid::host_warnings(f) {
+                        tracing::warn!("{w}");
+                    }
+                }
+            }
+            *g = (cs, found);
+        }
         // before the first scan there is no model: an empty one would remove
         // every node a previous run made
         if self.scans_done.load(std::sync::atomic::Ordering::SeqCst) > 0 {
@@ -441,6 +486,9 @@ impl Daemon {
     /// applies it, the stored model, the exclusive claims, and the tracer
     /// and exporter.
     fn apply(&self, mut built: Model) {
+        // first come, first kept: before anything looks at which disk is used
+        built.kept.clear();
+        self.kept.resolve(&self.read_state().model, &mut built);
         self.filter.sync(model::managed_set(&built.disks));
         for d in &mut built.disks {
             d.mode = Some(self.filter.disk_mode(d.label.as_str()));
@@ -465,8 +513,9 @@ impl Daemon {
         }
         self.links.follow(&self.sys, &built);
         self.present(&built);
+        self.kept.record(&built);
         let mut st = self.write_state();
-        log_conflicts(&st.model.conflicts, &built.conflicts);
+        log_conflicts(&st.model, &built);
         st.model = built;
         drop(st);
         self.sync_claims();
@@ -651,6 +700,7 @@ impl Daemon {
                 .map(|(l, v)| Conflict {
                     label: l.clone(),
                     devices: v.clone(),
+                    kept: m.kept.get(l).cloned(),
                 })
                 .collect(),
             devices_scanned: m.devices_scanned,
@@ -707,7 +757,7 @@ impl Daemon {
             },
             claims: self.claims.list(),
             claims_kept: self.claims.kept().into(),
-            containers: self.filter.container_views(),
+            containers: self.container_views(),
             containers_enforced: self.filter.containers_enforced(),
             container_nodes: shown.nodes.len(),
             not_presented: shown
@@ -976,7 +1026,12 @@ impl Daemon {
     /// The top device of the disk with `label` (not in conflict).
     fn disk_top(&self, label: &Label, what: &str) -> Result<SysDev, ErrorBody> {
         let s = self.read_state();
-        if let Some(c) = s.model.conflicts.get(label.as_str()) {
+        if let Some(c) = s
+            .model
+            .conflicts
+            .get(label.as_str())
+            .filter(|_| !s.model.kept.contains_key(label.as_str()))
+        {
             return Err(err(
                 ErrorCode::LabelConflict,
                 format!(
@@ -1092,6 +1147,24 @@ impl crate::metrics::Readings for Daemon {
             .unmanaged
             .iter()
             .map(|u| u.device.clone())
+            .collect()
+    }
+    fn conflicts(&self) -> Vec<(String, String, String)> {
+        let s = self.read_state();
+        let m = &s.model;
+        m.conflicts
+            .iter()
+            .flat_map(|(label, devs)| {
+                let kept = m.kept.get(label);
+                devs.iter().map(move |d| {
+                    let role = match kept {
+                        Some(k) if k == d => "kept",
+                        Some(_) => "newcomer",
+                        None => "unresolved",
+                    };
+                    (label.clone(), d.clone(), role.to_string())
+                })
+            })
             .collect()
     }
     fn labels_lost(&self) -> BTreeMap<String, u64> {

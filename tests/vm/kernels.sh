@@ -25,7 +25,7 @@ VM_WORK=${VM_WORK:-$VM_DIR/work}
 # from modules.softdep. Modules loaded with parameters by the guest init
 # (scsi_debug, null_blk) are shipped but not in the boot load list.
 VM_MODULES="loop dm-mod dm-bufio dm-persistent-data dm-bio-prison dm-thin-pool
- scsi_mod sd_mod sg scsi_debug null_blk
+ scsi_mod sd_mod sg scsi_debug null_blk unix_diag
  ?dm-multipath ?dm-round-robin ?ext4 ?xfs ?crc32c_generic ?crc32c-intel
  ?crct10dif_generic ?crct10dif-pclmul ?crc64_rocksoft_generic
  ?md-mod ?raid1 ?dm-mirror ?dm-cache ?dm-cache-smq ?configfs ?target_core_mod

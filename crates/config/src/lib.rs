@@ -3,7 +3,9 @@
 //!
 //! ```toml
 //! [devices]            # like ASMLib's ORACLEASM_SCANORDER / ORACLEASM_SCANEXCLUDE
-//! include = ["*"]                      # kernel names, or mapper/<dm name>
+//! include = ["*"]                      # kernel names, or mapper/<dm name>; loop
+//!                                      # devices only by a pattern starting with
+//!                                      # loop (`"loop*"`): any user can make one
 //! exclude = ["ram*", "zram*", "sr*", "fd*"]
 //! scan_order = ["dm-*", "nvme*", "sd*", "vd*", "xvd*"]
 //! label_watch_seconds = 3              # re-read every label sector this often (labels

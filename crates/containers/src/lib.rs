@@ -24,6 +24,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub mod subid;
 mod watch;
 pub use watch::Watcher;
 
@@ -408,6 +409,65 @@ pub fn host_gid(f: &Found, group: &str) -> Result<u32, String> {
     to_host(f, group, "group")
 }
 
+/// Reads in flight past their deadline, by key: at most one thread per key is
+/// ever left waiting on a container's file.
+static STALLED: std::sync::Mutex<BTreeSet<String>> = std::sync::Mutex::new(BTreeSet::new());
+
+/// Runs `read` on a thread of its own and waits at most `deadline` for it: a
+/// container's files may sit on a file system that never answers (FUSE), and
+/// the caller (the socket's accept loop) must not wait for them. While an
+/// earlier read of the same `key` has not returned, fails at once without
+/// starting another, so a stalled container holds one thread, not one per try.
+pub fn within<T: Send + 'static>(
+    key: &str,
+    deadline: Duration,
+    read: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, String> {
+    {
+        let mut s = STALLED.lock().unwrap_or_else(|p| p.into_inner());
+        if s.contains(key) {
+            return Err(format!(
+                "{key}: an earlier read has not returned yet (a file that does not answer)"
+            ));
+        }
+        s.insert(key.to_string());
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let k = key.to_string();
+    let spawned = std::thread::Builder::new()
+        .name("ctr-read".into())
+        .spawn(move || {
+            let r = read();
+            STALLED.lock().unwrap_or_else(|p| p.into_inner()).remove(&k);
+            let _ = tx.send(r);
+        });
+    if let Err(e) = spawned {
+        STALLED
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key);
+        return Err(format!("{key}: cannot start a reader: {e}"));
+    }
+    rx.recv_timeout(deadline).unwrap_or_else(|_| {
+        Err(format!(
+            "{key}: no answer within {} ms (a file that does not answer): skipped",
+            deadline.as_millis()
+        ))
+    })
+}
+
+/// [`host_gid`] with a deadline ([`within`]): for callers that must not wait
+/// on the container's /etc/group.
+pub fn host_gid_within(f: &Found, group: &str, deadline: Duration) -> Result<u32, String> {
+    let key = format!(
+        "container {} (pid {}) /etc/group",
+        f.name,
+        f.pid.map_or("none".into(), |p| p.to_string())
+    );
+    let (f, group) = (f.clone(), group.to_string());
+    within(&key, deadline, move || host_gid(&f, &group))
+}
+
 /// The cgroup-v2 path of `pid` (relative to the cgroup2 mount), from /proc/PID/cgroup.
 fn cgroup_of(pid: u32) -> Option<String> {
     let t = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
@@ -451,6 +511,41 @@ pub fn in_container(pid: u32) -> bool {
         (Some(a), Some(b)) => a != b,
         _ => true,
     }
+}
+
+/// Whether pid runs on the host, outside every container: its pid, user and
+/// cgroup namespaces are all the daemon's. A container run with the host's pid
+/// namespace (`podman run --pid=host`) still has a cgroup namespace of its own,
+/// a user-namespaced one a user namespace of its own. Mount and network
+/// namespaces are not asked: systemd gives host services their own
+/// (`PrivateTmp=`, `PrivateNetwork=`). A namespace that cannot be read is not
+/// the host's (the answer gates rights: the restrictive one is the safe one).
+pub fn on_host(pid: u32) -> bool {
+    ["pid", "user", "cgroup"].iter().all(|ns| {
+        match (
+            ns_id(Path::new(&format!("/proc/{pid}/ns/{ns}"))),
+            ns_id(Path::new(&format!("/proc/self/ns/{ns}"))),
+        ) {
+            (Some(a), Some(b)) => a == b,
+            _ => false,
+        }
+    })
+}
+
+/// Whether pid holds `CAP_SYS_ADMIN` in its effective set (`CapEff` of
+/// /proc/PID/status, a capability of the process's own user namespace: of
+/// the host's only when [`on_host`] says so). Unreadable: no.
+pub fn has_sys_admin(pid: u32) -> bool {
+    /// linux/capability.h
+    const CAP_SYS_ADMIN: u32 = 21;
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        })
+        .is_some_and(|caps| caps & (1 << CAP_SYS_ADMIN) != 0)
 }
 
 /// Directories to watch, each with the pattern components a child of it must match

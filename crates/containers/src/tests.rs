@@ -264,9 +264,72 @@ fn namespaces_of_ourselves() {
     assert!(!in_container(me));
     // A pid that cannot exist: counted as in a container (the restrictive answer).
     assert!(in_container(u32::MAX));
+    assert!(on_host(me) && !on_host(u32::MAX));
+    assert!(!has_sys_admin(u32::MAX));
     let ours = ns_id(Path::new("/proc/self/ns/user")).unwrap();
     assert_eq!(userns_depth(me, ours), Some(0));
     assert_eq!(container_of(Path::new("/sys/fs/cgroup"), &[], me), None);
+}
+
+/// A process in a user namespace of its own (mapped to root) or a cgroup
+/// namespace of its own is not on the host, though its pid namespace is; one
+/// with its capabilities dropped has no CAP_SYS_ADMIN.
+#[test]
+fn on_host_asks_every_namespace_and_capabilities() {
+    use std::process::{Command, Stdio};
+    if !has_sys_admin(std::process::id()) {
+        eprintln!("skipped: needs CAP_SYS_ADMIN");
+        return;
+    }
+    assert!(has_sys_admin(std::process::id()));
+    let spawn = |args: &[&str]| {
+        Command::new(args[0])
+            .args(&args[1..])
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let cases: [(&[&str], bool, bool); 4] = [
+        (&["sleep", "30"], true, true),
+        (
+            &["unshare", "--user", "--map-root-user", "sleep", "30"],
+            false,
+            true,
+        ),
+        (
+            &["unshare", "--cgroup", "--mount", "sleep", "30"],
+            false,
+            true,
+        ),
+        (
+            &[
+                "setpriv",
+                "--inh-caps=-all",
+                "--bounding-set=-all",
+                "sleep",
+                "30",
+            ],
+            true,
+            false,
+        ),
+    ];
+    for (args, host, admin) in cases {
+        let mut c = spawn(args);
+        let pid = c.id();
+        // wait until the program runs (unshare and setpriv exec it)
+        let t0 = std::time::Instant::now();
+        while fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default() != "sleep\n" {
+            assert!(
+                t0.elapsed() < Duration::from_secs(5),
+                "{args:?} did not start"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(on_host(pid), host, "{args:?}");
+        assert_eq!(has_sys_admin(pid), admin, "{args:?}");
+        let _ = c.kill();
+        let _ = c.wait();
+    }
 }
 
 #[test]
@@ -308,4 +371,54 @@ fn watcher_sees_cgroups_come_and_go() {
     assert!(w.changed(Duration::from_secs(1)));
     fs::create_dir(r.join("machine.slice/libpod-bb.scope")).unwrap();
     assert!(w.changed(Duration::from_secs(1)));
+}
+
+/// A read that does not answer costs the caller its deadline once; while it
+/// is still stuck, later tries of the same key fail at once (one thread, not
+/// one per try); other keys are not held up; once it returns, the key works
+/// again.
+#[test]
+fn a_read_that_does_not_answer_costs_its_deadline_once() {
+    use std::sync::mpsc;
+    use std::time::Instant;
+    let (release, wait) = mpsc::channel::<()>();
+    let t0 = Instant::now();
+    let r = within("stuck", Duration::from_millis(100), move || {
+        let _ = wait.recv();
+        Ok(1u32)
+    });
+    let took = t0.elapsed();
+    assert!(r.unwrap_err().contains("no answer within 100 ms"));
+    assert!(
+        took >= Duration::from_millis(100) && took < Duration::from_secs(2),
+        "{took:?}"
+    );
+    let t0 = Instant::now();
+    let r = within("stuck", Duration::from_secs(5), || Ok(2u32));
+    assert!(r.unwrap_err().contains("has not returned yet"));
+    assert!(t0.elapsed() < Duration::from_millis(50));
+    assert_eq!(within("other", Duration::from_secs(5), || Ok(3u32)), Ok(3));
+    release.send(()).unwrap();
+    let t0 = Instant::now();
+    loop {
+        match within("stuck", Duration::from_secs(5), || Ok(4u32)) {
+            Ok(v) => {
+                assert_eq!(v, 4);
+                break;
+            }
+            Err(_) => {
+                assert!(
+                    t0.elapsed() < Duration::from_secs(5),
+                    "the key never came back"
+                );
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+    }
+    assert_eq!(
+        within("err", Duration::from_secs(5), || Err::<u32, _>(
+            "bad".into()
+        )),
+        Err("bad".into())
+    );
 }

@@ -45,6 +45,12 @@ pub struct Rules {
     pub scan_order: Vec<String>,
 }
 
+/// Whether `name` is a loop device's kernel name (`loop0`, `loop12p1`).
+fn is_loop(name: &str) -> bool {
+    name.strip_prefix("loop")
+        .is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()))
+}
+
 impl Default for Rules {
     fn default() -> Self {
         Rules {
@@ -63,13 +69,24 @@ impl Default for Rules {
 
 impl Rules {
     /// Is the device (kernel name, and `mapper/<name>` for a dm device) looked at?
+    /// A loop device only when an include pattern that starts with `loop`
+    /// matches it (`loop*`, `loop3`): any user may set one up (`udisksctl
+    /// loop-setup`), and one carrying a managed disk's label must not count
+    /// unless the configuration opts in.
     pub fn included(&self, name: &str, dm_name: Option<&str>) -> bool {
         let m = |pats: &[String]| {
             pats.iter().any(|p| {
                 matches(p, name) || dm_name.is_some_and(|d| matches(p, &format!("mapper/{d}")))
             })
         };
-        m(&self.include) && !m(&self.exclude)
+        let included = if is_loop(name) {
+            self.include
+                .iter()
+                .any(|p| p.starts_with("loop") && matches(p, name))
+        } else {
+            m(&self.include)
+        };
+        included && !m(&self.exclude)
     }
 
     /// The rank of a name in the scan order (lower is preferred; unmatched last).
@@ -109,6 +126,14 @@ mod tests {
         let r = Rules::default();
         assert!(r.included("sdb", None));
         assert!(!r.included("ram0", None));
+        // loop devices: only when a pattern starting with loop names them
+        assert!(!r.included("loop0", None) && !r.included("loop12p1", None));
+        assert!(r.included("loopy", None), "not a loop device's name");
+        let all = Rules {
+            include: vec!["*".into(), "loop*".into()],
+            ..Rules::default()
+        };
+        assert!(all.included("loop0", None) && all.included("sdb", None));
         let r = Rules {
             include: vec!["mapper/mpath*".into(), "loop3".into()],
             exclude: vec![],

@@ -26,6 +26,7 @@
 //! | `asmguard_filter_events_dropped_total` | counter | - |
 //! | `asmguard_labels_lost_total` | counter | label |
 //! | `asmguard_asm_header_unmanaged` | gauge (1) | device |
+//! | `asmguard_label_conflict` | gauge (1) | label, device, role |
 //! | `asmguard_container_cgroups` | gauge | container |
 
 use std::collections::{BTreeMap, HashMap};
@@ -118,6 +119,10 @@ pub struct Counters {
     pub labels_lost: BTreeMap<String, u64>,
     /// Devices with an ASM label header the daemon does not manage.
     pub unmanaged: Vec<String>,
+    /// The claimants of labels in conflict: (label, device, role), role
+    /// `kept` (had it first, still used), `newcomer` (never linked or
+    /// presented) or `unresolved` (none known first: none used).
+    pub conflicts: Vec<(String, String, String)>,
     /// container -> the cgroups its patterns match now (0: not running).
     pub container_cgroups: BTreeMap<String, u64>,
 }
@@ -250,6 +255,7 @@ const FAMILIES: &[Family] = &[
     filter_events_dropped,
     labels_lost,
     asm_header_unmanaged,
+    label_conflict,
     container_cgroups,
 ];
 
@@ -489,6 +495,26 @@ fn asm_header_unmanaged(
     for d in &s.counters.unmanaged {
         m.encode_family(&[("device", d.as_str())])?
             .encode_gauge(&1i64)?;
+    }
+    Ok(())
+}
+
+fn label_conflict(s: &Scrape<'_>, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+    let mut m = enc.encode_descriptor(
+        "asmguard_label_conflict",
+        "Devices carrying a label another device carries too (value always 1): role kept \
+         (had it first and keeps its link and nodes), newcomer (never linked or presented), \
+         unresolved (none known first: none used)",
+        None,
+        MetricType::Gauge,
+    )?;
+    for (label, device, role) in &s.counters.conflicts {
+        m.encode_family(&[
+            ("label", label.as_str()),
+            ("device", device.as_str()),
+            ("role", role.as_str()),
+        ])?
+        .encode_gauge(&1i64)?;
     }
     Ok(())
 }

@@ -730,6 +730,11 @@ pub struct Conflict {
     pub label: String,
     /// The top device of each claimant.
     pub devices: Vec<String>,
+    /// The claimant that had the label first and keeps it (its link, nodes
+    /// and filter rules); the others are newcomers, never linked or presented.
+    /// Absent: none is known to have been first, none is used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept: Option<String>,
 }
 
 /// The answer to `lsdsk` and `scan`.

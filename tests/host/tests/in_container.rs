@@ -311,3 +311,197 @@ fn asmguardctl_in_a_container_reads_and_changes_state_as_configured() {
     assert_eq!(d.labels(), vec!["CTL1"]);
     assert!(d.log_text().contains(&format!("(container {ro_name})")));
 }
+
+/// Host rights need the host's namespaces and the host's CAP_SYS_ADMIN (issue
+/// 32, point 1): a uid 0 peer without CAP_SYS_ADMIN (a `--cap-drop=all`
+/// process), one in a user namespace of its own mapped to root, and one in a
+/// cgroup namespace of its own with the host's pid namespace (what `podman run
+/// --pid=host` makes) read, and are refused every state change with one line.
+#[test]
+fn host_rights_need_the_hosts_namespaces_and_cap_sys_admin() {
+    let Some(_g) = lock() else { return };
+    let a = Loop::new(64 * MIB);
+    a.write_dev(0, &asmlib_block("PIDH1"));
+    let d = Daemon::start(&[&a.name], "");
+    let dev = a.dev.display().to_string();
+    let peers: [(&str, Vec<&str>); 3] = [
+        (
+            "capabilities dropped",
+            vec!["setpriv", "--inh-caps=-all", "--bounding-set=-all", "--"],
+        ),
+        (
+            "own user namespace mapped to root",
+            vec!["unshare", "--user", "--map-root-user", "--"],
+        ),
+        (
+            "host pid namespace, own cgroup and mount namespaces",
+            vec!["unshare", "--cgroup", "--mount", "--"],
+        ),
+    ];
+    let ctl = ctl_bin().display().to_string();
+    let sock = d.socket.display().to_string();
+    let as_peer = |wrap: &[&str], args: &[&str]| {
+        let mut c = std::process::Command::new(wrap[0]);
+        c.args(&wrap[1..])
+            .arg(&ctl)
+            .arg("--socket")
+            .arg(&sock)
+            .args(args);
+        run(&mut c)
+    };
+    for (what, wrap) in &peers {
+        for args in [
+            vec!["filter", "audit", "PIDH1"],
+            vec!["label", "--force", "PIDH2", &dev],
+            vec!["unlabel", "PIDH1"],
+        ] {
+            let o = as_peer(wrap, &args);
+            o.refused(4, &["permission denied"]);
+            assert_eq!(o.stderr.lines().count(), 1, "{what}: {args:?}: {o:?}");
+        }
+        let o = as_peer(wrap, &["lsdsk", "--json"]);
+        assert_eq!(o.code, 0, "{what}: {o:?}");
+        assert!(o.stdout.contains("PIDH1"), "{what}: {o:?}");
+        let o = as_peer(wrap, &["status"]);
+        assert_eq!(o.code, 0, "{what}: {o:?}");
+    }
+    // nothing changed: label, mode
+    let v = d.lsdsk();
+    assert_eq!(d.labels(), vec!["PIDH1"], "{v:#}");
+    assert_ne!(disk(&v, "PIDH1")["filter_mode"], "audit", "{v:#}");
+    // the host's root with its capabilities still may
+    d.ctl(&["filter", "audit", "PIDH1"]).ok();
+    assert_eq!(disk(&d.lsdsk(), "PIDH1")["filter_mode"], "audit");
+}
+
+/// First come, first kept (issue 32, point 3): a disk managed and presented
+/// under a label keeps its node (and the writes of the container's grid)
+/// when a second device shows up with the same label; the newcomer is a
+/// conflict (`lsdsk`, `--json`, the metric, the journal), never presented;
+/// and after a daemon restart (the record in the runtime directory) the
+/// first still wins.
+#[test]
+fn a_planted_duplicate_label_does_not_take_a_presented_disk() {
+    let Some(_g) = lock() else { return };
+    let a = Loop::new(64 * MIB);
+    a.write_dev(0, &asmlib_block("FIRST1"));
+    let b = Loop::new(64 * MIB);
+    let cg = TestCgroup::new("first");
+    let name = format!("hosttest{}first", std::process::id());
+    let dir = NodeDir::of(&name);
+    let runtime = tempfile::Builder::new()
+        .prefix("asmguard-kept-")
+        .tempdir()
+        .unwrap();
+    let extra = format!(
+        "[daemon]\nruntime_dir = {:?}\n{}",
+        runtime.path().display().to_string(),
+        container(
+            &name,
+            &cg,
+            "present = [\"FIRST1\"]\nowner = \"grid\"\ngroup = \"asmadmin\"\nmode = \"0660\"",
+        )
+    );
+    let d = Daemon::start(&[&a.name, &b.name], &extra);
+    let ctr = cg.start(Some(100000), true);
+    let p1 = dir.0.join("FIRST1");
+    wait(Duration::from_secs(3), "the node", &d, || {
+        node(&p1).is_some()
+    });
+    let grid_writes = |r: &Running, what: &str| {
+        let o = r.run_as(
+            54331,
+            54321,
+            &[54329],
+            &[
+                "dd",
+                "if=/dev/zero",
+                &format!("of={}", p1.display()),
+                "bs=4096",
+                "seek=16",
+                "count=1",
+                "oflag=direct",
+                "conv=notrunc",
+            ],
+        );
+        assert_eq!(o.code, 0, "{what}: grid's write through the node: {o:?}");
+    };
+    grid_writes(&ctr, "before");
+    let kept_path = a.dev.display().to_string();
+    let new_path = b.dev.display().to_string();
+
+    // the newcomer: a second device with the same label
+    b.write_dev(0, &asmlib_block("FIRST1"));
+    d.ctl(&["scan"]).ok();
+    let check = |d: &Daemon, when: &str| {
+        let v = d.lsdsk();
+        let c = &v["conflicts"][0];
+        assert_eq!(c["label"], "FIRST1", "{when}: {v:#}");
+        assert_eq!(c["kept"], kept_path.as_str(), "{when}: {v:#}");
+        let devs: Vec<&str> = c["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_str().unwrap())
+            .collect();
+        assert!(devs.contains(&new_path.as_str()), "{when}: {v:#}");
+        // the first keeps its node, the newcomer has none
+        assert_eq!(
+            node(&p1).map(|n| n.0),
+            Some(rdev(&a.dev)),
+            "{when}: {}",
+            d.log_text()
+        );
+        let text = d.ctl(&["lsdsk"]).ok().stdout;
+        assert!(
+            text.contains(&format!(
+                "CONFLICT: label FIRST1 is also on {new_path}: {kept_path} had it first and keeps it"
+            )),
+            "{when}: {text}"
+        );
+        assert!(
+            text.contains(&format!("presented: FIRST1 to container {name}")),
+            "{when}: {text}"
+        );
+        let port = d.metrics_port.unwrap();
+        let m = run(std::process::Command::new("curl")
+            .args(["-sf", &format!("http://127.0.0.1:{port}/metrics")]))
+        .stdout;
+        for (dev, role) in [(&kept_path, "kept"), (&new_path, "newcomer")] {
+            let line = format!(
+                "asmguard_label_conflict{{label=\"FIRST1\",device=\"{dev}\",role=\"{role}\"}} 1"
+            );
+            assert!(m.contains(&line), "{when}: {line} not in {m}");
+        }
+    };
+    check(&d, "the newcomer appears");
+    grid_writes(&ctr, "with the newcomer there");
+    assert!(
+        d.log_text().contains("had it first and keeps it"),
+        "{}",
+        d.log_text()
+    );
+    // which disk was first is recorded in the runtime directory
+    let r = rdev(&a.dev);
+    assert_eq!(
+        std::fs::read_to_string(runtime.path().join("kept/FIRST1")).unwrap(),
+        format!(
+            "{}:{}\n",
+            nix::sys::stat::major(r),
+            nix::sys::stat::minor(r)
+        )
+    );
+
+    // a restart: the first still wins
+    drop(d);
+    let d = Daemon::start(&[&a.name, &b.name], &extra);
+    wait(
+        Duration::from_secs(3),
+        "the node after the restart",
+        &d,
+        || node(&p1).is_some(),
+    );
+    check(&d, "after a restart");
+    grid_writes(&ctr, "after a restart");
+    drop(ctr);
+}

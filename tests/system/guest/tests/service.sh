@@ -32,10 +32,14 @@ if sys_mpath_label >/tmp/svc.out 2>&1; then
 else
 	fail label-link "$(cat /tmp/svc.out) :: $(ls -l /dev/asmguard/disks 2>&1) :: $(udevadm info -q property "$SYS_MPATH" | grep -E 'ASMGUARD|SYNTH|ID_FS_TYPE|ID_FS_LABEL=|DISABLE' | tr '\n' ' ') :: $(journalctl -b -u asmguard --no-pager -o cat | grep -i 'udev' | tail -n 3)"
 fi
-# A planted header never moves a link: a second disk whose header reads
-# $SYS_LABEL to blkid and udev ("$SYS_LABEL\0X") is a label conflict the daemon
-# reports; the link stays on the disk it manages, also through a change event of
-# each disk (the rules link by what the daemon decided, kept in udev's database).
+# A planted header never moves a link: a loop device (any user may set one up)
+# whose header reads $SYS_LABEL to blkid and udev ("$SYS_LABEL\0X") is not even
+# looked at under the shipped configuration (loop devices count only when a
+# pattern starting with "loop" names them), so it makes no conflict; the link
+# stays on the disk the daemon manages, also through a change event of each disk
+# (the rules link by what the daemon decided, kept in udev's database). (A
+# duplicate the configuration does look at is a conflict the first disk wins:
+# host test a_planted_duplicate_label_does_not_take_a_presented_disk.)
 target=$(readlink -f "$SYS_LINK")
 holds link-before-plant "$SYS_LINK -> ${target:-nothing}" [ -n "$target" ] && [ -b "$target" ]
 truncate -s 16M /tmp/plant.img
@@ -44,21 +48,22 @@ printf 'ORCLDISK%s\000X' "$SYS_LABEL" | dd of="$plant" bs=1 seek=32 conv=notrunc
 sync
 expect planted-reads-as-label "$SYS_LABEL" "$(blkid -p -o value -s LABEL "$plant" 2>&1)"
 udevadm trigger --action=change --settle "$plant"
-i=0
-while [ $i -lt 50 ] && ! $C lsdsk 2>&1 | grep -q "CONFLICT: label $SYS_LABEL"; do i=$((i + 1)); sleep 0.2; done
-has_line planted-is-a-conflict "CONFLICT: label $SYS_LABEL" "$($C lsdsk 2>&1)"
+$C scan >/dev/null 2>&1
+out=$($C lsdsk 2>&1)
+if echo "$out" | grep -q "CONFLICT"; then
+	fail planted-loop-not-looked-at "$out"
+else
+	pass planted-loop-not-looked-at "no conflict: $(echo "$out" | grep -c "$SYS_LABEL") line(s) name $SYS_LABEL"
+fi
 udevadm settle
 expect link-stays-after-plant "$target" "$(readlink -f "$SYS_LINK")" "$(ls -l /dev/asmguard/disks 2>&1)"
 udevadm trigger --action=change --settle "$plant" "$SYS_MPATH"
 sleep 1
 udevadm settle
 expect link-stays-after-change-events "$target" "$(readlink -f "$SYS_LINK")" "$(ls -l /dev/asmguard/disks 2>&1); $(udevadm info -q property "$plant" | grep -E 'ASMGUARD|ID_FS_LABEL')"
-# (the planted disk is protected too while it claims the label: grid wipes it)
 chmod 0666 "$plant"
 expect_ok unplant as_user grid dd if=/dev/zero of="$plant" bs=4096 count=1 conv=notrunc oflag=direct
 udevadm trigger --action=change --settle "$plant"
-i=0
-while [ $i -lt 50 ] && $C lsdsk 2>&1 | grep -q "CONFLICT"; do i=$((i + 1)); sleep 0.2; done
 udevadm settle
 expect link-stays-after-unplant "$target" "$(readlink -f "$SYS_LINK")"
 losetup -d "$plant"

@@ -1,0 +1,206 @@
+//! First come, first kept: a disk the daemon manages under a label keeps it
+//! (its `/dev/asmguard/disks` link, its container nodes, `rename`/`unlabel`
+//! by label) when another device shows up carrying the same label. The
+//! newcomer is a label conflict (journal line, `lsdsk`, the
+//! `asmguard_label_conflicts` metric), stays under the write filter like
+//! every claimant, and is never linked or presented. Without this a loop
+//! device planted with a presented disk's label would take that disk from
+//! the container and from ASM.
+//!
+//! Who was first, in this order: the claimant the previous model used under
+//! the label; else the one recorded for it in `<runtime_dir>/kept/<LABEL>`
+//! (the device number of the label's last usable disk, written whenever it
+//! changes: it outlives a daemon restart, not a reboot, as `/run` does);
+//! else the one the stable link `/dev/asmguard/disks/<LABEL>` points at now.
+//! When none of them names a claimant (two disks with one label found at
+//! boot), none is used, as before.
+
+use crate::model::{stable_path, Model};
+use asmguard_devices::KernelDev;
+use std::collections::BTreeMap;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+#[derive(Debug)]
+pub struct Kept {
+    dir: PathBuf,
+    /// label -> device number last recorded (or read back).
+    told: Mutex<BTreeMap<String, KernelDev>>,
+}
+
+impl Kept {
+    /// Records under `<runtime_dir>/kept`.
+    pub fn new(runtime_dir: &Path) -> Kept {
+        Kept {
+            dir: runtime_dir.join("kept"),
+            told: Mutex::default(),
+        }
+    }
+
+    /// The device number recorded for `label`.
+    fn recorded(&self, label: &str) -> Option<KernelDev> {
+        let mut told = self.told.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(d) = told.get(label) {
+            return Some(*d);
+        }
+        let text = std::fs::read_to_string(self.dir.join(label)).ok()?;
+        let (maj, min) = text.trim().split_once(':')?;
+        let dev = KernelDev::new(maj.parse().ok()?, min.parse().ok()?).ok()?;
+        told.insert(label.to_string(), dev);
+        Some(dev)
+    }
+
+    /// Marks, for every label of `m` in conflict, the claimant that had it
+    /// first (see the module) as not in conflict, and names it in `m.kept`.
+    pub fn resolve(&self, prev: &Model, m: &mut Model) {
+        let labels: Vec<String> = m.conflicts.keys().cloned().collect();
+        for label in labels {
+            let before = prev
+                .disks
+                .iter()
+                .find(|d| d.label.as_str() == label && !d.conflict)
+                .map(|d| d.top.dev);
+            let first = before
+                .or_else(|| self.recorded(&label))
+                .or_else(|| linked(&label));
+            let Some(first) = first else { continue };
+            if let Some(d) = m
+                .disks
+                .iter_mut()
+                .find(|d| d.label.as_str() == label && d.top.dev == first)
+            {
+                d.conflict = false;
+                m.kept.insert(label, d.top.shown.clone());
+            }
+        }
+    }
+
+    /// Records the device of every label `m` uses whose record changed.
+    pub fn record(&self, m: &Model) {
+        let mut told = self.told.lock().unwrap_or_else(|p| p.into_inner());
+        for d in m.disks.iter().filter(|d| !d.conflict) {
+            let label = d.label.as_str();
+            if told.get(label) == Some(&d.top.dev) {
+                continue;
+            }
+            let write = || -> std::io::Result<()> {
+                std::fs::create_dir_all(&self.dir)?;
+                let tmp = self.dir.join(format!(".{label}.new"));
+                std::fs::write(
+                    &tmp,
+                    format!("{}:{}\n", d.top.dev.major(), d.top.dev.minor()),
+                )?;
+                std::fs::rename(&tmp, self.dir.join(label))
+            };
+            match write() {
+                Ok(()) => {
+                    told.insert(label.to_string(), d.top.dev);
+                }
+                Err(e) => tracing::warn!(
+                    "{}: cannot record which disk has label {label}: {e} (a newcomer with \
+                     that label after a restart would make a conflict)",
+                    self.dir.display()
+                ),
+            }
+        }
+    }
+}
+
+/// The device the stable link of `label` reaches now.
+fn linked(label: &str) -> Option<KernelDev> {
+    let l = asmguard_format::label::Label::new(label).ok()?;
+    let m = std::fs::metadata(stable_path(&l)).ok()?;
+    m.file_type()
+        .is_block_device()
+        .then(|| KernelDev::from_dev_t(m.rdev()).ok())?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Disk, DiskPath, Node};
+    use asmguard_devices::discovery::Role;
+
+    fn disk_for_tests(label: &str, name: &str, dev: KernelDev) -> Disk {
+        let node = Node {
+            name: name.into(),
+            dev,
+            path: PathBuf::from(format!("/dev/{name}")),
+            shown: format!("/dev/{name}"),
+        };
+        Disk {
+            label: asmguard_format::label::Label::new(label).unwrap(),
+            top: node.clone(),
+            paths: vec![DiskPath {
+                node,
+                role: Role::Labelled,
+            }],
+            generic: vec![],
+            holders: vec![],
+            size: 1 << 20,
+            logical_block_size: 512,
+            physical_block_size: 512,
+            header: None,
+            mode: None,
+            conflict: false,
+            serial: None,
+            wwn: None,
+        }
+    }
+
+    fn model(disks: Vec<Disk>) -> Model {
+        let mut conflicts: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut n: BTreeMap<String, usize> = BTreeMap::new();
+        for d in &disks {
+            *n.entry(d.label.to_string()).or_default() += 1;
+        }
+        let mut disks = disks;
+        for d in &mut disks {
+            if n[d.label.as_str()] > 1 {
+                d.conflict = true;
+                conflicts
+                    .entry(d.label.to_string())
+                    .or_default()
+                    .push(d.top.shown.clone());
+            }
+        }
+        Model {
+            disks,
+            conflicts,
+            ..Model::default()
+        }
+    }
+
+    #[test]
+    fn the_first_claimant_keeps_its_label_across_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let k = Kept::new(dir.path());
+        let a = disk_for_tests("PLANT1", "loop3", KernelDev::new(7, 3).unwrap());
+        let b = disk_for_tests("PLANT1", "loop4", KernelDev::new(7, 4).unwrap());
+        // one disk: used and recorded
+        let before = model(vec![a.clone()]);
+        k.record(&before);
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("kept/PLANT1")).unwrap(),
+            "7:3\n"
+        );
+        // a newcomer: the first keeps it, the newcomer is in conflict
+        let mut m = model(vec![b.clone(), a.clone()]);
+        k.resolve(&before, &mut m);
+        assert_eq!(m.kept["PLANT1"], "/dev/loop3");
+        assert!(!m.disks[1].conflict && m.disks[0].conflict);
+        assert_eq!(m.disk("PLANT1").unwrap().top.name, "loop3");
+        // a restart: no previous model; the record says who was first
+        let k2 = Kept::new(dir.path());
+        let mut m = model(vec![b.clone(), a.clone()]);
+        k2.resolve(&Model::default(), &mut m);
+        assert_eq!(m.kept["PLANT1"], "/dev/loop3");
+        // nothing says who was first: neither is used
+        let k3 = Kept::new(&dir.path().join("elsewhere"));
+        let mut m = model(vec![b, a]);
+        k3.resolve(&Model::default(), &mut m);
+        assert!(m.kept.is_empty() && m.disks.iter().all(|d| d.conflict));
+        assert!(m.disk("PLANT1").is_none());
+    }
+}
