@@ -1308,7 +1308,7 @@ mod json_names {
             "events":"udev","last_scan_ms":4,"filter_coverage":"full",
             "filter_reason":"r","filter_passthrough":"p","filter_programs":["ag_file_open"],
             "filter_other_programs":["other (id 7) on file_open"],
-            "filter_devices":2,"protection":"unprotected","bpf_lsm_hint":"",
+            "filter_devices":2,"allow_rules":["any process of user grid"],"allow_notes":["n"],"oracle_homes":["grid home /u01"],"protection":"unprotected","bpf_lsm_hint":"",
             "claims":["DATA1 253:2"],"claims_kept":"none (re-taken on start)",
             "container_nodes":1,
             "not_presented":[{"container":"rac2","reason":"no process yet"}],

@@ -438,12 +438,13 @@ fn config_errors_name_the_key_and_exit_3() {
             "ldapgroup_nowhere does not exist",
         ),
         (
-            "[filter]\nallow_users = []\nallow_groups = []\n",
+            "[filter]\nallow_users = []\nallow_groups = []\noracle_homes = \"off\"\n",
             "filter.allow_users",
             "allow-list is empty",
         ),
         (
-            "[metrics]\nlisten = \"0.0.0.0:9465\"\n[filter]\nallow_users = [\"root\"]\nallow_groups = [\"root\"]\n",
+            "[metrics]\nlisten = \"0.0.0.0:9465\"\n[filter]\nallow_users = []\nallow_groups = []\n\
+             [[rule]]\nname = \"db\"\nusers = [\"root\"]\nunits = [\"db.service\"]\n",
             "metrics.listen",
             "every network",
         ),
