@@ -452,7 +452,13 @@ fn config_errors_name_the_key_and_exit_3() {
         let o = check(&format!("{ok}{text}"));
         assert_eq!(o.code, 0, "{text}: {o:?}");
         assert!(o.stdout.contains("valid"), "{o:?}");
-        let w: Vec<&str> = o.stderr.lines().collect();
+        // (the note on rules that any process of a user satisfies comes
+        // with every plain allow_users: checked below)
+        let w: Vec<&str> = o
+            .stderr
+            .lines()
+            .filter(|l| !l.contains("any process of those users"))
+            .collect();
         assert!(
             w.len() == 1
                 && w[0].starts_with("asmguardd: warning: ")
@@ -475,7 +481,18 @@ fn config_errors_name_the_key_and_exit_3() {
             "{key}: {o:?}"
         );
     }
-    assert_eq!(o.stderr.lines().count(), 3, "{o:?}");
+    assert_eq!(o.stderr.lines().count(), 4, "{o:?}");
+    assert!(
+        o.stderr.contains("any process of those users") && o.stderr.contains("oracle_homes"),
+        "a plain allow_users says what it allows and how to tighten it: {o:?}"
+    );
+    // a rule of a user and a unit: no such note
+    let o = check(
+        "[paths]\nowner = \"root\"\ngroup = \"root\"\n[socket]\nadmin_group = \"root\"\n\
+         [filter]\nallow_users = []\nallow_groups = []\n\
+         [[rule]]\nname = \"db\"\nusers = [\"root\"]\nunits = [\"db.service\"]\n",
+    );
+    assert_eq!((o.code, o.stderr.as_str()), (0, ""), "{o:?}");
     // a NUL in a device pattern cannot work: an error, one line
     let o = check("[devices]\ninclude = [\"sd\\u0000*\"]\n");
     assert_eq!(o.code, 3, "{o:?}");

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Benchmark (not a pass/fail test): the allowed writer's cost per I/O under a
+# conjunction rule (user AND executable, and AND a cgroup) beside a user-only
+# rule, measured side by side in one boot per line (tests/vm/guest/bench/rule-cost.sh).
+# Writes target/bench/rules/results.md.
+#
+#   scripts/bench-rules.sh [LINE...]     (default: 6.12 6.12-nobpf)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+LINES=${*:-6.12 6.12-nobpf}
+OUT=target/bench/rules
+mkdir -p "$OUT"
+cargo build --release --workspace --bins >&2 || exit 1
+{
+    echo "| line | rule | ns per call of file_permission (median) | ratio to the user rule (median, min-max) |"
+    echo "|---|---|---|---|"
+} >"$OUT/results.md"
+for line in $LINES; do
+    echo "bench-rules: $line ..." >&2
+    VM_BUILD=0 VM_EXTRA_TOOLS=bpftool VM_TEST_TIMEOUT=500 VM_TIMEOUT=600 \
+        tests/vm/run.sh "$line" rule-cost >"$OUT/$line.run" 2>&1
+    log=tests/vm/work/$line.log
+    grep -h 'VMINFO rule-cost bench' "$log" tests/vm/work/"$line".one-thread.log 2>/dev/null >"$OUT/$line.txt"
+    for k in user exe cgroup; do
+        ns=$(sed -n "s/.*bench rule $k ns_per_call_median=\([^ ]*\).*/\1/p" "$OUT/$line.txt" | head -n 1)
+        case $k in
+        user) r="1" ;;
+        *) r=$(sed -n "s/.*bench ratio $k\/user median=\([^ ]*\) min=\([^ ]*\) max=\([^ ]*\).*/\1 (\2-\3)/p" "$OUT/$line.txt" | head -n 1) ;;
+        esac
+        echo "| $line | $k | ${ns:-?} | ${r:-?} |" >>"$OUT/results.md"
+    done
+done
+cat "$OUT/results.md"
