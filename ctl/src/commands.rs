@@ -261,6 +261,7 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
             },
         ),
         ("sg_io / nvme", s.filter_passthrough),
+        ("pins", pins_text(&s.filter_pins)),
         (
             "filter mode",
             format!("{} (default)", s.default_filter_mode),
@@ -524,5 +525,19 @@ pub fn run(c: &Cli) -> Result<(), CliError> {
             clap_complete::generate(a.shell, &mut cmd, "asmguardctl", &mut std::io::stdout());
             Ok(())
         }
+    }
+}
+
+/// `status`'s pins line from its `filter_pins` word.
+fn pins_text(word: &str) -> String {
+    match word {
+        "guarded" => "guarded (no other task may get the filter's maps, programs or links \
+                      by id, write its maps or detach it)"
+            .into(),
+        "watched" => "watched, not guarded (every 2 s the daemon compares each pin and \
+                      map with what it wrote and puts back what another process changed)"
+            .into(),
+        "none" | "" => "none (no filter)".into(),
+        other => other.into(),
     }
 }

@@ -693,6 +693,7 @@ impl Daemon {
             filter_programs: fst.programs,
             filter_other_programs: self.filter.other_programs(),
             filter_devices: fst.devices,
+            filter_pins: fst.pins.into(),
             protection,
             // how to get full coverage: only where it is missing (fmod_ret has it)
             bpf_lsm_hint: match protection {

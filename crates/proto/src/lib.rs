@@ -851,6 +851,12 @@ pub struct StatusResult {
     /// Devices in the kernel's managed set.
     #[serde(default)]
     pub filter_devices: usize,
+    /// The filter's pinned maps and links: `guarded` (no other task may get
+    /// them by id, write the maps or detach the links), `watched` (every 2 s
+    /// the daemon compares them with what it wrote and puts back what
+    /// another process changed), or `none` (no filter).
+    #[serde(default)]
+    pub filter_pins: String,
     /// `protected`, `degraded` (open-time only), `off` (disabled by an
     /// administrator) or `unprotected` (no filter backend could load:
     /// `filter_reason` says why; `asmguardctl status` then exits with 7).

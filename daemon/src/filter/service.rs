@@ -141,6 +141,9 @@ pub struct FilterStatus {
     /// Another process changed the filter's pins or maps (put back since):
     /// protection is `degraded`.
     pub changed: bool,
+    /// `guarded`, `watched` (not guarded: compared and put back every 2 s)
+    /// or `none` (no filter): `status`'s `filter_pins`.
+    pub pins: &'static str,
 }
 
 impl FilterStatus {
@@ -156,6 +159,7 @@ impl FilterStatus {
             devices: 0,
             reach: IdentityReach::Full,
             changed: false,
+            pins: "none",
         }
     }
 
@@ -526,11 +530,14 @@ impl FilterService {
     }
 
     /// Checks that the filter's kernel objects are still this daemon's: every
-    /// pin names the map or link it holds, and the managed-device and
-    /// allow-list maps hold what it wrote. What another process changed (a
-    /// second loader on the same pins, bpftool) is an ERROR line, puts
-    /// protection in `degraded` with the reason in `status`, and is put back:
-    /// the pins name this daemon's objects again and the maps get its set.
+    /// pin names the map or link it holds, the managed-device maps hold the
+    /// daemon's disks, and every other map the programs read and the daemon
+    /// fills holds what it last wrote there (`Guard::check_maps`: the majors,
+    /// the allow-list and container maps, the pin directories). What another
+    /// process changed (a second loader on the same pins, bpftool, a write by
+    /// map id) is an ERROR line, puts protection in `degraded` with the
+    /// reason in `status`, and is put back: the pins name this daemon's
+    /// objects again and the maps get its content.
     pub fn verify(&self) {
         let mut inner = lock(&self.inner);
         if !inner.synced {
@@ -552,28 +559,13 @@ impl FilterService {
                 if differ.len() == 1 { "" } else { "s" },
                 differ.iter().take(4).map(|d| d.to_string()).collect::<Vec<_>>().join(", ")
             ));
+            self.apply(&mut inner, true);
         }
-        if let Some((u, gi, e)) = &inner.allow {
-            let set = |(u, g, e): (Vec<u32>, Vec<u32>, Vec<ExeId>)| {
-                (
-                    u.into_iter().collect::<BTreeSet<_>>(),
-                    g.into_iter().collect::<BTreeSet<_>>(),
-                    e.into_iter().collect::<BTreeSet<_>>(),
-                )
-            };
-            if set(g.allow()) != set((u.clone(), gi.clone(), e.clone())) {
-                found.push(
-                    "the allow-list maps differ from this daemon's allow-list: written again"
-                        .into(),
-                );
-                let _ = g.set_allow(u, gi, e);
-            }
+        if let Some(g) = &inner.guard {
+            found.extend(g.check_maps());
         }
         if found.is_empty() {
             return;
-        }
-        if current != wanted {
-            self.apply(&mut inner, true);
         }
         let what = found.join("; ");
         tracing::error!(
@@ -861,6 +853,7 @@ impl FilterService {
                 programs: g.programs(),
                 devices: g.disks().map(|d| d.len()).unwrap_or(0),
                 reach: g.identity_reach(),
+                pins: if g.pins_guarded() { "guarded" } else { "watched" },
             },
             None => FilterStatus {
                 cover,
@@ -871,6 +864,7 @@ impl FilterService {
                 programs: vec![],
                 devices: 0,
                 reach: IdentityReach::Full,
+                pins: "none",
             },
         }
     }

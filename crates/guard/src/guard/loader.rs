@@ -168,6 +168,9 @@ pub struct Guard {
     ctr_uids: MapHandle,
     ctr_gids: MapHandle,
     pin_dirs: MapHandle,
+    /// What this process last wrote to each watched map
+    /// ([`super::mapwatch::WATCHED`]), for [`Guard::check_maps`].
+    desired: super::mapwatch::Desired,
     // Last: the programs' fds (the links hold the programs attached anyway).
     _obj: Object,
 }
@@ -508,6 +511,7 @@ impl Guard {
             ctr_uids,
             ctr_gids,
             pin_dirs,
+            desired: Default::default(),
             _obj: obj,
         };
         // Pins of a version without ag_majors: its bits from the device maps.
@@ -521,6 +525,9 @@ impl Guard {
             *w |= add;
         }
         g.write_majors(&words)?;
+        // what the maps hold now is the baseline (adopted pins: the last
+        // daemon's); each setter records its maps again after writing them
+        g.record(super::mapwatch::WATCHED);
         Ok(g)
     }
 
@@ -540,6 +547,22 @@ impl Guard {
     pub fn reassert_pins(&self) -> Vec<String> {
         use super::pinwatch::{reassert, Kind};
         use std::os::fd::AsFd;
+        let dir = |sub: &str, name: &str| self.pin_dir.join(sub).join(name);
+        let mut out: Vec<String> = self
+            .held_maps()
+            .into_iter()
+            .filter_map(|(n, m)| reassert(m.as_fd(), &dir("maps", n), Kind::Map))
+            .collect();
+        out.extend(
+            self.links
+                .iter()
+                .filter_map(|(n, l)| reassert(l.as_fd(), &dir("links", n), Kind::Link)),
+        );
+        out
+    }
+
+    /// The maps this guard holds, by name ([`MAP_NAMES`]).
+    fn held_maps(&self) -> [(&'static str, &MapHandle); MAP_NAMES.len()] {
         let maps = [
             &self.blk,
             &self.chr,
@@ -555,18 +578,44 @@ impl Guard {
             &self.ctr_gids,
             &self.pin_dirs,
         ];
-        let dir = |sub: &str, name: &str| self.pin_dir.join(sub).join(name);
-        let mut out: Vec<String> = MAP_NAMES
-            .iter()
-            .zip(maps)
-            .filter_map(|(n, m)| reassert(m.as_fd(), &dir("maps", n), Kind::Map))
-            .collect();
-        out.extend(
-            self.links
-                .iter()
-                .filter_map(|(n, l)| reassert(l.as_fd(), &dir("links", n), Kind::Link)),
-        );
-        out
+        let mut i = 0;
+        maps.map(|m| {
+            i += 1;
+            (MAP_NAMES[i - 1], m)
+        })
+    }
+
+    /// The held map named `name`.
+    fn map_named(&self, name: &str) -> Option<&MapHandle> {
+        self.held_maps()
+            .into_iter()
+            .find_map(|(n, m)| (n == name).then_some(m))
+    }
+
+    /// Records what the maps `names` hold now as what they should hold (the
+    /// setters call it right after writing them).
+    fn record(&self, names: &[&'static str]) {
+        for n in names {
+            if let Some(m) = self.map_named(n) {
+                self.desired.record(n, m);
+            }
+        }
+    }
+
+    /// Compares every map the programs read and this daemon fills (the
+    /// table [`super::mapwatch::WATCHED`]; the device maps are the daemon's
+    /// to compare with its disks) with what this daemon last wrote, and puts
+    /// back what another process changed (through a pin or by id): one
+    /// phrase per map changed; empty when all hold what was written.
+    pub fn check_maps(&self) -> Vec<String> {
+        self.desired.check(|n| self.map_named(n))
+    }
+
+    /// Whether the pins and maps are guarded (no other task may get them by
+    /// id, write them or detach the links) or only watched ([`Guard::check_maps`],
+    /// [`Guard::reassert_pins`]): no backend guards them yet.
+    pub fn pins_guarded(&self) -> bool {
+        false
     }
 
     /// Whether pinned programs were re-adopted (rather than attached now).
@@ -678,6 +727,9 @@ impl Guard {
     /// whose major they would skip.
     pub fn set_disk(&self, devs: &[DevKey], mode: Mode, disk_id: u32) -> Result<(), Error> {
         let value = abi::disk_value(disk_id, mode);
+        // (a word another process zeroed is put back first: the bits of the
+        // other disks are not lost in this write's record)
+        self.desired.repair("ag_majors", &self.majors);
         let mut words = self.majors()?;
         for d in devs {
             let (w, b) = abi::major_slot(*d);
@@ -715,6 +767,7 @@ impl Guard {
                     .map_err(Error::bpf("updating the managed majors"))?;
             }
         }
+        self.record(&["ag_majors"]);
         Ok(())
     }
 
@@ -775,6 +828,7 @@ impl Guard {
                 delete_quiet(map, &k)?;
             }
         }
+        self.record(&["ag_uids", "ag_gids", "ag_exes"]);
         Ok(())
     }
 
@@ -824,6 +878,7 @@ impl Guard {
                 delete_quiet(map, &k)?;
             }
         }
+        self.record(&["ag_ctrs", "ag_ctr_uids", "ag_ctr_gids"]);
         Ok(())
     }
 
