@@ -266,9 +266,8 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
             "filter mode",
             format!("{} (default)", s.default_filter_mode),
         ),
-        (
-            "exclusive claims",
-            if s.claims.is_empty() {
+        ("exclusive claims", {
+            let v = if s.claims.is_empty() {
                 "none".to_string()
             } else {
                 format!(
@@ -277,8 +276,13 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
                     s.claims.join(", "),
                     s.claims_kept
                 )
-            },
-        ),
+            };
+            if s.claims_slow.is_empty() {
+                v
+            } else {
+                format!("{v}; last slow: {}", s.claims_slow)
+            }
+        }),
         (
             "disks",
             format!(

@@ -872,6 +872,11 @@ pub struct StatusResult {
     /// (re-taken on start)`.
     #[serde(default)]
     pub claims_kept: String,
+    /// The last time taking the claims of a disk newly labelled or plugged
+    /// in took long (`exclusive claims took N ms to take`); empty when it
+    /// never did.
+    #[serde(default)]
+    pub claims_slow: String,
     /// The configured containers as the filter resolved them (`[[container]]`).
     #[serde(default)]
     pub containers: Vec<ContainerStatus>,
@@ -1267,8 +1272,9 @@ mod json_names {
             "events":"udev","last_scan_ms":4,"filter_coverage":"full",
             "filter_reason":"r","filter_passthrough":"p","filter_programs":["ag_file_open"],
             "filter_other_programs":["other (id 7) on file_open"],
-            "filter_devices":2,"protection":"unprotected","bpf_lsm_hint":"",
+            "filter_devices":2,"filter_pins":"watched","protection":"unprotected","bpf_lsm_hint":"",
             "claims":["DATA1 253:2"],"claims_kept":"none (re-taken on start)",
+            "claims_slow":"exclusive claims took 600 ms to take",
             "container_nodes":1,
             "not_presented":[{"container":"rac2","reason":"no process yet"}],
             "containers":[{"name":"rac1","cgroups":["lxc.payload.rac1"],

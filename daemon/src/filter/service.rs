@@ -575,6 +575,18 @@ impl FilterService {
         inner.changed = Some(what);
     }
 
+    /// Whether the kernel's managed set holds every device of `label` as the
+    /// daemon last synced it (true when no filter is loaded: there is nothing
+    /// to hold them, and `status` says so).
+    pub fn holds(&self, label: &str) -> bool {
+        let inner = lock(&self.inner);
+        let (Some(g), Some(m)) = (&inner.guard, inner.disks.get(label)) else {
+            return true;
+        };
+        g.disks()
+            .is_ok_and(|cur| m.devs.iter().all(|d| cur.contains_key(d)))
+    }
+
     /// The daemon's current disks: label -> its top device and every device
     /// (block and generic character) that reaches it. Devices of labels not
     /// given leave the set.
