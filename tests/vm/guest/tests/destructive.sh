@@ -34,6 +34,7 @@ allow_users = ["grid"]
 allow_groups = ["asmadmin"]
 TOML
 : >/tmp/ds.log
+dd if=/dev/zero of=/tmp/ds512 bs=512 count=1 2>/dev/null
 for d in "$D" "$N"; do
 	dd if=/dev/zero of="$d" bs=1M count=1 oflag=direct 2>/dev/null
 done
@@ -107,7 +108,7 @@ for n in "$NC" $NG; do
 	expect_fail "nvme-sanitize-$t.refused" "$EPERM" "$NVME" sanitize "$n" --sanact=2
 	expect_fail "nvme-ns-delete-$t.refused" "$EPERM" "$NVME" delete-ns "$n" --namespace-id=1
 	expect_fail "nvme-ns-detach-$t.refused" "$EPERM" "$NVME" detach-ns "$n" --namespace-id=1 --controllers=0
-	expect_fail "nvme-security-send-$t.refused" "$EPERM" "$NVME" security-send "$n" --secp=1 --spsp=1 --tl=0
+	expect_fail "nvme-security-send-$t.refused" "$EPERM" "$NVME" security-send "$n" --secp=1 --spsp=1 --tl=512 --file=/tmp/ds512
 done
 sleep 1
 for pat in "opcode 0x80 \(FORMAT NVM\)" "opcode 0x84 \(SANITIZE\)" "opcode 0x0d \(NAMESPACE MANAGEMENT\)" \

@@ -13,7 +13,7 @@
 . /vmtests/lib.sh
 
 C="asmguardctl --socket /run/asmguard/asmguard.sock"
-busy="Device or resource busy|apparently in use|Operation not permitted"
+busy="Device or resource busy|apparently in use|Operation not permitted|permission denied"
 L1=$(new_loop 32 lp-ext4)
 L2=$(new_loop 32 lp-swap)
 [ -b "$L1" ] && [ -b "$L2" ] || { fail setup "no loop devices: '$L1' '$L2'"; vm_exit; }
@@ -22,14 +22,14 @@ agd_config /tmp/lp.toml "${L1#/dev/} ${L2#/dev/}"
 agd_start /tmp/lp.toml /tmp/lp.log || { fail setup "asmguardd did not answer: $(tail -n 5 /tmp/lp.log)"; vm_exit; }
 mkdir -p /mnt/lp
 MKFS=$(command -v mkfs.ext4) # (as_user resets PATH)
-truncate -s 8M /tmp/lp-swap.img && mkswap /tmp/lp-swap.img >/dev/null 2>&1
+truncate -s 8M /tmp/lp-swapsrc.img && mkswap /tmp/lp-swapsrc.img >/dev/null 2>&1
 for round in 1 2 3; do
 	mkfs.ext4 -q -F "$L1" >/dev/null 2>&1
 	chown grid "$L1" "$L2"
 	# the swap disk first: `label --force` erases the swap signature, which
 	# grid (allowed) puts back from a swap image, KiB 0 (the label) left out
 	expect_ok "label-swap.$round" $C label LPSWAP "$L2" --force
-	as_user grid dd if=/tmp/lp-swap.img of="$L2" bs=1024 skip=1 seek=1 count=7 conv=notrunc oflag=direct 2>/dev/null
+	as_user grid dd if=/tmp/lp-swapsrc.img of="$L2" bs=1024 skip=1 seek=1 count=7 conv=notrunc oflag=direct 2>/dev/null
 	expect_ok "label-ext4.$round" $C label LPEXT "$L1" --force
 	# nothing between label's answer and the attacks
 	b1=$(sha "$L1")
