@@ -513,6 +513,8 @@ impl Daemon {
     /// write decided how to open it from that).
     pub fn sync_claims(&self) {
         let t0 = Instant::now();
+        // the disks waited for, `LABEL MAJ:MIN` (for the slow line)
+        let mut waited = BTreeSet::new();
         loop {
             let busy: Vec<KernelDev> = self
                 .inflight
@@ -533,15 +535,22 @@ impl Daemon {
             // another exclusive opener (udev's probe, a writer closing) may
             // hold it a moment; one that failed a whole wait before is not
             let new = failed.iter().any(|(w, _)| !failing.contains(&w.dev));
+            waited.extend(
+                failed
+                    .iter()
+                    .filter(|(w, _)| !failing.contains(&w.dev))
+                    .map(|(w, _)| format!("{} {}", w.label, w.dev)),
+            );
             if failed.is_empty() || !new || t0.elapsed() >= CLAIM_WAIT {
                 let ms = t0.elapsed().as_millis();
                 if ms >= CLAIM_SLOW.as_millis() {
                     let m = format!(
-                        "exclusive claims took {ms} ms to take{}",
+                        "the exclusive claim of {} took {ms} ms{}",
+                        waited.iter().cloned().collect::<Vec<_>>().join(", "),
                         if failed.is_empty() {
-                            String::new()
+                            " to take"
                         } else {
-                            " (some not taken)".into()
+                            ": not all taken"
                         }
                     );
                     tracing::warn!("{m}");

@@ -873,7 +873,8 @@ pub struct StatusResult {
     #[serde(default)]
     pub claims_kept: String,
     /// The last time taking the claims of a disk newly labelled or plugged
-    /// in took long (`exclusive claims took N ms to take`); empty when it
+    /// in took long (`the exclusive claim of LABEL MAJ:MIN took N ms to
+    /// take`); empty when it
     /// never did.
     #[serde(default)]
     pub claims_slow: String,
@@ -1274,7 +1275,7 @@ mod json_names {
             "filter_other_programs":["other (id 7) on file_open"],
             "filter_devices":2,"filter_pins":"watched","protection":"unprotected","bpf_lsm_hint":"",
             "claims":["DATA1 253:2"],"claims_kept":"none (re-taken on start)",
-            "claims_slow":"exclusive claims took 600 ms to take",
+            "claims_slow":"the exclusive claim of DATA1 253:2 took 600 ms to take",
             "container_nodes":1,
             "not_presented":[{"container":"rac2","reason":"no process yet"}],
             "containers":[{"name":"rac1","cgroups":["lxc.payload.rac1"],
