@@ -31,6 +31,11 @@ static __always_inline bool write_ioctl(__u32 cmd)
 	case 0x127f: /* BLKZEROOUT */
 	case 0x2285: /* SG_IO (sd, sg, bsg): any SCSI command, WRITE included */
 	case 0x1:    /* SCSI_IOCTL_SEND_COMMAND */
+	case 0x2284: /* SG_SCSI_RESET (sd, sg): device, target, bus or host reset */
+	case 0x031c: /* HDIO_DRIVE_RESET */
+	case 0x031d: /* HDIO_DRIVE_TASKFILE: raw ATA taskfile (security erase) */
+	case 0x031e: /* HDIO_DRIVE_TASK */
+	case 0x031f: /* HDIO_DRIVE_CMD: ATA command (security erase, set features) */
 		return true;
 	}
 	/* BLKRESETZONE, BLKOPENZONE, BLKCLOSEZONE, BLKFINISHZONE: _IOW(0x12, 131/134/135/136) */
@@ -42,6 +47,15 @@ static __always_inline bool write_ioctl(__u32 cmd)
 		return true;
 	/* IOC_PR_REGISTER .. IOC_PR_CLEAR: _IOW('p', 200..205) */
 	if (type == 'p' && nr >= 200 && nr <= 205)
+		return true;
+	/* Opal self-encrypting drives (linux/sed-opal.h, _IOW('p', 220..241)):
+	 * every command that changes the drive's data, keys or locking, from
+	 * IOC_OPAL_SAVE (220) to IOC_OPAL_GENERIC_TABLE_RW (235), and
+	 * IOC_OPAL_REVERT_LSP (240), IOC_OPAL_SET_SID_PW (241). A revert
+	 * (REVERT_TPR, PSID_REVERT_TPR) or ERASE_LR/SECURE_ERASE_LR erases data
+	 * cryptographically. The reads pass: GET_STATUS 236, GET_LR_STATUS 237,
+	 * GET_GEOMETRY 238, DISCOVERY 239. */
+	if (type == 'p' && ((nr >= 220 && nr <= 235) || nr == 240 || nr == 241))
 		return true;
 	return false;
 }

@@ -270,6 +270,7 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
             },
         ),
         ("sg_io / nvme", s.filter_passthrough),
+        ("pins", pins_text(&s.filter_pins)),
         (
             "who may write",
             if s.allow_rules.is_empty() {
@@ -287,9 +288,8 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
             "filter mode",
             format!("{} (default)", s.default_filter_mode),
         ),
-        (
-            "exclusive claims",
-            if s.claims.is_empty() {
+        ("exclusive claims", {
+            let v = if s.claims.is_empty() {
                 "none".to_string()
             } else {
                 format!(
@@ -298,8 +298,13 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
                     s.claims.join(", "),
                     s.claims_kept
                 )
-            },
-        ),
+            };
+            if s.claims_slow.is_empty() {
+                v
+            } else {
+                format!("{v}; last slow: {}", s.claims_slow)
+            }
+        }),
         (
             "disks",
             format!(
@@ -550,5 +555,19 @@ pub fn run(c: &Cli) -> Result<(), CliError> {
             clap_complete::generate(a.shell, &mut cmd, "asmguardctl", &mut std::io::stdout());
             Ok(())
         }
+    }
+}
+
+/// `status`'s pins line from its `filter_pins` word.
+fn pins_text(word: &str) -> String {
+    match word {
+        "guarded" => "guarded (no other task may get the filter's maps, programs or links \
+                      by id, write its maps or detach it)"
+            .into(),
+        "watched" => "watched, not guarded (every 2 s the daemon compares each pin and \
+                      map with what it wrote and puts back what another process changed)"
+            .into(),
+        "none" | "" => "none (no filter)".into(),
+        other => other.into(),
     }
 }

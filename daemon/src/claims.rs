@@ -195,8 +195,11 @@ impl Claims {
 
     /// Takes the claims wanted and releases the others, leaving the devices in
     /// `frozen` (being labelled) as they are. A device that another
-    /// exclusive holder has (mounted, in a dm table) cannot be claimed: logged.
-    pub fn sync(&self, wanted: &[Wanted], frozen: &[KernelDev]) {
+    /// exclusive holder has (mounted, in a dm table, a closing writer) cannot
+    /// be claimed: the answer lists those with the error (the caller retries
+    /// and logs).
+    pub fn sync(&self, wanted: &[Wanted], frozen: &[KernelDev]) -> Vec<(Wanted, std::io::Error)> {
+        let mut failed = Vec::new();
         let mut held = self.lock();
         let (take, release) = plan(held.keys(), wanted);
         let take: Vec<Wanted> = take
@@ -231,12 +234,7 @@ impl Claims {
                         },
                     );
                 }
-                Err(e) => tracing::warn!(
-                    "{} ({}): cannot take the exclusive claim: {e}: the kernel's consumers \
-                     (dm, md, mount, swap ...) are not kept off it",
-                    w.path.display(),
-                    w.label
-                ),
+                Err(e) => failed.push((w, e)),
             }
         }
         for w in wanted {
@@ -244,6 +242,7 @@ impl Claims {
                 h.label.clone_from(&w.label);
             }
         }
+        failed
     }
 
     fn store_notify(&self, devno: KernelDev, file: &File, remove: bool) {

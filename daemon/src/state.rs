@@ -41,6 +41,15 @@ pub const LABEL_SETTLE: Duration = Duration::from_secs(1);
 /// The loop driver's major: a loop device is no other host's disk.
 const LOOP_MAJOR: u32 = 7;
 
+/// How long the claim of a disk newly wanted (just labelled, hot-plugged)
+/// is tried again before `label` answers or the scan ends: another exclusive
+/// opener (udev's probe, a writer still closing) may hold it a moment, and
+/// nothing else keeps the kernel's consumers off a disk on 5.10.
+const CLAIM_WAIT: Duration = Duration::from_secs(5);
+
+/// Taking the claims this long or longer is logged and shown in `status`.
+const CLAIM_SLOW: Duration = Duration::from_millis(500);
+
 /// What the label watch found changed on a device: what it read before and
 /// now, the label it lost to an overwrite, and (old, new) when one label
 /// replaced another.
@@ -96,6 +105,12 @@ pub struct Daemon {
     pub scan_gate: tokio::sync::Mutex<()>,
     /// The exclusive claims on managed disks (kept in step with the filter's set).
     pub claims: crate::claims::Claims,
+    /// Devices whose claim failed through a whole [`CLAIM_WAIT`] (not waited
+    /// for again until taken or no longer wanted).
+    claims_failing: Mutex<BTreeSet<KernelDev>>,
+    /// The last time taking the claims took [`CLAIM_SLOW`] or longer (for
+    /// `status`): empty when it never did.
+    claims_slow: Mutex<String>,
     /// Reclaim's discard bytes by label (`asmguard_discard_bytes_total{source="reclaim"}`).
     pub discards: asmguard_reclaim::counters::DiscardCounters,
     /// Labels with a reclaim under way.
@@ -262,6 +277,8 @@ impl Daemon {
             scans_done: Default::default(),
             scan_gate: tokio::sync::Mutex::new(()),
             claims: crate::claims::Claims::from_environment(),
+            claims_failing: Mutex::default(),
+            claims_slow: Mutex::default(),
             discards: Default::default(),
             reclaiming: Default::default(),
             writer,
@@ -544,17 +561,66 @@ impl Daemon {
     /// modes. A disk being labelled right now keeps its claim as it is (the label
     /// write decided how to open it from that).
     pub fn sync_claims(&self) {
-        let busy: Vec<KernelDev> = self
-            .inflight
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .filter_map(|k| match k {
-                Busy::Dev(d) => Some(*d),
-                Busy::Label(_) => None,
-            })
-            .collect();
-        self.claims.sync(&self.wanted_claims(), &busy);
+        let t0 = Instant::now();
+        // the disks waited for, `LABEL MAJ:MIN` (for the slow line)
+        let mut waited = BTreeSet::new();
+        loop {
+            let busy: Vec<KernelDev> = self
+                .inflight
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .filter_map(|k| match k {
+                    Busy::Dev(d) => Some(*d),
+                    Busy::Label(_) => None,
+                })
+                .collect();
+            let failed = self.claims.sync(&self.wanted_claims(), &busy);
+            let mut failing = self
+                .claims_failing
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            // a disk newly wanted (just labelled, hot-plugged) is waited for:
+            // another exclusive opener (udev's probe, a writer closing) may
+            // hold it a moment; one that failed a whole wait before is not
+            let new = failed.iter().any(|(w, _)| !failing.contains(&w.dev));
+            waited.extend(
+                failed
+                    .iter()
+                    .filter(|(w, _)| !failing.contains(&w.dev))
+                    .map(|(w, _)| format!("{} {}", w.label, w.dev)),
+            );
+            if failed.is_empty() || !new || t0.elapsed() >= CLAIM_WAIT {
+                let ms = t0.elapsed().as_millis();
+                if ms >= CLAIM_SLOW.as_millis() {
+                    let m = format!(
+                        "the exclusive claim of {} took {ms} ms{}",
+                        waited.iter().cloned().collect::<Vec<_>>().join(", "),
+                        if failed.is_empty() {
+                            " to take"
+                        } else {
+                            ": not all taken"
+                        }
+                    );
+                    tracing::warn!("{m}");
+                    *self.claims_slow.lock().unwrap_or_else(|p| p.into_inner()) = m;
+                }
+                for (w, e) in &failed {
+                    if failing.insert(w.dev) {
+                        tracing::warn!(
+                            "{} ({}): cannot take the exclusive claim: {e}: the kernel's consumers \
+                             (dm, md, mount, swap ...) are not kept off it",
+                            w.path.display(),
+                            w.label
+                        );
+                    }
+                }
+                failing.retain(|d| failed.iter().any(|(w, _)| w.dev == *d));
+                return;
+            }
+            drop(failing);
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// The top device of every disk whose filter mode asks for a claim.
@@ -747,6 +813,7 @@ impl Daemon {
             allow_rules: allow_view.0,
             allow_notes: allow_view.1,
             oracle_homes: allow_view.2,
+            filter_pins: fst.pins.into(),
             protection,
             // how to get full coverage: only where it is missing (fmod_ret has it)
             bpf_lsm_hint: match protection {
@@ -757,6 +824,11 @@ impl Daemon {
             },
             claims: self.claims.list(),
             claims_kept: self.claims.kept().into(),
+            claims_slow: self
+                .claims_slow
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
             containers: self.container_views(),
             containers_enforced: self.filter.containers_enforced(),
             container_nodes: shown.nodes.len(),
@@ -939,7 +1011,43 @@ impl Daemon {
             a.force,
             a.migrate
         );
+        self.check_protected(&label, &shown)?;
         Ok(label_result(out, &label, shown))
+    }
+
+    /// After a label write (and its claims' wait, `sync_claims`): the disk's
+    /// devices are in the filter's managed set, and its exclusive claim is
+    /// held when its mode asks for one; else an error saying which is
+    /// missing (the label is written: `label` never answers success for a
+    /// disk the kernel's consumers can still take).
+    fn check_protected(&self, label: &Label, shown: &str) -> Result<(), ErrorBody> {
+        if !self.filter.holds(label.as_str()) {
+            return Err(err(
+                ErrorCode::Internal,
+                format!(
+                    "{shown}: labelled {label}, but the write filter's device maps do not hold \
+                     it (the journal says why): run `asmguardctl scan`, and see `asmguardctl status`"
+                ),
+            ));
+        }
+        let wanted = self.wanted_claims();
+        if let Some(w) = wanted
+            .iter()
+            .find(|w| w.label == label.as_str() && !self.claims.holds(w.dev))
+        {
+            return Err(err(
+                ErrorCode::InUse,
+                format!(
+                    "{shown}: labelled {label}, but the exclusive claim on {} could not be taken \
+                     within {} s: another exclusive opener holds it (mounted, a dm/md member, \
+                     swap): mount, swapon and device-mapper are not kept off it until it is \
+                     freed and `asmguardctl scan` runs",
+                    w.path.display(),
+                    CLAIM_WAIT.as_secs()
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Runs one label write on `sd` (its node, and whether the daemon's exclusive

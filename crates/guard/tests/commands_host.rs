@@ -116,3 +116,32 @@ fn refused_ioctls_are_exactly_the_named_ones() {
     // every row of the table is refused for some command
     assert_eq!(refused.len(), IOCTLS.len(), "{refused:?}");
 }
+
+/// The C rule (bpf/passthrough.h) never lets NVMe admin Format (0x80),
+/// Sanitize (0x84), Namespace Management (0x0d), Namespace Attachment (0x15)
+/// or Security Send (0x81), nor the SCSI ones of `DESTRUCTIVE`, through as
+/// read class, whatever the service action byte: callers not allowed by a
+/// rule are refused them on controller, generic and block nodes.
+#[test]
+fn destructive_commands_are_refused_by_the_c_rule() {
+    use asmguard_guard::guard::commands::DESTRUCTIVE;
+    let Some(mut obj) = cmdclass() else { return };
+    for op in [0x80u8, 0x84, 0x0d, 0x15, 0x81] {
+        assert!(
+            DESTRUCTIVE
+                .iter()
+                .any(|(s, o, _)| *s == CmdSet::NvmeAdmin && *o == op),
+            "NVMe admin 0x{op:02x} missing from DESTRUCTIVE"
+        );
+    }
+    for (set, op, name) in DESTRUCTIVE {
+        let code = *set as u8;
+        for sa in 0..=255u8 {
+            assert_eq!(
+                run_on(&mut obj, "ag_cmd_class", &[code, *op, sa]),
+                0,
+                "{set:?} {name} (0x{op:02x}) passes the C rule as read class"
+            );
+        }
+    }
+}

@@ -856,6 +856,12 @@ pub struct StatusResult {
     /// The Oracle homes found (`oracle_homes`) and their allowed binaries.
     #[serde(default)]
     pub oracle_homes: Vec<String>,
+    /// The filter's pinned maps and links: `guarded` (no other task may get
+    /// them by id, write the maps or detach the links), `watched` (every 2 s
+    /// the daemon compares them with what it wrote and puts back what
+    /// another process changed), or `none` (no filter).
+    #[serde(default)]
+    pub filter_pins: String,
     /// `protected`, `degraded` (open-time only), `off` (disabled by an
     /// administrator) or `unprotected` (no filter backend could load:
     /// `filter_reason` says why; `asmguardctl status` then exits with 7).
@@ -871,6 +877,12 @@ pub struct StatusResult {
     /// (re-taken on start)`.
     #[serde(default)]
     pub claims_kept: String,
+    /// The last time taking the claims of a disk newly labelled or plugged
+    /// in took long (`the exclusive claim of LABEL MAJ:MIN took N ms to
+    /// take`); empty when it
+    /// never did.
+    #[serde(default)]
+    pub claims_slow: String,
     /// The configured containers as the filter resolved them (`[[container]]`).
     #[serde(default)]
     pub containers: Vec<ContainerStatus>,
@@ -1308,8 +1320,9 @@ mod json_names {
             "events":"udev","last_scan_ms":4,"filter_coverage":"full",
             "filter_reason":"r","filter_passthrough":"p","filter_programs":["ag_file_open"],
             "filter_other_programs":["other (id 7) on file_open"],
-            "filter_devices":2,"allow_rules":["any process of user grid"],"allow_notes":["n"],"oracle_homes":["grid home /u01"],"protection":"unprotected","bpf_lsm_hint":"",
+            "filter_devices":2,"allow_rules":["any process of user grid"],"allow_notes":["n"],"oracle_homes":["grid home /u01"],"filter_pins":"watched","protection":"unprotected","bpf_lsm_hint":"",
             "claims":["DATA1 253:2"],"claims_kept":"none (re-taken on start)",
+            "claims_slow":"the exclusive claim of DATA1 253:2 took 600 ms to take",
             "container_nodes":1,
             "not_presented":[{"container":"rac2","reason":"no process yet"}],
             "containers":[{"name":"rac1","cgroups":["lxc.payload.rac1"],

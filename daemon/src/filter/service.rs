@@ -142,6 +142,9 @@ pub struct FilterStatus {
     /// Another process changed the filter's pins or maps (put back since):
     /// protection is `degraded`.
     pub changed: bool,
+    /// `guarded`, `watched` (not guarded: compared and put back every 2 s)
+    /// or `none` (no filter): `status`'s `filter_pins`.
+    pub pins: &'static str,
 }
 
 impl FilterStatus {
@@ -157,6 +160,7 @@ impl FilterStatus {
             devices: 0,
             reach: IdentityReach::Full,
             changed: false,
+            pins: "none",
         }
     }
 
@@ -540,11 +544,14 @@ impl FilterService {
     }
 
     /// Checks that the filter's kernel objects are still this daemon's: every
-    /// pin names the map or link it holds, and the managed-device and
-    /// allow-list maps hold what it wrote. What another process changed (a
-    /// second loader on the same pins, bpftool) is an ERROR line, puts
-    /// protection in `degraded` with the reason in `status`, and is put back:
-    /// the pins name this daemon's objects again and the maps get its set.
+    /// pin names the map or link it holds, the managed-device maps hold the
+    /// daemon's disks, and every other map the programs read and the daemon
+    /// fills holds what it last wrote there (`Guard::check_maps`: the majors,
+    /// the allow-list and container maps, the pin directories). What another
+    /// process changed (a second loader on the same pins, bpftool, a write by
+    /// map id) is an ERROR line, puts protection in `degraded` with the
+    /// reason in `status`, and is put back: the pins name this daemon's
+    /// objects again and the maps get its content.
     pub fn verify(&self) {
         let mut inner = lock(&self.inner);
         if !inner.synced {
@@ -566,20 +573,13 @@ impl FilterService {
                 if differ.len() == 1 { "" } else { "s" },
                 differ.iter().take(4).map(|d| d.to_string()).collect::<Vec<_>>().join(", ")
             ));
+            self.apply(&mut inner, true);
         }
-        match g.reassert_rules() {
-            Ok(maps) if !maps.is_empty() => found.push(format!(
-                "the allow rule maps ({}) differ from this daemon's rules: written again",
-                maps.join(", ")
-            )),
-            Ok(_) => {}
-            Err(e) => found.push(format!("the allow rule maps cannot be checked: {e}")),
+        if let Some(g) = &inner.guard {
+            found.extend(g.check_maps());
         }
         if found.is_empty() {
             return;
-        }
-        if current != wanted {
-            self.apply(&mut inner, true);
         }
         let what = found.join("; ");
         tracing::error!(
@@ -587,6 +587,18 @@ impl FilterService {
             self.opts.pin_dir.display()
         );
         inner.changed = Some(what);
+    }
+
+    /// Whether the kernel's managed set holds every device of `label` as the
+    /// daemon last synced it (true when no filter is loaded: there is nothing
+    /// to hold them, and `status` says so).
+    pub fn holds(&self, label: &str) -> bool {
+        let inner = lock(&self.inner);
+        let (Some(g), Some(m)) = (&inner.guard, inner.disks.get(label)) else {
+            return true;
+        };
+        g.disks()
+            .is_ok_and(|cur| m.devs.iter().all(|d| cur.contains_key(d)))
     }
 
     /// The daemon's current disks: label -> its top device and every device
@@ -910,6 +922,7 @@ impl FilterService {
                 programs: g.programs(),
                 devices: g.disks().map(|d| d.len()).unwrap_or(0),
                 reach: g.identity_reach(),
+                pins: if g.pins_guarded() { "guarded" } else { "watched" },
             },
             None => FilterStatus {
                 cover,
@@ -920,6 +933,7 @@ impl FilterService {
                 programs: vec![],
                 devices: 0,
                 reach: IdentityReach::Full,
+                pins: "none",
             },
         }
     }

@@ -497,3 +497,136 @@ fn the_daemon_notices_its_pinned_filter_changed_under_it() {
         "{log}"
     );
 }
+
+/// A process with `CAP_SYS_ADMIN` zeroes the `ag_majors` word of the loop
+/// major through the pinned map (what a write by map id does too): the
+/// programs skip every loop disk and the labelled one is writable. The
+/// daemon's 2 s check compares every map it fills with what it last wrote,
+/// not only the device maps: within it the word is put back (the disk is
+/// refused again), with an ERROR line naming `ag_majors`, protection
+/// `degraded` and the reason in `status`; an allow-list entry added behind
+/// its back is taken out the same way. `status` says the pins are watched,
+/// not guarded, on this backend.
+#[test]
+fn a_zeroed_majors_word_is_put_back_within_the_check() {
+    let Some(_g) = lock() else { return };
+    if sh("bpftool", &["version"]).code != 0 {
+        panic!("bpftool is needed (scripts/deps.sh installs it)");
+    }
+    let l = Loop::new(16 * MIB);
+    let dev = l.dev.display().to_string();
+    let d = Daemon::start(
+        &[&l.name],
+        "[filter]\nmode = \"enforce\"\nallow_users = []\nallow_groups = []\n",
+    );
+    d.ctl(&["label", "MAJORS", &dev]).ok();
+    assert!(denied(&dev));
+    let st = d.ctl(&["status", "--json"]).ok().json();
+    assert_eq!(st["filter_pins"], "watched", "{st:#}");
+    assert_eq!(st["protection"], "degraded", "the fallback: {st:#}");
+    let text = d.ctl(&["status"]).ok().stdout;
+    assert!(text.contains("watched, not guarded"), "{text}");
+    let until = |what: &str, f: &dyn Fn() -> bool| {
+        let t0 = Instant::now();
+        while !f() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(6),
+                "{what}: not within 6 s: {}",
+                d.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let changed = |what: &str| {
+        d.log_text().lines().any(|l| {
+            l.contains("ERROR") && l.contains("changed under this daemon") && l.contains(what)
+        })
+    };
+    assert!(!changed(""), "nothing changed yet: {}", d.log_text());
+
+    // the word of block majors 0-63 (loop is 7): key 0, value 0
+    let majors = d.pin_dir.join("maps").join("ag_majors");
+    let zero = |key: &[&str]| {
+        let mut args = vec![
+            "map",
+            "update",
+            "pinned",
+            majors.to_str().unwrap(),
+            "key",
+            "hex",
+        ];
+        args.extend(key);
+        args.extend([
+            "value", "hex", "00", "00", "00", "00", "00", "00", "00", "00",
+        ]);
+        sh("bpftool", &args).ok();
+    };
+    zero(&["00", "00", "00", "00"]);
+    assert!(
+        write_open(&dev).is_ok(),
+        "the zeroed word took effect: the disk is writable"
+    );
+    let t0 = Instant::now();
+    until("the zeroed ag_majors word noticed and put back", &|| {
+        changed("ag_majors") && denied(&dev)
+    });
+    // the check runs every 2 s (and may take a moment under load)
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    let st = d.ctl(&["status", "--json"]).ok().json();
+    assert_eq!(st["protection"], "degraded", "{st:#}");
+    let why = st["filter_reason"].as_str().unwrap();
+    assert!(
+        why.contains("CHANGED BY ANOTHER PROCESS") && why.contains("ag_majors"),
+        "{why}"
+    );
+    assert!(
+        !why.contains("managed-device map"),
+        "only ag_majors was changed: {why}"
+    );
+
+    // an allow-list entry added behind the daemon's back: uid 0 in ag_uids
+    // (its value is whatever the map takes; the check does not know it)
+    let uids = d.pin_dir.join("maps").join("ag_uids");
+    let info = sh(
+        "bpftool",
+        &["map", "show", "pinned", uids.to_str().unwrap()],
+    )
+    .ok();
+    let vsize: usize = info
+        .stdout
+        .split_whitespace()
+        .skip_while(|w| *w != "value")
+        .nth(1)
+        .and_then(|v| v.trim_end_matches('B').parse().ok())
+        .unwrap_or_else(|| panic!("no value size in: {}", info.stdout));
+    let mut args = vec![
+        "map",
+        "update",
+        "pinned",
+        uids.to_str().unwrap(),
+        "key",
+        "hex",
+        "00",
+        "00",
+        "00",
+        "00",
+        "value",
+        "hex",
+    ];
+    args.extend(std::iter::repeat_n("ff", vsize));
+    sh("bpftool", &args).ok();
+    until("the added allow-list entry noticed and taken out", &|| {
+        changed("ag_uids")
+    });
+    until("root refused again", &|| denied(&dev));
+    let dump = sh(
+        "bpftool",
+        &["map", "dump", "pinned", uids.to_str().unwrap()],
+    )
+    .ok();
+    assert!(
+        !dump.stdout.contains("00 00 00 00"),
+        "uid 0 is out of ag_uids again: {}",
+        dump.stdout
+    );
+}

@@ -81,6 +81,20 @@ pub const READ_CLASS: &[ReadCommand] = &[
     nvme(0x06, "IDENTIFY"),
 ];
 
+/// Commands that destroy or change a disk without writing a block, named in
+/// events (they are refused like every command outside [`READ_CLASS`]; a
+/// test pins that none of them ever becomes read class).
+pub const DESTRUCTIVE: &[(CmdSet, u8, &str)] = &[
+    (CmdSet::NvmeAdmin, 0x0d, "NAMESPACE MANAGEMENT"),
+    (CmdSet::NvmeAdmin, 0x15, "NAMESPACE ATTACHMENT"),
+    (CmdSet::NvmeAdmin, 0x80, "FORMAT NVM"),
+    (CmdSet::NvmeAdmin, 0x81, "SECURITY SEND"),
+    (CmdSet::NvmeAdmin, 0x84, "SANITIZE"),
+    (CmdSet::Scsi, 0x04, "FORMAT UNIT"),
+    (CmdSet::Scsi, 0x48, "SANITIZE"),
+    (CmdSet::Scsi, 0xb5, "SECURITY PROTOCOL OUT"),
+];
+
 /// Whether command `opcode` (SCSI service action `sa`: CDB byte 1) of `set`
 /// is read class.
 pub fn read_class(set: CmdSet, opcode: u8, sa: u8) -> bool {
@@ -164,7 +178,13 @@ pub fn command_name(set: CmdSet, opcode: u8, sa: u8) -> String {
         None if set == CmdSet::Scsi && opcode == 0x9e => {
             format!("opcode 0x9e service action 0x{:02x}", sa & 0x1f)
         }
-        None => format!("opcode 0x{opcode:02x}"),
+        None => match DESTRUCTIVE
+            .iter()
+            .find(|(s, op, _)| *s == set && *op == opcode)
+        {
+            Some((_, _, name)) => format!("opcode 0x{opcode:02x} ({name})"),
+            None => format!("opcode 0x{opcode:02x}"),
+        },
     }
 }
 
@@ -202,6 +222,34 @@ mod tests {
         }
         assert_eq!(command_name(CmdSet::Scsi, 0x12, 0), "opcode 0x12 (INQUIRY)");
         assert_eq!(command_name(CmdSet::Scsi, 0x2a, 0), "opcode 0x2a");
+        assert_eq!(
+            command_name(CmdSet::NvmeAdmin, 0x84, 0),
+            "opcode 0x84 (SANITIZE)"
+        );
+    }
+
+    /// NVMe admin Format, Sanitize, Namespace Management and Attachment and
+    /// Security Send (and the SCSI ones in [`DESTRUCTIVE`]) are never read
+    /// class: a caller not allowed by a rule is refused them through the
+    /// controller and generic nodes (the C rule is pinned to this table by
+    /// tests/commands_host.rs).
+    #[test]
+    fn destructive_commands_are_not_read_class() {
+        for op in [0x80u8, 0x84, 0x0d, 0x15, 0x81] {
+            assert!(!read_class(CmdSet::NvmeAdmin, op, 0), "0x{op:02x}");
+            assert!(
+                DESTRUCTIVE
+                    .iter()
+                    .any(|(s, o, _)| *s == CmdSet::NvmeAdmin && *o == op),
+                "0x{op:02x} has a name"
+            );
+        }
+        for (set, op, name) in DESTRUCTIVE {
+            for sa in 0..=255u8 {
+                assert!(!read_class(*set, *op, sa), "{name} is read class");
+            }
+            assert!(command_name(*set, *op, 0).ends_with(&format!("({name})")));
+        }
         assert_eq!(
             command_name(CmdSet::Scsi, 0x9e, 0x11),
             "opcode 0x9e service action 0x11"

@@ -38,6 +38,11 @@ pub const IOCTLS: &[(Cmd, &str)] = &[
     (Cmd::Exact(0x127f), "BLKZEROOUT"),
     (Cmd::Exact(0x2285), "SG_IO"),
     (Cmd::Exact(0x1), "SCSI_IOCTL_SEND_COMMAND"),
+    (Cmd::Exact(0x2284), "SG_SCSI_RESET"),
+    (Cmd::Exact(0x031c), "HDIO_DRIVE_RESET"),
+    (Cmd::Exact(0x031d), "HDIO_DRIVE_TASKFILE"),
+    (Cmd::Exact(0x031e), "HDIO_DRIVE_TASK"),
+    (Cmd::Exact(0x031f), "HDIO_DRIVE_CMD"),
     (Cmd::TypeNr(0x12, 131), "BLKRESETZONE"),
     (Cmd::TypeNr(0x12, 134), "BLKOPENZONE"),
     (Cmd::TypeNr(0x12, 135), "BLKCLOSEZONE"),
@@ -57,6 +62,27 @@ pub const IOCTLS: &[(Cmd, &str)] = &[
     (Cmd::TypeNr(0x70, 203), "IOC_PR_PREEMPT"),
     (Cmd::TypeNr(0x70, 204), "IOC_PR_PREEMPT_ABORT"),
     (Cmd::TypeNr(0x70, 205), "IOC_PR_CLEAR"),
+    // Opal self-encrypting drives (linux/sed-opal.h): what changes data, keys
+    // or locking. GET_STATUS (236), GET_LR_STATUS (237), GET_GEOMETRY (238)
+    // and DISCOVERY (239) read and pass.
+    (Cmd::TypeNr(0x70, 220), "IOC_OPAL_SAVE"),
+    (Cmd::TypeNr(0x70, 221), "IOC_OPAL_LOCK_UNLOCK"),
+    (Cmd::TypeNr(0x70, 222), "IOC_OPAL_TAKE_OWNERSHIP"),
+    (Cmd::TypeNr(0x70, 223), "IOC_OPAL_ACTIVATE_LSP"),
+    (Cmd::TypeNr(0x70, 224), "IOC_OPAL_SET_PW"),
+    (Cmd::TypeNr(0x70, 225), "IOC_OPAL_ACTIVATE_USR"),
+    (Cmd::TypeNr(0x70, 226), "IOC_OPAL_REVERT_TPR"),
+    (Cmd::TypeNr(0x70, 227), "IOC_OPAL_LR_SETUP"),
+    (Cmd::TypeNr(0x70, 228), "IOC_OPAL_ADD_USR_TO_LR"),
+    (Cmd::TypeNr(0x70, 229), "IOC_OPAL_ENABLE_DISABLE_MBR"),
+    (Cmd::TypeNr(0x70, 230), "IOC_OPAL_ERASE_LR"),
+    (Cmd::TypeNr(0x70, 231), "IOC_OPAL_SECURE_ERASE_LR"),
+    (Cmd::TypeNr(0x70, 232), "IOC_OPAL_PSID_REVERT_TPR"),
+    (Cmd::TypeNr(0x70, 233), "IOC_OPAL_MBR_DONE"),
+    (Cmd::TypeNr(0x70, 234), "IOC_OPAL_WRITE_SHADOW_MBR"),
+    (Cmd::TypeNr(0x70, 235), "IOC_OPAL_GENERIC_TABLE_RW"),
+    (Cmd::TypeNr(0x70, 240), "IOC_OPAL_REVERT_LSP"),
+    (Cmd::TypeNr(0x70, 241), "IOC_OPAL_SET_SID_PW"),
 ];
 
 /// The name of an ioctl command (`ioctl 0x<cmd>` when the table lacks it).
@@ -79,6 +105,13 @@ mod tests {
         assert_eq!(ioctl_name(0x4010_70c8), "IOC_PR_REGISTER");
         assert_eq!(ioctl_name(0xc010_1283), "BLKRESETZONE");
         assert_eq!(ioctl_name(0x1234), "ioctl 0x1234");
+        assert_eq!(ioctl_name(0x2284), "SG_SCSI_RESET");
+        assert_eq!(ioctl_name(0x031f), "HDIO_DRIVE_CMD");
+        // _IOW('p', 232, struct opal_key): 0x4108_70e8
+        assert_eq!(ioctl_name(0x4108_70e8), "IOC_OPAL_PSID_REVERT_TPR");
+        assert_eq!(ioctl_name(0x4108_70e2), "IOC_OPAL_REVERT_TPR");
+        // IOC_OPAL_GET_STATUS (_IOR('p', 236, ...)) reads: not refused
+        assert_eq!(ioctl_name(0x8008_70ec), "ioctl 0x800870ec");
         // Exact rows only match their exact command.
         assert_eq!(ioctl_name(0x8000_1277), "ioctl 0x80001277");
     }

@@ -25,8 +25,6 @@ use super::pins::{
 };
 use super::ring::EventReader;
 use super::rules::{encode, free_bits, read_all, union, write_add, write_exact, Rules, RULE_MAPS};
-use super::rules::Encoded;
-use std::sync::Mutex;
 use super::types::{Backend, DevKey, ExeId, IdentityReach, Mode};
 use crate::{Error, KernelDev};
 
@@ -152,13 +150,13 @@ pub struct Guard {
     majors: MapHandle,
     /// `ag_rules` and the maps of [`RULE_MAPS`], by name.
     rule_maps: BTreeMap<&'static str, MapHandle>,
-    /// The rule maps' contents as this process last wrote them (the tamper
-    /// check compares the kernel's with them).
-    last_rules: Mutex<Option<Encoded>>,
     events: MapHandle,
     stats: MapHandle,
     counts: MapHandle,
     pin_dirs: MapHandle,
+    /// What this process last wrote to each watched map
+    /// ([`super::mapwatch::WATCHED`]), for [`Guard::check_maps`].
+    desired: super::mapwatch::Desired,
     // Last: the programs' fds (the links hold the programs attached anyway).
     _obj: Object,
 }
@@ -488,11 +486,11 @@ impl Guard {
             chr,
             majors,
             rule_maps,
-            last_rules: Mutex::new(None),
             events,
             stats,
             counts,
             pin_dirs,
+            desired: Default::default(),
             _obj: obj,
         };
         // Pins of a version without ag_majors: its bits from the device maps.
@@ -506,6 +504,9 @@ impl Guard {
             *w |= add;
         }
         g.write_majors(&words)?;
+        // what the maps hold now is the baseline (adopted pins: the last
+        // daemon's); each setter records its maps again after writing them
+        g.record(super::mapwatch::WATCHED);
         Ok(g)
     }
 
@@ -539,6 +540,32 @@ impl Guard {
                 .filter_map(|(n, l)| reassert(l.as_fd(), &dir("links", n), Kind::Link)),
         );
         out
+    }
+
+    /// Records what the maps `names` hold now as what they should hold (the
+    /// setters call it right after writing them).
+    fn record(&self, names: &[&'static str]) {
+        for n in names {
+            if let Some(m) = self.map(n) {
+                self.desired.record(n, m);
+            }
+        }
+    }
+
+    /// Compares every map the programs read and this daemon fills (the
+    /// table [`super::mapwatch::WATCHED`]; the device maps are the daemon's
+    /// to compare with its disks) with what this daemon last wrote, and puts
+    /// back what another process changed (through a pin or by id): one
+    /// phrase per map changed; empty when all hold what was written.
+    pub fn check_maps(&self) -> Vec<String> {
+        self.desired.check(|n| self.map(n))
+    }
+
+    /// Whether the pins and maps are guarded (no other task may get them by
+    /// id, write them or detach the links) or only watched ([`Guard::check_maps`],
+    /// [`Guard::reassert_pins`]): no backend guards them yet.
+    pub fn pins_guarded(&self) -> bool {
+        false
     }
 
     /// The handle of pinned map `name`.
@@ -664,6 +691,9 @@ impl Guard {
     /// whose major they would skip.
     pub fn set_disk(&self, devs: &[DevKey], mode: Mode, disk_id: u32) -> Result<(), Error> {
         let value = abi::disk_value(disk_id, mode);
+        // (a word another process zeroed is put back first: the bits of the
+        // other disks are not lost in this write's record)
+        self.desired.repair("ag_majors", &self.majors);
         let mut words = self.majors()?;
         for d in devs {
             let (w, b) = abi::major_slot(*d);
@@ -701,6 +731,7 @@ impl Guard {
                     .map_err(Error::bpf("updating the managed majors"))?;
             }
         }
+        self.record(&["ag_majors"]);
         Ok(())
     }
 
@@ -785,26 +816,9 @@ impl Guard {
             write_exact(&self.rule_maps[name], &new[name])?;
         }
         write_exact(rules_map, &new["ag_rules"])?;
-        *self.last_rules.lock().map_err(|_| Error::Poisoned)? = Some(new);
+        self.record(&["ag_rules"]);
+        self.record(&RULE_MAPS);
         Ok(())
-    }
-
-    /// The rule maps that differ from what this process last wrote, each
-    /// written back as it was; empty when none does (or nothing was written).
-    pub fn reassert_rules(&self) -> Result<Vec<&'static str>, Error> {
-        let last = self.last_rules.lock().map_err(|_| Error::Poisoned)?;
-        let Some(want) = last.as_ref() else {
-            return Ok(Vec::new());
-        };
-        let mut differ = Vec::new();
-        for (name, content) in want {
-            let map = &self.rule_maps[name];
-            if read_all(map)? != *content {
-                write_exact(map, content)?;
-                differ.push(*name);
-            }
-        }
-        Ok(differ)
     }
 
     /// The rules in force as the kernel holds them: (active, need_who,

@@ -38,6 +38,7 @@ pub mod events;
 pub mod hooks;
 pub mod ioctls;
 pub mod loader;
+mod mapwatch;
 pub mod pins;
 mod pinwatch;
 pub mod ring;
