@@ -121,6 +121,7 @@ ir_build_common() {
 		[ -f "$c" ] || continue
 		case $c in *.so.c) continue ;; esac
 		gcc -static -O2 -Wall -D_FILE_OFFSET_BITS=64 -o "$ir_stage/usr/local/bin/$(basename "$c" .c)" "$c" || return 1
+		grep -q 'x86_64 only' "$c" && continue # (the register-level helpers)
 		gcc -m32 -static -O2 -Wall -D_FILE_OFFSET_BITS=64 -o "$ir_stage/usr/local/bin/$(basename "$c" .c)32" "$c" 2>/dev/null ||
 			ir_log "note: no 32-bit $(basename "$c" .c)32 (install gcc-multilib)"
 	done
