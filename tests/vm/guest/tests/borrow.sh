@@ -68,11 +68,11 @@ elapsed() { cut -d' ' -f1 /proc/uptime; }
 
 # denials: the daemon's denial lines so far
 denials() { grep -c 'write denied' $LOG; }
-# new_denials BEFORE: waits up to 3 s for the count to pass BEFORE, a moment
+# new_denials BEFORE: waits up to 2 s for the count to pass BEFORE, a moment
 # more for stragglers, prints how many came
 new_denials() {
 	_i=0
-	while [ "$(denials)" -le "$1" ] && [ $_i -lt 30 ]; do
+	while [ "$(denials)" -le "$1" ] && [ $_i -lt 20 ]; do
 		sleep 0.1
 		_i=$((_i + 1))
 	done
@@ -123,12 +123,12 @@ if ! vm_full; then
 else
 	# (SG_IO bypasses the page cache: the disk is read with O_DIRECT)
 	b=$(shad "$S")
-	expect_fail sgio-race.root "landed=no" ag-sgio-race "$S" 3000 8000
+	expect_fail sgio-race.root "landed=no" ag-sgio-race "$S" 3000 5000
 	caps=$(setpriv --reuid=1002 --regid=1002 --init-groups --inh-caps=+sys_rawio --ambient-caps=+sys_rawio \
 		awk '/^CapEff/ { print $2 }' /proc/self/status 2>&1)
 	expect sgio-race.rawio-only-caps 0000000000020000 "$caps" "CapEff $caps: CAP_SYS_RAWIO alone"
 	expect_fail sgio-race.rawio-nonroot "landed=no" setpriv --reuid=1002 --regid=1002 --init-groups \
-		--inh-caps=+sys_rawio --ambient-caps=+sys_rawio /usr/local/bin/ag-sgio-race "$S" 3008 8000
+		--inh-caps=+sys_rawio --ambient-caps=+sys_rawio /usr/local/bin/ag-sgio-race "$S" 3008 5000
 	expect sgio-race.sha-unchanged "$b" "$(shad "$S")"
 fi
 info "the race ended at $(elapsed)"
