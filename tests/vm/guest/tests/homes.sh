@@ -36,6 +36,18 @@ chown -R grid:oinstall /u01
 printf '# written by the lab\n+ASM1:%s:N\n' $GH >/etc/oratab
 printf 'olrconfig_loc=%s/cdata/asmguard-vm.olr\ncrs_home=%s\n' $GH $GH >/etc/oracle/olr.loc
 
+# cleanup: the daemon stopped, its filter state, the loop disk, the homes gone
+cleanup() {
+	$C unlabel HOMES >/dev/null 2>&1
+	$C filter disable >/dev/null 2>&1
+	kill "$agd" 2>/dev/null
+	wait "$agd" 2>/dev/null
+	rm -f /run/asmguard/filter.state
+	losetup -d "$D" 2>/dev/null
+	rm -rf /u01 /etc/oracle
+	if [ -e /tmp/homes.oratab.saved ]; then mv /tmp/homes.oratab.saved /etc/oratab; else rm -f /etc/oratab; fi
+}
+
 D=$(new_loop 8 homes) || { fail setup "losetup: $D"; vm_exit; }
 chmod 666 "$D" # the filter, not the mode bits, decides
 agd_config /tmp/homes.toml "${D#/dev/}" 'filter.allow_users=[]' 'filter.allow_groups=[]' \
@@ -43,8 +55,7 @@ agd_config /tmp/homes.toml "${D#/dev/}" 'filter.allow_users=[]' 'filter.allow_gr
 : >$LOG
 if ! agd_start /tmp/homes.toml $LOG; then
 	fail setup "asmguardd did not start with oracle_homes: $(grep -v '^$' $LOG | tail -n 2)"
-	kill "$agd" 2>/dev/null
-	losetup -d "$D"
+	cleanup
 	vm_exit
 fi
 expect_ok label $C label HOMES "$D"
@@ -113,12 +124,5 @@ else
 	fail auto.setup "asmguardd did not start with oracle_homes = \"auto\": $(tail -n 2 $LOG)"
 fi
 
-$C unlabel HOMES >/dev/null 2>&1
-$C filter disable >/dev/null 2>&1
-kill "$agd" 2>/dev/null
-wait "$agd" 2>/dev/null
-rm -f /run/asmguard/filter.state
-losetup -d "$D" 2>/dev/null
-rm -rf /u01 /etc/oracle
-if [ -e /tmp/homes.oratab.saved ]; then mv /tmp/homes.oratab.saved /etc/oratab; else rm -f /etc/oratab; fi
+cleanup
 vm_exit
