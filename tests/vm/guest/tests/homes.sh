@@ -29,9 +29,11 @@ W=/usr/local/bin/ag-asm-writer
 
 # ---- the Grid home and its registration ------------------------------------------------
 rm -rf /u01 && mkdir -p $GH/bin /etc/oracle
-cp $W $GH/bin/oracle && chown grid:asmadmin $GH/bin/oracle && chmod 6751 $GH/bin/oracle
-cp $W $GH/bin/ocssd.bin && chown grid:oinstall $GH/bin/ocssd.bin && chmod 751 $GH/bin/ocssd.bin
-chown -R grid:oinstall /u01
+cp $W $GH/bin/oracle && cp $W $GH/bin/ocssd.bin
+# (chown clears the set-id bits: the modes last)
+chown -R grid:oinstall /u01 && chgrp asmadmin $GH/bin/oracle
+chmod 6751 $GH/bin/oracle && chmod 751 $GH/bin/ocssd.bin
+info "oracle: $(stat -c '%U:%G %a' $GH/bin/oracle)"
 [ -e /etc/oratab ] && cp /etc/oratab /tmp/homes.oratab.saved
 printf '# written by the lab\n+ASM1:%s:N\n' $GH >/etc/oratab
 printf 'olrconfig_loc=%s/cdata/asmguard-vm.olr\ncrs_home=%s\n' $GH $GH >/etc/oracle/olr.loc
@@ -98,7 +100,7 @@ sleep 1
 o3=$(oks)
 holds running-old-inode-keeps-writing "$((o3 - o2)) writes in the second after the relink, $(fails) failed" \
 	[ $((o3 - o2)) -ge 3 -a "$(fails)" = 0 ]
-kill "$loop" 2>/dev/null
+kill "$pid" "$loop" 2>/dev/null
 wait "$loop" 2>/dev/null
 
 # ---- intruder borrows the binary under ptrace --------------------------------------------
@@ -115,7 +117,7 @@ agd_config /tmp/homes-auto.toml "${D#/dev/}" 'filter.allow_users=[]' 'filter.all
 if agd_start /tmp/homes-auto.toml $LOG; then
 	expect_ok auto.grid-home-writes as_user grid $GH/bin/oracle "$D" $((M + 16384))
 	mkdir -p $DH/bin && cp $W $DH/bin/oracle && chown -R oracle:oinstall /u01/app/oracle &&
-		chown oracle:asmadmin $DH/bin/oracle && chmod 6751 $DH/bin/oracle
+		chgrp asmadmin $DH/bin/oracle && chmod 6751 $DH/bin/oracle
 	expect_fail auto.unregistered-home-refused "FAIL" as_user oracle $DH/bin/oracle "$D" $((M + 20480))
 	printf 'ORCL2:%s:N\n' $DH >>/etc/oratab
 	sleep 1
