@@ -123,12 +123,12 @@ if ! vm_full; then
 else
 	# (SG_IO bypasses the page cache: the disk is read with O_DIRECT)
 	b=$(shad "$S")
-	expect_fail sgio-race.root "landed=no" ag-sgio-race "$S" 3000 5000 15
+	expect_fail sgio-race.root "landed=no" ag-sgio-race "$S" 3000 20000 10
 	caps=$(setpriv --reuid=1002 --regid=1002 --init-groups --inh-caps=+sys_rawio --ambient-caps=+sys_rawio \
 		awk '/^CapEff/ { print $2 }' /proc/self/status 2>&1)
 	expect sgio-race.rawio-only-caps 0000000000020000 "$caps" "CapEff $caps: CAP_SYS_RAWIO alone"
 	expect_fail sgio-race.rawio-nonroot "landed=no" setpriv --reuid=1002 --regid=1002 --init-groups \
-		--inh-caps=+sys_rawio --ambient-caps=+sys_rawio /usr/local/bin/ag-sgio-race "$S" 3008 5000 15
+		--inh-caps=+sys_rawio --ambient-caps=+sys_rawio /usr/local/bin/ag-sgio-race "$S" 3008 20000 10
 	expect sgio-race.sha-unchanged "$b" "$(shad "$S")"
 fi
 info "the race ended at $(elapsed)"
