@@ -24,7 +24,7 @@ VM_TOOLS="dash fio blkdiscard wipefs losetup blkid blockdev lsblk fallocate fstr
  timeout env nohup nice xargs find flock
  dmsetup sg_raw sg_dd sg_inq sg_readcap sg_unmap sg_write_same sg_get_lba_status sg_vpd
  sfdisk partx delpart addpart od getent mdadm mkswap swapon swapoff make-bcache
- smartctl nvme unshare"
+ smartctl nvme unshare strace"
 # Tools the tests cannot do without.
 VM_REQUIRED_TOOLS="dash fio blkdiscard wipefs losetup blkid mkfs.ext4 dd sha256sum dmsetup sg_raw sg_dd setpriv
  timeout env xargs"
@@ -119,9 +119,19 @@ ir_build_common() {
 	# Also as 32-bit programs (<name>32), for the compat ioctl path; needs gcc-multilib.
 	for c in "$VM_DIR"/helpers/*.c; do
 		[ -f "$c" ] || continue
+		case $c in *.so.c) continue ;; esac
 		gcc -static -O2 -Wall -D_FILE_OFFSET_BITS=64 -o "$ir_stage/usr/local/bin/$(basename "$c" .c)" "$c" || return 1
+		grep -q 'x86_64 only' "$c" && continue # (the register-level helpers)
 		gcc -m32 -static -O2 -Wall -D_FILE_OFFSET_BITS=64 -o "$ir_stage/usr/local/bin/$(basename "$c" .c)32" "$c" 2>/dev/null ||
 			ir_log "note: no 32-bit $(basename "$c" .c)32 (install gcc-multilib)"
+	done
+
+	# Preload libraries (tests/vm/helpers/NAME.so.c): shared objects in
+	# /usr/local/lib/NAME.so, for the dynamically linked programs in the guest.
+	mkdir -p "$ir_stage/usr/local/lib"
+	for c in "$VM_DIR"/helpers/*.so.c; do
+		[ -f "$c" ] || continue
+		gcc -shared -fPIC -O2 -Wall -o "$ir_stage/usr/local/lib/$(basename "$c" .c)" "$c" || return 1
 	done
 
 	# ld.so cache (the loader's built-in multiarch paths would do, this is belt and braces).
