@@ -8,6 +8,12 @@
 fn main() {
     asmguard_bpf_build::build_programs(
         &["smoke", "guard", "bench", "cmdclass"],
-        &["asmguard_core.h", "guard.h", "passthrough.h", "ioctls.h", "rules.h"],
+        &[
+            "asmguard_core.h",
+            "guard.h",
+            "passthrough.h",
+            "ioctls.h",
+            "rules.h",
+        ],
     );
 }

@@ -279,10 +279,7 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
                 s.allow_rules.join("; ")
             },
         ),
-        (
-            "oracle homes",
-            joined_or(&s.oracle_homes, "none found"),
-        ),
+        ("oracle homes", joined_or(&s.oracle_homes, "none found")),
         ("rule notes", joined_or(&s.allow_notes, "none")),
         (
             "filter mode",

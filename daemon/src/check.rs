@@ -43,10 +43,8 @@ pub fn warnings(c: &Config, file: &str) -> Vec<String> {
                 f.mode
             ));
         } else {
-            let homes = asmguard_homes::discover(
-                std::path::Path::new("/"),
-                &crate::filter::homes_spec(f),
-            );
+            let homes =
+                asmguard_homes::discover(std::path::Path::new("/"), &crate::filter::homes_spec(f));
             if homes.homes.is_empty() {
                 out.push(format!(
                     "{file}: key `filter.oracle_homes`: only the Oracle homes' binaries may write, and none is found now: ASM can write once Grid Infrastructure's root.sh writes /etc/oracle/olr.loc (or a home is in /etc/oratab); it is picked up within a second"

@@ -633,7 +633,10 @@ fn validate_rules(c: &Config, file: &str) -> Result<(), String> {
             return Err(key_err(
                 file,
                 &key("name"),
-                format!("{:?} is not a rule name (1 to 64 of A-Z, a-z, 0-9, _ . -)", r.name),
+                format!(
+                    "{:?} is not a rule name (1 to 64 of A-Z, a-z, 0-9, _ . -)",
+                    r.name
+                ),
             ));
         }
         if let Some(j) = c.rule[..i].iter().position(|o| o.name == r.name) {
@@ -665,7 +668,9 @@ fn validate_rules(c: &Config, file: &str) -> Result<(), String> {
             ));
         }
         for u in &r.units {
-            let ok = [".service", ".scope", ".slice"].iter().any(|s| u.ends_with(s))
+            let ok = [".service", ".scope", ".slice"]
+                .iter()
+                .any(|s| u.ends_with(s))
                 && !u.contains('/')
                 && u.len() <= 256
                 && !u.contains(char::is_control);
@@ -998,7 +1003,10 @@ mod tests {
             .contains(&"*.slice/oracle-ohasd.service".to_string()));
         let d = Config::default();
         assert_eq!(d.filter.oracle_homes, OracleHomes::Word("auto".into()));
-        assert!(d.filter.query_tools.contains(&PathBuf::from("/usr/sbin/multipathd")));
+        assert!(d
+            .filter
+            .query_tools
+            .contains(&PathBuf::from("/usr/sbin/multipathd")));
     }
 
     #[test]

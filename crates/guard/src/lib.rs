@@ -18,9 +18,9 @@ pub mod guard;
 pub mod smoke;
 pub use asmguard_devices::devt::{DevtError, KernelDev};
 pub use guard::{
-    bpf_lsm_hint, pinned_backend, pinned_majors, remove_pins, Backend, Coverage,
-    DenialEvent, DevKey, EventReader, ExeId, Guard, Hook, IdentityReach, Mode, Options,
-    PassthroughRule, Rule, Rules, SelfId, Stats, Tool, PIN_DIR,
+    bpf_lsm_hint, pinned_backend, pinned_majors, remove_pins, Backend, Coverage, DenialEvent,
+    DevKey, EventReader, ExeId, Guard, Hook, IdentityReach, Mode, Options, PassthroughRule, Rule,
+    Rules, SelfId, Stats, Tool, PIN_DIR,
 };
 pub use smoke::{ObjectStorage, SmokeFilter};
 

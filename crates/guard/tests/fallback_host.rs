@@ -532,7 +532,9 @@ fn fallback_rules_are_conjunctions() {
     let mut perm = std::fs::metadata(dir.path()).unwrap().permissions();
     std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
     std::fs::set_permissions(dir.path(), perm).unwrap();
-    let cg = asmguard_guard::guard::cgroup2_root().unwrap().join("agtest-conj-place");
+    let cg = asmguard_guard::guard::cgroup2_root()
+        .unwrap()
+        .join("agtest-conj-place");
     let _ = std::fs::remove_dir(&cg);
     std::fs::create_dir(&cg).unwrap();
     let cg_id = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&cg).unwrap());
@@ -555,13 +557,34 @@ fn fallback_rules_are_conjunctions() {
         ..Rules::default()
     };
     g.set_rules(&rules).unwrap();
-    assert!(dd_with(&own_dd, 65501, 65600, None, &lo.dev), "user AND executable");
-    assert!(!dd_with(dd, 65501, 65600, None, &lo.dev), "the user with another executable");
-    assert!(!dd_with(&own_dd, 65502, 65600, None, &lo.dev), "another user with the executable");
-    assert!(dd_with(dd, 65600, 65520, Some(&cg), &lo.dev), "group AND place");
-    assert!(!dd_with(dd, 65600, 65520, None, &lo.dev), "the group outside the place");
-    assert!(!dd_with(dd, 65600, 65521, Some(&cg), &lo.dev), "another group in the place");
-    assert!(write_open(&lo.dev).is_ok(), "the daemon's own process (this one)");
+    assert!(
+        dd_with(&own_dd, 65501, 65600, None, &lo.dev),
+        "user AND executable"
+    );
+    assert!(
+        !dd_with(dd, 65501, 65600, None, &lo.dev),
+        "the user with another executable"
+    );
+    assert!(
+        !dd_with(&own_dd, 65502, 65600, None, &lo.dev),
+        "another user with the executable"
+    );
+    assert!(
+        dd_with(dd, 65600, 65520, Some(&cg), &lo.dev),
+        "group AND place"
+    );
+    assert!(
+        !dd_with(dd, 65600, 65520, None, &lo.dev),
+        "the group outside the place"
+    );
+    assert!(
+        !dd_with(dd, 65600, 65521, Some(&cg), &lo.dev),
+        "another group in the place"
+    );
+    assert!(
+        write_open(&lo.dev).is_ok(),
+        "the daemon's own process (this one)"
+    );
     assert!(!dd_with(dd, 0, 0, None, &lo.dev), "root in another process");
 
     // Replaced: the old rules' bits leave, the new ones alone are in force.
@@ -573,7 +596,10 @@ fn fallback_rules_are_conjunctions() {
     assert_eq!((who, exe, place), (active, 0, 0));
     assert!(places.is_empty());
     assert!(dd_with(dd, 65502, 65600, None, &lo.dev), "the new rule");
-    assert!(!dd_with(&own_dd, 65501, 65600, None, &lo.dev), "the old rule is gone");
+    assert!(
+        !dd_with(&own_dd, 65501, 65600, None, &lo.dev),
+        "the old rule is gone"
+    );
     assert!(is_eperm(&write_open(&lo.dev)), "no daemon process any more");
     let _ = std::fs::remove_dir(&cg);
 }
@@ -595,7 +621,10 @@ fn fallback_rule_maps_put_back() {
         libbpf_rs::MapFlags::ANY,
     )
     .unwrap();
-    assert!(dd_as(65600, &lo.dev), "the planted uid writes until the check");
+    assert!(
+        dd_as(65600, &lo.dev),
+        "the planted uid writes until the check"
+    );
     let found = g.check_maps();
     assert!(
         found.len() == 1 && found[0].starts_with("ag_rule_uids") && found[0].contains("put back"),

@@ -39,7 +39,9 @@ impl ContainerRule {
     /// is still a place of its own then (nothing of an enclosing place
     /// applies to it).
     pub fn rule(&self) -> Option<Rule> {
-        if self.cgroups.is_empty() || (!self.allow_all && self.uids.is_empty() && self.gids.is_empty()) {
+        if self.cgroups.is_empty()
+            || (!self.allow_all && self.uids.is_empty() && self.gids.is_empty())
+        {
             return None;
         }
         Some(Rule {

@@ -20,11 +20,11 @@ pub mod identity;
 pub mod service;
 
 use asmguard_config::{Config, OracleHomes};
-use asmguard_guard::{Rule, Rules, SelfId, Tool};
-use std::collections::BTreeMap;
 use asmguard_devices::writer::Writer;
 use asmguard_guard::{Coverage, ExeId, IdentityReach, Mode, Options, PIN_DIR};
+use asmguard_guard::{Rule, Rules, SelfId, Tool};
 use service::FilterService;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Starts the filter: loads the programs (or re-adopts the pinned ones, with
@@ -190,8 +190,14 @@ pub fn host_rules(
                 Err(e) => problems.push(format!("rule {}: {e}", rc.name)),
             }
         }
-        if (!rc.users.is_empty() || !rc.groups.is_empty()) && rule.uids.is_empty() && rule.gids.is_empty() {
-            problems.push(format!("rule {}: none of its users and groups exists: it allows nobody", rc.name));
+        if (!rc.users.is_empty() || !rc.groups.is_empty())
+            && rule.uids.is_empty()
+            && rule.gids.is_empty()
+        {
+            problems.push(format!(
+                "rule {}: none of its users and groups exists: it allows nobody",
+                rc.name
+            ));
             continue;
         }
         for x in &rc.executables {
@@ -215,7 +221,10 @@ pub fn host_rules(
     let mut by_owner: BTreeMap<u32, Vec<ExeId>> = BTreeMap::new();
     for b in homes.allowed() {
         match asmguard_guard::KernelDev::from_dev_t(b.dev) {
-            Ok(dev) => by_owner.entry(b.owner_uid).or_default().push(ExeId { dev, ino: b.ino }),
+            Ok(dev) => by_owner
+                .entry(b.owner_uid)
+                .or_default()
+                .push(ExeId { dev, ino: b.ino }),
             Err(e) => problems.push(format!("{}: {e}", b.path.display())),
         }
     }
@@ -248,7 +257,11 @@ pub fn host_rules(
 
 /// Who may write, one line a rule, and what to know about the rules (for
 /// `status`, `--check-config` and the start-up log).
-pub fn describe_rules(cfg: &Config, homes: &asmguard_homes::Found, ids_only: bool) -> (Vec<String>, Vec<String>) {
+pub fn describe_rules(
+    cfg: &Config,
+    homes: &asmguard_homes::Found,
+    ids_only: bool,
+) -> (Vec<String>, Vec<String>) {
     let f = &cfg.filter;
     let mut rules = Vec::new();
     let mut notes = Vec::new();
@@ -256,7 +269,10 @@ pub fn describe_rules(cfg: &Config, homes: &asmguard_homes::Found, ids_only: boo
         rules.push(format!("any process of user {}", f.allow_users.join(", ")));
     }
     if !f.allow_groups.is_empty() {
-        rules.push(format!("any process in group {}", f.allow_groups.join(", ")));
+        rules.push(format!(
+            "any process in group {}",
+            f.allow_groups.join(", ")
+        ));
     }
     if !f.allow_users.is_empty() || !f.allow_groups.is_empty() {
         notes.push(
@@ -291,7 +307,11 @@ pub fn describe_rules(cfg: &Config, homes: &asmguard_homes::Found, ids_only: boo
             parts.push(who.join(" or "));
         }
         if !r.executables.is_empty() {
-            let x: Vec<String> = r.executables.iter().map(|p| p.display().to_string()).collect();
+            let x: Vec<String> = r
+                .executables
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect();
             parts.push(format!("executable {}", x.join(", ")));
         }
         if !r.units.is_empty() {
@@ -307,7 +327,12 @@ pub fn describe_rules(cfg: &Config, homes: &asmguard_homes::Found, ids_only: boo
                 r.name
             ));
         }
-        if r.users.is_empty() && r.groups.is_empty() && !r.executables.is_empty() && r.units.is_empty() && r.cgroups.is_empty() {
+        if r.users.is_empty()
+            && r.groups.is_empty()
+            && !r.executables.is_empty()
+            && r.units.is_empty()
+            && r.cgroups.is_empty()
+        {
             notes.push(format!(
                 "rule {}: executables alone can be borrowed (ptrace, LD_PRELOAD): add users or a unit",
                 r.name
@@ -316,10 +341,16 @@ pub fn describe_rules(cfg: &Config, homes: &asmguard_homes::Found, ids_only: boo
     }
     let mut by_owner: BTreeMap<u32, Vec<String>> = BTreeMap::new();
     for b in homes.allowed() {
-        by_owner.entry(b.owner_uid).or_default().push(b.path.display().to_string());
+        by_owner
+            .entry(b.owner_uid)
+            .or_default()
+            .push(b.path.display().to_string());
     }
     for (owner, bins) in by_owner {
-        rules.push(format!("oracle homes: uid {owner} AND executable {}", bins.join(", ")));
+        rules.push(format!(
+            "oracle homes: uid {owner} AND executable {}",
+            bins.join(", ")
+        ));
     }
     rules.push("the daemon's own process (label and reclaim writes)".into());
     if ids_only {
@@ -357,7 +388,11 @@ pub fn set_allow(svc: &FilterService, cfg: &Config) -> (Vec<u32>, Vec<u32>) {
         "filter: {} allow rule{}; disk-query tools (read-class passthrough only): {}",
         rules.rules.len(),
         if rules.rules.len() == 1 { "" } else { "s" },
-        if tools.is_empty() { "none".into() } else { tools.join(", ") }
+        if tools.is_empty() {
+            "none".into()
+        } else {
+            tools.join(", ")
+        }
     );
     svc.set_config(cfg.clone());
     let (lines, mut notes) = describe_rules(cfg, &svc.homes(), ids_only(svc));
@@ -398,7 +433,10 @@ pub fn reload_allow(svc: &FilterService, source: Option<&Path>, before: &mut (Ve
             return;
         }
     };
-    svc.set_homes(asmguard_homes::discover(Path::new("/"), &homes_spec(&cfg.filter)));
+    svc.set_homes(asmguard_homes::discover(
+        Path::new("/"),
+        &homes_spec(&cfg.filter),
+    ));
     svc.set_places(resolve_places(&cfg));
     let now = set_allow(svc, &cfg);
     // the caller resolves them (`Daemon::resolve_containers`)
@@ -449,7 +487,10 @@ pub fn resolve_places(cfg: &Config) -> BTreeMap<String, Vec<u64>> {
 pub fn spawn_rules(d: std::sync::Arc<crate::state::Daemon>) {
     let Some(cfg) = d.filter.config() else { return };
     let mut spec = homes_spec(&cfg.filter);
-    let has_places = cfg.rule.iter().any(|r| !r.units.is_empty() || !r.cgroups.is_empty());
+    let has_places = cfg
+        .rule
+        .iter()
+        .any(|r| !r.units.is_empty() || !r.cgroups.is_empty());
     if spec == asmguard_homes::Spec::Off && !has_places {
         return;
     }
@@ -491,4 +532,3 @@ pub fn spawn_rules(d: std::sync::Arc<crate::state::Daemon>) {
         tracing::error!("filter: cannot start the rules thread: {e}");
     }
 }
-

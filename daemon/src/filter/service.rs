@@ -27,8 +27,8 @@ use asmguard_config::Container;
 use asmguard_proto::{ContainerStatus, Protection};
 
 use asmguard_guard::{
-    remove_pins, Backend, Coverage, DevKey, Error, ExeId, Guard, Hook, Rules,
-    IdentityReach, KernelDev, Mode, Options,
+    remove_pins, Backend, Coverage, DevKey, Error, ExeId, Guard, Hook, IdentityReach, KernelDev,
+    Mode, Options, Rules,
 };
 
 /// How many events `recent` keeps.
@@ -387,7 +387,7 @@ impl FilterService {
                 // the daemon knows better: the first sync adds the current
                 // devices, then removes the stale ones, so no managed device
                 // is ever out of the map (and no allowed user is refused).
-                if let (Some(g), Some(r)) = (&inner.guard, compose(&inner)) {
+                if let (Some(g), Some(r)) = (&inner.guard, compose(inner)) {
                     if let Err(e) = g.set_rules(&r) {
                         tracing::error!("filter: cannot set the allow rules: {e}");
                     }

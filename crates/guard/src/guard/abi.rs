@@ -51,7 +51,11 @@ pub fn rules_value(active: u64, who: u64, exe: u64, place: u64) -> [u8; size_of:
     put(&mut v, offset_of!(AgRules, active), &active.to_ne_bytes());
     put(&mut v, offset_of!(AgRules, need_who), &who.to_ne_bytes());
     put(&mut v, offset_of!(AgRules, need_exe), &exe.to_ne_bytes());
-    put(&mut v, offset_of!(AgRules, need_place), &place.to_ne_bytes());
+    put(
+        &mut v,
+        offset_of!(AgRules, need_place),
+        &place.to_ne_bytes(),
+    );
     v
 }
 
@@ -101,7 +105,11 @@ pub fn parse_place_value(v: &[u8]) -> Option<(u64, u32)> {
 pub fn self_value(tgid: u32, start_ticks: u64) -> [u8; size_of::<AgSelf>()] {
     let mut v = [0u8; size_of::<AgSelf>()];
     put(&mut v, offset_of!(AgSelf, tgid), &tgid.to_ne_bytes());
-    put(&mut v, offset_of!(AgSelf, start_ticks), &start_ticks.to_ne_bytes());
+    put(
+        &mut v,
+        offset_of!(AgSelf, start_ticks),
+        &start_ticks.to_ne_bytes(),
+    );
     v
 }
 
@@ -332,7 +340,10 @@ mod tests {
         assert_eq!(num("AG_MAJOR_WORDS"), MAJOR_WORDS);
         assert_eq!(num("AG_TOOL_QUERY"), TOOL_QUERY);
         assert_eq!(num("AG_TOOL_KOPEN"), TOOL_KOPEN);
-        assert_eq!(num("AG_MAX_RULES"), 2 * super::super::rules::MAX_RULES as u32);
+        assert_eq!(
+            num("AG_MAX_RULES"),
+            2 * super::super::rules::MAX_RULES as u32
+        );
         assert_eq!(num("AG_DISK_HOOKS"), DISK_HOOKS);
         assert_eq!(num("AG_STAT_RB_DROPS"), STAT_RB_DROPS);
         // Every hook code of the header is a row of the table, and back.
@@ -370,7 +381,10 @@ mod tests {
         assert_eq!(offset_of!(AgSelf, start_ticks), 8);
         let v = rules_value(1, 2, 3, 4);
         assert_eq!(parse_rules_value(&v), Some((1, 2, 3, 4)));
-        assert_eq!(parse_exe_value(&exe_value(5, TOOL_KOPEN)), Some((5, TOOL_KOPEN)));
+        assert_eq!(
+            parse_exe_value(&exe_value(5, TOOL_KOPEN)),
+            Some((5, TOOL_KOPEN))
+        );
         assert_eq!(parse_place_value(&place_value(6, 7)), Some((6, 7)));
         let k = exe_key(1234, (8 << 20) | 1);
         assert_eq!(parse_exe_key(&k), Some((1234, (8 << 20) | 1)));

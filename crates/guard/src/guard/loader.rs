@@ -796,8 +796,8 @@ impl Guard {
             .unwrap_or_default();
         let bits = free_bits(old_active, r.rules.len());
         let new = encode(r, &bits).map_err(Error::Rules)?;
-        let (na, nw, ne, np) = abi::parse_rules_value(&new["ag_rules"][key0.as_slice()])
-            .unwrap_or_default();
+        let (na, nw, ne, np) =
+            abi::parse_rules_value(&new["ag_rules"][key0.as_slice()]).unwrap_or_default();
         for name in RULE_MAPS {
             let map = &self.rule_maps[name];
             let old = read_all(map)?;
@@ -824,7 +824,7 @@ impl Guard {
     /// The rules in force as the kernel holds them: (active, need_who,
     /// need_exe, need_place) and the place entries (cgroup id -> (rules,
     /// container id)).
-    pub fn rules_in_force(&self) -> Result<((u64, u64, u64, u64), BTreeMap<u64, (u64, u32)>), Error> {
+    pub fn rules_in_force(&self) -> Result<super::rules::InForce, Error> {
         let head = read_all(&self.rule_maps["ag_rules"])?
             .values()
             .next()
@@ -1046,7 +1046,10 @@ mod tests {
         assert_eq!(maps["ag_blk"].1, disk);
         assert_eq!(maps["ag_chr"].1, disk);
         let exe_v = std::mem::size_of::<abi::AgExe>() as u32;
-        assert_eq!((maps["ag_rule_exes"].0, maps["ag_rule_exes"].1), (exe, exe_v));
+        assert_eq!(
+            (maps["ag_rule_exes"].0, maps["ag_rule_exes"].1),
+            (exe, exe_v)
+        );
         assert_eq!((maps["ag_rule_uids"].0, maps["ag_rule_uids"].1), (4, 8));
         assert_eq!(maps["ag_rules"].2, 1);
         assert_eq!(maps["ag_stats"], (4, 8, abi::NSTATS));

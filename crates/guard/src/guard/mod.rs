@@ -50,9 +50,9 @@ pub use events::DenialEvent;
 pub use hooks::{Hook, HookDef, Op, HOOKS};
 pub use ioctls::ioctl_name;
 pub use loader::{pinned_majors, Guard, Options, Stats};
-pub use rules::{Rule, Rules, SelfId, Tool, MAX_RULES};
 pub use pins::{
     active_lsms, bpf_lsm_hint, bpf_lsm_hint_for, cgroup2_root, pinned_backend, remove_pins, PIN_DIR,
 };
 pub use ring::EventReader;
+pub use rules::{Rule, Rules, SelfId, Tool, MAX_RULES};
 pub use types::{Backend, Coverage, DevKey, ExeId, IdentityReach, Mode};

@@ -135,6 +135,10 @@ impl Rules {
     }
 }
 
+/// The rules in force as the kernel holds them: (active, need_who,
+/// need_exe, need_place) and the places (cgroup id -> (rules, container id)).
+pub type InForce = ((u64, u64, u64, u64), BTreeMap<u64, (u64, u32)>);
+
 /// The contents of the rule maps, by map name: key bytes -> value bytes.
 pub type Encoded = BTreeMap<&'static str, BTreeMap<Vec<u8>, Vec<u8>>>;
 
@@ -197,7 +201,8 @@ pub fn encode(r: &Rules, bits: &[u32]) -> Result<Encoded, String> {
         e.1 = e.1.max(*ctr);
     }
     for t in &r.tools {
-        let flags = u32::from(t.query) * abi::TOOL_QUERY | u32::from(t.kernel_open) * abi::TOOL_KOPEN;
+        let flags =
+            (u32::from(t.query) * abi::TOOL_QUERY) | (u32::from(t.kernel_open) * abi::TOOL_KOPEN);
         exes.entry(t.exe).or_default().1 |= flags;
     }
     let id = |m: BTreeMap<u32, u64>| {
@@ -219,7 +224,10 @@ pub fn encode(r: &Rules, bits: &[u32]) -> Result<Encoded, String> {
         places
             .into_iter()
             .map(|(cg, (rules, ctr))| {
-                (cg.to_ne_bytes().to_vec(), abi::place_value(rules, ctr).to_vec())
+                (
+                    cg.to_ne_bytes().to_vec(),
+                    abi::place_value(rules, ctr).to_vec(),
+                )
             })
             .collect(),
     );
@@ -243,11 +251,18 @@ pub fn encode(r: &Rules, bits: &[u32]) -> Result<Encoded, String> {
 
 /// `n` bits none of which is in `used`, lowest first.
 pub(crate) fn free_bits(used: u64, n: usize) -> Vec<u32> {
-    (0..64u32).filter(|b| used & (1 << b) == 0).take(n).collect()
+    (0..64u32)
+        .filter(|b| used & (1 << b) == 0)
+        .take(n)
+        .collect()
 }
 
 /// The union of two encodings of the id maps: masks ORed, tool flags ORed.
-pub(crate) fn union(old: &BTreeMap<Vec<u8>, Vec<u8>>, new: &BTreeMap<Vec<u8>, Vec<u8>>, name: &str) -> BTreeMap<Vec<u8>, Vec<u8>> {
+pub(crate) fn union(
+    old: &BTreeMap<Vec<u8>, Vec<u8>>,
+    new: &BTreeMap<Vec<u8>, Vec<u8>>,
+    name: &str,
+) -> BTreeMap<Vec<u8>, Vec<u8>> {
     let mut out = new.clone();
     for (k, ov) in old {
         let Some(nv) = out.get_mut(k) else {
@@ -324,7 +339,8 @@ mod tests {
 
     #[test]
     fn stat_line_with_a_strange_command() {
-        let s = "4242 (a) b (c)) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10";
+        let s =
+            "4242 (a) b (c)) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10";
         assert_eq!(
             parse_stat(s),
             Some(SelfId {
