@@ -584,9 +584,9 @@ fn a_zeroed_majors_word_is_put_back_within_the_check() {
         "only ag_majors was changed: {why}"
     );
 
-    // an allow-list entry added behind the daemon's back: uid 0 in ag_uids
+    // an allow-list entry added behind the daemon's back: uid 0 in ag_rule_uids
     // (its value is whatever the map takes; the check does not know it)
-    let uids = d.pin_dir.join("maps").join("ag_uids");
+    let uids = d.pin_dir.join("maps").join("ag_rule_uids");
     let info = sh(
         "bpftool",
         &["map", "show", "pinned", uids.to_str().unwrap()],
@@ -616,7 +616,7 @@ fn a_zeroed_majors_word_is_put_back_within_the_check() {
     args.extend(std::iter::repeat_n("ff", vsize));
     sh("bpftool", &args).ok();
     until("the added allow-list entry noticed and taken out", &|| {
-        changed("ag_uids")
+        changed("ag_rule_uids")
     });
     until("root refused again", &|| denied(&dev));
     let dump = sh(
@@ -626,7 +626,7 @@ fn a_zeroed_majors_word_is_put_back_within_the_check() {
     .ok();
     assert!(
         !dump.stdout.contains("00 00 00 00"),
-        "uid 0 is out of ag_uids again: {}",
+        "uid 0 is out of ag_rule_uids again: {}",
         dump.stdout
     );
 }
