@@ -108,6 +108,10 @@ pub struct Daemon {
     /// Devices whose claim failed through a whole [`CLAIM_WAIT`] (not waited
     /// for again until taken or no longer wanted).
     claims_failing: Mutex<BTreeSet<KernelDev>>,
+    /// Whether the claims were synced once: the first sync (the daemon's
+    /// start) waits for none (a disk that is mounted or mapped now stays
+    /// so, and a restart must not wait for each).
+    claims_synced: std::sync::atomic::AtomicBool,
     /// The last time taking the claims took [`CLAIM_SLOW`] or longer (for
     /// `status`): empty when it never did.
     claims_slow: Mutex<String>,
@@ -278,6 +282,7 @@ impl Daemon {
             scan_gate: tokio::sync::Mutex::new(()),
             claims: crate::claims::Claims::from_environment(),
             claims_failing: Mutex::default(),
+            claims_synced: Default::default(),
             claims_slow: Mutex::default(),
             discards: Default::default(),
             reclaiming: Default::default(),
@@ -562,6 +567,9 @@ impl Daemon {
     /// write decided how to open it from that).
     pub fn sync_claims(&self) {
         let t0 = Instant::now();
+        let first = !self
+            .claims_synced
+            .swap(true, std::sync::atomic::Ordering::SeqCst);
         // the disks waited for, `LABEL MAJ:MIN` (for the slow line)
         let mut waited = BTreeSet::new();
         loop {
@@ -583,7 +591,7 @@ impl Daemon {
             // a disk newly wanted (just labelled, hot-plugged) is waited for:
             // another exclusive opener (udev's probe, a writer closing) may
             // hold it a moment; one that failed a whole wait before is not
-            let new = failed.iter().any(|(w, _)| !failing.contains(&w.dev));
+            let new = !first && failed.iter().any(|(w, _)| !failing.contains(&w.dev));
             waited.extend(
                 failed
                     .iter()

@@ -124,5 +124,6 @@ expect_ok nvme-answers dd if="$N" of=/dev/null bs=4096 count=16 iflag=direct
 
 expect_ok unlabel-scsi $C unlabel DS1
 expect_ok unlabel-nvme $C unlabel DS2
+$C filter disable >/dev/null 2>&1 # its pins go too (ends-clean)
 kill "$agd"; wait "$agd" 2>/dev/null
 vm_exit

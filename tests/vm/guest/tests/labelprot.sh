@@ -44,6 +44,7 @@ for round in 1 2 3; do
 	expect_ok "unlabel-ext4.$round" $C unlabel LPEXT
 	expect_ok "unlabel-swap.$round" $C unlabel LPSWAP
 done
+$C filter disable >/dev/null 2>&1 # its pins go too (ends-clean)
 kill "$agd"; wait "$agd" 2>/dev/null
 losetup -d "$L1" "$L2" 2>/dev/null
 vm_exit
