@@ -60,14 +60,10 @@ struct {
 	__type(value, struct ag_self);
 } ag_self SEC(".maps");
 
-/* What was read of the calling task, each part at most once. */
+/* The calling task, as far as it was read. */
 struct ag_task {
 	struct task_struct *t;
 	const struct cred *c;
-	struct ag_exe *exe;
-	struct ag_place *place;
-	bool exe_read;
-	bool place_read;
 };
 
 static __always_inline __u64 id_rules(void *map, __u32 id)
@@ -110,49 +106,35 @@ static __always_inline __u64 groups_rules(const struct cred *c, __u64 want)
 }
 
 /* The executable's entry (rules and tool flags); NULL: none. */
-static __always_inline struct ag_exe *task_exe(struct ag_task *k)
+static __always_inline struct ag_exe *task_exe(struct task_struct *t)
 {
 	struct ag_exe_key key = { .pad = 0 };
-	struct file *exe;
+	struct file *exe = BPF_CORE_READ(t, mm, exe_file);
 
-	struct task_struct *t = k->t;
-
-	if (k->exe_read)
-		return k->exe;
-	k->exe_read = true;
-	exe = BPF_CORE_READ(t, mm, exe_file);
 	key.ino = BPF_CORE_READ(exe, f_inode, i_ino);
 	if (!key.ino)
 		return 0;
 	key.dev = BPF_CORE_READ(exe, f_inode, i_sb, s_dev);
-	k->exe = bpf_map_lookup_elem(&ag_rule_exes, &key);
-	return k->exe;
+	return bpf_map_lookup_elem(&ag_rule_exes, &key);
 }
 
 /* The task's place: the first of its default-hierarchy (cgroup v2) cgroup
  * and that cgroup's ancestors, AG_CTR_DEPTH of them at most, in ag_places.
  * NULL: in none. */
-static __always_inline struct ag_place *task_place(struct ag_task *k)
+static __always_inline struct ag_place *task_place(struct task_struct *t)
 {
-	struct task_struct *t = k->t;
-	struct cgroup *cg;
+	struct cgroup *cg = BPF_CORE_READ(t, cgroups, dfl_cgrp);
 	struct cgroup_subsys_state *up;
 	struct ag_place *p;
 	__u64 id;
 
-	if (k->place_read)
-		return k->place;
-	k->place_read = true;
-	cg = BPF_CORE_READ(t, cgroups, dfl_cgrp);
 	for (int i = 0; i < AG_CTR_DEPTH; i++) {
 		if (!cg)
 			break;
 		id = BPF_CORE_READ(cg, kn, id);
 		p = bpf_map_lookup_elem(&ag_places, &id);
-		if (p) {
-			k->place = p;
+		if (p)
 			return p;
-		}
 		up = BPF_CORE_READ(cg, self.parent);
 		if (!up)
 			break;
@@ -161,41 +143,41 @@ static __always_inline struct ag_place *task_place(struct ag_task *k)
 	return 0;
 }
 
-/* Of the rules `c`, those whose executable and place conditions hold. */
-static __always_inline __u64 rest_hold(struct ag_rules *rs, __u64 c, struct ag_task *k)
-{
-	struct ag_exe *x;
-	struct ag_place *p;
-
-	if (c & rs->need_exe) {
-		x = task_exe(k);
-		c &= (x ? x->rules : 0) | ~rs->need_exe;
-	}
-	if (c & rs->need_place) {
-		p = task_place(k);
-		c &= (p ? p->rules : 0) | ~rs->need_place;
-	}
-	return c;
-}
-
-/* Whether one rule holds whole for the task. */
-static __always_inline bool rules_allow(struct ag_task *k)
+/* Whether one rule holds whole for the task, in straight-line steps (one
+ * path for the verifier to walk per condition): the ids first, and when a
+ * rule of who alone holds, nothing more; then the supplementary groups only
+ * for rules the ids left unsatisfied; then the executable and the place,
+ * each only when a candidate rule needs it. *place: the place when read. */
+static __always_inline bool rules_allow(struct ag_task *k, struct ag_place **place)
 {
 	__u32 zero = 0;
 	struct ag_rules *rs = bpf_map_lookup_elem(&ag_rules, &zero);
-	__u64 who, with_who;
+	struct task_struct *t = k->t;
+	struct ag_exe *x;
+	struct ag_place *p;
+	__u64 who, cand, missing;
 
-	if (!rs || !rs->active)
+	if (!rs)
 		return false;
 	who = who_rules(k->c);
-	if (rest_hold(rs, rs->active & (who | ~rs->need_who), k))
+	cand = rs->active & (who | ~rs->need_who);
+	if (cand & ~(rs->need_exe | rs->need_place))
 		return true;
-	/* The supplementary groups only for rules that could still hold. */
-	with_who = rs->active & rs->need_who & ~who;
-	if (!with_who)
-		return false;
-	who |= groups_rules(k->c, with_who);
-	return rest_hold(rs, rs->active & who & with_who, k) != 0;
+	missing = rs->active & rs->need_who & ~who;
+	if (missing) {
+		who |= groups_rules(k->c, missing);
+		cand = rs->active & (who | ~rs->need_who);
+	}
+	if (cand & rs->need_exe) {
+		x = task_exe(t);
+		cand &= (x ? x->rules : 0) | ~rs->need_exe;
+	}
+	if (cand & rs->need_place) {
+		p = task_place(t);
+		*place = p;
+		cand &= (p ? p->rules : 0) | ~rs->need_place;
+	}
+	return cand != 0;
 }
 
 /* Whether the task is the daemon's own process. */
@@ -220,7 +202,7 @@ static __always_inline bool runs_tool(struct ag_task *k, __u32 tool)
 
 	if (BPF_CORE_READ(c, euid.val) != 0 || BPF_CORE_READ(c, user_ns, level) != 0)
 		return false;
-	x = task_exe(k);
+	x = task_exe(k->t);
 	return x && (x->tools & tool);
 }
 
@@ -243,10 +225,6 @@ static __always_inline void task_init(struct ag_task *k)
 
 	k->t = t;
 	k->c = BPF_CORE_READ(t, cred);
-	k->exe = 0;
-	k->place = 0;
-	k->exe_read = false;
-	k->place_read = false;
 }
 
 /* Whether the calling task may do a write-class operation (hook `hook`):
@@ -255,16 +233,18 @@ static __always_inline void task_init(struct ag_task *k)
 static __always_inline bool task_allowed(__u32 *ctr_id, __u32 hook)
 {
 	struct ag_task k;
-	struct ag_place *p;
+	struct ag_place *p = 0;
 
 	task_init(&k);
-	if (rules_allow(&k))
+	if (rules_allow(&k, &p))
 		return true;
 	if (is_daemon(k.t))
 		return true;
 	if (hook == AG_HOOK_KERNEL_OPEN && runs_tool(&k, AG_TOOL_KOPEN))
 		return true;
-	p = task_place(&k);
+	/* the container for the event: no second walk when the rules read it */
+	if (!p)
+		p = task_place(k.t);
 	*ctr_id = p ? p->ctr_id : 0;
 	return false;
 }

@@ -12,8 +12,8 @@
 #       TEST         names of tests/vm/guest/tests/<TEST>.sh (default: all)
 #
 # Environment:
-#   VM_TIMEOUT=720       seconds before qemu is killed (guest did not finish)
-#   VM_TEST_TIMEOUT=120  seconds per guest test (inside the guest)
+#   VM_TIMEOUT=1200      seconds before qemu is killed (guest did not finish)
+#   VM_TEST_TIMEOUT=240  seconds per guest test (inside the guest)
 #   VM_BUILD=1           0: do not run cargo build --release first
 #   VM_CARGO_ARGS="--workspace --bins"   what cargo build --release builds
 #   VM_VERBOSE=0         1: stream the guest console to stderr as it runs
@@ -78,8 +78,8 @@ fi
 . "$VM_WORK/$line/kernel.env"
 echo "$name: kernel $KPKG $KPKG_VERSION ($KVER)" >&2
 
-timeout_s=${VM_TIMEOUT:-720}
-base_append="console=ttyS0 panic=-1 quiet loglevel=3 asmguard.test_timeout=${VM_TEST_TIMEOUT:-120}"
+timeout_s=${VM_TIMEOUT:-1200}
+base_append="console=ttyS0 panic=-1 quiet loglevel=3 asmguard.test_timeout=${VM_TEST_TIMEOUT:-240}"
 [ -n "${VM_APPEND:-}" ] && base_append="$base_append $VM_APPEND"
 # "+lsm": the kernel's own default LSM list (CONFIG_LSM) with bpf appended.
 if [[ $line == *+lsm ]]; then
