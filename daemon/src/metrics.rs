@@ -278,6 +278,15 @@ impl CounterSource for LiveCounters {
         for v in f.container_views() {
             c.container_cgroups.insert(v.name, v.cgroups.len() as u64);
         }
+        for h in f.homes().homes {
+            for b in &h.binaries {
+                c.oracle_binaries.push((
+                    h.path.display().to_string(),
+                    b.path.display().to_string(),
+                    b.owner_uid,
+                ));
+            }
+        }
         let counts = f.counts().unwrap_or_else(|e| {
             tracing::warn!("filter counters unreadable: {e}");
             Default::default()

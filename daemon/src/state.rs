@@ -767,6 +767,7 @@ impl Daemon {
                 .iter()
                 .map(crate::present::Problem::info)
                 .collect(),
+            oracle_homes: self.filter.view().2,
             disks,
             conflicts: m
                 .conflicts

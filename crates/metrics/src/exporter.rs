@@ -28,6 +28,7 @@
 //! | `asmguard_asm_header_unmanaged` | gauge (1) | device |
 //! | `asmguard_label_conflict` | gauge (1) | label, device, role |
 //! | `asmguard_container_cgroups` | gauge | container |
+//! | `asmguard_oracle_binary_allowed` | gauge (1) | home, binary, uid |
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -125,6 +126,9 @@ pub struct Counters {
     pub conflicts: Vec<(String, String, String)>,
     /// container -> the cgroups its patterns match now (0: not running).
     pub container_cgroups: BTreeMap<String, u64>,
+    /// The Oracle home binaries the filter allows, (home, binary path, the
+    /// owner uid a process running it must have).
+    pub oracle_binaries: Vec<(String, String, u32)>,
 }
 
 /// Where the collector gets [`Counters`] from at scrape time (the daemon reads
@@ -257,6 +261,7 @@ const FAMILIES: &[Family] = &[
     asm_header_unmanaged,
     label_conflict,
     container_cgroups,
+    oracle_binary_allowed,
 ];
 
 /// The labels of a (disk, op) entry, as the encoder wants them.
@@ -534,6 +539,29 @@ fn container_cgroups(s: &Scrape<'_>, enc: &mut DescriptorEncoder) -> Result<(), 
     Ok(())
 }
 
+fn oracle_binary_allowed(
+    s: &Scrape<'_>,
+    enc: &mut DescriptorEncoder,
+) -> Result<(), std::fmt::Error> {
+    let mut m = enc.encode_descriptor(
+        "asmguard_oracle_binary_allowed",
+        "An Oracle home binary the write filter allows when run by its owner uid \
+         (oracle_homes: bin/oracle, and ocssd.bin, crsd.bin in the Grid home)",
+        None,
+        MetricType::Gauge,
+    )?;
+    for (home, binary, uid) in &s.counters.oracle_binaries {
+        let uid = uid.to_string();
+        m.encode_family(&[
+            ("home", home.as_str()),
+            ("binary", binary.as_str()),
+            ("uid", uid.as_str()),
+        ])?
+        .encode_gauge(&1i64)?;
+    }
+    Ok(())
+}
+
 /// The collector registered with the registry: reads everything at scrape time.
 #[derive(Debug)]
 struct IoCollector(Arc<Shared>);
@@ -764,6 +792,27 @@ mod tests {
             hist.lat_sum_ns += n * crate::hist::slot_max_ns(k.min(NSLOTS - 2));
         }
         RawEntry { dev, op, hist }
+    }
+
+    #[test]
+    fn oracle_binaries_are_one_gauge_each() {
+        let c = Counters {
+            oracle_binaries: vec![(
+                "/u01/app/19c/grid".into(),
+                "/u01/app/19c/grid/bin/oracle".into(),
+                54331,
+            )],
+            ..Counters::default()
+        };
+        let m = Metrics::with_source(Arc::new(Fake(vec![])));
+        m.set_counter_source(Arc::new(c));
+        let text = m.encode_prometheus_text();
+        assert!(
+            text.contains(
+                "asmguard_oracle_binary_allowed{home=\"/u01/app/19c/grid\",binary=\"/u01/app/19c/grid/bin/oracle\",uid=\"54331\"} 1"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

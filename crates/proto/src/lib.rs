@@ -741,6 +741,10 @@ pub struct Conflict {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LsdskResult {
     pub disks: Vec<DiskInfo>,
+    /// The Oracle homes whose binaries may write (`oracle_homes`), one line
+    /// each: `grid home /u01/app/19c/grid: oracle (uid 54331), ...`.
+    #[serde(default)]
+    pub oracle_homes: Vec<String>,
     pub conflicts: Vec<Conflict>,
     /// Devices looked at (after include/exclude).
     pub devices_scanned: usize,
@@ -1306,6 +1310,7 @@ mod json_names {
             "serial":"S1","wwn":"0x5000",
             "presented":[{"container":"rac1","path":"/dev/asmguard/containers/rac1/DATA1",
                           "uid":154331,"gid":154329,"mode":"0660"}]}],
+            "oracle_homes":["grid home /u01/app/19c/grid: oracle (uid 54331)"],
             "conflicts":[{"label":"TWIN","devices":["/dev/sde","/dev/sdf"]}],
             "devices_scanned":7,"unreadable":["sdz: I/O error"],
             "unmanaged":[{"device":"/dev/sdy","label":"data1","reason":"r"}],

@@ -62,6 +62,17 @@ if ! agd_start /tmp/homes.toml $LOG; then
 fi
 expect_ok label $C label HOMES "$D"
 info "status: $($C status 2>&1 | grep -i -E 'home|oracle' | head -n 3)"
+# status, lsdsk --json name the homes and binaries allowed
+st=$($C status 2>&1)
+case $st in
+*"oracle homes: uid 54331 AND executable $GH/bin/oracle"*) pass status-names-the-rule "$(echo "$st" | grep -m1 'who may write')" ;;
+*) fail status-names-the-rule "$(echo "$st" | grep -i -E 'who may write|oracle homes')" ;;
+esac
+js=$($C lsdsk --json 2>&1)
+case $js in
+*'"oracle_homes"'*"$GH"*) pass lsdsk-json-names-the-home "$(echo "$js" | tr -d '\n' | grep -o '"oracle_homes": *\[[^]]*\]' | head -n 1)" ;;
+*) fail lsdsk-json-names-the-home "$(echo "$js" | head -c 300)" ;;
+esac
 
 M=$((1024 * 1024))
 expect_ok standin-writes as_user grid $GH/bin/oracle "$D" $((M + 4096))
