@@ -111,9 +111,17 @@ for n in "$NC" $NG; do
 	expect_fail "nvme-security-send-$t.refused" "$EPERM" "$NVME" security-send "$n" --secp=1 --spsp=1 --tl=512 --file=/tmp/ds512
 done
 sleep 1
+# the events name the command only where the filter reads it (not where every
+# passthrough is refused unread: 5.10+lsm's all-or-nothing rule)
+prule=$($C status 2>&1 | sed -n 's/^sg_io \/ nvme: *//p')
 for pat in "opcode 0x80 \(FORMAT NVM\)" "opcode 0x84 \(SANITIZE\)" "opcode 0x0d \(NAMESPACE MANAGEMENT\)" \
 	"opcode 0x15 \(NAMESPACE ATTACHMENT\)" "opcode 0x81 \(SECURITY SEND\)"; do
 	c=event-names.$(echo "$pat" | sed 's/.*(\(.*\)\\)/\1/' | tr -c 'A-Za-z\n' '_')
+	case $prule in
+	"all-or-nothing"* | "not filtered"*)
+		na "$c" "the filter does not read the command here ($prule)"
+		continue ;;
+	esac
 	if l=$(grep -E -m1 -- "operation=NVME_IOCTL_ADMIN(64)?_CMD $pat" /tmp/ds.log); then
 		pass "$c" "$l"
 	else
