@@ -444,9 +444,11 @@ static __always_inline int compat_syscall(struct task_struct *t)
 }
 
 /* Whether the passthrough command of ioctl `cmd` at `arg` is read class; *info
- * gets its opcode (AG_EV_CMD) when it could be read. */
+ * gets its opcode (AG_EV_CMD) when it could be read. `threads_ok`: the
+ * caller's other threads are trusted not to rewrite it (a disk-query tool run
+ * as host root: multipathd's checkers are threads). */
 static __always_inline bool passthrough_read_class(__u32 cmd, unsigned long arg, __u32 *info,
-						   bool sleepable)
+						   bool sleepable, bool threads_ok)
 {
 	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
 	union {
@@ -456,7 +458,7 @@ static __always_inline bool passthrough_read_class(__u32 cmd, unsigned long arg,
 	int native, compat, is_compat;
 
 	/* Another thread could rewrite the command after this read. */
-	if (BPF_CORE_READ(t, mm, mm_users.counter) != 1)
+	if (!threads_ok && BPF_CORE_READ(t, mm, mm_users.counter) != 1)
 		return false;
 	if (cmd != SG_IO)
 		return cdb_class(arg, 1, AG_CMD_NVME_ADMIN, info, sleepable) == AG_CDB_READ;
@@ -486,23 +488,28 @@ static __always_inline bool passthrough_read_class(__u32 cmd, unsigned long arg,
 	return false;
 }
 
-/* Whether a read-class passthrough command of this caller must not be let
- * through on its class: the command is read here before the kernel copies it
- * again, so a caller could rewrite it in between (another process sharing
- * the page, process_vm_writev, its own O_DIRECT read landing in it). For a
- * caller without CAP_SYS_RAWIO (SG_IO) or CAP_SYS_ADMIN (NVMe admin) in the
- * initial user namespace the kernel refuses write commands after its own
- * copy (scsi_cmd_allowed, nvme_cmd_allowed); one holding it gets the class
- * rule only when it runs a disk-query tool as host root (bpf/rules.h), and
- * otherwise only what an allow rule gives it. */
-static __always_inline bool raced_passthrough(__u32 cmd)
+/* How far the class rule trusts this caller's read-class passthrough: the
+ * command is read here before the kernel copies it again, so a caller could
+ * rewrite it in between (another thread, another process sharing the page,
+ * process_vm_writev, its own O_DIRECT read landing in it).
+ *  1: a disk-query tool run as host root (bpf/rules.h): the class rule, its
+ *     threads trusted (multipathd's path checkers are threads);
+ *  0: a caller without CAP_SYS_RAWIO (SG_IO) or CAP_SYS_ADMIN (NVMe admin) in
+ *     the initial user namespace: the class rule, single-threaded callers
+ *     only; the kernel itself refuses write commands to it after its own copy
+ *     (scsi_cmd_allowed, nvme_cmd_allowed);
+ * -1: any other caller holding the capability: no class rule, only what an
+ *     allow rule gives it. */
+static __always_inline int passthrough_trust(__u32 cmd)
 {
 	struct ag_task k;
 
 	task_init(&k);
-	if (!host_capable(k.c, cmd == SG_IO ? CAP_SYS_RAWIO : CAP_SYS_ADMIN))
-		return false;
-	return !runs_tool(&k, AG_TOOL_QUERY);
+	if (runs_tool(&k, AG_TOOL_QUERY))
+		return 1;
+	if (host_capable(k.c, cmd == SG_IO ? CAP_SYS_RAWIO : CAP_SYS_ADMIN))
+		return -1;
+	return 0;
 }
 
 /* file_ioctl with the read class of SG_IO and NVMe admin commands let
@@ -519,9 +526,12 @@ static __always_inline int ioctl_by_class_rule(struct file *file, unsigned int c
 	if (!d)
 		return 0;
 	/* The command is read for every caller: the event names its opcode. */
-	if (classed_ioctl(cmd) && passthrough_read_class(cmd, arg, &flags, sleepable) &&
-	    !raced_passthrough(cmd))
-		return 0;
+	if (classed_ioctl(cmd)) {
+		int trust = passthrough_trust(cmd);
+
+		if (passthrough_read_class(cmd, arg, &flags, sleepable, trust > 0) && trust >= 0)
+			return 0;
+	}
 	return verdict(d, dev, flags, AG_HOOK_FILE_IOCTL, cmd, true);
 }
 

@@ -3,7 +3,7 @@
 # with `[[rule]] users = ["grid"], units = ["oracle-ohasd.service"]` and no plain
 # allow-list, grid's writes from that unit (a transient unit systemd-run makes,
 # in system.slice) land, and the same user's `dd` from a login session
-# (`su - grid`) is refused; multipathd still checks the paths of the managed
+# (`runuser -l grid`: su's login shell, without a password for root) is refused; multipathd still checks the paths of the managed
 # multipath disk (read-class SG_IO as a disk-query tool), and the WWID that udev's
 # scsi_id reads stays in udev's database. The configuration is put back at the end.
 . /vmtests/lib.sh
@@ -33,7 +33,7 @@ esac
 
 before=$(sha "$D")
 # a login session of grid: refused
-if su - grid -s /bin/sh -c "dd if=/tmp/junk of=$D seek=300 $DDW" >/tmp/ur.su 2>&1; then
+if runuser -l grid -s /bin/sh -c "dd if=/tmp/junk of=$D seek=300 $DDW" >/tmp/ur.su 2>&1; then
 	fail su-grid-refused "grid's dd from su - grid wrote: $(cat /tmp/ur.su)"
 else
 	case $(cat /tmp/ur.su) in
