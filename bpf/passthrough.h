@@ -37,6 +37,9 @@ static __always_inline bool scsi_read_class(__u8 op, __u8 sa)
 	case 0x5a: /* MODE SENSE(10) */
 	case 0x88: /* READ(16) */
 	case 0xa0: /* REPORT LUNS */
+	case 0xa3: /* MAINTENANCE IN: reports only (REPORT TARGET PORT GROUPS,
+		      multipathd's ALUA prioritizer; REPORT SUPPORTED OPCODES ...);
+		      its setting twin is MAINTENANCE OUT, 0xa4 */
 	case 0xa8: /* READ(12) */
 		return true;
 	case 0x9e: /* SERVICE ACTION IN(16) */
