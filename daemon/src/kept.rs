@@ -14,6 +14,16 @@
 //! else the one the stable link `/dev/asmguard/disks/<LABEL>` points at now.
 //! When none of them names a claimant (two disks with one label found at
 //! boot), none is used, as before.
+//!
+//! A label this daemon saw appear moments ago is not yet anyone's: when two
+//! RAC nodes label two shared disks with one name at once, each node sees
+//! its own label first and the other's one label-watch round later, so
+//! "first" would name a different disk on each node and the nodes would link
+//! different disks under one name. A claimant younger than the settle window
+//! (two label-watch rounds and the label's own confirmation) keeps nothing:
+//! the conflict is judged alike on every node (neither is used until one is
+//! relabelled). A claimant found at the daemon's start, or older than the
+//! window, is established and keeps its label.
 
 use crate::model::{stable_path, Model};
 use asmguard_devices::KernelDev;
@@ -21,21 +31,48 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 #[derive(Debug)]
 pub struct Kept {
     dir: PathBuf,
     /// label -> device number last recorded (or read back).
     told: Mutex<BTreeMap<String, KernelDev>>,
+    /// label -> the claimant that took it during this daemon's life, and when
+    /// (claimants found by the first model are not here: established).
+    appeared: Mutex<BTreeMap<String, (KernelDev, Instant)>>,
+    /// How long a new claimant stays too young to keep its label.
+    settle: Duration,
+    /// Whether a model was recorded yet (the first one is the start's).
+    started: std::sync::atomic::AtomicBool,
 }
 
 impl Kept {
-    /// Records under `<runtime_dir>/kept`.
-    pub fn new(runtime_dir: &Path) -> Kept {
+    /// Records under `<runtime_dir>/kept`; a claimant younger than `settle`
+    /// keeps nothing (see the module).
+    pub fn new(runtime_dir: &Path, settle: Duration) -> Kept {
         Kept {
             dir: runtime_dir.join("kept"),
             told: Mutex::default(),
+            appeared: Mutex::default(),
+            settle,
+            started: Default::default(),
         }
+    }
+
+    /// The settle window for a label watch of `watch` per round: two rounds
+    /// (the other node's label is seen within one, ours within one there)
+    /// and the label operation's own confirmation.
+    pub fn settle_for(watch: Duration) -> Duration {
+        watch * 2 + Duration::from_secs(3)
+    }
+
+    /// Whether `dev` took `label` less than the settle window ago.
+    fn too_young(&self, label: &str, dev: KernelDev) -> bool {
+        let appeared = self.appeared.lock().unwrap_or_else(|p| p.into_inner());
+        appeared
+            .get(label)
+            .is_some_and(|(d, t)| *d == dev && t.elapsed() < self.settle)
     }
 
     /// The device number recorded for `label`.
@@ -61,6 +98,15 @@ impl Kept {
                 .iter()
                 .find(|d| d.label.as_str() == label && !d.conflict)
                 .map(|d| d.top.dev);
+            // a race between nodes is judged alike everywhere, and stays so
+            // (the record forgotten: a restart does not pick a side either)
+            let undecided = prev.conflicts.contains_key(&label) && !prev.kept.contains_key(&label);
+            if undecided || before.is_some_and(|dev| self.too_young(&label, dev)) {
+                if !undecided {
+                    self.forget(&label);
+                }
+                continue;
+            }
             let first = before
                 .or_else(|| self.recorded(&label))
                 .or_else(|| linked(&label));
@@ -76,13 +122,35 @@ impl Kept {
         }
     }
 
-    /// Records the device of every label `m` uses whose record changed.
-    pub fn record(&self, m: &Model) {
+    /// Forgets which disk had `label` (a conflict nobody keeps).
+    fn forget(&self, label: &str) {
         let mut told = self.told.lock().unwrap_or_else(|p| p.into_inner());
+        told.remove(label);
+        match std::fs::remove_file(self.dir.join(label)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => tracing::warn!(
+                "{}: cannot forget which disk had label {label}: {e} (after a restart it \
+                 would keep the label)",
+                self.dir.display()
+            ),
+        }
+    }
+
+    /// Records the device of every label `m` uses whose record changed (and,
+    /// after the first model, when it took the label).
+    pub fn record(&self, m: &Model) {
+        let first = !self.started.swap(true, std::sync::atomic::Ordering::SeqCst);
+        let mut told = self.told.lock().unwrap_or_else(|p| p.into_inner());
+        let mut appeared = self.appeared.lock().unwrap_or_else(|p| p.into_inner());
+        appeared.retain(|_, (_, t)| t.elapsed() < self.settle);
         for d in m.disks.iter().filter(|d| !d.conflict) {
             let label = d.label.as_str();
             if told.get(label) == Some(&d.top.dev) {
                 continue;
+            }
+            if !first {
+                appeared.insert(label.to_string(), (d.top.dev, Instant::now()));
             }
             let write = || -> std::io::Result<()> {
                 std::fs::create_dir_all(&self.dir)?;
@@ -175,7 +243,7 @@ mod tests {
     #[test]
     fn the_first_claimant_keeps_its_label_across_a_restart() {
         let dir = tempfile::tempdir().unwrap();
-        let k = Kept::new(dir.path());
+        let k = Kept::new(dir.path(), Duration::ZERO);
         let a = disk_for_tests("PLANT1", "loop3", KernelDev::new(7, 3).unwrap());
         let b = disk_for_tests("PLANT1", "loop4", KernelDev::new(7, 4).unwrap());
         // one disk: used and recorded
@@ -192,15 +260,55 @@ mod tests {
         assert!(!m.disks[1].conflict && m.disks[0].conflict);
         assert_eq!(m.disk("PLANT1").unwrap().top.name, "loop3");
         // a restart: no previous model; the record says who was first
-        let k2 = Kept::new(dir.path());
+        let k2 = Kept::new(dir.path(), Duration::ZERO);
         let mut m = model(vec![b.clone(), a.clone()]);
         k2.resolve(&Model::default(), &mut m);
         assert_eq!(m.kept["PLANT1"], "/dev/loop3");
         // nothing says who was first: neither is used
-        let k3 = Kept::new(&dir.path().join("elsewhere"));
+        let k3 = Kept::new(&dir.path().join("elsewhere"), Duration::ZERO);
         let mut m = model(vec![b, a]);
         k3.resolve(&Model::default(), &mut m);
         assert!(m.kept.is_empty() && m.disks.iter().all(|d| d.conflict));
         assert!(m.disk("PLANT1").is_none());
+    }
+
+    /// Two nodes label two shared disks with one name at once: each sees its
+    /// own first, so a young claimant keeps nothing (neither is used, on
+    /// every node alike), stays undecided after the window, and its record is
+    /// forgotten (a restart does not pick a side); once established, a
+    /// claimant keeps its label against a newcomer.
+    #[test]
+    fn a_young_claimant_keeps_nothing_and_the_conflict_stays_undecided() {
+        let dir = tempfile::tempdir().unwrap();
+        let k = Kept::new(dir.path(), Duration::from_millis(300));
+        let a = disk_for_tests("PAIRDUP", "vdc", KernelDev::new(254, 32).unwrap());
+        let b = disk_for_tests("PAIRDUP", "vdd", KernelDev::new(254, 48).unwrap());
+        k.record(&Model::default()); // the daemon's start: nothing yet
+        let labelled = model(vec![a.clone()]);
+        k.record(&labelled); // labelled here just now
+        let mut m = model(vec![a.clone(), b.clone()]);
+        k.resolve(&labelled, &mut m);
+        assert!(m.kept.is_empty() && m.disks.iter().all(|d| d.conflict));
+        assert!(
+            !dir.path().join("kept/PAIRDUP").exists(),
+            "record forgotten"
+        );
+        std::thread::sleep(Duration::from_millis(400));
+        let mut later = model(vec![a.clone(), b.clone()]);
+        k.resolve(&m, &mut later);
+        assert!(later.kept.is_empty(), "undecided stays undecided");
+        let k2 = Kept::new(dir.path(), Duration::from_millis(300));
+        let mut restarted = model(vec![a.clone(), b.clone()]);
+        k2.resolve(&Model::default(), &mut restarted);
+        assert!(restarted.kept.is_empty(), "a restart picks no side");
+
+        // established (older than the window): the first keeps it
+        let k3 = Kept::new(&dir.path().join("other"), Duration::from_millis(300));
+        k3.record(&Model::default());
+        k3.record(&labelled);
+        std::thread::sleep(Duration::from_millis(400));
+        let mut m = model(vec![b, a]);
+        k3.resolve(&labelled, &mut m);
+        assert_eq!(m.kept["PAIRDUP"], "/dev/vdc");
     }
 }

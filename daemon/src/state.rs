@@ -263,6 +263,8 @@ impl Daemon {
             .ok()
             .flatten()
             .map(|g| g.gid.as_raw());
+        let settle =
+            crate::kept::Kept::settle_for(Duration::from_secs(cfg.devices.label_watch_seconds));
         Daemon {
             rules: cfg.rules(),
             cfg,
@@ -292,7 +294,7 @@ impl Daemon {
             cgroup_root: asmguard_guard::guard::cgroup2_root().ok(),
             found: Mutex::default(),
             presenter: Default::default(),
-            kept: crate::kept::Kept::new(&runtime_dir),
+            kept: crate::kept::Kept::new(&runtime_dir, settle),
             runtime_dir,
         }
     }
@@ -1074,12 +1076,16 @@ impl Daemon {
         write: impl FnOnce(&Path, WriteOpen) -> Result<labelling::Outcome, LabelOpError>,
         written: impl FnOnce(),
     ) -> Result<labelling::Outcome, ErrorBody> {
-        let mut out = write(&sd.dev_path(), self.write_open(sd)).map_err(map_op_error);
+        let raw = write(&sd.dev_path(), self.write_open(sd));
+        // the read-back found other bytes: another host may have written the
+        // same sector at the same moment; the settled disk says which
+        let raced = matches!(&raw, Err(LabelOpError::Dev(DevError::VerifyFailed { .. })));
+        let mut out = raw.map_err(map_op_error);
         if out.is_ok() {
             written();
             self.after_write(sd);
         }
-        if matches!(&out, Ok(o) if !o.written.is_empty()) {
+        if raced || matches!(&out, Ok(o) if !o.written.is_empty()) {
             if let Err(e) = self.confirm(sd, expect) {
                 out = Err(e);
             }
