@@ -34,7 +34,7 @@ for line in $LINES; do
     # one-thread TCG: the bench attaches and detaches programs under load,
     # which multi-threaded TCG has crashed (BENCHMARKS.md); VM_ACCEL=tcg overrides
     VM_ACCEL=${VM_ACCEL:-tcg,thread=single} \
-    VM_BUILD=0 VM_EXTRA_TOOLS=bpftool VM_TEST_TIMEOUT=500 VM_TIMEOUT=600 \
+    LAB_GUEST_SLOTS=2 VM_BUILD=0 VM_EXTRA_TOOLS=bpftool VM_TEST_TIMEOUT=500 VM_TIMEOUT=600 \
         flock /tmp/asmguard-vm.lock tests/vm/run.sh "$line" filter-cost >"$OUT/$line.run" 2>&1
     # (a line whose filter is fmod_ret boots every test one-thread: its other log)
     log=tests/vm/work/$line.log

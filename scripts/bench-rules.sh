@@ -17,7 +17,7 @@ cargo build --release --workspace --bins >&2 || exit 1
 } >"$OUT/results.md"
 for line in $LINES; do
     echo "bench-rules: $line ..." >&2
-    VM_BUILD=0 VM_EXTRA_TOOLS=bpftool VM_TEST_TIMEOUT=500 VM_TIMEOUT=600 \
+    LAB_GUEST_SLOTS=2 VM_BUILD=0 VM_EXTRA_TOOLS=bpftool VM_TEST_TIMEOUT=500 VM_TIMEOUT=600 \
         tests/vm/run.sh "$line" rule-cost >"$OUT/$line.run" 2>&1
     log=tests/vm/work/$line.log
     grep -h 'VMINFO rule-cost bench' "$log" tests/vm/work/"$line".one-thread.log 2>/dev/null >"$OUT/$line.txt"

@@ -1,10 +1,10 @@
 #!/bin/bash
 # tests/system/all.sh - the whole system lab: the package's host checks
 # (tests/system/package.sh), then the booted Debian 12 host on each kernel line of
-# SYS_LINES (default "6.1 6.12"), one after the other (TCG wants both host cores), then
-# the container tests (lxc, podman, nspawn: their own 6.12 boot, "system-6.12-containers";
-# SYS_CONTAINERS=0 skips them), then the two-node mode (run.sh pair, two guests sharing
-# disks; SYS_PAIR=0 skips it).
+# SYS_LINES (default "6.1 6.12"), the container tests (lxc, podman, nspawn: their own
+# 6.12 boot, "system-6.12-containers"; SYS_CONTAINERS=0 skips them) and the two-node mode
+# (run.sh pair, two guests sharing disks; SYS_PAIR=0 skips it), in two streams side by
+# side (below).
 #
 #   tests/system/all.sh [TEST...]
 #
@@ -24,23 +24,62 @@ if [ "${SYS_BUILD:-1}" = 1 ]; then
 		exit 1
 	fi
 fi
-"$SYS_DIR/package.sh" | tee "$tmp"
-vm_tally system-package "$tmp"
-for line in ${SYS_LINES:-6.1 6.12}; do
-	SYS_BUILD=0 "$SYS_DIR/run.sh" "$line" "$@" | tee "$tmp"
-	vm_tally "system-$line" "$tmp"
-done
-# the container tests (issue 23: their header says named-only, so the runs above leave them out)
+out=$(mktemp -d)
+trap 'rm -rf "$tmp" "$out"' EXIT
+# The runs, in two streams side by side (each guest takes one of the machine's two
+# slots, the pair both: tests/vm/results.sh lab_machine_lock; a guest keeps about one
+# host core busy): the first the container boot and the first line, the second the
+# package checks, the other lines and the pair. Each run's output is kept and printed
+# in this order when all are done.
+runs_a=() runs_b=(package)
+lines_=(${SYS_LINES:-6.1 6.12})
+if [ "${SYS_CONTAINERS:-1}" = 1 ] && [ $# = 0 ]; then runs_a+=(containers); fi
+runs_a+=("line:${lines_[0]}")
+for l in "${lines_[@]:1}"; do runs_b+=("line:$l"); done
+if [ "${SYS_PAIR:-1}" = 1 ] && [ $# = 0 ]; then runs_b+=(pair); fi
+order=("${runs_b[0]}" "${runs_a[@]}" "${runs_b[@]:1}")
+
+# the packages, images and kernels first, once (the streams would race to make them)
+. "$SYS_DIR/env.sh"
+vm_deps $VM_LAB_PKGS mmdebstrap e2fsprogs lintian rpm ||
+	echo "system: could not install the lab's packages (each run reports it)" >&2
+sys_image >/dev/null || echo "system: could not build the base image (each run reports it)" >&2
 if [ "${SYS_CONTAINERS:-1}" = 1 ] && [ $# = 0 ]; then
-	SYS_BUILD=0 SYS_RUN=6.12-containers SYS_TEST_TIMEOUT=${SYS_TEST_TIMEOUT:-300} \
-		SYS_TIMEOUT=${SYS_TIMEOUT:-900} "$SYS_DIR/run.sh" 6.12 lxc podman nspawn | tee "$tmp"
-	vm_tally system-6.12-containers "$tmp"
+	sys_image containers >/dev/null || echo "system: could not build the container image" >&2
 fi
-# the two-node mode (its own tests; SYS_PAIR=0 skips it)
-if [ "${SYS_PAIR:-1}" = 1 ] && [ $# = 0 ]; then
-	SYS_BUILD=0 "$SYS_DIR/run.sh" pair | tee "$tmp"
-	vm_tally system-pair "$tmp"
-fi
+for l in "${lines_[@]}" ${PAIR_LINE:-6.12}; do vm_fetch_kernel "$l" >/dev/null 2>&1 || true; done
+
+# run_one RUN: one run, its output in $out/RUN (name: the tally's)
+run_one() {
+	local r=$1 f=$out/${1//[:\/]/_}
+	shift
+	case $r in
+	package) "$SYS_DIR/package.sh" >"$f" 2>&1 ;;
+	containers)
+		SYS_BUILD=0 SYS_RUN=6.12-containers SYS_TEST_TIMEOUT=${SYS_TEST_TIMEOUT:-300} \
+			SYS_TIMEOUT=${SYS_TIMEOUT:-900} "$SYS_DIR/run.sh" 6.12 lxc podman nspawn >"$f" ;;
+	line:*) SYS_BUILD=0 "$SYS_DIR/run.sh" "${r#line:}" "$@" >"$f" ;;
+	pair) SYS_BUILD=0 "$SYS_DIR/run.sh" pair >"$f" ;;
+	esac
+}
+tally_name() {
+	case $1 in
+	package) echo system-package ;;
+	containers) echo system-6.12-containers ;;
+	line:*) echo "system-${1#line:}" ;;
+	pair) echo system-pair ;;
+	esac
+}
+t0=$SECONDS
+(for r in "${runs_a[@]}"; do run_one "$r" "$@"; done) &
+(for r in "${runs_b[@]}"; do run_one "$r" "$@"; done) &
+wait
+echo "system: two streams side by side: ${runs_a[*]} | ${runs_b[*]}: $((SECONDS - t0))s" >&2
+for r in "${order[@]}"; do
+	f=$out/${r//[:\/]/_}
+	cat "$f"
+	vm_tally "$(tally_name "$r")" "$f"
+done
 printf '%s\n' "${TALLY_LINES[@]}"
 echo "system: $TALLY_PASS passed, $TALLY_FAIL failed"
 [ "$TALLY_FAIL" = 0 ]

@@ -156,6 +156,10 @@ sys_image() {
 		tar=$SYS_CACHE/bookworm-containers-$hash.tar
 		pkgs="$pkgs $SYS_CTR_PKGS"
 	fi
+	mkdir -p "$SYS_CACHE"
+	# one builder per image (the system lab's runs may start side by side)
+	exec 6>"$tar.lock"
+	flock 6
 	if [ ! -s "$tar" ]; then
 		mkdir -p "$SYS_CACHE"
 		echo "image: building $tar (mmdebstrap bookworm)" >&2
@@ -167,6 +171,7 @@ sys_image() {
 		mv "$tar.part" "$tar"
 		echo "image: built in $((SECONDS - t0))s ($(du -h "$tar" | cut -f1))" >&2
 	fi
+	exec 6>&-
 	echo "$tar"
 }
 

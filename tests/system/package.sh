@@ -24,7 +24,7 @@ sys_report_init system-package
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-deb=$(cd "$ROOT" && BIN=${BIN:-target/release} scripts/package.sh 2>"$tmp/build.err") && deb=$ROOT/$deb
+deb=$(cd "$ROOT" && flock target/.package.lock env BIN=${BIN:-target/release} scripts/package.sh 2>"$tmp/build.err") && deb=$ROOT/$deb
 if [ ! -s "$deb" ]; then
 	sys_fail build "scripts/package.sh: $(tail -n 3 "$tmp/build.err")"
 	sys_report_end
@@ -73,7 +73,7 @@ else
 fi
 
 # The RPM: the same files, the three scriptlets.
-rpmf=$(cd "$ROOT" && BIN=${BIN:-target/release} scripts/package.sh rpm 2>"$tmp/rpm.err") && rpmf=$ROOT/$rpmf
+rpmf=$(cd "$ROOT" && flock target/.package.lock env BIN=${BIN:-target/release} scripts/package.sh rpm 2>"$tmp/rpm.err") && rpmf=$ROOT/$rpmf
 if [ -s "$rpmf" ]; then
 	rpm -qpl "$rpmf" 2>/dev/null | sort >"$tmp/rpm.files"
 	grep '[^/]$' "$tmp/listing" | sort >"$tmp/deb.files"

@@ -64,10 +64,13 @@ if [ "${SYS_BUILD:-1}" = 1 ] || [ ! -x "$synth" ]; then
 	(cd "$SYS_ROOT" && cargo build --release -q -p asmguardd -p asmguardctl -p asmguard-reclaim --bin asmguard-synth-asm) >&2 ||
 		summary_fail "cargo build --release failed"
 fi
-deb=$(cd "$SYS_ROOT" && BIN=target/release scripts/package.sh) || summary_fail "scripts/package.sh failed"
+deb=$(cd "$SYS_ROOT" && flock target/.package.lock env BIN=target/release scripts/package.sh) ||
+	summary_fail "scripts/package.sh failed"
 deb=$SYS_ROOT/$deb
 
-lab_lock "$name" "$SYS_WORK" "system lab"
+# one pair run at a time in this checkout; two guests: both of the machine's slots
+mkdir -p "$SYS_WORK/locks/pair"
+lab_lock "$name" "$SYS_WORK/locks/pair" "system lab pair" 2
 t_start=$SECONDS
 image=$(sys_image) || summary_fail "could not build the image (tests/system/image.sh)"
 vm_fetch_kernel "$line" || summary_fail "could not fetch the $line kernel"

@@ -52,10 +52,13 @@ if [ "${SYS_BUILD:-1}" = 1 ]; then
 	(cd "$SYS_ROOT" && cargo build --release -q -p asmguardd -p asmguardctl) >&2 ||
 		summary_fail "cargo build --release failed"
 fi
-deb=$(cd "$SYS_ROOT" && BIN=target/release scripts/package.sh) || summary_fail "scripts/package.sh failed"
+deb=$(cd "$SYS_ROOT" && flock target/.package.lock env BIN=target/release scripts/package.sh) ||
+	summary_fail "scripts/package.sh failed"
 deb=$SYS_ROOT/$deb
 
-lab_lock "$name" "$SYS_WORK" "system lab"
+# one run of this name at a time in this checkout; one guest: one of the machine's slots
+mkdir -p "$SYS_WORK/locks/$run"
+lab_lock "$name" "$SYS_WORK/locks/$run" "system lab $run" 1
 
 t0=$SECONDS
 # Each test's header settings (lab_test_settings, tests/vm/README.md "Test headers"):

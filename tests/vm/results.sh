@@ -63,12 +63,12 @@ vm_tally() {
 	TALLY_FAIL=$((TALLY_FAIL + $(echo "$s" | sed -E 's/.*, ([0-9]+) failed$/\1/')))
 }
 
-# lab_lock NAME DIR WHAT: one WHAT run at a time on this checkout (lab_checkout_lock)
-# and both of the machine's guest slots (lab_machine_lock 2): a lab run whose guests
-# want both host cores the whole time (the system lab).
+# lab_lock NAME DIR WHAT SLOTS: one WHAT run at a time in DIR (lab_checkout_lock) and
+# SLOTS of the machine's two guest slots (lab_machine_lock: 1 for a run that boots one
+# guest, 2 for one that boots two at once, the system lab's pair).
 lab_lock() {
-	lab_checkout_lock "$@"
-	lab_machine_lock "$1" 2
+	lab_checkout_lock "$1" "$2" "$3"
+	lab_machine_lock "$1" "${4:-2}"
 }
 
 # lab_checkout_lock NAME DIR WHAT: one WHAT run at a time on this checkout (they share
@@ -81,14 +81,14 @@ lab_checkout_lock() {
 	fi
 }
 
-# lab_machine_lock NAME SLOTS: the machine's host cores for a guest, whichever checkout
-# it comes from. A multi-threaded TCG guest wants both cores (SLOTS 2: two such guests
-# on two cores slow each other past the labs' timeouts): it holds the lock file
-# LAB_MACHINE_LOCK (default /tmp/asmguard-lab.lock) exclusively. A one-thread guest
-# (-accel tcg,thread=single) wants one (SLOTS 1): it holds one of the two slot files
-# (LAB_MACHINE_LOCK.slot1, .slot2) exclusively and the lock file shared, so two run
-# side by side and never beside a multi-threaded guest. Held on fds 7 and 8 until
-# lab_machine_unlock (or the shell's exit); the guest's qemu inherits them.
+# lab_machine_lock NAME SLOTS: the machine's host cores for guests, whichever checkout
+# they come from. A guest, multi-threaded (-smp 2) or one-thread, keeps about one host
+# core busy (its tests mostly wait: tests/vm/all.sh has the measurement), so a guest
+# takes one slot (SLOTS 1): one of the two slot files (LAB_MACHINE_LOCK.slot1, .slot2,
+# default /tmp/asmguard-lab.lock.slotN) exclusively and the lock file shared, and two
+# guests run side by side. SLOTS 2 (two guests at once, or a benchmark that wants the
+# machine quiet) holds the lock file LAB_MACHINE_LOCK exclusively. Held on fds 7 and 8
+# until lab_machine_unlock (or the shell's exit); the guest's qemu inherits them.
 lab_machine_lock() {
 	local a=${LAB_MACHINE_LOCK:-/tmp/asmguard-lab.lock} said="" mode=-x
 	if [ "$2" = 1 ]; then
