@@ -26,18 +26,22 @@ if [ "${SYS_BUILD:-1}" = 1 ]; then
 fi
 out=$(mktemp -d)
 trap 'rm -rf "$tmp" "$out"' EXIT
-# The runs, in two streams side by side (each guest takes one of the machine's two
-# slots, the pair both: tests/vm/results.sh lab_machine_lock; a guest keeps about one
-# host core busy): the first the container boot and the first line, the second the
-# package checks, the other lines and the pair. Each run's output is kept and printed
-# in this order when all are done.
-runs_a=() runs_b=(package)
+# The runs: first the pair (its two guests take both of the machine's guest slots:
+# tests/vm/results.sh lab_machine_lock) beside the package checks (no guest), then two
+# streams side by side, one guest each (a guest keeps about one host core busy): the
+# container boot in one, the kernel lines one after the other in the other. Each
+# run's output is kept and printed in this order when all are done.
+first=(package) runs_a=() runs_b=()
 lines_=(${SYS_LINES:-6.1 6.12})
+if [ "${SYS_PAIR:-1}" = 1 ] && [ $# = 0 ]; then first+=(pair); fi
 if [ "${SYS_CONTAINERS:-1}" = 1 ] && [ $# = 0 ]; then runs_a+=(containers); fi
-runs_a+=("line:${lines_[0]}")
-for l in "${lines_[@]:1}"; do runs_b+=("line:$l"); done
-if [ "${SYS_PAIR:-1}" = 1 ] && [ $# = 0 ]; then runs_b+=(pair); fi
-order=("${runs_b[0]}" "${runs_a[@]}" "${runs_b[@]:1}")
+for l in "${lines_[@]}"; do runs_b+=("line:$l"); done
+# no container run: the lines share the two streams
+if [ ${#runs_a[@]} = 0 ] && [ ${#runs_b[@]} -gt 1 ]; then
+	runs_a=("${runs_b[0]}")
+	runs_b=("${runs_b[@]:1}")
+fi
+order=(package "${runs_a[@]}" "${runs_b[@]}" "${first[@]:1}")
 
 # the packages, images and kernels first, once (the streams would race to make them)
 . "$SYS_DIR/env.sh"
@@ -71,10 +75,13 @@ tally_name() {
 	esac
 }
 t0=$SECONDS
+for r in "${first[@]}"; do run_one "$r" "$@" & done
+wait
+t1=$SECONDS
 (for r in "${runs_a[@]}"; do run_one "$r" "$@"; done) &
 (for r in "${runs_b[@]}"; do run_one "$r" "$@"; done) &
 wait
-echo "system: two streams side by side: ${runs_a[*]} | ${runs_b[*]}: $((SECONDS - t0))s" >&2
+echo "system: ${first[*]} side by side $((t1 - t0))s, then two streams (${runs_a[*]} | ${runs_b[*]}) $((SECONDS - t1))s" >&2
 for r in "${order[@]}"; do
 	f=$out/${r//[:\/]/_}
 	cat "$f"
