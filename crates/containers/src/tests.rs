@@ -217,8 +217,14 @@ fn find_in_a_tree() {
         let inner = loop {
             let kids = fs::read_to_string(format!("/proc/{0}/task/{0}/children", child.id()))
                 .unwrap_or_default();
+            // forked, and its maps written (unshare writes them after the
+            // fork: until then find() rightly sees no usable process)
             if let Some(k) = kids.split_whitespace().next() {
-                break k.parse().ok();
+                let mapped = fs::read_to_string(format!("/proc/{k}/uid_map"))
+                    .is_ok_and(|m| !m.trim().is_empty());
+                if mapped {
+                    break k.parse().ok();
+                }
             }
             if t0.elapsed() > Duration::from_secs(2) {
                 break None;
