@@ -15,7 +15,7 @@ use std::fmt;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 
-use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, Object, ObjectBuilder};
+use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, Object};
 
 use super::abi::{self, read_u32, STAT_RB_DROPS};
 use super::commands::PassthroughRule;
@@ -66,29 +66,6 @@ fn pinned_variant(pin_dir: &std::path::Path, backend: Backend) -> usize {
         .filter(|p| p.len() > 1)
         .any(|p| pin_dir.join("links").join(p[1]).exists());
     usize::from(fallback_pinned)
-}
-
-/// libbpf's printing off while it lives (a load that may fail: the error
-/// comes back as a value and goes into the reason), then exactly as it was:
-/// a nested one finds it off and leaves it off.
-struct Quiet(Option<(libbpf_rs::PrintLevel, libbpf_rs::PrintCallback)>);
-
-impl Quiet {
-    fn new() -> Quiet {
-        // ASMGUARD_BPF_LOG=1: libbpf's messages (the verifier's log) stay on.
-        if std::env::var_os("ASMGUARD_BPF_LOG").is_some() {
-            return Quiet(None);
-        }
-        Quiet(libbpf_rs::set_print(None))
-    }
-}
-
-impl Drop for Quiet {
-    fn drop(&mut self) {
-        if std::env::var_os("ASMGUARD_BPF_LOG").is_none() {
-            libbpf_rs::set_print(self.0.take());
-        }
-    }
 }
 
 /// Counters kept by the programs (since they were loaded).
@@ -192,9 +169,8 @@ fn attach_companions(opts: &Options, links: &mut Vec<(String, Link)>) -> Result<
     if todo.is_empty() {
         return Ok(());
     }
-    let mut open = ObjectBuilder::default()
-        .open_memory(GUARD_OBJ)
-        .map_err(|e| e.to_string())?;
+    let mut open = asmguard_bpfload::open_object(GUARD_OBJ, "opening the guard BPF object")
+        .map_err(|e| e.source.to_string())?;
     for mut prog in open.progs_mut() {
         let name = prog.name().to_string_lossy().into_owned();
         prog.set_autoload(todo.contains(&name.as_str()));
@@ -206,11 +182,8 @@ fn attach_companions(opts: &Options, links: &mut Vec<(String, Link)>) -> Result<
                 .map_err(|e| e.to_string())?;
         }
     }
-    let obj = {
-        let _quiet = Quiet::new();
-        open.load()
-    };
-    let obj = obj.map_err(|e| e.to_string())?;
+    let obj = asmguard_bpfload::load_object_quiet(open, "loading the companions")
+        .map_err(|e| e.source.to_string())?;
     let dir = match &opts.cgroup {
         Some(d) => d.clone(),
         None => cgroup2_root().map_err(|e| e.to_string())?,
@@ -296,7 +269,7 @@ impl Guard {
         // would only confuse: the reason says it.
         let quiet = |b: Backend, why: String| {
             let r = {
-                let _quiet = Quiet::new();
+                let _quiet = asmguard_bpfload::Quiet::new();
                 Guard::load(opts, b, why)
             };
             if r.is_err() {
@@ -336,7 +309,7 @@ impl Guard {
     ///   (`ag_file_ioctl`).
     fn load(opts: &Options, backend: Backend, reason: String) -> Result<Guard, Error> {
         let preferred = {
-            let _quiet = Quiet::new();
+            let _quiet = asmguard_bpfload::Quiet::new();
             Guard::load_with(opts, backend, 0, reason.clone())
         };
         let e = match preferred {
@@ -370,9 +343,7 @@ impl Guard {
         reason: String,
     ) -> Result<Guard, Error> {
         let btf = std::fs::read("/sys/kernel/btf/vmlinux").unwrap_or_default();
-        let mut open = ObjectBuilder::default()
-            .open_memory(GUARD_OBJ)
-            .map_err(Error::bpf("opening the guard BPF object"))?;
+        let mut open = asmguard_bpfload::open_object(GUARD_OBJ, "opening the guard BPF object")?;
         for mut prog in open.progs_mut() {
             let name = prog.name().to_string_lossy().into_owned();
             let load = programs::program(&name).is_some_and(|p| {
@@ -393,16 +364,14 @@ impl Guard {
             }
         }
         // libbpf reuses the pinned maps that exist and pins the ones it creates.
-        let obj = open
-            .load()
-            .map_err(Error::bpf("loading the guard BPF programs"))?;
+        let obj = asmguard_bpfload::load_object(open, "loading the guard BPF programs")?;
 
         let handle = |name: &str| -> Result<MapHandle, Error> {
             let map = obj
                 .maps()
                 .find(|m| m.name() == name)
                 .ok_or(Error::MissingMap(name.to_string()))?;
-            MapHandle::try_from(&map).map_err(Error::bpf("duplicating a map fd"))
+            Ok(asmguard_bpfload::map_handle(&map, "duplicating a map fd")?)
         };
         let blk = handle("ag_blk")?;
         let chr = handle("ag_chr")?;
@@ -994,7 +963,7 @@ pub fn pinned_majors(pin_dir: &std::path::Path) -> Result<(Vec<u32>, Vec<u32>), 
 mod tests {
     use super::super::programs::PROGRAMS;
     use super::*;
-    use libbpf_rs::ProgramType;
+    use libbpf_rs::{ObjectBuilder, ProgramType};
 
     /// The object's programs are exactly the program table's rows, each in
     /// its section and of its type, and the maps have the layouts the
