@@ -12,8 +12,9 @@
  * (packet too short).
  */
 #include "asmguard_core.h"
-#include "passthrough.h"
+#include "guard.h"
 #include "ioctls.h"
+#include "passthrough.h"
 
 char LICENSE[] SEC("license") = "GPL";
 

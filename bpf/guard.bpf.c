@@ -51,12 +51,27 @@
  * after two loads and a compare unless the file is a block or character
  * device, and after one array load more unless that device's major has a
  * managed node (ag_majors): only then does it look the device up in a hash map.
+ *
+ * The parts: this file keeps the verdict (events and counts), the rule of each
+ * hook and the programs. The headers, each for one thing:
+ *   guard.h        the layouts and codes userspace shares (the ABI);
+ *   asmguard_core.h the kernel types read with CO-RE;
+ *   devices.h      the managed set (ag_blk, ag_chr, ag_majors) and its lookup;
+ *   rules.h        who may write: the allow rules, the daemon, the tools;
+ *   identity.h     who the caller is, for the event;
+ *   ioctls.h       which ioctls write;
+ *   passthrough.h  the read class of SG_IO and NVMe admin commands, and
+ *                  reading them from the caller's memory;
+ *   pins.h         the pin directories no container may empty.
  */
 #include "asmguard_core.h"
 #include "guard.h"
-#include "passthrough.h"
 #include "ioctls.h"
 #include "rules.h"
+#include "identity.h"
+#include "devices.h"
+#include "passthrough.h"
+#include "pins.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -65,33 +80,6 @@ char LICENSE[] SEC("license") = "GPL";
 #define MAP_TYPE 0x0f
 #define PROT_WRITE 0x2
 #define VM_SHARED 0x8
-
-/* The managed nodes by kernel dev_t: block devices in ag_blk, character
- * devices in ag_chr. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u32);
-	__type(value, struct ag_disk);
-} ag_blk SEC(".maps"), ag_chr SEC(".maps");
-
-/* The majors with a managed node, block and character apart (guard.h). */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 2 * AG_MAJOR_WORDS);
-	__type(key, __u32);
-	__type(value, __u64);
-} ag_majors SEC(".maps");
-
-/* The pin directory and its maps/ and links/ directories, by inode (an
- * ag_exe_key: {ino, s_dev}), filled at load: no task outside the host's pid
- * namespace may remove or rename what is in them. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16);
-	__type(key, struct ag_exe_key);
-	__type(value, __u8);
-} ag_pin_dirs SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -137,36 +125,6 @@ static __always_inline void stat_add(__u32 idx)
 
 	if (v)
 		__sync_fetch_and_add(v, 1);
-}
-
-/* The caller's identity, read with CO-RE probe reads (usable from the LSM
- * and the cgroup_device programs alike). */
-static __always_inline void who(struct ag_event *e)
-{
-	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
-	const struct cred *c = BPF_CORE_READ(t, cred);
-	struct file *exe = BPF_CORE_READ(t, mm, exe_file);
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-
-	e->pid = pid_tgid >> 32;
-	e->tid = (__u32)pid_tgid;
-	e->uid = BPF_CORE_READ(c, uid.val);
-	e->euid = BPF_CORE_READ(c, euid.val);
-	e->fsuid = BPF_CORE_READ(c, fsuid.val);
-	e->egid = BPF_CORE_READ(c, egid.val);
-	e->exe_ino = BPF_CORE_READ(exe, f_inode, i_ino);
-	e->exe_dev = BPF_CORE_READ(exe, f_inode, i_sb, s_dev);
-}
-
-/* The caller's identity where only bpf_get_current_uid_gid is available (the
- * cgroup-device programs of 5.10-era kernels): real uid and gid, no pid, no
- * executable, no supplementary or effective ids. */
-static __always_inline void who_ids(struct ag_event *e)
-{
-	__u64 ug = bpf_get_current_uid_gid();
-
-	e->uid = e->euid = e->fsuid = (__u32)ug;
-	e->egid = ug >> 32;
 }
 
 /* The verdict for a write-like operation on a managed device: 0 or -EPERM.
@@ -215,45 +173,6 @@ static __always_inline int verdict(struct ag_disk *d, __u32 dev, __u32 flags, __
 		stat_add(AG_STAT_RB_DROPS);
 	}
 	return mode == AG_MODE_ENFORCE ? -EPERM : 0;
-}
-
-/* The managed disk of a device (NULL: not managed). `chr`: a character
- * device. The major's bit first (an inlined array load), so that writes to
- * /dev/null, ttys and the disks nobody labelled skip the hash lookup. */
-static __always_inline struct ag_disk *managed_dev(__u32 dev, bool chr)
-{
-	__u32 major = dev >> MINORBITS;
-	__u32 word = (chr ? AG_MAJOR_WORDS : 0) + major / 64;
-	__u64 *bits = bpf_map_lookup_elem(&ag_majors, &word);
-
-	if (!bits || !((*bits >> (major % 64)) & 1))
-		return 0;
-	if (chr)
-		return bpf_map_lookup_elem(&ag_chr, &dev);
-	return bpf_map_lookup_elem(&ag_blk, &dev);
-}
-
-/* S_ISBLK(m) || S_ISCHR(m) in one test: of the file types (in units of
- * 010000: fifo 01, chr 02, dir 04, blk 06, reg 010, lnk 012, sock 014) only
- * chr and blk have 02 set and 011 clear. */
-#define S_ISDEV(m) (((m) & 0130000) == 0020000)
-
-/* The managed disk behind an inode (NULL: not a managed device). Regular
- * files, directories, pipes, sockets and links leave at the i_mode test. */
-static __always_inline struct ag_disk *managed(struct inode *inode, __u32 *dev, __u32 *flags)
-{
-	umode_t mode;
-	bool chr;
-
-	if (!inode)
-		return 0;
-	mode = inode->i_mode;
-	if (!S_ISDEV(mode))
-		return 0;
-	chr = S_ISCHR(mode);
-	*dev = inode->i_rdev;
-	*flags = chr ? AG_EV_CHR : 0;
-	return managed_dev(*dev, chr);
 }
 
 static __always_inline int check_file(struct file *file, __u32 hook, __u32 op)
@@ -318,175 +237,8 @@ static __always_inline int uring_cmd_rule(struct io_uring_cmd *ioucmd)
 	return check_file(ioucmd->file, AG_HOOK_URING_CMD, ioucmd->cmd_op);
 }
 
-/* ---- The pins ----
- *
- * Root in a container must not remove asmguard by unlinking its pins (bpffs
- * is not in a container unless mounted in: then the unlink is denied). A task
- * outside the host's pid namespace may not unlink, remove or rename anything
- * in the pin directory (or it); the host's root still can. */
-
-/* Whether `i` is the pin directory or one of its subdirectories. */
-static __always_inline bool pin_dir(struct inode *i)
-{
-	struct ag_exe_key k = { .pad = 0 };
-
-	if (!i)
-		return false;
-	k.ino = BPF_CORE_READ(i, i_ino);
-	k.dev = BPF_CORE_READ(i, i_sb, s_dev);
-	return bpf_map_lookup_elem(&ag_pin_dirs, &k) != NULL;
-}
-
-/* Removing (or renaming) `dentry` from directory `dir`: -EPERM when either is
- * a pin directory and the task is outside the host's pid namespace. The pid
- * namespace first: two loads decide for the host's own tasks. */
-static __always_inline int pin_rule(struct inode *dir, struct dentry *dentry)
-{
-	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
-
-	if (BPF_CORE_READ(t, thread_pid, level) == 0)
-		return 0;
-	if (pin_dir(dir) || pin_dir(BPF_CORE_READ(dentry, d_inode)))
-		return -EPERM;
-	return 0;
-}
-
-/* ---- SG_IO and NVMe admin passthrough by command class ----
- *
- * Two programs read the command the kernel is about to send and let the read
- * class (bpf/passthrough.h) through; every other program on file_ioctl is
- * all-or-nothing:
- *  - lsm.s/file_ioctl (ag_file_ioctl_s, sleepable, where the kernel accepts
- *    it) reads with bpf_copy_from_user, which faults the page in: a command
- *    it cannot read, the kernel cannot read either;
- *  - fmod_ret/security_file_ioctl (ag_fr_file_ioctl): the kernel lets no
- *    fmod_ret program on a security_* function sleep, so it reads with
- *    bpf_probe_read_user, which fails on a page that is not in memory: such a
- *    command is refused (fail closed), as is one of a layout it cannot tell.
- *
- * The kernel reads the same user memory again after this hook: a second
- * thread of the caller could rewrite the command in between, so a caller whose
- * memory has other users (threads) gets the all-or-nothing rule. Another
- * process writing into memory it shares with the caller, or ptrace, can still
- * race the two reads (README, Limits). */
-
-#define SG_IO 0x2285
-#define NVME_ADMIN_NR 0x41   /* NVME_IOCTL_ADMIN_CMD: _IOWR('N', 0x41, struct nvme_admin_cmd) */
-#define NVME_ADMIN64_NR 0x47 /* NVME_IOCTL_ADMIN64_CMD */
-
-/* The start of struct sg_io_hdr (v3: sd, sg) and of struct sg_io_v4 (bsg).
- * A 32-bit caller's compat_sg_io_hdr has 32-bit pointers: cmdp at offset 20. */
-struct ag_sg_head {
-	__s32 interface_id; /* 'S' (v3) or, as sg_io_v4.guard, 'Q' (v4) */
-	__s32 dxfer_direction;
-	__u8 cmd_len;
-	__u8 mx_sb_len;
-	__u16 iovec_count;
-	__u32 dxfer_len;
-	__u32 dxferp_compat;
-	__u32 cmdp_compat;
-	__u64 cmdp;
-};
-
-struct ag_sg_v4_head {
-	__s32 guard; /* 'Q' */
-	__u32 protocol;    /* 0: SCSI */
-	__u32 subprotocol; /* 0: SCSI command */
-	__u32 request_len; /* the CDB's length */
-	__u64 request;     /* the CDB */
-};
-
-#define AG_CDB_NONE 0 /* nothing readable there */
-#define AG_CDB_READ 1 /* read class */
-#define AG_CDB_DENY 2 /* anything else */
-
-/* Reads user memory: faulting it in (sleepable programs) or not. */
-static __always_inline long read_user(void *dst, __u32 n, __u64 src, bool sleepable)
-{
-	if (sleepable)
-		return bpf_copy_from_user(dst, n, (void *)src);
-	return bpf_probe_read_user(dst, n, (void *)src);
-}
-
-/* The class of the command at user address `ptr` (`len` bytes long) of set
- * `kind`; its opcode goes into *info for the event. */
-static __always_inline int cdb_class(__u64 ptr, __u32 len, __u32 kind, __u32 *info, bool sleepable)
-{
-	__u8 b[2] = {};
-
-	if (!ptr || read_user(b, 1, ptr, sleepable))
-		return AG_CDB_NONE;
-	*info = AG_EV_CMD | (__u32)b[0] << 8;
-	if (len < 1)
-		return AG_CDB_DENY;
-	if (kind == AG_CMD_SCSI && b[0] == 0x9e) {
-		if (len < 2 || read_user(b, 2, ptr, sleepable))
-			return AG_CDB_DENY;
-		*info |= (__u32)b[1] << 16;
-	}
-	return cmd_read_class(kind, b[0], b[1]) ? AG_CDB_READ : AG_CDB_DENY;
-}
-
-/* Whether ioctl `cmd` is a passthrough this rule reads (SG_IO, NVMe admin). */
-static __always_inline bool classed_ioctl(__u32 cmd)
-{
-	return cmd == SG_IO ||
-	       (IOC_TYPE(cmd) == 'N' && (IOC_NR(cmd) == NVME_ADMIN_NR || IOC_NR(cmd) == NVME_ADMIN64_NR));
-}
-
-/* Whether the caller runs a 32-bit syscall (1), a 64-bit one (0), or this
- * kernel does not say (-1: not x86_64). */
-static __always_inline int compat_syscall(struct task_struct *t)
-{
-	if (!bpf_core_field_exists(t->thread_info.status))
-		return -1;
-	return (BPF_CORE_READ(t, thread_info.status) & TS_COMPAT) ? 1 : 0;
-}
-
-/* Whether the passthrough command of ioctl `cmd` at `arg` is read class; *info
- * gets its opcode (AG_EV_CMD) when it could be read. `threads_ok`: the
- * caller's other threads are trusted not to rewrite it (a disk-query tool run
- * as host root: multipathd's checkers are threads). */
-static __always_inline bool passthrough_read_class(__u32 cmd, unsigned long arg, __u32 *info,
-						   bool sleepable, bool threads_ok)
-{
-	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
-	union {
-		struct ag_sg_head v3;
-		struct ag_sg_v4_head v4;
-	} h;
-	int native, compat, is_compat;
-
-	/* Another thread could rewrite the command after this read. */
-	if (!threads_ok && BPF_CORE_READ(t, mm, mm_users.counter) != 1)
-		return false;
-	if (cmd != SG_IO)
-		return cdb_class(arg, 1, AG_CMD_NVME_ADMIN, info, sleepable) == AG_CDB_READ;
-	if (read_user(&h, sizeof(h), arg, sleepable))
-		return false;
-	if (h.v3.interface_id == 'S') {
-		compat = cdb_class(h.v3.cmdp_compat, h.v3.cmd_len, AG_CMD_SCSI, info, sleepable);
-		native = cdb_class(h.v3.cmdp, h.v3.cmd_len, AG_CMD_SCSI, info, sleepable);
-		if (sleepable)
-			/* Which layout the kernel reads (native or 32-bit compat)
-			 * is not asked: both must be read class or unreadable. */
-			return native != AG_CDB_DENY && compat != AG_CDB_DENY &&
-			       (native == AG_CDB_READ || compat == AG_CDB_READ);
-		/* Without faulting, an unreadable command may be one the kernel
-		 * can read: the layout the kernel reads must be read class, and
-		 * the other one must not be a readable write (an x32 caller). */
-		is_compat = compat_syscall(t);
-		if (is_compat < 0)
-			return false;
-		if (is_compat)
-			return compat == AG_CDB_READ && native != AG_CDB_DENY;
-		return native == AG_CDB_READ && compat != AG_CDB_DENY;
-	}
-	if (h.v4.guard == 'Q' && h.v4.protocol == 0 && h.v4.subprotocol == 0)
-		return cdb_class(h.v4.request, h.v4.request_len, AG_CMD_SCSI, info, sleepable) ==
-		       AG_CDB_READ;
-	return false;
-}
+/* ---- SG_IO and NVMe admin passthrough by command class (the command is
+ * read by bpf/passthrough.h) ---- */
 
 /* How far the class rule trusts this caller's read-class passthrough: the
  * command is read here before the kernel copies it again, so a caller could

@@ -13,7 +13,8 @@
 //! path, so no `libbpf-dev` is needed. libbpf-cargo also passes
 //! `-g -O2 -target bpf -D__TARGET_ARCH_<arch>`.
 //!
-//! Not for: anything at run time (loading is the crates' own business).
+//! Not for: anything at run time (opening and loading: asmguard-bpfload;
+//! which programs load: each crate's own tables).
 
 use std::env;
 use std::ffi::OsStr;

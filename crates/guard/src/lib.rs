@@ -27,15 +27,10 @@ pub use smoke::{ObjectStorage, SmokeFilter};
 /// Errors of the BPF loader.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// libbpf refused to open, load or attach, or a map operation failed.
-    #[error("{what}: {source}")]
-    Bpf {
-        /// What we were doing.
-        what: &'static str,
-        /// The libbpf error.
-        #[source]
-        source: libbpf_rs::Error,
-    },
+    /// libbpf refused to open, load or attach, or a map operation failed
+    /// (asmguard-bpfload's error, shared with the latency tracer).
+    #[error(transparent)]
+    Bpf(#[from] asmguard_bpfload::Error),
     /// The program is not attached.
     #[error("the program is not attached")]
     NotAttached,
@@ -73,6 +68,6 @@ pub enum Error {
 
 impl Error {
     pub(crate) fn bpf(what: &'static str) -> impl FnOnce(libbpf_rs::Error) -> Self {
-        move |source| Self::Bpf { what, source }
+        move |source| Self::Bpf(asmguard_bpfload::context(what)(source))
     }
 }

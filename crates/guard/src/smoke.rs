@@ -6,7 +6,6 @@
 
 use std::mem::MaybeUninit;
 
-use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject};
 
 use crate::{Error, KernelDev};
@@ -58,12 +57,12 @@ impl<'obj> SmokeFilter<'obj> {
     /// Opens and loads (verifies) the program against the running kernel's BTF.
     /// Nothing is denied until [`SmokeFilter::attach`].
     pub fn load(storage: &'obj mut ObjectStorage) -> Result<Self, Error> {
-        let open = SmokeSkelBuilder::default()
-            .open(&mut storage.0)
-            .map_err(Error::bpf("opening the smoke BPF object"))?;
-        let skel = open
-            .load()
-            .map_err(Error::bpf("loading the smoke BPF program"))?;
+        let open = asmguard_bpfload::open_skel(
+            SmokeSkelBuilder::default(),
+            &mut storage.0,
+            "opening the smoke BPF object",
+        )?;
+        let skel = asmguard_bpfload::load_skel(open, "loading the smoke BPF program")?;
         Ok(Self { link: None, skel })
     }
 
@@ -129,6 +128,7 @@ impl<'obj> SmokeFilter<'obj> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use libbpf_rs::skel::SkelBuilder;
     use libbpf_rs::{MapType, ProgramType};
 
     /// Opening (not loading) needs no privilege and no kernel BTF: it checks

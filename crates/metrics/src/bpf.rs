@@ -4,7 +4,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::mem::MaybeUninit;
 use std::sync::Mutex;
 
-use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, OpenObject};
 
 pub use crate::error::Error;
@@ -30,12 +29,12 @@ use skel::{IolatSkelBuilder, OpenIolatSkel};
 /// Loads and attaches the calibration program; the link keeps it attached.
 fn attach_calibration() -> Result<libbpf_rs::Link, Error> {
     let mut storage = MaybeUninit::<OpenObject>::uninit();
-    let open = calibrate_skel::IolatCalibrateSkelBuilder::default()
-        .open(&mut storage)
-        .map_err(bpf("opening the calibration program"))?;
-    let skel = open
-        .load()
-        .map_err(bpf("loading the calibration program"))?;
+    let open = asmguard_bpfload::open_skel(
+        calibrate_skel::IolatCalibrateSkelBuilder::default(),
+        &mut storage,
+        "opening the calibration program",
+    )?;
+    let skel = asmguard_bpfload::load_skel(open, "loading the calibration program")?;
     skel.progs
         .iolat_calibrate
         .attach()
@@ -43,10 +42,7 @@ fn attach_calibration() -> Result<libbpf_rs::Link, Error> {
 }
 
 fn bpf(what: &'static str) -> impl FnOnce(libbpf_rs::Error) -> Error {
-    move |source| Error::Bpf {
-        what,
-        source: Box::new(source),
-    }
+    move |source| Error::Bpf(asmguard_bpfload::context(what)(source))
 }
 
 /// How the programs are attached to the block tracepoints.
@@ -205,9 +201,10 @@ impl IoLat {
         let mut storage = MaybeUninit::<OpenObject>::uninit();
         let mut storage_lru = MaybeUninit::<OpenObject>::uninit();
         // libbpf's verifier log of the refused set would only confuse.
-        let prev = libbpf_rs::set_print(None);
-        let first = open_and_load(&mut storage, &sizes, btf, true);
-        libbpf_rs::set_print(prev);
+        let first = {
+            let _quiet = asmguard_bpfload::Quiet::new();
+            open_and_load(&mut storage, &sizes, btf, true)
+        };
         let (skel, cells) = match first {
             Ok(skel) => (skel, true),
             Err(_) => (open_and_load(&mut storage_lru, &sizes, btf, false)?, false),
@@ -236,7 +233,7 @@ impl IoLat {
         if calibrate {
             links.push(attach_calibration()?);
         }
-        let handle = |m: &libbpf_rs::MapMut<'_>, what| MapHandle::try_from(m).map_err(bpf(what));
+        let handle = |m: &libbpf_rs::MapMut<'_>, what| asmguard_bpfload::map_handle(m, what);
         let stamps = match bit {
             Ok((bit, source)) => Stamps::Kernel {
                 bit,
@@ -610,9 +607,11 @@ fn open_and_load<'o>(
     btf: bool,
     cells: bool,
 ) -> Result<skel::IolatSkel<'o>, Error> {
-    let mut open: OpenIolatSkel<'o> = IolatSkelBuilder::default()
-        .open(storage)
-        .map_err(bpf("opening the iolat BPF object"))?;
+    let mut open: OpenIolatSkel<'o> = asmguard_bpfload::open_skel(
+        IolatSkelBuilder::default(),
+        storage,
+        "opening the iolat BPF object",
+    )?;
     open.progs.iolat_btf_issue.set_autoload(btf && !cells);
     open.progs.iolat_btf_complete.set_autoload(btf && !cells);
     open.progs.iolat_btf_issue_cells.set_autoload(btf && cells);
@@ -646,7 +645,10 @@ fn open_and_load<'o>(
     m.iolat_hists
         .set_max_entries(sizes.max_disks.saturating_mul(Op::ALL.len() as u32))
         .map_err(bpf("sizing the histogram map"))?;
-    open.load().map_err(bpf("loading the iolat BPF programs"))
+    Ok(asmguard_bpfload::load_skel(
+        open,
+        "loading the iolat BPF programs",
+    )?)
 }
 
 /// Which path of the tracer counted a probe read.
@@ -744,6 +746,7 @@ fn index(slot: u32, op: Op) -> u32 {
 mod tests {
     use super::*;
     use crate::NSLOTS;
+    use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 
     /// The production object holds the eight tracing programs (tp_btf and
     /// raw_tp, with cells and without, from one body) and no benchmark code.

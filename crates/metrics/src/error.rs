@@ -3,15 +3,11 @@
 /// Errors of the BPF side (and of a histogram source).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// libbpf refused to open, load or attach, or a map operation failed.
-    #[error("{what}: {source}")]
-    Bpf {
-        /// What we were doing.
-        what: &'static str,
-        /// The libbpf error.
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
+    /// libbpf refused to open, load or attach, or a map operation failed
+    /// (asmguard-bpfload's error, shared with the write filter).
+    #[cfg(feature = "bpf")]
+    #[error(transparent)]
+    Bpf(#[from] asmguard_bpfload::Error),
     /// Neither attach mode worked.
     #[error("cannot trace the block layer: tp_btf: {btf}; raw_tp: {raw}")]
     Attach {

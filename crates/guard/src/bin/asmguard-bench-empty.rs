@@ -11,7 +11,7 @@ use std::io::Write;
 use std::mem::MaybeUninit;
 use std::process::ExitCode;
 
-use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+use libbpf_rs::skel::{OpenSkel, Skel};
 
 #[allow(missing_docs, clippy::all, clippy::pedantic)]
 mod skel {
@@ -23,18 +23,20 @@ fn run() -> Result<(), String> {
         return Err("takes no arguments (usage: asmguard-bench-empty)".into());
     }
     let mut storage = MaybeUninit::uninit();
-    let mut open = skel::BenchSkelBuilder::default()
-        .open(&mut storage)
-        .map_err(|e| format!("opening the bench BPF object: {e}"))?;
+    let mut open = asmguard_bpfload::open_skel(
+        skel::BenchSkelBuilder::default(),
+        &mut storage,
+        "opening the bench BPF object",
+    )
+    .map_err(|e| e.to_string())?;
     let lsm = std::fs::read_to_string("/sys/kernel/security/lsm")
         .is_ok_and(|l| l.trim().split(',').any(|x| x == "bpf"));
     for mut prog in open.open_object_mut().progs_mut() {
         let fmod_ret = prog.name().to_string_lossy().starts_with("bench_fr_");
         prog.set_autoload(fmod_ret != lsm);
     }
-    let mut skel = open
-        .load()
-        .map_err(|e| format!("loading the empty LSM programs: {e}"))?;
+    let mut skel = asmguard_bpfload::load_skel(open, "loading the empty LSM programs")
+        .map_err(|e| e.to_string())?;
     skel.attach()
         .map_err(|e| format!("attaching the empty LSM programs (is bpf in the LSM list?): {e}"))?;
     let mut out = std::io::stdout().lock();

@@ -1,21 +1,24 @@
-//! The hook table: one row per hook of `bpf/guard.bpf.c`, naming its
-//! programs for each backend. The [`Hook`] enum, which programs load
-//! (optional hooks only when the kernel's BTF has their `bpf_lsm_<hook>` or
-//! `security_<hook>`), the `ag_stats` indices, the metric labels and the
-//! operation names of events are all read from [`HOOKS`].
+//! The hook table: one row per hook of `bpf/guard.bpf.c`. The [`Hook`]
+//! enum, which hooks are optional (their programs load only when the
+//! kernel's BTF has their `bpf_lsm_<hook>` or `security_<hook>`), the
+//! `ag_stats` indices, the metric labels and the operation names of events
+//! are all read from [`HOOKS`]; a hook's programs and their properties are
+//! rows of the program table ([`super::programs`]).
 //!
 //! Adding a security hook: write its rule in `bpf/guard.bpf.c` with
 //! `AG_TWIN` (its `lsm/` and `fmod_ret/security_` programs), give it an
 //! `AG_HOOK_*` code in `bpf/guard.h` (below `AG_NHOOKS`, which moves up by
 //! one; a hook that judges disks needs a code below `AG_DISK_HOOKS`, the
-//! fixed count layout), and add one row to the `hook_table!` below. The tests check the
-//! table against the header and the compiled object.
+//! fixed count layout), add one row to the `hook_table!` below and one row
+//! per program to `program_table!` ([`super::programs`]). The tests check
+//! the tables against the header and the compiled object.
 //!
 //! Not here: the ioctl names ([`super::ioctls`]), the maps ([`super::loader`]).
 
 use std::fmt;
 
 use super::ioctls::ioctl_name;
+use super::programs::{self, PROGRAMS};
 use super::types::Backend;
 
 /// How an event of a hook names its operation (`op` is the hook-specific
@@ -39,20 +42,6 @@ pub struct HookDef {
     pub code: u32,
     /// The metric label value; also `AG_HOOK_<LABEL>` in guard.h.
     pub label: &'static str,
-    /// The program's name in guard.bpf.c (and its link pin's name); more
-    /// than one when the C side has variants for older kernels: the first is
-    /// preferred, the next one is tried when it fails to load. A variant
-    /// whose name ends in `_s` is sleepable (section `lsm.s/...`).
-    pub programs: &'static [&'static str],
-    /// The program's ELF section.
-    pub section: &'static str,
-    /// The backend that loads it: `Lsm` for a security hook (whose
-    /// `fmod_ret` programs the `FmodRet` backend loads instead), or
-    /// `CgroupDevice`.
-    pub backend: Backend,
-    /// The same hook as `fmod_ret/security_<label>` programs (empty for the
-    /// cgroup-device rows).
-    pub fmod_ret: &'static [&'static str],
     /// A hook some kernels lack: its programs load only when the kernel BTF
     /// has `bpf_lsm_<label>` (LSM) or `security_<label>` (`fmod_ret`).
     pub optional: bool,
@@ -61,8 +50,8 @@ pub struct HookDef {
 }
 
 macro_rules! hook_table {
-    ($( $(#[$doc:meta])* $variant:ident = $code:literal, $label:literal, [$($program:literal),+],
-        $section:literal, $backend:ident, [$($fmod:literal),*], $optional:literal, $op:expr; )*) => {
+    ($( $(#[$doc:meta])* $variant:ident = $code:literal, $label:literal, $optional:literal,
+        $op:expr; )*) => {
         /// The hook that saw an operation (one variant per row of [`HOOKS`]).
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
         pub enum Hook {
@@ -76,10 +65,6 @@ macro_rules! hook_table {
             hook: Hook::$variant,
             code: $code,
             label: $label,
-            programs: &[$($program),+],
-            section: $section,
-            backend: Backend::$backend,
-            fmod_ret: &[$($fmod),*],
             optional: $optional,
             op: $op,
         }, )* ];
@@ -88,83 +73,52 @@ macro_rules! hook_table {
 
 hook_table! {
     /// `lsm/file_open`: a write-open.
-    FileOpen = 1, "file_open", ["ag_file_open"], "lsm/file_open", Lsm, ["ag_fr_file_open"],
-        false, Op::Fixed("write-open");
+    FileOpen = 1, "file_open", false, Op::Fixed("write-open");
     /// `lsm/file_permission`: a write on an fd opened earlier.
-    FilePermission = 2, "file_permission", ["ag_file_permission"], "lsm/file_permission", Lsm,
-        ["ag_fr_file_permission"], false, Op::Fixed("write");
+    FilePermission = 2, "file_permission", false, Op::Fixed("write");
     /// `lsm/file_ioctl`. `ag_file_ioctl_s` (sleepable, `lsm.s/file_ioctl`)
     /// reads SG_IO and NVMe admin commands and lets the read class through
     /// ([`super::commands`]); `ag_file_ioctl`, all-or-nothing, is its variant
     /// for kernels that refuse it. `ag_fr_file_ioctl` (`fmod_ret`, never
     /// sleepable there) reads them without faulting and refuses a command
     /// not in memory.
-    FileIoctl = 3, "file_ioctl", ["ag_file_ioctl_s", "ag_file_ioctl"], "lsm/file_ioctl", Lsm,
-        ["ag_fr_file_ioctl"], false, Op::Ioctl;
+    FileIoctl = 3, "file_ioctl", false, Op::Ioctl;
     /// `lsm/file_ioctl_compat` (32-bit callers).
-    FileIoctlCompat = 4, "file_ioctl_compat", ["ag_file_ioctl_compat"], "lsm/file_ioctl_compat",
-        Lsm, ["ag_fr_file_ioctl_compat"], true, Op::Ioctl;
+    FileIoctlCompat = 4, "file_ioctl_compat", true, Op::Ioctl;
     /// `lsm/mmap_file`: a shared writable mapping.
-    MmapFile = 5, "mmap_file", ["ag_mmap_file"], "lsm/mmap_file", Lsm, ["ag_fr_mmap_file"],
-        false, Op::Fixed("mmap-shared-write");
+    MmapFile = 5, "mmap_file", false, Op::Fixed("mmap-shared-write");
     /// `lsm/file_mprotect`: a shared mapping made writable.
-    FileMprotect = 6, "file_mprotect", ["ag_file_mprotect"], "lsm/file_mprotect", Lsm,
-        ["ag_fr_file_mprotect"], false, Op::Fixed("mprotect-shared-write");
+    FileMprotect = 6, "file_mprotect", false, Op::Fixed("mprotect-shared-write");
     /// `lsm/uring_cmd`: io_uring passthrough.
-    UringCmd = 7, "uring_cmd", ["ag_uring_cmd"], "lsm/uring_cmd", Lsm, ["ag_fr_uring_cmd"],
-        true, Op::Hex("uring-cmd");
+    UringCmd = 7, "uring_cmd", true, Op::Hex("uring-cmd");
     /// The cgroup-device fallback (write-open); `ag_cgroup_dev_ids` is its
     /// variant for kernels that refuse cgroup-device programs the task
     /// helpers (5.10): identity from uid and gid alone.
-    CgroupDevice = 8, "cgroup_device", ["ag_cgroup_dev", "ag_cgroup_dev_ids"], "cgroup/dev",
-        CgroupDevice, [], false, Op::Fixed("write-open");
+    CgroupDevice = 8, "cgroup_device", false, Op::Fixed("write-open");
     /// `cgroup/dev` beside the LSM or `fmod_ret` programs (a companion,
     /// loaded best effort): an in-kernel open by device number that no
     /// security hook sees (nvmet's block backend), outside any path walk.
-    KernelOpen = 9, "kernel_open", ["ag_kernel_open"], "cgroup/dev", Lsm, [], false,
-        Op::Fixed("kernel-open");
+    KernelOpen = 9, "kernel_open", false, Op::Fixed("kernel-open");
     /// `lsm/inode_unlink`: a pin removed by a task outside the host's pid
     /// namespace (denied, not reported: no disk is involved).
-    InodeUnlink = 10, "inode_unlink", ["ag_inode_unlink"], "lsm/inode_unlink", Lsm,
-        ["ag_fr_inode_unlink"], false, Op::Fixed("unlink-pin");
+    InodeUnlink = 10, "inode_unlink", false, Op::Fixed("unlink-pin");
     /// `lsm/inode_rmdir`: a pin directory removed from a container.
-    InodeRmdir = 11, "inode_rmdir", ["ag_inode_rmdir"], "lsm/inode_rmdir", Lsm,
-        ["ag_fr_inode_rmdir"], false, Op::Fixed("rmdir-pin");
+    InodeRmdir = 11, "inode_rmdir", false, Op::Fixed("rmdir-pin");
     /// `lsm/inode_rename`: a pin moved from a container.
-    InodeRename = 12, "inode_rename", ["ag_inode_rename"], "lsm/inode_rename", Lsm,
-        ["ag_fr_inode_rename"], false, Op::Fixed("rename-pin");
+    InodeRename = 12, "inode_rename", false, Op::Fixed("rename-pin");
 }
 
 impl HookDef {
-    /// A companion of the security-hook backends: a cgroup-device program
-    /// attached next to the LSM or `fmod_ret` programs, loaded on its own and
-    /// best effort (a kernel that refuses it keeps the others).
+    /// A companion of the security-hook backends: its programs are
+    /// ([`programs::ProgDef::companion`]).
     pub fn companion(&self) -> bool {
-        self.backend == Backend::Lsm && self.section == "cgroup/dev"
+        PROGRAMS.iter().any(|p| p.hook == self.hook && p.companion)
     }
 
     /// The programs `backend` loads for this row (preferred first; empty:
-    /// none).
-    pub fn programs_for(&self, backend: Backend) -> &'static [&'static str] {
-        match (self.backend, backend) {
-            (Backend::CgroupDevice, Backend::CgroupDevice) | (Backend::Lsm, Backend::Lsm) => {
-                self.programs
-            }
-            (Backend::Lsm, Backend::FmodRet) if self.companion() => self.programs,
-            (Backend::Lsm, Backend::FmodRet) => self.fmod_ret,
-            _ => &[],
-        }
-    }
-
-    /// The ELF section of `program` (one of this row's).
-    pub fn section_of(&self, program: &str) -> String {
-        if self.fmod_ret.contains(&program) {
-            format!("fmod_ret/security_{}", self.label)
-        } else if program.ends_with("_s") {
-            self.section.replacen("lsm/", "lsm.s/", 1)
-        } else {
-            self.section.to_string()
-        }
+    /// none), from the program table.
+    pub fn programs_for(&self, backend: Backend) -> Vec<&'static str> {
+        programs::programs_of(self.hook, backend)
     }
 
     /// For an optional hook, the kernel BTF symbol that must exist for
@@ -185,9 +139,7 @@ impl Hook {
     }
     /// The row of a program name, if it is one of ours.
     pub fn def_of_program(program: &str) -> Option<&'static HookDef> {
-        HOOKS
-            .iter()
-            .find(|d| d.programs.contains(&program) || d.fmod_ret.contains(&program))
+        programs::program(program).and_then(|p| p.hook.def())
     }
     /// From an `AG_HOOK_*` code.
     pub fn from_code(code: u32) -> Hook {
@@ -229,34 +181,30 @@ mod tests {
             assert_eq!(d.code as usize, i + 1, "codes are 1.. in order");
             assert_eq!(Hook::from_code(d.code), d.hook);
             assert_eq!(d.hook.def(), Some(d));
-            for p in d.programs.iter().chain(d.fmod_ret) {
-                assert_eq!(Hook::def_of_program(p), Some(d));
+            for b in Backend::ALL {
+                for p in d.programs_for(b) {
+                    assert_eq!(Hook::def_of_program(p), Some(d));
+                }
             }
             assert_eq!(d.hook.as_str(), d.label);
-            match d.backend {
-                Backend::Lsm if d.companion() => {
-                    assert!(!d.optional && d.fmod_ret.is_empty());
-                    assert_eq!(d.programs_for(Backend::FmodRet), d.programs);
+            let lsm = d.programs_for(Backend::Lsm);
+            let fmod = d.programs_for(Backend::FmodRet);
+            let cgroup = d.programs_for(Backend::CgroupDevice);
+            if d.companion() {
+                assert!(!d.optional && cgroup.is_empty());
+                assert_eq!(lsm, fmod);
+            } else if cgroup.is_empty() {
+                // every security hook has its fmod_ret twin, one program
+                assert_eq!(fmod, [format!("ag_fr_{}", d.label)]);
+                assert!(!lsm.is_empty());
+                if d.optional {
+                    let lsm = d.needs_btf(Backend::Lsm);
+                    assert_eq!(lsm, Some(format!("bpf_lsm_{}", d.label)));
+                    let fmod = d.needs_btf(Backend::FmodRet);
+                    assert_eq!(fmod, Some(format!("security_{}", d.label)));
                 }
-                Backend::Lsm => {
-                    assert_eq!(d.section, format!("lsm/{}", d.label));
-                    // every security hook has its fmod_ret twin, one program
-                    assert_eq!(d.fmod_ret, [format!("ag_fr_{}", d.label)]);
-                    assert_eq!(d.programs_for(Backend::Lsm), d.programs);
-                    assert_eq!(d.programs_for(Backend::FmodRet), d.fmod_ret);
-                    assert!(d.programs_for(Backend::CgroupDevice).is_empty());
-                    if d.optional {
-                        let lsm = d.needs_btf(Backend::Lsm);
-                        assert_eq!(lsm, Some(format!("bpf_lsm_{}", d.label)));
-                        let fmod = d.needs_btf(Backend::FmodRet);
-                        assert_eq!(fmod, Some(format!("security_{}", d.label)));
-                    }
-                }
-                Backend::FmodRet => panic!("rows name Lsm for the security hooks"),
-                Backend::CgroupDevice => {
-                    assert!(!d.optional && d.fmod_ret.is_empty());
-                    assert!(d.programs_for(Backend::FmodRet).is_empty());
-                }
+            } else {
+                assert!(!d.optional && lsm.is_empty() && fmod.is_empty());
             }
         }
         assert_eq!(Hook::from_code(99), Hook::Unknown(99));

@@ -2,9 +2,10 @@
 //! chosen, its programs attached (or re-adopted from their pins), and the
 //! operations on its maps: the managed set, the allow-list, the counters.
 //!
-//! Which programs load comes from the hook table ([`super::hooks::HOOKS`]):
-//! the rows of the chosen backend, optional ones only when the kernel's BTF
-//! has their symbol.
+//! Which programs load, and how each attaches, comes from the program table
+//! ([`super::programs::PROGRAMS`]): the rows of the chosen backend, those of
+//! optional hooks ([`super::hooks::HOOKS`]) only when the kernel's BTF has
+//! their symbol.
 //!
 //! Not here: layouts ([`super::abi`]), pins and mounts ([`super::pins`]),
 //! the event ring ([`super::ring`]), what the daemon knows about labels.
@@ -14,7 +15,7 @@ use std::fmt;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 
-use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, Object, ObjectBuilder, ProgramType};
+use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, Object};
 
 use super::abi::{self, read_u32, STAT_RB_DROPS};
 use super::commands::PassthroughRule;
@@ -23,6 +24,7 @@ use super::pins::{
     active_lsms, cgroup2_root, delete_quiet, ensure_bpffs, io_err, kernel_btf_has, pinned_backend,
     remove_links_of, remove_pins, PIN_DIR,
 };
+use super::programs::{self, Attach};
 use super::ring::EventReader;
 use super::rules::{encode, free_bits, read_all, union, write_add, write_exact, Rules, RULE_MAPS};
 use super::types::{Backend, DevKey, ExeId, IdentityReach, Mode};
@@ -48,18 +50,10 @@ pub(crate) const MAP_NAMES: [&str; 13] = [
     "ag_pin_dirs",
 ];
 
-/// The cgroup-device programs of the hook table, preferred first.
-#[cfg(test)]
-fn cgroup_programs() -> &'static [&'static str] {
-    HOOKS
-        .iter()
-        .find(|d| d.backend == Backend::CgroupDevice)
-        .map_or(&[], |d| d.programs)
-}
-
-/// The program of `programs` (a hook table row) that variant `pick` loads:
-/// 0 the preferred ones, 1 their fallbacks (rows without one keep theirs).
-fn variant(programs: &'static [&'static str], pick: usize) -> &'static str {
+/// The program of `programs` (a hook's, preferred first) that variant `pick`
+/// loads: 0 the preferred ones, 1 their fallbacks (hooks without one keep
+/// theirs).
+fn variant(programs: &[&'static str], pick: usize) -> &'static str {
     programs[pick.min(programs.len() - 1)]
 }
 
@@ -72,29 +66,6 @@ fn pinned_variant(pin_dir: &std::path::Path, backend: Backend) -> usize {
         .filter(|p| p.len() > 1)
         .any(|p| pin_dir.join("links").join(p[1]).exists());
     usize::from(fallback_pinned)
-}
-
-/// libbpf's printing off while it lives (a load that may fail: the error
-/// comes back as a value and goes into the reason), then exactly as it was:
-/// a nested one finds it off and leaves it off.
-struct Quiet(Option<(libbpf_rs::PrintLevel, libbpf_rs::PrintCallback)>);
-
-impl Quiet {
-    fn new() -> Quiet {
-        // ASMGUARD_BPF_LOG=1: libbpf's messages (the verifier's log) stay on.
-        if std::env::var_os("ASMGUARD_BPF_LOG").is_some() {
-            return Quiet(None);
-        }
-        Quiet(libbpf_rs::set_print(None))
-    }
-}
-
-impl Drop for Quiet {
-    fn drop(&mut self) {
-        if std::env::var_os("ASMGUARD_BPF_LOG").is_none() {
-            libbpf_rs::set_print(self.0.take());
-        }
-    }
 }
 
 /// Counters kept by the programs (since they were loaded).
@@ -179,31 +150,27 @@ impl fmt::Debug for Guard {
     }
 }
 
-/// Attaches the LSM backend's companions ([`super::hooks::HookDef::companion`]:
+/// Attaches the LSM backend's companions ([`super::programs::ProgDef::companion`]:
 /// `ag_kernel_open`) to the cgroup-v2 root, or re-opens their pinned links.
 /// They come from a second load of the object, sharing the pinned maps, so
 /// that a kernel refusing them (5.10 gives cgroup-device programs no task
 /// helpers) keeps the LSM programs. Err: why they are not attached.
 fn attach_companions(opts: &Options, links: &mut Vec<(String, Link)>) -> Result<(), String> {
     let mut todo = Vec::new();
-    for d in HOOKS.iter().filter(|d| d.companion()) {
-        for p in d.programs {
-            let pin = opts.pin_dir.join("links").join(p);
-            if pin.exists() {
-                let link =
-                    Link::open(&pin).map_err(|e| format!("opening {}: {e}", pin.display()))?;
-                links.push(((*p).to_string(), link));
-            } else {
-                todo.push(*p);
-            }
+    for p in programs::companions().map(|p| p.name) {
+        let pin = opts.pin_dir.join("links").join(p);
+        if pin.exists() {
+            let link = Link::open(&pin).map_err(|e| format!("opening {}: {e}", pin.display()))?;
+            links.push((p.to_string(), link));
+        } else {
+            todo.push(p);
         }
     }
     if todo.is_empty() {
         return Ok(());
     }
-    let mut open = ObjectBuilder::default()
-        .open_memory(GUARD_OBJ)
-        .map_err(|e| e.to_string())?;
+    let mut open = asmguard_bpfload::open_object(GUARD_OBJ, "opening the guard BPF object")
+        .map_err(|e| e.source.to_string())?;
     for mut prog in open.progs_mut() {
         let name = prog.name().to_string_lossy().into_owned();
         prog.set_autoload(todo.contains(&name.as_str()));
@@ -215,11 +182,8 @@ fn attach_companions(opts: &Options, links: &mut Vec<(String, Link)>) -> Result<
                 .map_err(|e| e.to_string())?;
         }
     }
-    let obj = {
-        let _quiet = Quiet::new();
-        open.load()
-    };
-    let obj = obj.map_err(|e| e.to_string())?;
+    let obj = asmguard_bpfload::load_object_quiet(open, "loading the companions")
+        .map_err(|e| e.source.to_string())?;
     let dir = match &opts.cgroup {
         Some(d) => d.clone(),
         None => cgroup2_root().map_err(|e| e.to_string())?,
@@ -305,7 +269,7 @@ impl Guard {
         // would only confuse: the reason says it.
         let quiet = |b: Backend, why: String| {
             let r = {
-                let _quiet = Quiet::new();
+                let _quiet = asmguard_bpfload::Quiet::new();
                 Guard::load(opts, b, why)
             };
             if r.is_err() {
@@ -345,7 +309,7 @@ impl Guard {
     ///   (`ag_file_ioctl`).
     fn load(opts: &Options, backend: Backend, reason: String) -> Result<Guard, Error> {
         let preferred = {
-            let _quiet = Quiet::new();
+            let _quiet = asmguard_bpfload::Quiet::new();
             Guard::load_with(opts, backend, 0, reason.clone())
         };
         let e = match preferred {
@@ -379,16 +343,14 @@ impl Guard {
         reason: String,
     ) -> Result<Guard, Error> {
         let btf = std::fs::read("/sys/kernel/btf/vmlinux").unwrap_or_default();
-        let mut open = ObjectBuilder::default()
-            .open_memory(GUARD_OBJ)
-            .map_err(Error::bpf("opening the guard BPF object"))?;
+        let mut open = asmguard_bpfload::open_object(GUARD_OBJ, "opening the guard BPF object")?;
         for mut prog in open.progs_mut() {
             let name = prog.name().to_string_lossy().into_owned();
-            let load = Hook::def_of_program(&name).is_some_and(|d| {
-                let programs = d.programs_for(backend);
-                !programs.is_empty()
-                    && !d.companion()
-                    && name == variant(programs, pick)
+            let load = programs::program(&name).is_some_and(|p| {
+                let Some(d) = p.hook.def() else { return false };
+                p.loaded_by(backend)
+                    && !p.companion
+                    && name == variant(&d.programs_for(backend), pick)
                     && d.needs_btf(backend)
                         .is_none_or(|sym| kernel_btf_has(&btf, &sym))
             });
@@ -402,16 +364,14 @@ impl Guard {
             }
         }
         // libbpf reuses the pinned maps that exist and pins the ones it creates.
-        let obj = open
-            .load()
-            .map_err(Error::bpf("loading the guard BPF programs"))?;
+        let obj = asmguard_bpfload::load_object(open, "loading the guard BPF programs")?;
 
         let handle = |name: &str| -> Result<MapHandle, Error> {
             let map = obj
                 .maps()
                 .find(|m| m.name() == name)
                 .ok_or(Error::MissingMap(name.to_string()))?;
-            MapHandle::try_from(&map).map_err(Error::bpf("duplicating a map fd"))
+            Ok(asmguard_bpfload::map_handle(&map, "duplicating a map fd")?)
         };
         let blk = handle("ag_blk")?;
         let chr = handle("ag_chr")?;
@@ -449,11 +409,12 @@ impl Guard {
                 links.push((name, link));
                 continue;
             }
-            let mut link = match (&cgroup, prog.prog_type()) {
-                (Some(cg), ProgramType::CgroupDevice) => prog
+            let attach = programs::program(&name).map(|p| p.attach);
+            let mut link = match (&cgroup, attach) {
+                (Some(cg), Some(Attach::CgroupDevice)) => prog
                     .attach_cgroup(cg.as_raw_fd())
                     .map_err(Error::bpf("attaching the cgroup device program"))?,
-                (_, ProgramType::Tracing) => prog
+                (_, Some(Attach::FmodRet)) => prog
                     .attach_trace()
                     .map_err(Error::bpf("attaching an fmod_ret program"))?,
                 _ => prog
@@ -598,8 +559,8 @@ impl Guard {
         match self.backend {
             Backend::CgroupDevice => PassthroughRule::OpenOnly,
             Backend::FmodRet => PassthroughRule::ByClassInMemory,
-            // variant 0 of the ioctl row is the sleepable one that reads commands
-            Backend::Lsm if self.variant_of(Hook::FileIoctl) == Some(0) => PassthroughRule::ByClass,
+            // the sleepable ioctl program is the one that reads commands
+            Backend::Lsm if self.attached_sleepable(Hook::FileIoctl) => PassthroughRule::ByClass,
             Backend::Lsm => PassthroughRule::AllOrNothing,
         }
     }
@@ -611,6 +572,14 @@ impl Guard {
         self.links
             .iter()
             .find_map(|(n, _)| programs.iter().position(|p| p == n))
+    }
+
+    /// Whether the attached program of `hook` is a sleepable one (the
+    /// program table's).
+    fn attached_sleepable(&self, hook: Hook) -> bool {
+        self.links
+            .iter()
+            .any(|(n, _)| programs::program(n).is_some_and(|p| p.hook == hook && p.sleepable))
     }
 
     /// What of the caller the filter can judge: everything the allow-list
@@ -992,13 +961,15 @@ pub fn pinned_majors(pin_dir: &std::path::Path) -> Result<(Vec<u32>, Vec<u32>), 
 
 #[cfg(test)]
 mod tests {
+    use super::super::programs::PROGRAMS;
     use super::*;
+    use libbpf_rs::{ObjectBuilder, ProgramType};
 
-    /// The object has one program per row of the hook table, in its section
-    /// and of its type, and the maps with the layouts the loader assumes (no
-    /// privilege needed).
+    /// The object's programs are exactly the program table's rows, each in
+    /// its section and of its type, and the maps have the layouts the
+    /// loader assumes (no privilege needed).
     #[test]
-    fn guard_object_matches_the_hook_table() {
+    fn guard_object_matches_the_program_table() {
         let open = ObjectBuilder::default().open_memory(GUARD_OBJ).unwrap();
         let progs: BTreeMap<String, (ProgramType, String)> = open
             .progs()
@@ -1009,27 +980,31 @@ mod tests {
                 )
             })
             .collect();
-        let rows: usize = HOOKS
-            .iter()
-            .map(|d| d.programs.len() + d.fmod_ret.len())
-            .sum();
-        assert_eq!(progs.len(), rows, "every program has a row: {progs:?}");
-        for d in HOOKS {
-            let ty = match d.backend {
-                Backend::Lsm if !d.companion() => ProgramType::Lsm,
-                _ => ProgramType::CgroupDevice,
-            };
-            for p in d.programs {
-                assert_eq!(progs.get(*p), Some(&(ty, d.section_of(p))), "{p}");
-            }
-            for p in d.fmod_ret {
-                let section = format!("fmod_ret/security_{}", d.label);
-                assert_eq!(d.section_of(p), section);
-                assert_eq!(progs.get(*p), Some(&(ProgramType::Tracing, section)), "{p}");
-            }
+        for name in progs.keys() {
+            assert!(
+                programs::program(name).is_some(),
+                "{name}: no row in PROGRAMS"
+            );
         }
-        assert_eq!(cgroup_programs(), ["ag_cgroup_dev", "ag_cgroup_dev_ids"]);
-        assert_eq!(variant(cgroup_programs(), 1), "ag_cgroup_dev_ids");
+        for p in PROGRAMS {
+            let ty = match p.attach {
+                Attach::Lsm => ProgramType::Lsm,
+                Attach::FmodRet => ProgramType::Tracing,
+                Attach::CgroupDevice => ProgramType::CgroupDevice,
+            };
+            let section = p.section.to_string();
+            assert_eq!(
+                progs.get(p.name),
+                Some(&(ty, section)),
+                "{}: not in the object",
+                p.name
+            );
+            assert_eq!(p.sleepable, p.section.starts_with("lsm.s/"), "{}", p.name);
+        }
+        assert_eq!(progs.len(), PROGRAMS.len());
+        let cgroup = programs::programs_of(Hook::CgroupDevice, Backend::CgroupDevice);
+        assert_eq!(cgroup, ["ag_cgroup_dev", "ag_cgroup_dev_ids"]);
+        assert_eq!(variant(&cgroup, 1), "ag_cgroup_dev_ids");
         assert_eq!(variant(&["ag_file_open"], 1), "ag_file_open");
         let maps: BTreeMap<String, (u32, u32, u32)> = open
             .maps()

@@ -4,7 +4,9 @@
 //! - [`types`]: the vocabulary (devices, executables, modes, backends,
 //!   coverage), a leaf every other module imports;
 //! - [`abi`]: the layouts and codes of `bpf/guard.h` (checked, not retyped);
-//! - [`hooks`]: the hook table -- one row per BPF program;
+//! - [`hooks`]: the hook table -- one row per hook;
+//! - [`programs`]: the program table -- one row per BPF program, its
+//!   section, attach type, sleepability, backend or companion role;
 //! - [`ioctls`]: the names of the ioctls the filter reports;
 //! - [`commands`]: the SG_IO / NVMe admin commands of the read class;
 //! - [`events`]: decoding an `ag_event` record into a [`DenialEvent`];
@@ -24,8 +26,9 @@
 //!
 //! **Adding an LSM hook** = the C program in `bpf/guard.bpf.c` with its
 //! `AG_HOOK_*` code in `bpf/guard.h`, plus one row in [`hooks::HOOKS`] (enum
-//! variant, code, metric label, program, section, optional BTF symbol,
-//! operation name). Loading (optional or not), the stats indices, the metric
+//! variant, code, metric label, optional BTF symbol, operation name) and one
+//! row per program in [`programs::PROGRAMS`] (section, attach type,
+//! sleepable, backend). Loading (optional or not), the stats indices, the metric
 //! labels, event decoding and the layout tests all follow from that row; a
 //! test fails when `guard.h` and the table disagree.
 //!
@@ -41,6 +44,7 @@ pub mod loader;
 mod mapwatch;
 pub mod pins;
 mod pinwatch;
+pub mod programs;
 pub mod ring;
 pub mod rules;
 pub mod types;
@@ -53,6 +57,7 @@ pub use loader::{pinned_majors, Guard, Options, Stats};
 pub use pins::{
     active_lsms, bpf_lsm_hint, bpf_lsm_hint_for, cgroup2_root, pinned_backend, remove_pins, PIN_DIR,
 };
+pub use programs::{Attach, ProgDef, PROGRAMS};
 pub use ring::EventReader;
 pub use rules::{Rule, Rules, SelfId, Tool, MAX_RULES};
 pub use types::{Backend, Coverage, DevKey, ExeId, IdentityReach, Mode};

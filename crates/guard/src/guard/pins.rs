@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use libbpf_rs::{Link, MapCore, MapHandle};
 
-use super::hooks::HOOKS;
+use super::programs::PROGRAMS;
 use super::types::Backend;
 use crate::Error;
 
@@ -148,10 +148,9 @@ pub fn pinned_backend(pin_dir: &Path) -> Option<Backend> {
         .collect();
     // The companions (ag_kernel_open) say nothing: both security backends have them.
     let backend_of = |b: Backend| {
-        HOOKS.iter().filter(|d| !d.companion()).any(|d| {
-            let programs = d.programs_for(b);
-            names.iter().any(|n| programs.contains(&n.as_str()))
-        })
+        PROGRAMS
+            .iter()
+            .any(|p| !p.companion && p.loaded_by(b) && names.iter().any(|n| n == p.name))
     };
     // The worst pinned one first: an upgrade that stopped half-way (both
     // pinned) is finished by the next start.
@@ -159,7 +158,9 @@ pub fn pinned_backend(pin_dir: &Path) -> Option<Backend> {
         Some(Backend::CgroupDevice)
     } else if backend_of(Backend::FmodRet) {
         Some(Backend::FmodRet)
-    } else if backend_of(Backend::Lsm) || names.iter().any(|n| n.starts_with("ag_")) {
+    } else if backend_of(Backend::Lsm) || !names.is_empty() {
+        // the LSM backend's, or links alone that no backend's programs name
+        // (a companion, programs an earlier version had)
         Some(Backend::Lsm)
     } else {
         None
@@ -268,14 +269,15 @@ fn wait_links_gone(ids: &[u32], timeout: Duration) -> Result<(), Error> {
 /// attached the better backend beside the old one.
 pub(crate) fn remove_links_of(pin_dir: &Path, backend: Backend) -> Result<(), Error> {
     let dir = pin_dir.join("links");
-    for d in HOOKS.iter().filter(|d| !d.companion()) {
-        for p in d.programs_for(backend) {
-            match std::fs::remove_file(dir.join(p)) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    return Err(io_err("removing a link pin")(e))
-                }
-                _ => {}
+    for p in PROGRAMS
+        .iter()
+        .filter(|p| !p.companion && p.loaded_by(backend))
+    {
+        match std::fs::remove_file(dir.join(p.name)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(io_err("removing a link pin")(e))
             }
+            _ => {}
         }
     }
     Ok(())
