@@ -54,19 +54,11 @@ echo "host: $ct_pass passed, $ct_fail failed"
 passed=$((passed + ct_pass))
 failed=$((failed + ct_fail))
 
-# Fuzz smoke.
-if [ "${FUZZ_SECONDS:-20}" != 0 ]; then
-    if step fuzz env FUZZ_SECONDS="${FUZZ_SECONDS:-20}" scripts/fuzz.sh; then
-        passed=$((passed + 1)); grep -E '^fuzz:' "$logs/fuzz.log" | sed 's/^/    /'
-    else failed=$((failed + 1)); fi
-fi
-
-# lab NAME CMD: runs a lab (its result lines shown, its log kept) and adds its
-# "NAME: N passed, M failed" summary to the total; no summary counts as a failure.
-lab() {
+# lab_show NAME: a lab's result lines from its log, and its "NAME: N passed, M failed"
+# summary added to the total; no summary counts as a failure.
+lab_show() {
     local name=$1 line
-    shift
-    "$@" 2>&1 | tee "$logs/$name.log" | grep -E "^(PASS|FAIL|N/A|XFAIL|RETRY|$name)" || true
+    grep -E "^(PASS|FAIL|N/A|XFAIL|RETRY|$name)" "$logs/$name.log" || true
     line=$(grep -E "^$name: [0-9]+ passed, [0-9]+ failed" "$logs/$name.log" | tail -n 1)
     if [ -n "$line" ]; then
         passed=$((passed + $(echo "$line" | awk '{print $2}')))
@@ -78,17 +70,70 @@ lab() {
     fi
 }
 
-# The VM lab.
-if [ "${ASMGUARD_SKIP_VM:-0}" != 1 ]; then
-    lab vm tests/vm/all.sh
+# The labs, the fuzz smoke beside them. The VM lab and the system lab run side by
+# side: every guest of either takes one of the machine's two guest slots
+# (tests/vm/results.sh lab_machine_lock; a guest keeps about one host core busy), so
+# the host cores stay busy until the last guest ends. Their packages are installed
+# first, once (apt takes one installer at a time). The VM lab's lines are shown as
+# they come, the fuzz smoke's and the system lab's when the VM lab is done.
+labs=1
+[ "${ASMGUARD_SKIP_VM:-0}" != 1 ] || labs=0
+system=$labs
+[ "${ASMGUARD_SKIP_SYSTEM:-0}" != 1 ] || system=0
+if [ $labs = 1 ]; then
+    # shellcheck disable=SC1091,SC2086
+    (. tests/vm/deps.sh && vm_deps $VM_BUILD_PKGS $VM_LAB_PKGS mmdebstrap e2fsprogs lintian rpm) ||
+        echo "labs: could not install the labs' packages (each lab reports what it misses)"
+fi
+rm -f "$logs/fuzz.rc"
+if [ "${FUZZ_SECONDS:-20}" != 0 ]; then
+    (env FUZZ_SECONDS="${FUZZ_SECONDS:-20}" scripts/fuzz.sh >"$logs/fuzz.log" 2>&1
+        echo $? >"$logs/fuzz.rc") &
+    fuzz_pid=$!
+fi
+if [ $system = 1 ]; then
+    tests/system/all.sh >"$logs/system.log" 2>&1 &
+    system_pid=$!
+fi
+
+if [ $labs = 1 ]; then
+    : >"$logs/vm.log"
+    tests/vm/all.sh >"$logs/vm.log" 2>&1 &
+    vm_pid=$!
+    tail -n +1 --pid=$vm_pid -f "$logs/vm.log" | grep --line-buffered -E "^(PASS|FAIL|N/A|XFAIL|RETRY|vm)" || true
+    wait $vm_pid
+    line=$(grep -E "^vm: [0-9]+ passed, [0-9]+ failed" "$logs/vm.log" | tail -n 1)
+    if [ -n "$line" ]; then
+        passed=$((passed + $(echo "$line" | awk '{print $2}')))
+        failed=$((failed + $(echo "$line" | awk '{print $4}')))
+    else
+        echo "FAIL vm: the lab printed no summary; see $logs/vm.log"
+        tail -n 40 "$logs/vm.log" | sed 's/^/    /'
+        failed=$((failed + 1))
+    fi
 else
     echo "vm: skipped (ASMGUARD_SKIP_VM=1)"
 fi
 
+# Fuzz smoke.
+if [ "${FUZZ_SECONDS:-20}" != 0 ]; then
+    wait "$fuzz_pid"
+    if [ "$(cat "$logs/fuzz.rc" 2>/dev/null)" = 0 ]; then
+        echo "PASS fuzz (beside the labs; $(grep -c '^fuzz: .* for ' "$logs/fuzz.log") targets)"
+        passed=$((passed + 1)); grep -E '^fuzz:' "$logs/fuzz.log" | sed 's/^/    /'
+    else
+        echo "FAIL fuzz: last lines of $logs/fuzz.log:"
+        tail -n 40 "$logs/fuzz.log" | sed 's/^/    /'
+        failures+=(fuzz)
+        failed=$((failed + 1))
+    fi
+fi
+
 # The system lab: the .deb and a booted Debian 12 host (systemd, udevd, multipathd)
-# on the 6.1 and 6.12 kernels.
-if [ "${ASMGUARD_SKIP_SYSTEM:-0}" != 1 ] && [ "${ASMGUARD_SKIP_VM:-0}" != 1 ]; then
-    lab system tests/system/all.sh
+# on the 6.1 and 6.12 kernels, containers, two nodes.
+if [ $system = 1 ]; then
+    wait "$system_pid"
+    lab_show system
 else
     echo "system: skipped (ASMGUARD_SKIP_SYSTEM=1 or ASMGUARD_SKIP_VM=1)"
 fi

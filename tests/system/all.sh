@@ -26,22 +26,24 @@ if [ "${SYS_BUILD:-1}" = 1 ]; then
 fi
 out=$(mktemp -d)
 trap 'rm -rf "$tmp" "$out"' EXIT
-# The runs: first the pair (its two guests take both of the machine's guest slots:
-# tests/vm/results.sh lab_machine_lock) beside the package checks (no guest), then two
-# streams side by side, one guest each (a guest keeps about one host core busy): the
-# container boot in one, the kernel lines one after the other in the other. Each
-# run's output is kept and printed in this order when all are done.
-first=(package) runs_a=() runs_b=()
+# The runs: two streams side by side, one guest each (a guest keeps about one host
+# core busy; each takes one of the machine's two guest slots: tests/vm/results.sh
+# lab_machine_lock): the package checks (no guest) then the container boot in one,
+# the kernel lines one after the other in the other; then the pair (two guests: both
+# slots, so it waits for every other guest on the machine, the VM lab's too when
+# scripts/test.sh runs the labs side by side). Each run's output is kept and printed
+# in this order when all are done.
+runs_a=(package) runs_b=() last=()
 lines_=(${SYS_LINES:-6.1 6.12})
-if [ "${SYS_PAIR:-1}" = 1 ] && [ $# = 0 ]; then first+=(pair); fi
 if [ "${SYS_CONTAINERS:-1}" = 1 ] && [ $# = 0 ]; then runs_a+=(containers); fi
 for l in "${lines_[@]}"; do runs_b+=("line:$l"); done
 # no container run: the lines share the two streams
-if [ ${#runs_a[@]} = 0 ] && [ ${#runs_b[@]} -gt 1 ]; then
-	runs_a=("${runs_b[0]}")
+if [ ${#runs_a[@]} = 1 ] && [ ${#runs_b[@]} -gt 1 ]; then
+	runs_a+=("${runs_b[0]}")
 	runs_b=("${runs_b[@]:1}")
 fi
-order=(package "${runs_a[@]}" "${runs_b[@]}" "${first[@]:1}")
+if [ "${SYS_PAIR:-1}" = 1 ] && [ $# = 0 ]; then last+=(pair); fi
+order=("${runs_a[@]}" "${runs_b[@]}" "${last[@]}")
 
 # the packages, images and kernels first, once (the streams would race to make them)
 . "$SYS_DIR/env.sh"
@@ -75,13 +77,12 @@ tally_name() {
 	esac
 }
 t0=$SECONDS
-for r in "${first[@]}"; do run_one "$r" "$@" & done
-wait
-t1=$SECONDS
 (for r in "${runs_a[@]}"; do run_one "$r" "$@"; done) &
 (for r in "${runs_b[@]}"; do run_one "$r" "$@"; done) &
 wait
-echo "system: ${first[*]} side by side $((t1 - t0))s, then two streams (${runs_a[*]} | ${runs_b[*]}) $((SECONDS - t1))s" >&2
+t1=$SECONDS
+for r in "${last[@]}"; do run_one "$r" "$@"; done
+echo "system: two streams (${runs_a[*]} | ${runs_b[*]}) $((t1 - t0))s, then ${last[*]:-nothing} $((SECONDS - t1))s" >&2
 for r in "${order[@]}"; do
 	f=$out/${r//[:\/]/_}
 	cat "$f"

@@ -88,6 +88,15 @@ vm_download() {
 # 7.x where linux-image depends on linux-binary-* (the kernel, vmlinuz at
 # usr/lib/modules/KVER/vmlinuz), linux-modules-* and linux-base-* (modules.builtin).
 vm_fetch_kernel() {
+	# one fetch at a time per kernel cache (the VM and system labs run side by side
+	# and share it): a subshell holding the cache's lock
+	mkdir -p "$VM_CACHE" || return 1
+	(
+		flock 5
+		vm_fetch_kernel_locked "$@"
+	) 5>"$VM_CACHE/.fetch.lock"
+}
+vm_fetch_kernel_locked() {
 	local line=$1 pkg ver deb root kver dep dver part pv
 	pv=$(vm_kernel_pkg "$line") || return 1
 	pkg=${pv% *} ver=${pv#* }
