@@ -11,6 +11,7 @@ use asmguard_config as config;
 use asmguard_devices::events::DeviceEvent;
 mod check;
 mod claims;
+mod conf;
 mod filter;
 mod kept;
 mod links;
@@ -208,10 +209,10 @@ async fn run(
             metrics,
         },
     ));
-    if d.admin_gid.is_none() {
+    if d.admin_gid().is_none() {
         tracing::warn!(
             "admin group {} does not exist: only root may use the socket",
-            d.cfg.socket.admin_group
+            d.conf().cfg.socket.admin_group
         );
     }
     // the containers before the first scan: its model presents their nodes
@@ -245,7 +246,7 @@ async fn run(
             LINK_WAIT.as_secs()
         );
     }
-    d.metrics.serve(&d.cfg.metrics.listen).await;
+    d.metrics.serve(&d.conf().cfg.metrics.listen).await;
     // The filter's denials, the discard totals, the backend and the modes are
     // read when Prometheus scrapes.
     let readings: std::sync::Weak<dyn metrics::Readings> = Arc::downgrade(&d) as _;
@@ -270,7 +271,7 @@ async fn run(
     spawn_device_events(d.clone(), rx);
     watch::spawn(
         d.clone(),
-        Duration::from_secs(d.cfg.devices.label_watch_seconds),
+        Duration::from_secs(d.conf().cfg.devices.label_watch_seconds),
     );
     spawn_watchdog(monitor_alive.clone());
     spawn_filter_verify(d.clone());
@@ -401,31 +402,26 @@ fn spawn_watchdog(alive: Arc<AtomicBool>) {
     }
 }
 
-/// SIGHUP: the allow-list's names are resolved again (NSS: a user or group
-/// added to LDAP, SSSD or extrausers since the start) from the configuration.
+/// SIGHUP: the whole configuration file is read again and put in force
+/// (`conf::reload`); the allow-list's names are resolved again (NSS: a user
+/// or group added to LDAP, SSSD or extrausers since the start).
 fn spawn_sighup(d: Arc<state::Daemon>) {
     match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
         Ok(mut hup) => {
-            let d7 = d.clone();
             tokio::spawn(async move {
+                let cfg = d.conf().cfg.clone();
                 let (u, g, _, _) = filter::service::resolve_allow(
-                    &d7.cfg.filter.allow_users,
-                    &d7.cfg.filter.allow_groups,
+                    &cfg.filter.allow_users,
+                    &cfg.filter.allow_groups,
                     &[],
                 );
                 let mut before = (u, g);
-                let path = match d7.cfg_source.strip_suffix(" (absent: built-in defaults)") {
-                    Some(_) => None,
-                    None => Some(PathBuf::from(&d7.cfg_source)),
-                };
                 while hup.recv().await.is_some() {
-                    let d8 = d7.clone();
-                    let path = path.clone();
+                    let d8 = d.clone();
                     let b = before.clone();
                     let r = tokio::task::spawn_blocking(move || {
                         let mut b = b;
-                        filter::reload_allow(&d8.filter, path.as_deref(), &mut b);
-                        d8.resolve_containers();
+                        conf::reload(&d8, &mut b);
                         b
                     })
                     .await;

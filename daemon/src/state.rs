@@ -8,13 +8,13 @@
 //! there and nowhere else. Answers (`lsdsk`, `status`, the label operations'
 //! checks) read the stored model.
 
+use crate::conf::Conf;
 use crate::filter::service::FilterService;
 use crate::metrics::MetricsService;
 use crate::model::{self, Disk, Model};
 use asmguard_config::{Config, Container};
 use asmguard_devices::discovery::{self, Observed};
 use asmguard_devices::labelling::{self, LabelOpError, LabelOptions};
-use asmguard_devices::pattern::Rules;
 use asmguard_devices::sysfs::{self, SysDev};
 use asmguard_devices::writer::{WriteOpen, Writer};
 use asmguard_devices::{DevError, KernelDev};
@@ -26,7 +26,7 @@ use asmguard_proto::{
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 /// How long after writing a label, rename or unlabel the daemon reads the
@@ -76,15 +76,14 @@ pub struct Started {
 }
 
 pub struct Daemon {
-    pub cfg: Config,
+    /// The configuration in force (`crate::conf`): swapped whole on SIGHUP.
+    conf: RwLock<Arc<Conf>>,
     pub cfg_source: String,
-    pub rules: Rules,
     pub sys: PathBuf,
     pub socket: PathBuf,
     /// Runtime state: `filter.state`, `reclaim/<LABEL>.json` (`[daemon]
     /// runtime_dir`, default the socket's directory).
     pub runtime_dir: PathBuf,
-    pub admin_gid: Option<u32>,
     pub started: Instant,
     pub monitor: String,
     state: RwLock<State>,
@@ -259,19 +258,13 @@ impl Daemon {
             writer,
             metrics,
         } = started;
-        let admin_gid = nix::unistd::Group::from_name(&cfg.socket.admin_group)
-            .ok()
-            .flatten()
-            .map(|g| g.gid.as_raw());
         let settle =
             crate::kept::Kept::settle_for(Duration::from_secs(cfg.devices.label_watch_seconds));
         Daemon {
-            rules: cfg.rules(),
-            cfg,
+            conf: RwLock::new(Arc::new(Conf::new(cfg))),
             cfg_source,
             sys: PathBuf::from("/sys"),
             socket,
-            admin_gid,
             started: Instant::now(),
             monitor,
             state: RwLock::new(State::default()),
@@ -297,6 +290,22 @@ impl Daemon {
             kept: crate::kept::Kept::new(&runtime_dir, settle),
             runtime_dir,
         }
+    }
+
+    /// The configuration in force, whole (a reload swaps it: hold this one
+    /// value while reading several keys).
+    pub fn conf(&self) -> Arc<Conf> {
+        self.conf.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// `[socket] admin_group` resolved, in force.
+    pub fn admin_gid(&self) -> Option<u32> {
+        self.conf().admin_gid
+    }
+
+    /// Puts `c` in force (`crate::conf`).
+    pub fn set_conf(&self, c: Conf) {
+        *self.conf.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(c);
     }
 
     /// The cgroup2 mount (`None`: none is mounted; no peer or task is then
@@ -413,11 +422,12 @@ impl Daemon {
             .filter(|d| !d.conflict)
             .map(|d| (d.label.to_string(), d.top.dev))
             .collect();
+        let conf = self.conf();
         let targets: Vec<crate::present::Target> = cs
             .iter()
             .map(|c| {
                 let f = found.iter().find(|f| f.name == c.name);
-                let mut t = crate::present::target(&self.cfg, c, f);
+                let mut t = crate::present::target(&conf.cfg, c, f);
                 if self.cgroup_root.is_none() && !c.present.is_empty() {
                     t.owner = Err("no cgroup2 file system is mounted: asmguardd cannot find \
                                    the container"
@@ -476,7 +486,8 @@ impl Daemon {
         let _order = self.scan_order.lock().unwrap_or_else(|p| p.into_inner());
         let number = self.scans_started.fetch_add(1, SeqCst) + 1;
         let t = Instant::now();
-        let observed = discovery::observe_all(&self.sys, &self.rules);
+        let rules = self.conf().rules.clone();
+        let observed = discovery::observe_all(&self.sys, &rules);
         let devices = match observed {
             Ok(d) => d,
             Err(e) => {
@@ -484,7 +495,7 @@ impl Daemon {
                 return Err(e);
             }
         };
-        let grouping = discovery::group(&devices, &self.rules);
+        let grouping = discovery::group(&devices, &rules);
         let built = model::build(&self.sys, &devices, &grouping);
         let n = devices.len();
         #[cfg(test)]
@@ -709,8 +720,9 @@ impl Daemon {
         let _order = self.scan_order.lock().unwrap_or_else(|p| p.into_inner());
         let mut fresh = Vec::new();
         let mut related = BTreeSet::new();
+        let rules = self.conf().rules.clone();
         for n in names {
-            let o = discovery::observe(&self.sys, &self.rules, n);
+            let o = discovery::observe(&self.sys, &rules, n);
             if let Some(o) = &o {
                 related.extend(o.sys.slaves.iter().cloned());
                 related.extend(o.sys.holders.iter().cloned());
@@ -746,7 +758,7 @@ impl Daemon {
                 _ => {}
             }
         }
-        let grouping = discovery::group(&s.devices, &self.rules);
+        let grouping = discovery::group(&s.devices, &rules);
         let built = model::build(&self.sys, &s.devices, &grouping);
         drop(s);
         self.apply(built);
@@ -805,6 +817,7 @@ impl Daemon {
         let allow_view = self.filter.view();
         let protection = fst.protection();
         let shown = self.presenter.outcome();
+        let conf = self.conf();
         StatusResult {
             daemon_version: env!("CARGO_PKG_VERSION").to_string(),
             protocol_version: asmguard_proto::VERSION,
@@ -848,7 +861,7 @@ impl Daemon {
                 .iter()
                 .map(crate::present::Problem::info)
                 .collect(),
-            default_filter_mode: self.cfg.filter.mode.to_string(),
+            default_filter_mode: conf.cfg.filter.mode.to_string(),
             disks: s.model.usable(),
             conflicts: s.model.conflicts.len(),
             devices_scanned: s.model.devices_scanned,
@@ -861,6 +874,7 @@ impl Daemon {
             config: self.cfg_source.clone(),
             events: self.monitor.clone(),
             last_scan_ms: s.last_scan_ms,
+            restart_needed: conf.restart_needed.clone(),
         }
     }
 
@@ -937,7 +951,7 @@ impl Daemon {
         let label = parse_label(&a.label)?;
         let sd = self.resolve(&a.device)?;
         let shown = sd.display_path();
-        if !self.rules.included(&sd.name, sd.dm_name.as_deref()) {
+        if !self.conf().rules.included(&sd.name, sd.dm_name.as_deref()) {
             return Err(err(
                 ErrorCode::NotManageable,
                 format!(
@@ -1301,7 +1315,6 @@ impl crate::metrics::Readings for Daemon {
 #[cfg(test)]
 mod scan_race_tests {
     use super::*;
-    use std::sync::Arc;
 
     fn fake_dev(root: &Path, name: &str, minor: u32) {
         let d = root.join("class/block").join(name);
