@@ -315,6 +315,15 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
         ("metrics", s.metrics_address),
         ("config", s.config),
     ];
+    if !s.restart_needed.is_empty() {
+        rows.push((
+            "restart needed",
+            format!(
+                "changed in the file, in force at the next start: {}",
+                s.restart_needed.join("; ")
+            ),
+        ));
+    }
     // after "exclusive claims"
     let at = rows
         .iter()

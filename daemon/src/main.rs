@@ -11,6 +11,7 @@ use asmguard_config as config;
 use asmguard_devices::events::DeviceEvent;
 mod check;
 mod claims;
+mod conf;
 mod filter;
 mod kept;
 mod links;
@@ -143,8 +144,16 @@ async fn run(
     let pin_dir = bpf_pin_dir
         .clone()
         .unwrap_or_else(|| PathBuf::from(asmguard_guard::PIN_DIR));
-    let _pin_lock = match lock_pin_dir(&pin_dir) {
-        Ok(l) => l,
+    let _pin_lock = match asmguard_guard::pins::lock(
+        std::path::Path::new(asmguard_guard::pins::LOCK_DIR),
+        &pin_dir,
+    ) {
+        Ok(l) => {
+            if let Some(w) = &l.warning {
+                tracing::warn!("{w}");
+            }
+            l
+        }
         Err(msg) => {
             tracing::error!("{msg}");
             eprintln!("asmguardd: {msg}");
@@ -208,10 +217,10 @@ async fn run(
             metrics,
         },
     ));
-    if d.admin_gid.is_none() {
+    if d.admin_gid().is_none() {
         tracing::warn!(
             "admin group {} does not exist: only root may use the socket",
-            d.cfg.socket.admin_group
+            d.conf().cfg.socket.admin_group
         );
     }
     // the containers before the first scan: its model presents their nodes
@@ -245,7 +254,7 @@ async fn run(
             LINK_WAIT.as_secs()
         );
     }
-    d.metrics.serve(&d.cfg.metrics.listen).await;
+    d.metrics.serve(&d.conf().cfg.metrics.listen).await;
     // The filter's denials, the discard totals, the backend and the modes are
     // read when Prometheus scrapes.
     let readings: std::sync::Weak<dyn metrics::Readings> = Arc::downgrade(&d) as _;
@@ -270,7 +279,7 @@ async fn run(
     spawn_device_events(d.clone(), rx);
     watch::spawn(
         d.clone(),
-        Duration::from_secs(d.cfg.devices.label_watch_seconds),
+        Duration::from_secs(d.conf().cfg.devices.label_watch_seconds),
     );
     spawn_watchdog(monitor_alive.clone());
     spawn_filter_verify(d.clone());
@@ -401,31 +410,26 @@ fn spawn_watchdog(alive: Arc<AtomicBool>) {
     }
 }
 
-/// SIGHUP: the allow-list's names are resolved again (NSS: a user or group
-/// added to LDAP, SSSD or extrausers since the start) from the configuration.
+/// SIGHUP: the whole configuration file is read again and put in force
+/// (`conf::reload`); the allow-list's names are resolved again (NSS: a user
+/// or group added to LDAP, SSSD or extrausers since the start).
 fn spawn_sighup(d: Arc<state::Daemon>) {
     match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
         Ok(mut hup) => {
-            let d7 = d.clone();
             tokio::spawn(async move {
+                let cfg = d.conf().cfg.clone();
                 let (u, g, _, _) = filter::service::resolve_allow(
-                    &d7.cfg.filter.allow_users,
-                    &d7.cfg.filter.allow_groups,
+                    &cfg.filter.allow_users,
+                    &cfg.filter.allow_groups,
                     &[],
                 );
                 let mut before = (u, g);
-                let path = match d7.cfg_source.strip_suffix(" (absent: built-in defaults)") {
-                    Some(_) => None,
-                    None => Some(PathBuf::from(&d7.cfg_source)),
-                };
                 while hup.recv().await.is_some() {
-                    let d8 = d7.clone();
-                    let path = path.clone();
+                    let d8 = d.clone();
                     let b = before.clone();
                     let r = tokio::task::spawn_blocking(move || {
                         let mut b = b;
-                        filter::reload_allow(&d8.filter, path.as_deref(), &mut b);
-                        d8.resolve_containers();
+                        conf::reload(&d8, &mut b);
                         b
                     })
                     .await;
@@ -489,79 +493,4 @@ async fn start_filter(
         )),
         Err(e) => Err(format!("write filter: {e}")),
     }
-}
-
-/// Where the lock of a pin directory lives: `/run/asmguard/pins-<path>.lock`,
-/// named after the directory's path alone, so that every daemon on those pins
-/// takes the same lock whatever its socket or runtime directory. Not in the
-/// pin directory (bpffs holds no regular files, and the directory comes and
-/// goes with the filter: `filter disable` and uninstall remove it), and under
-/// /run/asmguard, which the unit's sandbox lets the daemon write
-/// (`RuntimeDirectory=asmguard` with `ProtectSystem=strict`).
-fn pin_lock_path(dir: &std::path::Path) -> PathBuf {
-    let name: String = dir
-        .to_string_lossy()
-        .trim_matches('/')
-        .chars()
-        .map(|c| if c == '/' { '-' } else { c })
-        .collect();
-    PathBuf::from("/run/asmguard").join(format!("pins-{name}.lock"))
-}
-
-/// Takes an exclusive `flock` on the lock file of the BPF pin directory
-/// ([`pin_lock_path`]), held until the daemon exits: a second daemon on the
-/// same pins is refused before it touches the claims, the filter or the pins.
-/// `Ok(None)`: the lock file cannot be made (no /run); the daemon goes on.
-fn lock_pin_dir(dir: &std::path::Path) -> Result<Option<std::fs::File>, String> {
-    use std::os::fd::AsRawFd;
-    use std::os::unix::fs::MetadataExt;
-    let path = pin_lock_path(dir);
-    if let Some(parent) = path.parent() {
-        let _ = std::fs::create_dir_all(parent);
-    }
-    let f = match std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-    {
-        Ok(f) => f,
-        Err(e) => {
-            tracing::warn!(
-                "{}: cannot lock the pin directory {}: {e}",
-                path.display(),
-                dir.display()
-            );
-            return Ok(None);
-        }
-    };
-    // SAFETY: `f` is an open descriptor owned by this function.
-    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-        return Ok(Some(f));
-    }
-    let e = std::io::Error::last_os_error();
-    if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
-        tracing::warn!("{}: cannot lock the pin directory: {e}", dir.display());
-        return Ok(Some(f));
-    }
-    // Who holds it: /proc/locks names the pid and the inode.
-    let ino = f.metadata().map(|m| m.ino()).unwrap_or(0);
-    let holder = std::fs::read_to_string("/proc/locks")
-        .ok()
-        .and_then(|t| {
-            t.lines().find_map(|l| {
-                let w: Vec<&str> = l.split_whitespace().collect();
-                let at = w.iter().position(|x| *x == "FLOCK")?;
-                let pid = w.get(at + 3)?;
-                let dev_ino = w.get(at + 4)?;
-                (dev_ino.rsplit(':').next()? == ino.to_string()).then(|| format!(" (pid {pid})"))
-            })
-        })
-        .unwrap_or_default();
-    Err(format!(
-        "{}: another asmguardd{holder} already uses this BPF pin directory: stop it first, \
-         or give this daemon its own --bpf-pin-dir (nothing was changed)",
-        dir.display()
-    ))
 }

@@ -108,7 +108,12 @@ pub async fn serve(listener: UnixListener, d: Arc<Daemon>) {
                 .get(&peer.uid)
                 .copied()
                 .unwrap_or(0);
-            let msg = busy_message(peer.host_root(), peer.uid, held, &d.cfg.socket.admin_group);
+            let msg = busy_message(
+                peer.host_root(),
+                peer.uid,
+                held,
+                &d.conf().cfg.socket.admin_group,
+            );
             refuse_now(&stream, ErrorCode::Busy, msg);
             continue;
         };
@@ -257,7 +262,7 @@ fn container_place(d: &Daemon, root: Option<&Path>, c: &asmguard_config::Contain
     let group = c
         .admin_group
         .clone()
-        .unwrap_or_else(|| d.cfg.socket.admin_group.clone());
+        .unwrap_or_else(|| d.conf().cfg.socket.admin_group.clone());
     let (root_uid, admin_gid) = match root {
         Some(r) => {
             // as last resolved while its process is still in it; else found now
@@ -330,7 +335,7 @@ fn exited(pidfd: &std::os::fd::OwnedFd) -> bool {
 }
 
 fn is_admin(d: &Daemon, peer: &Peer) -> bool {
-    d.admin_gid.is_some_and(|g| peer.in_group(g))
+    d.admin_gid().is_some_and(|g| peer.in_group(g))
 }
 
 /// Whether the peer may read (and so is served at all): host root and the
@@ -361,14 +366,14 @@ fn not_served(d: &Daemon, peer: &Peer) -> String {
         Place::Host | Place::Foreign => format!(
             "permission denied: asmguardd serves root and members of group {}{} only \
              (you are uid {}): it needs root or membership of group {}",
-            d.cfg.socket.admin_group,
-            if d.admin_gid.is_none() {
+            d.conf().cfg.socket.admin_group,
+            if d.admin_gid().is_none() {
                 ", which does not exist on this host,"
             } else {
                 ""
             },
             peer.uid,
-            d.cfg.socket.admin_group
+            d.conf().cfg.socket.admin_group
         ),
     }
 }
@@ -508,8 +513,8 @@ fn authorise(d: &Daemon, peer: &Peer, op: &Op) -> Result<(), ErrorBody> {
         (Access::Read, _) => denied(format!(
             "permission denied: `{}` needs root or membership of group {}{} (you are uid {})",
             op.name(),
-            d.cfg.socket.admin_group,
-            if d.admin_gid.is_none() {
+            d.conf().cfg.socket.admin_group,
+            if d.admin_gid().is_none() {
                 ", which does not exist on this host"
             } else {
                 ""
@@ -559,7 +564,7 @@ async fn read_line<R: tokio::io::AsyncBufRead + Unpin>(r: &mut R) -> std::io::Re
 }
 
 async fn connection(stream: UnixStream, d: Arc<Daemon>, peer: Peer) {
-    let timeout = Duration::from_secs(d.cfg.socket.timeout_seconds);
+    let timeout = Duration::from_secs(d.conf().cfg.socket.timeout_seconds);
     let (rd, mut wr) = stream.into_split();
     let mut rd = BufReader::with_capacity(16 * 1024, rd);
     loop {
@@ -818,7 +823,7 @@ mod peer_tests {
         let mut cfg = asmguard_config::Config::default();
         cfg.socket.admin_group = "nogroup".into(); // gid 65534 on Debian
         let d = Daemon::for_tests(cfg);
-        let host_admin = d.admin_gid;
+        let host_admin = d.admin_gid();
         let ok = |p: &Peer, op: &Op| authorise(&d, p, op).is_ok();
         // the container's root and its asmadmin (host ids) may read
         let root = peer(100000, 100000, &[], rac1(false));

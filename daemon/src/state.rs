@@ -6,15 +6,16 @@
 //! [`Daemon::apply`], the one place a model takes effect: the filter's managed
 //! set, each disk's mode, the exclusive claims and the metrics follow from it
 //! there and nowhere else. Answers (`lsdsk`, `status`, the label operations'
-//! checks) read the stored model.
+//! checks) read the stored model: the label operations are [`ops`], the
+//! views (`lsdsk`, `status`, the metrics' readings) [`views`].
 
+use crate::conf::Conf;
 use crate::filter::service::FilterService;
 use crate::metrics::MetricsService;
 use crate::model::{self, Disk, Model};
 use asmguard_config::{Config, Container};
 use asmguard_devices::discovery::{self, Observed};
 use asmguard_devices::labelling::{self, LabelOpError, LabelOptions};
-use asmguard_devices::pattern::Rules;
 use asmguard_devices::sysfs::{self, SysDev};
 use asmguard_devices::writer::{WriteOpen, Writer};
 use asmguard_devices::{DevError, KernelDev};
@@ -26,20 +27,11 @@ use asmguard_proto::{
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-/// How long after writing a label, rename or unlabel the daemon reads the
-/// label sector again before it answers. Another host that read the disk
-/// before this write landed and writes its own label next (two nodes
-/// labelling one shared disk at once) writes within this time; the second
-/// read then finds that label and the request answers `label_conflict`
-/// instead of a success the disk no longer shows. Loop devices (their
-/// backing file is this host's) are not waited for.
-pub const LABEL_SETTLE: Duration = Duration::from_secs(1);
-
-/// The loop driver's major: a loop device is no other host's disk.
-const LOOP_MAJOR: u32 = 7;
+mod ops;
+mod views;
 
 /// How long the claim of a disk newly wanted (just labelled, hot-plugged)
 /// is tried again before `label` answers or the scan ends: another exclusive
@@ -76,15 +68,14 @@ pub struct Started {
 }
 
 pub struct Daemon {
-    pub cfg: Config,
+    /// The configuration in force (`crate::conf`): swapped whole on SIGHUP.
+    conf: RwLock<Arc<Conf>>,
     pub cfg_source: String,
-    pub rules: Rules,
     pub sys: PathBuf,
     pub socket: PathBuf,
     /// Runtime state: `filter.state`, `reclaim/<LABEL>.json` (`[daemon]
     /// runtime_dir`, default the socket's directory).
     pub runtime_dir: PathBuf,
-    pub admin_gid: Option<u32>,
     pub started: Instant,
     pub monitor: String,
     state: RwLock<State>,
@@ -170,43 +161,6 @@ fn err(code: ErrorCode, m: impl Into<String>) -> ErrorBody {
     ErrorBody::new(code, m)
 }
 
-fn map_op_error(e: LabelOpError) -> ErrorBody {
-    let code = match &e {
-        LabelOpError::Dev(d) => match d {
-            DevError::NotFound(_) => ErrorCode::NotFound,
-            DevError::PermissionDenied(_) => ErrorCode::PermissionDenied,
-            DevError::WrongType(..) | DevError::TooSmall(..) | DevError::ReadOnly(_) => {
-                ErrorCode::NotManageable
-            }
-            DevError::Busy(..) => ErrorCode::InUse,
-            DevError::Io { .. } | DevError::VerifyFailed { .. } => ErrorCode::IoError,
-        },
-        LabelOpError::Data { .. } => ErrorCode::RefusedData,
-        LabelOpError::AsmHeader { .. } => ErrorCode::RefusedAsmHeader,
-        LabelOpError::Labelled { .. } => ErrorCode::RefusedLabelled,
-        LabelOpError::Member { .. } => ErrorCode::RefusedMember,
-        LabelOpError::NotLabelled { .. } => ErrorCode::NotFound,
-        LabelOpError::Unreadable(_) => ErrorCode::IoError,
-    };
-    err(code, e.to_string())
-}
-
-/// The answer to a label operation: what was done, where, and which byte ranges
-/// were written (`offset+length`).
-fn label_result(out: labelling::Outcome, label: &Label, device: String) -> LabelResult {
-    LabelResult {
-        action: out.action,
-        label: label.to_string(),
-        device,
-        erased: out.erased,
-        written: out
-            .written
-            .iter()
-            .map(|(o, l)| format!("{o}+{l}"))
-            .collect(),
-    }
-}
-
 /// Journal lines for the label conflicts a model brings (the same label on
 /// two disks, as when two hosts label different disks with one name, or a
 /// device planted with a managed disk's label) and the ones it resolves.
@@ -240,10 +194,6 @@ fn log_conflicts(before: &Model, after: &Model) {
     }
 }
 
-fn parse_label(s: &str) -> Result<Label, ErrorBody> {
-    Label::new(s).map_err(|e| err(ErrorCode::InvalidLabel, e.to_string()))
-}
-
 impl Daemon {
     /// The daemon over a started filter and tracer; its first scan comes next.
     pub fn new(
@@ -259,19 +209,13 @@ impl Daemon {
             writer,
             metrics,
         } = started;
-        let admin_gid = nix::unistd::Group::from_name(&cfg.socket.admin_group)
-            .ok()
-            .flatten()
-            .map(|g| g.gid.as_raw());
         let settle =
             crate::kept::Kept::settle_for(Duration::from_secs(cfg.devices.label_watch_seconds));
         Daemon {
-            rules: cfg.rules(),
-            cfg,
+            conf: RwLock::new(Arc::new(Conf::new(cfg))),
             cfg_source,
             sys: PathBuf::from("/sys"),
             socket,
-            admin_gid,
             started: Instant::now(),
             monitor,
             state: RwLock::new(State::default()),
@@ -299,6 +243,22 @@ impl Daemon {
         }
     }
 
+    /// The configuration in force, whole (a reload swaps it: hold this one
+    /// value while reading several keys).
+    pub fn conf(&self) -> Arc<Conf> {
+        self.conf.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// `[socket] admin_group` resolved, in force.
+    pub fn admin_gid(&self) -> Option<u32> {
+        self.conf().admin_gid
+    }
+
+    /// Puts `c` in force (`crate::conf`).
+    pub fn set_conf(&self, c: Conf) {
+        *self.conf.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(c);
+    }
+
     /// The cgroup2 mount (`None`: none is mounted; no peer or task is then
     /// found in a configured container).
     pub fn cgroup_root(&self) -> Option<PathBuf> {
@@ -319,19 +279,6 @@ impl Daemon {
             _ => Vec::new(),
         };
         self.containers_resolved(cs, found);
-    }
-
-    /// The filter's view of the configured containers, each with the host
-    /// users whose subordinate id ranges its maps reach among its problems.
-    fn container_views(&self) -> Vec<asmguard_proto::ContainerStatus> {
-        let mut v = self.filter.container_views();
-        for c in &mut v {
-            if let Some(f) = self.found(&c.name).filter(|f| f.pid.is_some()) {
-                c.problems
-                    .extend(asmguard_containers::subid::host_warnings(&f));
-            }
-        }
-        v
     }
 
     /// What was found of container `name` when the containers were last resolved.
@@ -413,11 +360,12 @@ impl Daemon {
             .filter(|d| !d.conflict)
             .map(|d| (d.label.to_string(), d.top.dev))
             .collect();
+        let conf = self.conf();
         let targets: Vec<crate::present::Target> = cs
             .iter()
             .map(|c| {
                 let f = found.iter().find(|f| f.name == c.name);
-                let mut t = crate::present::target(&self.cfg, c, f);
+                let mut t = crate::present::target(&conf.cfg, c, f);
                 if self.cgroup_root.is_none() && !c.present.is_empty() {
                     t.owner = Err("no cgroup2 file system is mounted: asmguardd cannot find \
                                    the container"
@@ -476,7 +424,8 @@ impl Daemon {
         let _order = self.scan_order.lock().unwrap_or_else(|p| p.into_inner());
         let number = self.scans_started.fetch_add(1, SeqCst) + 1;
         let t = Instant::now();
-        let observed = discovery::observe_all(&self.sys, &self.rules);
+        let rules = self.conf().rules.clone();
+        let observed = discovery::observe_all(&self.sys, &rules);
         let devices = match observed {
             Ok(d) => d,
             Err(e) => {
@@ -484,7 +433,7 @@ impl Daemon {
                 return Err(e);
             }
         };
-        let grouping = discovery::group(&devices, &self.rules);
+        let grouping = discovery::group(&devices, &rules);
         let built = model::build(&self.sys, &devices, &grouping);
         let n = devices.len();
         #[cfg(test)]
@@ -709,8 +658,9 @@ impl Daemon {
         let _order = self.scan_order.lock().unwrap_or_else(|p| p.into_inner());
         let mut fresh = Vec::new();
         let mut related = BTreeSet::new();
+        let rules = self.conf().rules.clone();
         for n in names {
-            let o = discovery::observe(&self.sys, &self.rules, n);
+            let o = discovery::observe(&self.sys, &rules, n);
             if let Some(o) = &o {
                 related.extend(o.sys.slaves.iter().cloned());
                 related.extend(o.sys.holders.iter().cloned());
@@ -746,122 +696,10 @@ impl Daemon {
                 _ => {}
             }
         }
-        let grouping = discovery::group(&s.devices, &self.rules);
+        let grouping = discovery::group(&s.devices, &rules);
         let built = model::build(&self.sys, &s.devices, &grouping);
         drop(s);
         self.apply(built);
-    }
-
-    pub fn lsdsk(&self) -> LsdskResult {
-        let s = self.read_state();
-        let m = &s.model;
-        let shown = self.presenter.outcome();
-        let mut disks = model::lsdsk_rows(&m.disks);
-        for d in &mut disks {
-            d.presented = shown
-                .of_label(&d.label)
-                .map(crate::present::Node::info)
-                .collect();
-        }
-        LsdskResult {
-            not_presented: shown
-                .problems
-                .iter()
-                .map(crate::present::Problem::info)
-                .collect(),
-            oracle_homes: self.filter.view().2,
-            disks,
-            conflicts: m
-                .conflicts
-                .iter()
-                .map(|(l, v)| Conflict {
-                    label: l.clone(),
-                    devices: v.clone(),
-                    kept: m.kept.get(l).cloned(),
-                })
-                .collect(),
-            devices_scanned: m.devices_scanned,
-            unreadable: m.unreadable.clone(),
-            unmanaged: m
-                .unmanaged
-                .iter()
-                .map(|u| asmguard_proto::UnmanagedDisk {
-                    device: u.device.clone(),
-                    label: u.label.clone().unwrap_or_default(),
-                    reason: u.why.clone(),
-                })
-                .collect(),
-        }
-    }
-
-    pub fn status(&self) -> StatusResult {
-        let s = self.read_state();
-        let bpf_lsm = match std::fs::read_to_string("/sys/kernel/security/lsm") {
-            Ok(l) if l.trim().split(',').any(|x| x == "bpf") => format!("yes (lsm={})", l.trim()),
-            Ok(l) => format!("no (lsm={})", l.trim()),
-            Err(_) => "unknown (securityfs not mounted)".into(),
-        };
-        let fst = self.filter.status();
-        let allow_view = self.filter.view();
-        let protection = fst.protection();
-        let shown = self.presenter.outcome();
-        StatusResult {
-            daemon_version: env!("CARGO_PKG_VERSION").to_string(),
-            protocol_version: asmguard_proto::VERSION,
-            pid: std::process::id(),
-            uptime_seconds: self.started.elapsed().as_secs(),
-            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
-                .map(|s| s.trim().to_string())
-                .unwrap_or_else(|_| "unknown".into()),
-            bpf_lsm,
-            filter_backend: fst.backend().into(),
-            filter_coverage: fst.coverage(),
-            filter_reason: fst.reason,
-            filter_passthrough: fst.passthrough,
-            filter_programs: fst.programs,
-            filter_other_programs: self.filter.other_programs(),
-            filter_devices: fst.devices,
-            allow_rules: allow_view.0,
-            allow_notes: allow_view.1,
-            oracle_homes: allow_view.2,
-            filter_pins: fst.pins.into(),
-            protection,
-            // how to get full coverage: only where it is missing (fmod_ret has it)
-            bpf_lsm_hint: match protection {
-                asmguard_proto::Protection::Degraded | asmguard_proto::Protection::Unprotected => {
-                    asmguard_guard::bpf_lsm_hint().unwrap_or_default()
-                }
-                _ => String::new(),
-            },
-            claims: self.claims.list(),
-            claims_kept: self.claims.kept().into(),
-            claims_slow: self
-                .claims_slow
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone(),
-            containers: self.container_views(),
-            containers_enforced: self.filter.containers_enforced(),
-            container_nodes: shown.nodes.len(),
-            not_presented: shown
-                .problems
-                .iter()
-                .map(crate::present::Problem::info)
-                .collect(),
-            default_filter_mode: self.cfg.filter.mode.to_string(),
-            disks: s.model.usable(),
-            conflicts: s.model.conflicts.len(),
-            devices_scanned: s.model.devices_scanned,
-            socket: self.socket.display().to_string(),
-            metrics_address: format!(
-                "{} (latency: {})",
-                self.metrics.address(),
-                self.metrics.tracer
-            ),
-            config: self.cfg_source.clone(),
-            events: self.monitor.clone(),
-            last_scan_ms: s.last_scan_ms,
-        }
     }
 
     /// Whether a label write is under way.
@@ -872,436 +710,11 @@ impl Daemon {
             .unwrap_or_else(|p| p.into_inner())
             .is_empty()
     }
-
-    fn claim(&self, keys: Vec<Busy>, what: &str) -> Result<Claim<'_>, ErrorBody> {
-        let mut s = self.inflight.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(k) = keys.iter().find(|k| s.contains(*k)) {
-            let m = match k {
-                Busy::Dev(_) => {
-                    format!("{what}: the disk is busy being labelled by another request; try again")
-                }
-                Busy::Label(l) => {
-                    format!("{what}: label {l} is being written by another request; try again")
-                }
-            };
-            return Err(err(ErrorCode::Busy, m));
-        }
-        for k in &keys {
-            s.insert(k.clone());
-        }
-        Ok(Claim { d: self, keys })
-    }
-
-    /// The kernel name of a device path given by a user.
-    fn resolve(&self, device: &str) -> Result<SysDev, ErrorBody> {
-        let p = Path::new(device);
-        let meta = std::fs::metadata(p).map_err(|e| {
-            err(
-                ErrorCode::NotFound,
-                format!(
-                    "{device}: {} (check the path; `lsblk` lists block devices)",
-                    e
-                ),
-            )
-        })?;
-        if !meta.file_type().is_block_device() {
-            return Err(err(
-                ErrorCode::NotManageable,
-                format!("{device}: is not a block device (asmguardd labels block devices only)"),
-            ));
-        }
-        let dev = KernelDev::from_dev_t(meta.rdev())
-            .map_err(|e| err(ErrorCode::NotManageable, format!("{device}: {e}")))?;
-        let name = sysfs::name_of(&self.sys, dev).ok_or_else(|| {
-            err(
-                ErrorCode::NotFound,
-                format!("{device}: block device {dev} is not in sysfs"),
-            )
-        })?;
-        sysfs::read(&self.sys, &name)
-            .map_err(|e| err(ErrorCode::NotFound, format!("{device}: {name}: {e}")))
-    }
-
-    fn after_write(&self, sd: &SysDev) {
-        let mut names = BTreeSet::new();
-        names.insert(sd.name.clone());
-        names.extend(sd.slaves.iter().cloned());
-        self.refresh(&names);
-        // Let udev re-probe (stable path) and every listener know.
-        if let Err(e) = sysfs::trigger_change(&self.sys, &sd.name) {
-            tracing::warn!("{}: could not send a change uevent: {e}", sd.name);
-        }
-    }
-
-    pub fn label(&self, a: &LabelArgs) -> Result<LabelResult, ErrorBody> {
-        let label = parse_label(&a.label)?;
-        let sd = self.resolve(&a.device)?;
-        let shown = sd.display_path();
-        if !self.rules.included(&sd.name, sd.dm_name.as_deref()) {
-            return Err(err(
-                ErrorCode::NotManageable,
-                format!(
-                    "{shown}: is excluded by devices.include/devices.exclude in {}: asmguardd does not manage it",
-                    self.cfg_source
-                ),
-            ));
-        }
-        let what = format!("label {label} on {shown}");
-        let claim = self.claim(vec![Busy::Dev(sd.dev), Busy::Label(label.clone())], &what)?;
-        {
-            let s = self.read_state();
-            let others: Vec<String> = s
-                .model
-                .disks
-                .iter()
-                .filter(|d| d.label == label && !d.paths.iter().any(|p| p.node.name == sd.name))
-                .map(|d| d.top.shown.clone())
-                .collect();
-            if !others.is_empty() {
-                return Err(err(
-                    ErrorCode::LabelConflict,
-                    format!(
-                        "{what}: label {label} is already used by {}: labels must be unique",
-                        others.join(", ")
-                    ),
-                ));
-            }
-        }
-        if let Some(why) = sysfs::in_use(&self.sys, &sd) {
-            return Err(err(
-                ErrorCode::InUse,
-                format!("{shown}: is in use: {why}: refusing to label it"),
-            ));
-        }
-        if !a.force {
-            // A writer's descriptor outlives the label: on the open-time-only
-            // backend nothing stops it from overwriting the new label.
-            let w = writers_of(&self.sys, &sd);
-            if let Some(o) = w.first() {
-                return Err(err(
-                    ErrorCode::InUse,
-                    format!(
-                        "{shown}: is open for writing by {o}{}: a write through it could overwrite the label; stop that process and retry, or label with --force",
-                        match w.len() {
-                            1 => String::new(),
-                            n => format!(" and {} more", n - 1),
-                        }
-                    ),
-                ));
-            }
-        }
-        let opts = LabelOptions {
-            force: a.force,
-            migrate: a.migrate,
-            open: self.write_open(&sd),
-        };
-        // A new label starts in the configured mode, whatever was set for
-        // the label this disk carried before or for another disk of this name.
-        let old = self
-            .read_state()
-            .model
-            .disks
-            .iter()
-            .find(|d| d.paths.iter().any(|p| p.node.name == sd.name))
-            .map(|d| d.label.clone());
-        let out = self.write_label(
-            &sd,
-            claim,
-            Some(&label),
-            |p, _| labelling::label_device(p, &label, opts),
-            || {
-                self.filter.forget(label.as_str());
-                if let Some(old) = &old {
-                    self.filter.forget(old.as_str());
-                }
-            },
-        )?;
-        tracing::info!(
-            "{shown}: {} {label} (force={}, migrate={})",
-            out.action,
-            a.force,
-            a.migrate
-        );
-        self.check_protected(&label, &shown)?;
-        Ok(label_result(out, &label, shown))
-    }
-
-    /// After a label write (and its claims' wait, `sync_claims`): the disk's
-    /// devices are in the filter's managed set, and its exclusive claim is
-    /// held when its mode asks for one; else an error saying which is
-    /// missing (the label is written: `label` never answers success for a
-    /// disk the kernel's consumers can still take).
-    fn check_protected(&self, label: &Label, shown: &str) -> Result<(), ErrorBody> {
-        if !self.filter.holds(label.as_str()) {
-            return Err(err(
-                ErrorCode::Internal,
-                format!(
-                    "{shown}: labelled {label}, but the write filter's device maps do not hold \
-                     it (the journal says why): run `asmguardctl scan`, and see `asmguardctl status`"
-                ),
-            ));
-        }
-        let wanted = self.wanted_claims();
-        if let Some(w) = wanted
-            .iter()
-            .find(|w| w.label == label.as_str() && !self.claims.holds(w.dev))
-        {
-            return Err(err(
-                ErrorCode::InUse,
-                format!(
-                    "{shown}: labelled {label}, but the exclusive claim on {} could not be taken \
-                     within {} s: another exclusive opener holds it (mounted, a dm/md member, \
-                     swap): mount, swapon and device-mapper are not kept off it until it is \
-                     freed and `asmguardctl scan` runs",
-                    w.path.display(),
-                    CLAIM_WAIT.as_secs()
-                ),
-            ));
-        }
-        Ok(())
-    }
-
-    /// Runs one label write on `sd` (its node, and whether the daemon's exclusive
-    /// claim holds it) under `claim`. After a good write, `written` tells the
-    /// filter what became of the disk's mode, then the disk is re-read; the
-    /// exclusive claims follow the new state once the write is over (they are
-    /// frozen while the disk is being written).
-    /// `expect` is the label the disk carries when the write stands (`None`:
-    /// no label); a write is confirmed by a second read [`LABEL_SETTLE`] later.
-    fn write_label(
-        &self,
-        sd: &SysDev,
-        claim: Claim<'_>,
-        expect: Option<&Label>,
-        write: impl FnOnce(&Path, WriteOpen) -> Result<labelling::Outcome, LabelOpError>,
-        written: impl FnOnce(),
-    ) -> Result<labelling::Outcome, ErrorBody> {
-        let raw = write(&sd.dev_path(), self.write_open(sd));
-        // the read-back found other bytes: another host may have written the
-        // same sector at the same moment; the settled disk says which
-        let raced = matches!(&raw, Err(LabelOpError::Dev(DevError::VerifyFailed { .. })));
-        let mut out = raw.map_err(map_op_error);
-        if out.is_ok() {
-            written();
-            self.after_write(sd);
-        }
-        if raced || matches!(&out, Ok(o) if !o.written.is_empty()) {
-            if let Err(e) = self.confirm(sd, expect) {
-                out = Err(e);
-            }
-        }
-        drop(claim);
-        self.sync_claims();
-        out
-    }
-
-    /// Reads the label sector of `sd` again [`LABEL_SETTLE`] after a write:
-    /// another label there means another host wrote the same disk at the same
-    /// time, last. The disk is re-read (this node lists what the disk carries,
-    /// as every other node does) and the request answers `label_conflict`
-    /// naming both, never a success the disk does not show.
-    fn confirm(&self, sd: &SysDev, expect: Option<&Label>) -> Result<(), ErrorBody> {
-        // a loop device is a file of this host: no other host writes it
-        if sd.dev.major() == LOOP_MAJOR {
-            return Ok(());
-        }
-        std::thread::sleep(LABEL_SETTLE);
-        let found = match discovery::reread(sd) {
-            Some(Ok(r)) => r.state,
-            Some(Err(e)) => {
-                tracing::warn!(
-                    "{}: could not read the label again after writing it: {e}",
-                    sd.display_path()
-                );
-                return Ok(());
-            }
-            None => return Ok(()),
-        };
-        if found.label().as_ref() == expect {
-            return Ok(());
-        }
-        self.after_write(sd);
-        let shown = sd.display_path();
-        let wrote = expect.map_or_else(|| "no label".to_string(), |l| format!("label {l}"));
-        let now = match found.label() {
-            Some(l) => format!("label {l}"),
-            None => "no label".into(),
-        };
-        let m = format!(
-            "{shown}: wrote {wrote}, but {} s later the disk carries {now}: another host \
-             wrote the same disk at the same time, after this write; every node lists \
-             {now} now (agree with the other host's administrator, then label again)",
-            LABEL_SETTLE.as_secs()
-        );
-        tracing::error!("{m}");
-        Err(err(ErrorCode::LabelConflict, m))
-    }
-
-    /// How the daemon opens `sd` for writing: without `O_EXCL` when its own
-    /// claim holds it, by its writer.
-    fn write_open(&self, sd: &SysDev) -> WriteOpen {
-        WriteOpen {
-            held: self.claims.holds(sd.dev),
-            writer: self.writer,
-        }
-    }
-
-    /// The top device of the disk with `label` (not in conflict).
-    fn disk_top(&self, label: &Label, what: &str) -> Result<SysDev, ErrorBody> {
-        let s = self.read_state();
-        if let Some(c) = s
-            .model
-            .conflicts
-            .get(label.as_str())
-            .filter(|_| !s.model.kept.contains_key(label.as_str()))
-        {
-            return Err(err(
-                ErrorCode::LabelConflict,
-                format!(
-                    "{what}: label {label} is on more than one disk ({}): relabel one of them with `asmguardctl label NEWLABEL DEVICE --force`",
-                    c.join(", ")
-                ),
-            ));
-        }
-        let d = s.model.disk(label.as_str()).ok_or_else(|| {
-            err(
-                ErrorCode::NotFound,
-                format!("{what}: no disk is labelled {label} (`asmguardctl lsdsk` lists them; `asmguardctl scan` re-reads devices)"),
-            )
-        })?;
-        s.devices
-            .get(&d.top.name)
-            .map(|o| o.sys.clone())
-            .ok_or_else(|| {
-                err(
-                    ErrorCode::NotFound,
-                    format!("{what}: device {} is gone", d.top.shown),
-                )
-            })
-    }
-
-    pub fn unlabel(&self, a: &UnlabelArgs) -> Result<LabelResult, ErrorBody> {
-        let label = parse_label(&a.label)?;
-        let what = format!("unlabel {label}");
-        let sd = self.disk_top(&label, &what)?;
-        let claim = self.claim(vec![Busy::Dev(sd.dev), Busy::Label(label.clone())], &what)?;
-        let shown = sd.display_path();
-        let out = self.write_label(
-            &sd,
-            claim,
-            None,
-            |p, held| labelling::unlabel_device(p, &label, a.force, held),
-            || self.filter.forget(label.as_str()),
-        )?;
-        tracing::info!("{shown}: unlabelled {label}");
-        Ok(label_result(out, &label, shown))
-    }
-
-    pub fn rename(&self, a: &RenameArgs) -> Result<LabelResult, ErrorBody> {
-        let old = parse_label(&a.old)?;
-        let new = parse_label(&a.new)?;
-        let what = format!("rename {old} to {new}");
-        let sd = self.disk_top(&old, &what)?;
-        let claim = self.claim(
-            vec![
-                Busy::Dev(sd.dev),
-                Busy::Label(old.clone()),
-                Busy::Label(new.clone()),
-            ],
-            &what,
-        )?;
-        if old == new {
-            return Ok(LabelResult {
-                action: asmguard_proto::LabelAction::Unchanged,
-                label: new.to_string(),
-                device: sd.display_path(),
-                erased: vec![],
-                written: vec![],
-            });
-        }
-        {
-            let s = self.read_state();
-            if let Some(d) = s.model.disks.iter().find(|d| d.label == new) {
-                let dev = &d.top.shown;
-                return Err(err(
-                    ErrorCode::LabelConflict,
-                    format!("{what}: label {new} is already used by {dev}: labels must be unique"),
-                ));
-            }
-        }
-        let shown = sd.display_path();
-        let out = self.write_label(
-            &sd,
-            claim,
-            Some(&new),
-            |p, held| labelling::rename_device(p, &old, &new, held),
-            || self.filter.renamed(old.as_str(), new.as_str()),
-        )?;
-        tracing::info!("{shown}: renamed {old} to {new}");
-        Ok(label_result(out, &new, shown))
-    }
-}
-
-/// Every process but this one holding `sd` open for writing: through the
-/// device itself, a path below it (multipath) or the disk it is a partition of.
-fn writers_of(sys: &Path, sd: &SysDev) -> Vec<asmguard_reclaim::safety::Opener> {
-    let mut devs = vec![sd.dev];
-    for n in sd.slaves.iter().chain(sd.parent.iter()) {
-        if let Ok(o) = sysfs::read(sys, n) {
-            devs.push(o.dev);
-        }
-    }
-    asmguard_reclaim::safety::writers(Path::new("/proc"), &devs, std::process::id())
-}
-
-impl crate::metrics::Readings for Daemon {
-    fn filter(&self) -> &FilterService {
-        &self.filter
-    }
-    fn mode_words(&self) -> BTreeMap<String, &'static str> {
-        Daemon::mode_words(self)
-    }
-    fn discards(&self) -> &asmguard_reclaim::counters::DiscardCounters {
-        &self.discards
-    }
-    fn unmanaged(&self) -> Vec<String> {
-        self.read_state()
-            .model
-            .unmanaged
-            .iter()
-            .map(|u| u.device.clone())
-            .collect()
-    }
-    fn conflicts(&self) -> Vec<(String, String, String)> {
-        let s = self.read_state();
-        let m = &s.model;
-        m.conflicts
-            .iter()
-            .flat_map(|(label, devs)| {
-                let kept = m.kept.get(label);
-                devs.iter().map(move |d| {
-                    let role = match kept {
-                        Some(k) if k == d => "kept",
-                        Some(_) => "newcomer",
-                        None => "unresolved",
-                    };
-                    (label.clone(), d.clone(), role.to_string())
-                })
-            })
-            .collect()
-    }
-    fn labels_lost(&self) -> BTreeMap<String, u64> {
-        self.labels_lost
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-    }
 }
 
 #[cfg(test)]
 mod scan_race_tests {
     use super::*;
-    use std::sync::Arc;
 
     fn fake_dev(root: &Path, name: &str, minor: u32) {
         let d = root.join("class/block").join(name);

@@ -15,6 +15,7 @@
 #![deny(missing_docs)]
 
 pub mod guard;
+pub mod pins;
 pub mod smoke;
 pub use asmguard_devices::devt::{DevtError, KernelDev};
 pub use guard::{

@@ -901,6 +901,11 @@ pub struct StatusResult {
     /// Containers (or labels of theirs) that get no device node, and why.
     #[serde(default)]
     pub not_presented: Vec<NotPresented>,
+    /// Configuration keys whose value in the file differs from the one in
+    /// force and that take effect only when the daemon restarts (SIGHUP
+    /// applied every other key): `section.key = in force -> in the file`.
+    #[serde(default)]
+    pub restart_needed: Vec<String>,
 }
 
 /// One `[[container]]` as the filter resolved it.
@@ -1329,6 +1334,7 @@ mod json_names {
             "claims":["DATA1 253:2"],"claims_kept":"none (re-taken on start)",
             "claims_slow":"the exclusive claim of DATA1 253:2 took 600 ms to take",
             "container_nodes":1,
+            "restart_needed":["metrics.listen = \"127.0.0.1:9465\" -> \"0.0.0.0:9465\""],
             "not_presented":[{"container":"rac2","reason":"no process yet"}],
             "containers":[{"name":"rac1","cgroups":["lxc.payload.rac1"],
               "allow":{"users":[{"name":"grid","host_uid":154331}],

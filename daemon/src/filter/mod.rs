@@ -423,22 +423,17 @@ fn members_by_uid(gids: &[u32], uids: &[u32]) -> Vec<u32> {
     out
 }
 
-/// SIGHUP: re-reads the configuration's allow-list and re-resolves its names
-/// (a user added to LDAP or extrausers since the start), logging what changed.
-pub fn reload_allow(svc: &FilterService, source: Option<&Path>, before: &mut (Vec<u32>, Vec<u32>)) {
-    let cfg = match asmguard_config::load(source) {
-        Ok((c, _)) => c,
-        Err(e) => {
-            tracing::error!("SIGHUP: configuration not reloaded, the allow-list stays: {e}");
-            return;
-        }
-    };
+/// SIGHUP: the filter takes the reloaded configuration `cfg` (`crate::conf`):
+/// its allow-list's names resolved again (a user added to LDAP or
+/// extrausers since the start), the homes and places found again, the
+/// rules and the containers' list replaced; logs what changed of the ids.
+pub fn reload_allow(svc: &FilterService, cfg: &Config, before: &mut (Vec<u32>, Vec<u32>)) {
     svc.set_homes(asmguard_homes::discover(
         Path::new("/"),
         &homes_spec(&cfg.filter),
     ));
-    svc.set_places(resolve_places(&cfg));
-    let now = set_allow(svc, &cfg);
+    svc.set_places(resolve_places(cfg));
+    let now = set_allow(svc, cfg);
     // the caller resolves them (`Daemon::resolve_containers`)
     svc.set_container_config(cfg.container.clone());
     if now == *before {

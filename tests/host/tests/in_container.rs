@@ -505,3 +505,97 @@ fn a_planted_duplicate_label_does_not_take_a_presented_disk() {
     grid_writes(&ctr, "after a restart");
     drop(ctr);
 }
+
+/// SIGHUP reads the whole file (issue 30): a key that took effect only at
+/// the start before (`[paths] mode`, the default of a container's nodes)
+/// now takes effect; a key only a restart applies (`[metrics] listen`) keeps
+/// its value in force and is named in `status`; a file that does not parse
+/// changes nothing.
+#[test]
+fn sighup_reloads_the_whole_configuration() {
+    let Some(_g) = lock() else { return };
+    let a = Loop::new(64 * MIB);
+    a.write_dev(0, &asmlib_block("HUP1"));
+    let cg = TestCgroup::new("hup1");
+    let name = format!("hosttest{}hup1", std::process::id());
+    let dir = NodeDir::of(&name);
+    let d = Daemon::start(&[&a.name], &container(&name, &cg, "present = [\"HUP1\"]"));
+    let p = dir.0.join("HUP1");
+    let _ctr = cg.start(Some(100000), true);
+    wait(Duration::from_secs(3), "the node", &d, || {
+        node(&p).is_some()
+    });
+    // [paths]'s defaults: grid, asmadmin, 0660
+    assert_eq!(node(&p), Some((rdev(&a.dev), 154331, 154329, 0o660)));
+    let st = d.ctl(&["status", "--json"]).ok().json();
+    assert_eq!(st["restart_needed"], serde_json::json!([]), "{st:#}");
+
+    let hup = |d: &Daemon| {
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(d.pid() as i32),
+            nix::sys::signal::Signal::SIGHUP,
+        )
+        .unwrap()
+    };
+    let port = d.metrics_port.unwrap();
+    let text = std::fs::read_to_string(&d.config).unwrap();
+    let other = free_port();
+    let good = text.replace(
+        &format!("listen = \"127.0.0.1:{port}\""),
+        &format!("listen = \"127.0.0.1:{other}\""),
+    ) + "\n[paths]\nmode = \"0640\"\n";
+    std::fs::write(&d.config, &good).unwrap();
+    hup(&d);
+    wait(Duration::from_secs(5), "the new mode", &d, || {
+        node(&p).is_some_and(|n| n.3 == 0o640)
+    });
+    assert_eq!(node(&p), Some((rdev(&a.dev), 154331, 154329, 0o640)));
+    let st = d.ctl(&["status", "--json"]).ok().json();
+    let waiting = st["restart_needed"].as_array().unwrap();
+    assert_eq!(waiting.len(), 1, "{st:#}");
+    let w = waiting[0].as_str().unwrap();
+    assert!(
+        w.starts_with("metrics.listen = ") && w.contains(&other.to_string()),
+        "{w}"
+    );
+    // the exporter still listens where it did
+    assert!(
+        st["metrics_address"]
+            .as_str()
+            .unwrap()
+            .contains(&port.to_string()),
+        "{st:#}"
+    );
+    let human = d.ctl(&["status"]).ok().stdout;
+    assert!(
+        human.contains("restart needed") && human.contains("metrics.listen"),
+        "{human}"
+    );
+    let log = d.log_text();
+    assert!(
+        log.contains("metrics.listen") && log.contains("takes effect only when asmguardd restarts"),
+        "{log}"
+    );
+
+    // a broken file: one error line, and nothing changes
+    std::fs::write(
+        &d.config,
+        good.replace("mode = \"0640\"", "mode = \"0600\"\nbogus = 1"),
+    )
+    .unwrap();
+    hup(&d);
+    wait(Duration::from_secs(5), "the error line", &d, || {
+        d.log_text().contains("configuration not reloaded")
+    });
+    d.ctl(&["scan"]).ok();
+    assert_eq!(node(&p), Some((rdev(&a.dev), 154331, 154329, 0o640)));
+    let again = d.ctl(&["status", "--json"]).ok().json();
+    assert_eq!(again["restart_needed"], st["restart_needed"]);
+    let line = d
+        .log_text()
+        .lines()
+        .find(|l| l.contains("configuration not reloaded"))
+        .unwrap()
+        .to_string();
+    assert!(line.contains("bogus"), "{line}");
+}

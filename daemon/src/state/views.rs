@@ -1,0 +1,180 @@
+//! The answers that show the daemon's state: `lsdsk` (the stored model's
+//! disks, their container nodes, conflicts and unmanaged disks), `status`
+//! (the daemon, the filter, claims, containers and the configuration in
+//! force), and the readings the metrics' exporter takes at scrape time
+//! ([`crate::metrics::Readings`]). They read; nothing here changes state.
+
+use super::*;
+
+impl Daemon {
+    /// The filter's view of the configured containers, each with the host
+    /// users whose subordinate id ranges its maps reach among its problems.
+    fn container_views(&self) -> Vec<asmguard_proto::ContainerStatus> {
+        let mut v = self.filter.container_views();
+        for c in &mut v {
+            if let Some(f) = self.found(&c.name).filter(|f| f.pid.is_some()) {
+                c.problems
+                    .extend(asmguard_containers::subid::host_warnings(&f));
+            }
+        }
+        v
+    }
+
+    pub fn lsdsk(&self) -> LsdskResult {
+        let s = self.read_state();
+        let m = &s.model;
+        let shown = self.presenter.outcome();
+        let mut disks = model::lsdsk_rows(&m.disks);
+        for d in &mut disks {
+            d.presented = shown
+                .of_label(&d.label)
+                .map(crate::present::Node::info)
+                .collect();
+        }
+        LsdskResult {
+            not_presented: shown
+                .problems
+                .iter()
+                .map(crate::present::Problem::info)
+                .collect(),
+            oracle_homes: self.filter.view().2,
+            disks,
+            conflicts: m
+                .conflicts
+                .iter()
+                .map(|(l, v)| Conflict {
+                    label: l.clone(),
+                    devices: v.clone(),
+                    kept: m.kept.get(l).cloned(),
+                })
+                .collect(),
+            devices_scanned: m.devices_scanned,
+            unreadable: m.unreadable.clone(),
+            unmanaged: m
+                .unmanaged
+                .iter()
+                .map(|u| asmguard_proto::UnmanagedDisk {
+                    device: u.device.clone(),
+                    label: u.label.clone().unwrap_or_default(),
+                    reason: u.why.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    pub fn status(&self) -> StatusResult {
+        let s = self.read_state();
+        let bpf_lsm = match std::fs::read_to_string("/sys/kernel/security/lsm") {
+            Ok(l) if l.trim().split(',').any(|x| x == "bpf") => format!("yes (lsm={})", l.trim()),
+            Ok(l) => format!("no (lsm={})", l.trim()),
+            Err(_) => "unknown (securityfs not mounted)".into(),
+        };
+        let fst = self.filter.status();
+        let allow_view = self.filter.view();
+        let protection = fst.protection();
+        let shown = self.presenter.outcome();
+        let conf = self.conf();
+        StatusResult {
+            daemon_version: env!("CARGO_PKG_VERSION").to_string(),
+            protocol_version: asmguard_proto::VERSION,
+            pid: std::process::id(),
+            uptime_seconds: self.started.elapsed().as_secs(),
+            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .map(|s| s.trim().to_string())
+                .unwrap_or_else(|_| "unknown".into()),
+            bpf_lsm,
+            filter_backend: fst.backend().into(),
+            filter_coverage: fst.coverage(),
+            filter_reason: fst.reason,
+            filter_passthrough: fst.passthrough,
+            filter_programs: fst.programs,
+            filter_other_programs: self.filter.other_programs(),
+            filter_devices: fst.devices,
+            allow_rules: allow_view.0,
+            allow_notes: allow_view.1,
+            oracle_homes: allow_view.2,
+            filter_pins: fst.pins.into(),
+            protection,
+            // how to get full coverage: only where it is missing (fmod_ret has it)
+            bpf_lsm_hint: match protection {
+                asmguard_proto::Protection::Degraded | asmguard_proto::Protection::Unprotected => {
+                    asmguard_guard::bpf_lsm_hint().unwrap_or_default()
+                }
+                _ => String::new(),
+            },
+            claims: self.claims.list(),
+            claims_kept: self.claims.kept().into(),
+            claims_slow: self
+                .claims_slow
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
+            containers: self.container_views(),
+            containers_enforced: self.filter.containers_enforced(),
+            container_nodes: shown.nodes.len(),
+            not_presented: shown
+                .problems
+                .iter()
+                .map(crate::present::Problem::info)
+                .collect(),
+            default_filter_mode: conf.cfg.filter.mode.to_string(),
+            disks: s.model.usable(),
+            conflicts: s.model.conflicts.len(),
+            devices_scanned: s.model.devices_scanned,
+            socket: self.socket.display().to_string(),
+            metrics_address: format!(
+                "{} (latency: {})",
+                self.metrics.address(),
+                self.metrics.tracer
+            ),
+            config: self.cfg_source.clone(),
+            events: self.monitor.clone(),
+            last_scan_ms: s.last_scan_ms,
+            restart_needed: conf.restart_needed.clone(),
+        }
+    }
+}
+
+impl crate::metrics::Readings for Daemon {
+    fn filter(&self) -> &FilterService {
+        &self.filter
+    }
+    fn mode_words(&self) -> BTreeMap<String, &'static str> {
+        Daemon::mode_words(self)
+    }
+    fn discards(&self) -> &asmguard_reclaim::counters::DiscardCounters {
+        &self.discards
+    }
+    fn unmanaged(&self) -> Vec<String> {
+        self.read_state()
+            .model
+            .unmanaged
+            .iter()
+            .map(|u| u.device.clone())
+            .collect()
+    }
+    fn conflicts(&self) -> Vec<(String, String, String)> {
+        let s = self.read_state();
+        let m = &s.model;
+        m.conflicts
+            .iter()
+            .flat_map(|(label, devs)| {
+                let kept = m.kept.get(label);
+                devs.iter().map(move |d| {
+                    let role = match kept {
+                        Some(k) if k == d => "kept",
+                        Some(_) => "newcomer",
+                        None => "unresolved",
+                    };
+                    (label.clone(), d.clone(), role.to_string())
+                })
+            })
+            .collect()
+    }
+    fn labels_lost(&self) -> BTreeMap<String, u64> {
+        self.labels_lost
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
