@@ -54,11 +54,16 @@ echo "host: $ct_pass passed, $ct_fail failed"
 passed=$((passed + ct_pass))
 failed=$((failed + ct_fail))
 
-# lab_show NAME: a lab's result lines from its log, and its "NAME: N passed, M failed"
-# summary added to the total; no summary counts as a failure.
+# lab_show NAME: a lab's result lines from its log, and its summary (lab_tally).
 lab_show() {
+    grep -E "^(PASS|FAIL|N/A|XFAIL|RETRY|$1)" "$logs/$1.log" || true
+    lab_tally "$1"
+}
+
+# lab_tally NAME: adds the "NAME: N passed, M failed" summary of $logs/NAME.log to the
+# total; no summary counts as a failure.
+lab_tally() {
     local name=$1 line
-    grep -E "^(PASS|FAIL|N/A|XFAIL|RETRY|$name)" "$logs/$name.log" || true
     line=$(grep -E "^$name: [0-9]+ passed, [0-9]+ failed" "$logs/$name.log" | tail -n 1)
     if [ -n "$line" ]; then
         passed=$((passed + $(echo "$line" | awk '{print $2}')))
@@ -102,15 +107,7 @@ if [ $labs = 1 ]; then
     vm_pid=$!
     tail -n +1 --pid=$vm_pid -f "$logs/vm.log" | grep --line-buffered -E "^(PASS|FAIL|N/A|XFAIL|RETRY|vm)" || true
     wait $vm_pid
-    line=$(grep -E "^vm: [0-9]+ passed, [0-9]+ failed" "$logs/vm.log" | tail -n 1)
-    if [ -n "$line" ]; then
-        passed=$((passed + $(echo "$line" | awk '{print $2}')))
-        failed=$((failed + $(echo "$line" | awk '{print $4}')))
-    else
-        echo "FAIL vm: the lab printed no summary; see $logs/vm.log"
-        tail -n 40 "$logs/vm.log" | sed 's/^/    /'
-        failed=$((failed + 1))
-    fi
+    lab_tally vm
 else
     echo "vm: skipped (ASMGUARD_SKIP_VM=1)"
 fi
