@@ -19,8 +19,8 @@
 
 # Each toggle detaches and re-attaches every program: 5-13 s under TCG (5.10+lsm
 # the slowest). 4 rounds (the other program leaving after the second) run on
-# every one of the six lines in a boot of its own, so each round costs the lab
-# six boots' worth; the same test with TOGGLES=10 passed on 5.10+lsm and 6.12
+# all six lines (in a boot of its own where the rest boots multi-threaded), so
+# each round costs the lab six times over; the same test with TOGGLES=10 passed on 5.10+lsm and 6.12
 # (BENCHMARKS.md), and a lab run can ask for more (asmguard.toggles=N on the
 # kernel command line: VM_APPEND).
 TOGGLES=$(sed -n 's/.*asmguard\.toggles=\([0-9][0-9]*\).*/\1/p' /proc/cmdline)
