@@ -84,7 +84,7 @@ impl IdMap {
 }
 
 /// A configured container as found in the cgroup tree.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Found {
     /// The container's name (`[[container]] name`).
     pub name: String,
@@ -98,6 +98,8 @@ pub struct Found {
     pub uid_map: IdMap,
     /// That process's gid map.
     pub gid_map: IdMap,
+    /// How many processes its cgroups hold (0: stopped, or not started).
+    pub tasks: usize,
 }
 
 /// Whether `path` matches `pattern`: the same number of `/`-separated components,
@@ -260,6 +262,7 @@ pub fn find(cgroup_root: &Path, c: &Container) -> Found {
         pid: None,
         uid_map: IdMap::default(),
         gid_map: IdMap::default(),
+        tasks: pids.len(),
     };
     let Some(ours) = ns_id(Path::new("/proc/self/ns/user")) else {
         return found;
@@ -364,14 +367,56 @@ fn db_id(text: &str, name: &str) -> Option<u32> {
     })
 }
 
+/// How the container files are read (`pid`, `passwd` or `group`): in this
+/// process unless [`set_db_reader`] was given another way.
+type DbReader = fn(u32, &str) -> Result<String, String>;
+static DB_READER: std::sync::OnceLock<DbReader> = std::sync::OnceLock::new();
+
+/// Reads containers' `/etc/passwd` and `/etc/group` with `f` from now on
+/// (once per process). The daemon reads them in a child process of its own:
+/// a thread waiting on a file system that never answers (FUSE) cannot be
+/// killed, and the daemon could not even exit; a child can be left behind.
+pub fn set_db_reader(f: DbReader) {
+    let _ = DB_READER.set(f);
+}
+
+/// `etc/passwd` or `etc/group` (`file`) of the container that process `pid`
+/// runs in, read here (what a [`set_db_reader`] child does): symlinks and
+/// anything but a regular file refused, at most 16 MiB.
+pub fn read_container_db(pid: u32, file: &str) -> Result<String, String> {
+    if file != "passwd" && file != "group" {
+        return Err(format!("{file}: only passwd and group are read"));
+    }
+    read_db(Path::new(&format!("/proc/{pid}/root")), file)
+}
+
 /// `name` (or a number) as the container below `root` sees it: its id there.
+#[cfg(test)]
 pub(crate) fn inside_id(root: &Path, file: &str, name: &str) -> Result<u32, String> {
     if let Ok(n) = name.parse::<u32>() {
         return Ok(n);
     }
     let text = read_db(root, file)?;
+    named_id(&text, file, name)
+}
+
+/// `name` (or a number) as process `pid`'s container sees it (read through
+/// [`set_db_reader`]'s way).
+fn inside_id_of(pid: u32, file: &str, name: &str) -> Result<u32, String> {
+    if let Ok(n) = name.parse::<u32>() {
+        return Ok(n);
+    }
+    let text = match DB_READER.get() {
+        Some(read) => read(pid, file)?,
+        None => read_container_db(pid, file)?,
+    };
+    named_id(&text, file, name)
+}
+
+/// The id of `name` in the passwd/group `text` of `file`.
+fn named_id(text: &str, file: &str, name: &str) -> Result<u32, String> {
     let what = if file == "passwd" { "user" } else { "group" };
-    db_id(&text, name).ok_or_else(|| format!("no {what} {name:?} in the container's /etc/{file}"))
+    db_id(text, name).ok_or_else(|| format!("no {what} {name:?} in the container's /etc/{file}"))
 }
 
 fn to_host(f: &Found, name: &str, file: &str) -> Result<u32, String> {
@@ -386,8 +431,7 @@ fn to_host(f: &Found, name: &str, file: &str) -> Result<u32, String> {
             f.name
         )
     })?;
-    let root = PathBuf::from(format!("/proc/{pid}/root"));
-    let inside = inside_id(&root, file, name).map_err(|e| format!("container {}: {e}", f.name))?;
+    let inside = inside_id_of(pid, file, name).map_err(|e| format!("container {}: {e}", f.name))?;
     map.to_host(inside).ok_or_else(|| {
         format!(
             "container {}: {name} ({what} {inside} inside) is not mapped to a host {what}",

@@ -115,6 +115,7 @@ mod tests {
             pid: Some(42),
             uid_map: uid,
             gid_map: gid,
+            tasks: 1,
         }
     }
 

@@ -23,8 +23,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::containers::ContainerRule;
 use super::events::FilterEvent;
-use asmguard_config::Container;
-use asmguard_proto::{ContainerStatus, Protection};
+use asmguard_proto::Protection;
 
 use asmguard_guard::{
     remove_pins, Backend, Coverage, DevKey, Error, ExeId, Guard, Hook, IdentityReach, KernelDev,
@@ -231,7 +230,6 @@ struct Inner {
     /// The container rules, once the daemon gave them, and what they resolved
     /// from (for `status`).
     containers: Option<Vec<ContainerRule>>,
-    container_views: Vec<ContainerStatus>,
     /// What another process changed of this filter's pins or maps, last seen
     /// (`verify`); protection is `degraded` while it is set (until the
     /// programs are loaded again: `filter disable` and `enable`, a restart).
@@ -247,8 +245,6 @@ pub struct FilterService {
     labels: Arc<Mutex<HashMap<u32, String>>>,
     recent: Arc<Mutex<VecDeque<FilterEvent>>>,
     seq: Arc<std::sync::atomic::AtomicU64>,
-    /// The configured containers and a generation (SIGHUP bumps it).
-    ctr_cfg: Mutex<(u64, Vec<Container>)>,
     /// Container id -> name, for events.
     ctr_names: Arc<Mutex<HashMap<u32, String>>>,
     /// What the host's rules are built from besides the configuration's
@@ -324,12 +320,10 @@ impl FilterService {
                 synced: false,
                 changed: None,
                 containers: None,
-                container_views: Vec::new(),
             }),
             labels: Arc::new(Mutex::new(HashMap::new())),
             recent: Arc::new(Mutex::new(VecDeque::new())),
             seq: Arc::new(std::sync::atomic::AtomicU64::new(0)),
-            ctr_cfg: Mutex::new((0, Vec::new())),
             ctr_names: Arc::new(Mutex::new(HashMap::new())),
             rule_inputs: Mutex::new(RuleInputs::default()),
         }
@@ -681,21 +675,21 @@ impl FilterService {
         lock(&self.rule_inputs).view = (rules, notes, homes);
     }
 
-    /// Replaces the container rules (and what `status` shows of them).
+    /// Replaces the container rules (`Daemon::apply`); `names`: each
+    /// rule's container name, for events.
     pub fn set_containers(
         &self,
         rules: Vec<ContainerRule>,
-        views: Vec<ContainerStatus>,
+        names: Vec<String>,
     ) -> Result<(), Error> {
         {
-            let mut names = lock(&self.ctr_names);
-            names.clear();
-            for (r, v) in rules.iter().zip(&views) {
-                names.insert(r.ctr_id, v.name.clone());
+            let mut n = lock(&self.ctr_names);
+            n.clear();
+            for (r, name) in rules.iter().zip(names) {
+                n.insert(r.ctr_id, name);
             }
         }
         let mut inner = lock(&self.inner);
-        inner.container_views = views;
         inner.containers = Some(rules);
         match (&inner.guard, compose(&inner)) {
             (Some(g), Some(r)) => g.set_rules(&r),
@@ -703,23 +697,9 @@ impl FilterService {
         }
     }
 
-    /// What the configured containers resolved to, last time.
-    pub fn container_views(&self) -> Vec<ContainerStatus> {
-        lock(&self.inner).container_views.clone()
-    }
-
-    /// The configured containers and their generation.
-    pub fn container_config(&self) -> (u64, Vec<Container>) {
-        lock(&self.ctr_cfg).clone()
-    }
-
-    /// A new list of containers (start, SIGHUP).
-    pub fn set_container_config(&self, cs: Vec<Container>) {
-        let mut c = lock(&self.ctr_cfg);
-        if c.1 != cs {
-            c.0 += 1;
-            c.1 = cs;
-        }
+    /// Whether the container rules were never set (the first World sets them).
+    pub fn container_rules_unset(&self) -> bool {
+        lock(&self.inner).containers.is_none()
     }
 
     /// Whether the loaded filter judges tasks by their container (not the
