@@ -759,7 +759,9 @@ pub fn udev(text: &str, file: &str) -> Result<Import, String> {
         );
         let from: Vec<String> = names
             .iter()
-            .map(|(_, n, l, by, link)| format!("line {l}: /dev/{link} for {by} -> /dev/asmguard/disks/{n}"))
+            .map(|(_, n, l, by, link)| {
+                format!("line {l}: /dev/{link} for {by} -> /dev/asmguard/disks/{n}")
+            })
             .collect();
         b.set(
             "devices.member_names",
@@ -1176,7 +1178,8 @@ KERNEL=="sd*", ENV{ID_SERIAL}=="3600c0ff*", SYMLINK+="asm-fra1", OWNER="grid", G
             .map(|u| format!("{}: {}", u.from, u.why))
             .collect();
         assert!(
-            un.iter().any(|u| u.starts_with("line 5: GROUP=\"dba\"") && u.contains("still sets dba")),
+            un.iter()
+                .any(|u| u.starts_with("line 5: GROUP=\"dba\"") && u.contains("still sets dba")),
             "{un:?}"
         );
         // rules naming one LUN: managed by its ASM header under the rule's name
@@ -1202,9 +1205,9 @@ KERNEL=="sd*", ENV{ID_SERIAL}=="3600c0ff*", SYMLINK+="asm-fra1", OWNER="grid", G
         assert!(i.config.contains("member_names = { \"36000c29a1b2c3d4\" = \"ASM_DISK1\", \"36000c29e5f6a7b8\" = \"ASM_DISK2\", \"3600a0b80\" = \"ASM_DATA3\" }\n"), "{}", i.config);
         // a pattern names no one LUN: label it
         assert!(
-            un.iter().any(|u| u
-                .starts_with("line 6: /dev/asm-fra1 for KERNEL==\"sd*\", ENV{ID_SERIAL}==\"3600c0ff*\"")
-                && u.contains("asmguardctl label ASM_FRA1 DEVICE --migrate")),
+            un.iter().any(|u| u.starts_with(
+                "line 6: /dev/asm-fra1 for KERNEL==\"sd*\", ENV{ID_SERIAL}==\"3600c0ff*\""
+            ) && u.contains("asmguardctl label ASM_FRA1 DEVICE --migrate")),
             "{un:?}"
         );
         assert!(!un.iter().any(|u| u.contains("ASM_DISK1")), "{un:?}");

@@ -558,6 +558,7 @@ pub mod tests {
             conflict: true,
             serial: None,
             wwn: None,
+            identity: Identity::Label,
         };
         vec![mp, part, twin("sde", "8:64"), twin("sdf", "8:80")]
     }

@@ -788,7 +788,11 @@ fn validate(c: &Config, file: &str) -> Result<(), String> {
     for (lun, name) in &c.devices.member_names {
         let key = format!("devices.member_names.{lun}");
         if lun.trim().is_empty() {
-            return Err(key_err(file, "devices.member_names", "a LUN identity is empty"));
+            return Err(key_err(
+                file,
+                "devices.member_names",
+                "a LUN identity is empty",
+            ));
         }
         let l = asmguard_format::label::Label::new(name).map_err(|e| key_err(file, &key, e))?;
         if l.as_str() != name {

@@ -439,7 +439,10 @@ pub fn group(devs: &BTreeMap<String, Observed>, rules: &Rules) -> Grouping {
         let mut tops = Vec::new();
         for (_, ms) in comps {
             let mut disk = build_disk(devs, rules, &label, &ms, conflict);
-            disk.identity = how.get(disk.top.as_str()).copied().unwrap_or(Identity::Label);
+            disk.identity = how
+                .get(disk.top.as_str())
+                .copied()
+                .unwrap_or(Identity::Label);
             tops.push(devs[&disk.top].sys.display_path());
             g.disks.push(disk);
         }
@@ -721,8 +724,7 @@ mod tests {
 
     const MEMBER: &[u8] =
         include_bytes!("../../format/tests/vectors/asm-disk-chk-pl-sdk1-first160.bin");
-    const MEMBER_DM39: &[u8] =
-        include_bytes!("../../format/tests/vectors/linux-dm39-first96.bin");
+    const MEMBER_DM39: &[u8] = include_bytes!("../../format/tests/vectors/linux-dm39-first96.bin");
     const AFD_LABEL: &[u8] =
         include_bytes!("../../format/tests/vectors/seed-afd-label-V512DATA1-4096.bin");
 

@@ -405,12 +405,10 @@ impl Daemon {
         // The label watch's reads would disturb tests that count I/O exactly:
         // off unless the test sets `label_watch_seconds = N` (a line of
         // `extra`, moved into [devices]).
-        let (watch, extra): (Vec<&str>, Vec<&str>) = extra
-            .lines()
-            .partition(|l| {
-                let l = l.trim_start();
-                l.starts_with("label_watch_seconds") || l.starts_with("manage_asm_members")
-            });
+        let (watch, extra): (Vec<&str>, Vec<&str>) = extra.lines().partition(|l| {
+            let l = l.trim_start();
+            l.starts_with("label_watch_seconds") || l.starts_with("manage_asm_members")
+        });
         let mut watch: Vec<String> = watch.iter().map(|l| l.to_string()).collect();
         if !watch.iter().any(|l| l.starts_with("label_watch_seconds")) {
             watch.push("label_watch_seconds = 0".into());
