@@ -4,8 +4,10 @@
 # before and after). (a) ASMLib: the multipath disk carries a real ORCLDISK label
 # sector (the seed's V512DATA1), /etc/sysconfig/oracleasm says SCANORDER="dm",
 # SCANEXCLUDE="sd": /dev/oracleasm/disks/V512DATA1 is on the multipath device with
-# ASMLib's owner, `oracleasm listdisks` names it, the intruder's write is refused on
-# the multipath device and on each sd path (excluded from the scan, still its paths).
+# ASMLib's owner, the intruder's write is refused on the multipath device and on each
+# sd path (excluded from the scan, still its paths); the package's /usr/sbin/oracleasm
+# answers what an ansible-oracle orahost_storage run asks (querydisk DEVICE,
+# scandisks, listdisks, querydisk -p LABEL, status).
 # (b) AFD: the same through /etc/oracleafd.conf and /dev/oracleafd/disks. (c) udev
 # rules: the multipath disk carries a real ASM member header and no label, a
 # null_blk disk another (a real dm dump); the site's rules file is kept and
@@ -35,7 +37,7 @@ sysconfig_made=""
 modprobe null_blk nr_devices=0 2>/dev/null
 [ -d /sys/kernel/config/nullb ] || mount -t configfs configfs /sys/kernel/config 2>/dev/null
 nb=/sys/kernel/config/nullb/mg1
-mkdir "$nb" && echo 64 >"$nb/size" && echo 512 >"$nb/blocksize" && echo 1 >"$nb/memory_backed" &&
+mkdir "$nb" && echo 16 >"$nb/size" && echo 512 >"$nb/blocksize" && echo 1 >"$nb/memory_backed" &&
 	echo 1 >"$nb/power" || { fail setup "no null_blk disk ($nb)"; vm_exit; }
 nbdev=""
 i=0
@@ -113,6 +115,15 @@ if switch oracleasm /etc/sysconfig/oracleasm; then
 	expect asmlib-listdisks "V512DATA1" "$($C oracleasm listdisks 2>&1)"
 	out=$($C lsdsk 2>&1)
 	has_line asmlib-lsdsk-paths "^V512DATA1 .*$p1.*$p2" "$out"
+	# what an ansible-oracle orahost_storage run asks asmlib_binary (the package's
+	# /usr/sbin/oracleasm), read-only: is the disk labelled, rescan, the labels
+	expect asmlib-oracleasm-querydisk "Device \"$SYS_MPATH\" is marked an ASM disk with the label \"V512DATA1\"" \
+		"$(/usr/sbin/oracleasm querydisk "$SYS_MPATH" 2>&1)"
+	expect_ok asmlib-oracleasm-scandisks /usr/sbin/oracleasm scandisks
+	expect asmlib-oracleasm-listdisks "V512DATA1" "$(/usr/sbin/oracleasm listdisks 2>&1)"
+	has_line asmlib-oracleasm-querydisk-p "LABEL=\"V512DATA1\" TYPE=\"oracleasm\"" "$(/usr/sbin/oracleasm querydisk -p V512DATA1 2>&1)"
+	expect_ok asmlib-oracleasm-status /usr/sbin/oracleasm status
+	# (this opens the nodes to everyone: status would rightly say the mode is wrong)
 	refused asmlib "${dm#/dev/}" "$p1" "$p2"
 	expect asmlib-no-byte-changed "$before" "$(sums)"
 fi
