@@ -184,6 +184,22 @@ pub fn lsdsk_text(r: &LsdskResult) -> String {
     for n in &r.not_presented {
         let _ = writeln!(s, "NOT PRESENTED: {}", not_presented_text(n));
     }
+    for d in r.disks.iter().filter(|d| d.identified_by != "label") {
+        let how = if d.identified_by == "udev_name" {
+            "the name [devices.member_names] gives its LUN".to_string()
+        } else {
+            "the disk name in its ASM header".to_string()
+        };
+        let _ = writeln!(
+            s,
+            "NO LABEL: {} ({}) is managed by {how} (disk {} of disk group {}, {}): nothing is written to it",
+            d.label,
+            d.top,
+            d.asm_disk_name.as_deref().unwrap_or("-"),
+            d.disk_group.as_deref().unwrap_or("-"),
+            d.header_status
+        );
+    }
     for u in &r.unmanaged {
         let seen = if u.label.is_empty() {
             "no label".to_string()

@@ -19,7 +19,7 @@
 
 use crate::claims::Wanted;
 use crate::filter::service::{DiskMode, Managed};
-use asmguard_devices::discovery::{Grouping, HeaderSummary, Observed, Role};
+use asmguard_devices::discovery::{Grouping, HeaderSummary, Identity, Observed, Role};
 use asmguard_devices::sysfs::{self, SysDev};
 use asmguard_devices::udevdb::UdevProps;
 use asmguard_devices::KernelDev;
@@ -92,6 +92,8 @@ pub struct Disk {
     pub serial: Option<String>,
     /// udev's ID_WWN of the first path that has one (the top first).
     pub wwn: Option<String>,
+    /// How the disk is known: its label, or (no label) its ASM header.
+    pub identity: Identity,
 }
 
 impl Disk {
@@ -224,7 +226,15 @@ pub fn build(sys: &Path, devices: &BTreeMap<String, Observed>, grouping: &Groupi
             })
             .collect(),
         devices_scanned: devices.values().filter(|o| o.included).count(),
-        unmanaged: unmanaged(devices),
+        unmanaged: unmanaged(devices)
+            .into_iter()
+            .filter(|u| {
+                // managed by its ASM header (`manage_asm_members`): not "unmanaged"
+                !grouping.disks.iter().any(|d| {
+                    d.identity != Identity::Label && d.paths.iter().any(|(n, _)| *n == u.name)
+                })
+            })
+            .collect(),
     }
 }
 
@@ -277,6 +287,7 @@ fn disks(sys: &Path, devices: &BTreeMap<String, Observed>, grouping: &Grouping) 
             conflict: d.conflict,
             serial: udev(|u| u.serial.clone()),
             wwn: udev(|u| u.wwn.clone()),
+            identity: d.identity,
         });
     }
     out
@@ -364,6 +375,7 @@ pub fn lsdsk_rows(disks: &[Disk]) -> Vec<DiskInfo> {
                 wwn: d.wwn.clone(),
                 // the daemon adds the containers' nodes (`crate::present`)
                 presented: Vec::new(),
+                identified_by: d.identity.as_str().into(),
             }
         })
         .collect()
@@ -497,6 +509,7 @@ pub mod tests {
             conflict: false,
             serial: None,
             wwn: None,
+            identity: Identity::Label,
         };
         let part = Disk {
             label: Label::new("MPART1").unwrap(),
@@ -526,6 +539,7 @@ pub mod tests {
             conflict: false,
             serial: None,
             wwn: None,
+            identity: Identity::Label,
         };
         let twin = |name: &str, dev: &str| Disk {
             label: Label::new("MTWIN").unwrap(),
@@ -544,6 +558,7 @@ pub mod tests {
             conflict: true,
             serial: None,
             wwn: None,
+            identity: Identity::Label,
         };
         vec![mp, part, twin("sde", "8:64"), twin("sdf", "8:80")]
     }

@@ -699,6 +699,15 @@ pub struct DiskInfo {
     /// per container the disk is presented to.
     #[serde(default)]
     pub presented: Vec<Presentation>,
+    /// How the disk is known: `label` (the ASMLib/AFD/asmguard label on it),
+    /// `asm_header` (no label: the disk name in its ASM disk header) or
+    /// `udev_name` (no label: the name `[devices.member_names]` gives its LUN).
+    #[serde(default = "identified_by_label")]
+    pub identified_by: String,
+}
+
+fn identified_by_label() -> String {
+    "label".into()
 }
 
 /// A disk's device node for a container: `/dev/asmguard/containers/<container>/<LABEL>`,

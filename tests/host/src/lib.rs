@@ -405,12 +405,15 @@ impl Daemon {
         // The label watch's reads would disturb tests that count I/O exactly:
         // off unless the test sets `label_watch_seconds = N` (a line of
         // `extra`, moved into [devices]).
-        let (watch, extra): (Vec<&str>, Vec<&str>) = extra
-            .lines()
-            .partition(|l| l.trim_start().starts_with("label_watch_seconds"));
-        let watch = watch
-            .first()
-            .map_or("label_watch_seconds = 0".to_string(), |l| l.to_string());
+        let (watch, extra): (Vec<&str>, Vec<&str>) = extra.lines().partition(|l| {
+            let l = l.trim_start();
+            l.starts_with("label_watch_seconds") || l.starts_with("manage_asm_members")
+        });
+        let mut watch: Vec<String> = watch.iter().map(|l| l.to_string()).collect();
+        if !watch.iter().any(|l| l.starts_with("label_watch_seconds")) {
+            watch.push("label_watch_seconds = 0".into());
+        }
+        let watch = watch.join("\n");
         let extra = extra.join("\n") + "\n";
         let text = format!(
             "[devices]\ninclude = [{}]\nexclude = []\n{watch}\n\n[socket]\npath = {:?}\n{}{}{}",
