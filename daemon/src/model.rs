@@ -309,7 +309,9 @@ fn role(r: Role) -> asmguard_proto::Role {
 
 /// The udev link of a label.
 pub fn stable_path(label: &Label) -> PathBuf {
-    PathBuf::from("/dev/asmguard/disks").join(label.as_str())
+    asmguard_paths::Paths::default()
+        .disks_dir()
+        .join(label.as_str())
 }
 
 /// The `lsdsk` rows (the protocol's view of the model).

@@ -71,7 +71,8 @@ pub struct Daemon {
     /// The configuration in force (`crate::conf`): swapped whole on SIGHUP.
     conf: RwLock<Arc<Conf>>,
     pub cfg_source: String,
-    pub sys: PathBuf,
+    /// The filesystem roots (sysfs, /dev, /run, /proc): the system's, or a test's.
+    pub paths: asmguard_paths::Paths,
     pub socket: PathBuf,
     /// Runtime state: `filter.state`, `reclaim/<LABEL>.json` (`[daemon]
     /// runtime_dir`, default the socket's directory).
@@ -209,12 +210,14 @@ impl Daemon {
             writer,
             metrics,
         } = started;
+        let paths = asmguard_paths::Paths::default();
         let settle =
             crate::kept::Kept::settle_for(Duration::from_secs(cfg.devices.label_watch_seconds));
         Daemon {
             conf: RwLock::new(Arc::new(Conf::new(cfg))),
             cfg_source,
-            sys: PathBuf::from("/sys"),
+            presenter: crate::present::Presenter::at(paths.containers_dir()),
+            paths,
             socket,
             started: Instant::now(),
             monitor,
@@ -237,7 +240,6 @@ impl Daemon {
             links: Default::default(),
             cgroup_root: asmguard_guard::guard::cgroup2_root().ok(),
             found: Mutex::default(),
-            presenter: Default::default(),
             kept: crate::kept::Kept::new(&runtime_dir, settle),
             runtime_dir,
         }
@@ -425,7 +427,7 @@ impl Daemon {
         let number = self.scans_started.fetch_add(1, SeqCst) + 1;
         let t = Instant::now();
         let rules = self.conf().rules.clone();
-        let observed = discovery::observe_all(&self.sys, &rules);
+        let observed = discovery::observe_all(&self.paths.sys, &rules);
         let devices = match observed {
             Ok(d) => d,
             Err(e) => {
@@ -434,7 +436,7 @@ impl Daemon {
             }
         };
         let grouping = discovery::group(&devices, &rules);
-        let built = model::build(&self.sys, &devices, &grouping);
+        let built = model::build(&self.paths.sys, &devices, &grouping);
         let n = devices.len();
         #[cfg(test)]
         if let Some(h) = SCAN_HOOK.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
@@ -484,7 +486,7 @@ impl Daemon {
                 );
             }
         }
-        self.links.follow(&self.sys, &built);
+        self.links.follow(&self.paths, &built);
         self.present(&built);
         self.kept.record(&built);
         let mut st = self.write_state();
@@ -660,7 +662,7 @@ impl Daemon {
         let mut related = BTreeSet::new();
         let rules = self.conf().rules.clone();
         for n in names {
-            let o = discovery::observe(&self.sys, &rules, n);
+            let o = discovery::observe(&self.paths.sys, &rules, n);
             if let Some(o) = &o {
                 related.extend(o.sys.slaves.iter().cloned());
                 related.extend(o.sys.holders.iter().cloned());
@@ -672,7 +674,7 @@ impl Daemon {
             .into_iter()
             .filter(|r| !names.contains(r))
             .map(|r| {
-                let s = sysfs::read(&self.sys, &r).ok();
+                let s = sysfs::read(&self.paths.sys, &r).ok();
                 (r, s)
             })
             .collect();
@@ -697,7 +699,7 @@ impl Daemon {
             }
         }
         let grouping = discovery::group(&s.devices, &rules);
-        let built = model::build(&self.sys, &s.devices, &grouping);
+        let built = model::build(&self.paths.sys, &s.devices, &grouping);
         drop(s);
         self.apply(built);
     }
@@ -730,7 +732,7 @@ mod scan_race_tests {
         let root = tempfile::tempdir().unwrap();
         fake_dev(root.path(), "fake0", 200);
         let mut d = Daemon::for_tests(Config::default());
-        d.sys = root.path().to_path_buf();
+        d.paths.sys = root.path().to_path_buf();
         let d = Arc::new(d);
         let (computed, wait_computed) = std::sync::mpsc::channel::<()>();
         let computed = Mutex::new(computed);

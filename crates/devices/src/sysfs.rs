@@ -37,14 +37,16 @@ pub struct SysDev {
 impl SysDev {
     /// `/dev/<name>` (a `!` in a kernel name is a `/` in /dev: `cciss!c0d0`).
     pub fn dev_path(&self) -> PathBuf {
-        PathBuf::from("/dev").join(self.name.replace('!', "/"))
+        asmguard_paths::Paths::default()
+            .dev
+            .join(self.name.replace('!', "/"))
     }
 
     /// The name a DBA knows: `/dev/mapper/<dm name>` for a dm device when that node
     /// exists, else `/dev/<name>`.
     pub fn display_path(&self) -> String {
         if let Some(d) = &self.dm_name {
-            let p = PathBuf::from("/dev/mapper").join(d);
+            let p = asmguard_paths::Paths::default().dev.join("mapper").join(d);
             if p.exists() {
                 return p.display().to_string();
             }
@@ -272,7 +274,7 @@ pub fn in_use(root: &Path, dev: &SysDev) -> Option<String> {
             numbers.push((d, p.clone()));
         }
     }
-    if let Ok(mi) = fs::read_to_string("/proc/self/mountinfo") {
+    if let Ok(mi) = fs::read_to_string(asmguard_paths::Paths::default().own().join("mountinfo")) {
         for line in mi.lines() {
             // id parent major:minor root mountpoint ...
             let f: Vec<&str> = line.split(' ').collect();
@@ -286,7 +288,7 @@ pub fn in_use(root: &Path, dev: &SysDev) -> Option<String> {
             }
         }
     }
-    if let Ok(sw) = fs::read_to_string("/proc/swaps") {
+    if let Ok(sw) = fs::read_to_string(asmguard_paths::Paths::default().proc.join("swaps")) {
         for line in sw.lines().skip(1) {
             if let Some(path) = line.split_whitespace().next() {
                 let base = Path::new(path)

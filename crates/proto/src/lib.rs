@@ -29,7 +29,7 @@ pub const VERSION: u32 = 1;
 /// The longest request line the daemon accepts, newline included.
 pub const MAX_REQUEST_LEN: usize = 64 * 1024;
 /// The default socket path.
-pub const DEFAULT_SOCKET: &str = "/run/asmguard/asmguard.sock";
+pub const DEFAULT_SOCKET: &str = asmguard_paths::DEFAULT_SOCKET;
 
 /// Whether an operation only reads (admin group may) or changes state (root only).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
