@@ -217,17 +217,7 @@ pub fn remove_pins(pin_dir: &Path) -> Result<(), Error> {
 
 /// The kernel's id of a link, from its fd's `/proc/self/fdinfo` (`link_id:`).
 fn link_id(link: &Link) -> Option<u32> {
-    let fd = link.as_fd().as_raw_fd();
-    std::fs::read_to_string(
-        asmguard_paths::Paths::default()
-            .own()
-            .join("fdinfo")
-            .join(fd.to_string()),
-    )
-    .ok()?
-    .lines()
-    .find_map(|l| l.strip_prefix("link_id:"))
-    .and_then(|v| v.trim().parse().ok())
+    super::pinwatch::fd_id(link.as_fd().as_raw_fd(), super::pinwatch::Kind::Link)
 }
 
 /// Whether a link with this id still exists.

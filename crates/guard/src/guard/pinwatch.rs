@@ -35,7 +35,7 @@ impl Kind {
 }
 
 /// The kernel id of the map or link behind this process's `fd`.
-fn fd_id(fd: RawFd, kind: Kind) -> Option<u32> {
+pub(crate) fn fd_id(fd: RawFd, kind: Kind) -> Option<u32> {
     std::fs::read_to_string(
         asmguard_paths::Paths::default()
             .own()
