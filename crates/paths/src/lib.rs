@@ -9,8 +9,14 @@
 //! roots, and a leaf with no dependencies keeps them from depending on one
 //! another for a handful of paths. The defaults here are the only absolute
 //! path literals in the Rust sources outside the configuration's defaults
-//! and tests (`tests/literals.rs` holds the sources to that);
+//! and tests (`tests/literals.rs` holds the sources to that; a literal that
+//! is text, not a place on this host, says so with `// literal path: why`);
 //! a test gives [`Paths::under`] a directory of its own instead.
+//!
+//! The daemon holds one `Paths` (`Daemon::paths`) and hands its roots to the
+//! stable links, the containers' nodes, the views and the writers checks;
+//! the leaf crates' kernel probes (`/proc/self/fdinfo`, BTF, securityfs) and
+//! the containers crate's process lookups read `Paths::default()`.
 
 use std::path::{Path, PathBuf};
 

@@ -156,7 +156,7 @@ impl Daemon {
                 ));
             }
         }
-        if let Some(why) = sysfs::in_use(&self.paths.sys, &sd) {
+        if let Some(why) = sysfs::in_use(&self.paths, &sd) {
             return Err(err(
                 ErrorCode::InUse,
                 format!("{shown}: is in use: {why}: refusing to label it"),
