@@ -26,12 +26,12 @@ pub enum Kind {
 }
 
 impl Kind {
-    fn default_file(self) -> &'static str {
-        match self {
-            Kind::Oracleasm => "/etc/sysconfig/oracleasm",
-            Kind::Afd => "/etc/oracleafd.conf",
-            Kind::Udev => "/etc/udev/rules.d/99-oracle-asmdevices.rules",
-        }
+    fn default_file(self) -> PathBuf {
+        asmguard_paths::Paths::default().etc.join(match self {
+            Kind::Oracleasm => "sysconfig/oracleasm",
+            Kind::Afd => "oracleafd.conf",
+            Kind::Udev => "udev/rules.d/99-oracle-asmdevices.rules",
+        })
     }
 }
 
@@ -490,7 +490,7 @@ pub fn oracleasm(text: &str, file: &str, names: &Names) -> Result<Import, String
 /// An AFD disk string glob as an asmguard device pattern (`/dev/sd*` -> `sd*`,
 /// `/dev/mapper/mpath*` -> `mapper/mpath*`); `None` for other paths.
 fn afd_glob(g: &str) -> Option<String> {
-    let rest = g.strip_prefix("/dev/")?;
+    let rest = g.strip_prefix("/dev/")?; // literal path: AFD's disk string, text to translate
     let ok = |s: &str| {
         !s.is_empty()
             && s.chars()
@@ -932,10 +932,7 @@ pub fn install(text: &str, path: &Path, force: bool) -> Result<String, CliError>
 }
 
 pub fn run(a: &ImportArgs) -> Result<(), CliError> {
-    let file = a
-        .file
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(a.kind.default_file()));
+    let file = a.file.clone().unwrap_or_else(|| a.kind.default_file());
     let shown = file.display().to_string();
     let text = std::fs::read_to_string(&file)
         .map_err(|e| CliError::new(BAD_INPUT, format!("{shown}: cannot read: {e}")))?;

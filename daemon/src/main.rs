@@ -132,23 +132,21 @@ async fn run(
     // Before anything is claimed, pinned or scanned: one daemon per pin directory.
     let pin_dir = bpf_pin_dir
         .clone()
-        .unwrap_or_else(|| PathBuf::from(asmguard_guard::PIN_DIR));
-    let _pin_lock = match asmguard_guard::pins::lock(
-        std::path::Path::new(asmguard_guard::pins::LOCK_DIR),
-        &pin_dir,
-    ) {
-        Ok(l) => {
-            if let Some(w) = &l.warning {
-                tracing::warn!("{w}");
+        .unwrap_or_else(|| asmguard_paths::Paths::default().pin_dir());
+    let _pin_lock =
+        match asmguard_guard::pins::lock(&asmguard_paths::Paths::default().run_dir(), &pin_dir) {
+            Ok(l) => {
+                if let Some(w) = &l.warning {
+                    tracing::warn!("{w}");
+                }
+                l
             }
-            l
-        }
-        Err(msg) => {
-            tracing::error!("{msg}");
-            eprintln!("asmguardd: {msg}");
-            return 1;
-        }
-    };
+            Err(msg) => {
+                tracing::error!("{msg}");
+                eprintln!("asmguardd: {msg}");
+                return 1;
+            }
+        };
     // (after the lock: a refused second daemon says that alone)
     for w in check::warnings(&cfg, &source) {
         tracing::warn!("{w}");
@@ -171,8 +169,8 @@ async fn run(
     let runtime_dir = cfg.daemon.runtime_dir.clone().unwrap_or_else(|| {
         socket
             .parent()
-            .unwrap_or(std::path::Path::new("/run/asmguard"))
-            .to_path_buf()
+            .map(std::path::Path::to_path_buf)
+            .unwrap_or_else(|| asmguard_paths::Paths::default().run_dir())
     });
     let (filter, writer) = match start_filter(&cfg, &runtime_dir, bpf_pin_dir).await {
         Ok(f) => f,

@@ -32,9 +32,6 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-/// Where the containers' directories are.
-pub const DIR: &str = "/dev/asmguard/containers";
-
 /// What one container is to be presented: resolved from its `[[container]]`
 /// section and what `asmguard-containers` found of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -500,14 +497,8 @@ pub struct Presenter {
     managed: Mutex<BTreeSet<String>>,
 }
 
-impl Default for Presenter {
-    fn default() -> Self {
-        Presenter::at(PathBuf::from(DIR))
-    }
-}
-
 impl Presenter {
-    /// Containers' directories under `root` instead of [`DIR`] (tests).
+    /// Containers' directories under `root` (the system's: `Paths::containers_dir`).
     pub fn at(root: PathBuf) -> Presenter {
         Presenter {
             root,

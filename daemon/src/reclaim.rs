@@ -31,7 +31,10 @@ struct DaemonHost<'a>(&'a Daemon);
 
 impl Host for DaemonHost<'_> {
     fn sys(&self) -> &Path {
-        &self.0.site.sys
+        &self.0.site.paths.sys
+    }
+    fn proc(&self) -> PathBuf {
+        self.0.site.paths.proc.clone()
     }
     fn checkpoint(&self, label: &str) -> PathBuf {
         self.0

@@ -73,8 +73,8 @@ pub struct Started {
 pub struct Site {
     /// Where the configuration came from (a path, or the defaults).
     pub cfg_source: String,
-    /// The sysfs root.
-    pub sys: PathBuf,
+    /// The filesystem roots (sysfs, /dev, /run, /proc): the system's, or a test's.
+    pub paths: asmguard_paths::Paths,
     pub socket: PathBuf,
     /// Runtime state: `filter.state`, `reclaim/<LABEL>.json`, `kept/`
     /// (`[daemon] runtime_dir`, default the socket's directory).
@@ -242,6 +242,7 @@ impl Daemon {
             writer,
             metrics,
         } = started;
+        let paths = asmguard_paths::Paths::default();
         let settle =
             crate::kept::Kept::settle_for(Duration::from_secs(cfg.devices.label_watch_seconds));
         let conf = Arc::new(Conf::new(cfg));
@@ -267,12 +268,12 @@ impl Daemon {
             reclaims: Reclaims::default(),
             made: Made {
                 links: Default::default(),
-                presenter: Default::default(),
+                presenter: crate::present::Presenter::at(paths.containers_dir()),
                 kept: crate::kept::Kept::new(&runtime_dir, settle),
             },
             site: Site {
                 cfg_source,
-                sys: PathBuf::from("/sys"),
+                paths,
                 socket,
                 runtime_dir,
                 cgroup_root: asmguard_guard::guard::cgroup2_root().ok(),
@@ -401,7 +402,7 @@ impl Daemon {
         let number = self.scans.started.fetch_add(1, SeqCst) + 1;
         let t = Instant::now();
         let conf = self.conf();
-        let observed = discovery::observe_all(&self.site.sys, &conf.rules);
+        let observed = discovery::observe_all(&self.site.paths.sys, &conf.rules);
         let devices = match observed {
             Ok(d) => d,
             Err(e) => {
@@ -410,7 +411,7 @@ impl Daemon {
             }
         };
         let grouping = discovery::group(&devices, &conf.rules);
-        let built = model::build(&self.site.sys, &devices, &grouping);
+        let built = model::build(&self.site.paths.sys, &devices, &grouping);
         let n = devices.len();
         #[cfg(test)]
         if let Some(h) = SCAN_HOOK.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
@@ -468,7 +469,7 @@ impl Daemon {
                 u.why
             );
         }
-        self.made.links.follow(&self.site.sys, m);
+        self.made.links.follow(&self.site.paths, m);
         self.present(&next);
         self.made.kept.record(m);
         log_conflicts(&before.model, m);
@@ -660,7 +661,7 @@ impl Daemon {
         let conf = self.conf();
         let rules = &conf.rules;
         for n in names {
-            let o = discovery::observe(&self.site.sys, rules, n);
+            let o = discovery::observe(&self.site.paths.sys, rules, n);
             if let Some(o) = &o {
                 related.extend(o.sys.slaves.iter().cloned());
                 related.extend(o.sys.holders.iter().cloned());
@@ -672,7 +673,7 @@ impl Daemon {
             .into_iter()
             .filter(|r| !names.contains(r))
             .map(|r| {
-                let s = sysfs::read(&self.site.sys, &r).ok();
+                let s = sysfs::read(&self.site.paths.sys, &r).ok();
                 (r, s)
             })
             .collect();
@@ -697,7 +698,7 @@ impl Daemon {
             }
         }
         let grouping = discovery::group(&s.devices, rules);
-        let built = model::build(&self.site.sys, &s.devices, &grouping);
+        let built = model::build(&self.site.paths.sys, &s.devices, &grouping);
         let next = s.world.with_model(conf.clone(), built);
         drop(s);
         self.apply(next);
@@ -731,7 +732,7 @@ mod scan_race_tests {
         let root = tempfile::tempdir().unwrap();
         fake_dev(root.path(), "fake0", 200);
         let mut d = Daemon::for_tests(Config::default());
-        d.site.sys = root.path().to_path_buf();
+        d.site.paths.sys = root.path().to_path_buf();
         let d = Arc::new(d);
         let (computed, wait_computed) = std::sync::mpsc::channel::<()>();
         let computed = Mutex::new(computed);

@@ -225,7 +225,7 @@ pub fn containers(d: Arc<Daemon>) {
 /// killed: the daemon could not exit). The caller's deadline is
 /// `asmguard_containers::within`'s.
 pub fn read_container_db(pid: u32, file: &str) -> Result<String, String> {
-    let out = std::process::Command::new("/proc/self/exe")
+    let out = std::process::Command::new(asmguard_paths::Paths::default().proc.join("self/exe"))
         .arg("--read-container-db")
         .arg(pid.to_string())
         .arg(file)

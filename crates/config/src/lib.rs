@@ -765,8 +765,9 @@ fn validate(c: &Config, file: &str) -> Result<(), String> {
             file,
             "socket.path",
             format!(
-                "{:?} names no socket file: use a file path such as \"/run/asmguard/asmguard.sock\"",
-                c.socket.path
+                "{:?} names no socket file: use a file path such as {:?}",
+                c.socket.path,
+                asmguard_paths::DEFAULT_SOCKET
             ),
         ));
     }
@@ -915,6 +916,9 @@ pub fn load(path: Option<&Path>) -> Result<(Config, String), String> {
 /// `asmguardctl udev-rules` prints and `udev-rules/99-asmguard.rules` holds (defaults).
 pub fn udev_rules(c: &Config) -> String {
     let (o, g, m) = (&c.paths.owner, &c.paths.group, c.mode());
+    // the directory the daemon writes each device's answer to (`Paths::links_dir`)
+    let links = asmguard_paths::Paths::default().links_dir();
+    let links = links.display();
     let compat: String = COMPAT_LINKS
         .iter()
         .filter(|(n, _)| c.paths.compat.iter().any(|x| x == n))
@@ -928,7 +932,7 @@ pub fn udev_rules(c: &Config) -> String {
 #
 # /dev/asmguard/disks/<LABEL> points at the disk's top device: the multipath device,
 # never one of its sdX paths. The label is the one asmguardd manages the device under
-# (ASMGUARD_LABEL in /run/asmguard/links/<kernel name>, written by the daemon before it
+# (ASMGUARD_LABEL in {links}/<kernel name>, written by the daemon before it
 # sends the change event), never the label bytes alone: a header forged on another disk
 # cannot take a link. "-": a device with an ASM label header it manages under no label.
 # No inotify watch on managed disks: every close after a write by ASM would make udev
@@ -944,7 +948,7 @@ KERNEL=="dm-*", ENV{{DM_SUSPENDED}}=="1", GOTO="asmguard_end"
 # blkid's probe, when no earlier rule ran it.
 ENV{{ID_FS_TYPE}}=="", IMPORT{{builtin}}="blkid"
 ENV{{ID_FS_TYPE}}!="oracleasm", GOTO="asmguard_end"
-IMPORT{{file}}="/run/asmguard/links/%k"
+IMPORT{{file}}="{links}/%k"
 ENV{{ASMGUARD_LABEL}}=="", GOTO="asmguard_end"
 ENV{{ASMGUARD_LABEL}}=="-", GOTO="asmguard_end"
 OPTIONS+="nowatch"

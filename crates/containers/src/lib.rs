@@ -198,6 +198,16 @@ fn procs_below(dir: &Path, out: &mut BTreeSet<u32>, depth: usize) {
     }
 }
 
+/// `/proc/<pid>` (the system's procfs: [`asmguard_paths::Paths`]).
+fn proc_of(pid: u32) -> PathBuf {
+    asmguard_paths::Paths::default().pid(pid)
+}
+
+/// `/proc/self`.
+fn own() -> PathBuf {
+    asmguard_paths::Paths::default().own()
+}
+
 /// (device, inode) of a namespace file: the namespace's identity.
 fn ns_id(path: &Path) -> Option<(u64, u64)> {
     let m = std::fs::metadata(path).ok()?;
@@ -210,8 +220,8 @@ const NS_GET_PARENT: libc::c_ulong = 0xb702;
 /// How many levels the user namespace of `pid` is below ours: 0 when it is ours,
 /// `None` when it is not below ours (or the process is gone).
 fn userns_depth(pid: u32, ours: (u64, u64)) -> Option<u32> {
-    let path = format!("/proc/{pid}/ns/user");
-    if ns_id(Path::new(&path))? == ours {
+    let path = proc_of(pid).join("ns/user");
+    if ns_id(&path)? == ours {
         return Some(0);
     }
     let mut fd: OwnedFd = std::fs::File::open(&path).ok()?.into();
@@ -234,7 +244,7 @@ fn userns_depth(pid: u32, ours: (u64, u64)) -> Option<u32> {
 }
 
 fn read_map(pid: u32, which: &str) -> Option<IdMap> {
-    let t = std::fs::read_to_string(format!("/proc/{pid}/{which}")).ok()?;
+    let t = std::fs::read_to_string(proc_of(pid).join(which)).ok()?;
     IdMap::parse(&t).ok()
 }
 
@@ -264,10 +274,10 @@ pub fn find(cgroup_root: &Path, c: &Container) -> Found {
         gid_map: IdMap::default(),
         tasks: pids.len(),
     };
-    let Some(ours) = ns_id(Path::new("/proc/self/ns/user")) else {
+    let Some(ours) = ns_id(&own().join("ns/user")) else {
         return found;
     };
-    let our_pid = ns_id(Path::new("/proc/self/ns/pid"));
+    let our_pid = ns_id(&own().join("ns/pid"));
     // Depth by namespace: a container's processes share a few namespaces.
     let mut depth_of: HashMap<(u64, u64), Option<u32>> = HashMap::new();
     let mut best: Option<(u32, u32)> = None; // (depth, pid)
@@ -275,10 +285,10 @@ pub fn find(cgroup_root: &Path, c: &Container) -> Found {
         // A process in the host's pid namespace is a runtime's (nspawn's
         // supervisor, a first process that has not made its namespaces yet),
         // never the container's.
-        if ns_id(Path::new(&format!("/proc/{pid}/ns/pid"))) == our_pid {
+        if ns_id(&proc_of(pid).join("ns/pid")) == our_pid {
             continue;
         }
-        let Some(ns) = ns_id(Path::new(&format!("/proc/{pid}/ns/user"))) else {
+        let Some(ns) = ns_id(&proc_of(pid).join("ns/user")) else {
             continue;
         };
         let depth = *depth_of
@@ -302,7 +312,7 @@ pub fn find(cgroup_root: &Path, c: &Container) -> Found {
         // deeper one.
         Some((d, _)) => {
             for &pid in &pids {
-                let Some(ns) = ns_id(Path::new(&format!("/proc/{pid}/ns/user"))) else {
+                let Some(ns) = ns_id(&proc_of(pid).join("ns/user")) else {
                     continue;
                 };
                 if depth_of.get(&ns) != Some(&Some(d)) {
@@ -387,7 +397,7 @@ pub fn read_container_db(pid: u32, file: &str) -> Result<String, String> {
     if file != "passwd" && file != "group" {
         return Err(format!("{file}: only passwd and group are read"));
     }
-    read_db(Path::new(&format!("/proc/{pid}/root")), file)
+    read_db(&proc_of(pid).join("root"), file)
 }
 
 /// `name` (or a number) as the container below `root` sees it: its id there.
@@ -514,7 +524,7 @@ pub fn host_gid_within(f: &Found, group: &str, deadline: Duration) -> Result<u32
 
 /// The cgroup-v2 path of `pid` (relative to the cgroup2 mount), from /proc/PID/cgroup.
 fn cgroup_of(pid: u32) -> Option<String> {
-    let t = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let t = std::fs::read_to_string(proc_of(pid).join("cgroup")).ok()?;
     t.lines()
         .find_map(|l| l.strip_prefix("0::"))
         .map(|p| p.trim().trim_start_matches('/').to_string())
@@ -549,8 +559,8 @@ pub fn container_of<'a>(
 /// the answer gates rights, and the restrictive one is the safe one.
 pub fn in_container(pid: u32) -> bool {
     match (
-        ns_id(Path::new(&format!("/proc/{pid}/ns/pid"))),
-        ns_id(Path::new("/proc/self/ns/pid")),
+        ns_id(&proc_of(pid).join("ns/pid")),
+        ns_id(&own().join("ns/pid")),
     ) {
         (Some(a), Some(b)) => a != b,
         _ => true,
@@ -567,8 +577,8 @@ pub fn in_container(pid: u32) -> bool {
 pub fn on_host(pid: u32) -> bool {
     ["pid", "user", "cgroup"].iter().all(|ns| {
         match (
-            ns_id(Path::new(&format!("/proc/{pid}/ns/{ns}"))),
-            ns_id(Path::new(&format!("/proc/self/ns/{ns}"))),
+            ns_id(&proc_of(pid).join("ns").join(ns)),
+            ns_id(&own().join("ns").join(ns)),
         ) {
             (Some(a), Some(b)) => a == b,
             _ => false,
@@ -582,7 +592,7 @@ pub fn on_host(pid: u32) -> bool {
 pub fn has_sys_admin(pid: u32) -> bool {
     /// linux/capability.h
     const CAP_SYS_ADMIN: u32 = 21;
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
+    std::fs::read_to_string(proc_of(pid).join("status"))
         .ok()
         .and_then(|t| {
             t.lines()

@@ -82,7 +82,7 @@ impl Observed {
 /// udev's properties of `name`, read only for the real sysfs (`/sys`): a test's
 /// synthetic tree has no udev database behind it.
 fn udev_props(root: &Path, name: &str) -> Option<UdevProps> {
-    (root == Path::new("/sys"))
+    (root == asmguard_paths::Paths::default().sys)
         .then(|| udevdb::read(name))
         .flatten()
 }

@@ -200,7 +200,7 @@ impl Shared {
         }
         let mut cache = self.sysfs_names.lock().unwrap_or_else(|e| e.into_inner());
         let name = cache.entry(dev).or_insert_with(|| {
-            asmguard_devices::sysfs::name_of(std::path::Path::new("/sys"), dev)
+            asmguard_devices::sysfs::name_of(&asmguard_paths::Paths::default().sys, dev)
                 .unwrap_or_else(|| dev.to_string())
         });
         (name.clone(), String::new())

@@ -21,7 +21,7 @@ pub mod service;
 
 use asmguard_config::{Config, OracleHomes};
 use asmguard_devices::writer::Writer;
-use asmguard_guard::{Coverage, ExeId, IdentityReach, Mode, Options, PIN_DIR};
+use asmguard_guard::{Coverage, ExeId, IdentityReach, Mode, Options};
 use asmguard_guard::{Rule, Rules, SelfId, Tool};
 use service::FilterService;
 use std::collections::BTreeMap;
@@ -39,7 +39,7 @@ pub fn start(
 ) -> (FilterService, Writer) {
     let mode: Mode = cfg.filter.mode.parse().unwrap_or(Mode::Enforce);
     let opts = Options {
-        pin_dir: pin_dir.unwrap_or_else(|| PathBuf::from(PIN_DIR)),
+        pin_dir: pin_dir.unwrap_or_else(|| asmguard_paths::Paths::default().pin_dir()),
         ..Options::default()
     };
     let svc = FilterService::start(opts, mode, Some(state_file));

@@ -23,7 +23,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::containers::ContainerRule;
 use super::events::FilterEvent;
-use asmguard_proto::Protection;
+use asmguard_proto::{FilterScope, Protection};
 
 use asmguard_guard::{
     remove_pins, Backend, Coverage, DevKey, Error, ExeId, Guard, Hook, IdentityReach, KernelDev,
@@ -91,12 +91,14 @@ impl DiskMode {
     }
 }
 
-/// The Filtering column of `lsdsk`: `enforce (lsm)`, `audit (cgroup_device,
-/// open-time only)`, `off`, `off (filter disabled)` or `UNPROTECTED (no filter
-/// backend)`, from [`Coverage::filtering`].
-impl std::fmt::Display for DiskMode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.cover().filtering(self.mode()))
+/// `lsdsk`'s `filter_scope` of a coverage (`asmguardctl` renders the
+/// Filtering sentence from it, the mode word and the backend).
+pub fn scope_of(cover: Coverage) -> FilterScope {
+    match cover {
+        Coverage::Full(_) => FilterScope::Full,
+        Coverage::OpenTimeOnly => FilterScope::OpenTimeOnly,
+        Coverage::Disabled => FilterScope::Disabled,
+        Coverage::Unprotected => FilterScope::Unprotected,
     }
 }
 
@@ -1054,34 +1056,24 @@ mod tests {
         let rows = [
             (
                 f(Mode::Enforce, Backend::Lsm),
-                "enforce (lsm)",
+                "enforce",
                 true,
                 Mode::Enforce,
             ),
             (
                 f(Mode::Audit, Backend::CgroupDevice),
-                "audit (cgroup_device, open-time only)",
+                "audit",
                 false,
                 Mode::Audit,
             ),
             (f(Mode::Off, Backend::Lsm), "off", false, Mode::Off),
-            (
-                DiskMode::Disabled,
-                "off (filter disabled)",
-                false,
-                Mode::Off,
-            ),
-            (
-                DiskMode::Unprotected,
-                "UNPROTECTED (no filter backend)",
-                true,
-                Mode::Off,
-            ),
+            (DiskMode::Disabled, "off", false, Mode::Off),
+            (DiskMode::Unprotected, "UNPROTECTED", true, Mode::Off),
         ];
-        for (m, shown, claimed, mode) in rows {
-            assert_eq!(m.to_string(), shown);
-            assert_eq!(m.claimed(), claimed, "{shown}");
-            assert_eq!(m.mode(), mode, "{shown}");
+        for (m, word, claimed, mode) in rows {
+            assert_eq!(m.word(), word, "{m:?}");
+            assert_eq!(m.claimed(), claimed, "{m:?}");
+            assert_eq!(m.mode(), mode, "{m:?}");
         }
     }
 
@@ -1149,69 +1141,43 @@ mod tests {
             assert_eq!(st.coverage(), coverage);
             assert_eq!(st.protection(), protection);
         }
-        // lsdsk's Filtering column and the metric's mode word, written out for
+        // lsdsk's typed filter values (asmguardctl renders the Filtering
+        // sentence from them) and the metric's mode word, written out for
         // every (coverage, mode): what a DBA reads, not recomputed
         let lsm = Coverage::Full(Backend::Lsm);
         let fmod = Coverage::Full(Backend::FmodRet);
-        let columns: [(Coverage, Mode, &str, &str); 15] = [
-            (lsm, Mode::Enforce, "enforce (lsm)", "enforce"),
-            (lsm, Mode::Audit, "audit (lsm)", "audit"),
-            (lsm, Mode::Off, "off", "off"),
-            (fmod, Mode::Enforce, "enforce (fmod_ret)", "enforce"),
-            (fmod, Mode::Audit, "audit (fmod_ret)", "audit"),
-            (fmod, Mode::Off, "off", "off"),
+        let scopes = [
+            (lsm, FilterScope::Full, "lsm"),
+            (fmod, FilterScope::Full, "fmod_ret"),
             (
                 Coverage::OpenTimeOnly,
-                Mode::Enforce,
-                "enforce (cgroup_device, open-time only)",
-                "enforce",
+                FilterScope::OpenTimeOnly,
+                "cgroup_device",
             ),
-            (
-                Coverage::OpenTimeOnly,
-                Mode::Audit,
-                "audit (cgroup_device, open-time only)",
-                "audit",
-            ),
-            (Coverage::OpenTimeOnly, Mode::Off, "off", "off"),
-            (
-                Coverage::Disabled,
-                Mode::Enforce,
-                "off (filter disabled)",
-                "off",
-            ),
-            (
-                Coverage::Disabled,
-                Mode::Audit,
-                "off (filter disabled)",
-                "off",
-            ),
-            (
-                Coverage::Disabled,
-                Mode::Off,
-                "off (filter disabled)",
-                "off",
-            ),
-            (
-                Coverage::Unprotected,
-                Mode::Enforce,
-                "UNPROTECTED (no filter backend)",
-                "UNPROTECTED",
-            ),
-            (
-                Coverage::Unprotected,
-                Mode::Audit,
-                "UNPROTECTED (no filter backend)",
-                "UNPROTECTED",
-            ),
-            (
-                Coverage::Unprotected,
-                Mode::Off,
-                "UNPROTECTED (no filter backend)",
-                "UNPROTECTED",
-            ),
+            (Coverage::Disabled, FilterScope::Disabled, "none"),
+            (Coverage::Unprotected, FilterScope::Unprotected, "none"),
         ];
-        for (cover, mode, column, word) in columns {
-            assert_eq!(cover.filtering(mode), column, "{cover:?} {mode:?}");
+        for (cover, scope, backend) in scopes {
+            assert_eq!((scope_of(cover), cover.backend()), (scope, backend));
+        }
+        let words: [(Coverage, Mode, &str); 15] = [
+            (lsm, Mode::Enforce, "enforce"),
+            (lsm, Mode::Audit, "audit"),
+            (lsm, Mode::Off, "off"),
+            (fmod, Mode::Enforce, "enforce"),
+            (fmod, Mode::Audit, "audit"),
+            (fmod, Mode::Off, "off"),
+            (Coverage::OpenTimeOnly, Mode::Enforce, "enforce"),
+            (Coverage::OpenTimeOnly, Mode::Audit, "audit"),
+            (Coverage::OpenTimeOnly, Mode::Off, "off"),
+            (Coverage::Disabled, Mode::Enforce, "off"),
+            (Coverage::Disabled, Mode::Audit, "off"),
+            (Coverage::Disabled, Mode::Off, "off"),
+            (Coverage::Unprotected, Mode::Enforce, "UNPROTECTED"),
+            (Coverage::Unprotected, Mode::Audit, "UNPROTECTED"),
+            (Coverage::Unprotected, Mode::Off, "UNPROTECTED"),
+        ];
+        for (cover, mode, word) in words {
             assert_eq!(cover.mode_word(mode), word, "{cover:?} {mode:?}");
         }
     }

@@ -101,13 +101,13 @@ impl Daemon {
         }
         let dev = KernelDev::from_dev_t(meta.rdev())
             .map_err(|e| err(ErrorCode::NotManageable, format!("{device}: {e}")))?;
-        let name = sysfs::name_of(&self.site.sys, dev).ok_or_else(|| {
+        let name = sysfs::name_of(&self.site.paths.sys, dev).ok_or_else(|| {
             err(
                 ErrorCode::NotFound,
                 format!("{device}: block device {dev} is not in sysfs"),
             )
         })?;
-        sysfs::read(&self.site.sys, &name)
+        sysfs::read(&self.site.paths.sys, &name)
             .map_err(|e| err(ErrorCode::NotFound, format!("{device}: {name}: {e}")))
     }
 
@@ -117,7 +117,7 @@ impl Daemon {
         names.extend(sd.slaves.iter().cloned());
         self.refresh(&names);
         // Let udev re-probe (stable path) and every listener know.
-        if let Err(e) = sysfs::trigger_change(&self.site.sys, &sd.name) {
+        if let Err(e) = sysfs::trigger_change(&self.site.paths.sys, &sd.name) {
             tracing::warn!("{}: could not send a change uevent: {e}", sd.name);
         }
     }
@@ -157,7 +157,7 @@ impl Daemon {
                 ));
             }
         }
-        if let Some(why) = sysfs::in_use(&self.site.sys, &sd) {
+        if let Some(why) = sysfs::in_use(&self.site.paths, &sd) {
             return Err(err(
                 ErrorCode::InUse,
                 format!("{shown}: is in use: {why}: refusing to label it"),
@@ -166,7 +166,7 @@ impl Daemon {
         if !a.force {
             // A writer's descriptor outlives the label: on the open-time-only
             // backend nothing stops it from overwriting the new label.
-            let w = writers_of(&self.site.sys, &sd);
+            let w = writers_of(&self.site.paths, &sd);
             if let Some(o) = w.first() {
                 return Err(err(
                     ErrorCode::InUse,
@@ -436,12 +436,12 @@ impl Daemon {
 
 /// Every process but this one holding `sd` open for writing: through the
 /// device itself, a path below it (multipath) or the disk it is a partition of.
-fn writers_of(sys: &Path, sd: &SysDev) -> Vec<asmguard_reclaim::safety::Opener> {
+fn writers_of(paths: &asmguard_paths::Paths, sd: &SysDev) -> Vec<asmguard_reclaim::safety::Opener> {
     let mut devs = vec![sd.dev];
     for n in sd.slaves.iter().chain(sd.parent.iter()) {
-        if let Ok(o) = sysfs::read(sys, n) {
+        if let Ok(o) = sysfs::read(&paths.sys, n) {
             devs.push(o.dev);
         }
     }
-    asmguard_reclaim::safety::writers(Path::new("/proc"), &devs, std::process::id())
+    asmguard_reclaim::safety::writers(&paths.proc, &devs, std::process::id())
 }

@@ -71,7 +71,7 @@ impl Daemon {
         // would never be granted
         let containers = self.container_views();
         let s = self.read_state();
-        let bpf_lsm = match std::fs::read_to_string("/sys/kernel/security/lsm") {
+        let bpf_lsm = match std::fs::read_to_string(self.site.paths.securityfs().join("lsm")) {
             Ok(l) if l.trim().split(',').any(|x| x == "bpf") => format!("yes (lsm={})", l.trim()),
             Ok(l) => format!("no (lsm={})", l.trim()),
             Err(_) => "unknown (securityfs not mounted)".into(),
@@ -86,7 +86,7 @@ impl Daemon {
             protocol_version: asmguard_proto::VERSION,
             pid: std::process::id(),
             uptime_seconds: self.site.started.elapsed().as_secs(),
-            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            kernel: std::fs::read_to_string(self.site.paths.osrelease())
                 .map(|s| s.trim().to_string())
                 .unwrap_or_else(|_| "unknown".into()),
             bpf_lsm,
