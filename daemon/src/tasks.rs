@@ -233,10 +233,12 @@ pub fn read_container_db(pid: u32, file: &str) -> Result<String, String> {
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .output()
-        .map_err(|e| format!("cannot start a reader for /proc/{pid}/root/etc/{file}: {e}"))?;
+        .map_err(|e| {
+            format!("cannot start a reader for etc/{file} of process {pid}'s container: {e}")
+        })?;
     if out.status.success() {
         String::from_utf8(out.stdout)
-            .map_err(|_| format!("/proc/{pid}/root/etc/{file} is not UTF-8"))
+            .map_err(|_| format!("etc/{file} of process {pid}'s container is not UTF-8"))
     } else {
         Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
     }

@@ -1357,7 +1357,7 @@ mod json_names {
             "size_bytes":1073741824,"logical_block_size":512,"physical_block_size":4096,
             "header_status":"MEMBER","disk_group":"DATA","asm_disk_name":"DATA_0000",
             "filtering":"enforce (lsm)","filter_mode":"enforce","filter_backend":"lsm",
-            "filter_scope":"full","conflict":false,
+            "filter_scope":"full","conflict":false,"identified_by":"label",
             "serial":"S1","wwn":"0x5000",
             "presented":[{"container":"rac1","path":"/dev/asmguard/containers/rac1/DATA1",
                           "uid":154331,"gid":154329,"mode":"0660"}]}],
