@@ -77,18 +77,26 @@ struct Translated {
     problems: Vec<String>,
 }
 
+impl Translated {
+    /// Nobody in the container may write (no process to read it through, or
+    /// its files did not answer); its nodes' owner as known.
+    fn nobody(owner: Result<(u32, u32), String>, problems: Vec<String>) -> Translated {
+        Translated {
+            uids: vec![],
+            gids: vec![],
+            users: vec![],
+            groups: vec![],
+            owner,
+            problems,
+        }
+    }
+}
+
 /// Reads the container's files: its allowed users and groups, and its nodes'
 /// owner and group, as host ids (blocking: run it through
 /// [`asmguard_containers::within`]).
 fn translate(f: &Found, c: &Container, cfg: &Config) -> Translated {
-    let mut t = Translated {
-        uids: vec![],
-        gids: vec![],
-        users: vec![],
-        groups: vec![],
-        owner: Ok((0, 0)),
-        problems: vec![],
-    };
+    let mut t = Translated::nobody(Ok((0, 0)), vec![]);
     if !c.allow_all {
         for u in &c.allow_users {
             match host_uid(f, u) {
@@ -194,14 +202,7 @@ fn resolve_one(
                     keep.view.problems.push(stalled);
                     return (keep, false);
                 }
-                let t = Translated {
-                    uids: vec![],
-                    gids: vec![],
-                    users: vec![],
-                    groups: vec![],
-                    owner: Err(stalled.clone()),
-                    problems: vec![stalled],
-                };
+                let t = Translated::nobody(Err(stalled.clone()), vec![stalled]);
                 let v = view(&t);
                 return (
                     Resolved {
@@ -221,18 +222,12 @@ fn resolve_one(
             "container {}: no process yet to read its users and id maps from",
             c.name
         );
-        Translated {
-            uids: vec![],
-            gids: vec![],
-            users: vec![],
-            groups: vec![],
-            owner: crate::present::owner_of(cfg, c, &f),
-            problems: if running && !c.allow_all {
-                vec![why]
-            } else {
-                vec![]
-            },
-        }
+        let problems = if running && !c.allow_all {
+            vec![why]
+        } else {
+            vec![]
+        };
+        Translated::nobody(crate::present::owner_of(cfg, c, &f), problems)
     };
     rule.uids = t.uids.clone();
     rule.gids = t.gids.clone();
