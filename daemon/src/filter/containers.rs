@@ -181,11 +181,11 @@ fn resolve_one(
             return (keep, wait);
         }
     }
-    let t = if running && picked {
+    let (t, stalled) = if running && picked {
         let key = format!("container {} (pid {})", c.name, f.pid.unwrap_or(0));
         let (f2, c2, cfg2) = (f.clone(), c.clone(), cfg.clone());
         match asmguard_containers::within(&key, deadline, move || Ok(translate(&f2, &c2, &cfg2))) {
-            Ok(t) => t,
+            Ok(t) => (t, false),
             Err(e) => {
                 let stalled = format!(
                     "its files did not answer within {} ms ({e}): {}",
@@ -202,19 +202,10 @@ fn resolve_one(
                     keep.view.problems.push(stalled);
                     return (keep, false);
                 }
-                let t = Translated::nobody(Err(stalled.clone()), vec![stalled]);
-                let v = view(&t);
-                return (
-                    Resolved {
-                        config: c.clone(),
-                        rule,
-                        view: v,
-                        found: f,
-                        owner: t.owner,
-                        stalled: true,
-                    },
-                    false,
-                );
+                (
+                    Translated::nobody(Err(stalled.clone()), vec![stalled]),
+                    true,
+                )
             }
         }
     } else {
@@ -227,7 +218,10 @@ fn resolve_one(
         } else {
             vec![]
         };
-        Translated::nobody(crate::present::owner_of(cfg, c, &f), problems)
+        (
+            Translated::nobody(crate::present::owner_of(cfg, c, &f), problems),
+            false,
+        )
     };
     rule.uids = t.uids.clone();
     rule.gids = t.gids.clone();
@@ -239,9 +233,9 @@ fn resolve_one(
             view: v,
             found: f,
             owner: t.owner,
-            stalled: false,
+            stalled,
         },
-        wait,
+        wait && !stalled,
     )
 }
 

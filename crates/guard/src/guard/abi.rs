@@ -144,12 +144,14 @@ impl AgEvent {
         if b.len() < EVENT_SIZE {
             return None;
         }
-        // SAFETY: `b` holds at least `size_of::<AgEvent>()` bytes the kernel
-        // wrote as a `struct ag_event` (layout checked against the object's
-        // BTF in the tests); `AgEvent` is `repr(C)` of integers and bytes, so
-        // every bit pattern is a value, and `read_unaligned` needs no
-        // alignment of the ring buffer's bytes.
-        Some(unsafe { std::ptr::read_unaligned(b.as_ptr().cast::<AgEvent>()) })
+        let p = b.as_ptr().cast::<AgEvent>();
+        // `b` holds at least `size_of::<AgEvent>()` bytes the kernel wrote as
+        // a `struct ag_event` (layout checked against the object's BTF in the
+        // tests); `AgEvent` is `repr(C)` of integers and bytes, so every bit
+        // pattern is a value.
+        // SAFETY: `p` points at EVENT_SIZE readable bytes; read_unaligned needs no alignment.
+        let ev = unsafe { std::ptr::read_unaligned(p) };
+        Some(ev)
     }
 }
 
