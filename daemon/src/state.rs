@@ -438,28 +438,35 @@ impl Daemon {
     /// device nodes, the stored World, the exclusive claims, and the tracer
     /// and exporter. Reads no disk and no container file.
     fn apply(&self, mut next: World) {
-        let before = self.read_state().world.clone();
         let m = &mut next.model;
-        // first come, first kept: before anything looks at which disk is used
-        m.kept.clear();
-        self.made.kept.resolve(&before.model, m);
+        // the World as last applied, read in place (the caller holds the
+        // scans' order: nothing else stores one meanwhile)
+        let (containers_before, new_unmanaged) = {
+            let s = self.read_state();
+            let before = &s.world;
+            // first come, first kept: before anything looks at which disk is used
+            m.kept.clear();
+            self.made.kept.resolve(&before.model, m);
+            let new: Vec<model::Unmanaged> = m
+                .unmanaged
+                .iter()
+                .filter(|u| !before.model.unmanaged.contains(u))
+                .cloned()
+                .collect();
+            (before.containers.clone(), new)
+        };
         self.filter.sync(model::managed_set(&m.disks));
         for d in &mut m.disks {
             d.mode = Some(self.filter.disk_mode(d.label.as_str()));
         }
-        if !Arc::ptr_eq(&before.containers, &next.containers) || self.filter.container_rules_unset()
+        if !Arc::ptr_eq(&containers_before, &next.containers) || self.filter.container_rules_unset()
         {
             let c = &next.containers;
             if let Err(e) = self.filter.set_containers(c.rules(), c.names()) {
                 tracing::error!("filter: cannot set the container rules: {e}");
             }
         }
-        let m = &next.model;
-        for u in m
-            .unmanaged
-            .iter()
-            .filter(|u| !before.model.unmanaged.contains(u))
-        {
+        for u in &new_unmanaged {
             tracing::warn!(
                 "{}: carries an ASM label header asmguardd does not manage ({}): {}; it is not protected and gets no /dev/asmguard link (rules of other tools that match the label bytes may still link it)",
                 u.device,
@@ -469,12 +476,15 @@ impl Daemon {
                 u.why
             );
         }
+        let m = &next.model;
         self.made.links.follow(&self.site.paths, m);
         self.present(&next);
         self.made.kept.record(m);
-        log_conflicts(&before.model, m);
         let traced = model::traced(&m.disks);
-        self.write_state().world = next;
+        let mut st = self.write_state();
+        log_conflicts(&st.world.model, &next.model);
+        st.world = next;
+        drop(st);
         self.sync_claims();
         self.metrics.sync(traced);
     }
