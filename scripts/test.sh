@@ -29,6 +29,21 @@ step() {
     fi
 }
 
+labs=1
+[ "${ASMGUARD_SKIP_VM:-0}" != 1 ] || labs=0
+system=$labs
+[ "${ASMGUARD_SKIP_SYSTEM:-0}" != 1 ] || system=0
+
+# The labs' inputs that need no build of ours (their packages, every kernel line, the
+# system lab's images: tests/prefetch.sh), made beside lint, the build and the host
+# tests' compile: network and disk more than CPU, and the labs' guests then boot as
+# soon as the host tests end. The host tests themselves run after it (their timing
+# bounds want the machine to themselves).
+if [ $labs = 1 ]; then
+    tests/prefetch.sh >"$logs/prefetch.log" 2>&1 &
+    prefetch_pid=$!
+fi
+
 # Lint.
 if step fmt cargo fmt --all -- --check; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 if step clippy cargo clippy --release --workspace --all-targets -- -D warnings; then
@@ -44,7 +59,18 @@ else
 fi
 # The host tests share /sys/fs/bpf and the cgroup root with any other host test run on
 # this machine (each binary removes leftover test pins at its start): one at a time.
-step cargo-test flock /tmp/asmguard-host.lock cargo test --release --workspace --no-fail-fast
+# Their compile first (beside the prefetch), then the run, alone.
+if step cargo-test-build cargo test --release --workspace --no-run; then
+    passed=$((passed + 1)); else failed=$((failed + 1)); fi
+if [ $labs = 1 ]; then
+    t0=$SECONDS
+    wait "$prefetch_pid"
+    echo "prefetch: waited $((SECONDS - t0))s for it after the host tests' compile"
+    sed 's/^/    /' "$logs/prefetch.log"
+fi
+# -o: the lock stays with flock, not with the tests' children (a container or daemon a
+# failed test leaves behind must not hold the next run's lock).
+step cargo-test flock -o /tmp/asmguard-host.lock cargo test --release --workspace --no-fail-fast
 ct_pass=$(grep -Eo 'test result: [a-zA-Z]+\. [0-9]+ passed' "$logs/cargo-test.log" | awk '{s+=$4} END {print s+0}')
 ct_fail=$(grep -Eo '[0-9]+ failed' "$logs/cargo-test.log" | awk '{s+=$1} END {print s+0}')
 # A crash before any test result also counts as a failure.
@@ -78,17 +104,11 @@ lab_tally() {
 # The labs, the fuzz smoke beside them. The VM lab and the system lab run side by
 # side: every guest of either takes one of the machine's two guest slots
 # (tests/vm/results.sh lab_machine_lock; a guest keeps about one host core busy), so
-# the host cores stay busy until the last guest ends. Their packages are installed
-# first, once (apt takes one installer at a time). The VM lab's lines are shown as
+# the host cores stay busy until the last guest ends. Their packages, kernels and
+# images were made by the prefetch, above. The VM lab's lines are shown as
 # they come, the fuzz smoke's and the system lab's when the VM lab is done.
-labs=1
-[ "${ASMGUARD_SKIP_VM:-0}" != 1 ] || labs=0
-system=$labs
-[ "${ASMGUARD_SKIP_SYSTEM:-0}" != 1 ] || system=0
-if [ $labs = 1 ]; then
-    # shellcheck disable=SC1091,SC2086
-    (. tests/vm/deps.sh && vm_deps $VM_BUILD_PKGS $VM_LAB_PKGS mmdebstrap e2fsprogs lintian rpm) ||
-        echo "labs: could not install the labs' packages (each lab reports what it misses)"
+if [ $labs = 1 ] && grep -q FAILED "$logs/prefetch.log"; then
+    echo "labs: the prefetch failed a step (each lab reports what it misses): $logs/prefetch.log"
 fi
 rm -f "$logs/fuzz.rc"
 if [ "${FUZZ_SECONDS:-20}" != 0 ]; then

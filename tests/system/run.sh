@@ -63,13 +63,20 @@ lab_lock "$name" "$SYS_WORK/locks/$run" "system lab $run" 1
 t0=$SECONDS
 # Each test's header settings (lab_test_settings, tests/vm/README.md "Test headers"):
 # "named-only" (the container tests) runs only when named, and in the container
-# variant of the image. A test whose header does not parse fails without a boot.
+# variant of the image; "one-line" (a test of the package's userspace that no kernel
+# line changes, e.g. migrate) runs on SYS_ONE_LINE (default 6.12) alone when the whole
+# lab runs, and wherever it is named. A test whose header does not parse fails
+# without a boot.
 variant="" listed="" bad=()
 for t in ${*:-$(cd "$SYS_DIR/guest/tests" && ls -- *.sh | sed 's/\.sh$//')}; do
 	f=$SYS_DIR/guest/tests/$t.sh
 	settings=""
-	if [ -f "$f" ] && ! settings=$(lab_test_settings "$f" "named-only" 2>&1); then
+	if [ -f "$f" ] && ! settings=$(lab_test_settings "$f" "named-only one-line" 2>&1); then
 		bad+=("$t.header $settings")
+		continue
+	fi
+	if [[ $'\n'$settings == *$'\n'one-line* ]] && [ $# = 0 ] && [ "$line" != "${SYS_ONE_LINE:-6.12}" ]; then
+		echo "$name: $t runs on the ${SYS_ONE_LINE:-6.12} line only (one-line)" >&2
 		continue
 	fi
 	if [[ $'\n'$settings == *$'\n'named-only* ]]; then

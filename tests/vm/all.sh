@@ -7,10 +7,13 @@
 # Builds the workspace once (cargo build --release; VM_BUILD=0 skips it), then for the
 # lines in VM_LINES (default "5.10 5.10+lsm 6.1 6.12 6.12-nobpf newest") runs
 # tests/vm/run.sh in parts (VM_PART, README "How the lab schedules boots"):
-#   1. prepare, line after line: the kernel download and the initramfs, once per line,
-#      and the line's plan (which tests boot multi-threaded, which one-thread);
+#   1. prepare, line after line, in the background: the kernel download and the
+#      initramfs, once per line, and the line's plan (which tests boot
+#      multi-threaded, which one-thread), the lines that boot everything one-thread
+#      first;
 #   2. every boot, multi-threaded (-smp 2) and one-thread (-accel tcg,thread=single),
-#      from one queue, two at a time (VM_SLOTS), the longest first: a multi-threaded
+#      from one queue as soon as its line is prepared, two at a time (VM_SLOTS), the
+#      longest waiting first: a multi-threaded
 #      guest keeps about one host core busy (its tests wait on the daemon, udev and
 #      sleeps far more than they compute: 45-50 % of the two cores measured with one
 #      guest running), so two guests side by side finish in the time of the longer
@@ -58,37 +61,66 @@ part() {
 	VM_PART=$2 "$VM_DIR/run.sh" "$1" "${@:3}" >"$parts/$1.$2"
 }
 
+# 1. prepare, line after line, in the background: the lines that boot every test
+# one-thread first (their boots are the longest, and the queue starts them while the
+# others prepare); each prepared line's boots go into the queue file with their
+# estimate (the queue's order only, longest first: a multi-threaded boot's tests take
+# about 25 s each; a one-thread boot counts 120 s per test, so the lines that boot
+# everything one-thread, about 380-400 s measured, go first). The initramfs's common
+# part (busybox, tools, our binaries) is built for the first line and reused by the
+# others (VM_COMMON_REUSE: this run holds the checkout's lock, nothing else builds it).
 t0=$SECONDS
-boots=()
-for line in $lines; do
-	part "$line" prepare "$@" || continue
-	plan=$VM_WORK/$line/plan
-	# the queue's order only (longest first): a multi-threaded boot's tests take
-	# about 25 s each; a one-thread boot counts 120 s per test, so the lines that
-	# boot everything one-thread (about 380-400 s measured) go first
-	n=$(sed -n 's/^multi=//p' "$plan" | tr ',' '\n' | grep -c .)
-	[ "$n" = 0 ] || boots+=("$((n * 25)) $line multi")
-	n=$(sed -n 's/^single=//p' "$plan" | tr ',' '\n' | grep -c .)
-	[ "$n" = 0 ] || boots+=("$((n * 120)) $line single")
-done
-t_prepare=$((SECONDS - t0))
+queue=$parts/queue
+: >"$queue"
+order=$(for l in $lines; do
+	case $l in 5.10* | *-nobpf) echo "0 $l" ;; *) echo "1 $l" ;; esac
+done | sort -s -n -k1,1 | cut -d' ' -f2)
+(
+	reuse=0
+	for line in $order; do
+		VM_COMMON_REUSE=$reuse part "$line" prepare "$@" || continue
+		reuse=1
+		plan=$VM_WORK/$line/plan
+		n=$(sed -n 's/^multi=//p' "$plan" | tr ',' '\n' | grep -c .)
+		[ "$n" = 0 ] || echo "$((n * 25)) $line multi" >>"$queue"
+		n=$(sed -n 's/^single=//p' "$plan" | tr ',' '\n' | grep -c .)
+		[ "$n" = 0 ] || echo "$((n * 120)) $line single" >>"$queue"
+	done
+	echo "$((SECONDS - t0))" >"$parts/prepared"
+) &
 
-t0=$SECONDS
-running=0
-mapfile -t queue < <(printf '%s\n' "${boots[@]}" | sort -rn)
-for entry in "${queue[@]}"; do
-	read -r _ line kind <<<"$entry"
-	if [ $running -ge "${VM_SLOTS:-2}" ]; then
-		wait -n
-		running=$((running - 1))
+# 2. the boots: each as soon as its line is prepared and one of VM_SLOTS is free,
+# the longest of those waiting first.
+declare -A started=()
+running=()
+while :; do
+	alive=()
+	for pid in "${running[@]}"; do kill -0 "$pid" 2>/dev/null && alive+=("$pid"); done
+	running=("${alive[@]}")
+	next=""
+	while read -r _ line kind; do
+		[ -n "${started["$line $kind"]:-}" ] || { next="$line $kind"; break; }
+	done < <(sort -rn "$queue")
+	if [ -z "$next" ]; then
+		# every boot queued so far has started: done once every line is prepared
+		[ -f "$parts/prepared" ] && break
+		sleep 1
+		continue
 	fi
+	if [ ${#running[@]} -ge "${VM_SLOTS:-2}" ]; then
+		sleep 1
+		continue
+	fi
+	started["$next"]=1
+	read -r line kind <<<"$next"
 	echo "vm: $line: the $kind boot" >&2
 	part "$line" "$kind" "$@" &
-	running=$((running + 1))
+	running+=("$!")
 done
 wait
+t_prepare=$(cat "$parts/prepared")
 t_boots=$((SECONDS - t0))
-echo "vm: prepare ${t_prepare}s, boots (${VM_SLOTS:-2} at a time) ${t_boots}s" >&2
+echo "vm: prepare ${t_prepare}s, prepare and boots (${VM_SLOTS:-2} at a time) ${t_boots}s" >&2
 
 sum() {
 	local p=$1 re=$2

@@ -220,9 +220,14 @@ ir_devnodes_cpio() {
 vm_initramfs() {
 	local line=$1
 	mkdir -p "$VM_WORK/$line"
-	ir_build_common "$VM_WORK/common.cpio.gz" || return 1
+	# the common part once per tests/vm/all.sh run (it sets VM_COMMON_REUSE=1 for the
+	# lines after the first, under the checkout's lock)
+	if [ "${VM_COMMON_REUSE:-0}" != 1 ] || [ ! -s "$VM_WORK/common.cpio.gz" ] ||
+		[ ! -s "$VM_WORK/devnodes.cpio.gz" ]; then
+		ir_build_common "$VM_WORK/common.cpio.gz" || return 1
+		ir_devnodes_cpio >"$VM_WORK/devnodes.cpio.gz" || return 1
+	fi
 	ir_build_modules "$line" "$VM_WORK/$line/modules.cpio.gz" || return 1
-	ir_devnodes_cpio >"$VM_WORK/devnodes.cpio.gz" || return 1
 	cat "$VM_WORK/common.cpio.gz" "$VM_WORK/devnodes.cpio.gz" "$VM_WORK/$line/modules.cpio.gz" \
 		>"$VM_WORK/$line/initramfs.cpio.gz"
 	ir_log "$line: $(du -h "$VM_WORK/$line/initramfs.cpio.gz" | cut -f1) $VM_WORK/$line/initramfs.cpio.gz"

@@ -16,6 +16,7 @@
 # link, owner, group and mode stay; the null_blk disk by the disk name in its
 # header; lsdsk says how each is identified; every path refuses the intruder.
 # Everything (disks' first MiB, configuration, rules) is put back at the end.
+# lab-settings: one-line
 . /vmtests/lib.sh
 . /vmtests/syslib.sh
 

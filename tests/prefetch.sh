@@ -1,0 +1,58 @@
+#!/bin/bash
+# tests/prefetch.sh - the labs' inputs that need no build of ours, made ahead: the
+# labs' Debian packages, every kernel line of both labs (downloaded, unpacked, its
+# modules selected) and the system lab's images. scripts/test.sh starts it first
+# thing, beside lint, the build and the host tests' compile (this is network and
+# disk more than CPU), so the labs' first guests boot as soon as the host tests end
+# instead of after minutes of downloads and mmdebstrap with both guest slots idle.
+#
+#   tests/prefetch.sh
+#
+# Idempotent and safe beside the labs themselves: every step is the labs' own
+# (vm_deps, vm_fetch_kernel under the kernel cache's lock, sys_image under the
+# images' lock), which the labs run again as cheap checks. Prints one line per step
+# with its seconds; exit status 0 only if every step succeeded (a lab that then
+# misses something reports it itself).
+set -uo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+rc=0
+
+# step NAME CMD...: run, say how long it took and whether it worked.
+step() {
+	local name=$1 t0=$SECONDS
+	shift
+	if "$@"; then
+		echo "prefetch: $name ($((SECONDS - t0))s)"
+	else
+		echo "prefetch: $name FAILED ($((SECONDS - t0))s)"
+		rc=1
+	fi
+}
+
+vm_lines=${VM_LINES:-5.10 5.10+lsm 6.1 6.12 6.12-nobpf newest}
+sys_lines="${SYS_LINES:-6.1 6.12} ${PAIR_LINE:-6.12}"
+
+# shellcheck disable=SC1091,SC2086
+step packages bash -c ". '$root/tests/vm/deps.sh' && vm_deps \$VM_BUILD_PKGS \$VM_LAB_PKGS mmdebstrap e2fsprogs lintian rpm"
+# The VM lab's kernels (its work dir), then the system lab's (its own work dir, the
+# same cache: no second download).
+fetch_vm() {
+	local l
+	(
+		VM_WORK=$root/tests/vm/work
+		. "$root/tests/vm/kernels.sh"
+		for l in $vm_lines; do vm_fetch_kernel "$l" >/dev/null || exit 1; done
+	)
+}
+step "VM lab kernels ($vm_lines)" fetch_vm
+sys_prepare() {
+	(
+		SYS_DIR=$root/tests/system
+		. "$SYS_DIR/env.sh"
+		sys_image >/dev/null || exit 1
+		if [ "${SYS_CONTAINERS:-1}" = 1 ]; then sys_image containers >/dev/null || exit 1; fi
+		for l in $sys_lines; do vm_fetch_kernel "$l" >/dev/null || exit 1; done
+	)
+}
+[ "${ASMGUARD_SKIP_SYSTEM:-0}" = 1 ] || step "system lab images and kernels ($sys_lines)" sys_prepare
+exit $rc
