@@ -162,7 +162,10 @@ fi
 # A QEMU NVMe disk (serial agnvme0) on a fresh sparse scratch file, for the NVMe
 # passthrough tests.
 # One per boot: the two boots of a line may run at once (tests/vm/all.sh).
-nvme_img=$VM_WORK/$line/nvme.$part.img
+# VM_TAG: a suffix for this run's logs and scratch file, so a run beside another boot
+# of the same line keeps its own (the self-test's boot in tests/vm/all.sh's queue).
+tag=${VM_TAG:-}
+nvme_img=$VM_WORK/$line/nvme.$part$tag.img
 
 # qemu_cmd ACCEL APPEND: the guest's command line in the array qemu.
 qemu_cmd() {
@@ -243,10 +246,10 @@ if [ "$part" = all ] && [ ${#bad[@]} -gt 0 ]; then
 	TALLY_FAIL=$((TALLY_FAIL + ${#bad[@]}))
 fi
 if [ -n "$multi" ] && [ "$part" != single ]; then
-	boot_tests "${VM_ACCEL:-tcg}" "$multi" "$VM_WORK/$line.log"
+	boot_tests "${VM_ACCEL:-tcg}" "$multi" "$VM_WORK/$line$tag.log"
 fi
 if [ -n "$single" ] && [ "$part" != multi ]; then
-	boot_tests "tcg,thread=single" "$single" "$VM_WORK/$line.one-thread.log"
+	boot_tests "tcg,thread=single" "$single" "$VM_WORK/$line$tag.one-thread.log"
 fi
 echo "$name: $t_na n/a"
 [ "$t_xfail" = 0 ] || echo "$name: $t_xfail known gaps (XFAIL: protection missing, issue open)"

@@ -9,7 +9,9 @@
 set -uo pipefail
 VM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 line=${1:-6.1}
-out=$(VM_BUILD=${VM_BUILD:-0} VM_TIMEOUT=120 VM_APPEND="rdinit=/nonexistent-init init=/nonexistent-init" \
+# VM_SELFTEST_PART (multi or single): boot a line tests/vm/all.sh has prepared, beside
+# its other boots (own logs and scratch file: VM_TAG); default: a whole run.sh
+out=$(VM_PART=${VM_SELFTEST_PART:-all} VM_TAG=.selftest VM_BUILD=${VM_BUILD:-0} VM_TIMEOUT=120 VM_APPEND="rdinit=/nonexistent-init init=/nonexistent-init" \
 	"$VM_DIR/run.sh" "$line" smoke 2>&1)
 rc=$?
 passed=0 failed=0
