@@ -51,6 +51,7 @@ sys_prepare() {
 		. "$SYS_DIR/env.sh"
 		sys_image >/dev/null || exit 1
 		if [ "${SYS_CONTAINERS:-1}" = 1 ]; then sys_image containers >/dev/null || exit 1; fi
+		if [ "${SYS_PAIR:-1}" = 1 ]; then sys_image pair >/dev/null || exit 1; fi
 		for l in $sys_lines; do vm_fetch_kernel "$l" >/dev/null || exit 1; done
 	)
 }

@@ -54,6 +54,9 @@ sys_image >/dev/null || echo "system: could not build the base image (each run r
 if [ "${SYS_CONTAINERS:-1}" = 1 ] && [ $# = 0 ]; then
 	sys_image containers >/dev/null || echo "system: could not build the container image" >&2
 fi
+if [ "${SYS_PAIR:-1}" = 1 ] && [ $# = 0 ]; then
+	sys_image pair >/dev/null || echo "system: could not build the pair's image" >&2
+fi
 for l in "${lines_[@]}" ${PAIR_LINE:-6.12}; do vm_fetch_kernel "$l" >/dev/null 2>&1 || true; done
 
 # run_one RUN: one run, its output in $out/RUN (name: the tally's)

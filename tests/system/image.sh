@@ -36,6 +36,9 @@ SYS_IMAGE_PKGS="systemd systemd-sysv udev dbus kmod procps util-linux e2fsprogs
 # boot shifts the other tests' timings (the reboot test's link before ohasd races
 # udevd's handling of the daemon's change event, which it lost on this image).
 SYS_CTR_PKGS="lxc podman crun systemd-container uidmap bpftool"
+# The pair's variant (tests/system/pair.sh): what Ansible needs on a managed node
+# (sshd, python3), for the rollout test that runs ansible-playbook from the host.
+SYS_PAIR_PKGS="openssh-server python3"
 
 # The container root's tools (copied from the image with their libraries).
 SYS_CTR_BINS="dash sleep dd cat id ls stat cmp sha256sum head tail tr cut grep sed env
@@ -136,6 +139,11 @@ MPATH
 	# the results go out on the second serial port; the first stays the console
 	systemctl --root="$r" mask serial-getty@ttyS0.service getty@tty1.service \
 		apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer fstrim.timer man-db.timer >/dev/null 2>&1 || true
+	if [ "${2:-}" = pair ]; then
+		# root by key only (pair.sh installs the run's key); no DNS lookups at login
+		systemctl --root="$r" enable ssh.service >/dev/null 2>&1 || true
+		printf 'PermitRootLogin prohibit-password\nUseDNS no\n' >"$r/etc/ssh/sshd_config.d/lab.conf"
+	fi
 	[ "${2:-}" = containers ] || return 0
 	# containers: no network (lxc-net's bridge and dnsmasq), nothing autostarted, no
 	# podman at boot (podman-auto-update.service runs at every boot otherwise)
@@ -145,17 +153,21 @@ MPATH
 	sys_ctr_rootfs "$r"
 }
 
-# sys_image [containers]: prints the cached image tarball (the base one, or the
-# container variant: SYS_CTR_PKGS and the container root file system on top),
-# building it first when needed.
+# sys_image [containers|pair]: prints the cached image tarball (the base one, the
+# container variant: SYS_CTR_PKGS and the container root file system on top; the
+# pair's: SYS_PAIR_PKGS, sshd enabled), building it first when needed.
 sys_image() {
 	local hash tar v=${1:-} pkgs=$SYS_IMAGE_PKGS
 	hash=$(cat "$SYS_DIR/image.sh" "$SYS_USERS" "$SYS_ALERTS" | sha256sum | cut -c1-12)
 	tar=$SYS_CACHE/bookworm-$hash.tar
-	if [ "$v" = containers ]; then
+	case $v in
+	containers)
 		tar=$SYS_CACHE/bookworm-containers-$hash.tar
-		pkgs="$pkgs $SYS_CTR_PKGS"
-	fi
+		pkgs="$pkgs $SYS_CTR_PKGS" ;;
+	pair)
+		tar=$SYS_CACHE/bookworm-pair-$hash.tar
+		pkgs="$pkgs $SYS_PAIR_PKGS" ;;
+	esac
 	mkdir -p "$SYS_CACHE"
 	# one builder per image (the system lab's runs may start side by side)
 	exec 6>"$tar.lock"
@@ -164,10 +176,12 @@ sys_image() {
 		mkdir -p "$SYS_CACHE"
 		echo "image: building $tar (mmdebstrap bookworm)" >&2
 		local t0=$SECONDS
+		# (without the labs' lock fds: mmdebstrap's hooks run under dash, which cannot
+		# name an fd above 9, and it takes the next free ones)
 		# shellcheck disable=SC2086
 		mmdebstrap --variant=minbase --format=tar --include="$(echo $pkgs | tr ' ' ',')" \
 			--customize-hook="$SYS_DIR/image.sh customize \"\$1\" $v" \
-			bookworm "$tar.part" >&2 || { rm -f "$tar.part"; return 1; }
+			bookworm "$tar.part" >&2 7>&- 8>&- 9>&- || { rm -f "$tar.part"; return 1; }
 		mv "$tar.part" "$tar"
 		echo "image: built in $((SECONDS - t0))s ($(du -h "$tar" | cut -f1))" >&2
 	fi

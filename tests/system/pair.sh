@@ -4,7 +4,7 @@
 # each with asmguard installed from the .deb and running under systemd, sharing
 # their test disks as RAC nodes share LUNs. The host drives both nodes.
 #
-#   tests/system/run.sh pair [TEST...]     TEST: watch conflict prometheus reclaim (default: all)
+#   tests/system/run.sh pair [TEST...]     TEST: watch conflict ansible prometheus reclaim (default: all)
 #
 # The tests are files of their own, tests/system/pair/<TEST>.sh (the host's side: they
 # run commands on the nodes), run in PAIR_ORDER whatever order they are named in.
@@ -24,9 +24,14 @@
 #   vdc, vdd  conflict: two disks, one name
 #   vde  reclaim: a SYNTHETIC ASM disk (asmguard-synth-asm, written here before
 #            the boot: label PAIRRC, disk group PAIRDG)
+#   vdf-vdi  ansible: four blank disks the collection's role labels
+#   vdj  ansible: a disk holding ext4 (made here), which the role must refuse
 # The nodes reach each other on a point-to-point link (QEMU dgram netdev over two
 # unix sockets, 10.24.0.1 and .2, systemd-networkd): Prometheus runs on a and
-# scrapes both daemons (their metrics listen on 0.0.0.0:9465 here). Each guest runs
+# scrapes both daemons (their metrics listen on 0.0.0.0:9465 here). Each node also
+# has a user-mode NIC whose only way in is a forward of a host loopback port to its
+# sshd (PAIR_SSH_A, PAIR_SSH_B: free ports picked per run), for ansible-playbook
+# from the host; root logs in with a key made per run (work/pair/id). Each guest runs
 # guest/pair-agent on its second serial port: a line in, a command's status and
 # output out. Results follow the labs' contract (tests/vm/results.sh): each check is a
 # "VMTEST <test>.<check> PASS|FAIL <detail>" line in work/pair/results.log, which
@@ -41,8 +46,9 @@ SYS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 line=${PAIR_LINE:-6.12}
 name=system-pair
 # the order the tests run in: prometheus turns b's filter off before reclaim (its
-# alert's for: runs meanwhile), watch and conflict want it on
-PAIR_ORDER="watch conflict prometheus reclaim"
+# alert's for: runs meanwhile), watch, conflict and ansible want it on (ansible
+# rewrites both nodes' configuration through the role, metrics still on 0.0.0.0)
+PAIR_ORDER="watch conflict ansible prometheus reclaim"
 for t in "$@"; do
 	if [[ " $PAIR_ORDER " != *" $t "* ]] || [ ! -f "$SYS_DIR/pair/$t.sh" ]; then
 		echo "usage: $0 [${PAIR_ORDER// /|} ...] (no test '$t' in tests/system/pair/)" >&2
@@ -72,7 +78,7 @@ deb=$SYS_ROOT/$deb
 mkdir -p "$SYS_WORK/locks/pair"
 lab_lock "$name" "$SYS_WORK/locks/pair" "system lab pair" 2
 t_start=$SECONDS
-image=$(sys_image) || summary_fail "could not build the image (tests/system/image.sh)"
+image=$(sys_image pair) || summary_fail "could not build the image (tests/system/image.sh)"
 vm_fetch_kernel "$line" || summary_fail "could not fetch the $line kernel"
 . "$VM_WORK/$line/kernel.env"
 kroot=$VM_CACHE/${KPKG}_${KPKG_VERSION//:/%3a}
@@ -100,6 +106,12 @@ chmod 0755 "$r/vmtests/pair-agent"
 install -m 0755 "$synth" "$r/usr/local/bin/"
 cp "$SYS_DIR/guest/pair-agent.service" "$r/etc/systemd/system/"
 systemctl --root="$r" enable pair-agent.service systemd-networkd.service >/dev/null 2>&1
+# ansible-playbook from the host: the run's key for root
+rm -f "$w/id" "$w/id.pub"
+ssh-keygen -q -t ed25519 -N '' -C asmguard-pair -f "$w/id" || summary_fail "ssh-keygen failed"
+install -d -m 0700 "$r/root/.ssh"
+install -m 0600 "$w/id.pub" "$r/root/.ssh/authorized_keys"
+printf '[Match]\nMACAddress=52:54:00:24:01:01\n\n[Network]\nDHCP=ipv4\n' >"$r/etc/systemd/network/30-fwd.network"
 systemctl --root="$r" mask systemd-networkd-wait-online.service >/dev/null 2>&1
 systemctl --root="$r" disable prometheus.service prometheus-node-exporter.service >/dev/null 2>&1
 # the metrics endpoint on every address: Prometheus on node a scrapes both
@@ -117,8 +129,9 @@ done
 rm -rf "$r"
 
 # ---- the shared disks ------------------------------------------------------------
-SHARED=5
+SHARED=10
 for i in $(seq 1 $SHARED); do truncate -s 64M "$w/sh$i.img"; done
+mkfs.ext4 -q -F -L pairdata "$w/sh10.img" || summary_fail "mkfs.ext4 of the ansible test's data disk failed"
 truncate -s 96M "$w/sh5.img"
 RC_ALLOC=2-10,12-20,30-40,50
 if ! synth_out=$("$synth" write "$w/sh5.img" --label PAIRRC --group PAIRDG --aus 96 --allocated $RC_ALLOC --fill 2>&1); then
@@ -147,6 +160,8 @@ boot() { # boot NODE
 		-device "nvme,id=nvme0,serial=pair-$n" -device nvme-ns,bus=nvme0,drive=root,nsid=1
 		-netdev "dgram,id=net0,local.type=unix,local.path=$w/$n.net,remote.type=unix,remote.path=$w/$other.net"
 		-device "virtio-net-pci,netdev=net0,mac=52:54:00:24:00:0$i"
+		-netdev "user,id=net1,restrict=on,hostfwd=tcp:127.0.0.1:${SSHPORT[$n]}-:22"
+		-device "virtio-net-pci,netdev=net1,mac=52:54:00:24:01:01"
 		-serial "file:$w/$n.console.log"
 		-chardev "pipe,id=agent,path=$w/$n.agent" -serial chardev:agent)
 	local s
@@ -161,6 +176,11 @@ boot() { # boot NODE
 	exec {fd}<>"$w/$n.agent.out"
 	AGR[$n]=$fd
 }
+# a free loopback port per node for its sshd
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+declare -A SSHPORT
+SSHPORT[a]=$(free_port) && SSHPORT[b]=$(free_port) || summary_fail "no free loopback port for the nodes' sshd"
+[ "${SSHPORT[a]}" != "${SSHPORT[b]}" ] || SSHPORT[b]=$(free_port)
 t_boot=$SECONDS
 boot a
 boot b
