@@ -7,7 +7,9 @@
 # ASMLib's owner, the intruder's write is refused on the multipath device and on each
 # sd path (excluded from the scan, still its paths); the package's /usr/sbin/oracleasm
 # answers what an ansible-oracle orahost_storage run asks (querydisk DEVICE,
-# scandisks, listdisks, querydisk -p LABEL, status).
+# scandisks, listdisks, querydisk -p LABEL, status), and on a new blank disk its
+# createdisk (ASMLib's lines, the link with ASMLib's owner, refused to the intruder)
+# and a runbook's deletedisk (link gone).
 # (b) AFD: the same through /etc/oracleafd.conf and /dev/oracleafd/disks. (c) udev
 # rules: the multipath disk carries a real ASM member header and no label, a
 # null_blk disk another (a real dm dump); the site's rules file is kept and
@@ -127,6 +129,37 @@ if switch oracleasm /etc/sysconfig/oracleasm; then
 	# (this opens the nodes to everyone: status would rightly say the mode is wrong)
 	refused asmlib "${dm#/dev/}" "$p1" "$p2"
 	expect asmlib-no-byte-changed "$before" "$(sums)"
+	# what orahost_storage runs on a new disk (a blank null_blk one the site asked
+	# for: createdisk), and a runbook's deletedisk: ASMLib's lines, udevd's link
+	nb2=/sys/kernel/config/nullb/mg2
+	if mkdir "$nb2" && echo 8 >"$nb2/size" && echo 512 >"$nb2/blocksize" &&
+		echo 1 >"$nb2/memory_backed" && echo 1 >"$nb2/power"; then
+		nb2dev=""
+		i=0
+		while [ -z "$nb2dev" ] && [ $i -lt 50 ]; do
+			for b in /sys/block/mg2 /sys/block/nullb*; do
+				[ -b "/dev/${b##*/}" ] && [ "/dev/${b##*/}" != "$nbdev" ] && nb2dev=/dev/${b##*/}
+			done
+			i=$((i + 1)); sleep 0.1
+		done
+		expect asmlib-oracleasm-createdisk "Writing disk header: done
+Instantiating disk: done" "$(/usr/sbin/oracleasm createdisk newdata1 "$nb2dev" 2>&1)"
+		link_to asmlib-createdisk-link /dev/oracleasm/disks/NEWDATA1 "$nb2dev"
+		expect asmlib-createdisk-owner "grid asmadmin 660" "$(stat -L -c '%U %G %a' /dev/oracleasm/disks/NEWDATA1 2>&1)"
+		expect asmlib-createdisk-listdisks "NEWDATA1
+V512DATA1" "$(/usr/sbin/oracleasm listdisks 2>&1)"
+		refused asmlib-createdisk "${nb2dev#/dev/}"
+		expect asmlib-oracleasm-deletedisk "Clearing disk header: done
+Dropping disk: done" "$(/usr/sbin/oracleasm deletedisk NEWDATA1 2>&1)"
+		i=0
+		while [ -e /dev/oracleasm/disks/NEWDATA1 ] && [ $i -lt 100 ]; do i=$((i + 1)); sleep 0.1; done
+		expect asmlib-deletedisk-no-link "gone" "$([ -e /dev/oracleasm/disks/NEWDATA1 ] && echo kept || echo gone)"
+		expect asmlib-deletedisk-listdisks "V512DATA1" "$(/usr/sbin/oracleasm listdisks 2>&1)"
+		echo 0 >"$nb2/power"
+	else
+		fail asmlib-createdisk-setup "no second null_blk disk ($nb2)"
+	fi
+	rmdir "$nb2" 2>/dev/null
 fi
 
 # (b) AFD
