@@ -34,7 +34,7 @@ use crate::{Error, KernelDev};
 pub(crate) static GUARD_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/guard.bpf.o"));
 
 /// The maps, pinned under `maps/<name>`.
-pub(crate) const MAP_NAMES: [&str; 13] = [
+pub(crate) const MAP_NAMES: [&str; 15] = [
     "ag_blk",
     "ag_chr",
     "ag_majors",
@@ -48,6 +48,8 @@ pub(crate) const MAP_NAMES: [&str; 13] = [
     "ag_stats",
     "ag_counts",
     "ag_pin_dirs",
+    "ag_guarded",
+    "ag_guardian",
 ];
 
 /// The program of `programs` (a hook's, preferred first) that variant `pick`
@@ -125,6 +127,10 @@ pub struct Guard {
     stats: MapHandle,
     counts: MapHandle,
     pin_dirs: MapHandle,
+    /// `ag_guarded` and `ag_guardian` (bpf/guardian.h): asmguard's objects
+    /// by id, and the daemon that alone may touch them.
+    guarded: MapHandle,
+    guardian: MapHandle,
     /// What this process last wrote to each watched map
     /// ([`super::mapwatch::WATCHED`]), for [`Guard::check_maps`].
     desired: super::mapwatch::Desired,
@@ -384,6 +390,11 @@ impl Guard {
         let stats = handle("ag_stats")?;
         let counts = handle("ag_counts")?;
         let pin_dirs = handle("ag_pin_dirs")?;
+        let guarded = handle("ag_guarded")?;
+        let guardian = handle("ag_guardian")?;
+        // first of all writes: adopted pins guarded for the last daemon are
+        // this one's now (its record is vacant once it exited)
+        super::guardian::claim(&guardian)?;
         fill_pin_dirs(&pin_dirs, &opts.pin_dir)?;
 
         let cgroup = match backend {
@@ -414,9 +425,9 @@ impl Guard {
                 (Some(cg), Some(Attach::CgroupDevice)) => prog
                     .attach_cgroup(cg.as_raw_fd())
                     .map_err(Error::bpf("attaching the cgroup device program"))?,
-                (_, Some(Attach::FmodRet)) => prog
+                (_, Some(Attach::FmodRet | Attach::TpBtf)) => prog
                     .attach_trace()
-                    .map_err(Error::bpf("attaching an fmod_ret program"))?,
+                    .map_err(Error::bpf("attaching an fmod_ret or tp_btf program"))?,
                 _ => prog
                     .attach_lsm()
                     .map_err(Error::bpf("attaching an LSM program"))?,
@@ -451,6 +462,8 @@ impl Guard {
             stats,
             counts,
             pin_dirs,
+            guarded,
+            guardian,
             desired: Default::default(),
             _obj: obj,
         };
@@ -465,6 +478,7 @@ impl Guard {
             *w |= add;
         }
         g.write_majors(&words)?;
+        super::guardian::fill_guarded(&g.guarded, &g.own_objects())?;
         // what the maps hold now is the baseline (adopted pins: the last
         // daemon's); each setter records its maps again after writing them
         g.record(super::mapwatch::WATCHED);
@@ -519,14 +533,45 @@ impl Guard {
     /// back what another process changed (through a pin or by id): one
     /// phrase per map changed; empty when all hold what was written.
     pub fn check_maps(&self) -> Vec<String> {
-        self.desired.check(|n| self.map(n))
+        let mut out = Vec::new();
+        if self.guard_attached() {
+            out.extend(super::guardian::recheck(&self.guardian));
+        }
+        out.extend(self.desired.check(|n| self.map(n)));
+        out
+    }
+
+    /// Whether the `bpf` rule (`ag_bpf` or `ag_fr_bpf`) is attached.
+    fn guard_attached(&self) -> bool {
+        self.links
+            .iter()
+            .any(|(n, _)| Hook::def_of_program(n).map(|d| d.hook) == Some(Hook::Bpf))
     }
 
     /// Whether the pins and maps are guarded (no other task may get them by
-    /// id, write them or detach the links) or only watched ([`Guard::check_maps`],
-    /// [`Guard::reassert_pins`]): no backend guards them yet.
+    /// id, write them or detach the links: the `bpf` rule is attached and
+    /// names this process) or only watched ([`Guard::check_maps`],
+    /// [`Guard::reassert_pins`]: the cgroup-device fallback).
     pub fn pins_guarded(&self) -> bool {
-        false
+        self.guard_attached() && super::guardian::holder(&self.guardian) == Some(std::process::id())
+    }
+
+    /// The ids of this guard's maps, programs and links (`ag_guarded`).
+    fn own_objects(&self) -> Vec<(u32, u32)> {
+        use super::guardian::{OBJ_LINK, OBJ_MAP, OBJ_PROG};
+        let mut out = Vec::new();
+        for n in MAP_NAMES {
+            if let Some(id) = self.map(n).and_then(|m| m.info().ok()).map(|i| i.info.id) {
+                out.push((OBJ_MAP, id));
+            }
+        }
+        for (_, l) in &self.links {
+            if let Ok(i) = l.info() {
+                out.push((OBJ_LINK, i.id));
+                out.push((OBJ_PROG, i.prog_id));
+            }
+        }
+        out
     }
 
     /// The handle of pinned map `name`.
@@ -539,6 +584,8 @@ impl Guard {
             "ag_stats" => &self.stats,
             "ag_counts" => &self.counts,
             "ag_pin_dirs" => &self.pin_dirs,
+            "ag_guarded" => &self.guarded,
+            "ag_guardian" => &self.guardian,
             other => return self.rule_maps.get(other),
         })
     }
@@ -989,7 +1036,7 @@ mod tests {
         for p in PROGRAMS {
             let ty = match p.attach {
                 Attach::Lsm => ProgramType::Lsm,
-                Attach::FmodRet => ProgramType::Tracing,
+                Attach::FmodRet | Attach::TpBtf => ProgramType::Tracing,
                 Attach::CgroupDevice => ProgramType::CgroupDevice,
             };
             let section = p.section.to_string();
