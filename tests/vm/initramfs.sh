@@ -24,7 +24,7 @@ VM_TOOLS="dash fio blkdiscard wipefs losetup blkid blockdev lsblk fallocate fstr
  timeout env nohup nice xargs find flock
  dmsetup sg_raw sg_dd sg_inq sg_readcap sg_unmap sg_write_same sg_get_lba_status sg_vpd
  sfdisk partx delpart addpart od getent mdadm mkswap swapon swapoff make-bcache
- smartctl nvme unshare strace"
+ smartctl nvme unshare strace bpftool"
 # Tools the tests cannot do without.
 VM_REQUIRED_TOOLS="dash fio blkdiscard wipefs losetup blkid mkfs.ext4 dd sha256sum dmsetup sg_raw sg_dd setpriv
  timeout env xargs"

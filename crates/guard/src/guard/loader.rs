@@ -98,6 +98,12 @@ pub struct Options {
     /// The cgroup-v2 directory for the fallback (default: the cgroup2 mount
     /// found in /proc/mounts).
     pub cgroup: Option<PathBuf>,
+    /// Claim the filter's objects for this process (`ag_guardian`: where the
+    /// `bpf` hook is attached, no other task may get them by id, write them
+    /// or detach them). The daemon does (the default); a tool that opens the
+    /// pins beside it or in turn (the lab's test tool) does not, and where no
+    /// daemon holds the claim nothing is refused.
+    pub claim: bool,
 }
 
 impl Default for Options {
@@ -106,6 +112,7 @@ impl Default for Options {
             pin_dir: PathBuf::from(PIN_DIR),
             backend: None,
             cgroup: None,
+            claim: true,
         }
     }
 }
@@ -394,7 +401,9 @@ impl Guard {
         let guardian = handle("ag_guardian")?;
         // first of all writes: adopted pins guarded for the last daemon are
         // this one's now (its record is vacant once it exited)
-        super::guardian::claim(&guardian)?;
+        if opts.claim {
+            super::guardian::claim(&guardian)?;
+        }
         fill_pin_dirs(&pin_dirs, &opts.pin_dir)?;
 
         let cgroup = match backend {
