@@ -150,6 +150,13 @@ impl ProgDef {
     pub fn loaded_by(&self, backend: Backend) -> bool {
         self.backends.contains(&backend)
     }
+
+    /// Loaded by more than one backend (a companion, or a tracing program
+    /// both security-hook backends attach): its pin says nothing about
+    /// which backend is pinned, and belongs to none of them alone.
+    pub fn shared(&self) -> bool {
+        self.companion || self.backends.len() > 1
+    }
 }
 
 /// The programs of `hook` that `backend` loads, preferred first (empty:
@@ -246,5 +253,11 @@ mod tests {
             companions().map(|p| p.name).collect::<Vec<_>>(),
             ["ag_kernel_open"]
         );
+        let shared: Vec<&str> = PROGRAMS
+            .iter()
+            .filter(|p| p.shared())
+            .map(|p| p.name)
+            .collect();
+        assert_eq!(shared, ["ag_kernel_open", "ag_guardian_exit"]);
     }
 }

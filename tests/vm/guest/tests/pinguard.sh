@@ -32,18 +32,19 @@ first_key() {
 		tr -d '"' | sed 's/0x//g; s/,/ /g'
 }
 map_id() { bpftool -j map show pinned "$PIN/maps/$1" 2>/dev/null | sed -n 's/^{"id":\([0-9]*\),.*/\1/p'; }
-link_field() { # link_field PIN FIELD: id or prog_id of a pinned link
-	bpftool -j link show pinned "$1" 2>/dev/null | sed -n "s/.*\"$2\":\([0-9]*\).*/\1/p"
-}
+# a link's and its program's id, from the daemon's own fds (bpftool's link show
+# opens the program by id, which the guard refuses)
+fd_field() { grep -h "^$1:" /proc/$agd/fdinfo/* 2>/dev/null | head -n 1 | tr -dc 0-9; }
 ZERO8="00 00 00 00 00 00 00 00"
 
 attacks() { # attacks ROUND: every attack refused, reading allowed
 	r=$1
 	mid=$(map_id ag_majors)
 	bid=$(map_id ag_blk)
-	link=$(ls $PIN/links | grep -E '^ag_(fr_)?file_open$' | head -n 1)
-	lid=$(link_field "$PIN/links/$link" id)
-	pid=$(link_field "$PIN/links/$link" prog_id)
+	# the companion's cgroup link is one a detach would take off
+	link=$(ls $PIN/links | grep -E '^ag_kernel_open$|^ag_(fr_)?file_open$' | head -n 1)
+	lid=$(fd_field link_id)
+	pid=$(fd_field prog_id)
 	bkey=$(first_key $PIN/maps/ag_blk)
 	info "round $r: ag_majors id=$mid ag_blk id=$bid link $link id=$lid prog=$pid ag_blk key=$bkey"
 	[ -n "$mid" ] && [ -n "$bid" ] && [ -n "$lid" ] && [ -n "$pid" ] && [ -n "$bkey" ] ||
@@ -57,6 +58,7 @@ attacks() { # attacks ROUND: every attack refused, reading allowed
 	expect_fail "link-detach-pinned.$r" "$EPERM" bpftool link detach pinned "$PIN/links/$link"
 	expect_fail "link-detach-id.$r" "$EPERM" bpftool link detach id "$lid"
 	expect_fail "still-protected.$r" "$EPERM" dd if=/dev/zero of="$L" $DDW
+	has_line "guardian-is-daemon.$r" "\"tgid\": *$agd," "$(bpftool -j map dump pinned $PIN/maps/ag_guardian 2>&1)"
 }
 
 if vm_full; then
@@ -72,7 +74,7 @@ if vm_full; then
 		expect "pins-guarded-$how" guarded "$(pins_word)"
 	done
 	attacks 2
-	has_line "no-tamper-seen" "protection: protected" "$($C status 2>&1)"
+	has_line "no-tamper-seen" "^protection: *protected" "$($C status 2>&1)"
 else
 	expect pins-watched watched "$(pins_word)" "$($C status 2>&1 | grep -i pins)"
 	has_line pins-watched-text "watched, not guarded" "$($C status 2>&1)"
