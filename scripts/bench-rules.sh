@@ -12,8 +12,8 @@ OUT=target/bench/rules
 mkdir -p "$OUT"
 cargo build --release --workspace --bins >&2 || exit 1
 {
-    echo "| line | rule | ns per call of file_permission (median) | ratio to the user rule (median, min-max) |"
-    echo "|---|---|---|---|"
+    echo "| line | rule | pwrite ns per call (median) | ratio to user | file_permission ns per call (median) | ratio to user |"
+    echo "|---|---|---|---|---|---|"
 } >"$OUT/results.md"
 for line in $LINES; do
     echo "bench-rules: $line ..." >&2
@@ -21,13 +21,16 @@ for line in $LINES; do
         tests/vm/run.sh "$line" rule-cost >"$OUT/$line.run" 2>&1
     log=tests/vm/work/$line.log
     grep -h 'VMINFO rule-cost bench' "$log" tests/vm/work/"$line".one-thread.log 2>/dev/null >"$OUT/$line.txt"
-    for k in user exe cgroup; do
-        ns=$(sed -n "s/.*bench rule $k ns_per_call_median=\([^ ]*\).*/\1/p" "$OUT/$line.txt" | head -n 1)
-        case $k in
+    row() { # row MEASURE RULE: "ns | ratio (median, min-max)"
+        ns=$(sed -n "s/.*bench $1 rule $2 ns_per_call_median=\([^ ]*\).*/\1/p" "$OUT/$line.txt" | head -n 1)
+        case $2 in
         user) r="1" ;;
-        *) r=$(sed -n "s/.*bench ratio $k\/user median=\([^ ]*\) min=\([^ ]*\) max=\([^ ]*\).*/\1 (\2-\3)/p" "$OUT/$line.txt" | head -n 1) ;;
+        *) r=$(sed -n "s/.*bench $1 ratio $2\/user median=\([^ ]*\) min=\([^ ]*\) max=\([^ ]*\).*/\1 (\2-\3)/p" "$OUT/$line.txt" | head -n 1) ;;
         esac
-        echo "| $line | $k | ${ns:-?} | ${r:-?} |" >>"$OUT/results.md"
+        echo "${ns:-?} | ${r:-?}"
+    }
+    for k in user exe cgroup; do
+        echo "| $line | $k | $(row sys $k) | $(row prog $k) |" >>"$OUT/results.md"
     done
 done
 cat "$OUT/results.md"

@@ -100,7 +100,12 @@ listen = "127.0.0.1:$MPORT"
 [filter]
 allow_users = []
 allow_groups = []
-allow_executables = ["$WRITER"]
+
+# who AND what: root running the writer (root's own dd is refused)
+[[rule]]
+name = "demo-writer"
+users = ["root"]
+executables = ["$WRITER"]
 TOML
 cat "$WORK/asmguard.toml"
 show "$BIN/asmguardd" --check-config --config "$WORK/asmguard.toml"
@@ -151,8 +156,12 @@ fi
 show dd if=/dev/zero of="$LOOP" bs=4096 count=1 conv=notrunc ||
     echo "(refused with exit $?: nothing reached the disk or the page cache)"
 
-step "The allowed writer (allow_executables) writes beside the label (at 1 MiB)"
-show "$WRITER" if=/dev/zero of="$LOOP" bs=4096 count=1 seek=256 conv=notrunc oflag=direct
+step "The allowed writer (a [[rule]]: root AND that executable) writes beside the label (at 1 MiB)"
+if show "$WRITER" if=/dev/zero of="$LOOP" bs=4096 count=1 seek=256 conv=notrunc oflag=direct; then
+    echo "(allowed: 4096 bytes written at 1 MiB)"
+else
+    echo "(the allowed writer was refused with exit $?)"
+fi
 
 step "The refusal left an event (asmguardctl events; --json and --follow also work)"
 show "${CTL[@]}" events

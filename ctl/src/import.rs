@@ -26,12 +26,12 @@ pub enum Kind {
 }
 
 impl Kind {
-    fn default_file(self) -> &'static str {
-        match self {
-            Kind::Oracleasm => "/etc/sysconfig/oracleasm",
-            Kind::Afd => "/etc/oracleafd.conf",
-            Kind::Udev => "/etc/udev/rules.d/99-oracle-asmdevices.rules",
-        }
+    fn default_file(self) -> PathBuf {
+        asmguard_paths::Paths::default().etc.join(match self {
+            Kind::Oracleasm => "sysconfig/oracleasm",
+            Kind::Afd => "oracleafd.conf",
+            Kind::Udev => "udev/rules.d/99-oracle-asmdevices.rules",
+        })
     }
 }
 
@@ -62,6 +62,9 @@ pub struct ImportArgs {
 pub enum Val {
     Str(String),
     List(Vec<String>),
+    Bool(bool),
+    /// A table of strings (printed as an inline table).
+    Table(std::collections::BTreeMap<String, String>),
 }
 
 impl Val {
@@ -73,6 +76,14 @@ impl Val {
             Val::List(l) => format!(
                 "[{}]",
                 l.iter().map(|s| q(s)).collect::<Vec<_>>().join(", ")
+            ),
+            Val::Bool(b) => b.to_string(),
+            Val::Table(t) => format!(
+                "{{ {} }}",
+                t.iter()
+                    .map(|(k, v)| format!("{} = {}", q(k), q(v)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
         }
     }
@@ -113,10 +124,12 @@ pub struct Names<'a> {
 }
 
 /// The order of sections and keys in the printed configuration.
-const KEY_ORDER: [&str; 11] = [
+const KEY_ORDER: [&str; 13] = [
     "devices.include",
     "devices.exclude",
     "devices.scan_order",
+    "devices.manage_asm_members",
+    "devices.member_names",
     "paths.owner",
     "paths.group",
     "paths.mode",
@@ -477,7 +490,7 @@ pub fn oracleasm(text: &str, file: &str, names: &Names) -> Result<Import, String
 /// An AFD disk string glob as an asmguard device pattern (`/dev/sd*` -> `sd*`,
 /// `/dev/mapper/mpath*` -> `mapper/mpath*`); `None` for other paths.
 fn afd_glob(g: &str) -> Option<String> {
-    let rest = g.strip_prefix("/dev/")?;
+    let rest = g.strip_prefix("/dev/")?; // literal path: AFD's disk string, text to translate
     let ok = |s: &str| {
         !s.is_empty()
             && s.chars()
@@ -641,12 +654,38 @@ fn label_for(symlink: &str) -> Option<String> {
         .map(|x| x.as_str().to_string())
 }
 
+/// The LUN one rule names, as udev's properties spell it (`ID_SERIAL`, the WWID
+/// of a multipath device), and the match it came from: `RESULT=="<wwid>"` of
+/// `scsi_id`, `ENV{ID_SERIAL}=="..."` or `ENV{DM_UUID}=="mpath-<wwid>"`. None for
+/// a pattern (`*`, `?`, `[`, `|`) or a rule matching something else.
+fn rule_lun(r: &Rule) -> Option<(String, String)> {
+    let eq = |k: &str| {
+        r.terms
+            .iter()
+            .find(|(kk, op, _)| kk == k && op == "==")
+            .map(|(_, _, v)| v.as_str())
+    };
+    let exact = |v: &str| !v.is_empty() && !v.contains(['*', '?', '[', '|']);
+    if let Some(v) = eq("ENV{DM_UUID}") {
+        let w = v.strip_prefix("mpath-")?;
+        return exact(w).then(|| (w.to_string(), format!("ENV{{DM_UUID}}==\"{v}\"")));
+    }
+    if let Some(v) = eq("ENV{ID_SERIAL}") {
+        return exact(v).then(|| (v.to_string(), format!("ENV{{ID_SERIAL}}==\"{v}\"")));
+    }
+    let v = eq("RESULT")?;
+    (r.get("PROGRAM").is_some_and(|p| p.contains("scsi_id")) && exact(v))
+        .then(|| (v.to_string(), format!("RESULT==\"{v}\" (scsi_id)")))
+}
+
 /// A udev rules file (`99-oracle-asmdevices.rules` style).
 pub fn udev(text: &str, file: &str) -> Result<Import, String> {
     let mut b = Builder::new();
     let rules = udev_rules(text, file)?;
     // (line, [OWNER, GROUP, MODE]) of the rules that make ASM disk nodes.
     let mut perms: Vec<(usize, [Option<&str>; 3])> = Vec::new();
+    // (LUN, name, line, the match it came from, symlink) of rules naming one LUN
+    let mut names: Vec<(String, String, usize, String, String)> = Vec::new();
     for r in &rules {
         let (o, g, m) = (r.get("OWNER"), r.get("GROUP"), r.get("MODE"));
         if o.is_none() && g.is_none() && m.is_none() && r.get("SYMLINK").is_none() {
@@ -665,7 +704,20 @@ pub fn udev(text: &str, file: &str) -> Result<Import, String> {
         } else {
             matched.join(", ")
         };
+        let lun = rule_lun(r);
         match r.get("SYMLINK").or(r.get("NAME")) {
+            Some(link) if lun.is_some() && label_for(link).is_some() => {
+                let (lun, by) = lun.unwrap_or_default();
+                let name = label_for(link).unwrap_or_default();
+                if let Some(other) = names.iter().find(|(_, n, ..)| *n == name) {
+                    b.none(
+                        format!("line {}: /dev/{link} for {what}", r.line),
+                        format!("the name {name} is taken by line {}: label this disk (`asmguardctl label NAME DEVICE --migrate`)", other.2),
+                    );
+                } else {
+                    names.push((lun, name, r.line, by, link.to_string()));
+                }
+            }
             Some(link) => {
                 let how = match label_for(link) {
                     Some(l) => format!(
@@ -696,6 +748,31 @@ pub fn udev(text: &str, file: &str) -> Result<Import, String> {
         return Err(format!(
             "{file}: no rule sets OWNER, GROUP, MODE or SYMLINK: is this the ASM disks' rules file?"
         ));
+    }
+    if !names.is_empty() {
+        b.set(
+            "devices.manage_asm_members",
+            Val::Bool(true),
+            "the disks these rules name carry ASM headers and no label: asmguard protects\n\
+             them as they are (nothing is written to them). Keep the rules file: its links,\n\
+             owner, group and mode stay as they are (ASM's discovery string too)",
+        );
+        let from: Vec<String> = names
+            .iter()
+            .map(|(_, n, l, by, link)| {
+                format!("line {l}: /dev/{link} for {by} -> /dev/asmguard/disks/{n}")
+            })
+            .collect();
+        b.set(
+            "devices.member_names",
+            Val::Table(
+                names
+                    .iter()
+                    .map(|(lun, n, ..)| (lun.clone(), n.clone()))
+                    .collect(),
+            ),
+            from.join("\n"),
+        );
     }
     // One owner/group/mode for all disks: the most common one among the rules.
     for (i, key, what) in [
@@ -745,13 +822,18 @@ pub fn udev(text: &str, file: &str) -> Result<Import, String> {
             format!("{what}=\"{best}\" (line {})", lines.join(", ")),
         );
         for (l, v) in vals.iter().filter(|(_, v)| *v != best) {
-            b.none(
-                format!("line {l}: {what}=\"{v}\""),
+            let why = if names.iter().any(|n| n.2 == *l) {
+                format!(
+                    "asmguard has one {} for every disk ({best}); the rule, kept, still sets {v} on its disk's node (it runs after asmguard's rules)",
+                    what.to_lowercase()
+                )
+            } else {
                 format!(
                     "asmguard has one {} for every disk: {best} is kept",
                     what.to_lowercase()
-                ),
-            );
+                )
+            };
+            b.none(format!("line {l}: {what}=\"{v}\""), why);
         }
     }
     if let Some(Setting {
@@ -850,10 +932,7 @@ pub fn install(text: &str, path: &Path, force: bool) -> Result<String, CliError>
 }
 
 pub fn run(a: &ImportArgs) -> Result<(), CliError> {
-    let file = a
-        .file
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(a.kind.default_file()));
+    let file = a.file.clone().unwrap_or_else(|| a.kind.default_file());
     let shown = file.display().to_string();
     let text = std::fs::read_to_string(&file)
         .map_err(|e| CliError::new(BAD_INPUT, format!("{shown}: cannot read: {e}")))?;
@@ -1075,6 +1154,7 @@ KERNEL=="sd?1", SUBSYSTEM=="block", PROGRAM=="/usr/lib/udev/scsi_id -g -u -d /de
 KERNEL=="sd*", ENV{ID_SERIAL}=="36000c29e5f6a7b8", \
   SYMLINK+="oracleasm/asm-disk2", OWNER="grid", GROUP="asmadmin", MODE="0660"
 KERNEL=="dm-*", ENV{DM_UUID}=="mpath-3600a0b80", SYMLINK+="asm_data3", OWNER="grid", GROUP="dba", MODE="0660"
+KERNEL=="sd*", ENV{ID_SERIAL}=="3600c0ff*", SYMLINK+="asm-fra1", OWNER="grid", GROUP="asmadmin", MODE="0660"
 "#;
 
     #[test]
@@ -1085,7 +1165,7 @@ KERNEL=="dm-*", ENV{DM_UUID}=="mpath-3600a0b80", SYMLINK+="asm_data3", OWNER="gr
         assert_eq!(get(&i, "paths.mode"), &Val::Str("0660".into()));
         assert!(
             i.config
-                .contains("# GROUP=\"asmadmin\" (line 2, 3)\ngroup = \"asmadmin\""),
+                .contains("# GROUP=\"asmadmin\" (line 2, 3, 6)\ngroup = \"asmadmin\""),
             "{}",
             i.config
         );
@@ -1095,18 +1175,52 @@ KERNEL=="dm-*", ENV{DM_UUID}=="mpath-3600a0b80", SYMLINK+="asm_data3", OWNER="gr
             .map(|u| format!("{}: {}", u.from, u.why))
             .collect();
         assert!(
-            un.iter().any(|u| u.starts_with("line 5: GROUP=\"dba\"")),
+            un.iter()
+                .any(|u| u.starts_with("line 5: GROUP=\"dba\"") && u.contains("still sets dba")),
             "{un:?}"
+        );
+        // rules naming one LUN: managed by its ASM header under the rule's name
+        assert_eq!(get(&i, "devices.manage_asm_members"), &Val::Bool(true));
+        assert_eq!(
+            get(&i, "devices.member_names"),
+            &Val::Table(
+                [
+                    ("36000c29a1b2c3d4", "ASM_DISK1"),
+                    ("36000c29e5f6a7b8", "ASM_DISK2"),
+                    ("3600a0b80", "ASM_DATA3"),
+                ]
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+            )
         );
         assert!(
-            un.iter().any(|u| u
-                .starts_with("line 2: /dev/oracleasm/asm-disk1 for KERNEL==\"sd?1\"")
-                && u.contains("asmguardctl label ASM_DISK1 DEVICE --migrate")),
+            i.config.contains("# line 2: /dev/oracleasm/asm-disk1 for RESULT==\"36000c29a1b2c3d4\" (scsi_id) -> /dev/asmguard/disks/ASM_DISK1\n"),
+            "{}",
+            i.config
+        );
+        assert!(i.config.contains("member_names = { \"36000c29a1b2c3d4\" = \"ASM_DISK1\", \"36000c29e5f6a7b8\" = \"ASM_DISK2\", \"3600a0b80\" = \"ASM_DATA3\" }\n"), "{}", i.config);
+        // a pattern names no one LUN: label it
+        assert!(
+            un.iter().any(|u| u.starts_with(
+                "line 6: /dev/asm-fra1 for KERNEL==\"sd*\", ENV{ID_SERIAL}==\"3600c0ff*\""
+            ) && u.contains("asmguardctl label ASM_FRA1 DEVICE --migrate")),
             "{un:?}"
         );
-        assert!(un.iter().any(|u| u.starts_with("line 3: /dev/oracleasm/asm-disk2 for KERNEL==\"sd*\", ENV{ID_SERIAL}==\"36000c29e5f6a7b8\"")), "{un:?}");
-        assert!(un.iter().any(|u| u.contains("label ASM_DATA3")), "{un:?}");
-        assert!(asmguard_config::parse(&i.config, "t").is_ok());
+        assert!(!un.iter().any(|u| u.contains("ASM_DISK1")), "{un:?}");
+        let c = asmguard_config::parse(&i.config, "t").unwrap();
+        assert_eq!(c.rules().asm_members.names["3600a0b80"], "ASM_DATA3");
+        // one name for two LUNs: the second is left to a label
+        let two = "KERNEL==\"sd*\", ENV{ID_SERIAL}==\"A1\", SYMLINK+=\"d1\", OWNER=\"grid\"\n\
+                   KERNEL==\"sd*\", ENV{ID_SERIAL}==\"A2\", SYMLINK+=\"x/d1\", OWNER=\"grid\"\n";
+        let i2 = udev(two, "r").unwrap();
+        assert!(
+            i2.no_equivalent
+                .iter()
+                .any(|u| u.from.starts_with("line 2:") && u.why.contains("taken by line 1")),
+            "{:?}",
+            i2.no_equivalent
+        );
         for (t, want) in [
             ("# nothing\n", "r: no rule sets OWNER"),
             ("KERNEL==\"sd*\", MODE=\"rw\"\n", "r:1: MODE=\"rw\""),

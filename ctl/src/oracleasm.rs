@@ -450,7 +450,12 @@ pub fn afd_state(socket: &Path, timeout: u64) -> Result<(), CliError> {
     let c = Ctx { socket, timeout };
     let s: StatusResult = decode(c.call(Op::Status)?)?;
     let on = !s.unprotected() && s.default_filter_mode == "enforce";
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let host = std::fs::read_to_string(
+        asmguard_paths::Paths::default()
+            .proc
+            .join("sys/kernel/hostname"),
+    )
+    .unwrap_or_default();
     println!(
         "ASMCMD-9526: The AFD state is 'LOADED' and filtering is '{}' on host '{}'",
         if on { "ENABLED" } else { "DISABLED" },
@@ -541,7 +546,10 @@ fn status(c: &Ctx) -> Result<(), CliError> {
     }
     for d in r.disks.iter().filter(|d| !d.conflict) {
         for dir in &dirs {
-            let link = format!("/dev/{dir}/{}", d.label);
+            let link = asmguard_paths::Paths::default()
+                .dev
+                .join(dir)
+                .join(&d.label);
             use std::os::unix::fs::MetadataExt;
             let (yes, detail) = match std::fs::metadata(&link) {
                 Ok(m) => {
@@ -562,8 +570,11 @@ fn status(c: &Ctx) -> Result<(), CliError> {
             };
             check(
                 format!(
-                    "{link} is {}:{} mode {:04o}",
-                    cfg.paths.owner, cfg.paths.group, mode
+                    "{} is {}:{} mode {:04o}",
+                    link.display(),
+                    cfg.paths.owner,
+                    cfg.paths.group,
+                    mode
                 ),
                 yes,
                 detail,

@@ -103,9 +103,13 @@ pub fn merge(running: &Config, file: Config) -> (Config, Vec<String>) {
 /// as the new snapshot says. `allow_before`: the allow-list's ids as last
 /// logged. A file that cannot be read changes nothing.
 pub fn reload(d: &crate::state::Daemon, allow_before: &mut (Vec<u32>, Vec<u32>)) {
-    let path = match d.cfg_source.strip_suffix(" (absent: built-in defaults)") {
+    let path = match d
+        .site
+        .cfg_source
+        .strip_suffix(" (absent: built-in defaults)")
+    {
         Some(_) => None,
-        None => Some(std::path::PathBuf::from(&d.cfg_source)),
+        None => Some(std::path::PathBuf::from(&d.site.cfg_source)),
     };
     let (file, source) = match asmguard_config::load(path.as_deref()) {
         Ok(x) => x,

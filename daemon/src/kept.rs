@@ -214,6 +214,7 @@ mod tests {
             conflict: false,
             serial: None,
             wwn: None,
+            identity: asmguard_devices::discovery::Identity::Label,
         }
     }
 

@@ -16,18 +16,15 @@
 
 use crate::model::Model;
 use asmguard_devices::{sysfs, udevdb};
+use asmguard_paths::Paths;
 use std::collections::BTreeMap;
 use std::io::Write as _;
-use std::path::Path;
 use std::sync::Mutex;
 
 /// The property the rules link by.
 pub const KEY: &str = "ASMGUARD_LABEL";
 /// Its value for a device linked under no label.
 pub const NONE: &str = "-";
-/// Where the rules import each device's answer from (`%k`: the kernel name).
-pub const DIR: &str = "/run/asmguard/links";
-
 #[derive(Debug, Default)]
 pub struct Links {
     /// Kernel name -> the value last written (or found in its file).
@@ -36,7 +33,8 @@ pub struct Links {
 
 impl Links {
     /// Sends `ASMGUARD_LABEL` to every device whose value changed with `m`.
-    pub fn follow(&self, sys: &Path, m: &Model) {
+    pub fn follow(&self, paths: &Paths, m: &Model) {
+        let dir = paths.links_dir();
         if !udevdb::udevd_running() {
             return;
         }
@@ -45,7 +43,7 @@ impl Links {
             if let Some(v) = told.get(name) {
                 return Some(v.clone());
             }
-            let text = std::fs::read_to_string(Path::new(DIR).join(name)).ok()?;
+            let text = std::fs::read_to_string(dir.join(name)).ok()?;
             let v = text
                 .trim()
                 .strip_prefix(KEY)?
@@ -94,7 +92,7 @@ impl Links {
             .map(|(n, _)| n.clone())
             .collect();
         for n in stale {
-            if sys.join("class/block").join(&n).exists() {
+            if paths.class_block().join(&n).exists() {
                 want.insert(n, NONE.into());
             } else {
                 told.remove(&n);
@@ -104,7 +102,7 @@ impl Links {
             if now(&name, &mut told).as_deref() == Some(v.as_str()) {
                 continue;
             }
-            match tell(sys, &name, &v) {
+            match tell(paths, &name, &v) {
                 Ok(()) => {
                     tracing::info!("stable links: told udev {KEY}={v} for {name}");
                     told.insert(name, v);
@@ -150,14 +148,16 @@ pub fn wait_linked(m: &Model, limit: std::time::Duration) -> Vec<String> {
     }
 }
 
-/// Writes `<DIR>/<name>` (whole, by rename) and sends `name` a change uevent.
-fn tell(sys: &Path, name: &str, value: &str) -> std::io::Result<()> {
-    std::fs::create_dir_all(DIR)?;
-    let path = Path::new(DIR).join(name);
-    let tmp = Path::new(DIR).join(format!(".{name}.new"));
+/// Writes `<links dir>/<name>` (whole, by rename; the rules import it by the
+/// kernel name, `%k`) and sends `name` a change uevent.
+fn tell(paths: &Paths, name: &str, value: &str) -> std::io::Result<()> {
+    let dir = paths.links_dir();
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join(name);
+    let tmp = dir.join(format!(".{name}.new"));
     let mut f = std::fs::File::create(&tmp)?;
     writeln!(f, "{KEY}={value}")?;
     f.sync_all()?;
     std::fs::rename(&tmp, &path)?;
-    sysfs::trigger_change(sys, name)
+    sysfs::trigger_change(&paths.sys, name)
 }

@@ -22,13 +22,14 @@ mod present;
 mod reclaim;
 mod server;
 mod state;
+mod tasks;
 mod watch;
 mod wire;
+mod world;
 
 use clap::Parser;
-use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -62,10 +63,18 @@ struct Args {
     /// /sys/fs/bpf/asmguard (tests and demos that must not touch the real one).
     #[arg(long, value_name = "DIR")]
     bpf_pin_dir: Option<PathBuf>,
+    /// Internal: print a container's /etc/passwd or /etc/group (PID FILE) and
+    /// exit; the daemon reads containers' files through such a child of its
+    /// own (`tasks::read_container_db`).
+    #[arg(long, hide = true, num_args = 2, value_names = ["PID", "FILE"])]
+    read_container_db: Option<Vec<String>>,
 }
 
 fn main() {
     let args = Args::parse();
+    if let Some(a) = &args.read_container_db {
+        std::process::exit(tasks::print_container_db(a));
+    }
     let (cfg, source) = match config::load(args.config.as_deref()) {
         Ok(x) => x,
         Err(e) => {
@@ -109,27 +118,6 @@ fn main() {
     std::process::exit(code);
 }
 
-/// Every 2 s: are the filter's pins and maps still this daemon's
-/// (`FilterService::verify`: another process with the same pin directory
-/// could replace them)? A few fdinfo reads and one walk of the device map.
-fn spawn_filter_verify(d: std::sync::Arc<state::Daemon>) {
-    let spawned = std::thread::Builder::new()
-        .name("filter-verify".into())
-        .spawn(move || loop {
-            std::thread::sleep(Duration::from_secs(2));
-            d.filter.verify();
-        });
-    if let Err(e) = spawned {
-        tracing::error!("write filter: cannot start the thread that checks its pins: {e}");
-    }
-}
-
-fn notify(states: &[sd_notify::NotifyState]) {
-    if let Err(e) = sd_notify::notify(states) {
-        tracing::debug!("sd_notify: {e}");
-    }
-}
-
 async fn run(
     cfg: config::Config,
     source: String,
@@ -137,36 +125,35 @@ async fn run(
     bpf_pin_dir: Option<PathBuf>,
 ) -> i32 {
     let t0 = Instant::now();
+    asmguard_containers::set_db_reader(tasks::read_container_db);
     let socket = socket.unwrap_or_else(|| cfg.socket.path.clone());
     let nofile = metrics::raise_nofile();
     tracing::debug!("open-file limit: {nofile}");
     // Before anything is claimed, pinned or scanned: one daemon per pin directory.
     let pin_dir = bpf_pin_dir
         .clone()
-        .unwrap_or_else(|| PathBuf::from(asmguard_guard::PIN_DIR));
-    let _pin_lock = match asmguard_guard::pins::lock(
-        std::path::Path::new(asmguard_guard::pins::LOCK_DIR),
-        &pin_dir,
-    ) {
-        Ok(l) => {
-            if let Some(w) = &l.warning {
-                tracing::warn!("{w}");
+        .unwrap_or_else(|| asmguard_paths::Paths::default().pin_dir());
+    let _pin_lock =
+        match asmguard_guard::pins::lock(&asmguard_paths::Paths::default().run_dir(), &pin_dir) {
+            Ok(l) => {
+                if let Some(w) = &l.warning {
+                    tracing::warn!("{w}");
+                }
+                l
             }
-            l
-        }
-        Err(msg) => {
-            tracing::error!("{msg}");
-            eprintln!("asmguardd: {msg}");
-            return 1;
-        }
-    };
+            Err(msg) => {
+                tracing::error!("{msg}");
+                eprintln!("asmguardd: {msg}");
+                return 1;
+            }
+        };
     // (after the lock: a refused second daemon says that alone)
     for w in check::warnings(&cfg, &source) {
         tracing::warn!("{w}");
     }
     // The monitor first, so nothing that happens during the first scan is missed.
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<DeviceEvent>();
-    let (monitor_desc, monitor_alive) = start_monitor(tx);
+    let (monitor_desc, monitor_alive) = tasks::start_monitor(tx);
     // The socket first: a second daemon that cannot bind it never touches the
     // filter or the disks.
     let listener = match server::bind(&socket) {
@@ -182,8 +169,8 @@ async fn run(
     let runtime_dir = cfg.daemon.runtime_dir.clone().unwrap_or_else(|| {
         socket
             .parent()
-            .unwrap_or(std::path::Path::new("/run/asmguard"))
-            .to_path_buf()
+            .map(std::path::Path::to_path_buf)
+            .unwrap_or_else(|| asmguard_paths::Paths::default().run_dir())
     });
     let (filter, writer) = match start_filter(&cfg, &runtime_dir, bpf_pin_dir).await {
         Ok(f) => f,
@@ -268,7 +255,7 @@ async fn run(
         st.conflicts,
         socket.display()
     );
-    notify(&[
+    tasks::notify(&[
         sd_notify::NotifyState::Ready,
         sd_notify::NotifyState::Status(&format!(
             "{} disks, {} conflicts; filter {} ({})",
@@ -276,17 +263,17 @@ async fn run(
         )),
     ]);
 
-    spawn_device_events(d.clone(), rx);
+    tasks::device_events(d.clone(), rx);
     watch::spawn(
         d.clone(),
         Duration::from_secs(d.conf().cfg.devices.label_watch_seconds),
     );
-    spawn_watchdog(monitor_alive.clone());
-    spawn_filter_verify(d.clone());
-    filter::containers::spawn(d.clone());
+    tasks::watchdog(monitor_alive.clone());
+    tasks::filter_verify(d.clone());
+    tasks::containers(d.clone());
     filter::spawn_rules(d.clone());
     let serve = tokio::spawn(server::serve(listener, d.clone()));
-    spawn_sighup(d.clone());
+    tasks::sighup(d.clone());
     let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
         Ok(s) => s,
         Err(e) => {
@@ -303,150 +290,10 @@ async fn run(
     0
 }
 
-/// Listens to block device events on a thread of its own: from udev where udevd
-/// runs (after its rules, so the links exist), else the kernel's uevents
-/// (`asmguard_devices::events`). Each event goes to `tx`. Returns what `status`
-/// shows as the event source, and whether it still runs (the watchdog stops being
-/// fed when it dies).
-fn start_monitor(tx: tokio::sync::mpsc::UnboundedSender<DeviceEvent>) -> (String, Arc<AtomicBool>) {
-    let monitor_alive = Arc::new(AtomicBool::new(false));
-    let none = |e: &dyn std::fmt::Display| {
-        tracing::warn!(
-            "cannot listen to device events: {e}: device changes need `asmguardctl scan`"
-        );
-        format!("none ({e}): run `asmguardctl scan` after device changes")
-    };
-    let mut src = match asmguard_devices::events::EventSource::open() {
-        Ok(src) => src,
-        Err(e) => return (none(&e), monitor_alive),
-    };
-    let desc = src.describe();
-    tracing::info!("device events: {desc}");
-    monitor_alive.store(true, Ordering::SeqCst);
-    let alive = monitor_alive.clone();
-    let spawned = std::thread::Builder::new()
-        .name("device-events".into())
-        .spawn(move || {
-            loop {
-                match src.recv() {
-                    Ok(e) => {
-                        match &e {
-                            DeviceEvent::Block { action, name } => {
-                                tracing::debug!("device event {action} {name}")
-                            }
-                            DeviceEvent::Overflow => tracing::warn!(
-                                "device event buffer overflowed: rescanning every device"
-                            ),
-                        }
-                        if tx.send(e).is_err() {
-                            break;
-                        }
-                    }
-                    Err(e) => {
-                        tracing::error!("device event monitor failed: {e}");
-                        break;
-                    }
-                }
-            }
-            alive.store(false, Ordering::SeqCst);
-        });
-    match spawned {
-        Ok(_) => (desc, monitor_alive),
-        Err(e) => {
-            monitor_alive.store(false, Ordering::SeqCst);
-            (none(&e), monitor_alive)
-        }
-    }
-}
-
-/// Device events: coalesce bursts, re-read only what changed.
-fn spawn_device_events(
-    d3: Arc<state::Daemon>,
-    mut rx: tokio::sync::mpsc::UnboundedReceiver<DeviceEvent>,
-) {
-    tokio::spawn(async move {
-        while let Some(first) = rx.recv().await {
-            let mut names = BTreeSet::new();
-            let mut rescan = false;
-            let mut take = |e: DeviceEvent| match e {
-                DeviceEvent::Block { name, .. } => {
-                    names.insert(name);
-                }
-                DeviceEvent::Overflow => rescan = true,
-            };
-            take(first);
-            while let Ok(more) = rx.try_recv() {
-                take(more);
-            }
-            let d = d3.clone();
-            let _ = tokio::task::spawn_blocking(move || {
-                if rescan {
-                    if let Err(e) = d.full_scan() {
-                        tracing::error!("rescan: {e}");
-                    }
-                } else {
-                    d.refresh(&names);
-                }
-            })
-            .await;
-        }
-    });
-}
-
-/// The systemd watchdog, fed while the runtime runs and the device monitor is alive.
-fn spawn_watchdog(alive: Arc<AtomicBool>) {
-    if let Some(wd) = sd_notify::watchdog_enabled() {
-        let period = (wd / 2).max(Duration::from_millis(100));
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(period).await;
-                if alive.load(Ordering::SeqCst) {
-                    notify(&[sd_notify::NotifyState::Watchdog]);
-                } else {
-                    tracing::error!("device monitor is gone: no longer feeding the watchdog");
-                }
-            }
-        });
-    }
-}
-
-/// SIGHUP: the whole configuration file is read again and put in force
-/// (`conf::reload`); the allow-list's names are resolved again (NSS: a user
-/// or group added to LDAP, SSSD or extrausers since the start).
-fn spawn_sighup(d: Arc<state::Daemon>) {
-    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
-        Ok(mut hup) => {
-            tokio::spawn(async move {
-                let cfg = d.conf().cfg.clone();
-                let (u, g, _, _) = filter::service::resolve_allow(
-                    &cfg.filter.allow_users,
-                    &cfg.filter.allow_groups,
-                    &[],
-                );
-                let mut before = (u, g);
-                while hup.recv().await.is_some() {
-                    let d8 = d.clone();
-                    let b = before.clone();
-                    let r = tokio::task::spawn_blocking(move || {
-                        let mut b = b;
-                        conf::reload(&d8, &mut b);
-                        b
-                    })
-                    .await;
-                    if let Ok(b) = r {
-                        before = b;
-                    }
-                }
-            });
-        }
-        Err(e) => tracing::error!("SIGHUP handler: {e}"),
-    }
-}
-
 /// Stops serving; a label write under way finishes (write, sync, read-back)
 /// before the socket goes.
 async fn shutdown(d: &state::Daemon, socket: &std::path::Path, serve: tokio::task::JoinHandle<()>) {
-    notify(&[sd_notify::NotifyState::Stopping]);
+    tasks::notify(&[sd_notify::NotifyState::Stopping]);
     serve.abort();
     // A label write under way finishes (write, sync, read-back) before the exit.
     let t = Instant::now();

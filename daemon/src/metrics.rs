@@ -34,6 +34,9 @@ pub trait Readings: Send + Sync {
     fn unmanaged(&self) -> Vec<String>;
     /// (label, device, role) of every claimant of a label in conflict.
     fn conflicts(&self) -> Vec<(String, String, String)>;
+    /// (name, cgroups its patterns match now, whether its files did not
+    /// answer in time) of every configured container.
+    fn containers(&self) -> Vec<(String, u64, bool)>;
 }
 
 /// The HTTP endpoint's share of the process: a few connections, each for a
@@ -275,8 +278,9 @@ impl CounterSource for LiveCounters {
         c.labels_lost = d.labels_lost();
         c.unmanaged = d.unmanaged();
         c.conflicts = d.conflicts();
-        for v in f.container_views() {
-            c.container_cgroups.insert(v.name, v.cgroups.len() as u64);
+        for (name, cgroups, stalled) in d.containers() {
+            c.container_cgroups.insert(name.clone(), cgroups);
+            c.container_stalled.insert(name, u64::from(stalled));
         }
         for h in f.homes().homes {
             for b in &h.binaries {

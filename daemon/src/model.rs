@@ -18,13 +18,14 @@
 //! I/O beyond sysfs.
 
 use crate::claims::Wanted;
-use crate::filter::service::{DiskMode, Managed};
-use asmguard_devices::discovery::{Grouping, HeaderSummary, Observed, Role};
+use crate::filter::service::{scope_of, DiskMode, Managed};
+use asmguard_devices::discovery::{Grouping, HeaderSummary, Identity, Observed, Role};
 use asmguard_devices::sysfs::{self, SysDev};
 use asmguard_devices::udevdb::UdevProps;
 use asmguard_devices::KernelDev;
 use asmguard_format::label::Label;
 use asmguard_guard::DevKey;
+use asmguard_proto::FilterScope;
 use asmguard_proto::{DiskInfo, LinkState, PathInfo};
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -92,6 +93,8 @@ pub struct Disk {
     pub serial: Option<String>,
     /// udev's ID_WWN of the first path that has one (the top first).
     pub wwn: Option<String>,
+    /// How the disk is known: its label, or (no label) its ASM header.
+    pub identity: Identity,
 }
 
 impl Disk {
@@ -224,7 +227,15 @@ pub fn build(sys: &Path, devices: &BTreeMap<String, Observed>, grouping: &Groupi
             })
             .collect(),
         devices_scanned: devices.values().filter(|o| o.included).count(),
-        unmanaged: unmanaged(devices),
+        unmanaged: unmanaged(devices)
+            .into_iter()
+            .filter(|u| {
+                // managed by its ASM header (`manage_asm_members`): not "unmanaged"
+                !grouping.disks.iter().any(|d| {
+                    d.identity != Identity::Label && d.paths.iter().any(|(n, _)| *n == u.name)
+                })
+            })
+            .collect(),
     }
 }
 
@@ -277,6 +288,7 @@ fn disks(sys: &Path, devices: &BTreeMap<String, Observed>, grouping: &Grouping) 
             conflict: d.conflict,
             serial: udev(|u| u.serial.clone()),
             wwn: udev(|u| u.wwn.clone()),
+            identity: d.identity,
         });
     }
     out
@@ -309,7 +321,9 @@ fn role(r: Role) -> asmguard_proto::Role {
 
 /// The udev link of a label.
 pub fn stable_path(label: &Label) -> PathBuf {
-    PathBuf::from("/dev/asmguard/disks").join(label.as_str())
+    asmguard_paths::Paths::default()
+        .disks_dir()
+        .join(label.as_str())
 }
 
 /// The `lsdsk` rows (the protocol's view of the model).
@@ -355,15 +369,18 @@ pub fn lsdsk_rows(disks: &[Disk]) -> Vec<DiskInfo> {
                     .as_ref()
                     .map(|h| h.disk.clone())
                     .filter(|n| !n.is_empty()),
-                filtering: d
-                    .mode
-                    .map_or_else(|| "off (no filter)".into(), |m| m.to_string()),
+                filtering: String::new(),
                 filter_mode: d.mode.map_or("off", DiskMode::word).into(),
+                filter_backend: d.mode.map_or("none", |m| m.cover().backend()).into(),
+                filter_scope: d
+                    .mode
+                    .map_or(FilterScope::NoFilter, |m| scope_of(m.cover())),
                 conflict: d.conflict,
                 serial: d.serial.clone(),
                 wwn: d.wwn.clone(),
                 // the daemon adds the containers' nodes (`crate::present`)
                 presented: Vec::new(),
+                identified_by: d.identity.as_str().into(),
             }
         })
         .collect()
@@ -497,6 +514,7 @@ pub mod tests {
             conflict: false,
             serial: None,
             wwn: None,
+            identity: Identity::Label,
         };
         let part = Disk {
             label: Label::new("MPART1").unwrap(),
@@ -526,6 +544,7 @@ pub mod tests {
             conflict: false,
             serial: None,
             wwn: None,
+            identity: Identity::Label,
         };
         let twin = |name: &str, dev: &str| Disk {
             label: Label::new("MTWIN").unwrap(),
@@ -544,6 +563,7 @@ pub mod tests {
             conflict: true,
             serial: None,
             wwn: None,
+            identity: Identity::Label,
         };
         vec![mp, part, twin("sde", "8:64"), twin("sdf", "8:80")]
     }
@@ -574,14 +594,17 @@ pub mod tests {
         assert_eq!(mp.header_status, "MEMBER");
         assert_eq!(mp.disk_group.as_deref(), Some("DATA"));
         assert_eq!(mp.asm_disk_name.as_deref(), Some("DATA_0000"));
-        assert_eq!(mp.filtering, "enforce (lsm)");
+        assert_eq!(
+            (mp.filter_backend.as_str(), mp.filter_scope),
+            ("lsm", FilterScope::Full)
+        );
         let part = &rows[1];
         assert_eq!(part.header_status, "CANDIDATE (checksum BAD)");
         assert_eq!(
             (part.disk_group.clone(), part.asm_disk_name.clone()),
             (None, None)
         );
-        assert_eq!(part.filtering, "audit (lsm)");
+        assert_eq!(part.filter_scope, FilterScope::Full);
         assert_eq!(part.paths[1].role, asmguard_proto::Role::Parent);
         assert_eq!(
             (mp.filter_mode.as_str(), part.filter_mode.as_str()),
@@ -589,11 +612,11 @@ pub mod tests {
         );
         assert_eq!(rows[2].filter_mode, "UNPROTECTED");
         assert!(rows[2].conflict && rows[3].conflict);
-        assert_eq!(rows[2].filtering, "UNPROTECTED (no filter backend)");
+        assert_eq!(rows[2].filter_scope, FilterScope::Unprotected);
         assert_eq!(rows[2].header_status, "none");
         let mut none = model();
         none[0].mode = None;
-        assert_eq!(lsdsk_rows(&none)[0].filtering, "off (no filter)");
+        assert_eq!(lsdsk_rows(&none)[0].filter_scope, FilterScope::NoFilter);
     }
 
     #[test]

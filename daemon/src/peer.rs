@@ -172,7 +172,7 @@ const MAX_FDS: usize = 1 << 16;
 /// Whether process `pid` has the socket of inode `ino` open.
 pub fn holds_socket(pid: u32, ino: u64) -> bool {
     let want = format!("socket:[{ino}]");
-    let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+    let Ok(rd) = std::fs::read_dir(asmguard_paths::Paths::default().pid(pid).join("fd")) else {
         return false;
     };
     rd.flatten()

@@ -16,9 +16,8 @@
 //! left alone and reported. Only the directories of the configured containers
 //! are touched (another asmguardd on this host may present its own).
 //!
-//! `Daemon::apply` calls it with every model and whenever containers are
-//! resolved again (`Daemon::resolve_containers`: a container started, stopped,
-//! SIGHUP); [`Presenter`] keeps the last outcome for `lsdsk` and `status`, logs
+//! `Daemon::apply` calls it with every World (a new model, the containers
+//! resolved again: a container started, stopped, SIGHUP); [`Presenter`] keeps the last outcome for `lsdsk` and `status`, logs
 //! each problem once, and removes the nodes of a container a SIGHUP took out
 //! of the configuration.
 //!
@@ -32,9 +31,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-
-/// Where the containers' directories are.
-pub const DIR: &str = "/dev/asmguard/containers";
 
 /// What one container is to be presented: resolved from its `[[container]]`
 /// section and what `asmguard-containers` found of it.
@@ -101,20 +97,21 @@ impl Problem {
     }
 }
 
-/// What container `c` is to be presented, from what was found of it (`None`:
-/// not resolved yet): its owner and group as the container sees them
-/// (default `[paths]`) through its own id maps, its mode (default `[paths]`).
-pub fn target(
+/// The host uid and gid of container `c`'s device nodes (its `owner` and
+/// `group`, default `[paths]`, as the container sees them) through what was
+/// found of it, or why they are not known. Reads the container's
+/// `/etc/passwd` and `/etc/group`: resolution time only
+/// (`crate::filter::containers::resolve`), never on the scan path.
+pub fn owner_of(
     cfg: &asmguard_config::Config,
     c: &asmguard_config::Container,
-    f: Option<&asmguard_containers::Found>,
-) -> Target {
+    f: &asmguard_containers::Found,
+) -> Result<(u32, u32), String> {
     let owner = c.owner.as_deref().unwrap_or(&cfg.paths.owner);
     let group = c.group.as_deref().unwrap_or(&cfg.paths.group);
-    let mode = c.mode.and_then(|m| m.value()).unwrap_or_else(|| cfg.mode());
-    let ids = match f {
+    match f {
         _ if c.present.is_empty() => Ok((0, 0)), // nothing is presented: no ids needed
-        Some(f) if f.pid.is_some() => asmguard_containers::host_uid(f, owner)
+        f if f.pid.is_some() => asmguard_containers::host_uid(f, owner)
             .map_err(|e| format!("owner {owner}: {e}"))
             .and_then(|u| {
                 asmguard_containers::host_gid(f, group)
@@ -126,11 +123,21 @@ pub fn target(
              runs (its id maps give their owner)",
             c.cgroup.join(", ")
         )),
-    };
+    }
+}
+
+/// What container `c` is to be presented: its nodes' `owner` (from
+/// [`owner_of`], at resolution time) and its mode (default `[paths]`).
+pub fn target(
+    cfg: &asmguard_config::Config,
+    c: &asmguard_config::Container,
+    owner: Result<(u32, u32), String>,
+) -> Target {
+    let mode = c.mode.and_then(|m| m.value()).unwrap_or_else(|| cfg.mode());
     Target {
         name: c.name.clone(),
         present: c.present.clone(),
-        owner: ids,
+        owner,
         mode,
     }
 }
@@ -490,14 +497,8 @@ pub struct Presenter {
     managed: Mutex<BTreeSet<String>>,
 }
 
-impl Default for Presenter {
-    fn default() -> Self {
-        Presenter::at(PathBuf::from(DIR))
-    }
-}
-
 impl Presenter {
-    /// Containers' directories under `root` instead of [`DIR`] (tests).
+    /// Containers' directories under `root` (the system's: `Paths::containers_dir`).
     pub fn at(root: PathBuf) -> Presenter {
         Presenter {
             root,
@@ -550,6 +551,16 @@ impl Presenter {
             );
         }
         *last = now;
+    }
+
+    /// Whether the last sync had a container to present to (a sync with
+    /// none removes their nodes).
+    pub fn presented_any(&self) -> bool {
+        !self
+            .managed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_empty()
     }
 
     /// What the last sync left.
@@ -744,7 +755,15 @@ mod tests {
             "t",
         )
         .unwrap();
-        let t = super::target(&cfg, &cfg.container[0], None);
+        let none = asmguard_containers::Found {
+            name: "rac1".into(),
+            ..Default::default()
+        };
+        let t = super::target(
+            &cfg,
+            &cfg.container[0],
+            super::owner_of(&cfg, &cfg.container[0], &none),
+        );
         assert_eq!(t.mode, 0o640);
         let why = t.owner.unwrap_err();
         assert!(
@@ -758,12 +777,12 @@ mod tests {
             pid: None,
             uid_map: Default::default(),
             gid_map: Default::default(),
+            tasks: 1,
         };
-        assert!(super::target(&cfg, &cfg.container[0], Some(&f))
-            .owner
-            .is_err());
+        assert!(super::owner_of(&cfg, &cfg.container[0], &f).is_err());
         // presenting nothing needs no ids
-        let t = super::target(&cfg, &cfg.container[1], None);
+        let owner = super::owner_of(&cfg, &cfg.container[1], &none);
+        let t = super::target(&cfg, &cfg.container[1], owner);
         assert_eq!((t.mode, &t.owner), (0o600, &Ok((0, 0))));
         assert!(!t.presents("DATA1"));
     }

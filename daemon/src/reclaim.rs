@@ -31,19 +31,23 @@ struct DaemonHost<'a>(&'a Daemon);
 
 impl Host for DaemonHost<'_> {
     fn sys(&self) -> &Path {
-        &self.0.sys
+        &self.0.site.paths.sys
+    }
+    fn proc(&self) -> PathBuf {
+        self.0.site.paths.proc.clone()
     }
     fn checkpoint(&self, label: &str) -> PathBuf {
         self.0
+            .site
             .runtime_dir
             .join("reclaim")
             .join(format!("{label}.json"))
     }
     fn counters(&self) -> &DiscardCounters {
-        &self.0.discards
+        &self.0.reclaims.discards
     }
     fn running(&self) -> &Running {
-        &self.0.reclaiming
+        &self.0.reclaims.running
     }
     fn note(&self, line: &str) {
         tracing::info!("{line}");

@@ -216,9 +216,9 @@ fn place_of(d: &Daemon, fd: std::os::fd::BorrowedFd<'_>, pid: Option<i32>) -> (P
             }
         },
     };
-    let root = d.cgroup_root();
+    let root = d.site.cgroup_root.clone();
     // the sections in force (SIGHUP may have changed them)
-    let cs = d.filter.container_config().1;
+    let cs = d.conf().cfg.container.clone();
     let section = root
         .as_deref()
         .and_then(|r| asmguard_containers::container_of(r, &cs, pid));
@@ -267,7 +267,9 @@ fn container_place(d: &Daemon, root: Option<&Path>, c: &asmguard_config::Contain
         Some(r) => {
             // as last resolved while its process is still in it; else found now
             let f = d
+                .containers()
                 .found(&c.name)
+                .cloned()
                 .filter(|f| {
                     f.pid.is_some_and(|p| {
                         asmguard_containers::container_of(r, std::slice::from_ref(c), p).is_some()
@@ -658,9 +660,9 @@ fn to_value<T: serde::Serialize>(v: T) -> Result<serde_json::Value, ErrorBody> {
 /// asynchronously; one blocking thread scans).
 async fn scan(d: Arc<Daemon>, id: u64) -> Response {
     use std::sync::atomic::Ordering::SeqCst;
-    let want = d.scans_started.load(SeqCst) + 1;
-    let _gate = d.scan_gate.lock().await;
-    if d.scans_done.load(SeqCst) < want {
+    let want = d.scans.started.load(SeqCst) + 1;
+    let _gate = d.scans.gate.lock().await;
+    if d.scans.done.load(SeqCst) < want {
         let d2 = d.clone();
         match tokio::task::spawn_blocking(move || d2.full_scan()).await {
             Ok(Ok(_)) => {}

@@ -13,7 +13,8 @@ use crate::conf::Conf;
 use crate::filter::service::FilterService;
 use crate::metrics::MetricsService;
 use crate::model::{self, Disk, Model};
-use asmguard_config::{Config, Container};
+use crate::world::{Containers, World};
+use asmguard_config::Config;
 use asmguard_devices::discovery::{self, Observed};
 use asmguard_devices::labelling::{self, LabelOpError, LabelOptions};
 use asmguard_devices::sysfs::{self, SysDev};
@@ -48,12 +49,12 @@ const CLAIM_SLOW: Duration = Duration::from_millis(500);
 pub type LabelChange = (String, Option<String>, Option<(String, String)>);
 
 /// What is known about the devices.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct State {
     /// Every block device as last observed (a refresh re-reads a few).
     pub devices: BTreeMap<String, Observed>,
-    /// The model built from `devices`, as applied.
-    pub model: Model,
+    /// The World as last applied (`crate::world`).
+    pub world: World,
     pub last_scan_ms: u64,
 }
 
@@ -67,66 +68,98 @@ pub struct Started {
     pub metrics: MetricsService,
 }
 
-pub struct Daemon {
-    /// The configuration in force (`crate::conf`): swapped whole on SIGHUP.
-    conf: RwLock<Arc<Conf>>,
+/// Where and since when the daemon runs.
+#[derive(Debug)]
+pub struct Site {
+    /// Where the configuration came from (a path, or the defaults).
     pub cfg_source: String,
-    pub sys: PathBuf,
+    /// The filesystem roots (sysfs, /dev, /run, /proc): the system's, or a test's.
+    pub paths: asmguard_paths::Paths,
     pub socket: PathBuf,
-    /// Runtime state: `filter.state`, `reclaim/<LABEL>.json` (`[daemon]
-    /// runtime_dir`, default the socket's directory).
+    /// Runtime state: `filter.state`, `reclaim/<LABEL>.json`, `kept/`
+    /// (`[daemon] runtime_dir`, default the socket's directory).
     pub runtime_dir: PathBuf,
-    pub started: Instant,
+    /// The cgroup2 mount the `[[container]]` patterns are relative to.
+    pub cgroup_root: Option<PathBuf>,
+    /// Where device events come from (`status`).
     pub monitor: String,
-    state: RwLock<State>,
-    /// The write filter (started before the first scan).
-    pub filter: FilterService,
-    /// The latency tracer and the exporter (started before the first scan).
-    pub metrics: MetricsService,
-    /// Disks and labels being written right now.
-    inflight: Mutex<HashSet<Busy>>,
-    /// Serialises full scans and refreshes, from reading sysfs to the filter's
-    /// sync: a slow scan can never replace what a newer refresh found.
-    scan_order: Mutex<()>,
+    pub started: Instant,
+}
+
+/// Full scans and refreshes, in order.
+#[derive(Debug, Default)]
+pub struct Scans {
+    /// Serialises full scans, refreshes and every apply, from reading sysfs
+    /// to the filter's sync: a slow scan can never replace what a newer
+    /// refresh found.
+    order: Mutex<()>,
     /// Full scans started and finished (numbered from 1): `scan` requests that
     /// arrive while one runs share the next one instead of each starting its own.
-    pub scans_started: std::sync::atomic::AtomicU64,
-    pub scans_done: std::sync::atomic::AtomicU64,
+    pub started: std::sync::atomic::AtomicU64,
+    pub done: std::sync::atomic::AtomicU64,
     /// Where concurrent `scan` requests wait (asynchronously, no thread each).
-    pub scan_gate: tokio::sync::Mutex<()>,
-    /// The exclusive claims on managed disks (kept in step with the filter's set).
-    pub claims: crate::claims::Claims,
+    pub gate: tokio::sync::Mutex<()>,
+}
+
+/// The exclusive claims on managed disks, kept in step with the filter's set.
+struct Claiming {
+    claims: crate::claims::Claims,
     /// Devices whose claim failed through a whole [`CLAIM_WAIT`] (not waited
     /// for again until taken or no longer wanted).
-    claims_failing: Mutex<BTreeSet<KernelDev>>,
+    failing: Mutex<BTreeSet<KernelDev>>,
     /// Whether the claims were synced once: the first sync (the daemon's
     /// start) waits for none (a disk that is mounted or mapped now stays
     /// so, and a restart must not wait for each).
-    claims_synced: std::sync::atomic::AtomicBool,
+    synced: std::sync::atomic::AtomicBool,
     /// The last time taking the claims took [`CLAIM_SLOW`] or longer (for
     /// `status`): empty when it never did.
-    claims_slow: Mutex<String>,
-    /// Reclaim's discard bytes by label (`asmguard_discard_bytes_total{source="reclaim"}`).
+    slow: Mutex<String>,
+}
+
+/// Reclaim's running jobs and discard counts.
+#[derive(Debug, Default)]
+pub struct Reclaims {
+    /// Discard bytes by label (`asmguard_discard_bytes_total{source="reclaim"}`).
     pub discards: asmguard_reclaim::counters::DiscardCounters,
     /// Labels with a reclaim under way.
-    pub reclaiming: asmguard_reclaim::job::Running,
-    /// Who opens disks for the daemon's own writes (labels, reclaim): the
-    /// filter's choice at start (`crate::filter::start`).
-    pub writer: Writer,
-    /// Labels lost to writes the daemon did not make, by label
-    /// (`asmguard_labels_lost_total`).
-    labels_lost: Mutex<BTreeMap<String, u64>>,
+    pub running: asmguard_reclaim::job::Running,
+}
+
+/// What applying a World makes outside the daemon and must remember.
+struct Made {
     /// What udev was told of each device's label (the stable links).
     links: crate::links::Links,
-    /// The cgroup2 mount the `[[container]]` patterns are relative to.
-    cgroup_root: Option<PathBuf>,
-    /// The configured containers (the configuration's, or SIGHUP's) and
-    /// what was found of them when last resolved.
-    found: Mutex<(Vec<Container>, Vec<asmguard_containers::Found>)>,
     /// The containers' device nodes (`/dev/asmguard/containers`).
     presenter: crate::present::Presenter,
     /// Which claimant of a label had it first (`crate::kept`).
     kept: crate::kept::Kept,
+}
+
+/// The daemon: the configuration in force, the World as last applied, and
+/// the services that make the system match it. Scans, container resolution
+/// and SIGHUP build the next World; [`Daemon::apply`] takes it into effect;
+/// label operations are [`ops`], answers [`views`].
+pub struct Daemon {
+    /// The configuration in force (`crate::conf`): swapped whole on SIGHUP.
+    conf: RwLock<Arc<Conf>>,
+    pub site: Site,
+    state: RwLock<State>,
+    /// The write filter (started before the first scan).
+    pub filter: FilterService,
+    /// Who opens disks for the daemon's own writes (labels, reclaim): the
+    /// filter's choice at start (`crate::filter::start`).
+    pub writer: Writer,
+    /// The latency tracer and the exporter (started before the first scan).
+    pub metrics: MetricsService,
+    pub scans: Scans,
+    /// Disks and labels being written right now.
+    inflight: Mutex<HashSet<Busy>>,
+    /// Labels lost to writes the daemon did not make, by label
+    /// (`asmguard_labels_lost_total`).
+    labels_lost: Mutex<BTreeMap<String, u64>>,
+    claiming: Claiming,
+    pub reclaims: Reclaims,
+    made: Made,
 }
 
 /// Test hook: runs inside a full scan between reading the devices and storing
@@ -209,37 +242,44 @@ impl Daemon {
             writer,
             metrics,
         } = started;
+        let paths = asmguard_paths::Paths::default();
         let settle =
             crate::kept::Kept::settle_for(Duration::from_secs(cfg.devices.label_watch_seconds));
+        let conf = Arc::new(Conf::new(cfg));
         Daemon {
-            conf: RwLock::new(Arc::new(Conf::new(cfg))),
-            cfg_source,
-            sys: PathBuf::from("/sys"),
-            socket,
-            started: Instant::now(),
-            monitor,
-            state: RwLock::new(State::default()),
+            conf: RwLock::new(conf.clone()),
+            state: RwLock::new(State {
+                devices: BTreeMap::new(),
+                world: World::empty(conf),
+                last_scan_ms: 0,
+            }),
             filter,
-            metrics,
-            inflight: Mutex::new(HashSet::new()),
-            scan_order: Mutex::new(()),
-            scans_started: Default::default(),
-            scans_done: Default::default(),
-            scan_gate: tokio::sync::Mutex::new(()),
-            claims: crate::claims::Claims::from_environment(),
-            claims_failing: Mutex::default(),
-            claims_synced: Default::default(),
-            claims_slow: Mutex::default(),
-            discards: Default::default(),
-            reclaiming: Default::default(),
             writer,
+            metrics,
+            scans: Scans::default(),
+            inflight: Mutex::new(HashSet::new()),
             labels_lost: Mutex::default(),
-            links: Default::default(),
-            cgroup_root: asmguard_guard::guard::cgroup2_root().ok(),
-            found: Mutex::default(),
-            presenter: Default::default(),
-            kept: crate::kept::Kept::new(&runtime_dir, settle),
-            runtime_dir,
+            claiming: Claiming {
+                claims: crate::claims::Claims::from_environment(),
+                failing: Mutex::default(),
+                synced: Default::default(),
+                slow: Mutex::default(),
+            },
+            reclaims: Reclaims::default(),
+            made: Made {
+                links: Default::default(),
+                presenter: crate::present::Presenter::at(paths.containers_dir()),
+                kept: crate::kept::Kept::new(&runtime_dir, settle),
+            },
+            site: Site {
+                cfg_source,
+                paths,
+                socket,
+                runtime_dir,
+                cgroup_root: asmguard_guard::guard::cgroup2_root().ok(),
+                monitor,
+                started: Instant::now(),
+            },
         }
     }
 
@@ -254,128 +294,63 @@ impl Daemon {
         self.conf().admin_gid
     }
 
-    /// Puts `c` in force (`crate::conf`).
+    /// Puts `c` in force (`crate::conf`); the next World is built with it.
     pub fn set_conf(&self, c: Conf) {
         *self.conf.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(c);
     }
 
-    /// The cgroup2 mount (`None`: none is mounted; no peer or task is then
-    /// found in a configured container).
-    pub fn cgroup_root(&self) -> Option<PathBuf> {
-        self.cgroup_root.clone()
+    /// The configured containers as last resolved.
+    pub fn containers(&self) -> Arc<Containers> {
+        self.read_state().world.containers.clone()
     }
 
-    /// The one place the configured containers are resolved again (their
-    /// cgroups, a process, its id maps: at start before the first scan, on
-    /// SIGHUP, and whenever the cgroup tree changes, by the `containers`
-    /// thread of `crate::filter::containers`): the filter's container rules
-    /// (`filter::containers::apply`), then the containers' device nodes.
+    /// Resolves the configured containers again (their cgroups, a process,
+    /// its id maps and files, each container's files waited for at most
+    /// [`crate::filter::containers::DEADLINE`]) and applies the World with
+    /// them: at start before the first scan, on SIGHUP, and whenever the
+    /// cgroup tree changes (the `containers` task, `crate::tasks`).
     pub fn resolve_containers(&self) {
-        let cs = self.filter.container_config().1;
-        let found = match &self.cgroup_root {
-            Some(root) if !cs.is_empty() => {
-                crate::filter::containers::apply(&self.filter, root, &cs)
-            }
-            _ => Vec::new(),
-        };
-        self.containers_resolved(cs, found);
-    }
-
-    /// What was found of container `name` when the containers were last resolved.
-    pub fn found(&self, name: &str) -> Option<asmguard_containers::Found> {
-        let g = self.found.lock().unwrap_or_else(|p| p.into_inner());
-        g.1.iter().find(|f| f.name == name).cloned()
-    }
-
-    /// Whether a container that presents disks runs (has cgroups) but was
-    /// not found with a process whose id maps are written, or its nodes'
-    /// owner did not resolve (a runtime may start the first process before
-    /// the container's /etc/passwd is in place): worth resolving again soon.
-    pub fn containers_pending(&self) -> bool {
-        let running_unresolved: Vec<String> = {
-            let g = self.found.lock().unwrap_or_else(|p| p.into_inner());
-            g.1.iter()
-                .filter(|f| !f.cgroups.is_empty())
-                .filter(|f| {
-                    g.0.iter()
-                        .any(|c| c.name == f.name && !c.present.is_empty())
-                })
-                .map(|f| f.name.clone())
-                .collect()
-        };
-        if running_unresolved.is_empty() {
-            return false;
-        }
-        let g = self.found.lock().unwrap_or_else(|p| p.into_inner());
-        g.1.iter()
-            .any(|f| running_unresolved.contains(&f.name) && f.pid.is_none())
-            || self
-                .presenter
-                .outcome()
-                .problems
-                .iter()
-                .any(|p| p.label.is_none() && running_unresolved.contains(&p.container))
-    }
-
-    /// Takes what was found of the containers `cs` (in that order): their
-    /// device nodes follow (made for a container that appeared, removed for
-    /// one that has no process left), once a scan has given a model.
-    fn containers_resolved(&self, cs: Vec<Container>, found: Vec<asmguard_containers::Found>) {
-        let _order = self.scan_order.lock().unwrap_or_else(|p| p.into_inner());
-        {
-            let mut g = self.found.lock().unwrap_or_else(|p| p.into_inner());
-            // a range a host user owns: said once per new map
-            for f in found.iter().filter(|f| f.pid.is_some()) {
-                let same = g
-                    .1
-                    .iter()
-                    .any(|o| o.name == f.name && o.uid_map == f.uid_map && o.gid_map == f.gid_map);
-                if !same {
-                    for w in asmguard_containers::subid::host_warnings(f) {
-                        tracing::warn!("{w}");
-                    }
-                }
-            }
-            *g = (cs, found);
-        }
-        // before the first scan there is no model: an empty one would remove
-        // every node a previous run made
-        if self.scans_done.load(std::sync::atomic::Ordering::SeqCst) > 0 {
-            let m = self.read_state().model.clone();
-            self.present(&m);
-        }
-    }
-
-    /// Makes the containers' device nodes match `m` and the containers as
-    /// last resolved (the caller holds `scan_order`).
-    fn present(&self, m: &Model) {
-        let g = self.found.lock().unwrap_or_else(|p| p.into_inner());
-        let (cs, found) = (&g.0, &g.1);
-        if cs.is_empty() {
-            return;
-        }
-        let disks: Vec<(String, KernelDev)> = m
-            .disks
-            .iter()
-            .filter(|d| !d.conflict)
-            .map(|d| (d.label.to_string(), d.top.dev))
-            .collect();
         let conf = self.conf();
-        let targets: Vec<crate::present::Target> = cs
+        let last = self.containers();
+        let now = crate::filter::containers::resolve(
+            self.site.cgroup_root.as_deref(),
+            &conf.cfg,
+            &last,
+            crate::filter::containers::DEADLINE,
+        );
+        crate::filter::containers::log_changes(&last, &now);
+        let _order = self.scans.order.lock().unwrap_or_else(|p| p.into_inner());
+        let next = self.read_state().world.with_containers(conf, Arc::new(now));
+        // before the first scan there is no model: an empty one would remove
+        // every node a previous run made, so the World is only stored (the
+        // first scan applies it)
+        if self.scans.done.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+            self.apply(next);
+        } else {
+            self.write_state().world = next;
+        }
+    }
+
+    /// Whether a container that runs is not fully resolved yet (no process
+    /// whose id maps are written, users or its nodes' owner not translated):
+    /// worth resolving again soon.
+    pub fn containers_pending(&self) -> bool {
+        let c = self.containers();
+        if c.pending() {
+            return true;
+        }
+        let running: Vec<&str> = c
+            .each
             .iter()
-            .map(|c| {
-                let f = found.iter().find(|f| f.name == c.name);
-                let mut t = crate::present::target(&conf.cfg, c, f);
-                if self.cgroup_root.is_none() && !c.present.is_empty() {
-                    t.owner = Err("no cgroup2 file system is mounted: asmguardd cannot find \
-                                   the container"
-                        .into());
-                }
-                t
-            })
+            .filter(|r| !r.found.cgroups.is_empty() && !r.config.present.is_empty())
+            .map(|r| r.config.name.as_str())
             .collect();
-        drop(g);
-        self.presenter.sync(&disks, &targets);
+        self.made
+            .presenter
+            .outcome()
+            .problems
+            .iter()
+            .any(|p| p.label.is_none() && running.contains(&p.container.as_str()))
     }
 
     /// A daemon with no filter, tracer or scan, for unit tests.
@@ -405,11 +380,13 @@ impl Daemon {
             .or_insert(0) += 1;
     }
 
-    /// A copy of the last scan's model.
+    /// A copy of the last applied World's model.
     pub fn read_model(&self) -> Model {
-        self.read_state().model.clone()
+        self.read_state().world.model.clone()
     }
 
+    /// The state, read. Never while holding it already: a writer waiting in
+    /// between would leave the second read waiting for ever.
     fn read_state(&self) -> std::sync::RwLockReadGuard<'_, State> {
         self.state.read().unwrap_or_else(|p| p.into_inner())
     }
@@ -418,23 +395,23 @@ impl Daemon {
         self.state.write().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Re-read every device.
+    /// Re-read every device, and apply the World with the new model.
     pub fn full_scan(&self) -> std::io::Result<usize> {
         use std::sync::atomic::Ordering::SeqCst;
-        let _order = self.scan_order.lock().unwrap_or_else(|p| p.into_inner());
-        let number = self.scans_started.fetch_add(1, SeqCst) + 1;
+        let _order = self.scans.order.lock().unwrap_or_else(|p| p.into_inner());
+        let number = self.scans.started.fetch_add(1, SeqCst) + 1;
         let t = Instant::now();
-        let rules = self.conf().rules.clone();
-        let observed = discovery::observe_all(&self.sys, &rules);
+        let conf = self.conf();
+        let observed = discovery::observe_all(&self.site.paths.sys, &conf.rules);
         let devices = match observed {
             Ok(d) => d,
             Err(e) => {
-                self.scans_done.store(number, SeqCst);
+                self.scans.done.store(number, SeqCst);
                 return Err(e);
             }
         };
-        let grouping = discovery::group(&devices, &rules);
-        let built = model::build(&self.sys, &devices, &grouping);
+        let grouping = discovery::group(&devices, &conf.rules);
+        let built = model::build(&self.site.paths.sys, &devices, &grouping);
         let n = devices.len();
         #[cfg(test)]
         if let Some(h) = SCAN_HOOK.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
@@ -443,9 +420,10 @@ impl Daemon {
         let mut s = self.write_state();
         s.devices = devices;
         s.last_scan_ms = t.elapsed().as_millis() as u64;
+        let next = s.world.with_model(conf, built);
         drop(s);
-        self.apply(built);
-        self.scans_done.store(number, SeqCst);
+        self.apply(next);
+        self.scans.done.store(number, SeqCst);
         tracing::debug!(
             "full scan #{number}: {n} devices in {} ms",
             t.elapsed().as_millis()
@@ -453,74 +431,110 @@ impl Daemon {
         Ok(n)
     }
 
-    /// The one place a model takes effect (the caller holds `scan_order`):
-    /// the filter's managed set first (a new path is protected before
-    /// anything else looks at it), then each disk's mode as the filter
-    /// applies it, the stored model, the exclusive claims, and the tracer
-    /// and exporter.
-    fn apply(&self, mut built: Model) {
-        // first come, first kept: before anything looks at which disk is used
-        built.kept.clear();
-        self.kept.resolve(&self.read_state().model, &mut built);
-        self.filter.sync(model::managed_set(&built.disks));
-        for d in &mut built.disks {
-            d.mode = Some(self.filter.disk_mode(d.label.as_str()));
-        }
-        let traced = model::traced(&built.disks);
-        {
+    /// The one place a World takes effect (the caller holds the scans'
+    /// order): the filter's managed set first (a new path is protected
+    /// before anything else looks at it), then each disk's mode as the filter
+    /// applies it, the container rules, the stable links, the containers'
+    /// device nodes, the stored World, the exclusive claims, and the tracer
+    /// and exporter. Reads no disk and no container file.
+    fn apply(&self, mut next: World) {
+        let m = &mut next.model;
+        // the World as last applied, read in place (the caller holds the
+        // scans' order: nothing else stores one meanwhile)
+        let (containers_before, new_unmanaged) = {
             let s = self.read_state();
-            for u in built
+            let before = &s.world;
+            // first come, first kept: before anything looks at which disk is used
+            m.kept.clear();
+            self.made.kept.resolve(&before.model, m);
+            let new: Vec<model::Unmanaged> = m
                 .unmanaged
                 .iter()
-                .filter(|u| !s.model.unmanaged.contains(u))
-            {
-                tracing::warn!(
-                    "{}: carries an ASM label header asmguardd does not manage ({}): {}; it is not protected and gets no /dev/asmguard link (rules of other tools that match the label bytes may still link it)",
-                    u.device,
-                    u.label
-                        .as_deref()
-                        .map_or("no label".to_string(), |l| format!("LABEL={l} to blkid and udev")),
-                    u.why
-                );
+                .filter(|u| !before.model.unmanaged.contains(u))
+                .cloned()
+                .collect();
+            (before.containers.clone(), new)
+        };
+        self.filter.sync(model::managed_set(&m.disks));
+        for d in &mut m.disks {
+            d.mode = Some(self.filter.disk_mode(d.label.as_str()));
+        }
+        if !Arc::ptr_eq(&containers_before, &next.containers) || self.filter.container_rules_unset()
+        {
+            let c = &next.containers;
+            if let Err(e) = self.filter.set_containers(c.rules(), c.names()) {
+                tracing::error!("filter: cannot set the container rules: {e}");
             }
         }
-        self.links.follow(&self.sys, &built);
-        self.present(&built);
-        self.kept.record(&built);
+        for u in &new_unmanaged {
+            tracing::warn!(
+                "{}: carries an ASM label header asmguardd does not manage ({}): {}; it is not protected and gets no /dev/asmguard link (rules of other tools that match the label bytes may still link it)",
+                u.device,
+                u.label
+                    .as_deref()
+                    .map_or("no label".to_string(), |l| format!("LABEL={l} to blkid and udev")),
+                u.why
+            );
+        }
+        let m = &next.model;
+        self.made.links.follow(&self.site.paths, m);
+        self.present(&next);
+        self.made.kept.record(m);
+        let traced = model::traced(&m.disks);
         let mut st = self.write_state();
-        log_conflicts(&st.model, &built);
-        st.model = built;
+        log_conflicts(&st.world.model, &next.model);
+        st.world = next;
         drop(st);
         self.sync_claims();
         self.metrics.sync(traced);
     }
 
-    /// Applies the stored model again: after a filter mode changed.
+    /// Makes the containers' device nodes match World `w` (the caller holds
+    /// the scans' order). Nothing to do with no container configured.
+    fn present(&self, w: &World) {
+        let each = &w.containers.each;
+        if each.is_empty() && !self.made.presenter.presented_any() {
+            return;
+        }
+        let disks: Vec<(String, KernelDev)> = w
+            .model
+            .disks
+            .iter()
+            .filter(|d| !d.conflict)
+            .map(|d| (d.label.to_string(), d.top.dev))
+            .collect();
+        let targets: Vec<crate::present::Target> = each
+            .iter()
+            .map(|r| crate::present::target(&w.conf.cfg, &r.config, r.owner.clone()))
+            .collect();
+        self.made.presenter.sync(&disks, &targets);
+    }
+
+    /// Applies the World as last applied again: after a filter mode changed.
     pub fn reapply(&self) {
-        let _order = self.scan_order.lock().unwrap_or_else(|p| p.into_inner());
-        let current = self.read_state().model.clone();
+        let _order = self.scans.order.lock().unwrap_or_else(|p| p.into_inner());
+        let current = self.read_state().world.clone();
         self.apply(current);
     }
 
     /// The labelled disks as last scanned.
     pub fn disks(&self) -> Vec<Disk> {
-        self.read_state().model.disks.clone()
+        self.read_state().world.model.disks.clone()
     }
 
     /// Each label's filter-mode word (the metric), read under the state lock:
     /// the scrape path copies no disk.
     pub fn mode_words(&self) -> std::collections::BTreeMap<String, &'static str> {
-        crate::model::modes(&self.read_state().model.disks)
+        crate::model::modes(&self.read_state().world.model.disks)
     }
 
     /// Takes and releases the exclusive claims to match the disks and their filter
     /// modes. A disk being labelled right now keeps its claim as it is (the label
     /// write decided how to open it from that).
     pub fn sync_claims(&self) {
+        let c = &self.claiming;
         let t0 = Instant::now();
-        let first = !self
-            .claims_synced
-            .swap(true, std::sync::atomic::Ordering::SeqCst);
+        let first = !c.synced.swap(true, std::sync::atomic::Ordering::SeqCst);
         // the disks waited for, `LABEL MAJ:MIN` (for the slow line)
         let mut waited = BTreeSet::new();
         loop {
@@ -534,11 +548,8 @@ impl Daemon {
                     Busy::Label(_) => None,
                 })
                 .collect();
-            let failed = self.claims.sync(&self.wanted_claims(), &busy);
-            let mut failing = self
-                .claims_failing
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
+            let failed = c.claims.sync(&self.wanted_claims(), &busy);
+            let mut failing = c.failing.lock().unwrap_or_else(|p| p.into_inner());
             // a disk newly wanted (just labelled, hot-plugged) is waited for:
             // another exclusive opener (udev's probe, a writer closing) may
             // hold it a moment; one that failed a whole wait before is not
@@ -562,7 +573,7 @@ impl Daemon {
                         }
                     );
                     tracing::warn!("{m}");
-                    *self.claims_slow.lock().unwrap_or_else(|p| p.into_inner()) = m;
+                    *c.slow.lock().unwrap_or_else(|p| p.into_inner()) = m;
                 }
                 for (w, e) in &failed {
                     if failing.insert(w.dev) {
@@ -584,7 +595,7 @@ impl Daemon {
 
     /// The top device of every disk whose filter mode asks for a claim.
     fn wanted_claims(&self) -> Vec<crate::claims::Wanted> {
-        model::claims(&self.read_state().model.disks)
+        model::claims(&self.read_state().world.model.disks)
     }
 
     /// The devices the label watch reads (`crate::watch`): the ones a scan
@@ -597,7 +608,6 @@ impl Daemon {
             .map(|(n, _)| n.clone())
             .collect()
     }
-
     /// Reads the label sector of `name` again; `Some((what, lost, replaced))`
     /// when it reads differently from what the last scan or refresh found,
     /// `lost` naming the label it no longer carries (overwritten, no tag),
@@ -655,12 +665,13 @@ impl Daemon {
     /// Re-read the named devices (gone ones are dropped), the sysfs facts of the
     /// devices they relate to (slaves, holders, partition parent), and regroup.
     pub fn refresh(&self, names: &BTreeSet<String>) {
-        let _order = self.scan_order.lock().unwrap_or_else(|p| p.into_inner());
+        let _order = self.scans.order.lock().unwrap_or_else(|p| p.into_inner());
         let mut fresh = Vec::new();
         let mut related = BTreeSet::new();
-        let rules = self.conf().rules.clone();
+        let conf = self.conf();
+        let rules = &conf.rules;
         for n in names {
-            let o = discovery::observe(&self.sys, &rules, n);
+            let o = discovery::observe(&self.site.paths.sys, rules, n);
             if let Some(o) = &o {
                 related.extend(o.sys.slaves.iter().cloned());
                 related.extend(o.sys.holders.iter().cloned());
@@ -672,7 +683,7 @@ impl Daemon {
             .into_iter()
             .filter(|r| !names.contains(r))
             .map(|r| {
-                let s = sysfs::read(&self.sys, &r).ok();
+                let s = sysfs::read(&self.site.paths.sys, &r).ok();
                 (r, s)
             })
             .collect();
@@ -696,10 +707,11 @@ impl Daemon {
                 _ => {}
             }
         }
-        let grouping = discovery::group(&s.devices, &rules);
-        let built = model::build(&self.sys, &s.devices, &grouping);
+        let grouping = discovery::group(&s.devices, rules);
+        let built = model::build(&self.site.paths.sys, &s.devices, &grouping);
+        let next = s.world.with_model(conf.clone(), built);
         drop(s);
-        self.apply(built);
+        self.apply(next);
     }
 
     /// Whether a label write is under way.
@@ -730,7 +742,7 @@ mod scan_race_tests {
         let root = tempfile::tempdir().unwrap();
         fake_dev(root.path(), "fake0", 200);
         let mut d = Daemon::for_tests(Config::default());
-        d.sys = root.path().to_path_buf();
+        d.site.paths.sys = root.path().to_path_buf();
         let d = Arc::new(d);
         let (computed, wait_computed) = std::sync::mpsc::channel::<()>();
         let computed = Mutex::new(computed);

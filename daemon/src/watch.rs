@@ -80,7 +80,7 @@ fn run(d: &Daemon, interval: Duration) {
 /// udev probe the disk again (its rules link `/dev/asmguard/disks/<LABEL>`
 /// and set owner, group and mode, as after a label written here).
 fn relink(d: &Daemon, name: &str) {
-    let Ok(sd) = sysfs::read(&d.sys, name) else {
+    let Ok(sd) = sysfs::read(&d.site.paths.sys, name) else {
         return; // gone: its remove event takes the link
     };
     let path = sd.dev_path();
@@ -97,7 +97,7 @@ fn relink(d: &Daemon, name: &str) {
             path.display()
         );
     }
-    if let Err(e) = sysfs::trigger_change(&d.sys, name) {
+    if let Err(e) = sysfs::trigger_change(&d.site.paths.sys, name) {
         tracing::warn!("label watch: {name}: could not send a change uevent: {e}");
     }
 }

@@ -112,6 +112,9 @@ cp "$SYS_DIR/guest/syslib.sh" "$r/vmtests/syslib.sh"
 cp "$SYS_DIR/guest/ctrlib.sh" "$r/vmtests/ctrlib.sh"
 cp "$SYS_DIR/guest/init" "$r/vmtests/init"
 cp "$SYS_DIR"/guest/tests/*.sh "$r/vmtests/tests/"
+# the real ASM block-0 dumps (the format crate's test vectors) for the migrate test
+mkdir -p "$r/vmtests/vectors"
+cp "$SYS_ROOT"/crates/format/tests/vectors/*.bin "$r/vmtests/vectors/"
 cp "$SYS_DIR/guest/sys-lab.service" "$r/etc/systemd/system/"
 chmod 0755 "$r/vmtests/init"
 systemctl --root="$r" enable sys-lab.service >/dev/null 2>&1

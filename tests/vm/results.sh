@@ -89,9 +89,20 @@ lab_checkout_lock() {
 # guests run side by side. SLOTS 2 (two guests at once, or a benchmark that wants the
 # machine quiet) holds the lock file LAB_MACHINE_LOCK exclusively. Held on fds 7 and 8
 # until lab_machine_unlock (or the shell's exit); the guest's qemu inherits them.
+# A run waiting for both slots is not starved by the one-slot runs that keep coming
+# (flock lets a new shared holder in while an exclusive one waits): it holds the
+# turnstile LAB_MACHINE_LOCK.turn (fd 6) while it waits and runs, and a one-slot run
+# passes the turnstile before it takes a slot, so the two-slot run starts as soon as
+# the guests already running end.
 lab_machine_lock() {
 	local a=${LAB_MACHINE_LOCK:-/tmp/asmguard-lab.lock} said="" mode=-x
+	exec 6>"$a.turn"
 	if [ "$2" = 1 ]; then
+		if ! flock -s -n 6; then
+			echo "$1: waiting for a two-slot run to start first" >&2
+			flock -s 6
+		fi
+		exec 6>&-
 		mode=-s
 		while :; do
 			exec 7>"$a.slot1"
@@ -104,6 +115,7 @@ lab_machine_lock() {
 			sleep 1
 		done
 	fi
+	[ "$2" = 1 ] || flock -x 6
 	exec 8>"$a"
 	if ! flock $mode -n 8; then
 		echo "$1: waiting for another lab run on this machine" >&2
@@ -113,7 +125,7 @@ lab_machine_lock() {
 
 # lab_machine_unlock: gives back what lab_machine_lock took.
 lab_machine_unlock() {
-	exec 8>&- 7>&-
+	exec 8>&- 7>&- 6>&-
 }
 
 # lab_test_settings FILE KNOWN: the settings FILE (a guest test) declares in its header,

@@ -10,6 +10,12 @@
 //! scan_order = ["dm-*", "nvme*", "sd*", "vd*", "xvd*"]
 //! label_watch_seconds = 3              # re-read every label sector this often (labels
 //!                                      # another host wrote); 0: only on device events
+//! manage_asm_members = false           # true: a disk with an ASM disk header (member,
+//!                                      # candidate, former, provisioned) and no label is
+//!                                      # managed without a write, under its ASM disk name
+//!                                      # (DATA_0001) or the name member_names gives it
+//! # [devices.member_names]             # LUN (ID_SERIAL / multipath WWID) = name,
+//! # "36000c29a1b2c3d4" = "ASM_DISK1"   # as `asmguardctl import udev` writes it
 //!
 //! [paths]              # /dev/asmguard/disks/<LABEL> (made by udev)
 //! owner = "grid"
@@ -217,6 +223,12 @@ pub struct Devices {
     /// the interval: a label another host wrote on a shared disk fires no
     /// device event here. 0: off.
     pub label_watch_seconds: u64,
+    /// Manage unlabelled disks with an ASM disk header by their ASM identity (no
+    /// write): see `asmguard_devices::pattern::AsmMembers`.
+    pub manage_asm_members: bool,
+    /// LUN identity -> the name such a disk is managed under (else its header's
+    /// disk name).
+    pub member_names: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -351,6 +363,8 @@ impl Default for Devices {
             exclude: r.exclude,
             scan_order: r.scan_order,
             label_watch_seconds: 3,
+            manage_asm_members: false,
+            member_names: Default::default(),
         }
     }
 }
@@ -405,6 +419,10 @@ impl Config {
             include: self.devices.include.clone(),
             exclude: self.devices.exclude.clone(),
             scan_order: self.devices.scan_order.clone(),
+            asm_members: asmguard_devices::pattern::AsmMembers {
+                enabled: self.devices.manage_asm_members,
+                names: self.devices.member_names.clone(),
+            },
         }
     }
 
@@ -747,8 +765,9 @@ fn validate(c: &Config, file: &str) -> Result<(), String> {
             file,
             "socket.path",
             format!(
-                "{:?} names no socket file: use a file path such as \"/run/asmguard/asmguard.sock\"",
-                c.socket.path
+                "{:?} names no socket file: use a file path such as {:?}",
+                c.socket.path,
+                asmguard_paths::DEFAULT_SOCKET
             ),
         ));
     }
@@ -764,6 +783,39 @@ fn validate(c: &Config, file: &str) -> Result<(), String> {
             file,
             "devices.label_watch_seconds",
             "must be between 0 (off) and 3600",
+        ));
+    }
+    let mut seen = std::collections::BTreeMap::new();
+    for (lun, name) in &c.devices.member_names {
+        let key = format!("devices.member_names.{lun}");
+        if lun.trim().is_empty() {
+            return Err(key_err(
+                file,
+                "devices.member_names",
+                "a LUN identity is empty",
+            ));
+        }
+        let l = asmguard_format::label::Label::new(name).map_err(|e| key_err(file, &key, e))?;
+        if l.as_str() != name {
+            return Err(key_err(
+                file,
+                &key,
+                format!("{name:?} is not upper case: write {:?}", l.as_str()),
+            ));
+        }
+        if let Some(other) = seen.insert(name.clone(), lun.clone()) {
+            return Err(key_err(
+                file,
+                &key,
+                format!("{name} is already the name of {other}: names must be unique"),
+            ));
+        }
+    }
+    if !c.devices.member_names.is_empty() && !c.devices.manage_asm_members {
+        return Err(key_err(
+            file,
+            "devices.member_names",
+            "names disks only under `manage_asm_members = true`: set it, or remove the names",
         ));
     }
     if let Some(d) = &c.daemon.runtime_dir {
@@ -864,6 +916,9 @@ pub fn load(path: Option<&Path>) -> Result<(Config, String), String> {
 /// `asmguardctl udev-rules` prints and `udev-rules/99-asmguard.rules` holds (defaults).
 pub fn udev_rules(c: &Config) -> String {
     let (o, g, m) = (&c.paths.owner, &c.paths.group, c.mode());
+    // the directory the daemon writes each device's answer to (`Paths::links_dir`)
+    let links = asmguard_paths::Paths::default().links_dir();
+    let links = links.display();
     let compat: String = COMPAT_LINKS
         .iter()
         .filter(|(n, _)| c.paths.compat.iter().any(|x| x == n))
@@ -877,7 +932,7 @@ pub fn udev_rules(c: &Config) -> String {
 #
 # /dev/asmguard/disks/<LABEL> points at the disk's top device: the multipath device,
 # never one of its sdX paths. The label is the one asmguardd manages the device under
-# (ASMGUARD_LABEL in /run/asmguard/links/<kernel name>, written by the daemon before it
+# (ASMGUARD_LABEL in {links}/<kernel name>, written by the daemon before it
 # sends the change event), never the label bytes alone: a header forged on another disk
 # cannot take a link. "-": a device with an ASM label header it manages under no label.
 # No inotify watch on managed disks: every close after a write by ASM would make udev
@@ -893,7 +948,7 @@ KERNEL=="dm-*", ENV{{DM_SUSPENDED}}=="1", GOTO="asmguard_end"
 # blkid's probe, when no earlier rule ran it.
 ENV{{ID_FS_TYPE}}=="", IMPORT{{builtin}}="blkid"
 ENV{{ID_FS_TYPE}}!="oracleasm", GOTO="asmguard_end"
-IMPORT{{file}}="/run/asmguard/links/%k"
+IMPORT{{file}}="{links}/%k"
 ENV{{ASMGUARD_LABEL}}=="", GOTO="asmguard_end"
 ENV{{ASMGUARD_LABEL}}=="-", GOTO="asmguard_end"
 OPTIONS+="nowatch"
@@ -1007,6 +1062,41 @@ mod tests {
             .filter
             .query_tools
             .contains(&PathBuf::from("/usr/sbin/multipathd")));
+    }
+
+    #[test]
+    fn asm_members_and_their_names() {
+        let c = parse(
+            "[devices]\nmanage_asm_members = true\n[devices.member_names]\n\"36000c29a\" = \"ASM_DISK1\"\n",
+            "t.toml",
+        )
+        .unwrap();
+        let r = c.rules();
+        assert!(r.asm_members.enabled);
+        assert_eq!(r.asm_members.names["36000c29a"], "ASM_DISK1");
+        assert!(!Config::default().rules().asm_members.enabled);
+        for (t, want) in [
+            (
+                "[devices]\nmanage_asm_members = true\n[devices.member_names]\n\"x\" = \"asm-disk1\"\n",
+                "t.toml: key `devices.member_names.x`: label \"asm-disk1\" contains '-'",
+            ),
+            (
+                "[devices]\nmanage_asm_members = true\n[devices.member_names]\n\"x\" = \"disk1\"\n",
+                "is not upper case: write \"DISK1\"",
+            ),
+            (
+                "[devices]\nmanage_asm_members = true\n[devices.member_names]\n\"x\" = \"D1\"\n\"y\" = \"D1\"\n",
+                "D1 is already the name of x",
+            ),
+            (
+                "[devices.member_names]\n\"x\" = \"D1\"\n",
+                "only under `manage_asm_members = true`",
+            ),
+        ] {
+            let e = parse(t, "t.toml").unwrap_err();
+            assert!(e.contains(want), "{t:?} -> {e}");
+            assert!(!e.contains('\n'), "{e}");
+        }
     }
 
     #[test]

@@ -84,7 +84,7 @@ impl IdMap {
 }
 
 /// A configured container as found in the cgroup tree.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Found {
     /// The container's name (`[[container]] name`).
     pub name: String,
@@ -98,6 +98,8 @@ pub struct Found {
     pub uid_map: IdMap,
     /// That process's gid map.
     pub gid_map: IdMap,
+    /// How many processes its cgroups hold (0: stopped, or not started).
+    pub tasks: usize,
 }
 
 /// Whether `path` matches `pattern`: the same number of `/`-separated components,
@@ -196,6 +198,16 @@ fn procs_below(dir: &Path, out: &mut BTreeSet<u32>, depth: usize) {
     }
 }
 
+/// `/proc/<pid>` (the system's procfs: [`asmguard_paths::Paths`]).
+fn proc_of(pid: u32) -> PathBuf {
+    asmguard_paths::Paths::default().pid(pid)
+}
+
+/// `/proc/self`.
+fn own() -> PathBuf {
+    asmguard_paths::Paths::default().own()
+}
+
 /// (device, inode) of a namespace file: the namespace's identity.
 fn ns_id(path: &Path) -> Option<(u64, u64)> {
     let m = std::fs::metadata(path).ok()?;
@@ -208,8 +220,8 @@ const NS_GET_PARENT: libc::c_ulong = 0xb702;
 /// How many levels the user namespace of `pid` is below ours: 0 when it is ours,
 /// `None` when it is not below ours (or the process is gone).
 fn userns_depth(pid: u32, ours: (u64, u64)) -> Option<u32> {
-    let path = format!("/proc/{pid}/ns/user");
-    if ns_id(Path::new(&path))? == ours {
+    let path = proc_of(pid).join("ns/user");
+    if ns_id(&path)? == ours {
         return Some(0);
     }
     let mut fd: OwnedFd = std::fs::File::open(&path).ok()?.into();
@@ -232,7 +244,7 @@ fn userns_depth(pid: u32, ours: (u64, u64)) -> Option<u32> {
 }
 
 fn read_map(pid: u32, which: &str) -> Option<IdMap> {
-    let t = std::fs::read_to_string(format!("/proc/{pid}/{which}")).ok()?;
+    let t = std::fs::read_to_string(proc_of(pid).join(which)).ok()?;
     IdMap::parse(&t).ok()
 }
 
@@ -260,11 +272,12 @@ pub fn find(cgroup_root: &Path, c: &Container) -> Found {
         pid: None,
         uid_map: IdMap::default(),
         gid_map: IdMap::default(),
+        tasks: pids.len(),
     };
-    let Some(ours) = ns_id(Path::new("/proc/self/ns/user")) else {
+    let Some(ours) = ns_id(&own().join("ns/user")) else {
         return found;
     };
-    let our_pid = ns_id(Path::new("/proc/self/ns/pid"));
+    let our_pid = ns_id(&own().join("ns/pid"));
     // Depth by namespace: a container's processes share a few namespaces.
     let mut depth_of: HashMap<(u64, u64), Option<u32>> = HashMap::new();
     let mut best: Option<(u32, u32)> = None; // (depth, pid)
@@ -272,10 +285,10 @@ pub fn find(cgroup_root: &Path, c: &Container) -> Found {
         // A process in the host's pid namespace is a runtime's (nspawn's
         // supervisor, a first process that has not made its namespaces yet),
         // never the container's.
-        if ns_id(Path::new(&format!("/proc/{pid}/ns/pid"))) == our_pid {
+        if ns_id(&proc_of(pid).join("ns/pid")) == our_pid {
             continue;
         }
-        let Some(ns) = ns_id(Path::new(&format!("/proc/{pid}/ns/user"))) else {
+        let Some(ns) = ns_id(&proc_of(pid).join("ns/user")) else {
             continue;
         };
         let depth = *depth_of
@@ -299,7 +312,7 @@ pub fn find(cgroup_root: &Path, c: &Container) -> Found {
         // deeper one.
         Some((d, _)) => {
             for &pid in &pids {
-                let Some(ns) = ns_id(Path::new(&format!("/proc/{pid}/ns/user"))) else {
+                let Some(ns) = ns_id(&proc_of(pid).join("ns/user")) else {
                     continue;
                 };
                 if depth_of.get(&ns) != Some(&Some(d)) {
@@ -364,14 +377,56 @@ fn db_id(text: &str, name: &str) -> Option<u32> {
     })
 }
 
+/// How the container files are read (`pid`, `passwd` or `group`): in this
+/// process unless [`set_db_reader`] was given another way.
+type DbReader = fn(u32, &str) -> Result<String, String>;
+static DB_READER: std::sync::OnceLock<DbReader> = std::sync::OnceLock::new();
+
+/// Reads containers' `/etc/passwd` and `/etc/group` with `f` from now on
+/// (once per process). The daemon reads them in a child process of its own:
+/// a thread waiting on a file system that never answers (FUSE) cannot be
+/// killed, and the daemon could not even exit; a child can be left behind.
+pub fn set_db_reader(f: DbReader) {
+    let _ = DB_READER.set(f);
+}
+
+/// `etc/passwd` or `etc/group` (`file`) of the container that process `pid`
+/// runs in, read here (what a [`set_db_reader`] child does): symlinks and
+/// anything but a regular file refused, at most 16 MiB.
+pub fn read_container_db(pid: u32, file: &str) -> Result<String, String> {
+    if file != "passwd" && file != "group" {
+        return Err(format!("{file}: only passwd and group are read"));
+    }
+    read_db(&proc_of(pid).join("root"), file)
+}
+
 /// `name` (or a number) as the container below `root` sees it: its id there.
+#[cfg(test)]
 pub(crate) fn inside_id(root: &Path, file: &str, name: &str) -> Result<u32, String> {
     if let Ok(n) = name.parse::<u32>() {
         return Ok(n);
     }
     let text = read_db(root, file)?;
+    named_id(&text, file, name)
+}
+
+/// `name` (or a number) as process `pid`'s container sees it (read through
+/// [`set_db_reader`]'s way).
+fn inside_id_of(pid: u32, file: &str, name: &str) -> Result<u32, String> {
+    if let Ok(n) = name.parse::<u32>() {
+        return Ok(n);
+    }
+    let text = match DB_READER.get() {
+        Some(read) => read(pid, file)?,
+        None => read_container_db(pid, file)?,
+    };
+    named_id(&text, file, name)
+}
+
+/// The id of `name` in the passwd/group `text` of `file`.
+fn named_id(text: &str, file: &str, name: &str) -> Result<u32, String> {
     let what = if file == "passwd" { "user" } else { "group" };
-    db_id(&text, name).ok_or_else(|| format!("no {what} {name:?} in the container's /etc/{file}"))
+    db_id(text, name).ok_or_else(|| format!("no {what} {name:?} in the container's /etc/{file}"))
 }
 
 fn to_host(f: &Found, name: &str, file: &str) -> Result<u32, String> {
@@ -386,8 +441,7 @@ fn to_host(f: &Found, name: &str, file: &str) -> Result<u32, String> {
             f.name
         )
     })?;
-    let root = PathBuf::from(format!("/proc/{pid}/root"));
-    let inside = inside_id(&root, file, name).map_err(|e| format!("container {}: {e}", f.name))?;
+    let inside = inside_id_of(pid, file, name).map_err(|e| format!("container {}: {e}", f.name))?;
     map.to_host(inside).ok_or_else(|| {
         format!(
             "container {}: {name} ({what} {inside} inside) is not mapped to a host {what}",
@@ -470,7 +524,7 @@ pub fn host_gid_within(f: &Found, group: &str, deadline: Duration) -> Result<u32
 
 /// The cgroup-v2 path of `pid` (relative to the cgroup2 mount), from /proc/PID/cgroup.
 fn cgroup_of(pid: u32) -> Option<String> {
-    let t = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let t = std::fs::read_to_string(proc_of(pid).join("cgroup")).ok()?;
     t.lines()
         .find_map(|l| l.strip_prefix("0::"))
         .map(|p| p.trim().trim_start_matches('/').to_string())
@@ -505,8 +559,8 @@ pub fn container_of<'a>(
 /// the answer gates rights, and the restrictive one is the safe one.
 pub fn in_container(pid: u32) -> bool {
     match (
-        ns_id(Path::new(&format!("/proc/{pid}/ns/pid"))),
-        ns_id(Path::new("/proc/self/ns/pid")),
+        ns_id(&proc_of(pid).join("ns/pid")),
+        ns_id(&own().join("ns/pid")),
     ) {
         (Some(a), Some(b)) => a != b,
         _ => true,
@@ -523,8 +577,8 @@ pub fn in_container(pid: u32) -> bool {
 pub fn on_host(pid: u32) -> bool {
     ["pid", "user", "cgroup"].iter().all(|ns| {
         match (
-            ns_id(Path::new(&format!("/proc/{pid}/ns/{ns}"))),
-            ns_id(Path::new(&format!("/proc/self/ns/{ns}"))),
+            ns_id(&proc_of(pid).join("ns").join(ns)),
+            ns_id(&own().join("ns").join(ns)),
         ) {
             (Some(a), Some(b)) => a == b,
             _ => false,
@@ -538,7 +592,7 @@ pub fn on_host(pid: u32) -> bool {
 pub fn has_sys_admin(pid: u32) -> bool {
     /// linux/capability.h
     const CAP_SYS_ADMIN: u32 = 21;
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
+    std::fs::read_to_string(proc_of(pid).join("status"))
         .ok()
         .and_then(|t| {
             t.lines()

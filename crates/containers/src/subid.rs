@@ -64,9 +64,11 @@ pub fn overlaps<'a>(map: &IdMap, entries: &'a [SubId]) -> Vec<&'a SubId> {
 pub fn warnings(f: &Found, subuid: &str, subgid: &str) -> Vec<String> {
     let mut out = Vec::new();
     for (what, file, map, text) in [
-        ("uid", "/etc/subuid", &f.uid_map, subuid),
-        ("gid", "/etc/subgid", &f.gid_map, subgid),
+        ("uid", "subuid", &f.uid_map, subuid),
+        ("gid", "subgid", &f.gid_map, subgid),
     ] {
+        let file = asmguard_paths::Paths::default().etc.join(file);
+        let file = file.display();
         let entries = parse(text);
         for e in overlaps(map, &entries) {
             out.push(format!(
@@ -100,8 +102,9 @@ fn extents(map: &IdMap) -> String {
 /// [`warnings`] for /etc/subuid and /etc/subgid as they are now (a missing
 /// file has no entries).
 pub fn host_warnings(f: &Found) -> Vec<String> {
-    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
-    warnings(f, &read("/etc/subuid"), &read("/etc/subgid"))
+    let etc = asmguard_paths::Paths::default().etc;
+    let read = |p: &str| std::fs::read_to_string(etc.join(p)).unwrap_or_default();
+    warnings(f, &read("subuid"), &read("subgid"))
 }
 
 #[cfg(test)]
@@ -115,6 +118,7 @@ mod tests {
             pid: Some(42),
             uid_map: uid,
             gid_map: gid,
+            tasks: 1,
         }
     }
 

@@ -143,6 +143,7 @@ fn found_translates_through_its_maps() {
         pid: Some(me),
         uid_map: IdMap::parse("0 100000 65536").unwrap(),
         gid_map: IdMap::parse("0 200000 1000").unwrap(),
+        tasks: 1,
     };
     // Our own root's passwd has root (0).
     assert_eq!(host_uid(&f, "root"), Ok(100000));

@@ -43,6 +43,20 @@ impl LabelRead {
     pub fn label(&self) -> Option<Label> {
         self.state.label()
     }
+
+    /// What block 0 (as read from the device) says.
+    pub fn of_block0(b0: &[u8]) -> LabelRead {
+        let header = DiskHeader::parse(b0).map(|h| HeaderSummary {
+            status: h.status.name(),
+            group: h.grpname.clone(),
+            disk: h.dskname.clone(),
+            checksum_ok: h.checksum_ok(),
+        });
+        LabelRead {
+            state: label::read(b0),
+            header,
+        }
+    }
 }
 
 /// One device: sysfs facts and, if it is included and big enough, its label sector.
@@ -68,7 +82,7 @@ impl Observed {
 /// udev's properties of `name`, read only for the real sysfs (`/sys`): a test's
 /// synthetic tree has no udev database behind it.
 fn udev_props(root: &Path, name: &str) -> Option<UdevProps> {
-    (root == Path::new("/sys"))
+    (root == asmguard_paths::Paths::default().sys)
         .then(|| udevdb::read(name))
         .flatten()
 }
@@ -78,16 +92,7 @@ fn udev_props(root: &Path, name: &str) -> Option<UdevProps> {
 pub fn read_label(path: &Path) -> Result<LabelRead, DevError> {
     let dev = Device::open_read(path)?;
     let b0 = dev.read_block0()?;
-    let header = DiskHeader::parse(&b0).map(|h| HeaderSummary {
-        status: h.status.name(),
-        group: h.grpname.clone(),
-        disk: h.dskname.clone(),
-        checksum_ok: h.checksum_ok(),
-    });
-    Ok(LabelRead {
-        state: label::read(&b0),
-        header,
-    })
+    Ok(LabelRead::of_block0(&b0))
 }
 
 /// How long a label-sector read may take. A suspended dm device, or a multipath
@@ -273,6 +278,55 @@ impl Role {
     }
 }
 
+/// How a disk is known: by the label on it, or (no label, `[devices]
+/// manage_asm_members`) by its ASM disk header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Identity {
+    /// The ASMLib/AFD/asmguard label (`ORCLDISK` + label).
+    Label,
+    /// No label: the ASM disk name in its header.
+    AsmHeader,
+    /// No label: the name `[devices.member_names]` gives its LUN (the name of
+    /// the site's udev rule, as `asmguardctl import udev` wrote it).
+    Named,
+}
+
+impl Identity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Identity::Label => "label",
+            Identity::AsmHeader => "asm_header",
+            Identity::Named => "udev_name",
+        }
+    }
+}
+
+/// The header statuses of a disk ASM knows (`kfed`'s KFDHDR_* names) that make an
+/// unlabelled disk managed under `manage_asm_members`.
+pub const MEMBER_STATUSES: [&str; 4] = ["MEMBER", "CANDIDATE", "FORMER", "PROVISIONED"];
+
+/// The name `o` is managed under and how it is known: its label; else, when
+/// `rules.asm_members` is on and block 0 is an ASM disk header of a disk ASM
+/// knows (see [`MEMBER_STATUSES`]) with no label, the name configured for its
+/// LUN, else the header's disk name (when it is a valid label: `DATA_0001`).
+pub fn identity(o: &Observed, rules: &Rules) -> Option<(Label, Identity)> {
+    let Some(Ok(r)) = &o.read else { return None };
+    if let Some(l) = r.label() {
+        return Some((l, Identity::Label));
+    }
+    let h = r.header.as_ref()?;
+    if !rules.asm_members.enabled
+        || !matches!(r.state, LabelState::Marked { label: None, .. })
+        || !MEMBER_STATUSES.contains(&h.status.as_str())
+    {
+        return None;
+    }
+    if let Some(n) = o.lun().and_then(|l| rules.asm_members.names.get(l)) {
+        return Label::new(n).ok().map(|l| (l, Identity::Named));
+    }
+    Label::new(&h.disk).ok().map(|l| (l, Identity::AsmHeader))
+}
+
 /// The paths that reach one label, as grouping found them (the daemon's model
 /// builds its `Disk` from this).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -283,6 +337,8 @@ pub struct LabelGroup {
     /// Every path with its role; the top first.
     pub paths: Vec<(String, Role)>,
     pub conflict: bool,
+    /// How the top device is known (its label, or its ASM header).
+    pub identity: Identity,
 }
 
 /// The result of grouping.
@@ -332,11 +388,11 @@ fn closure(devs: &BTreeMap<String, Observed>, start: &str, slaves: bool) -> BTre
 pub fn group(devs: &BTreeMap<String, Observed>, rules: &Rules) -> Grouping {
     // label -> labelled device names
     let mut by_label: BTreeMap<Label, Vec<&str>> = BTreeMap::new();
+    let mut how: BTreeMap<&str, Identity> = BTreeMap::new();
     for (n, o) in devs {
-        if let Some(Ok(r)) = &o.read {
-            if let Some(l) = r.label() {
-                by_label.entry(l).or_default().push(n.as_str());
-            }
+        if let Some((l, i)) = identity(o, rules) {
+            by_label.entry(l).or_default().push(n.as_str());
+            how.insert(n.as_str(), i);
         }
     }
     let mut g = Grouping::default();
@@ -382,7 +438,11 @@ pub fn group(devs: &BTreeMap<String, Observed>, rules: &Rules) -> Grouping {
         let conflict = comps.len() > 1;
         let mut tops = Vec::new();
         for (_, ms) in comps {
-            let disk = build_disk(devs, rules, &label, &ms, conflict);
+            let mut disk = build_disk(devs, rules, &label, &ms, conflict);
+            disk.identity = how
+                .get(disk.top.as_str())
+                .copied()
+                .unwrap_or(Identity::Label);
             tops.push(devs[&disk.top].sys.display_path());
             g.disks.push(disk);
         }
@@ -477,6 +537,7 @@ fn build_disk(
         top,
         paths: list,
         conflict,
+        identity: Identity::Label,
     }
 }
 
@@ -560,6 +621,7 @@ mod tests {
             include: vec!["*".into()],
             exclude: vec![],
             scan_order: vec!["sd*".into(), "dm-*".into()],
+            ..Rules::default()
         };
         let devs = map(vec![
             labelled(sdb, "DATA1"),
@@ -646,6 +708,106 @@ mod tests {
                 .map(|(_, v)| v.to_string())
         }));
         o
+    }
+
+    /// A device whose block 0 starts with `bytes` (a real dump), zeros after.
+    fn carrying(sys: SysDev, bytes: &[u8]) -> Observed {
+        let mut b = vec![0u8; 4096];
+        b[..bytes.len()].copy_from_slice(bytes);
+        Observed {
+            sys,
+            included: true,
+            read: Some(Ok(LabelRead::of_block0(&b))),
+            udev: None,
+        }
+    }
+
+    const MEMBER: &[u8] =
+        include_bytes!("../../format/tests/vectors/asm-disk-chk-pl-sdk1-first160.bin");
+    const MEMBER_DM39: &[u8] = include_bytes!("../../format/tests/vectors/linux-dm39-first96.bin");
+    const AFD_LABEL: &[u8] =
+        include_bytes!("../../format/tests/vectors/seed-afd-label-V512DATA1-4096.bin");
+
+    #[test]
+    fn asm_members_without_a_label_by_their_header_or_their_udev_name() {
+        // A multipath disk (dm-0 over sdb, sdc) whose block 0 is a real member
+        // header (disk DISK15 of DATA, no label), a second one (NCAS_DISK1_0000,
+        // a real dm dump), and a disk with a real AFD label.
+        let w = "36001405aabbccdd";
+        let mut dm = dev("dm-0", 0);
+        dm.dev = crate::KernelDev::new(253, 0).unwrap();
+        dm.slaves = vec!["sdb".into(), "sdc".into()];
+        dm.dm_uuid = Some(format!("mpath-{w}"));
+        let mut sdb = dev("sdb", 16);
+        sdb.holders = vec!["dm-0".into()];
+        let mut sdc = dev("sdc", 32);
+        sdc.holders = vec!["dm-0".into()];
+        let devs = map(vec![
+            with_udev(carrying(dm, MEMBER), &[("DM_UUID", &format!("mpath-{w}"))]),
+            with_udev(carrying(sdb, MEMBER), &[("ID_SERIAL", w)]),
+            with_udev(carrying(sdc, MEMBER), &[("ID_SERIAL", w)]),
+            carrying(dev("sdd", 48), MEMBER_DM39),
+            carrying(dev("sde", 64), AFD_LABEL),
+        ]);
+        let labels = |g: &Grouping| -> Vec<(String, Identity, String)> {
+            g.disks
+                .iter()
+                .map(|d| (d.label.to_string(), d.identity, d.top.clone()))
+                .collect()
+        };
+        // off (the default): only the labelled disk
+        let g = group(&devs, &Rules::default());
+        assert_eq!(
+            labels(&g),
+            [("V512DATA1".into(), Identity::Label, "sde".into())]
+        );
+        // on: by the disk name in the header, the multipath device on top
+        let mut rules = Rules::default();
+        rules.asm_members.enabled = true;
+        let g = group(&devs, &rules);
+        assert_eq!(
+            labels(&g),
+            [
+                ("DISK15".into(), Identity::AsmHeader, "dm-0".into()),
+                ("NCAS_DISK1_0000".into(), Identity::AsmHeader, "sdd".into()),
+                ("V512DATA1".into(), Identity::Label, "sde".into()),
+            ]
+        );
+        let d = g.disk("DISK15").unwrap();
+        assert_eq!(
+            d.paths,
+            vec![
+                ("dm-0".into(), Role::Multipath),
+                ("sdb".into(), Role::Path),
+                ("sdc".into(), Role::Path)
+            ]
+        );
+        // a name for its LUN (what `import udev` writes) wins over the header's
+        rules.asm_members.names.insert(w.into(), "ASM_DISK1".into());
+        let g = group(&devs, &rules);
+        assert_eq!(
+            labels(&g)[0],
+            ("ASM_DISK1".into(), Identity::Named, "dm-0".into())
+        );
+        assert_eq!(g.disk("ASM_DISK1").unwrap().paths.len(), 3);
+        // a header of a status ASM does not own (CONFLICT), or with no disk name,
+        // is not managed
+        let mut other = MEMBER.to_vec();
+        other[0x47] = 5;
+        let mut nameless = MEMBER.to_vec();
+        nameless[0x47] = 2;
+        nameless[0x48..0x68].fill(0);
+        let devs = map(vec![
+            carrying(dev("sdf", 80), &other),
+            carrying(dev("sdg", 96), &nameless),
+        ]);
+        assert!(group(&devs, &rules).disks.is_empty());
+        nameless[0x48..0x4E].copy_from_slice(b"FRA_01");
+        let devs = map(vec![carrying(dev("sdg", 96), &nameless)]);
+        assert_eq!(
+            labels(&group(&devs, &rules)),
+            [("FRA_01".into(), Identity::AsmHeader, "sdg".into())]
+        );
     }
 
     #[test]

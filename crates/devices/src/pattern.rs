@@ -43,6 +43,21 @@ pub struct Rules {
     pub exclude: Vec<String>,
     /// Preferred first: among paths of one disk the top is the first match here.
     pub scan_order: Vec<String>,
+    /// Unlabelled disks whose ASM disk header names them (see [`AsmMembers`]).
+    pub asm_members: AsmMembers,
+}
+
+/// Whether a disk with an ASM disk header (member, candidate, former or
+/// provisioned) but no ASMLib/AFD label is managed, and under which name: the
+/// name given for its LUN in `names`, else the disk name in its header. Nothing
+/// is written to such a disk (config `[devices] manage_asm_members`,
+/// `[devices.member_names]`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AsmMembers {
+    /// Off by default: such disks are listed as unmanaged.
+    pub enabled: bool,
+    /// LUN identity (udev's `ID_SERIAL`, the WWID of a multipath device) -> name.
+    pub names: std::collections::BTreeMap<String, String>,
 }
 
 /// Whether `name` is a loop device's kernel name (`loop0`, `loop12p1`).
@@ -63,6 +78,7 @@ impl Default for Rules {
                 "vd*".into(),
                 "xvd*".into(),
             ],
+            asm_members: AsmMembers::default(),
         }
     }
 }
@@ -138,6 +154,7 @@ mod tests {
             include: vec!["mapper/mpath*".into(), "loop3".into()],
             exclude: vec![],
             scan_order: vec!["dm-*".into()],
+            ..Rules::default()
         };
         assert!(r.included("dm-2", Some("mpatha")));
         assert!(!r.included("dm-3", Some("vg-root")));

@@ -37,14 +37,16 @@ pub struct SysDev {
 impl SysDev {
     /// `/dev/<name>` (a `!` in a kernel name is a `/` in /dev: `cciss!c0d0`).
     pub fn dev_path(&self) -> PathBuf {
-        PathBuf::from("/dev").join(self.name.replace('!', "/"))
+        asmguard_paths::Paths::default()
+            .dev
+            .join(self.name.replace('!', "/"))
     }
 
     /// The name a DBA knows: `/dev/mapper/<dm name>` for a dm device when that node
     /// exists, else `/dev/<name>`.
     pub fn display_path(&self) -> String {
         if let Some(d) = &self.dm_name {
-            let p = PathBuf::from("/dev/mapper").join(d);
+            let p = asmguard_paths::Paths::default().dev.join("mapper").join(d);
             if p.exists() {
                 return p.display().to_string();
             }
@@ -242,7 +244,9 @@ pub fn trigger_change(root: &Path, name: &str) -> io::Result<()> {
 /// Why a device cannot be written right now: held by dm/md (its holders, or a
 /// partition's), mounted (it or a partition, per `/proc/self/mountinfo`), or used as
 /// swap. `None` when nothing is seen (the `O_EXCL` open still has the last word).
-pub fn in_use(root: &Path, dev: &SysDev) -> Option<String> {
+/// sysfs and procfs are `paths`' roots.
+pub fn in_use(paths: &asmguard_paths::Paths, dev: &SysDev) -> Option<String> {
+    let root = paths.sys.as_path();
     let parts = partitions(root, &dev.name);
     // "dm-2 (/dev/mapper/mpatha, multipath: label that instead)"
     let holder = |h: &String| {
@@ -272,7 +276,7 @@ pub fn in_use(root: &Path, dev: &SysDev) -> Option<String> {
             numbers.push((d, p.clone()));
         }
     }
-    if let Ok(mi) = fs::read_to_string("/proc/self/mountinfo") {
+    if let Ok(mi) = fs::read_to_string(paths.own().join("mountinfo")) {
         for line in mi.lines() {
             // id parent major:minor root mountpoint ...
             let f: Vec<&str> = line.split(' ').collect();
@@ -286,7 +290,7 @@ pub fn in_use(root: &Path, dev: &SysDev) -> Option<String> {
             }
         }
     }
-    if let Ok(sw) = fs::read_to_string("/proc/swaps") {
+    if let Ok(sw) = fs::read_to_string(paths.proc.join("swaps")) {
         for line in sw.lines().skip(1) {
             if let Some(path) = line.split_whitespace().next() {
                 let base = Path::new(path)
@@ -386,7 +390,12 @@ mod tests {
             (512, 4096)
         );
         assert_eq!(sdb.holders, vec!["dm-0"]);
-        let why = in_use(r, &sdb).unwrap();
+        let paths = asmguard_paths::Paths {
+            sys: r.to_path_buf(),
+            proc: r.join("no-proc"),
+            ..asmguard_paths::Paths::default()
+        };
+        let why = in_use(&paths, &sdb).unwrap();
         assert!(
             why.contains("/dev/mapper/mpatha") && why.contains("label that instead"),
             "{why}"
@@ -398,9 +407,31 @@ mod tests {
             "a partition has its disk's sector size"
         );
         assert_eq!(partitions(r, "sdd"), vec!["sdd1"]);
-        let why = in_use(r, &read(r, "sdd").unwrap()).unwrap();
+        let why = in_use(&paths, &read(r, "sdd").unwrap()).unwrap();
         assert!(why.contains("partition sdd1 is held by md0"), "{why}");
-        assert!(in_use(r, &dm).is_none());
+        assert!(in_use(&paths, &dm).is_none());
+        // mounts and swap as the given procfs has them
+        let own = paths.own();
+        fs::create_dir_all(&own).unwrap();
+        fs::write(
+            own.join("mountinfo"),
+            "36 25 253:0 / /u01 rw,relatime shared:1 - xfs /dev/mapper/mpatha rw\n",
+        )
+        .unwrap();
+        assert_eq!(
+            in_use(&paths, &dm).as_deref(),
+            Some("dm-0 is mounted on /u01")
+        );
+        fs::write(own.join("mountinfo"), "").unwrap();
+        fs::write(
+            paths.proc.join("swaps"),
+            "Filename Type Size Used Priority\n/dev/dm-0 partition 1024 0 -2\n",
+        )
+        .unwrap();
+        assert_eq!(
+            in_use(&paths, &dm).as_deref(),
+            Some("dm-0 is in use as swap")
+        );
     }
 
     #[test]

@@ -9,14 +9,10 @@
 //! every lookup gives nothing.
 
 use std::collections::BTreeMap;
-use std::path::Path;
-
-/// udevd's control socket: present while udevd runs.
-pub const UDEVD_CONTROL: &str = "/run/udev/control";
 
 /// Whether udevd runs on this host (its control socket exists).
 pub fn udevd_running() -> bool {
-    Path::new(UDEVD_CONTROL).exists()
+    asmguard_paths::Paths::default().udevd_control().exists()
 }
 
 /// The identity properties udev's rules gave one device (absent ones are `None`).

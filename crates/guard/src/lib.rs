@@ -21,7 +21,7 @@ pub use asmguard_devices::devt::{DevtError, KernelDev};
 pub use guard::{
     bpf_lsm_hint, pinned_backend, pinned_majors, remove_pins, Backend, Coverage, DenialEvent,
     DevKey, EventReader, ExeId, Guard, Hook, IdentityReach, Mode, Options, PassthroughRule, Rule,
-    Rules, SelfId, Stats, Tool, PIN_DIR,
+    Rules, SelfId, Stats, Tool,
 };
 pub use smoke::{ObjectStorage, SmokeFilter};
 

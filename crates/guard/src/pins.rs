@@ -15,9 +15,6 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-/// Where the lock files live.
-pub const LOCK_DIR: &str = "/run/asmguard";
-
 /// The lock of a pin directory, held while this value lives.
 #[derive(Debug)]
 pub struct PinLock {
@@ -88,7 +85,7 @@ pub fn lock(lock_dir: &Path, dir: &Path) -> Result<PinLock, String> {
         });
     }
     let ino = f.metadata().map(|m| m.ino()).unwrap_or(0);
-    let holder = std::fs::read_to_string("/proc/locks")
+    let holder = std::fs::read_to_string(asmguard_paths::Paths::default().proc.join("locks"))
         .ok()
         .and_then(|t| flock_holder(&t, ino))
         .map(|pid| format!(" (pid {pid})"))

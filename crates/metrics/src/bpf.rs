@@ -295,7 +295,7 @@ impl IoLat {
     fn probe_stamps(&self) -> Result<Option<String>, String> {
         for (name, node) in crate::stamps::probe_candidates().into_iter().take(8) {
             let Ok(dev) =
-                asmguard_devices::sysfs::disk_of_path(std::path::Path::new("/sys"), &node)
+                asmguard_devices::sysfs::disk_of_path(&asmguard_paths::Paths::default().sys, &node)
             else {
                 continue;
             };
@@ -706,7 +706,7 @@ fn direct_read_4k(node: &std::path::Path) -> bool {
 
 /// Whole disks of the system (not partitions), from /sys/class/block.
 fn system_disks() -> Vec<KernelDev> {
-    let Ok(dir) = std::fs::read_dir("/sys/class/block") else {
+    let Ok(dir) = std::fs::read_dir(asmguard_paths::Paths::default().class_block()) else {
         return Vec::new();
     };
     dir.filter_map(|e| e.ok())

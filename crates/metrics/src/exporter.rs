@@ -28,6 +28,7 @@
 //! | `asmguard_asm_header_unmanaged` | gauge (1) | device |
 //! | `asmguard_label_conflict` | gauge (1) | label, device, role |
 //! | `asmguard_container_cgroups` | gauge | container |
+//! | `asmguard_container_stalled` | gauge (0/1) | container |
 //! | `asmguard_oracle_binary_allowed` | gauge (1) | home, binary, uid |
 
 use std::collections::{BTreeMap, HashMap};
@@ -126,6 +127,9 @@ pub struct Counters {
     pub conflicts: Vec<(String, String, String)>,
     /// container -> the cgroups its patterns match now (0: not running).
     pub container_cgroups: BTreeMap<String, u64>,
+    /// container -> 1 when its files did not answer in time at its last
+    /// resolution (it keeps its last good one), else 0.
+    pub container_stalled: BTreeMap<String, u64>,
     /// The Oracle home binaries the filter allows, (home, binary path, the
     /// owner uid a process running it must have).
     pub oracle_binaries: Vec<(String, String, u32)>,
@@ -196,7 +200,7 @@ impl Shared {
         }
         let mut cache = self.sysfs_names.lock().unwrap_or_else(|e| e.into_inner());
         let name = cache.entry(dev).or_insert_with(|| {
-            asmguard_devices::sysfs::name_of(std::path::Path::new("/sys"), dev)
+            asmguard_devices::sysfs::name_of(&asmguard_paths::Paths::default().sys, dev)
                 .unwrap_or_else(|| dev.to_string())
         });
         (name.clone(), String::new())
@@ -261,6 +265,7 @@ const FAMILIES: &[Family] = &[
     asm_header_unmanaged,
     label_conflict,
     container_cgroups,
+    container_stalled,
     oracle_binary_allowed,
 ];
 
@@ -533,6 +538,21 @@ fn container_cgroups(s: &Scrape<'_>, enc: &mut DescriptorEncoder) -> Result<(), 
         MetricType::Gauge,
     )?;
     for (name, n) in &s.counters.container_cgroups {
+        m.encode_family(&[("container", name.as_str())])?
+            .encode_gauge(&(*n as i64))?;
+    }
+    Ok(())
+}
+
+fn container_stalled(s: &Scrape<'_>, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+    let mut m = enc.encode_descriptor(
+        "asmguard_container_stalled",
+        "1 when a configured container's files (its /etc/passwd, /etc/group) did not \
+         answer in time at its last resolution: it keeps its last good one",
+        None,
+        MetricType::Gauge,
+    )?;
+    for (name, n) in &s.counters.container_stalled {
         m.encode_family(&[("container", name.as_str())])?
             .encode_gauge(&(*n as i64))?;
     }

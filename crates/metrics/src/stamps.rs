@@ -149,7 +149,7 @@ pub fn stats_bit() -> Option<(u32, BitSource)> {
     if let Some(bit) = btf_bit() {
         return Some((bit, BitSource::Btf));
     }
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").ok()?;
+    let release = std::fs::read_to_string(asmguard_paths::Paths::default().osrelease()).ok()?;
     let (major, minor) = release_line(&release)?;
     table_bit(major, minor).map(|(bit, line)| (bit, BitSource::Table(line)))
 }
@@ -158,7 +158,8 @@ pub fn stats_bit() -> Option<(u32, BitSource)> {
 /// (bio-based ones such as dm never reach the request tracepoints), a size,
 /// and, for SCSI, a running device (a read of a failed path could block).
 pub fn probe_candidates() -> Vec<(String, std::path::PathBuf)> {
-    let Ok(dir) = std::fs::read_dir("/sys/block") else {
+    let paths = asmguard_paths::Paths::default();
+    let Ok(dir) = std::fs::read_dir(paths.sys.join("block")) else {
         return Vec::new();
     };
     let mut out: Vec<(String, std::path::PathBuf)> = dir
@@ -182,7 +183,7 @@ pub fn probe_candidates() -> Vec<(String, std::path::PathBuf)> {
                     return None;
                 }
             }
-            let node = std::path::Path::new("/dev").join(&name);
+            let node = paths.dev.join(&name);
             node.exists().then_some((name, node))
         })
         .collect();
@@ -232,7 +233,8 @@ mod tests {
 
     #[test]
     fn the_running_kernel_has_a_bit_from_btf_or_table() {
-        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+        let release = std::fs::read_to_string(asmguard_paths::Paths::default().osrelease())
+            .unwrap_or_default();
         let Some(line) = release_line(&release) else {
             return;
         };

@@ -29,7 +29,7 @@ pub const VERSION: u32 = 1;
 /// The longest request line the daemon accepts, newline included.
 pub const MAX_REQUEST_LEN: usize = 64 * 1024;
 /// The default socket path.
-pub const DEFAULT_SOCKET: &str = "/run/asmguard/asmguard.sock";
+pub const DEFAULT_SOCKET: &str = asmguard_paths::DEFAULT_SOCKET;
 
 /// Whether an operation only reads (admin group may) or changes state (root only).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -201,6 +201,26 @@ pub enum Protection {
     Unprotected,
 }
 
+/// What the filter covers of one disk (`lsdsk`'s `filter_scope`);
+/// `asmguardctl` renders it, with `filter_mode` and `filter_backend`, as the
+/// Filtering sentence (`enforce (lsm)`, `audit (cgroup_device, open-time
+/// only)`, ...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FilterScope {
+    /// Opens, writes, ioctls and mappings (the security-hook backends).
+    Full,
+    /// Write-opens only (the cgroup-device fallback).
+    OpenTimeOnly,
+    /// An administrator removed the programs (`filter disable`).
+    Disabled,
+    /// No backend could load.
+    Unprotected,
+    /// The daemon runs no filter for it (not under the filter yet).
+    #[default]
+    NoFilter,
+}
+
 macro_rules! words {
     ($($t:ty { $($v:ident => $w:literal),* $(,)? })*) => {$(
         impl $t {
@@ -238,6 +258,13 @@ words! {
         Unchanged => "unchanged",
         Unlabelled => "unlabelled",
         Renamed => "renamed",
+    }
+    FilterScope {
+        Full => "full",
+        OpenTimeOnly => "open_time_only",
+        Disabled => "disabled",
+        Unprotected => "unprotected",
+        NoFilter => "no_filter",
     }
     Protection {
         Protected => "protected",
@@ -679,12 +706,21 @@ pub struct DiskInfo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub asm_disk_name: Option<String>,
     /// Write filtering of this disk as a DBA reads it (`enforce (lsm)`,
-    /// `audit (cgroup_device, open-time only)`, `off`, ...): display text.
+    /// `audit (cgroup_device, open-time only)`, `off`, ...): display text
+    /// that `asmguardctl` renders from the three fields below (the daemon
+    /// sends none).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub filtering: String,
     /// The mode the filter applies to it (`enforce`, `audit`, `off`, or
     /// `UNPROTECTED` without a backend): the `asmguard_filter_mode` word.
     #[serde(default)]
     pub filter_mode: String,
+    /// The backend filtering it (`lsm`, `fmod_ret`, `cgroup_device`, `none`).
+    #[serde(default)]
+    pub filter_backend: String,
+    /// What the filter covers of it.
+    #[serde(default)]
+    pub filter_scope: FilterScope,
     /// True when the same label is on another disk too: neither is picked.
     pub conflict: bool,
     /// The LUN's serial (udev's `ID_SERIAL`; for SCSI, the WWID multipathd uses),
@@ -699,6 +735,15 @@ pub struct DiskInfo {
     /// per container the disk is presented to.
     #[serde(default)]
     pub presented: Vec<Presentation>,
+    /// How the disk is known: `label` (the ASMLib/AFD/asmguard label on it),
+    /// `asm_header` (no label: the disk name in its ASM disk header) or
+    /// `udev_name` (no label: the name `[devices.member_names]` gives its LUN).
+    #[serde(default = "identified_by_label")]
+    pub identified_by: String,
+}
+
+fn identified_by_label() -> String {
+    "label".into()
 }
 
 /// A disk's device node for a container: `/dev/asmguard/containers/<container>/<LABEL>`,
@@ -1311,7 +1356,8 @@ mod json_names {
                       "kdev":265289730,"role":"multipath"}],
             "size_bytes":1073741824,"logical_block_size":512,"physical_block_size":4096,
             "header_status":"MEMBER","disk_group":"DATA","asm_disk_name":"DATA_0000",
-            "filtering":"enforce (lsm)","filter_mode":"enforce","conflict":false,
+            "filtering":"enforce (lsm)","filter_mode":"enforce","filter_backend":"lsm",
+            "filter_scope":"full","conflict":false,"identified_by":"label",
             "serial":"S1","wwn":"0x5000",
             "presented":[{"container":"rac1","path":"/dev/asmguard/containers/rac1/DATA1",
                           "uid":154331,"gid":154329,"mode":"0660"}]}],

@@ -52,8 +52,8 @@ pub trait Host {
     /// The labels with a reclaim under way.
     fn running(&self) -> &Running;
     /// `/proc`, for the writers check.
-    fn proc(&self) -> &Path {
-        Path::new("/proc")
+    fn proc(&self) -> PathBuf {
+        asmguard_paths::Paths::default().proc
     }
     /// A line for the log (what each disk's execution did).
     fn note(&self, _line: &str) {}
@@ -214,7 +214,7 @@ pub fn disk_result(x: &Target, p: &DiskPlan, method: Method) -> ReclaimDisk {
 pub fn check_writers(host: &dyn Host, plans: &[(&Target, DiskPlan)]) -> Result<(), ErrorBody> {
     let me = std::process::id();
     for (x, _) in plans {
-        let w = safety::writers(host.proc(), &x.devs, me);
+        let w = safety::writers(&host.proc(), &x.devs, me);
         if !w.is_empty() {
             let list: Vec<String> = w.iter().take(4).map(|o| o.to_string()).collect();
             return Err(err(
@@ -443,9 +443,9 @@ mod tests {
         fn running(&self) -> &Running {
             &self.running
         }
-        fn proc(&self) -> &Path {
+        fn proc(&self) -> PathBuf {
             // no process directories: nobody holds the images
-            &self.sys
+            self.sys.clone()
         }
         fn note(&self, line: &str) {
             self.notes.lock().unwrap().push(line.into());

@@ -1,19 +1,21 @@
 //! Containers in the daemon: each `[[container]]` resolved -- the cgroups its
 //! patterns match, its users and groups translated to host ids through its own
-//! `/etc/passwd`, `/etc/group` and id maps (asmguard-containers) -- and handed to
-//! the filter ([`super::service::FilterService::set_containers`]). At start, on
-//! SIGHUP and whenever the cgroup tree changes (the `containers` thread, an
-//! inotify watch): a container started after the daemon is covered within a
-//! second.
+//! `/etc/passwd`, `/etc/group` and id maps (asmguard-containers), and the owner
+//! of its device nodes -- into the World's [`Containers`] ([`resolve`], which
+//! only reads, and waits for a container's files at most [`DEADLINE`]: one that
+//! does not answer, or whose picked process exited, keeps its last good
+//! resolution). `Daemon::apply` hands the rules to the filter. The `containers`
+//! task (`crate::tasks`) resolves them at start, on SIGHUP and whenever the
+//! cgroup tree changes (an inotify watch, [`watch`]): a container started after
+//! the daemon is covered within a second.
 
-use super::service::FilterService;
-use asmguard_config::Container;
+use crate::world::{Containers, Resolved};
+use asmguard_config::{Config, Container};
 use asmguard_containers::{find, host_gid, host_uid, Found, Watcher};
 use asmguard_guard::Rule;
 use asmguard_proto::{ContainerAllow, ContainerGroup, ContainerStatus, ContainerUser};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// One container's rule as the daemon resolved it: the cgroups that are the
 /// container (a task in one of them or below is in it), and who in it may
@@ -59,12 +61,95 @@ impl ContainerRule {
 const TRIES: usize = 5;
 const RETRY: Duration = Duration::from_millis(100);
 
-/// One container resolved: the filter's rule and what `status` shows. `wait`:
-/// it runs but its maps could not be read yet (worth another try soon).
-type Resolved = (ContainerRule, ContainerStatus, bool, Found);
+/// How long one container's files (its `/etc/passwd`, `/etc/group`) are waited
+/// for: they may sit on a file system that never answers (FUSE). A container
+/// that does not answer in time keeps its last good resolution.
+pub const DEADLINE: Duration = Duration::from_secs(2);
 
-fn resolve_one(root: &Path, c: &Container, ctr_id: u32) -> Resolved {
+/// What reading a container's files gave: who may write, as host ids and as
+/// `status` shows them, the owner of its device nodes, and the problems.
+struct Translated {
+    uids: Vec<u32>,
+    gids: Vec<u32>,
+    users: Vec<ContainerUser>,
+    groups: Vec<ContainerGroup>,
+    owner: Result<(u32, u32), String>,
+    problems: Vec<String>,
+}
+
+impl Translated {
+    /// Nobody in the container may write (no process to read it through, or
+    /// its files did not answer); its nodes' owner as known.
+    fn nobody(owner: Result<(u32, u32), String>, problems: Vec<String>) -> Translated {
+        Translated {
+            uids: vec![],
+            gids: vec![],
+            users: vec![],
+            groups: vec![],
+            owner,
+            problems,
+        }
+    }
+}
+
+/// Reads the container's files: its allowed users and groups, and its nodes'
+/// owner and group, as host ids (blocking: run it through
+/// [`asmguard_containers::within`]).
+fn translate(f: &Found, c: &Container, cfg: &Config) -> Translated {
+    let mut t = Translated::nobody(Ok((0, 0)), vec![]);
+    if !c.allow_all {
+        for u in &c.allow_users {
+            match host_uid(f, u) {
+                Ok(id) => {
+                    t.uids.push(id);
+                    t.users.push(ContainerUser {
+                        name: u.clone(),
+                        host_uid: id,
+                    });
+                }
+                Err(e) => t.problems.push(e),
+            }
+        }
+        for g in &c.allow_groups {
+            match host_gid(f, g) {
+                Ok(id) => {
+                    t.gids.push(id);
+                    t.groups.push(ContainerGroup {
+                        name: g.clone(),
+                        host_gid: id,
+                    });
+                }
+                Err(e) => t.problems.push(e),
+            }
+        }
+        // One line for "no process yet" rather than one per user and group.
+        t.problems.dedup();
+    }
+    t.owner = crate::present::owner_of(cfg, c, f);
+    t
+}
+
+/// One container resolved (container id `ctr_id`); `last`: its resolution
+/// before. `.1`: it runs but its maps could not be read yet (worth another
+/// try soon).
+fn resolve_one(
+    root: &Path,
+    cfg: &Config,
+    c: &Container,
+    ctr_id: u32,
+    last: Option<&Resolved>,
+    deadline: Duration,
+) -> (Resolved, bool) {
     let f: Found = find(root, c);
+    let running = !f.cgroups.is_empty();
+    let picked = f.pid.is_some();
+    let wait = running && !picked && (!c.allow_all || !c.present.is_empty());
+    // the last good resolution of the same section while it still has
+    // processes: what a failed pick or a stall keeps (never a rule or node
+    // lost to either; a container with no process left has neither)
+    let good = last.filter(|l| {
+        l.config == *c && f.tasks > 0 && l.found.pid.is_some() && l.view.problems.is_empty()
+    });
     let mut rule = ContainerRule {
         ctr_id,
         cgroups: f.cgroups.iter().map(|(_, id)| *id).collect(),
@@ -72,106 +157,176 @@ fn resolve_one(root: &Path, c: &Container, ctr_id: u32) -> Resolved {
         uids: vec![],
         gids: vec![],
     };
-    let mut problems = Vec::new();
-    let mut users = Vec::new();
-    let mut groups = Vec::new();
-    let running = !f.cgroups.is_empty();
-    let wait = running && f.pid.is_none() && !c.allow_all;
-    if running && !c.allow_all {
-        for u in &c.allow_users {
-            match host_uid(&f, u) {
-                Ok(id) => {
-                    rule.uids.push(id);
-                    users.push(ContainerUser {
-                        name: u.clone(),
-                        host_uid: id,
-                    });
-                }
-                Err(e) => problems.push(e),
-            }
-        }
-        for g in &c.allow_groups {
-            match host_gid(&f, g) {
-                Ok(id) => {
-                    rule.gids.push(id);
-                    groups.push(ContainerGroup {
-                        name: g.clone(),
-                        host_gid: id,
-                    });
-                }
-                Err(e) => problems.push(e),
-            }
-        }
-        // One line for "no process yet" rather than one per user and group.
-        problems.dedup();
-    }
-    let view = ContainerStatus {
+    let view = |t: &Translated| ContainerStatus {
         name: c.name.clone(),
         cgroups: f.cgroups.iter().map(|(p, _)| p.clone()).collect(),
         allow: if c.allow_all {
             ContainerAllow::All("all".into())
         } else {
-            ContainerAllow::Ids { users, groups }
+            ContainerAllow::Ids {
+                users: t.users.clone(),
+                groups: t.groups.clone(),
+            }
         },
-        problems,
+        problems: t.problems.clone(),
     };
-    (rule, view, wait, f)
+    if running && !picked {
+        if let Some(g) = good {
+            // the picked process exited (or another is being picked): the
+            // container keeps its rule and its nodes until a new pick answers
+            let mut keep = g.clone();
+            keep.rule.cgroups = rule.cgroups.clone();
+            keep.view.cgroups = f.cgroups.iter().map(|(p, _)| p.clone()).collect();
+            keep.found.cgroups = f.cgroups.clone();
+            return (keep, wait);
+        }
+    }
+    let (t, stalled) = if running && picked {
+        let key = format!("container {} (pid {})", c.name, f.pid.unwrap_or(0));
+        let (f2, c2, cfg2) = (f.clone(), c.clone(), cfg.clone());
+        match asmguard_containers::within(&key, deadline, move || Ok(translate(&f2, &c2, &cfg2))) {
+            Ok(t) => (t, false),
+            Err(e) => {
+                let stalled = format!(
+                    "its files did not answer within {} ms ({e}): {}",
+                    deadline.as_millis(),
+                    if good.is_some() {
+                        "its last good resolution is kept"
+                    } else {
+                        "nobody in it may write and it has no nodes until they answer"
+                    }
+                );
+                if let Some(g) = good {
+                    let mut keep = g.clone();
+                    keep.stalled = true;
+                    keep.view.problems.push(stalled);
+                    return (keep, false);
+                }
+                (
+                    Translated::nobody(Err(stalled.clone()), vec![stalled]),
+                    true,
+                )
+            }
+        }
+    } else {
+        let why = format!(
+            "container {}: no process yet to read its users and id maps from",
+            c.name
+        );
+        let problems = if running && !c.allow_all {
+            vec![why]
+        } else {
+            vec![]
+        };
+        (
+            Translated::nobody(crate::present::owner_of(cfg, c, &f), problems),
+            false,
+        )
+    };
+    rule.uids = t.uids.clone();
+    rule.gids = t.gids.clone();
+    let v = view(&t);
+    (
+        Resolved {
+            config: c.clone(),
+            rule,
+            view: v,
+            found: f,
+            owner: t.owner,
+            stalled,
+        },
+        wait && !stalled,
+    )
 }
 
 /// Every container of `cs` resolved (container ids 1.. in configuration
-/// order), retrying those whose maps are not written yet: the filter's rules,
-/// what `status` shows, and what was found (the containers' device nodes
-/// follow it, `crate::present`).
+/// order) below the cgroup2 mount `root`, retrying those whose maps are not
+/// written yet; `last`: the resolution before (what a stall or a failed pick
+/// keeps). Only reads; each container's files are waited for at most
+/// `deadline`.
 pub fn resolve(
-    root: &Path,
-    cs: &[Container],
-) -> (Vec<ContainerRule>, Vec<ContainerStatus>, Vec<Found>) {
-    let mut out: Vec<Resolved> = cs
+    root: Option<&Path>,
+    cfg: &Config,
+    last: &Containers,
+    deadline: Duration,
+) -> Containers {
+    let cs = &cfg.container;
+    let Some(root) = root else {
+        let why = "no cgroup2 file system is mounted: asmguardd cannot find the container";
+        return Containers {
+            each: cs
+                .iter()
+                .enumerate()
+                .map(|(i, c)| Resolved {
+                    config: c.clone(),
+                    rule: ContainerRule {
+                        ctr_id: i as u32 + 1,
+                        allow_all: c.allow_all,
+                        ..ContainerRule::default()
+                    },
+                    view: ContainerStatus {
+                        name: c.name.clone(),
+                        cgroups: vec![],
+                        allow: ContainerAllow::Ids {
+                            users: vec![],
+                            groups: vec![],
+                        },
+                        problems: vec![why.into()],
+                    },
+                    found: Found {
+                        name: c.name.clone(),
+                        ..Found::default()
+                    },
+                    owner: Err(why.into()),
+                    stalled: false,
+                })
+                .collect(),
+        };
+    };
+    let before = |name: &str| last.each.iter().find(|r| r.config.name == name);
+    let mut out: Vec<(Resolved, bool)> = cs
         .iter()
         .enumerate()
-        .map(|(i, c)| resolve_one(root, c, i as u32 + 1))
+        .map(|(i, c)| resolve_one(root, cfg, c, i as u32 + 1, before(&c.name), deadline))
         .collect();
     for _ in 1..TRIES {
-        if !out.iter().any(|(_, _, wait, _)| *wait) {
+        if !out.iter().any(|(_, wait)| *wait) {
             break;
         }
         std::thread::sleep(RETRY);
         for (i, c) in cs.iter().enumerate() {
-            if out[i].2 {
-                out[i] = resolve_one(root, c, i as u32 + 1);
+            if out[i].1 {
+                out[i] = resolve_one(root, cfg, c, i as u32 + 1, before(&c.name), deadline);
             }
         }
     }
-    let mut rules = Vec::new();
-    let mut views = Vec::new();
-    let mut found = Vec::new();
-    for (r, v, _, f) in out {
-        rules.push(r);
-        views.push(v);
-        found.push(f);
+    Containers {
+        each: out.into_iter().map(|(r, _)| r).collect(),
     }
-    (rules, views, found)
 }
 
-/// Resolves `cs` and hands the rules to the filter; logs what changed.
-/// Returns what was found (`Daemon::resolve_containers` hands it on).
-pub fn apply(svc: &FilterService, root: &Path, cs: &[Container]) -> Vec<Found> {
-    let (rules, views, found) = resolve(root, cs);
-    let before = svc.container_views();
-    if let Err(e) = svc.set_containers(rules, views.clone()) {
-        tracing::error!("filter: cannot set the container rules: {e}");
-    }
-    for v in &views {
-        if before.iter().any(|b| b == v) {
-            continue;
+/// Logs what changed between two resolutions: a container's line when it
+/// changed (a warning when it has problems), and a subordinate id range a
+/// host user owns once per new map.
+pub fn log_changes(before: &Containers, now: &Containers) {
+    for r in &now.each {
+        let old = before.each.iter().find(|b| b.config.name == r.config.name);
+        if old.map(|o| &o.view) != Some(&r.view) {
+            if r.view.problems.is_empty() {
+                tracing::info!("filter: {}", r.view.summary());
+            } else {
+                tracing::warn!("filter: {}", r.view.summary());
+            }
         }
-        if v.problems.is_empty() {
-            tracing::info!("filter: {}", v.summary());
-        } else {
-            tracing::warn!("filter: {}", v.summary());
+        let same_map = old.is_some_and(|o| {
+            o.found.uid_map == r.found.uid_map && o.found.gid_map == r.found.gid_map
+        });
+        if r.found.pid.is_some() && !same_map {
+            for w in asmguard_containers::subid::host_warnings(&r.found) {
+                tracing::warn!("{w}");
+            }
         }
     }
-    found
 }
 
 /// The cgroup2 mount the patterns are relative to.
@@ -179,61 +334,9 @@ pub fn cgroup_root() -> Option<PathBuf> {
     asmguard_guard::guard::cgroup2_root().ok()
 }
 
-/// The `containers` thread: re-resolves the configured containers whenever
-/// the cgroup tree under their patterns changes (every second while one runs
-/// but its users could not be translated yet, every 10 s otherwise), and at once when SIGHUP
-/// gave a new configuration ([`FilterService::set_container_config`]).
-pub fn spawn(d: Arc<crate::state::Daemon>) {
-    let Some(root) = cgroup_root() else {
-        if !d.filter.container_config().1.is_empty() {
-            tracing::error!("filter: no cgroup2 file system: container rules cannot apply");
-        }
-        return;
-    };
-    let spawned = std::thread::Builder::new()
-        .name("containers".into())
-        .spawn(move || {
-            let svc = &d.filter;
-            let mut gen = svc.container_config().0;
-            let mut cs = svc.container_config().1;
-            let mut watcher = watch(&root, &cs);
-            let mut last = Instant::now();
-            loop {
-                let (g, now) = svc.container_config();
-                if g != gen {
-                    // SIGHUP applied the new list already.
-                    (gen, cs) = (g, now);
-                    watcher = watch(&root, &cs);
-                }
-                let changed = match watcher.as_mut() {
-                    Some(w) => w.changed(Duration::from_millis(250)),
-                    None => {
-                        std::thread::sleep(Duration::from_millis(250));
-                        false
-                    }
-                };
-                let waiting = svc
-                    .container_views()
-                    .iter()
-                    .any(|v| !v.cgroups.is_empty() && !v.problems.is_empty())
-                    || d.containers_pending();
-                // And every 10 s anyway: a container's namespaces can change
-                // with no cgroup event (its first process unsharing them).
-                let due = if waiting { 1 } else { 10 };
-                if changed || last.elapsed() >= Duration::from_secs(due) {
-                    d.resolve_containers();
-                    last = Instant::now();
-                }
-            }
-        });
-    if let Err(e) = spawned {
-        tracing::error!("filter: cannot start the containers thread: {e}");
-    }
-}
-
 /// The watch on what `cs`'s patterns can match (`None`: no container, or it
 /// cannot be watched: said once).
-fn watch(root: &Path, cs: &[Container]) -> Option<Watcher> {
+pub fn watch(root: &Path, cs: &[Container]) -> Option<Watcher> {
     if cs.is_empty() {
         return None;
     }

@@ -21,7 +21,7 @@ pub mod service;
 
 use asmguard_config::{Config, OracleHomes};
 use asmguard_devices::writer::Writer;
-use asmguard_guard::{Coverage, ExeId, IdentityReach, Mode, Options, PIN_DIR};
+use asmguard_guard::{Coverage, ExeId, IdentityReach, Mode, Options};
 use asmguard_guard::{Rule, Rules, SelfId, Tool};
 use service::FilterService;
 use std::collections::BTreeMap;
@@ -39,7 +39,7 @@ pub fn start(
 ) -> (FilterService, Writer) {
     let mode: Mode = cfg.filter.mode.parse().unwrap_or(Mode::Enforce);
     let opts = Options {
-        pin_dir: pin_dir.unwrap_or_else(|| PathBuf::from(PIN_DIR)),
+        pin_dir: pin_dir.unwrap_or_else(|| asmguard_paths::Paths::default().pin_dir()),
         ..Options::default()
     };
     let svc = FilterService::start(opts, mode, Some(state_file));
@@ -47,8 +47,6 @@ pub fn start(
     svc.set_homes(homes);
     svc.set_places(resolve_places(cfg));
     let (uids, gids) = set_allow(&svc, cfg);
-    // resolved by the daemon before its first scan (`Daemon::resolve_containers`)
-    svc.set_container_config(cfg.container.clone());
     if !cfg.container.is_empty() {
         if containers::cgroup_root().is_none() {
             tracing::error!("filter: no cgroup2 file system: container rules cannot apply");
@@ -434,8 +432,6 @@ pub fn reload_allow(svc: &FilterService, cfg: &Config, before: &mut (Vec<u32>, V
     ));
     svc.set_places(resolve_places(cfg));
     let now = set_allow(svc, cfg);
-    // the caller resolves them (`Daemon::resolve_containers`)
-    svc.set_container_config(cfg.container.clone());
     if now == *before {
         tracing::info!(
             "SIGHUP: allow-list re-resolved, unchanged: uids {:?}, gids {:?}",

@@ -23,8 +23,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::containers::ContainerRule;
 use super::events::FilterEvent;
-use asmguard_config::Container;
-use asmguard_proto::{ContainerStatus, Protection};
+use asmguard_proto::{FilterScope, Protection};
 
 use asmguard_guard::{
     remove_pins, Backend, Coverage, DevKey, Error, ExeId, Guard, Hook, IdentityReach, KernelDev,
@@ -92,12 +91,14 @@ impl DiskMode {
     }
 }
 
-/// The Filtering column of `lsdsk`: `enforce (lsm)`, `audit (cgroup_device,
-/// open-time only)`, `off`, `off (filter disabled)` or `UNPROTECTED (no filter
-/// backend)`, from [`Coverage::filtering`].
-impl std::fmt::Display for DiskMode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.cover().filtering(self.mode()))
+/// `lsdsk`'s `filter_scope` of a coverage (`asmguardctl` renders the
+/// Filtering sentence from it, the mode word and the backend).
+pub fn scope_of(cover: Coverage) -> FilterScope {
+    match cover {
+        Coverage::Full(_) => FilterScope::Full,
+        Coverage::OpenTimeOnly => FilterScope::OpenTimeOnly,
+        Coverage::Disabled => FilterScope::Disabled,
+        Coverage::Unprotected => FilterScope::Unprotected,
     }
 }
 
@@ -231,7 +232,6 @@ struct Inner {
     /// The container rules, once the daemon gave them, and what they resolved
     /// from (for `status`).
     containers: Option<Vec<ContainerRule>>,
-    container_views: Vec<ContainerStatus>,
     /// What another process changed of this filter's pins or maps, last seen
     /// (`verify`); protection is `degraded` while it is set (until the
     /// programs are loaded again: `filter disable` and `enable`, a restart).
@@ -247,8 +247,6 @@ pub struct FilterService {
     labels: Arc<Mutex<HashMap<u32, String>>>,
     recent: Arc<Mutex<VecDeque<FilterEvent>>>,
     seq: Arc<std::sync::atomic::AtomicU64>,
-    /// The configured containers and a generation (SIGHUP bumps it).
-    ctr_cfg: Mutex<(u64, Vec<Container>)>,
     /// Container id -> name, for events.
     ctr_names: Arc<Mutex<HashMap<u32, String>>>,
     /// What the host's rules are built from besides the configuration's
@@ -324,12 +322,10 @@ impl FilterService {
                 synced: false,
                 changed: None,
                 containers: None,
-                container_views: Vec::new(),
             }),
             labels: Arc::new(Mutex::new(HashMap::new())),
             recent: Arc::new(Mutex::new(VecDeque::new())),
             seq: Arc::new(std::sync::atomic::AtomicU64::new(0)),
-            ctr_cfg: Mutex::new((0, Vec::new())),
             ctr_names: Arc::new(Mutex::new(HashMap::new())),
             rule_inputs: Mutex::new(RuleInputs::default()),
         }
@@ -681,21 +677,21 @@ impl FilterService {
         lock(&self.rule_inputs).view = (rules, notes, homes);
     }
 
-    /// Replaces the container rules (and what `status` shows of them).
+    /// Replaces the container rules (`Daemon::apply`); `names`: each
+    /// rule's container name, for events.
     pub fn set_containers(
         &self,
         rules: Vec<ContainerRule>,
-        views: Vec<ContainerStatus>,
+        names: Vec<String>,
     ) -> Result<(), Error> {
         {
-            let mut names = lock(&self.ctr_names);
-            names.clear();
-            for (r, v) in rules.iter().zip(&views) {
-                names.insert(r.ctr_id, v.name.clone());
+            let mut n = lock(&self.ctr_names);
+            n.clear();
+            for (r, name) in rules.iter().zip(names) {
+                n.insert(r.ctr_id, name);
             }
         }
         let mut inner = lock(&self.inner);
-        inner.container_views = views;
         inner.containers = Some(rules);
         match (&inner.guard, compose(&inner)) {
             (Some(g), Some(r)) => g.set_rules(&r),
@@ -703,23 +699,9 @@ impl FilterService {
         }
     }
 
-    /// What the configured containers resolved to, last time.
-    pub fn container_views(&self) -> Vec<ContainerStatus> {
-        lock(&self.inner).container_views.clone()
-    }
-
-    /// The configured containers and their generation.
-    pub fn container_config(&self) -> (u64, Vec<Container>) {
-        lock(&self.ctr_cfg).clone()
-    }
-
-    /// A new list of containers (start, SIGHUP).
-    pub fn set_container_config(&self, cs: Vec<Container>) {
-        let mut c = lock(&self.ctr_cfg);
-        if c.1 != cs {
-            c.0 += 1;
-            c.1 = cs;
-        }
+    /// Whether the container rules were never set (the first World sets them).
+    pub fn container_rules_unset(&self) -> bool {
+        lock(&self.inner).containers.is_none()
     }
 
     /// Whether the loaded filter judges tasks by their container (not the
@@ -1074,34 +1056,24 @@ mod tests {
         let rows = [
             (
                 f(Mode::Enforce, Backend::Lsm),
-                "enforce (lsm)",
+                "enforce",
                 true,
                 Mode::Enforce,
             ),
             (
                 f(Mode::Audit, Backend::CgroupDevice),
-                "audit (cgroup_device, open-time only)",
+                "audit",
                 false,
                 Mode::Audit,
             ),
             (f(Mode::Off, Backend::Lsm), "off", false, Mode::Off),
-            (
-                DiskMode::Disabled,
-                "off (filter disabled)",
-                false,
-                Mode::Off,
-            ),
-            (
-                DiskMode::Unprotected,
-                "UNPROTECTED (no filter backend)",
-                true,
-                Mode::Off,
-            ),
+            (DiskMode::Disabled, "off", false, Mode::Off),
+            (DiskMode::Unprotected, "UNPROTECTED", true, Mode::Off),
         ];
-        for (m, shown, claimed, mode) in rows {
-            assert_eq!(m.to_string(), shown);
-            assert_eq!(m.claimed(), claimed, "{shown}");
-            assert_eq!(m.mode(), mode, "{shown}");
+        for (m, word, claimed, mode) in rows {
+            assert_eq!(m.word(), word, "{m:?}");
+            assert_eq!(m.claimed(), claimed, "{m:?}");
+            assert_eq!(m.mode(), mode, "{m:?}");
         }
     }
 
@@ -1169,69 +1141,43 @@ mod tests {
             assert_eq!(st.coverage(), coverage);
             assert_eq!(st.protection(), protection);
         }
-        // lsdsk's Filtering column and the metric's mode word, written out for
+        // lsdsk's typed filter values (asmguardctl renders the Filtering
+        // sentence from them) and the metric's mode word, written out for
         // every (coverage, mode): what a DBA reads, not recomputed
         let lsm = Coverage::Full(Backend::Lsm);
         let fmod = Coverage::Full(Backend::FmodRet);
-        let columns: [(Coverage, Mode, &str, &str); 15] = [
-            (lsm, Mode::Enforce, "enforce (lsm)", "enforce"),
-            (lsm, Mode::Audit, "audit (lsm)", "audit"),
-            (lsm, Mode::Off, "off", "off"),
-            (fmod, Mode::Enforce, "enforce (fmod_ret)", "enforce"),
-            (fmod, Mode::Audit, "audit (fmod_ret)", "audit"),
-            (fmod, Mode::Off, "off", "off"),
+        let scopes = [
+            (lsm, FilterScope::Full, "lsm"),
+            (fmod, FilterScope::Full, "fmod_ret"),
             (
                 Coverage::OpenTimeOnly,
-                Mode::Enforce,
-                "enforce (cgroup_device, open-time only)",
-                "enforce",
+                FilterScope::OpenTimeOnly,
+                "cgroup_device",
             ),
-            (
-                Coverage::OpenTimeOnly,
-                Mode::Audit,
-                "audit (cgroup_device, open-time only)",
-                "audit",
-            ),
-            (Coverage::OpenTimeOnly, Mode::Off, "off", "off"),
-            (
-                Coverage::Disabled,
-                Mode::Enforce,
-                "off (filter disabled)",
-                "off",
-            ),
-            (
-                Coverage::Disabled,
-                Mode::Audit,
-                "off (filter disabled)",
-                "off",
-            ),
-            (
-                Coverage::Disabled,
-                Mode::Off,
-                "off (filter disabled)",
-                "off",
-            ),
-            (
-                Coverage::Unprotected,
-                Mode::Enforce,
-                "UNPROTECTED (no filter backend)",
-                "UNPROTECTED",
-            ),
-            (
-                Coverage::Unprotected,
-                Mode::Audit,
-                "UNPROTECTED (no filter backend)",
-                "UNPROTECTED",
-            ),
-            (
-                Coverage::Unprotected,
-                Mode::Off,
-                "UNPROTECTED (no filter backend)",
-                "UNPROTECTED",
-            ),
+            (Coverage::Disabled, FilterScope::Disabled, "none"),
+            (Coverage::Unprotected, FilterScope::Unprotected, "none"),
         ];
-        for (cover, mode, column, word) in columns {
-            assert_eq!(cover.filtering(mode), column, "{cover:?} {mode:?}");
+        for (cover, scope, backend) in scopes {
+            assert_eq!((scope_of(cover), cover.backend()), (scope, backend));
+        }
+        let words: [(Coverage, Mode, &str); 15] = [
+            (lsm, Mode::Enforce, "enforce"),
+            (lsm, Mode::Audit, "audit"),
+            (lsm, Mode::Off, "off"),
+            (fmod, Mode::Enforce, "enforce"),
+            (fmod, Mode::Audit, "audit"),
+            (fmod, Mode::Off, "off"),
+            (Coverage::OpenTimeOnly, Mode::Enforce, "enforce"),
+            (Coverage::OpenTimeOnly, Mode::Audit, "audit"),
+            (Coverage::OpenTimeOnly, Mode::Off, "off"),
+            (Coverage::Disabled, Mode::Enforce, "off"),
+            (Coverage::Disabled, Mode::Audit, "off"),
+            (Coverage::Disabled, Mode::Off, "off"),
+            (Coverage::Unprotected, Mode::Enforce, "UNPROTECTED"),
+            (Coverage::Unprotected, Mode::Audit, "UNPROTECTED"),
+            (Coverage::Unprotected, Mode::Off, "UNPROTECTED"),
+        ];
+        for (cover, mode, word) in words {
             assert_eq!(cover.mode_word(mode), word, "{cover:?} {mode:?}");
         }
     }

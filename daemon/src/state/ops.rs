@@ -101,13 +101,13 @@ impl Daemon {
         }
         let dev = KernelDev::from_dev_t(meta.rdev())
             .map_err(|e| err(ErrorCode::NotManageable, format!("{device}: {e}")))?;
-        let name = sysfs::name_of(&self.sys, dev).ok_or_else(|| {
+        let name = sysfs::name_of(&self.site.paths.sys, dev).ok_or_else(|| {
             err(
                 ErrorCode::NotFound,
                 format!("{device}: block device {dev} is not in sysfs"),
             )
         })?;
-        sysfs::read(&self.sys, &name)
+        sysfs::read(&self.site.paths.sys, &name)
             .map_err(|e| err(ErrorCode::NotFound, format!("{device}: {name}: {e}")))
     }
 
@@ -117,7 +117,7 @@ impl Daemon {
         names.extend(sd.slaves.iter().cloned());
         self.refresh(&names);
         // Let udev re-probe (stable path) and every listener know.
-        if let Err(e) = sysfs::trigger_change(&self.sys, &sd.name) {
+        if let Err(e) = sysfs::trigger_change(&self.site.paths.sys, &sd.name) {
             tracing::warn!("{}: could not send a change uevent: {e}", sd.name);
         }
     }
@@ -131,7 +131,7 @@ impl Daemon {
                 ErrorCode::NotManageable,
                 format!(
                     "{shown}: is excluded by devices.include/devices.exclude in {}: asmguardd does not manage it",
-                    self.cfg_source
+                    self.site.cfg_source
                 ),
             ));
         }
@@ -140,6 +140,7 @@ impl Daemon {
         {
             let s = self.read_state();
             let others: Vec<String> = s
+                .world
                 .model
                 .disks
                 .iter()
@@ -156,7 +157,7 @@ impl Daemon {
                 ));
             }
         }
-        if let Some(why) = sysfs::in_use(&self.sys, &sd) {
+        if let Some(why) = sysfs::in_use(&self.site.paths, &sd) {
             return Err(err(
                 ErrorCode::InUse,
                 format!("{shown}: is in use: {why}: refusing to label it"),
@@ -165,7 +166,7 @@ impl Daemon {
         if !a.force {
             // A writer's descriptor outlives the label: on the open-time-only
             // backend nothing stops it from overwriting the new label.
-            let w = writers_of(&self.sys, &sd);
+            let w = writers_of(&self.site.paths, &sd);
             if let Some(o) = w.first() {
                 return Err(err(
                     ErrorCode::InUse,
@@ -188,6 +189,7 @@ impl Daemon {
         // the label this disk carried before or for another disk of this name.
         let old = self
             .read_state()
+            .world
             .model
             .disks
             .iter()
@@ -233,7 +235,7 @@ impl Daemon {
         let wanted = self.wanted_claims();
         if let Some(w) = wanted
             .iter()
-            .find(|w| w.label == label.as_str() && !self.claims.holds(w.dev))
+            .find(|w| w.label == label.as_str() && !self.claiming.claims.holds(w.dev))
         {
             return Err(err(
                 ErrorCode::InUse,
@@ -330,7 +332,7 @@ impl Daemon {
     /// claim holds it, by its writer.
     fn write_open(&self, sd: &SysDev) -> WriteOpen {
         WriteOpen {
-            held: self.claims.holds(sd.dev),
+            held: self.claiming.claims.holds(sd.dev),
             writer: self.writer,
         }
     }
@@ -339,10 +341,11 @@ impl Daemon {
     fn disk_top(&self, label: &Label, what: &str) -> Result<SysDev, ErrorBody> {
         let s = self.read_state();
         if let Some(c) = s
+            .world
             .model
             .conflicts
             .get(label.as_str())
-            .filter(|_| !s.model.kept.contains_key(label.as_str()))
+            .filter(|_| !s.world.model.kept.contains_key(label.as_str()))
         {
             return Err(err(
                 ErrorCode::LabelConflict,
@@ -352,7 +355,7 @@ impl Daemon {
                 ),
             ));
         }
-        let d = s.model.disk(label.as_str()).ok_or_else(|| {
+        let d = s.world.model.disk(label.as_str()).ok_or_else(|| {
             err(
                 ErrorCode::NotFound,
                 format!("{what}: no disk is labelled {label} (`asmguardctl lsdsk` lists them; `asmguardctl scan` re-reads devices)"),
@@ -410,7 +413,7 @@ impl Daemon {
         }
         {
             let s = self.read_state();
-            if let Some(d) = s.model.disks.iter().find(|d| d.label == new) {
+            if let Some(d) = s.world.model.disks.iter().find(|d| d.label == new) {
                 let dev = &d.top.shown;
                 return Err(err(
                     ErrorCode::LabelConflict,
@@ -433,12 +436,12 @@ impl Daemon {
 
 /// Every process but this one holding `sd` open for writing: through the
 /// device itself, a path below it (multipath) or the disk it is a partition of.
-fn writers_of(sys: &Path, sd: &SysDev) -> Vec<asmguard_reclaim::safety::Opener> {
+fn writers_of(paths: &asmguard_paths::Paths, sd: &SysDev) -> Vec<asmguard_reclaim::safety::Opener> {
     let mut devs = vec![sd.dev];
     for n in sd.slaves.iter().chain(sd.parent.iter()) {
-        if let Ok(o) = sysfs::read(sys, n) {
+        if let Ok(o) = sysfs::read(&paths.sys, n) {
             devs.push(o.dev);
         }
     }
-    asmguard_reclaim::safety::writers(Path::new("/proc"), &devs, std::process::id())
+    asmguard_reclaim::safety::writers(&paths.proc, &devs, std::process::id())
 }

@@ -7,23 +7,27 @@
 use super::*;
 
 impl Daemon {
-    /// The filter's view of the configured containers, each with the host
+    /// The configured containers as last resolved, each with the host
     /// users whose subordinate id ranges its maps reach among its problems.
     fn container_views(&self) -> Vec<asmguard_proto::ContainerStatus> {
-        let mut v = self.filter.container_views();
-        for c in &mut v {
-            if let Some(f) = self.found(&c.name).filter(|f| f.pid.is_some()) {
-                c.problems
-                    .extend(asmguard_containers::subid::host_warnings(&f));
-            }
-        }
-        v
+        let c = self.containers();
+        c.each
+            .iter()
+            .map(|r| {
+                let mut v = r.view.clone();
+                if r.found.pid.is_some() {
+                    v.problems
+                        .extend(asmguard_containers::subid::host_warnings(&r.found));
+                }
+                v
+            })
+            .collect()
     }
 
     pub fn lsdsk(&self) -> LsdskResult {
         let s = self.read_state();
-        let m = &s.model;
-        let shown = self.presenter.outcome();
+        let m = &s.world.model;
+        let shown = self.made.presenter.outcome();
         let mut disks = model::lsdsk_rows(&m.disks);
         for d in &mut disks {
             d.presented = shown
@@ -63,8 +67,11 @@ impl Daemon {
     }
 
     pub fn status(&self) -> StatusResult {
+        // before the state lock: a second read of it while a writer waits
+        // would never be granted
+        let containers = self.container_views();
         let s = self.read_state();
-        let bpf_lsm = match std::fs::read_to_string("/sys/kernel/security/lsm") {
+        let bpf_lsm = match std::fs::read_to_string(self.site.paths.securityfs().join("lsm")) {
             Ok(l) if l.trim().split(',').any(|x| x == "bpf") => format!("yes (lsm={})", l.trim()),
             Ok(l) => format!("no (lsm={})", l.trim()),
             Err(_) => "unknown (securityfs not mounted)".into(),
@@ -72,14 +79,14 @@ impl Daemon {
         let fst = self.filter.status();
         let allow_view = self.filter.view();
         let protection = fst.protection();
-        let shown = self.presenter.outcome();
+        let shown = self.made.presenter.outcome();
         let conf = self.conf();
         StatusResult {
             daemon_version: env!("CARGO_PKG_VERSION").to_string(),
             protocol_version: asmguard_proto::VERSION,
             pid: std::process::id(),
-            uptime_seconds: self.started.elapsed().as_secs(),
-            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            uptime_seconds: self.site.started.elapsed().as_secs(),
+            kernel: std::fs::read_to_string(self.site.paths.osrelease())
                 .map(|s| s.trim().to_string())
                 .unwrap_or_else(|_| "unknown".into()),
             bpf_lsm,
@@ -102,14 +109,15 @@ impl Daemon {
                 }
                 _ => String::new(),
             },
-            claims: self.claims.list(),
-            claims_kept: self.claims.kept().into(),
+            claims: self.claiming.claims.list(),
+            claims_kept: self.claiming.claims.kept().into(),
             claims_slow: self
-                .claims_slow
+                .claiming
+                .slow
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .clone(),
-            containers: self.container_views(),
+            containers,
             containers_enforced: self.filter.containers_enforced(),
             container_nodes: shown.nodes.len(),
             not_presented: shown
@@ -118,17 +126,17 @@ impl Daemon {
                 .map(crate::present::Problem::info)
                 .collect(),
             default_filter_mode: conf.cfg.filter.mode.to_string(),
-            disks: s.model.usable(),
-            conflicts: s.model.conflicts.len(),
-            devices_scanned: s.model.devices_scanned,
-            socket: self.socket.display().to_string(),
+            disks: s.world.model.usable(),
+            conflicts: s.world.model.conflicts.len(),
+            devices_scanned: s.world.model.devices_scanned,
+            socket: self.site.socket.display().to_string(),
             metrics_address: format!(
                 "{} (latency: {})",
                 self.metrics.address(),
                 self.metrics.tracer
             ),
-            config: self.cfg_source.clone(),
-            events: self.monitor.clone(),
+            config: self.site.cfg_source.clone(),
+            events: self.site.monitor.clone(),
             last_scan_ms: s.last_scan_ms,
             restart_needed: conf.restart_needed.clone(),
         }
@@ -143,10 +151,11 @@ impl crate::metrics::Readings for Daemon {
         Daemon::mode_words(self)
     }
     fn discards(&self) -> &asmguard_reclaim::counters::DiscardCounters {
-        &self.discards
+        &self.reclaims.discards
     }
     fn unmanaged(&self) -> Vec<String> {
         self.read_state()
+            .world
             .model
             .unmanaged
             .iter()
@@ -155,7 +164,7 @@ impl crate::metrics::Readings for Daemon {
     }
     fn conflicts(&self) -> Vec<(String, String, String)> {
         let s = self.read_state();
-        let m = &s.model;
+        let m = &s.world.model;
         m.conflicts
             .iter()
             .flat_map(|(label, devs)| {
@@ -168,6 +177,19 @@ impl crate::metrics::Readings for Daemon {
                     };
                     (label.clone(), d.clone(), role.to_string())
                 })
+            })
+            .collect()
+    }
+    fn containers(&self) -> Vec<(String, u64, bool)> {
+        self.containers()
+            .each
+            .iter()
+            .map(|r| {
+                (
+                    r.config.name.clone(),
+                    r.found.cgroups.len() as u64,
+                    r.stalled,
+                )
             })
             .collect()
     }

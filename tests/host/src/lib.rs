@@ -405,12 +405,15 @@ impl Daemon {
         // The label watch's reads would disturb tests that count I/O exactly:
         // off unless the test sets `label_watch_seconds = N` (a line of
         // `extra`, moved into [devices]).
-        let (watch, extra): (Vec<&str>, Vec<&str>) = extra
-            .lines()
-            .partition(|l| l.trim_start().starts_with("label_watch_seconds"));
-        let watch = watch
-            .first()
-            .map_or("label_watch_seconds = 0".to_string(), |l| l.to_string());
+        let (watch, extra): (Vec<&str>, Vec<&str>) = extra.lines().partition(|l| {
+            let l = l.trim_start();
+            l.starts_with("label_watch_seconds") || l.starts_with("manage_asm_members")
+        });
+        let mut watch: Vec<String> = watch.iter().map(|l| l.to_string()).collect();
+        if !watch.iter().any(|l| l.starts_with("label_watch_seconds")) {
+            watch.push("label_watch_seconds = 0".into());
+        }
+        let watch = watch.join("\n");
         let extra = extra.join("\n") + "\n";
         let text = format!(
             "[devices]\ninclude = [{}]\nexclude = []\n{watch}\n\n[socket]\npath = {:?}\n{}{}{}",
@@ -864,5 +867,151 @@ impl Drop for TestCgroup {
             std::thread::sleep(Duration::from_millis(20));
         }
         eprintln!("{}: could not remove the cgroup", self.path.display());
+    }
+}
+
+/// A FUSE file system that never answers: it answers the kernel's INIT and
+/// the attributes of its root directory (so that it can be mounted and bind
+/// mounted), and nothing else, so every lookup, open or read below it waits
+/// until the file system goes (on drop: its `/dev/fuse` descriptor closed, the
+/// waiting calls fail with ENOTCONN, and it is unmounted). What a container's
+/// `/etc` on a stalled network or FUSE file system looks like to the daemon.
+pub struct StalledFuse {
+    /// Where it is mounted.
+    pub dir: tempfile::TempDir,
+    /// Its fusectl connection number (its device's minor).
+    conn: Option<u32>,
+    fd: Option<std::os::fd::OwnedFd>,
+    server: Option<std::thread::JoinHandle<()>>,
+}
+
+impl StalledFuse {
+    pub fn mount() -> StalledFuse {
+        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+        let dir = tempfile::Builder::new()
+            .prefix("asmguard-stalled-")
+            .tempdir()
+            .unwrap();
+        // fusectl, where the connection is aborted on drop
+        if !std::fs::read_to_string("/proc/self/mounts")
+            .unwrap_or_default()
+            .contains(" /sys/fs/fuse/connections fusectl ")
+        {
+            let _ = nix::mount::mount(
+                Some("fusectl"),
+                "/sys/fs/fuse/connections",
+                Some("fusectl"),
+                nix::mount::MsFlags::empty(),
+                None::<&str>,
+            );
+        }
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/fuse")
+            .expect("/dev/fuse (the fuse module)");
+        let fd: OwnedFd = f.into();
+        let opts = format!(
+            "fd={},rootmode=40000,user_id=0,group_id=0,allow_other",
+            fd.as_raw_fd()
+        );
+        nix::mount::mount(
+            Some("agstalled"),
+            dir.path(),
+            Some("fuse.agstalled"),
+            nix::mount::MsFlags::MS_NOSUID | nix::mount::MsFlags::MS_NODEV,
+            Some(opts.as_str()),
+        )
+        .expect("mounting the stalled FUSE file system");
+        // SAFETY: dup(2) of a descriptor this function owns; the copy is owned
+        // by the server thread alone.
+        let srv = unsafe { OwnedFd::from_raw_fd(libc::dup(fd.as_raw_fd())) };
+        let server = std::thread::spawn(move || fuse_serve(srv));
+        // while its root's attributes are answered (and cached)
+        let conn = {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::metadata(dir.path())
+                .ok()
+                .map(|m| libc::minor(m.dev()))
+        };
+        StalledFuse {
+            dir,
+            conn,
+            fd: Some(fd),
+            server: Some(server),
+        }
+    }
+}
+
+/// The server loop of [`StalledFuse`]: INIT and the root's GETATTR answered,
+/// every other request read and left waiting.
+fn fuse_serve(fd: std::os::fd::OwnedFd) {
+    let mut f = std::fs::File::from(fd);
+    let mut buf = vec![0u8; 1 << 20];
+    use std::io::{Read, Write};
+    let u32_at = |b: &[u8], o: usize| u32::from_ne_bytes(b[o..o + 4].try_into().unwrap());
+    let u64_at = |b: &[u8], o: usize| u64::from_ne_bytes(b[o..o + 8].try_into().unwrap());
+    loop {
+        let n = match f.read(&mut buf) {
+            Ok(n) if n >= 40 => n,
+            Ok(_) => continue,
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+            Err(_) => return, // unmounted or the connection closed
+        };
+        let b = &buf[..n];
+        // struct fuse_in_header: len, opcode, unique, nodeid, ...
+        let (opcode, unique, nodeid) = (u32_at(b, 4), u64_at(b, 8), u64_at(b, 16));
+        let mut body: Vec<u8> = Vec::new();
+        match opcode {
+            // FUSE_INIT: struct fuse_init_in {major, minor, max_readahead, flags}
+            26 => {
+                let minor = u32_at(b, 44).min(31);
+                let readahead = u32_at(b, 48);
+                for v in [7u32, minor, readahead, 0] {
+                    body.extend(v.to_ne_bytes());
+                }
+                body.extend(16u16.to_ne_bytes()); // max_background
+                body.extend(12u16.to_ne_bytes()); // congestion_threshold
+                body.extend(4096u32.to_ne_bytes()); // max_write
+                body.extend(1u32.to_ne_bytes()); // time_gran
+                body.resize(64, 0); // max_pages, map_alignment, flags2, unused
+            }
+            // FUSE_GETATTR of the root: struct fuse_attr_out
+            3 if nodeid == 1 => {
+                body.extend(3600u64.to_ne_bytes()); // attr_valid
+                body.extend([0u8; 8]); // attr_valid_nsec, dummy
+                body.extend(1u64.to_ne_bytes()); // ino
+                body.extend([0u8; 8 * 5 + 4 * 3]); // size .. ctimensec
+                body.extend((libc::S_IFDIR | 0o755).to_ne_bytes()); // mode
+                body.extend(2u32.to_ne_bytes()); // nlink
+                body.extend([0u8; 4 * 5]); // uid, gid, rdev, blksize, flags
+            }
+            // FUSE_STATX: "not implemented" (the kernel asks GETATTR instead)
+            52 => {}
+            _ => continue, // left waiting
+        }
+        let error = if opcode == 52 { -libc::ENOSYS } else { 0 };
+        let mut out = Vec::with_capacity(16 + body.len());
+        out.extend(((16 + body.len()) as u32).to_ne_bytes());
+        out.extend(error.to_ne_bytes());
+        out.extend(unique.to_ne_bytes());
+        out.extend(body);
+        if f.write_all(&out).is_err() {
+            return;
+        }
+    }
+}
+
+impl Drop for StalledFuse {
+    fn drop(&mut self) {
+        // every waiting request fails once the connection is aborted
+        if let Some(conn) = self.conn {
+            let _ = std::fs::write(format!("/sys/fs/fuse/connections/{conn}/abort"), "1");
+        }
+        let _ = nix::mount::umount2(self.dir.path(), nix::mount::MntFlags::MNT_DETACH);
+        self.fd.take();
+        if let Some(s) = self.server.take() {
+            let _ = s.join();
+        }
     }
 }

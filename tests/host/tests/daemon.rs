@@ -751,6 +751,23 @@ fn demo_script_runs_and_cleans_up() {
             "detaching /dev/loop",
         ],
     );
+    // the allowed writer's write beside the refused one, and no warning about
+    // a user, group or rule the demo itself never needed
+    let allowed = o
+        .stdout
+        .split("==> The allowed writer")
+        .nth(1)
+        .and_then(|r| r.split("==> ").next())
+        .unwrap_or_else(|| panic!("no allowed writer step: {o:?}"));
+    assert!(
+        allowed.contains("(allowed: 4096 bytes written at 1 MiB)"),
+        "{allowed}"
+    );
+    for w in ["does not exist", "can be borrowed", "any process of"] {
+        assert!(!o.stdout.contains(w), "the demo warns {w:?}: {o:?}");
+    }
+    // at most one build (the script's, when the binaries are not built yet)
+    assert!(o.stdout.matches("cargo build").count() <= 1, "{o:?}");
     // Nothing left behind: the loop device is detached, the daemon gone, files removed.
     let after = |p: &str| {
         let l = o.stdout.lines().find_map(|l| l.strip_prefix(p));

@@ -101,8 +101,10 @@ fn import_prints_a_configuration_the_daemon_accepts() {
     );
     let udev = std::fs::read_to_string(dir.path().join("udev.toml")).unwrap();
     assert!(udev.contains("mode = \"0640\""), "{udev}");
+    // the rule names one LUN: managed by its ASM header under the rule's name
     assert!(
-        udev.contains("asmguardctl label ASM_DISK1 DEVICE --migrate"),
+        udev.contains("manage_asm_members = true\n")
+            && udev.contains("member_names = { \"36000c29e5f6a7b8\" = \"ASM_DISK1\" }\n"),
         "{udev}"
     );
 }
@@ -603,4 +605,93 @@ fn ansible_role_labels_once_then_changes_nothing_and_fails_on_data() {
     );
     assert_same(&fs.read_dev(0, 1 << 20), &fs_before, "filesystem disk");
     assert!(!d.labels().contains(&"DATA03".to_string()));
+}
+
+/// A real dump from the format crate's vectors, zero-padded to a 4 KiB block.
+fn vector(name: &str) -> Vec<u8> {
+    let mut b = std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../crates/format/tests/vectors")
+            .join(name),
+    )
+    .unwrap();
+    b.resize(b.len().div_ceil(4096) * 4096, 0);
+    b
+}
+
+/// A udev-rule site: disks carrying real ASM member headers and no label. With
+/// `manage_asm_members` they are managed under the disk name in their header,
+/// protected by the filter, listed with how they are identified, and not one
+/// byte of them changes; without it they are listed as not managed.
+#[test]
+fn unlabelled_asm_members_are_managed_by_their_header_without_a_write() {
+    let Some(_g) = lock() else { return };
+    let member = Loop::new(16 * MIB); // DISK15 of disk group DATA (a public dump)
+    member.write_dev(0, &vector("asm-disk-chk-pl-sdk1-first160.bin"));
+    let dm39 = Loop::new(16 * MIB); // NCAS_DISK1_0000 (a public dump of /dev/dm-39)
+    dm39.write_dev(0, &vector("linux-dm39-first96.bin"));
+    let mut conflict = vector("asm-disk-chk-pl-sdk1-first160.bin");
+    conflict[0x47] = 5; // hdrsts CONFLICT: not a disk ASM owns
+    let other = Loop::new(16 * MIB);
+    other.write_dev(0, &conflict);
+    let all = [&member, &dm39, &other];
+    let before: Vec<Vec<u8>> = all.iter().map(|l| l.read_dev(0, 16 << 20)).collect();
+    let names = [
+        member.name.as_str(),
+        dm39.name.as_str(),
+        other.name.as_str(),
+    ];
+
+    // off (the default): nothing managed, each listed as not managed
+    let d = Daemon::start(&names, "");
+    let v = d.lsdsk();
+    assert!(v["disks"].as_array().unwrap().is_empty(), "{v:#}");
+    assert_eq!(v["unmanaged"].as_array().unwrap().len(), 3, "{v:#}");
+    drop(d);
+
+    let d = Daemon::start(
+        &names,
+        "manage_asm_members = true\n[filter]\nmode = \"enforce\"\nallow_users = [\"nobody\"]\nallow_groups = []\n",
+    );
+    let v = d.lsdsk();
+    assert_eq!(d.labels(), vec!["DISK15", "NCAS_DISK1_0000"], "{v:#}");
+    let m = disk(&v, "DISK15");
+    assert_eq!(m["identified_by"], "asm_header");
+    assert_eq!(m["disk_group"], "DATA");
+    assert_eq!(m["asm_disk_name"], "DISK15");
+    assert_eq!(m["top"], member.dev.display().to_string());
+    assert_eq!(disk(&v, "NCAS_DISK1_0000")["identified_by"], "asm_header");
+    // the CONFLICT header is still listed as not managed
+    let un = v["unmanaged"].as_array().unwrap();
+    assert_eq!(un.len(), 1, "{v:#}");
+    assert_eq!(un[0]["device"], other.dev.display().to_string());
+    let text = d.ctl(&["lsdsk"]).ok().stdout;
+    assert!(
+        text.contains(&format!(
+            "NO LABEL: DISK15 ({}) is managed by the disk name in its ASM header (disk DISK15 of disk group DATA, MEMBER (checksum BAD)): nothing is written to it",
+            member.dev.display()
+        )),
+        "{text}"
+    );
+    // protected: root's write-open is refused; reads pass; the unmanaged one is not
+    let wopen = |l: &Loop| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&l.dev)
+            .map(|_| ())
+            .map_err(|e| e.raw_os_error())
+    };
+    assert_eq!(wopen(&member), Err(Some(libc::EPERM)));
+    assert_eq!(wopen(&dm39), Err(Some(libc::EPERM)));
+    assert!(std::fs::File::open(&member.dev).is_ok(), "reads pass");
+    assert_eq!(wopen(&other), Ok(()), "not managed, not protected");
+    // no label to remove or rename: refused, nothing written
+    let o = d.ctl(&["unlabel", "DISK15"]);
+    assert_ne!(o.code, 0, "{o:?}");
+    let o = d.ctl(&["rename", "DISK15", "DATA1"]);
+    assert_ne!(o.code, 0, "{o:?}");
+    drop(d);
+    for (l, b) in all.iter().zip(&before) {
+        assert_same(&l.read_dev(0, 16 << 20), b, &l.name);
+    }
 }

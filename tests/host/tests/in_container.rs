@@ -599,3 +599,143 @@ fn sighup_reloads_the_whole_configuration() {
         .to_string();
     assert!(line.contains("bogus"), "{line}");
 }
+
+/// A container whose files never answer (its `/etc` on a FUSE file system
+/// that does not reply) costs itself a warning, a `status` line and a metric,
+/// and keeps its last good resolution (its rule and its nodes); the daemon's
+/// scans, labels, `status` and a restart go on as if it were not there
+/// (issue 32, point 4).
+#[test]
+fn a_stalled_container_costs_itself_and_not_the_daemon() {
+    let Some(_g) = lock() else { return };
+    let fuse = StalledFuse::mount();
+    let a = Loop::new(16 * MIB);
+    a.write_dev(0, &asmlib_block("STALL1"));
+    let b = Loop::new(16 * MIB);
+    let cg = TestCgroup::new("stall");
+    let name = format!("hosttest{}stall", std::process::id());
+    let dir = NodeDir::of(&name);
+    // a privileged container in a pid namespace of its own: its users are
+    // the host's ids, read from its own /etc/passwd
+    let ctr = cg.start(None, true);
+    let config = format!(
+        "[filter]\nmode = \"enforce\"\nallow_users = []\nallow_groups = []\n{}",
+        container(
+            &name,
+            &cg,
+            "allow_users = [\"grid\"]\npresent = [\"STALL1\"]\nowner = \"grid\"\ngroup = \"asmadmin\""
+        )
+    );
+    let mut d = Daemon::start(&[&a.name, &b.name], &config);
+    let view = |d: &Daemon| {
+        let st = d.ctl(&["status", "--json"]).ok().json();
+        st["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name.as_str())
+            .cloned()
+            .unwrap_or_else(|| panic!("no container {name}: {st:#}"))
+    };
+    let grid = serde_json::json!([{"name": "grid", "host_uid": 54331}]);
+    wait(Duration::from_secs(5), "the container resolved", &d, || {
+        view(&d)["allow"]["users"] == grid
+    });
+    let p = dir.0.join("STALL1");
+    wait(Duration::from_secs(3), "its node", &d, || {
+        node(&p).is_some()
+    });
+
+    // its /etc stops answering; SIGHUP resolves the containers again
+    let o = ctr.run_as(
+        0,
+        0,
+        &[],
+        &[
+            "mount",
+            "-n",
+            "--bind",
+            &fuse.dir.path().display().to_string(),
+            "/etc",
+        ],
+    );
+    assert_eq!(o.code, 0, "the stalled /etc: {o:?}");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(d.pid() as i32),
+        nix::sys::signal::Signal::SIGHUP,
+    )
+    .unwrap();
+    wait(Duration::from_secs(10), "the stall reported", &d, || {
+        view(&d)["problems"].as_array().is_some_and(|p| {
+            p.iter()
+                .any(|l| l.as_str().unwrap().contains("did not answer"))
+        })
+    });
+    let v = view(&d);
+    assert_eq!(
+        v["allow"]["users"], grid,
+        "the last good rule is kept: {v:#}"
+    );
+    assert!(node(&p).is_some(), "its node is kept");
+    assert!(
+        d.log_text().contains("did not answer") && d.log_text().contains("WARN"),
+        "{}",
+        d.log_text()
+    );
+    let metrics = {
+        use std::io::{Read, Write};
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", d.metrics_port.unwrap())).unwrap();
+        c.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+        let mut out = String::new();
+        c.read_to_string(&mut out).unwrap();
+        out
+    };
+    assert!(
+        metrics.contains(&format!(
+            "asmguard_container_stalled{{container=\"{name}\"}} 1\n"
+        )),
+        "{metrics}"
+    );
+
+    // the daemon goes on: status, a scan and a label answer at once, and the
+    // new label is protected when `label` returns
+    let t = Instant::now();
+    d.ctl(&["status"]).ok();
+    d.ctl(&["scan"]).ok();
+    d.ctl(&["label", "STALL2", &b.dev.display().to_string()])
+        .ok();
+    let took = t.elapsed();
+    eprintln!("status, scan and label with a stalled container: {took:?}");
+    assert!(took < Duration::from_secs(4), "{took:?}");
+    assert!(
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&b.dev)
+            .is_err(),
+        "STALL2 is protected once label returned"
+    );
+
+    // and a restart reaches READY (the new process has no last good
+    // resolution: nobody in the container may write until it answers)
+    d.stop();
+    drop(d);
+    let d = Daemon::start(&[&a.name, &b.name], &config);
+    eprintln!(
+        "READY {:?} after start with a stalled container",
+        d.ready_after
+    );
+    assert!(
+        d.ready_after < Duration::from_secs(10),
+        "{:?}",
+        d.ready_after
+    );
+    let v = view(&d);
+    assert!(
+        v["problems"].to_string().contains("did not answer"),
+        "{v:#}"
+    );
+    assert_eq!(v["allow"]["users"], serde_json::json!([]), "{v:#}");
+    drop(d);
+    drop(ctr);
+    drop(fuse);
+}

@@ -29,7 +29,7 @@ fn run() -> Result<(), String> {
         "opening the bench BPF object",
     )
     .map_err(|e| e.to_string())?;
-    let lsm = std::fs::read_to_string("/sys/kernel/security/lsm")
+    let lsm = std::fs::read_to_string(asmguard_paths::Paths::default().securityfs().join("lsm"))
         .is_ok_and(|l| l.trim().split(',').any(|x| x == "bpf"));
     for mut prog in open.open_object_mut().progs_mut() {
         let fmod_ret = prog.name().to_string_lossy().starts_with("bench_fr_");

@@ -143,6 +143,23 @@ pub struct AgEvent {
     pub comm: [u8; 16],
 }
 
+impl AgEvent {
+    /// The record at the start of `b` (a ring-buffer record), `None` if short.
+    pub fn read(b: &[u8]) -> Option<AgEvent> {
+        if b.len() < EVENT_SIZE {
+            return None;
+        }
+        let p = b.as_ptr().cast::<AgEvent>();
+        // `b` holds at least `size_of::<AgEvent>()` bytes the kernel wrote as
+        // a `struct ag_event` (layout checked against the object's BTF in the
+        // tests); `AgEvent` is `repr(C)` of integers and bytes, so every bit
+        // pattern is a value.
+        // SAFETY: `p` points at EVENT_SIZE readable bytes; read_unaligned needs no alignment.
+        let ev = unsafe { std::ptr::read_unaligned(p) };
+        Some(ev)
+    }
+}
+
 /// Size of `struct ag_event`.
 pub const EVENT_SIZE: usize = size_of::<AgEvent>();
 const _: () = assert!(EVENT_SIZE == 88);

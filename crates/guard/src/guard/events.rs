@@ -5,9 +5,7 @@
 //! Not here: reading the ring buffer ([`super::ring`]), labels (the daemon's
 //! `filter` module).
 
-use std::mem::offset_of;
-
-use super::abi::{read_u32, read_u64, AgEvent, EVENT_SIZE, EV_CHR, EV_CMD};
+use super::abi::{AgEvent, EV_CHR, EV_CMD};
 use super::commands::{command_name, CmdSet};
 use super::hooks::Hook;
 use super::types::{DevKey, ExeId, Mode};
@@ -60,39 +58,7 @@ pub struct DenialEvent {
 impl DenialEvent {
     /// Decodes a `struct ag_event` record (bpf/guard.h); `None` if short.
     pub fn parse(b: &[u8]) -> Option<DenialEvent> {
-        if b.len() < EVENT_SIZE {
-            return None;
-        }
-        let u32_of = |off: usize| read_u32(b, off);
-        let comm_off = offset_of!(AgEvent, comm);
-        let comm_raw = &b[comm_off..comm_off + 16];
-        let end = comm_raw.iter().position(|&c| c == 0).unwrap_or(16);
-        let flags = u32_of(offset_of!(AgEvent, flags))?;
-        Some(DenialEvent {
-            ts_ns: read_u64(b, offset_of!(AgEvent, ts_ns))?,
-            exe_id: ExeId {
-                ino: read_u64(b, offset_of!(AgEvent, exe_ino))?,
-                dev: KernelDev::from_raw(u32_of(offset_of!(AgEvent, exe_dev))?),
-            },
-            pid: u32_of(offset_of!(AgEvent, pid))?,
-            tid: u32_of(offset_of!(AgEvent, tid))?,
-            uid: u32_of(offset_of!(AgEvent, uid))?,
-            euid: u32_of(offset_of!(AgEvent, euid))?,
-            fsuid: u32_of(offset_of!(AgEvent, fsuid))?,
-            egid: u32_of(offset_of!(AgEvent, egid))?,
-            dev: DevKey {
-                dev: KernelDev::from_raw(u32_of(offset_of!(AgEvent, dev))?),
-                chr: flags & EV_CHR != 0,
-            },
-            disk_id: u32_of(offset_of!(AgEvent, disk_id))?,
-            hook: Hook::from_code(u32_of(offset_of!(AgEvent, hook))?),
-            op: u32_of(offset_of!(AgEvent, op))?,
-            mode: Mode::from_code(u32_of(offset_of!(AgEvent, mode))?),
-            comm: String::from_utf8_lossy(&comm_raw[..end]).into_owned(),
-            exe: String::new(),
-            command: (flags & EV_CMD != 0).then_some(((flags >> 8) as u8, (flags >> 16) as u8)),
-            ctr_id: u32_of(offset_of!(AgEvent, ctr_id))?,
-        })
+        AgEvent::read(b).map(DenialEvent::from)
     }
 
     /// A short name of the operation: the ioctl's name, `write-open`, `write`,
@@ -114,9 +80,44 @@ impl DenialEvent {
     }
 }
 
+/// The record's fields, decoded: device numbers, hook and mode codes,
+/// the passthrough command in `flags`, `comm` up to its NUL.
+impl From<AgEvent> for DenialEvent {
+    fn from(e: AgEvent) -> DenialEvent {
+        let end = e.comm.iter().position(|&c| c == 0).unwrap_or(e.comm.len());
+        DenialEvent {
+            ts_ns: e.ts_ns,
+            pid: e.pid,
+            tid: e.tid,
+            uid: e.uid,
+            euid: e.euid,
+            fsuid: e.fsuid,
+            egid: e.egid,
+            comm: String::from_utf8_lossy(&e.comm[..end]).into_owned(),
+            exe: String::new(),
+            exe_id: ExeId {
+                ino: e.exe_ino,
+                dev: KernelDev::from_raw(e.exe_dev),
+            },
+            dev: DevKey {
+                dev: KernelDev::from_raw(e.dev),
+                chr: e.flags & EV_CHR != 0,
+            },
+            disk_id: e.disk_id,
+            hook: Hook::from_code(e.hook),
+            op: e.op,
+            mode: Mode::from_code(e.mode),
+            command: (e.flags & EV_CMD != 0)
+                .then_some(((e.flags >> 8) as u8, (e.flags >> 16) as u8)),
+            ctr_id: e.ctr_id,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::guard::abi::EVENT_SIZE;
 
     #[test]
     fn event_decoding_follows_the_c_layout() {

@@ -22,7 +22,7 @@ use super::commands::PassthroughRule;
 use super::hooks::{Hook, HOOKS};
 use super::pins::{
     active_lsms, cgroup2_root, delete_quiet, ensure_bpffs, io_err, kernel_btf_has, pinned_backend,
-    remove_links_of, remove_pins, PIN_DIR,
+    remove_links_of, remove_pins,
 };
 use super::programs::{self, Attach};
 use super::ring::EventReader;
@@ -91,7 +91,7 @@ impl Stats {
 /// How to open the guard.
 #[derive(Debug, Clone)]
 pub struct Options {
-    /// Pin directory (default [`PIN_DIR`]).
+    /// Pin directory (default `/sys/fs/bpf/asmguard`: [`asmguard_paths::Paths::pin_dir`]).
     pub pin_dir: PathBuf,
     /// Force a backend instead of choosing (tests; `None`: choose).
     pub backend: Option<Backend>,
@@ -109,7 +109,7 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Options {
-            pin_dir: PathBuf::from(PIN_DIR),
+            pin_dir: asmguard_paths::Paths::default().pin_dir(),
             backend: None,
             cgroup: None,
             claim: true,
@@ -355,7 +355,7 @@ impl Guard {
         pick: usize,
         reason: String,
     ) -> Result<Guard, Error> {
-        let btf = std::fs::read("/sys/kernel/btf/vmlinux").unwrap_or_default();
+        let btf = std::fs::read(asmguard_paths::Paths::default().vmlinux_btf()).unwrap_or_default();
         let mut open = asmguard_bpfload::open_object(GUARD_OBJ, "opening the guard BPF object")?;
         for mut prog in open.progs_mut() {
             let name = prog.name().to_string_lossy().into_owned();

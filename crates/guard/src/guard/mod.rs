@@ -20,7 +20,7 @@
 //! [`Guard::open`] picks the backend (the BPF LSM programs when `bpf` is an
 //! active LSM and they load and attach; otherwise the cgroup-device program on
 //! the cgroup-v2 root, open-time only), and pins maps and links under
-//! [`PIN_DIR`] (`maps/<name>`, `links/<program>`). Pins keep protection on when
+//! `/sys/fs/bpf/asmguard` (`maps/<name>`, `links/<program>`). Pins keep protection on when
 //! the process dies (`kill -9`); the next [`Guard::open`] re-adopts them: it
 //! reuses the pinned maps and keeps every pinned link, attaching only what is
 //! missing, so there is never a moment without the filter. [`Guard::uninstall`]
@@ -58,7 +58,7 @@ pub use hooks::{Hook, HookDef, Op, HOOKS};
 pub use ioctls::ioctl_name;
 pub use loader::{pinned_majors, Guard, Options, Stats};
 pub use pins::{
-    active_lsms, bpf_lsm_hint, bpf_lsm_hint_for, cgroup2_root, pinned_backend, remove_pins, PIN_DIR,
+    active_lsms, bpf_lsm_hint, bpf_lsm_hint_for, cgroup2_root, pinned_backend, remove_pins,
 };
 pub use programs::{Attach, ProgDef, PROGRAMS};
 pub use ring::EventReader;

@@ -6,6 +6,7 @@
 //! Not here: loading or attaching ([`super::loader`]).
 
 use std::os::fd::{AsFd, AsRawFd};
+use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -14,9 +15,6 @@ use libbpf_rs::{Link, MapCore, MapHandle};
 use super::programs::PROGRAMS;
 use super::types::Backend;
 use crate::Error;
-
-/// Where maps and links are pinned.
-pub const PIN_DIR: &str = "/sys/fs/bpf/asmguard";
 
 pub(crate) fn io_err(what: &'static str) -> impl FnOnce(std::io::Error) -> Error {
     move |e| Error::Io { what, source: e }
@@ -35,11 +33,12 @@ pub(crate) fn kernel_btf_has(btf: &[u8], name: &str) -> bool {
 /// The active LSM list (`/sys/kernel/security/lsm`), mounting securityfs if
 /// needed.
 pub fn active_lsms() -> Result<String, String> {
-    let path = Path::new("/sys/kernel/security/lsm");
+    let securityfs = asmguard_paths::Paths::default().securityfs();
+    let path = securityfs.join("lsm");
     if !path.exists() {
-        mount_fs("securityfs", "/sys/kernel/security");
+        mount_fs("securityfs", &securityfs);
     }
-    std::fs::read_to_string(path)
+    std::fs::read_to_string(&path)
         .map(|s| s.trim().to_string())
         .map_err(|e| format!("cannot read {}: {e}", path.display()))
 }
@@ -54,13 +53,14 @@ pub fn bpf_lsm_hint() -> Option<String> {
 }
 
 fn bpf_lsm_built_in() -> bool {
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    let config =
-        std::fs::read_to_string(format!("/boot/config-{}", release.trim())).unwrap_or_default();
+    let paths = asmguard_paths::Paths::default();
+    let release = std::fs::read_to_string(paths.osrelease()).unwrap_or_default();
+    let config = std::fs::read_to_string(paths.boot.join(format!("config-{}", release.trim())))
+        .unwrap_or_default();
     if config.lines().any(|l| l.trim() == "CONFIG_BPF_LSM=y") {
         return true;
     }
-    let btf = std::fs::read("/sys/kernel/btf/vmlinux").unwrap_or_default();
+    let btf = std::fs::read(paths.vmlinux_btf()).unwrap_or_default();
     kernel_btf_has(&btf, "bpf_lsm_file_open")
 }
 
@@ -83,11 +83,11 @@ pub fn bpf_lsm_hint_for(lsms: &str, built_in: bool) -> Option<String> {
 }
 
 /// `mount -t FSTYPE FSTYPE TARGET`, best effort.
-fn mount_fs(fstype: &str, target: &str) {
+fn mount_fs(fstype: &str, target: &Path) {
     let Ok(src) = std::ffi::CString::new(fstype) else {
         return;
     };
-    let Ok(tgt) = std::ffi::CString::new(target) else {
+    let Ok(tgt) = std::ffi::CString::new(target.as_os_str().as_bytes()) else {
         return;
     };
     // SAFETY: mount(2) with valid NUL-terminated strings and a null data pointer.
@@ -106,10 +106,11 @@ fn mount_fs(fstype: &str, target: &str) {
 /// below it.
 pub(crate) fn ensure_bpffs(pin_dir: &Path) {
     const BPF_FS_MAGIC: i64 = 0xcafe_4a11;
-    if !pin_dir.starts_with("/sys/fs/bpf") {
+    let bpffs = asmguard_paths::Paths::default().bpffs();
+    if !pin_dir.starts_with(&bpffs) {
         return;
     }
-    let Ok(path) = std::ffi::CString::new("/sys/fs/bpf") else {
+    let Ok(path) = std::ffi::CString::new(bpffs.as_os_str().as_bytes()) else {
         return;
     };
     let mut st = std::mem::MaybeUninit::<libc::statfs>::zeroed();
@@ -119,13 +120,14 @@ pub(crate) fn ensure_bpffs(pin_dir: &Path) {
     #[allow(clippy::unnecessary_cast)] // f_type is not i64 on every target
     let magic = unsafe { st.assume_init() }.f_type as i64;
     if rc != 0 || magic != BPF_FS_MAGIC {
-        mount_fs("bpf", "/sys/fs/bpf");
+        mount_fs("bpf", &bpffs);
     }
 }
 
 /// The first cgroup-v2 mount point in /proc/mounts.
 pub fn cgroup2_root() -> Result<PathBuf, Error> {
-    let mounts = std::fs::read_to_string("/proc/mounts").map_err(io_err("reading /proc/mounts"))?;
+    let mounts = std::fs::read_to_string(asmguard_paths::Paths::default().proc.join("mounts"))
+        .map_err(io_err("reading /proc/mounts"))?;
     mounts
         .lines()
         .filter_map(|l| {
@@ -216,12 +218,7 @@ pub fn remove_pins(pin_dir: &Path) -> Result<(), Error> {
 
 /// The kernel's id of a link, from its fd's `/proc/self/fdinfo` (`link_id:`).
 fn link_id(link: &Link) -> Option<u32> {
-    let fd = link.as_fd().as_raw_fd();
-    std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}"))
-        .ok()?
-        .lines()
-        .find_map(|l| l.strip_prefix("link_id:"))
-        .and_then(|v| v.trim().parse().ok())
+    super::pinwatch::fd_id(link.as_fd().as_raw_fd(), super::pinwatch::Kind::Link)
 }
 
 /// Whether a link with this id still exists.

@@ -35,12 +35,17 @@ impl Kind {
 }
 
 /// The kernel id of the map or link behind this process's `fd`.
-fn fd_id(fd: RawFd, kind: Kind) -> Option<u32> {
-    std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}"))
-        .ok()?
-        .lines()
-        .find_map(|l| l.strip_prefix(kind.key()))
-        .and_then(|v| v.trim().parse().ok())
+pub(crate) fn fd_id(fd: RawFd, kind: Kind) -> Option<u32> {
+    std::fs::read_to_string(
+        asmguard_paths::Paths::default()
+            .own()
+            .join("fdinfo")
+            .join(fd.to_string()),
+    )
+    .ok()?
+    .lines()
+    .find_map(|l| l.strip_prefix(kind.key()))
+    .and_then(|v| v.trim().parse().ok())
 }
 
 /// The id of the map or link pinned at `pin` (`None`: no pin, or another

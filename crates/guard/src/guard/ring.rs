@@ -39,15 +39,17 @@ impl EventReader {
                 if let Some(mut ev) = DenialEvent::parse(data) {
                     // Best effort: the caller has often exited (dd gives up
                     // at once); then the kernel's inode identifies the binary.
-                    ev.exe = std::fs::read_link(format!("/proc/{}/exe", ev.pid))
-                        .map(|p| p.display().to_string())
-                        .unwrap_or_else(|_| {
-                            if ev.exe_id.ino == 0 {
-                                String::new()
-                            } else {
-                                format!("(exited: inode {} on {})", ev.exe_id.ino, ev.exe_id.dev)
-                            }
-                        });
+                    ev.exe = std::fs::read_link(
+                        asmguard_paths::Paths::default().pid(ev.pid).join("exe"),
+                    )
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_else(|_| {
+                        if ev.exe_id.ino == 0 {
+                            String::new()
+                        } else {
+                            format!("(exited: inode {} on {})", ev.exe_id.ino, ev.exe_id.dev)
+                        }
+                    });
                     queue_push(&q, ev);
                 }
                 0

@@ -73,10 +73,11 @@ pub struct SelfId {
 impl SelfId {
     /// The calling process.
     pub fn current() -> Result<SelfId, Error> {
-        let stat = std::fs::read_to_string("/proc/self/stat").map_err(|source| Error::Io {
-            what: "reading /proc/self/stat",
-            source,
-        })?;
+        let stat = std::fs::read_to_string(asmguard_paths::Paths::default().own().join("stat"))
+            .map_err(|source| Error::Io {
+                what: "reading /proc/self/stat",
+                source,
+            })?;
         parse_stat(&stat).ok_or_else(|| Error::Io {
             what: "parsing /proc/self/stat",
             source: std::io::Error::from(std::io::ErrorKind::InvalidData),

@@ -235,20 +235,6 @@ impl Coverage {
             Coverage::Unprotected => "UNPROTECTED",
         }
     }
-
-    /// `lsdsk`'s Filtering column for a disk in `mode`: `enforce (lsm)`,
-    /// `enforce (fmod_ret)`,
-    /// `audit (cgroup_device, open-time only)`, `off`, `off (filter disabled)`
-    /// or `UNPROTECTED (no filter backend)`.
-    pub fn filtering(self, mode: Mode) -> String {
-        match (self, mode) {
-            (Coverage::Disabled, _) => "off (filter disabled)".into(),
-            (Coverage::Unprotected, _) => "UNPROTECTED (no filter backend)".into(),
-            (_, Mode::Off) => self.mode_word(mode).into(),
-            (Coverage::Full(_), m) => format!("{m} ({})", self.backend()),
-            (Coverage::OpenTimeOnly, m) => format!("{m} ({}, open-time only)", self.backend()),
-        }
-    }
 }
 
 impl fmt::Display for Backend {

@@ -112,10 +112,16 @@ fn main() -> Result<()> {
 }
 
 fn sysfs_u32(name: &str, attr: &str) -> u32 {
-    std::fs::read_to_string(format!("/sys/class/block/{name}/queue/{attr}"))
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(0)
+    std::fs::read_to_string(
+        asmguard_paths::Paths::default()
+            .class_block()
+            .join(name)
+            .join("queue")
+            .join(attr),
+    )
+    .ok()
+    .and_then(|s| s.trim().parse().ok())
+    .unwrap_or(0)
 }
 
 fn serve(args: ServeArgs) -> Result<()> {
@@ -147,9 +153,10 @@ fn serve(args: ServeArgs) -> Result<()> {
             Some((p, l)) => (PathBuf::from(p), l.to_string()),
             None => (PathBuf::from(spec), String::new()),
         };
-        let dev = asmguard_devices::sysfs::disk_of_path(std::path::Path::new("/sys"), &path)?;
+        let dev =
+            asmguard_devices::sysfs::disk_of_path(&asmguard_paths::Paths::default().sys, &path)?;
         iolat.add_device(dev.raw())?;
-        let device = asmguard_devices::sysfs::name_of(std::path::Path::new("/sys"), dev)
+        let device = asmguard_devices::sysfs::name_of(&asmguard_paths::Paths::default().sys, dev)
             .unwrap_or_else(|| dev.to_string());
         metrics.set_disk(
             dev,
@@ -228,7 +235,11 @@ fn add_synthetic_disks(iolat: &IoLat, metrics: &Metrics, n: u32) -> Result<()> {
             dev,
             DiskInfo {
                 device: format!("bench{}", i + 1),
-                paths: vec![format!("/dev/asmguard/disks/{label}")],
+                paths: vec![asmguard_paths::Paths::default()
+                    .disks_dir()
+                    .join(&label)
+                    .display()
+                    .to_string()],
                 label,
                 logical_sector: 512,
                 physical_sector: 4096,

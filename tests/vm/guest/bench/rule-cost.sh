@@ -8,11 +8,14 @@
 #   user+exe+cgroup  the same and cgroups = ["rulebench"] (where a unit's rule
 #            is judged: the task's cgroup and its ancestors).
 # grid runs `syscall-bench pwrite` (4 KiB O_DIRECT) in the cgroup rulebench
-# under every rule; bpf_stats gives the ns per call of the filter's
-# file_permission program (ag_file_permission or ag_fr_file_permission), the
-# one every write goes through. Prints "VMINFO rule-cost bench ..." lines:
-# per rule the median ns per call, and per conjunction its median ratio to
-# the user rule over the rounds. Under TCG only those ratios mean anything.
+# under every rule. Two measures of each run: the allowed writer's whole cost
+# per I/O (`sys`: the pwrite call's wall time, syscall-bench's ns per call)
+# and the rule's own part of it (`prog`: bpf_stats' ns per call of the
+# filter's file_permission program, ag_file_permission or
+# ag_fr_file_permission, the one every write goes through). Prints
+# "VMINFO rule-cost bench ..." lines: per rule and measure the median ns per
+# call, and per conjunction and measure its median ratio to the user rule over
+# the rounds (with min and max). Under TCG only those ratios mean anything.
 . /vmtests/lib.sh
 
 ROUNDS=${RULE_ROUNDS:-9}
@@ -49,13 +52,15 @@ fp_stats() {
 		for(i=1;i<=NF;i++){if($i=="run_time_ns")t=$(i+1);if($i=="run_cnt")c=$(i+1)}
 		print t+0, c+0}'
 }
-# grid's writes in the cgroup: ns per call of the program, or "denied"
+# grid's writes in the cgroup: ns per call of the program and of the pwrite
+# call ("PROG SYS"), or "denied"
 one_run() {
 	s0=$(fp_stats)
 	sh -c "echo \$\$ > $CG/cgroup.procs && exec setpriv --reuid=54331 --regid=54321 --init-groups -- $SB pwrite $D $N" \
 		>/tmp/rb.out 2>&1 || { echo denied; return; }
 	s1=$(fp_stats)
-	echo "$s0 $s1" | awk '{dc=$4-$2; if (dc > 0) printf "%.1f\n", ($3-$1)/dc; else print "none"}'
+	sys=$(sed -n 's/.*ns_per_call=\([0-9.]*\).*/\1/p' /tmp/rb.out)
+	echo "$s0 $s1 ${sys:-0}" | awk '{dc=$4-$2; if (dc > 0) printf "%.1f %s\n", ($3-$1)/dc, $5; else print "none", $5}'
 }
 apply() { # apply RULE: reload and wait until the rule lets grid write
 	rule_cfg "$1"
@@ -95,12 +100,17 @@ else
 fi
 
 med() { sort -g | awk '{a[NR]=$1} END {if (NR==0) print "none"; else print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
-for k in user exe cgroup; do
-	info "bench rule $k ns_per_call_median=$(awk -v k=$k '$2==k {print $3}' /tmp/rb-rounds | med) rounds=$(awk -v k=$k '$2==k' /tmp/rb-rounds | wc -l)"
-done
-for k in exe cgroup; do
-	ratios=$(awk -v k=$k '{v[$1" "$2]=$3; r[$1]=1} END {for (x in r) if (v[x" user"] > 0) printf "%.4f\n", v[x" "k]/v[x" user"]}' /tmp/rb-rounds | sort -g)
-	info "bench ratio $k/user median=$(echo "$ratios" | med) min=$(echo "$ratios" | head -n 1) max=$(echo "$ratios" | tail -n 1)"
+# rounds: "ROUND RULE PROG SYS"; measure m: column 3 (prog) or 4 (sys)
+for m in prog sys; do
+	col=3
+	[ $m = sys ] && col=4
+	for k in user exe cgroup; do
+		info "bench $m rule $k ns_per_call_median=$(awk -v k=$k -v c=$col '$2==k {print $c}' /tmp/rb-rounds | med) rounds=$(awk -v k=$k '$2==k' /tmp/rb-rounds | wc -l)"
+	done
+	for k in exe cgroup; do
+		ratios=$(awk -v k=$k -v c=$col '{v[$1" "$2]=$c; r[$1]=1} END {for (x in r) if (v[x" user"] > 0) printf "%.4f\n", v[x" "k]/v[x" user"]}' /tmp/rb-rounds | sort -g)
+		info "bench $m ratio $k/user median=$(echo "$ratios" | med) min=$(echo "$ratios" | head -n 1) max=$(echo "$ratios" | tail -n 1)"
+	done
 done
 kill "$agd" 2>/dev/null
 wait "$agd" 2>/dev/null

@@ -1,0 +1,271 @@
+//! The daemon's background tasks, each around the [`Daemon`] and its World:
+//! device events (a refresh or a full scan: a new model), the `containers`
+//! task (the configured containers resolved again: a new resolution), SIGHUP
+//! (a new configuration), the filter's pin check, and the systemd watchdog.
+//! Each builds its part of the next World and hands it to the daemon, which
+//! applies it (`Daemon::apply`); none of them changes the system itself.
+
+use crate::state::Daemon;
+use asmguard_devices::events::DeviceEvent;
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Every 2 s: are the filter's pins and maps still this daemon's
+/// (`FilterService::verify`: another process with the same pin directory
+/// could replace them)? A few fdinfo reads and one walk of the device map.
+pub fn filter_verify(d: Arc<Daemon>) {
+    let spawned = std::thread::Builder::new()
+        .name("filter-verify".into())
+        .spawn(move || loop {
+            std::thread::sleep(Duration::from_secs(2));
+            d.filter.verify();
+        });
+    if let Err(e) = spawned {
+        tracing::error!("write filter: cannot start the thread that checks its pins: {e}");
+    }
+}
+
+pub fn notify(states: &[sd_notify::NotifyState]) {
+    if let Err(e) = sd_notify::notify(states) {
+        tracing::debug!("sd_notify: {e}");
+    }
+}
+
+/// Listens to block device events on a thread of its own: from udev where udevd
+/// runs (after its rules, so the links exist), else the kernel's uevents
+/// (`asmguard_devices::events`). Each event goes to `tx`. Returns what `status`
+/// shows as the event source, and whether it still runs (the watchdog stops being
+/// fed when it dies).
+pub fn start_monitor(
+    tx: tokio::sync::mpsc::UnboundedSender<DeviceEvent>,
+) -> (String, Arc<AtomicBool>) {
+    let monitor_alive = Arc::new(AtomicBool::new(false));
+    let none = |e: &dyn std::fmt::Display| {
+        tracing::warn!(
+            "cannot listen to device events: {e}: device changes need `asmguardctl scan`"
+        );
+        format!("none ({e}): run `asmguardctl scan` after device changes")
+    };
+    let mut src = match asmguard_devices::events::EventSource::open() {
+        Ok(src) => src,
+        Err(e) => return (none(&e), monitor_alive),
+    };
+    let desc = src.describe();
+    tracing::info!("device events: {desc}");
+    monitor_alive.store(true, Ordering::SeqCst);
+    let alive = monitor_alive.clone();
+    let spawned = std::thread::Builder::new()
+        .name("device-events".into())
+        .spawn(move || {
+            loop {
+                match src.recv() {
+                    Ok(e) => {
+                        match &e {
+                            DeviceEvent::Block { action, name } => {
+                                tracing::debug!("device event {action} {name}")
+                            }
+                            DeviceEvent::Overflow => tracing::warn!(
+                                "device event buffer overflowed: rescanning every device"
+                            ),
+                        }
+                        if tx.send(e).is_err() {
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        tracing::error!("device event monitor failed: {e}");
+                        break;
+                    }
+                }
+            }
+            alive.store(false, Ordering::SeqCst);
+        });
+    match spawned {
+        Ok(_) => (desc, monitor_alive),
+        Err(e) => {
+            monitor_alive.store(false, Ordering::SeqCst);
+            (none(&e), monitor_alive)
+        }
+    }
+}
+
+/// Device events: coalesce bursts, re-read only what changed.
+pub fn device_events(d3: Arc<Daemon>, mut rx: tokio::sync::mpsc::UnboundedReceiver<DeviceEvent>) {
+    tokio::spawn(async move {
+        while let Some(first) = rx.recv().await {
+            let mut names = BTreeSet::new();
+            let mut rescan = false;
+            let mut take = |e: DeviceEvent| match e {
+                DeviceEvent::Block { name, .. } => {
+                    names.insert(name);
+                }
+                DeviceEvent::Overflow => rescan = true,
+            };
+            take(first);
+            while let Ok(more) = rx.try_recv() {
+                take(more);
+            }
+            let d = d3.clone();
+            let _ = tokio::task::spawn_blocking(move || {
+                if rescan {
+                    if let Err(e) = d.full_scan() {
+                        tracing::error!("rescan: {e}");
+                    }
+                } else {
+                    d.refresh(&names);
+                }
+            })
+            .await;
+        }
+    });
+}
+
+/// The systemd watchdog, fed while the runtime runs and the device monitor is alive.
+pub fn watchdog(alive: Arc<AtomicBool>) {
+    if let Some(wd) = sd_notify::watchdog_enabled() {
+        let period = (wd / 2).max(Duration::from_millis(100));
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(period).await;
+                if alive.load(Ordering::SeqCst) {
+                    notify(&[sd_notify::NotifyState::Watchdog]);
+                } else {
+                    tracing::error!("device monitor is gone: no longer feeding the watchdog");
+                }
+            }
+        });
+    }
+}
+
+/// SIGHUP: the whole configuration file is read again and put in force
+/// (`conf::reload`); the allow-list's names are resolved again (NSS: a user
+/// or group added to LDAP, SSSD or extrausers since the start).
+pub fn sighup(d: Arc<Daemon>) {
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        Ok(mut hup) => {
+            tokio::spawn(async move {
+                let cfg = d.conf().cfg.clone();
+                let (u, g, _, _) = crate::filter::service::resolve_allow(
+                    &cfg.filter.allow_users,
+                    &cfg.filter.allow_groups,
+                    &[],
+                );
+                let mut before = (u, g);
+                while hup.recv().await.is_some() {
+                    let d8 = d.clone();
+                    let b = before.clone();
+                    let r = tokio::task::spawn_blocking(move || {
+                        let mut b = b;
+                        crate::conf::reload(&d8, &mut b);
+                        b
+                    })
+                    .await;
+                    if let Ok(b) = r {
+                        before = b;
+                    }
+                }
+            });
+        }
+        Err(e) => tracing::error!("SIGHUP handler: {e}"),
+    }
+}
+
+/// The `containers` task: resolves the configured containers again whenever
+/// the cgroup tree under their patterns changes (every second while one runs
+/// but is not fully resolved, every 10 s otherwise: a container's namespaces
+/// can change with no cgroup event), and at once when SIGHUP brought another
+/// list. Each resolution waits for a container's files at most
+/// `filter::containers::DEADLINE` (a stalled container keeps its last good
+/// resolution and costs itself a warning, not the daemon its scans).
+pub fn containers(d: Arc<Daemon>) {
+    let Some(root) = d.site.cgroup_root.clone() else {
+        if !d.conf().cfg.container.is_empty() {
+            tracing::error!("filter: no cgroup2 file system: container rules cannot apply");
+        }
+        return;
+    };
+    let spawned = std::thread::Builder::new()
+        .name("containers".into())
+        .spawn(move || {
+            let mut cs = d.conf().cfg.container.clone();
+            let mut watcher = crate::filter::containers::watch(&root, &cs);
+            let mut last = Instant::now();
+            loop {
+                let now = d.conf().cfg.container.clone();
+                if now != cs {
+                    // SIGHUP resolved the new list already
+                    cs = now;
+                    watcher = crate::filter::containers::watch(&root, &cs);
+                }
+                let changed = match watcher.as_mut() {
+                    Some(w) => w.changed(Duration::from_millis(250)),
+                    None => {
+                        std::thread::sleep(Duration::from_millis(250));
+                        false
+                    }
+                };
+                let due = if d.containers_pending() { 1 } else { 10 };
+                if changed || last.elapsed() >= Duration::from_secs(due) {
+                    d.resolve_containers();
+                    last = Instant::now();
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::error!("filter: cannot start the containers thread: {e}");
+    }
+}
+
+/// A container's `/etc/passwd` or `/etc/group` read by a child process of
+/// the daemon (`asmguardd --read-container-db PID FILE`): a file system that
+/// never answers (FUSE) then holds that child, which the daemon leaves behind,
+/// and never one of its own threads (a thread waiting on FUSE cannot be
+/// killed: the daemon could not exit). The caller's deadline is
+/// `asmguard_containers::within`'s.
+pub fn read_container_db(pid: u32, file: &str) -> Result<String, String> {
+    let out = std::process::Command::new(asmguard_paths::Paths::default().proc.join("self/exe"))
+        .arg("--read-container-db")
+        .arg(pid.to_string())
+        .arg(file)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .map_err(|e| {
+            format!("cannot start a reader for etc/{file} of process {pid}'s container: {e}")
+        })?;
+    if out.status.success() {
+        String::from_utf8(out.stdout)
+            .map_err(|_| format!("etc/{file} of process {pid}'s container is not UTF-8"))
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
+    }
+}
+
+/// The child's side of [`read_container_db`]: `args` = PID FILE; the file on
+/// stdout (status 0), or one line on stderr (status 1).
+pub fn print_container_db(args: &[String]) -> i32 {
+    use std::io::Write;
+    let read = match args {
+        [pid, file] => pid
+            .parse::<u32>()
+            .map_err(|_| format!("{pid}: not a process id"))
+            .and_then(|pid| asmguard_containers::read_container_db(pid, file)),
+        _ => Err("--read-container-db takes PID FILE".to_string()),
+    };
+    match read {
+        Ok(text) => match std::io::stdout().write_all(text.as_bytes()) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("{e}");
+                1
+            }
+        },
+        Err(e) => {
+            eprintln!("{e}");
+            1
+        }
+    }
+}
