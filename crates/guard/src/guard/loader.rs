@@ -653,6 +653,28 @@ impl Guard {
         self.links.iter().map(|(n, _)| n.clone()).collect()
     }
 
+    /// What each attached program of this filter has run: `NAME RUN_TIME_NS
+    /// RUN_CNT` (the kernel counts only while `kernel.bpf_stats_enabled` is
+    /// 1). For the lab's cost benches: where the pins are guarded no other
+    /// task may open these programs by id (what `bpftool prog show` does),
+    /// so the daemon reads them (a walk of every program: `status` only).
+    pub fn program_runs(&self) -> Vec<String> {
+        let own: BTreeMap<u32, &str> = self
+            .links
+            .iter()
+            .filter_map(|(n, l)| Some((l.info().ok()?.prog_id, n.as_str())))
+            .collect();
+        if own.is_empty() {
+            return Vec::new();
+        }
+        libbpf_rs::query::ProgInfoIter::default()
+            .filter_map(|p| {
+                let name = own.get(&p.id)?;
+                Some(format!("{name} {} {}", p.run_time_ns, p.run_cnt))
+            })
+            .collect()
+    }
+
     /// Other BPF programs attached to the kernel functions this filter's LSM
     /// or `fmod_ret` programs sit on (another security tool, a second
     /// instance under another pin directory): `NAME (id N) on HOOK`, by hook

@@ -43,11 +43,21 @@ if as_user intruder dd if=/dev/zero of="$D" bs=4096 count=1 oflag=direct 2>/dev/
 fi
 info "bench kernel $(uname -r) backend $($C status | grep -i 'filter backend')"
 
-# stats: "name run_time_ns run_cnt" of every BPF program (bpf_stats must be on)
+# stats: "name run_time_ns run_cnt" of the filter's programs and of the other
+# programs on its hooks (the reference ones), bpf_stats on. The filter's come
+# from the daemon (status --json: where the pins are guarded no other task may
+# open them by id, and `bpftool prog show` stops at the first it cannot open);
+# the others from bpftool by the ids status names.
 stats() {
-	bpftool prog show | awk '/ name /{n="";t=0;c=0
-		for(i=1;i<=NF;i++){if($i=="name")n=$(i+1);if($i=="run_time_ns")t=$(i+1);if($i=="run_cnt")c=$(i+1)}
-		print n, t, c}'
+	_j=$($C status --json 2>/dev/null | tr -d '\n')
+	echo "$_j" | sed -n 's/.*"filter_program_runs": *\[\([^]]*\)\].*/\1/p' | tr ',' '\n' |
+		sed 's/^ *"//; s/" *$//' | grep .
+	for _id in $(echo "$_j" | sed -n 's/.*"filter_other_programs": *\[\([^]]*\)\].*/\1/p' |
+		grep -o '(id [0-9]*)' | tr -dc '0-9\n'); do
+		bpftool prog show id "$_id" | awk '/ name /{n="";t=0;c=0
+			for(i=1;i<=NF;i++){if($i=="name")n=$(i+1);if($i=="run_time_ns")t=$(i+1);if($i=="run_cnt")c=$(i+1)}
+			print n, t, c}'
+	done
 }
 # per_call BEFORE AFTER LABEL: one info line per program that ran in between:
 # "bench LABEL PROGRAM calls=N ns_per_call=T"

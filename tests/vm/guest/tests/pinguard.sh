@@ -8,7 +8,8 @@
 # while reading a map through its pin works; `status` says "guarded". The
 # daemon restarted (SIGTERM, then kill -9) re-adopts and guards again (the
 # kernel frees the claim when the daemon exits); `filter disable` through the
-# socket removes everything. On the cgroup-device fallback `status` says
+# socket removes everything, and so does `make uninstall` (scripts/uninstall.sh)
+# with the pins guarded. On the cgroup-device fallback `status` says
 # "watched, not guarded" and a zeroed ag_majors word is put back within the
 # daemon's 2 s check.
 . /vmtests/lib.sh
@@ -32,9 +33,11 @@ first_key() {
 		tr -d '"' | sed 's/0x//g; s/,/ /g'
 }
 map_id() { bpftool -j map show pinned "$PIN/maps/$1" 2>/dev/null | sed -n 's/^{"id":\([0-9]*\),.*/\1/p'; }
-# a link's and its program's id, from the daemon's own fds (bpftool's link show
-# opens the program by id, which the guard refuses)
-fd_field() { grep -h "^$1:" /proc/$agd/fdinfo/* 2>/dev/null | head -n 1 | tr -dc 0-9; }
+# a link's id and its program's, from one of the daemon's own link fds
+# (bpftool's link show opens the program by id, which the guard refuses; the
+# daemon also holds programs of its own object that no link runs)
+link_fdinfo() { grep -l "^link_id:" /proc/$agd/fdinfo/* 2>/dev/null | head -n 1; }
+fd_field() { [ -n "$2" ] && grep -h "^$1:" "$2" 2>/dev/null | head -n 1 | tr -dc 0-9; }
 ZERO8="00 00 00 00 00 00 00 00"
 
 attacks() { # attacks ROUND: every attack refused, reading allowed
@@ -43,8 +46,9 @@ attacks() { # attacks ROUND: every attack refused, reading allowed
 	bid=$(map_id ag_blk)
 	# the companion's cgroup link is one a detach would take off
 	link=$(ls $PIN/links | grep -E '^ag_kernel_open$|^ag_(fr_)?file_open$' | head -n 1)
-	lid=$(fd_field link_id)
-	pid=$(fd_field prog_id)
+	lf=$(link_fdinfo)
+	lid=$(fd_field link_id "$lf")
+	pid=$(fd_field prog_id "$lf")
 	bkey=$(first_key $PIN/maps/ag_blk)
 	info "round $r: ag_majors id=$mid ag_blk id=$bid link $link id=$lid prog=$pid ag_blk key=$bkey"
 	[ -n "$mid" ] && [ -n "$bid" ] && [ -n "$lid" ] && [ -n "$pid" ] && [ -n "$bkey" ] ||
@@ -88,7 +92,32 @@ fi
 # the way out stays the daemon's: filter disable through the socket
 expect_ok filter-disable $C filter disable
 holds pins-gone "$(ls -R $PIN 2>&1 | head -n 3)" [ ! -e $PIN ]
-expect_ok write-after-disable dd if=/dev/zero of="$L" $DDW
-kill "$agd"; wait "$agd" 2>/dev/null
+# (past the label: the disk stays PGDISK for what follows)
+expect_ok write-after-disable dd if=/dev/zero of="$L" $DDW seek=8
+
+# make uninstall (scripts/uninstall.sh, as the package's) while the pins are
+# guarded again: it disables the filter through the daemon, stops the service
+# (here a systemctl that stops the lab's daemon, as `disable --now` would) and
+# unlinks what is left; the disk is writable after it, nothing pinned
+if vm_full; then
+	expect_ok filter-enable $C filter enable
+	expect pins-guarded-again guarded "$(pins_word)"
+	expect_fail refused-again "$EPERM" dd if=/dev/zero of="$L" $DDW
+	if [ -f /vmtests/uninstall.sh ] && command -v bash >/dev/null; then
+		mkdir -p /tmp/pg-bin
+		echo "$agd" >/tmp/pg.agd
+		printf '#!/bin/sh\ncase "$*" in *disable*) kill "$(cat /tmp/pg.agd)" ;; esac\nexit 0\n' >/tmp/pg-bin/systemctl
+		chmod 755 /tmp/pg-bin/systemctl
+		ln -sf "$(command -v asmguardctl)" /usr/sbin/asmguardctl
+		out=$(PATH=/tmp/pg-bin:$PATH bash /vmtests/uninstall.sh 2>&1)
+		has_line uninstall-disables "write filter disabled through asmguardd" "$out"
+		wait "$agd" 2>/dev/null
+		holds uninstall-pins-gone "$(ls -R $PIN 2>&1 | head -n 3) :: $out" [ ! -e $PIN ]
+		expect_ok write-after-uninstall dd if=/dev/zero of="$L" $DDW
+	else
+		fail uninstall-setup "no /vmtests/uninstall.sh or no bash in the guest"
+	fi
+fi
+kill "$agd" 2>/dev/null; wait "$agd" 2>/dev/null
 losetup -d "$L" 2>/dev/null
 vm_exit
