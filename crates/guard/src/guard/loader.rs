@@ -580,6 +580,14 @@ impl Guard {
                 out.push((OBJ_PROG, i.prog_id));
             }
         }
+        // this load's own programs too: where the links were adopted, the
+        // attached programs are the last daemon's, and these run nowhere
+        for p in self._obj.progs().filter(|p| p.autoload()) {
+            use std::os::fd::AsFd;
+            if let Ok(id) = libbpf_rs::Program::id_from_fd(p.as_fd()) {
+                out.push((OBJ_PROG, id));
+            }
+        }
         out
     }
 
