@@ -277,15 +277,21 @@ host_write() {
 	fi
 }
 
-# asmguard_prog_ids: the ids of the BPF programs asmguard's links hold, sorted,
+# asmguard_prog_ids: the ids of the filter's BPF programs (its links'), sorted,
 # on one line: read from the daemon's own link fds (their fdinfo), since where
 # the pins are guarded no other task may open a link or program by id (what
-# `bpftool link show` does).
+# `bpftool link show` does). The daemon's other links (the I/O latency
+# tracer's, loaded again by each daemon) are left out: their programs open by
+# id and are not named ag_*; the filter's are refused by id (guarded) or named
+# ag_* (watched).
 asmguard_prog_ids() {
 	_agd=$(grep -lx asmguardd /proc/[0-9]*/comm 2>/dev/null | head -n 1 | cut -d/ -f3)
 	[ -n "$_agd" ] || return 0
 	for _f in $(grep -l '^link_id:' /proc/"$_agd"/fdinfo/* 2>/dev/null); do
-		sed -n 's/^prog_id:[[:space:]]*\([0-9]*\).*/\1/p' "$_f"
+		_id=$(sed -n 's/^prog_id:[[:space:]]*\([0-9]*\).*/\1/p' "$_f")
+		[ -n "$_id" ] || continue
+		_n=$(bpftool prog show id "$_id" 2>/dev/null | sed -n 's/.* name \([^ ]*\).*/\1/p' | head -n 1)
+		case $_n in '' | ag_*) echo "$_id" ;; esac
 	done | sort -n | tr '\n' ' '
 }
 

@@ -57,13 +57,20 @@ attacks() { # attacks ROUND: every attack refused, reading allowed
 	expect_fail "map-by-id.$r" "$EPERM" bpftool map dump id "$mid"
 	expect_fail "prog-by-id.$r" "$EPERM" bpftool prog dump xlated id "$pid"
 	expect_fail "link-by-id.$r" "$EPERM" bpftool link show id "$lid"
-	# every program the daemon holds, attached or not (after a restart the
-	# attached ones are the last daemon's, and its own load's run nowhere)
-	opened=""
+	# every filter program (ag_*) the daemon holds, attached or not (after a
+	# restart the attached ones are the last daemon's, and its own load's run
+	# nowhere); the daemon's other programs (the I/O latency tracer's) are
+	# not the filter's
+	opened="" others=""
 	for p in $(grep -h '^prog_id:' /proc/$agd/fdinfo/* 2>/dev/null | tr -dc '0-9\n' | sort -un); do
-		bpftool prog show id "$p" >/dev/null 2>&1 && opened="$opened $p"
+		n=$(bpftool prog show id "$p" 2>/dev/null | sed -n 's/.* name \([^ ]*\).*/\1/p' | head -n 1)
+		case $n in
+		'') ;;
+		ag_*) opened="$opened $p:$n" ;;
+		*) others="$others $p:$n" ;;
+		esac
 	done
-	holds "every-prog-by-id.$r" "opened by id:${opened:- none}" [ -z "$opened" ]
+	holds "every-prog-by-id.$r" "filter programs opened by id:${opened:- none} (others:${others:- none})" [ -z "$opened" ]
 	expect_fail "majors-zeroed.$r" "$EPERM" bpftool map update pinned $PIN/maps/ag_majors key 00 00 00 00 value $ZERO8
 	expect_fail "devmap-delete.$r" "$EPERM" bpftool map delete pinned $PIN/maps/ag_blk key $bkey
 	expect_fail "link-detach-pinned.$r" "$EPERM" bpftool link detach pinned "$PIN/links/$link"
