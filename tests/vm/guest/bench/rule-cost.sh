@@ -21,7 +21,6 @@
 ROUNDS=${RULE_ROUNDS:-9}
 N=${RULE_N:-1500}
 C="asmguardctl --socket /run/asmguard/asmguard.sock"
-command -v bpftool >/dev/null || { fail bench "bpftool missing (VM_EXTRA_TOOLS=bpftool)"; vm_exit; }
 vm_full || { na bench "$VM_FALLBACK_WHY: no per-write program to measure"; vm_exit; }
 
 D=$(new_loop 64 rule-bench) || { fail bench "losetup: $D"; vm_exit; }
