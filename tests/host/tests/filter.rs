@@ -508,7 +508,8 @@ fn the_daemon_notices_its_pinned_filter_changed_under_it() {
 /// its back is taken out the same way, and so are, by map id (no pin
 /// needed), the pin directories' entries deleted and a container place
 /// added. `status` says the pins are watched, not guarded, on this backend
-/// (the host's kernel refuses the `bpf` hook's trampoline).
+/// (the host's kernel refuses the `bpf` hook's trampoline), and its JSON gives
+/// each attached program's run time and count (`filter_program_runs`).
 #[test]
 fn a_zeroed_majors_word_is_put_back_within_the_check() {
     let Some(_g) = lock() else { return };
@@ -528,6 +529,29 @@ fn a_zeroed_majors_word_is_put_back_within_the_check() {
     assert_eq!(st["protection"], "degraded", "the fallback: {st:#}");
     let text = d.ctl(&["status"]).ok().stdout;
     assert!(text.contains("watched, not guarded"), "{text}");
+    // what each attached program ran, `NAME RUN_TIME_NS RUN_CNT` (the lab's
+    // cost benches read it where bpftool cannot open guarded programs)
+    let progs: Vec<&str> = st["filter_programs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    let runs: Vec<&str> = st["filter_program_runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap())
+        .collect();
+    assert!(!progs.is_empty(), "{st:#}");
+    for p in &progs {
+        let row = runs.iter().find(|r| r.split(' ').next() == Some(p));
+        let fields: Vec<&str> = row.map(|r| r.split(' ').collect()).unwrap_or_default();
+        assert!(
+            fields.len() == 3 && fields[1..].iter().all(|f| f.parse::<u64>().is_ok()),
+            "{p}: {runs:?}"
+        );
+    }
     let until = |what: &str, f: &dyn Fn() -> bool| {
         let t0 = Instant::now();
         while !f() {
