@@ -79,6 +79,13 @@ attacks() { # attacks ROUND: every attack refused, reading allowed
 	has_line "guardian-is-daemon.$r" "\"tgid\": *$agd," "$(bpftool -j map dump pinned $PIN/maps/ag_guardian 2>&1)"
 }
 
+# the hook's arguments on this kernel (the rule reads cmd and attr, the first
+# two everywhere; newer kernels add `bool kernel` after size)
+hook_fn=bpf_lsm_bpf
+[ "$VM_BACKEND" = fmod_ret ] && hook_fn=security_bpf
+proto=$(bpftool btf dump file /sys/kernel/btf/vmlinux 2>/dev/null | sed -n "s/.*FUNC '$hook_fn' type_id=\([0-9]*\).*/\1/p" | head -n 1)
+[ -n "$proto" ] && info "$hook_fn: $(bpftool btf dump file /sys/kernel/btf/vmlinux 2>/dev/null | grep -A4 "^\[$proto\] FUNC_PROTO" | tr -s ' \n' '  ')"
+
 if vm_full; then
 	expect pins-guarded guarded "$(pins_word)" "$($C status 2>&1 | grep -i pins)"
 	attacks 1
