@@ -136,6 +136,8 @@ for w in $WORKLOADS; do
 	off=$(awk -v w=$w '$2=="off" && $3==w {print $4}' /tmp/bench-rounds | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
 	info "bench onoff $w rounds=$n on_ns=$on off_ns=$off ratio_median=$med ratio_min=$(echo "$ratios" | head -n 1) ratio_max=$(echo "$ratios" | tail -n 1)"
 done
+# the filter removed through the daemon (its pins are guarded), then the daemon
+$C filter disable >/dev/null 2>&1
 kill "$agd" 2>/dev/null; wait "$agd" 2>/dev/null
 pass bench "figures printed ($ROUNDS rounds)"
 vm_exit

@@ -113,6 +113,8 @@ for m in prog sys; do
 		info "bench $m ratio $k/user median=$(echo "$ratios" | med) min=$(echo "$ratios" | head -n 1) max=$(echo "$ratios" | tail -n 1)"
 	done
 done
+# the filter removed through the daemon (its pins are guarded), then the daemon
+$C filter disable >/dev/null 2>&1
 kill "$agd" 2>/dev/null
 wait "$agd" 2>/dev/null
 pass bench "figures printed ($ROUNDS rounds)"
