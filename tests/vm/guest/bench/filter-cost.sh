@@ -84,8 +84,10 @@ if vm_full; then
 	wait_for_line /tmp/bench-empty.out '^ready' 30 || fail bench-empty "$(cat /tmp/bench-empty.out)"
 	# (a) the allowed writer on the managed disk
 	measure disk-pwrite as_user grid syscall-bench pwrite "$D" 2000
+	# (past the label, as syscall-bench's pwrite: from block 0 fio wiped it, the
+	# daemon let the disk go, and the intruder's open below was not denied)
 	measure disk-io_uring as_user grid fio --name=w --filename="$D" --ioengine=io_uring --rw=write \
-		--bs=4k --direct=1 --size=8M --iodepth=8
+		--bs=4k --direct=1 --offset=1M --size=8M --iodepth=8
 	# (d) a denial: the intruder's write-open refused (the verdict, its event)
 	measure disk-denied as_user intruder syscall-bench denied "$D" "$NOPEN"
 	# (b) files that are not devices
