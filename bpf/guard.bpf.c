@@ -62,7 +62,9 @@
  *   ioctls.h       which ioctls write;
  *   passthrough.h  the read class of SG_IO and NVMe admin commands, and
  *                  reading them from the caller's memory;
- *   pins.h         the pin directories no container may empty.
+ *   pins.h         the pin directories no container may empty;
+ *   guardian.h     asmguard's maps, programs and links the daemon's alone
+ *                  (lsm/bpf, fmod_ret/security_bpf; the programs are there).
  */
 #include "asmguard_core.h"
 #include "guard.h"
@@ -72,6 +74,7 @@
 #include "devices.h"
 #include "passthrough.h"
 #include "pins.h"
+#include "guardian.h"
 
 char LICENSE[] SEC("license") = "GPL";
 

@@ -31,7 +31,9 @@
 #define AG_HOOK_INODE_UNLINK 10 /* the pins: removing one from a container */
 #define AG_HOOK_INODE_RMDIR 11
 #define AG_HOOK_INODE_RENAME 12
-#define AG_NHOOKS 13
+#define AG_HOOK_BPF 13 /* asmguard's BPF objects: the daemon's alone (guardian.h) */
+#define AG_HOOK_TASK_EXIT 14 /* the daemon's exit frees its record (guardian.h) */
+#define AG_NHOOKS 15
 
 /* The hooks that judge disks (codes below AG_DISK_HOOKS) are counted per disk
  * in ag_counts: idx = the code for a denial, AG_DISK_HOOKS + the code for an

@@ -63,6 +63,9 @@ BIN=target/release/asmguard-iolat
 for t in fio jq bpftool curl losetup promtool biolatency; do
     command -v "$t" >/dev/null || { echo "bench-iolat: $t is missing (scripts/deps.sh installs it)" >&2; exit 1; }
 done
+# the program lists below open every program by id: where asmguardd guards its
+# filter's pins (the bpf hook) that is refused for its programs
+bpftool prog show >/dev/null 2>&1 || { echo "bench-iolat: bpftool prog show fails (asmguard's guarded filter? run 'asmguardctl filter disable' or stop asmguardd first)" >&2; exit 1; }
 part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 if part ab && { [ ! -x "$AB_BIN" ] || [ $((AB_ROUNDS % 2)) = 1 ]; }; then
     echo "bench-iolat: PARTS=ab needs AB_BIN (the other build of asmguard-iolat) and an even AB_ROUNDS (each build first equally often)" >&2; exit 1

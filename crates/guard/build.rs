@@ -15,6 +15,7 @@ fn main() {
             "identity.h",
             "devices.h",
             "pins.h",
+            "guardian.h",
             "ioctls.h",
             "rules.h",
         ],

@@ -24,7 +24,7 @@ VM_TOOLS="dash fio blkdiscard wipefs losetup blkid blockdev lsblk fallocate fstr
  timeout env nohup nice xargs find flock
  dmsetup sg_raw sg_dd sg_inq sg_readcap sg_unmap sg_write_same sg_get_lba_status sg_vpd
  sfdisk partx delpart addpart od getent mdadm mkswap swapon swapoff make-bcache
- smartctl nvme unshare strace"
+ smartctl nvme unshare strace bpftool bash"
 # Tools the tests cannot do without.
 VM_REQUIRED_TOOLS="dash fio blkdiscard wipefs losetup blkid mkfs.ext4 dd sha256sum dmsetup sg_raw sg_dd setpriv
  timeout env xargs"
@@ -175,6 +175,8 @@ PASSWD
 	cp "$VM_DIR/guest/lib.sh" "$ir_stage/vmtests/lib.sh"
 	cp "$VM_DIR"/guest/tests/*.sh "$ir_stage/vmtests/tests/"
 	mkdir -p "$ir_stage/vmtests/bench" && cp "$VM_DIR"/guest/bench/*.sh "$ir_stage/vmtests/bench/"
+	# make uninstall's script, as installed (pinguard.sh runs it)
+	cp "$VM_ROOT/scripts/uninstall.sh" "$ir_stage/vmtests/uninstall.sh"
 
 	# (no -R: the home directories keep their owners; we run as root)
 	(cd "$ir_stage" && find . -mindepth 1 | LC_ALL=C sort | cpio --quiet -o -H newc) | gzip -1 >"$out.tmp" || return 1

@@ -62,6 +62,13 @@ pub enum Error {
     /// An allow rule set the filter cannot hold.
     #[error("allow rules: {0}")]
     Rules(String),
+    /// The filter's objects are guarded for another live process (not a
+    /// daemon: it would hold the pin directory's lock).
+    #[error(
+        "the filter's maps and links are guarded for pid {0}, which is not this daemon: \
+         that process claimed them after the last daemon exited; stop it and start again"
+    )]
+    GuardHeld(u32),
     /// The kernel kept programs attached after their links were released.
     #[error("detaching the filter: {0}")]
     Detach(String),

@@ -90,6 +90,7 @@ impl Pins {
             pin_dir: self.0.clone(),
             backend: Some(Backend::CgroupDevice),
             cgroup: None,
+            claim: true,
         }
     }
 }

@@ -889,6 +889,12 @@ pub struct StatusResult {
     /// wins.
     #[serde(default)]
     pub filter_other_programs: Vec<String>,
+    /// What each of the filter's programs has run, `NAME RUN_TIME_NS
+    /// RUN_CNT` (counted while `kernel.bpf_stats_enabled` is 1; `--json`
+    /// only: the lab's cost benches read it, since where the pins are guarded
+    /// `bpftool prog show` cannot open the filter's programs).
+    #[serde(default)]
+    pub filter_program_runs: Vec<String>,
     /// Devices in the kernel's managed set.
     #[serde(default)]
     pub filter_devices: usize,
@@ -1376,6 +1382,7 @@ mod json_names {
             "events":"udev","last_scan_ms":4,"filter_coverage":"full",
             "filter_reason":"r","filter_passthrough":"p","filter_programs":["ag_file_open"],
             "filter_other_programs":["other (id 7) on file_open"],
+            "filter_program_runs":["ag_file_open 1200 3"],
             "filter_devices":2,"allow_rules":["any process of user grid"],"allow_notes":["n"],"oracle_homes":["grid home /u01"],"filter_pins":"watched","protection":"unprotected","bpf_lsm_hint":"",
             "claims":["DATA1 253:2"],"claims_kept":"none (re-taken on start)",
             "claims_slow":"the exclusive claim of DATA1 253:2 took 600 ms to take",

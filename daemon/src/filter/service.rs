@@ -884,6 +884,15 @@ impl FilterService {
             .map_or_else(Vec::new, |g| g.other_programs())
     }
 
+    /// What each of the filter's programs has run ([`Guard::program_runs`]:
+    /// a walk of every program, for `status` only).
+    pub fn program_runs(&self) -> Vec<String> {
+        lock(&self.inner)
+            .guard
+            .as_ref()
+            .map_or_else(Vec::new, |g| g.program_runs())
+    }
+
     /// Backend and coverage, for `status` and the backend metric.
     pub fn status(&self) -> FilterStatus {
         let inner = lock(&self.inner);

@@ -96,6 +96,7 @@ impl Daemon {
             filter_passthrough: fst.passthrough,
             filter_programs: fst.programs,
             filter_other_programs: self.filter.other_programs(),
+            filter_program_runs: self.filter.program_runs(),
             filter_devices: fst.devices,
             allow_rules: allow_view.0,
             allow_notes: allow_view.1,

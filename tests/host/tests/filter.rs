@@ -505,8 +505,11 @@ fn the_daemon_notices_its_pinned_filter_changed_under_it() {
 /// not only the device maps: within it the word is put back (the disk is
 /// refused again), with an ERROR line naming `ag_majors`, protection
 /// `degraded` and the reason in `status`; an allow-list entry added behind
-/// its back is taken out the same way. `status` says the pins are watched,
-/// not guarded, on this backend.
+/// its back is taken out the same way, and so are, by map id (no pin
+/// needed), the pin directories' entries deleted and a container place
+/// added. `status` says the pins are watched, not guarded, on this backend
+/// (the host's kernel refuses the `bpf` hook's trampoline), and its JSON gives
+/// each attached program's run time and count (`filter_program_runs`).
 #[test]
 fn a_zeroed_majors_word_is_put_back_within_the_check() {
     let Some(_g) = lock() else { return };
@@ -526,6 +529,29 @@ fn a_zeroed_majors_word_is_put_back_within_the_check() {
     assert_eq!(st["protection"], "degraded", "the fallback: {st:#}");
     let text = d.ctl(&["status"]).ok().stdout;
     assert!(text.contains("watched, not guarded"), "{text}");
+    // what each attached program ran, `NAME RUN_TIME_NS RUN_CNT` (the lab's
+    // cost benches read it where bpftool cannot open guarded programs)
+    let progs: Vec<&str> = st["filter_programs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    let runs: Vec<&str> = st["filter_program_runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap())
+        .collect();
+    assert!(!progs.is_empty(), "{st:#}");
+    for p in &progs {
+        let row = runs.iter().find(|r| r.split(' ').next() == Some(p));
+        let fields: Vec<&str> = row.map(|r| r.split(' ').collect()).unwrap_or_default();
+        assert!(
+            fields.len() == 3 && fields[1..].iter().all(|f| f.parse::<u64>().is_ok()),
+            "{p}: {runs:?}"
+        );
+    }
     let until = |what: &str, f: &dyn Fn() -> bool| {
         let t0 = Instant::now();
         while !f() {
@@ -628,5 +654,66 @@ fn a_zeroed_majors_word_is_put_back_within_the_check() {
         !dump.stdout.contains("00 00 00 00"),
         "uid 0 is out of ag_rule_uids again: {}",
         dump.stdout
+    );
+
+    // by map id, no pin needed (BPF_MAP_GET_FD_BY_ID): every entry of the
+    // pin directories deleted, a container (cgroup id 1) added to the places
+    let by_id = |name: &str| {
+        pinned_map_id(&d.pin_dir.join("maps").join(name))
+            .unwrap_or_else(|| panic!("no id for {name}"))
+            .to_string()
+    };
+    let key_words = |name: &str| -> Vec<Vec<String>> {
+        let o = sh("bpftool", &["-j", "map", "dump", "id", &by_id(name)]).ok();
+        let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                e["key"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|b| b.as_str().unwrap().trim_start_matches("0x").to_string())
+                    .collect()
+            })
+            .collect()
+    };
+    let dirs = key_words("ag_pin_dirs");
+    assert_eq!(dirs.len(), 3, "the pin directory, maps/ and links/");
+    for k in &dirs {
+        let id = by_id("ag_pin_dirs");
+        let mut args = vec!["map", "delete", "id", id.as_str(), "key", "hex"];
+        args.extend(k.iter().map(String::as_str));
+        sh("bpftool", &args).ok();
+    }
+    let places = by_id("ag_places");
+    let info = sh("bpftool", &["map", "show", "id", &places]).ok();
+    let vsize: usize = info
+        .stdout
+        .split_whitespace()
+        .skip_while(|w| *w != "value")
+        .nth(1)
+        .and_then(|v| v.trim_end_matches('B').parse().ok())
+        .unwrap_or_else(|| panic!("no value size in: {}", info.stdout));
+    let mut args = vec!["map", "update", "id", places.as_str(), "key", "hex"];
+    args.extend([
+        "01", "00", "00", "00", "00", "00", "00", "00", "value", "hex",
+    ]);
+    args.extend(std::iter::repeat_n("ff", vsize));
+    sh("bpftool", &args).ok();
+    let t0 = Instant::now();
+    until("the pin directories and the places put back", &|| {
+        changed("ag_pin_dirs") && changed("ag_places")
+    });
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    assert_eq!(
+        key_words("ag_pin_dirs"),
+        dirs,
+        "the pin directories put back"
+    );
+    assert!(
+        key_words("ag_places").is_empty(),
+        "the added place taken out"
     );
 }

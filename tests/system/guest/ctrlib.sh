@@ -277,16 +277,28 @@ host_write() {
 	fi
 }
 
-# asmguard_prog_ids: the ids of the BPF programs asmguard's pinned links hold
-# (bpftool), sorted, on one line.
+# asmguard_prog_ids: the ids of the filter's BPF programs (its links'), sorted,
+# on one line: read from the daemon's own link fds (their fdinfo), since where
+# the pins are guarded no other task may open a link or program by id (what
+# `bpftool link show` does). The daemon's other links (the I/O latency
+# tracer's, loaded again by each daemon) are left out: their programs open by
+# id and are not named ag_*; the filter's are refused by id (guarded) or named
+# ag_* (watched).
 asmguard_prog_ids() {
-	for _p in /sys/fs/bpf/asmguard/links/*; do
-		bpftool link show pinned "$_p" 2>/dev/null | sed -n 's/.*prog \([0-9]*\).*/\1/p' | head -n 1
+	_agd=$(grep -lx asmguardd /proc/[0-9]*/comm 2>/dev/null | head -n 1 | cut -d/ -f3)
+	[ -n "$_agd" ] || return 0
+	for _f in $(grep -l '^link_id:' /proc/"$_agd"/fdinfo/* 2>/dev/null); do
+		_id=$(sed -n 's/^prog_id:[[:space:]]*\([0-9]*\).*/\1/p' "$_f")
+		[ -n "$_id" ] || continue
+		_n=$(bpftool prog show id "$_id" 2>/dev/null | sed -n 's/.* name \([^ ]*\).*/\1/p' | head -n 1)
+		case $_n in '' | ag_*) echo "$_id" ;; esac
 	done | sort -n | tr '\n' ' '
 }
 
 # runtime_device_prog CGROUP: the cgroup_device programs in effect on CGROUP (a
 # path relative to the cgroup-v2 mount) but asmguard's own (ag_*), on one line.
+# (Where the pins are guarded bpftool cannot open asmguard's programs by id: it
+# leaves them out of the list, and the runtime's own are the ones asked for.)
 runtime_device_prog() {
 	[ -n "$1" ] && bpftool cgroup show "/sys/fs/cgroup/$1" effective 2>/dev/null |
 		grep -w cgroup_device | grep -v ' ag_' | tr -s ' \n' '  '

@@ -7,6 +7,7 @@
 //! asmguard-guard-test events [--count N] [--timeout SECONDS]
 //! asmguard-guard-test stats | disks | majors | unload
 //! OPTIONS: --backend lsm|cgroup  --pin-dir DIR  --cgroup DIR
+//!          --claim (claim the objects as the daemon does: ag_guardian)
 //!          --uid N  --gid N  --exe PATH (repeatable; replace the allow-list when any is given)
 //!          --mode enforce|audit|off (default enforce)  --id N (disk id, default 1)
 //! ```
@@ -51,6 +52,8 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
         id: 1,
         ..Default::default()
     };
+    // a tool beside the daemon or in turn with it: no claim unless asked
+    a.opts.claim = false;
     while let Some(arg) = it.next() {
         let mut val = |name: &str| it.next().ok_or(format!("{name} needs a value"));
         let num = |s: String| s.parse::<u32>().map_err(|e| format!("{s:?}: {e}"));
@@ -65,6 +68,7 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
             }
             "--pin-dir" => a.opts.pin_dir = PathBuf::from(val("--pin-dir")?),
             "--cgroup" => a.opts.cgroup = Some(PathBuf::from(val("--cgroup")?)),
+            "--claim" => a.opts.claim = true,
             "--uid" => {
                 a.uids.push(num(val("--uid")?)?);
                 a.allow_given = true;

@@ -35,6 +35,11 @@ pub type AgExe = skel::types::ag_exe;
 pub type AgPlace = skel::types::ag_place;
 /// `struct ag_self`: `ag_self[0]`, the daemon's own process.
 pub type AgSelf = skel::types::ag_self;
+/// `struct ag_guardian`: `ag_guardian[0]`, the daemon that alone may touch
+/// the filter's objects (bpf/guardian.h).
+pub type AgGuardian = skel::types::ag_guardian;
+/// `struct ag_obj_key`: key of `ag_guarded` (bpf/guardian.h).
+pub type AgObjKey = skel::types::ag_obj_key;
 /// `AG_TOOL_QUERY`, `AG_TOOL_KOPEN` (`struct ag_exe`'s `tools`).
 pub const TOOL_QUERY: u32 = 1;
 /// See [`TOOL_QUERY`].

@@ -106,6 +106,12 @@ hook_table! {
     InodeRmdir = 11, "inode_rmdir", false, Op::Fixed("rmdir-pin");
     /// `lsm/inode_rename`: a pin moved from a container.
     InodeRename = 12, "inode_rename", false, Op::Fixed("rename-pin");
+    /// `lsm/bpf`: asmguard's maps, programs and links got by id, written or
+    /// detached by a task that is not the daemon (denied, not reported).
+    Bpf = 13, "bpf", false, Op::Fixed("bpf-command");
+    /// `tp_btf/sched_process_exit` beside the `bpf` rule: the daemon's exit
+    /// frees its record (one program for both security-hook backends).
+    TaskExit = 14, "task_exit", false, Op::Fixed("exit");
 }
 
 impl HookDef {
@@ -190,7 +196,11 @@ mod tests {
             let lsm = d.programs_for(Backend::Lsm);
             let fmod = d.programs_for(Backend::FmodRet);
             let cgroup = d.programs_for(Backend::CgroupDevice);
-            if d.companion() {
+            let traced = lsm
+                .iter()
+                .chain(&fmod)
+                .any(|p| programs::program(p).map(|p| p.attach) == Some(programs::Attach::TpBtf));
+            if d.companion() || traced {
                 assert!(!d.optional && cgroup.is_empty());
                 assert_eq!(lsm, fmod);
             } else if cgroup.is_empty() {

@@ -34,7 +34,7 @@ use crate::{Error, KernelDev};
 pub(crate) static GUARD_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/guard.bpf.o"));
 
 /// The maps, pinned under `maps/<name>`.
-pub(crate) const MAP_NAMES: [&str; 13] = [
+pub(crate) const MAP_NAMES: [&str; 15] = [
     "ag_blk",
     "ag_chr",
     "ag_majors",
@@ -48,6 +48,8 @@ pub(crate) const MAP_NAMES: [&str; 13] = [
     "ag_stats",
     "ag_counts",
     "ag_pin_dirs",
+    "ag_guarded",
+    "ag_guardian",
 ];
 
 /// The program of `programs` (a hook's, preferred first) that variant `pick`
@@ -96,6 +98,12 @@ pub struct Options {
     /// The cgroup-v2 directory for the fallback (default: the cgroup2 mount
     /// found in /proc/mounts).
     pub cgroup: Option<PathBuf>,
+    /// Claim the filter's objects for this process (`ag_guardian`: where the
+    /// `bpf` hook is attached, no other task may get them by id, write them
+    /// or detach them). The daemon does (the default); a tool that opens the
+    /// pins beside it or in turn (the lab's test tool) does not, and where no
+    /// daemon holds the claim nothing is refused.
+    pub claim: bool,
 }
 
 impl Default for Options {
@@ -104,6 +112,7 @@ impl Default for Options {
             pin_dir: asmguard_paths::Paths::default().pin_dir(),
             backend: None,
             cgroup: None,
+            claim: true,
         }
     }
 }
@@ -125,6 +134,10 @@ pub struct Guard {
     stats: MapHandle,
     counts: MapHandle,
     pin_dirs: MapHandle,
+    /// `ag_guarded` and `ag_guardian` (bpf/guardian.h): asmguard's objects
+    /// by id, and the daemon that alone may touch them.
+    guarded: MapHandle,
+    guardian: MapHandle,
     /// What this process last wrote to each watched map
     /// ([`super::mapwatch::WATCHED`]), for [`Guard::check_maps`].
     desired: super::mapwatch::Desired,
@@ -384,6 +397,13 @@ impl Guard {
         let stats = handle("ag_stats")?;
         let counts = handle("ag_counts")?;
         let pin_dirs = handle("ag_pin_dirs")?;
+        let guarded = handle("ag_guarded")?;
+        let guardian = handle("ag_guardian")?;
+        // first of all writes: adopted pins guarded for the last daemon are
+        // this one's now (its record is vacant once it exited)
+        if opts.claim {
+            super::guardian::claim(&guardian)?;
+        }
         fill_pin_dirs(&pin_dirs, &opts.pin_dir)?;
 
         let cgroup = match backend {
@@ -414,9 +434,9 @@ impl Guard {
                 (Some(cg), Some(Attach::CgroupDevice)) => prog
                     .attach_cgroup(cg.as_raw_fd())
                     .map_err(Error::bpf("attaching the cgroup device program"))?,
-                (_, Some(Attach::FmodRet)) => prog
+                (_, Some(Attach::FmodRet | Attach::TpBtf)) => prog
                     .attach_trace()
-                    .map_err(Error::bpf("attaching an fmod_ret program"))?,
+                    .map_err(Error::bpf("attaching an fmod_ret or tp_btf program"))?,
                 _ => prog
                     .attach_lsm()
                     .map_err(Error::bpf("attaching an LSM program"))?,
@@ -451,6 +471,8 @@ impl Guard {
             stats,
             counts,
             pin_dirs,
+            guarded,
+            guardian,
             desired: Default::default(),
             _obj: obj,
         };
@@ -465,6 +487,7 @@ impl Guard {
             *w |= add;
         }
         g.write_majors(&words)?;
+        super::guardian::fill_guarded(&g.guarded, &g.own_objects())?;
         // what the maps hold now is the baseline (adopted pins: the last
         // daemon's); each setter records its maps again after writing them
         g.record(super::mapwatch::WATCHED);
@@ -519,14 +542,53 @@ impl Guard {
     /// back what another process changed (through a pin or by id): one
     /// phrase per map changed; empty when all hold what was written.
     pub fn check_maps(&self) -> Vec<String> {
-        self.desired.check(|n| self.map(n))
+        let mut out = Vec::new();
+        if self.guard_attached() {
+            out.extend(super::guardian::recheck(&self.guardian));
+        }
+        out.extend(self.desired.check(|n| self.map(n)));
+        out
+    }
+
+    /// Whether the `bpf` rule (`ag_bpf` or `ag_fr_bpf`) is attached.
+    fn guard_attached(&self) -> bool {
+        self.links
+            .iter()
+            .any(|(n, _)| Hook::def_of_program(n).map(|d| d.hook) == Some(Hook::Bpf))
     }
 
     /// Whether the pins and maps are guarded (no other task may get them by
-    /// id, write them or detach the links) or only watched ([`Guard::check_maps`],
-    /// [`Guard::reassert_pins`]): no backend guards them yet.
+    /// id, write them or detach the links: the `bpf` rule is attached and
+    /// names this process) or only watched ([`Guard::check_maps`],
+    /// [`Guard::reassert_pins`]: the cgroup-device fallback).
     pub fn pins_guarded(&self) -> bool {
-        false
+        self.guard_attached() && super::guardian::holder(&self.guardian) == Some(std::process::id())
+    }
+
+    /// The ids of this guard's maps, programs and links (`ag_guarded`).
+    fn own_objects(&self) -> Vec<(u32, u32)> {
+        use super::guardian::{OBJ_LINK, OBJ_MAP, OBJ_PROG};
+        let mut out = Vec::new();
+        for n in MAP_NAMES {
+            if let Some(id) = self.map(n).and_then(|m| m.info().ok()).map(|i| i.info.id) {
+                out.push((OBJ_MAP, id));
+            }
+        }
+        for (_, l) in &self.links {
+            if let Ok(i) = l.info() {
+                out.push((OBJ_LINK, i.id));
+                out.push((OBJ_PROG, i.prog_id));
+            }
+        }
+        // this load's own programs too: where the links were adopted, the
+        // attached programs are the last daemon's, and these run nowhere
+        for p in self._obj.progs().filter(|p| p.autoload()) {
+            use std::os::fd::AsFd;
+            if let Ok(id) = libbpf_rs::Program::id_from_fd(p.as_fd()) {
+                out.push((OBJ_PROG, id));
+            }
+        }
+        out
     }
 
     /// The handle of pinned map `name`.
@@ -539,6 +601,8 @@ impl Guard {
             "ag_stats" => &self.stats,
             "ag_counts" => &self.counts,
             "ag_pin_dirs" => &self.pin_dirs,
+            "ag_guarded" => &self.guarded,
+            "ag_guardian" => &self.guardian,
             other => return self.rule_maps.get(other),
         })
     }
@@ -595,6 +659,28 @@ impl Guard {
     /// The attached programs (their names, e.g. `ag_file_open`).
     pub fn programs(&self) -> Vec<String> {
         self.links.iter().map(|(n, _)| n.clone()).collect()
+    }
+
+    /// What each attached program of this filter has run: `NAME RUN_TIME_NS
+    /// RUN_CNT` (the kernel counts only while `kernel.bpf_stats_enabled` is
+    /// 1). For the lab's cost benches: where the pins are guarded no other
+    /// task may open these programs by id (what `bpftool prog show` does),
+    /// so the daemon reads them (a walk of every program: `status` only).
+    pub fn program_runs(&self) -> Vec<String> {
+        let own: BTreeMap<u32, &str> = self
+            .links
+            .iter()
+            .filter_map(|(n, l)| Some((l.info().ok()?.prog_id, n.as_str())))
+            .collect();
+        if own.is_empty() {
+            return Vec::new();
+        }
+        libbpf_rs::query::ProgInfoIter::default()
+            .filter_map(|p| {
+                let name = own.get(&p.id)?;
+                Some(format!("{name} {} {}", p.run_time_ns, p.run_cnt))
+            })
+            .collect()
     }
 
     /// Other BPF programs attached to the kernel functions this filter's LSM
@@ -989,7 +1075,7 @@ mod tests {
         for p in PROGRAMS {
             let ty = match p.attach {
                 Attach::Lsm => ProgramType::Lsm,
-                Attach::FmodRet => ProgramType::Tracing,
+                Attach::FmodRet | Attach::TpBtf => ProgramType::Tracing,
                 Attach::CgroupDevice => ProgramType::CgroupDevice,
             };
             let section = p.section.to_string();

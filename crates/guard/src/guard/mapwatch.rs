@@ -31,6 +31,7 @@ pub(crate) const WATCHED: &[&str] = &[
     "ag_places",
     "ag_self",
     "ag_pin_dirs",
+    "ag_guarded",
 ];
 
 /// A map's content: raw key -> raw value.

@@ -10,6 +10,8 @@
 //! - [`ioctls`]: the names of the ioctls the filter reports;
 //! - [`commands`]: the SG_IO / NVMe admin commands of the read class;
 //! - [`events`]: decoding an `ag_event` record into a [`DenialEvent`];
+//! - `guardian`: the daemon's claim on its own objects (`bpf/guardian.h`):
+//!   who may get them by id, write them, detach them;
 //! - [`pins`]: bpffs, securityfs and cgroup plumbing, and the pin directory;
 //! - [`loader`]: [`Guard`]: backend choice, loading, attaching, the maps;
 //! - [`ring`]: [`EventReader`], the ring buffer reader;
@@ -38,6 +40,7 @@
 pub mod abi;
 pub mod commands;
 pub mod events;
+mod guardian;
 pub mod hooks;
 pub mod ioctls;
 pub mod loader;

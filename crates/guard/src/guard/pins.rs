@@ -148,11 +148,12 @@ pub fn pinned_backend(pin_dir: &Path) -> Option<Backend> {
         .filter_map(|e| e.ok())
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
-    // The companions (ag_kernel_open) say nothing: both security backends have them.
+    // The companions (ag_kernel_open) and the shared tracer (ag_guardian_exit)
+    // say nothing: both security backends have them.
     let backend_of = |b: Backend| {
         PROGRAMS
             .iter()
-            .any(|p| !p.companion && p.loaded_by(b) && names.iter().any(|n| n == p.name))
+            .any(|p| !p.shared() && p.loaded_by(b) && names.iter().any(|n| n == p.name))
     };
     // The worst pinned one first: an upgrade that stopped half-way (both
     // pinned) is finished by the next start.
@@ -268,7 +269,7 @@ pub(crate) fn remove_links_of(pin_dir: &Path, backend: Backend) -> Result<(), Er
     let dir = pin_dir.join("links");
     for p in PROGRAMS
         .iter()
-        .filter(|p| !p.companion && p.loaded_by(backend))
+        .filter(|p| !p.shared() && p.loaded_by(backend))
     {
         match std::fs::remove_file(dir.join(p.name)) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {

@@ -26,6 +26,9 @@ pub enum Attach {
     FmodRet,
     /// `cgroup/dev`: a cgroup-device program on the cgroup-v2 root.
     CgroupDevice,
+    /// `tp_btf/<tracepoint>`: a BTF tracepoint (a tracing program, no
+    /// trampoline), beside either security-hook backend.
+    TpBtf,
 }
 
 /// One row of the program table.
@@ -129,6 +132,12 @@ program_table! {
         companion false, variant 0;
     "ag_fr_inode_rename": InodeRename, "fmod_ret/security_inode_rename", FmodRet,
         sleepable false, FMOD_RET, companion false, variant 0;
+    // The pins guarded (bpf/guardian.h): asmguard's objects the daemon's alone.
+    "ag_bpf": Bpf, "lsm/bpf", Lsm, sleepable false, LSM, companion false, variant 0;
+    "ag_fr_bpf": Bpf, "fmod_ret/security_bpf", FmodRet, sleepable false, FMOD_RET,
+        companion false, variant 0;
+    "ag_guardian_exit": TaskExit, "tp_btf/sched_process_exit", TpBtf, sleepable false,
+        SECURITY, companion false, variant 0;
 }
 
 /// The row of program `name`, if it is one of ours.
@@ -140,6 +149,13 @@ impl ProgDef {
     /// Whether `backend` loads it.
     pub fn loaded_by(&self, backend: Backend) -> bool {
         self.backends.contains(&backend)
+    }
+
+    /// Loaded by more than one backend (a companion, or a tracing program
+    /// both security-hook backends attach): its pin says nothing about
+    /// which backend is pinned, and belongs to none of them alone.
+    pub fn shared(&self) -> bool {
+        self.companion || self.backends.len() > 1
     }
 }
 
@@ -186,15 +202,21 @@ mod tests {
                     assert!(!p.sleepable);
                     assert_eq!(p.section, "cgroup/dev");
                 }
+                Attach::TpBtf => {
+                    assert!(!p.sleepable);
+                    assert!(p.section.starts_with("tp_btf/"), "{}", p.section);
+                }
             }
             if p.companion {
                 assert_eq!(p.attach, Attach::CgroupDevice);
                 assert_eq!(p.backends, SECURITY);
+            } else if p.attach == Attach::TpBtf {
+                assert_eq!(p.backends, SECURITY, "{}", p.name);
             } else {
                 let b = match p.attach {
                     Attach::Lsm => Backend::Lsm,
                     Attach::FmodRet => Backend::FmodRet,
-                    Attach::CgroupDevice => Backend::CgroupDevice,
+                    Attach::CgroupDevice | Attach::TpBtf => Backend::CgroupDevice,
                 };
                 assert_eq!(p.backends, [b], "{}", p.name);
             }
@@ -231,5 +253,11 @@ mod tests {
             companions().map(|p| p.name).collect::<Vec<_>>(),
             ["ag_kernel_open"]
         );
+        let shared: Vec<&str> = PROGRAMS
+            .iter()
+            .filter(|p| p.shared())
+            .map(|p| p.name)
+            .collect();
+        assert_eq!(shared, ["ag_kernel_open", "ag_guardian_exit"]);
     }
 }

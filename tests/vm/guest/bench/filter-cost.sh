@@ -43,11 +43,21 @@ if as_user intruder dd if=/dev/zero of="$D" bs=4096 count=1 oflag=direct 2>/dev/
 fi
 info "bench kernel $(uname -r) backend $($C status | grep -i 'filter backend')"
 
-# stats: "name run_time_ns run_cnt" of every BPF program (bpf_stats must be on)
+# stats: "name run_time_ns run_cnt" of the filter's programs and of the other
+# programs on its hooks (the reference ones), bpf_stats on. The filter's come
+# from the daemon (status --json: where the pins are guarded no other task may
+# open them by id, and `bpftool prog show` stops at the first it cannot open);
+# the others from bpftool by the ids status names.
 stats() {
-	bpftool prog show | awk '/ name /{n="";t=0;c=0
-		for(i=1;i<=NF;i++){if($i=="name")n=$(i+1);if($i=="run_time_ns")t=$(i+1);if($i=="run_cnt")c=$(i+1)}
-		print n, t, c}'
+	_j=$($C status --json 2>/dev/null | tr -d '\n')
+	echo "$_j" | sed -n 's/.*"filter_program_runs": *\[\([^]]*\)\].*/\1/p' | tr ',' '\n' |
+		sed 's/^ *"//; s/" *$//' | grep .
+	for _id in $(echo "$_j" | sed -n 's/.*"filter_other_programs": *\[\([^]]*\)\].*/\1/p' |
+		grep -o '(id [0-9]*)' | tr -dc '0-9\n'); do
+		bpftool prog show id "$_id" | awk '/ name /{n="";t=0;c=0
+			for(i=1;i<=NF;i++){if($i=="name")n=$(i+1);if($i=="run_time_ns")t=$(i+1);if($i=="run_cnt")c=$(i+1)}
+			print n, t, c}'
+	done
 }
 # per_call BEFORE AFTER LABEL: one info line per program that ran in between:
 # "bench LABEL PROGRAM calls=N ns_per_call=T"
@@ -74,8 +84,10 @@ if vm_full; then
 	wait_for_line /tmp/bench-empty.out '^ready' 30 || fail bench-empty "$(cat /tmp/bench-empty.out)"
 	# (a) the allowed writer on the managed disk
 	measure disk-pwrite as_user grid syscall-bench pwrite "$D" 2000
+	# (past the label, as syscall-bench's pwrite: from block 0 fio wiped it, the
+	# daemon let the disk go, and the intruder's open below was not denied)
 	measure disk-io_uring as_user grid fio --name=w --filename="$D" --ioengine=io_uring --rw=write \
-		--bs=4k --direct=1 --size=8M --iodepth=8
+		--bs=4k --direct=1 --offset=1M --size=8M --iodepth=8
 	# (d) a denial: the intruder's write-open refused (the verdict, its event)
 	measure disk-denied as_user intruder syscall-bench denied "$D" "$NOPEN"
 	# (b) files that are not devices
@@ -126,6 +138,8 @@ for w in $WORKLOADS; do
 	off=$(awk -v w=$w '$2=="off" && $3==w {print $4}' /tmp/bench-rounds | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
 	info "bench onoff $w rounds=$n on_ns=$on off_ns=$off ratio_median=$med ratio_min=$(echo "$ratios" | head -n 1) ratio_max=$(echo "$ratios" | tail -n 1)"
 done
+# the filter removed through the daemon (its pins are guarded), then the daemon
+$C filter disable >/dev/null 2>&1
 kill "$agd" 2>/dev/null; wait "$agd" 2>/dev/null
 pass bench "figures printed ($ROUNDS rounds)"
 vm_exit

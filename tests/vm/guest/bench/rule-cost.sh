@@ -21,7 +21,6 @@
 ROUNDS=${RULE_ROUNDS:-9}
 N=${RULE_N:-1500}
 C="asmguardctl --socket /run/asmguard/asmguard.sock"
-command -v bpftool >/dev/null || { fail bench "bpftool missing (VM_EXTRA_TOOLS=bpftool)"; vm_exit; }
 vm_full || { na bench "$VM_FALLBACK_WHY: no per-write program to measure"; vm_exit; }
 
 D=$(new_loop 64 rule-bench) || { fail bench "losetup: $D"; vm_exit; }
@@ -46,11 +45,13 @@ agd_start /tmp/rb.toml /tmp/rb.log || { fail bench "asmguardd: $(tail -n 3 /tmp/
 $C label RBENCH "$D" >/dev/null 2>&1 || { fail bench "label: $(tail -n 3 /tmp/rb.log)"; vm_exit; }
 chmod 666 "$D"
 
-# the file_permission program's total run time and count
+# the file_permission program's total run time and count, from the daemon
+# (status --json: where the pins are guarded `bpftool prog show` cannot open
+# the filter's programs)
 fp_stats() {
-	bpftool prog show | awk '/ name (ag_file_permission|ag_fr_file_permission) /{
-		for(i=1;i<=NF;i++){if($i=="run_time_ns")t=$(i+1);if($i=="run_cnt")c=$(i+1)}
-		print t+0, c+0}'
+	$C status --json 2>/dev/null | tr -d '\n' |
+		sed -n 's/.*"filter_program_runs": *\[\([^]]*\)\].*/\1/p' | tr ',' '\n' |
+		sed 's/^ *"//; s/" *$//' | awk '$1=="ag_file_permission" || $1=="ag_fr_file_permission" {print $2+0, $3+0}'
 }
 # grid's writes in the cgroup: ns per call of the program and of the pwrite
 # call ("PROG SYS"), or "denied"
@@ -112,6 +113,8 @@ for m in prog sys; do
 		info "bench $m ratio $k/user median=$(echo "$ratios" | med) min=$(echo "$ratios" | head -n 1) max=$(echo "$ratios" | tail -n 1)"
 	done
 done
+# the filter removed through the daemon (its pins are guarded), then the daemon
+$C filter disable >/dev/null 2>&1
 kill "$agd" 2>/dev/null
 wait "$agd" 2>/dev/null
 pass bench "figures printed ($ROUNDS rounds)"

@@ -1,0 +1,145 @@
+#!/bin/sh
+# pinguard: the pins guarded, not only watched (issue 31, point 4). With the
+# daemon running over a labelled loop disk, root with bpffs mounted and
+# CAP_SYS_ADMIN (bpftool) tries what a careless admin would: on the LSM and
+# fmod_ret backends (the `bpf` security hook) getting asmguard's maps,
+# programs and links by id, writing ag_majors and the device map through
+# their pins, and detaching a link through its pin or by id are all refused,
+# while reading a map through its pin works; `status` says "guarded". The
+# daemon restarted (SIGTERM, then kill -9) re-adopts and guards again (the
+# kernel frees the claim when the daemon exits); `filter disable` through the
+# socket removes everything, and so does `make uninstall` (scripts/uninstall.sh)
+# with the pins guarded. On the cgroup-device fallback `status` says
+# "watched, not guarded" and a zeroed ag_majors word is put back within the
+# daemon's 2 s check.
+. /vmtests/lib.sh
+
+C="asmguardctl --socket /run/asmguard/asmguard.sock"
+PIN=/sys/fs/bpf/asmguard
+EPERM="Operation not permitted"
+command -v bpftool >/dev/null || { fail setup "bpftool missing from the guest"; vm_exit; }
+L=$(new_loop 16 pg-disk)
+[ -b "$L" ] || { fail setup "no loop device"; vm_exit; }
+agd_config /tmp/pg.toml "${L#/dev/}"
+: >/tmp/pg.log
+agd_start /tmp/pg.toml /tmp/pg.log || { fail setup "asmguardd did not answer: $(tail -n 5 /tmp/pg.log)"; vm_exit; }
+expect_ok label $C label PGDISK "$L"
+DDW="bs=4096 count=1 conv=notrunc oflag=direct"
+
+pins_word() { $C status --json 2>/dev/null | sed -n 's/.*"filter_pins": *"\([a-z]*\)".*/\1/p'; }
+# the first key of a pinned map, as bpftool's hex words ("00 00 70 00")
+first_key() {
+	bpftool -j map getnext pinned "$1" 2>/dev/null | sed -n 's/.*"next_key":\[\([^]]*\)\].*/\1/p' |
+		tr -d '"' | sed 's/0x//g; s/,/ /g'
+}
+map_id() { bpftool -j map show pinned "$PIN/maps/$1" 2>/dev/null | sed -n 's/^{"id":\([0-9]*\),.*/\1/p'; }
+# a link's id and its program's, from one of the daemon's own link fds
+# (bpftool's link show opens the program by id, which the guard refuses; the
+# daemon also holds programs of its own object that no link runs)
+link_fdinfo() { grep -l "^link_id:" /proc/$agd/fdinfo/* 2>/dev/null | head -n 1; }
+fd_field() { [ -n "$2" ] && grep -h "^$1:" "$2" 2>/dev/null | head -n 1 | tr -dc 0-9; }
+ZERO8="00 00 00 00 00 00 00 00"
+
+attacks() { # attacks ROUND: every attack refused, reading allowed
+	r=$1
+	mid=$(map_id ag_majors)
+	bid=$(map_id ag_blk)
+	# the companion's cgroup link is one a detach would take off
+	link=$(ls $PIN/links | grep -E '^ag_kernel_open$|^ag_(fr_)?file_open$' | head -n 1)
+	lf=$(link_fdinfo)
+	lid=$(fd_field link_id "$lf")
+	pid=$(fd_field prog_id "$lf")
+	bkey=$(first_key $PIN/maps/ag_blk)
+	info "round $r: ag_majors id=$mid ag_blk id=$bid link $link id=$lid prog=$pid ag_blk key=$bkey"
+	[ -n "$mid" ] && [ -n "$bid" ] && [ -n "$lid" ] && [ -n "$pid" ] && [ -n "$bkey" ] ||
+		{ fail "ids.$r" "could not read the ids through the pins"; return; }
+	expect_ok "read-pinned.$r" bpftool map dump pinned $PIN/maps/ag_majors
+	expect_fail "map-by-id.$r" "$EPERM" bpftool map dump id "$mid"
+	expect_fail "prog-by-id.$r" "$EPERM" bpftool prog dump xlated id "$pid"
+	expect_fail "link-by-id.$r" "$EPERM" bpftool link show id "$lid"
+	# every filter program (ag_*) the daemon holds, attached or not (after a
+	# restart the attached ones are the last daemon's, and its own load's run
+	# nowhere); the daemon's other programs (the I/O latency tracer's) are
+	# not the filter's
+	opened="" others="" refused=0
+	for p in $(grep -h '^prog_id:' /proc/$agd/fdinfo/* 2>/dev/null | tr -dc '0-9\n' | sort -un); do
+		n=$(bpftool prog show id "$p" 2>/dev/null | sed -n 's/.* name \([^ ]*\).*/\1/p' | head -n 1)
+		case $n in
+		'') refused=$((refused + 1)) ;;
+		ag_*) opened="$opened $p:$n" ;;
+		*) others="$others $p:$n" ;;
+		esac
+	done
+	holds "every-prog-by-id.$r" "$refused refused; filter programs opened by id:${opened:- none} (others:${others:- none})" \
+		[ -z "$opened" -a "$refused" -gt 0 ]
+	expect_fail "majors-zeroed.$r" "$EPERM" bpftool map update pinned $PIN/maps/ag_majors key 00 00 00 00 value $ZERO8
+	expect_fail "devmap-delete.$r" "$EPERM" bpftool map delete pinned $PIN/maps/ag_blk key $bkey
+	expect_fail "link-detach-pinned.$r" "$EPERM" bpftool link detach pinned "$PIN/links/$link"
+	expect_fail "link-detach-id.$r" "$EPERM" bpftool link detach id "$lid"
+	expect_fail "still-protected.$r" "$EPERM" dd if=/dev/zero of="$L" $DDW
+	has_line "guardian-is-daemon.$r" "\"tgid\": *$agd," "$(bpftool -j map dump pinned $PIN/maps/ag_guardian 2>&1)"
+}
+
+# the hook's arguments on this kernel (the rule reads cmd and attr, the first
+# two everywhere; newer kernels add `bool kernel` after size)
+hook_fn=bpf_lsm_bpf
+[ "$VM_BACKEND" = fmod_ret ] && hook_fn=security_bpf
+proto=$(bpftool btf dump file /sys/kernel/btf/vmlinux 2>/dev/null | sed -n "s/.*FUNC '$hook_fn' type_id=\([0-9]*\).*/\1/p" | head -n 1)
+[ -n "$proto" ] && info "$hook_fn: $(bpftool btf dump file /sys/kernel/btf/vmlinux 2>/dev/null | grep -A4 "^\[$proto\] FUNC_PROTO" | tr -s ' \n' '  ')"
+
+if vm_full; then
+	expect pins-guarded guarded "$(pins_word)" "$($C status 2>&1 | grep -i pins)"
+	attacks 1
+	# a restart (SIGTERM) and a crash (kill -9): the next daemon claims and guards
+	for how in TERM KILL; do
+		kill -$how "$agd"
+		wait "$agd" 2>/dev/null
+		agd_start /tmp/pg.toml /tmp/pg.log || fail "restart-$how" "$(tail -n 5 /tmp/pg.log)"
+		st=$($C status 2>&1)
+		has_line "readopted-$how" "re-adopted" "$st" "$(echo "$st" | grep -i filter | head -n 3)"
+		expect "pins-guarded-$how" guarded "$(pins_word)"
+	done
+	attacks 2
+	has_line "no-tamper-seen" "^protection: *protected" "$($C status 2>&1)"
+else
+	expect pins-watched watched "$(pins_word)" "$($C status 2>&1 | grep -i pins)"
+	has_line pins-watched-text "watched, not guarded" "$($C status 2>&1)"
+	expect_ok majors-zeroed bpftool map update pinned $PIN/maps/ag_majors key 00 00 00 00 value $ZERO8
+	i=0
+	while [ $i -lt 60 ] && ! grep -q "ERROR.*ag_majors" /tmp/pg.log; do i=$((i + 1)); sleep 0.1; done
+	has_line majors-noticed "ERROR.*ag_majors" "$(cat /tmp/pg.log)" "after $i tenths of a second"
+	expect_fail majors-put-back "$EPERM" dd if=/dev/zero of="$L" $DDW
+fi
+
+# the way out stays the daemon's: filter disable through the socket
+expect_ok filter-disable $C filter disable
+holds pins-gone "$(ls -R $PIN 2>&1 | head -n 3)" [ ! -e $PIN ]
+# (past the label: the disk stays PGDISK for what follows)
+expect_ok write-after-disable dd if=/dev/zero of="$L" $DDW seek=8
+
+# make uninstall (scripts/uninstall.sh, as the package's) while the pins are
+# guarded again: it disables the filter through the daemon, stops the service
+# (here a systemctl that stops the lab's daemon, as `disable --now` would) and
+# unlinks what is left; the disk is writable after it, nothing pinned
+if vm_full; then
+	expect_ok filter-enable $C filter enable
+	expect pins-guarded-again guarded "$(pins_word)"
+	expect_fail refused-again "$EPERM" dd if=/dev/zero of="$L" $DDW
+	if [ -f /vmtests/uninstall.sh ] && command -v bash >/dev/null; then
+		mkdir -p /tmp/pg-bin
+		echo "$agd" >/tmp/pg.agd
+		printf '#!/bin/sh\ncase "$*" in *disable*) kill "$(cat /tmp/pg.agd)" ;; esac\nexit 0\n' >/tmp/pg-bin/systemctl
+		chmod 755 /tmp/pg-bin/systemctl
+		ln -sf "$(command -v asmguardctl)" /usr/sbin/asmguardctl
+		out=$(PATH=/tmp/pg-bin:$PATH bash /vmtests/uninstall.sh 2>&1)
+		has_line uninstall-disables "write filter disabled through asmguardd" "$out"
+		wait "$agd" 2>/dev/null
+		holds uninstall-pins-gone "$(ls -R $PIN 2>&1 | head -n 3) :: $out" [ ! -e $PIN ]
+		expect_ok write-after-uninstall dd if=/dev/zero of="$L" $DDW
+	else
+		fail uninstall-setup "no /vmtests/uninstall.sh or no bash in the guest"
+	fi
+fi
+kill "$agd" 2>/dev/null; wait "$agd" 2>/dev/null
+losetup -d "$L" 2>/dev/null
+vm_exit
