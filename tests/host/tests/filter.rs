@@ -613,18 +613,7 @@ fn a_zeroed_majors_word_is_put_back_within_the_check() {
     // an allow-list entry added behind the daemon's back: uid 0 in ag_rule_uids
     // (its value is whatever the map takes; the check does not know it)
     let uids = d.pin_dir.join("maps").join("ag_rule_uids");
-    let info = sh(
-        "bpftool",
-        &["map", "show", "pinned", uids.to_str().unwrap()],
-    )
-    .ok();
-    let vsize: usize = info
-        .stdout
-        .split_whitespace()
-        .skip_while(|w| *w != "value")
-        .nth(1)
-        .and_then(|v| v.trim_end_matches('B').parse().ok())
-        .unwrap_or_else(|| panic!("no value size in: {}", info.stdout));
+    let vsize = map_value_size(&["pinned", uids.to_str().unwrap()]);
     let mut args = vec![
         "map",
         "update",
@@ -688,14 +677,7 @@ fn a_zeroed_majors_word_is_put_back_within_the_check() {
         sh("bpftool", &args).ok();
     }
     let places = by_id("ag_places");
-    let info = sh("bpftool", &["map", "show", "id", &places]).ok();
-    let vsize: usize = info
-        .stdout
-        .split_whitespace()
-        .skip_while(|w| *w != "value")
-        .nth(1)
-        .and_then(|v| v.trim_end_matches('B').parse().ok())
-        .unwrap_or_else(|| panic!("no value size in: {}", info.stdout));
+    let vsize = map_value_size(&["id", &places]);
     let mut args = vec!["map", "update", "id", places.as_str(), "key", "hex"];
     args.extend([
         "01", "00", "00", "00", "00", "00", "00", "00", "value", "hex",
@@ -716,4 +698,17 @@ fn a_zeroed_majors_word_is_put_back_within_the_check() {
         key_words("ag_places").is_empty(),
         "the added place taken out"
     );
+}
+
+/// The value size of a map (`bpftool map show WHICH...`: `pinned PATH` or `id N`).
+fn map_value_size(which: &[&str]) -> usize {
+    let mut args = vec!["map", "show"];
+    args.extend_from_slice(which);
+    let info = sh("bpftool", &args).ok();
+    info.stdout
+        .split_whitespace()
+        .skip_while(|w| *w != "value")
+        .nth(1)
+        .and_then(|v| v.trim_end_matches('B').parse().ok())
+        .unwrap_or_else(|| panic!("no value size in: {}", info.stdout))
 }
