@@ -82,6 +82,11 @@ enum ag_reader {
 /* The calling task, as far as it was read. btf: t and c are BTF pointers,
  * their fields read by plain loads (a compile-time constant: the program's
  * reader; each use also tests AG_HAVE_TASK_BTF). */
+/* Never BPF_CORE_READ(k->t, ...): the macro wraps its whole first argument
+ * in __builtin_preserve_access_index, so the load of k->t itself becomes a
+ * CO-RE relocation against struct ag_task, which no kernel's BTF has, and
+ * libbpf poisons that instruction (the verifier refuses "invalid CO-RE
+ * relocation" on the probe-read side). Copy the pointer to a local first. */
 struct ag_task {
 	struct task_struct *t;
 	const struct cred *c;
@@ -158,6 +163,7 @@ static __always_inline __u64 groups_rules(const struct cred *c, __u64 want)
 static __always_inline struct ag_exe *task_exe(struct ag_task *k)
 {
 	struct ag_exe_key key = { .pad = 0 };
+	struct task_struct *t = k->t;
 	struct inode *ino;
 
 	if (AG_BTF(k)) {
@@ -167,7 +173,7 @@ static __always_inline struct ag_exe *task_exe(struct ag_task *k)
 			return 0;
 		key.dev = ino->i_sb->s_dev;
 	} else {
-		ino = BPF_CORE_READ(k->t, mm, exe_file, f_inode);
+		ino = BPF_CORE_READ(t, mm, exe_file, f_inode);
 		key.ino = BPF_CORE_READ(ino, i_ino);
 		if (!key.ino)
 			return 0;
@@ -181,6 +187,7 @@ static __always_inline struct ag_exe *task_exe(struct ag_task *k)
  * NULL: in none. */
 static __always_inline struct ag_place *task_place(struct ag_task *k)
 {
+	struct task_struct *t = k->t;
 	struct cgroup *cg;
 	struct cgroup_subsys_state *up;
 	struct ag_place *p;
@@ -189,7 +196,7 @@ static __always_inline struct ag_place *task_place(struct ag_task *k)
 	if (AG_BTF(k))
 		cg = k->t->cgroups->dfl_cgrp;
 	else
-		cg = BPF_CORE_READ(k->t, cgroups, dfl_cgrp);
+		cg = BPF_CORE_READ(t, cgroups, dfl_cgrp);
 	for (int i = 0; i < AG_CTR_DEPTH; i++) {
 		if (!cg)
 			break;
@@ -297,8 +304,10 @@ static __always_inline void task_init(struct ag_task *k, enum ag_reader reader)
 		k->t = bpf_get_current_task_btf();
 		k->c = k->t->cred;
 	} else {
-		k->t = (struct task_struct *)bpf_get_current_task();
-		k->c = BPF_CORE_READ(k->t, cred);
+		struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+
+		k->t = t;
+		k->c = BPF_CORE_READ(t, cred);
 	}
 }
 
@@ -307,7 +316,9 @@ static __always_inline bool task_kthread(struct ag_task *k)
 {
 	if (AG_BTF(k))
 		return k->t->flags & PF_KTHREAD;
-	return BPF_CORE_READ(k->t, flags) & PF_KTHREAD;
+	struct task_struct *t = k->t;
+
+	return BPF_CORE_READ(t, flags) & PF_KTHREAD;
 }
 
 /* Whether the task (task_init) may do a write-class operation (hook
