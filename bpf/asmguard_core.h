@@ -231,6 +231,12 @@ struct io_uring_cmd {
 	__u32 cmd_op;
 } __attribute__((preserve_access_index));
 
+/* The helper ids, only to ask (bpf_core_enum_value_exists) whether the
+ * running kernel has one: the value here is never used. */
+enum bpf_func_id {
+	BPF_FUNC_get_current_task_btf = 158,
+};
+
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>

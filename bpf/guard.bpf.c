@@ -131,25 +131,27 @@ static __always_inline void stat_add(__u32 idx)
 }
 
 /* The verdict for a write-like operation on a managed device: 0 or -EPERM.
- * `full`: the whole identity (task walk, executable, comm); false for programs
- * that may call only bpf_get_current_uid_gid. */
+ * `reader`: how the caller is read (bpf/rules.h: AG_IDS for programs that
+ * may call only bpf_get_current_uid_gid). */
 static __always_inline int verdict(struct ag_disk *d, __u32 dev, __u32 flags, __u32 hook, __u32 op,
-				   bool full)
+				   enum ag_reader reader)
 {
 	struct ag_event e = {};
 	struct ag_event *r;
+	struct ag_task k;
 	__u32 mode = d->mode;
+	bool full = reader != AG_IDS;
 
 	if (mode != AG_MODE_AUDIT && mode != AG_MODE_ENFORCE)
 		return 0;
-	/* A kernel thread writing through a file (the loop driver's worker on a
-	 * loop device backed by a managed disk) acts for whoever opened that file
-	 * for writing, which file_open already judged. */
-	if (hook == AG_HOOK_FILE_PERMISSION &&
-	    (BPF_CORE_READ((struct task_struct *)bpf_get_current_task(), flags) & PF_KTHREAD))
-		return 0;
 	if (full) {
-		if (task_allowed(&e.ctr_id, hook))
+		task_init(&k, reader);
+		/* A kernel thread writing through a file (the loop driver's worker
+		 * on a loop device backed by a managed disk) acts for whoever
+		 * opened that file for writing, which file_open already judged. */
+		if (hook == AG_HOOK_FILE_PERMISSION && task_kthread(&k))
+			return 0;
+		if (task_allowed(&k, &e.ctr_id, hook))
 			return 0;
 		who(&e);
 	} else {
@@ -188,7 +190,7 @@ static __always_inline int check_file(struct file *file, __u32 hook, __u32 op)
 	d = managed(file->f_inode, &dev, &flags);
 	if (!d)
 		return 0;
-	return verdict(d, dev, flags, hook, op, true);
+	return verdict(d, dev, flags, hook, op, AG_TASK_BTF);
 }
 
 /* ---- The rules: one per hook, as functions of the security function's
@@ -259,7 +261,7 @@ static __always_inline int passthrough_trust(__u32 cmd)
 {
 	struct ag_task k;
 
-	task_init(&k);
+	task_init(&k, AG_TASK);
 	if (runs_tool(&k, AG_TOOL_QUERY))
 		return 1;
 	if (host_capable(k.c, cmd == SG_IO ? CAP_SYS_RAWIO : CAP_SYS_ADMIN))
@@ -287,7 +289,7 @@ static __always_inline int ioctl_by_class_rule(struct file *file, unsigned int c
 		if (passthrough_read_class(cmd, arg, &flags, sleepable, trust > 0) && trust >= 0)
 			return 0;
 	}
-	return verdict(d, dev, flags, AG_HOOK_FILE_IOCTL, cmd, true);
+	return verdict(d, dev, flags, AG_HOOK_FILE_IOCTL, cmd, sleepable ? AG_TASK : AG_TASK_BTF);
 }
 
 /* ---- The programs ----
@@ -427,7 +429,7 @@ static __always_inline int cgroup_dev(struct bpf_cgroup_dev_ctx *ctx, bool full,
 				return 1;
 		}
 	}
-	if (verdict(d, dev, flags, hook, ctx->access_type, full))
+	if (verdict(d, dev, flags, hook, ctx->access_type, full ? AG_TASK : AG_IDS))
 		return 0;
 	if (pair && d->mode == AG_MODE_AUDIT) {
 		__u32 tid = (__u32)bpf_get_current_pid_tgid();

@@ -60,11 +60,40 @@ struct {
 	__type(value, struct ag_self);
 } ag_self SEC(".maps");
 
-/* The calling task, as far as it was read. */
+/* How a program reads the calling task (verdict()'s `reader`):
+ *  AG_IDS       bpf_get_current_uid_gid alone (5.10's cgroup-device programs);
+ *  AG_TASK      the task by CO-RE probe reads, a helper call per field
+ *               (the cgroup-device and sleepable programs);
+ *  AG_TASK_BTF  by plain loads where the kernel has bpf_get_current_task_btf
+ *               (5.11+), else as AG_TASK (the LSM and fmod_ret programs:
+ *               every write of the allowed writer comes through here). */
+enum ag_reader {
+	AG_IDS,
+	AG_TASK,
+	AG_TASK_BTF,
+};
+
+/* Whether this kernel has bpf_get_current_task_btf: a CO-RE constant, so
+ * the verifier walks only one side of each `if` on it (5.10 never sees the
+ * helper or a plain load through the task). Tested at every use rather than
+ * kept in a variable the compiler might spill. */
+#define AG_HAVE_TASK_BTF bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_get_current_task_btf)
+
+/* The calling task, as far as it was read. btf: t and c are BTF pointers,
+ * their fields read by plain loads (a compile-time constant: the program's
+ * reader; each use also tests AG_HAVE_TASK_BTF). */
+/* Never BPF_CORE_READ(k->t, ...): the macro wraps its whole first argument
+ * in __builtin_preserve_access_index, so the load of k->t itself becomes a
+ * CO-RE relocation against struct ag_task, which no kernel's BTF has, and
+ * libbpf poisons that instruction (the verifier refuses "invalid CO-RE
+ * relocation" on the probe-read side). Copy the pointer to a local first. */
 struct ag_task {
 	struct task_struct *t;
 	const struct cred *c;
+	bool btf;
 };
+
+#define AG_BTF(k) ((k)->btf && AG_HAVE_TASK_BTF)
 
 static __always_inline __u64 id_rules(void *map, __u32 id)
 {
@@ -73,13 +102,38 @@ static __always_inline __u64 id_rules(void *map, __u32 id)
 	return m ? *m : 0;
 }
 
-/* The rules whose users or groups hold the effective or fs uid or gid. */
-static __always_inline __u64 who_rules(const struct cred *c)
+/* The rules whose users or groups hold the effective or fs uid or gid: one
+ * lookup each where they agree (fsuid follows euid unless setfsuid() moved
+ * it). The four ids sit together in struct cred (euid, egid, fsuid, fsgid
+ * since 2.6.29): one probe read where fields cost a helper call each, when
+ * the running kernel's offsets say so. */
+struct ag_ids {
+	__u32 euid, egid, fsuid, fsgid;
+};
+
+static __always_inline __u64 who_rules(struct ag_task *k)
 {
-	return id_rules(&ag_rule_uids, BPF_CORE_READ(c, euid.val)) |
-	       id_rules(&ag_rule_uids, BPF_CORE_READ(c, fsuid.val)) |
-	       id_rules(&ag_rule_gids, BPF_CORE_READ(c, egid.val)) |
-	       id_rules(&ag_rule_gids, BPF_CORE_READ(c, fsgid.val));
+	const struct cred *c = k->c;
+	struct ag_ids id = {};
+	__u64 m;
+
+	if (AG_BTF(k)) {
+		id.euid = c->euid.val;
+		id.egid = c->egid.val;
+		id.fsuid = c->fsuid.val;
+		id.fsgid = c->fsgid.val;
+	} else {
+		id.euid = BPF_CORE_READ(c, euid.val);
+		id.egid = BPF_CORE_READ(c, egid.val);
+		id.fsuid = BPF_CORE_READ(c, fsuid.val);
+		id.fsgid = BPF_CORE_READ(c, fsgid.val);
+	}
+	m = id_rules(&ag_rule_uids, id.euid) | id_rules(&ag_rule_gids, id.egid);
+	if (id.fsuid != id.euid)
+		m |= id_rules(&ag_rule_uids, id.fsuid);
+	if (id.fsgid != id.egid)
+		m |= id_rules(&ag_rule_gids, id.fsgid);
+	return m;
 }
 
 /* The rules whose groups hold one of the first AG_MAX_GROUPS supplementary
@@ -106,39 +160,63 @@ static __always_inline __u64 groups_rules(const struct cred *c, __u64 want)
 }
 
 /* The executable's entry (rules and tool flags); NULL: none. */
-static __always_inline struct ag_exe *task_exe(struct task_struct *t)
+static __always_inline struct ag_exe *task_exe(struct ag_task *k)
 {
 	struct ag_exe_key key = { .pad = 0 };
-	struct file *exe = BPF_CORE_READ(t, mm, exe_file);
+	struct task_struct *t = k->t;
+	struct inode *ino;
 
-	key.ino = BPF_CORE_READ(exe, f_inode, i_ino);
-	if (!key.ino)
-		return 0;
-	key.dev = BPF_CORE_READ(exe, f_inode, i_sb, s_dev);
+	if (AG_BTF(k)) {
+		ino = k->t->mm->exe_file->f_inode;
+		key.ino = ino->i_ino;
+		if (!key.ino)
+			return 0;
+		key.dev = ino->i_sb->s_dev;
+	} else {
+		ino = BPF_CORE_READ(t, mm, exe_file, f_inode);
+		key.ino = BPF_CORE_READ(ino, i_ino);
+		if (!key.ino)
+			return 0;
+		key.dev = BPF_CORE_READ(ino, i_sb, s_dev);
+	}
 	return bpf_map_lookup_elem(&ag_rule_exes, &key);
 }
 
 /* The task's place: the first of its default-hierarchy (cgroup v2) cgroup
  * and that cgroup's ancestors, AG_CTR_DEPTH of them at most, in ag_places.
  * NULL: in none. */
-static __always_inline struct ag_place *task_place(struct task_struct *t)
+static __always_inline struct ag_place *task_place(struct ag_task *k)
 {
-	struct cgroup *cg = BPF_CORE_READ(t, cgroups, dfl_cgrp);
+	struct task_struct *t = k->t;
+	struct cgroup *cg;
 	struct cgroup_subsys_state *up;
 	struct ag_place *p;
 	__u64 id;
 
+	if (AG_BTF(k))
+		cg = k->t->cgroups->dfl_cgrp;
+	else
+		cg = BPF_CORE_READ(t, cgroups, dfl_cgrp);
 	for (int i = 0; i < AG_CTR_DEPTH; i++) {
 		if (!cg)
 			break;
-		id = BPF_CORE_READ(cg, kn, id);
+		if (AG_BTF(k))
+			id = cg->kn->id;
+		else
+			id = BPF_CORE_READ(cg, kn, id);
 		p = bpf_map_lookup_elem(&ag_places, &id);
 		if (p)
 			return p;
-		up = BPF_CORE_READ(cg, self.parent);
+		if (AG_BTF(k))
+			up = cg->self.parent;
+		else
+			up = BPF_CORE_READ(cg, self.parent);
 		if (!up)
 			break;
-		cg = BPF_CORE_READ(up, cgroup);
+		if (AG_BTF(k))
+			cg = up->cgroup;
+		else
+			cg = BPF_CORE_READ(up, cgroup);
 	}
 	return 0;
 }
@@ -152,14 +230,13 @@ static __always_inline bool rules_allow(struct ag_task *k, struct ag_place **pla
 {
 	__u32 zero = 0;
 	struct ag_rules *rs = bpf_map_lookup_elem(&ag_rules, &zero);
-	struct task_struct *t = k->t;
 	struct ag_exe *x;
 	struct ag_place *p;
 	__u64 who, cand, missing;
 
 	if (!rs)
 		return false;
-	who = who_rules(k->c);
+	who = who_rules(k);
 	cand = rs->active & (who | ~rs->need_who);
 	if (cand & ~(rs->need_exe | rs->need_place))
 		return true;
@@ -169,11 +246,11 @@ static __always_inline bool rules_allow(struct ag_task *k, struct ag_place **pla
 		cand = rs->active & (who | ~rs->need_who);
 	}
 	if (cand & rs->need_exe) {
-		x = task_exe(t);
+		x = task_exe(k);
 		cand &= (x ? x->rules : 0) | ~rs->need_exe;
 	}
 	if (cand & rs->need_place) {
-		p = task_place(t);
+		p = task_place(k);
 		*place = p;
 		cand &= (p ? p->rules : 0) | ~rs->need_place;
 	}
@@ -202,7 +279,7 @@ static __always_inline bool runs_tool(struct ag_task *k, __u32 tool)
 
 	if (BPF_CORE_READ(c, euid.val) != 0 || BPF_CORE_READ(c, user_ns, level) != 0)
 		return false;
-	x = task_exe(k->t);
+	x = task_exe(k);
 	return x && (x->tools & tool);
 }
 
@@ -219,32 +296,47 @@ static __always_inline bool host_capable(const struct cred *c, int cap)
 	return (caps.val >> cap) & 1;
 }
 
-static __always_inline void task_init(struct ag_task *k)
+/* Reads the calling task as `reader` says (AG_TASK or AG_TASK_BTF). */
+static __always_inline void task_init(struct ag_task *k, enum ag_reader reader)
 {
-	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+	k->btf = reader == AG_TASK_BTF;
+	if (AG_BTF(k)) {
+		k->t = bpf_get_current_task_btf();
+		k->c = k->t->cred;
+	} else {
+		struct task_struct *t = (struct task_struct *)bpf_get_current_task();
 
-	k->t = t;
-	k->c = BPF_CORE_READ(t, cred);
+		k->t = t;
+		k->c = BPF_CORE_READ(t, cred);
+	}
 }
 
-/* Whether the calling task may do a write-class operation (hook `hook`):
- * a rule holds, or it is the daemon, or multipathd's in-kernel open.
- * *ctr_id: the container it is in (0: none), for the event. */
-static __always_inline bool task_allowed(__u32 *ctr_id, __u32 hook)
+/* Whether the task is a kernel thread. */
+static __always_inline bool task_kthread(struct ag_task *k)
 {
-	struct ag_task k;
+	if (AG_BTF(k))
+		return k->t->flags & PF_KTHREAD;
+	struct task_struct *t = k->t;
+
+	return BPF_CORE_READ(t, flags) & PF_KTHREAD;
+}
+
+/* Whether the task (task_init) may do a write-class operation (hook
+ * `hook`): a rule holds, or it is the daemon, or multipathd's in-kernel open.
+ * *ctr_id: the container it is in (0: none), for the event. */
+static __always_inline bool task_allowed(struct ag_task *k, __u32 *ctr_id, __u32 hook)
+{
 	struct ag_place *p = 0;
 
-	task_init(&k);
-	if (rules_allow(&k, &p))
+	if (rules_allow(k, &p))
 		return true;
-	if (is_daemon(k.t))
+	if (is_daemon(k->t))
 		return true;
-	if (hook == AG_HOOK_KERNEL_OPEN && runs_tool(&k, AG_TOOL_KOPEN))
+	if (hook == AG_HOOK_KERNEL_OPEN && runs_tool(k, AG_TOOL_KOPEN))
 		return true;
 	/* the container for the event: no second walk when the rules read it */
 	if (!p)
-		p = task_place(k.t);
+		p = task_place(k);
 	*ctr_id = p ? p->ctr_id : 0;
 	return false;
 }
