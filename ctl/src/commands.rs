@@ -91,6 +91,12 @@ pub fn lsdsk_text(r: &LsdskResult) -> String {
             .iter()
             .skip(1)
             .map(|p| format!("{}({})", p.name, p.role))
+            .chain(d.nvme_paths.iter().map(|n| format!("{n}(nvme-path)")))
+            .chain(
+                d.nvme_controllers
+                    .iter()
+                    .map(|n| format!("{n}(controller)")),
+            )
             .collect();
         let label = if d.conflict {
             format!("{} CONFLICT", d.label)

@@ -206,6 +206,8 @@ mod tests {
             }],
             generic: vec![],
             holders: vec![],
+            nvme_paths: vec![],
+            nvme_controllers: vec![],
             size: 1 << 20,
             logical_block_size: 512,
             physical_block_size: 512,

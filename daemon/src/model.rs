@@ -77,6 +77,13 @@ pub struct Disk {
     pub generic: Vec<KernelDev>,
     /// Block devices stacked on any path (a dm table or md array loaded over it).
     pub holders: Vec<KernelDev>,
+    /// The hidden path devices of an NVMe native multipath head among the
+    /// paths (`nvme0c1n1`: the namespace through one controller), with
+    /// their names.
+    pub nvme_paths: Vec<(String, KernelDev)>,
+    /// The controllers of such a head's subsystem (`nvme0`, `nvme1`): their
+    /// nodes are among `generic`.
+    pub nvme_controllers: Vec<String>,
     /// Bytes of the top device.
     pub size: u64,
     /// Logical block size of the top device.
@@ -258,8 +265,12 @@ fn disks(sys: &Path, devices: &BTreeMap<String, Observed>, grouping: &Grouping) 
             .collect();
         let mut generic = BTreeSet::new();
         let mut holders = BTreeSet::new();
+        let mut nvme_paths = BTreeSet::new();
+        let mut nvme_controllers = BTreeSet::new();
         for p in &paths {
             generic.extend(sysfs::generic_nodes(sys, &p.node.name));
+            nvme_paths.extend(sysfs::nvme_paths(sys, &p.node.name));
+            nvme_controllers.extend(sysfs::subsystem_controllers(sys, &p.node.name));
             holders.extend(sysfs::stacked(sys, &p.node.name));
         }
         let header = top
@@ -280,6 +291,8 @@ fn disks(sys: &Path, devices: &BTreeMap<String, Observed>, grouping: &Grouping) 
             paths,
             generic: generic.into_iter().collect(),
             holders: holders.into_iter().collect(),
+            nvme_paths: nvme_paths.into_iter().collect(),
+            nvme_controllers: nvme_controllers.into_iter().collect(),
             size: top.sys.size,
             logical_block_size: top.sys.logical_block_size,
             physical_block_size: top.sys.physical_block_size,
@@ -350,6 +363,8 @@ pub fn lsdsk_rows(disks: &[Disk]) -> Vec<DiskInfo> {
                         role: role(p.role),
                     })
                     .collect(),
+                nvme_paths: d.nvme_paths.iter().map(|(n, _)| n.clone()).collect(),
+                nvme_controllers: d.nvme_controllers.clone(),
                 size_bytes: d.size,
                 logical_block_size: d.logical_block_size,
                 physical_block_size: d.physical_block_size,
@@ -388,7 +403,8 @@ pub fn lsdsk_rows(disks: &[Disk]) -> Vec<DiskInfo> {
 
 /// The filter's managed set: for each label, the top device of its disk
 /// (whose mode it takes) and every block path, every device stacked on one,
-/// and the generic character nodes. Conflicting labels are protected too
+/// the hidden paths of an NVMe multipath head, and the generic character
+/// nodes (NVMe controllers included). Conflicting labels are protected too
 /// (both claimants, under the one label, with the first one's top).
 pub fn managed_set(disks: &[Disk]) -> BTreeMap<String, Managed> {
     let mut out: BTreeMap<String, Managed> = BTreeMap::new();
@@ -398,6 +414,8 @@ pub fn managed_set(disks: &[Disk]) -> BTreeMap<String, Managed> {
         m.devs
             .extend(d.paths.iter().map(|p| DevKey::block(p.node.dev)));
         m.devs.extend(d.holders.iter().copied().map(DevKey::block));
+        m.devs
+            .extend(d.nvme_paths.iter().map(|(_, dev)| DevKey::block(*dev)));
         m.devs.extend(d.generic.iter().copied().map(DevKey::char));
     }
     out
@@ -501,6 +519,8 @@ pub mod tests {
             ],
             generic: vec![k("21:1"), k("21:2")],
             holders: vec![k("253:7")],
+            nvme_paths: vec![("nvme0c1n1".into(), k("259:4"))],
+            nvme_controllers: vec!["nvme0".into(), "nvme1".into()],
             size: 1 << 30,
             logical_block_size: 512,
             physical_block_size: 4096,
@@ -531,6 +551,8 @@ pub mod tests {
             ],
             generic: vec![k("21:3")],
             holders: vec![],
+            nvme_paths: vec![],
+            nvme_controllers: vec![],
             size: 1 << 20,
             logical_block_size: 4096,
             physical_block_size: 4096,
@@ -555,6 +577,8 @@ pub mod tests {
             }],
             generic: vec![],
             holders: vec![],
+            nvme_paths: vec![],
+            nvme_controllers: vec![],
             size: 1 << 20,
             logical_block_size: 512,
             physical_block_size: 512,
@@ -591,6 +615,9 @@ pub mod tests {
                 ("sdc", "8:32", "path", (8 << 20) | 32),
             ]
         );
+        assert_eq!(mp.nvme_paths, vec!["nvme0c1n1"]);
+        assert_eq!(mp.nvme_controllers, vec!["nvme0", "nvme1"]);
+        assert!(rows[1].nvme_paths.is_empty() && rows[1].nvme_controllers.is_empty());
         assert_eq!(mp.header_status, "MEMBER");
         assert_eq!(mp.disk_group.as_deref(), Some("DATA"));
         assert_eq!(mp.asm_disk_name.as_deref(), Some("DATA_0000"));
@@ -634,6 +661,7 @@ pub mod tests {
                 b("8:16"),
                 b("8:32"),
                 b("253:7"),
+                b("259:4"),
                 c("21:1"),
                 c("21:2")
             ])

@@ -193,13 +193,95 @@ pub fn generic_nodes(root: &Path, name: &str) -> Vec<KernelDev> {
             }
             // The controller's node (/dev/nvme0): its admin passthrough can
             // format or sanitize the namespace, and its IO passthrough writes
-            // to it. (`device` of a namespace is its controller.)
+            // to it. (`device` of a plain namespace is its controller.)
             if let Ok(d) = KernelDev::read_sysfs(&dev_dir.join("dev")) {
                 out.push(d);
+            }
+            // A native multipath head: `device` is its `nvme-subsysN`, which
+            // has no `dev` but links every controller of every path; each
+            // controller's node, and its generic node for this namespace
+            // (`ng<ctrl>n<ns>`, where the kernel makes one), reach the disk.
+            if let Some(ns) = head_namespace(root, name) {
+                for c in subsystem_controllers(root, name) {
+                    if let Ok(d) = KernelDev::read_sysfs(&dev_dir.join(&c).join("dev")) {
+                        out.push(d);
+                    }
+                    let inst = &c["nvme".len()..];
+                    let ng = root
+                        .join("class/nvme-generic")
+                        .join(format!("ng{inst}n{ns}"));
+                    if let Ok(d) = KernelDev::read_sysfs(&ng.join("dev")) {
+                        out.push(d);
+                    }
+                }
             }
         }
     }
     out.sort();
+    out.dedup();
+    out
+}
+
+/// The namespace number of an NVMe multipath head (`nvme0n3` -> `3`): a
+/// whole NVMe namespace whose `device` is an `nvme-subsysN` directory.
+fn head_namespace(root: &Path, name: &str) -> Option<String> {
+    let rest = name.strip_prefix("nvme")?;
+    let (_, ns) = rest.split_once('n')?;
+    if rest.contains('c') || ns.contains('p') || ns.is_empty() {
+        return None;
+    }
+    let dev_dir = class_block(root).join(name).join("device");
+    let target = fs::canonicalize(&dev_dir).ok()?;
+    let base = target.file_name()?.to_string_lossy().into_owned();
+    base.starts_with("nvme-subsys").then(|| ns.to_string())
+}
+
+/// The controllers (`nvme0`, `nvme1`, ...) of the subsystem behind an NVMe
+/// multipath head `name`, from the entries of its `nvme-subsysN` directory.
+/// Empty when `name` is not a head.
+pub fn subsystem_controllers(root: &Path, name: &str) -> Vec<String> {
+    if head_namespace(root, name).is_none() {
+        return Vec::new();
+    }
+    let dev_dir = class_block(root).join(name).join("device");
+    dir_names(&dev_dir)
+        .into_iter()
+        .filter(|n| {
+            n.strip_prefix("nvme")
+                .is_some_and(|i| !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .collect()
+}
+
+/// The hidden path devices of an NVMe multipath head (`nvme0c1n1`: the
+/// namespace through controller 1), each found in its controller's sysfs
+/// directory: block devices of the same disk, with their names. Sorted by
+/// number, no repeats; empty when `name` is not a head.
+pub fn nvme_paths(root: &Path, name: &str) -> Vec<(String, KernelDev)> {
+    let Some(ns) = head_namespace(root, name) else {
+        return Vec::new();
+    };
+    let dev_dir = class_block(root).join(name).join("device");
+    let mut out = Vec::new();
+    for c in subsystem_controllers(root, name) {
+        let cdir = dev_dir.join(&c);
+        for n in dir_names(&cdir) {
+            // nvme<subsys>c<ctrl>n<ns>
+            let is_path = n
+                .strip_prefix("nvme")
+                .and_then(|r| r.split_once('c'))
+                .is_some_and(|(_, r)| {
+                    r.split_once('n')
+                        .is_some_and(|(ci, nn)| format!("nvme{ci}") == c && nn == ns)
+                });
+            if is_path {
+                if let Ok(d) = KernelDev::read_sysfs(&cdir.join(&n).join("dev")) {
+                    out.push((n, d));
+                }
+            }
+        }
+    }
+    out.sort_by_key(|(_, d)| *d);
     out.dedup();
     out
 }
@@ -474,6 +556,81 @@ mod tests {
         assert_eq!(stacked(r, "sdb"), vec![k(253, 0)]);
         assert!(stacked(r, "sdd1").is_empty());
         assert!(stacked(r, "dm-0").is_empty());
+    }
+
+    /// A native multipath head nvme0n1 (subsystem nvme-subsys0) with two
+    /// controllers nvme0 and nvme1, their hidden paths nvme0c0n1 and
+    /// nvme0c1n1, the head's generic node ng0n1 and a second namespace's
+    /// path nvme0c0n2 that is not this disk's.
+    #[test]
+    fn nvme_multipath_head_reaches_every_controller_and_path() {
+        let t = fake_sysfs();
+        let r = t.path();
+        let subsys = r.join("devices/virtual/nvme-subsystem/nvme-subsys0");
+        let head = subsys.join("nvme0n1");
+        fs::create_dir_all(&head).unwrap();
+        fs::write(head.join("dev"), "259:0\n").unwrap();
+        std::os::unix::fs::symlink(&subsys, head.join("device")).unwrap();
+        std::os::unix::fs::symlink(&head, r.join("class/block/nvme0n1")).unwrap();
+        for (c, major_minor, paths) in [
+            (
+                "nvme0",
+                "243:0",
+                vec![("nvme0c0n1", "259:1"), ("nvme0c0n2", "259:5")],
+            ),
+            ("nvme1", "243:1", vec![("nvme0c1n1", "259:2")]),
+        ] {
+            let cd = r.join("devices/pci0000:00").join(c);
+            fs::create_dir_all(&cd).unwrap();
+            fs::write(cd.join("dev"), format!("{major_minor}\n")).unwrap();
+            for (p, d) in paths {
+                fs::create_dir_all(cd.join(p)).unwrap();
+                fs::write(cd.join(p).join("dev"), format!("{d}\n")).unwrap();
+            }
+            std::os::unix::fs::symlink(&cd, subsys.join(c)).unwrap();
+        }
+        // the subsystem also has attributes that are not controllers
+        fs::write(subsys.join("subsysnqn"), "nqn.test\n").unwrap();
+        fs::create_dir_all(subsys.join("power")).unwrap();
+        for (g, d) in [("ng0n1", "242:0"), ("ng1n1", "242:1"), ("ng0n2", "242:2")] {
+            let gd = r.join("class/nvme-generic").join(g);
+            fs::create_dir_all(&gd).unwrap();
+            fs::write(gd.join("dev"), format!("{d}\n")).unwrap();
+        }
+        let k = |ma, mi| KernelDev::new(ma, mi).unwrap();
+        assert_eq!(subsystem_controllers(r, "nvme0n1"), vec!["nvme0", "nvme1"]);
+        assert_eq!(
+            generic_nodes(r, "nvme0n1"),
+            vec![k(242, 0), k(242, 1), k(243, 0), k(243, 1)]
+        );
+        assert_eq!(
+            nvme_paths(r, "nvme0n1"),
+            vec![
+                ("nvme0c0n1".to_string(), k(259, 1)),
+                ("nvme0c1n1".to_string(), k(259, 2))
+            ]
+        );
+        // a plain namespace, a partition and a SCSI disk are no heads
+        assert!(nvme_paths(r, "sdb").is_empty());
+        assert!(nvme_paths(r, "nvme0n1p1").is_empty());
+        assert!(subsystem_controllers(r, "nvme0c0n1").is_empty());
+        // a controller gone (deleted) and back under another number
+        fs::remove_file(subsys.join("nvme1")).unwrap();
+        let cd = r.join("devices/pci0000:00/nvme2");
+        fs::create_dir_all(cd.join("nvme0c2n1")).unwrap();
+        fs::write(cd.join("dev"), "243:2\n").unwrap();
+        fs::write(cd.join("nvme0c2n1/dev"), "259:3\n").unwrap();
+        std::os::unix::fs::symlink(&cd, subsys.join("nvme2")).unwrap();
+        let devs: Vec<KernelDev> = nvme_paths(r, "nvme0n1")
+            .into_iter()
+            .map(|(_, d)| d)
+            .collect();
+        assert_eq!(devs, vec![k(259, 1), k(259, 3)]);
+        assert_eq!(subsystem_controllers(r, "nvme0n1"), vec!["nvme0", "nvme2"]);
+        assert_eq!(
+            generic_nodes(r, "nvme0n1"),
+            vec![k(242, 0), k(243, 0), k(243, 2)]
+        );
     }
 
     #[test]

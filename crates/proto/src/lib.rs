@@ -696,6 +696,14 @@ pub struct DiskInfo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stable_link_target: Option<String>,
     pub paths: Vec<PathInfo>,
+    /// The hidden path devices of an NVMe native multipath head
+    /// (`nvme0c1n1`), managed with the disk.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nvme_paths: Vec<String>,
+    /// The controllers of such a head's subsystem (`nvme0`, `nvme1`): their
+    /// nodes (`/dev/nvme0`) are managed with the disk.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nvme_controllers: Vec<String>,
     pub size_bytes: u64,
     pub logical_block_size: u32,
     pub physical_block_size: u32,
