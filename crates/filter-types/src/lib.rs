@@ -1,15 +1,16 @@
 //! The filter's words that several crates share and no BPF is needed for:
 //! one [`Mode`] for the guard's maps (`AG_MODE_*`), the configuration's
-//! `[filter] mode` and the metrics. A leaf: it depends on serde alone, so
+//! `[filter] mode`, the protocol's denial and `status` words, and the
+//! metrics. A leaf: it depends on serde alone, so
 //! the configuration, the metrics (built without BPF for `asmguardctl
 //! iostat`) and the guard can all use it.
 
 use std::fmt;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// What the filter does on one disk (`AG_MODE_*`; `[filter] mode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Mode {
     /// Nothing.
@@ -86,6 +87,7 @@ mod tests {
             assert_eq!(m.to_string(), word);
             assert_eq!(word.parse::<Mode>().unwrap(), m);
             let j: Mode = serde_json::from_str(&format!("\"{word}\"")).unwrap();
+            assert_eq!(serde_json::to_string(&m).unwrap(), format!("\"{word}\""));
             assert_eq!(j, m);
             assert_eq!(m.code(), code);
             assert_eq!(Mode::from_code(code), m);
