@@ -485,7 +485,7 @@ pub fn event_text(e: &asmguard_proto::FilterEventInfo) -> String {
     let (h, m, s) = ((secs / 3600) % 24, (secs / 60) % 60, secs % 60);
     format!(
         "{h:02}:{m:02}:{s:02}Z {} {} label={} device={}{} pid={} uid={} egid={} comm={} exe={} hook={}",
-        if e.mode == "enforce" {
+        if e.mode == asmguard_filter_types::Mode::Enforce {
             "DENIED "
         } else {
             "AUDITED"

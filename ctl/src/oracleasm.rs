@@ -449,7 +449,7 @@ pub fn afd_lsdsk(socket: &Path, timeout: u64) -> Result<(), CliError> {
 pub fn afd_state(socket: &Path, timeout: u64) -> Result<(), CliError> {
     let c = Ctx { socket, timeout };
     let s: StatusResult = decode(c.call(Op::Status)?)?;
-    let on = !s.unprotected() && s.default_filter_mode == "enforce";
+    let on = !s.unprotected() && s.default_filter_mode == asmguard_filter_types::Mode::Enforce;
     let host = std::fs::read_to_string(
         asmguard_paths::Paths::default()
             .proc

@@ -321,39 +321,9 @@ pub struct Filter {
 
 /// `[filter] mode`: `enforce` (deny), `audit` (log and allow) or `off`. Any
 /// other word is refused when the file is read, with the key and these three.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FilterMode {
-    Enforce,
-    Audit,
-    Off,
-}
-
-impl FilterMode {
-    /// The configuration's word (and `status`'s `default_filter_mode`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FilterMode::Enforce => "enforce",
-            FilterMode::Audit => "audit",
-            FilterMode::Off => "off",
-        }
-    }
-}
-
-impl std::fmt::Display for FilterMode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// The word, for code that reads the mode as text (`cfg.filter.mode.parse()`
-/// into the filter's own mode type, which this crate does not depend on).
-impl std::ops::Deref for FilterMode {
-    type Target = str;
-    fn deref(&self) -> &str {
-        self.as_str()
-    }
-}
+/// The filter's own mode type (one for the configuration, the maps and the
+/// metrics).
+pub use asmguard_filter_types::Mode as FilterMode;
 
 impl Default for Devices {
     fn default() -> Self {

@@ -866,7 +866,8 @@ pub struct StatusResult {
     /// `yes`, `no`, or `unknown (...)`.
     pub bpf_lsm: String,
     pub filter_backend: String,
-    pub default_filter_mode: String,
+    /// `[filter] mode`: `enforce`, `audit` or `off`.
+    pub default_filter_mode: asmguard_filter_types::Mode,
     pub disks: usize,
     pub conflicts: usize,
     pub devices_scanned: usize,
@@ -1085,7 +1086,7 @@ pub struct FilterEventInfo {
     /// `write-open`, `write`, `BLKDISCARD`, `SG_IO`, `mmap-shared-write` ...
     pub operation: String,
     /// `enforce` (denied) or `audit` (allowed).
-    pub mode: String,
+    pub mode: asmguard_filter_types::Mode,
     /// The configured container the writer was in (absent: none).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub container: String,

@@ -66,7 +66,7 @@ pub fn info(e: &FilterEvent) -> FilterEventInfo {
         label: e.label.clone(),
         hook: ev.hook.as_str().into(),
         operation: ev.operation(),
-        mode: ev.mode.as_str().into(),
+        mode: ev.mode,
         container: e.container.clone(),
     }
 }

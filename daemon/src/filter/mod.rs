@@ -37,7 +37,7 @@ pub fn start(
     pin_dir: Option<PathBuf>,
     state_file: PathBuf,
 ) -> (FilterService, Writer) {
-    let mode: Mode = cfg.filter.mode.parse().unwrap_or(Mode::Enforce);
+    let mode: Mode = cfg.filter.mode;
     let opts = Options {
         pin_dir: pin_dir.unwrap_or_else(|| asmguard_paths::Paths::default().pin_dir()),
         ..Options::default()

@@ -126,7 +126,7 @@ impl Daemon {
                 .iter()
                 .map(crate::present::Problem::info)
                 .collect(),
-            default_filter_mode: conf.cfg.filter.mode.to_string(),
+            default_filter_mode: conf.cfg.filter.mode,
             disks: s.world.model.usable(),
             conflicts: s.world.model.conflicts.len(),
             devices_scanned: s.world.model.devices_scanned,

@@ -64,63 +64,9 @@ impl ExeId {
     }
 }
 
-/// What the filter does on one disk (`AG_MODE_*`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Mode {
-    /// Nothing.
-    Off,
-    /// Log (event, counter) and allow.
-    Audit,
-    /// Log and deny with EPERM.
-    Enforce,
-}
-
-impl Mode {
-    /// All modes, with their `AG_MODE_*` codes.
-    pub const ALL: [(Mode, u32); 3] = [(Mode::Off, 0), (Mode::Audit, 1), (Mode::Enforce, 2)];
-
-    /// The `AG_MODE_*` code.
-    pub fn code(self) -> u32 {
-        match self {
-            Mode::Off => 0,
-            Mode::Audit => 1,
-            Mode::Enforce => 2,
-        }
-    }
-    /// From an `AG_MODE_*` code (unknown codes: off, as the programs treat them).
-    pub fn from_code(c: u32) -> Mode {
-        Mode::ALL
-            .iter()
-            .find(|(_, code)| *code == c)
-            .map_or(Mode::Off, |(m, _)| *m)
-    }
-    /// `off`, `audit`, `enforce`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Off => "off",
-            Mode::Audit => "audit",
-            Mode::Enforce => "enforce",
-        }
-    }
-}
-
-impl std::str::FromStr for Mode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "off" => Ok(Mode::Off),
-            "audit" => Ok(Mode::Audit),
-            "enforce" => Ok(Mode::Enforce),
-            _ => Err(format!("{s:?} is not one of enforce, audit, off")),
-        }
-    }
-}
-
-impl fmt::Display for Mode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+/// What the filter does on one disk (`AG_MODE_*`): the one mode type,
+/// shared with the configuration and the metrics.
+pub use asmguard_filter_types::Mode;
 
 /// Which kernel mechanism enforces the filter, best first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
