@@ -103,6 +103,10 @@ rm -f "$logs/fuzz.rc"
 # (the release binaries are built: the labs do not run cargo, whose lock the host
 # tests hold while they run)
 export VM_BUILD=0 SYS_BUILD=0
+# The system lab's pair (two guests at once) takes both slots first, while they are
+# free; the VM lab's boots start once it holds them (tests/vm/all.sh LAB_PAIR_STARTED).
+rm -f "$logs/pair.started"
+if [ $system = 1 ] && [ "${SYS_PAIR:-1}" = 1 ]; then export LAB_PAIR_STARTED=$PWD/$logs/pair.started; fi
 if [ "${FUZZ_SECONDS:-20}" != 0 ]; then
     (env FUZZ_SECONDS="${FUZZ_SECONDS:-20}" nice -n 10 scripts/fuzz.sh >"$logs/fuzz.log" 2>&1
         echo $? >"$logs/fuzz.rc") &

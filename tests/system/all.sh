@@ -81,7 +81,9 @@ tally_name() {
 	esac
 }
 t0=$SECONDS
-for r in "${last[@]}"; do (run_one "$r" "$@"; echo "system: $r done at $((SECONDS - t0))s" >&2) & done
+# (LAB_PAIR_STARTED: the pair says it holds both slots, or, here, that it ended)
+for r in "${last[@]}"; do (run_one "$r" "$@"; [ -z "${LAB_PAIR_STARTED:-}" ] || : >"$LAB_PAIR_STARTED"
+	echo "system: $r done at $((SECONDS - t0))s" >&2) & done
 # the streams' guests queue behind the pair (it asked first)
 sleep 2
 (for r in "${runs_a[@]}"; do run_one "$r" "$@"; done; echo "system: ${runs_a[*]} done at $((SECONDS - t0))s" >&2) &
