@@ -39,17 +39,25 @@ sysconfig_made=""
 
 modprobe null_blk nr_devices=0 2>/dev/null
 [ -d /sys/kernel/config/nullb ] || mount -t configfs configfs /sys/kernel/config 2>/dev/null
-nb=/sys/kernel/config/nullb/mg1
-mkdir "$nb" && echo 16 >"$nb/size" && echo 512 >"$nb/blocksize" && echo 1 >"$nb/memory_backed" &&
-	echo 1 >"$nb/power" || { fail setup "no null_blk disk ($nb)"; vm_exit; }
-nbdev=""
-i=0
-while [ -z "$nbdev" ] && [ $i -lt 50 ]; do
-	for b in "/sys/block/mg1" /sys/block/nullb*; do
-		[ -e "$b" ] && [ -b "/dev/${b##*/}" ] && nbdev=/dev/${b##*/}
+# nullb_up NAME MIB [EXCEPT]: a memory-backed null_blk disk made through configfs
+# (/sys/kernel/config/nullb/NAME); prints its node (named NAME, or nullbN on kernels
+# that number them; not EXCEPT) once it is there (5 s at most), nothing otherwise
+nullb_up() {
+	_nb=/sys/kernel/config/nullb/$1
+	mkdir "$_nb" && echo "$2" >"$_nb/size" && echo 512 >"$_nb/blocksize" &&
+		echo 1 >"$_nb/memory_backed" && echo 1 >"$_nb/power" || return 1
+	_i=0
+	while [ $_i -lt 50 ]; do
+		for _b in "/sys/block/$1" /sys/block/nullb*; do
+			[ -e "$_b" ] && [ -b "/dev/${_b##*/}" ] && [ "/dev/${_b##*/}" != "${3:-}" ] &&
+				{ echo "/dev/${_b##*/}"; return 0; }
+		done
+		_i=$((_i + 1)); sleep 0.1
 	done
-	i=$((i + 1)); sleep 0.1
-done
+	return 1
+}
+nb=/sys/kernel/config/nullb/mg1
+nbdev=$(nullb_up mg1 16) || { fail setup "no null_blk disk ($nb)"; vm_exit; }
 [ -n "$nbdev" ] || { fail setup "no null_blk node"; vm_exit; }
 info "multipath $SYS_MPATH ($dm, wwid $wwid) over $p1 $p2; null_blk $nbdev"
 
@@ -132,16 +140,7 @@ if switch oracleasm /etc/sysconfig/oracleasm; then
 	# what orahost_storage runs on a new disk (a blank null_blk one the site asked
 	# for: createdisk), and a runbook's deletedisk: ASMLib's lines, udevd's link
 	nb2=/sys/kernel/config/nullb/mg2
-	if mkdir "$nb2" && echo 8 >"$nb2/size" && echo 512 >"$nb2/blocksize" &&
-		echo 1 >"$nb2/memory_backed" && echo 1 >"$nb2/power"; then
-		nb2dev=""
-		i=0
-		while [ -z "$nb2dev" ] && [ $i -lt 50 ]; do
-			for b in /sys/block/mg2 /sys/block/nullb*; do
-				[ -b "/dev/${b##*/}" ] && [ "/dev/${b##*/}" != "$nbdev" ] && nb2dev=/dev/${b##*/}
-			done
-			i=$((i + 1)); sleep 0.1
-		done
+	if nb2dev=$(nullb_up mg2 8 "$nbdev") && [ -n "$nb2dev" ]; then
 		expect asmlib-oracleasm-createdisk "Writing disk header: done
 Instantiating disk: done" "$(/usr/sbin/oracleasm createdisk newdata1 "$nb2dev" 2>&1)"
 		link_to asmlib-createdisk-link /dev/oracleasm/disks/NEWDATA1 "$nb2dev"
