@@ -18,14 +18,15 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, Weak};
 
 use crate::filter::service::FilterService;
+use asmguard_guard::Applied;
 use asmguard_reclaim::counters::DiscardCounters;
 
 /// What the exporter reads from the daemon when Prometheus scrapes.
 pub trait Readings: Send + Sync {
     /// The write filter (backend, kernel counters, dropped events).
     fn filter(&self) -> &FilterService;
-    /// Each label's filter-mode word.
-    fn mode_words(&self) -> BTreeMap<String, &'static str>;
+    /// Each label's filter mode as applied.
+    fn applied_modes(&self) -> BTreeMap<String, Applied>;
     /// Reclaim's discard bytes and the ones in flight.
     fn discards(&self) -> &DiscardCounters;
     /// Labels lost to writes the daemon did not make, by label.
@@ -271,9 +272,7 @@ impl CounterSource for LiveCounters {
         };
         let f = d.filter();
         c.backend = Some(f.status().backend().into());
-        for (label, word) in d.mode_words() {
-            c.filter_modes.insert(label, word.to_string());
-        }
+        c.filter_modes = d.applied_modes();
         c.events_dropped = f.events_dropped();
         c.labels_lost = d.labels_lost();
         c.unmanaged = d.unmanaged();
@@ -297,9 +296,7 @@ impl CounterSource for LiveCounters {
         });
         for ((label, hook, mode), n) in counts {
             if mode == asmguard_guard::Mode::Enforce {
-                *c.denied
-                    .entry((label, hook.as_str().to_string()))
-                    .or_insert(0) += n;
+                *c.denied.entry((label, hook)).or_insert(0) += n;
             }
         }
         let counters = d.discards();

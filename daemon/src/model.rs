@@ -24,7 +24,7 @@ use asmguard_devices::sysfs::{self, SysDev};
 use asmguard_devices::udevdb::UdevProps;
 use asmguard_devices::KernelDev;
 use asmguard_format::label::Label;
-use asmguard_guard::DevKey;
+use asmguard_guard::{Applied, DevKey, Mode};
 use asmguard_proto::FilterScope;
 use asmguard_proto::{DiskInfo, LinkState, PathInfo};
 use std::collections::{BTreeMap, BTreeSet};
@@ -455,13 +455,16 @@ pub fn traced(disks: &[Disk]) -> BTreeMap<KernelDev, asmguard_metrics::DiskInfo>
         .collect()
 }
 
-/// The filter mode of every traced label, as the filter-mode metric names it
-/// (`enforce`, `audit`, `off`, `UNPROTECTED`).
-pub fn modes(disks: &[Disk]) -> BTreeMap<String, &'static str> {
+/// The filter mode of every traced label as applied (the filter-mode
+/// metric's `enforce`, `audit`, `off`, `UNPROTECTED`).
+pub fn modes(disks: &[Disk]) -> BTreeMap<String, Applied> {
     disks
         .iter()
         .filter(|d| !d.conflict)
-        .map(|d| (d.label.to_string(), d.mode.map_or("off", DiskMode::word)))
+        .map(|d| {
+            let applied = d.mode.map_or(Applied::Mode(Mode::Off), DiskMode::applied);
+            (d.label.to_string(), applied)
+        })
         .collect()
 }
 
@@ -715,7 +718,10 @@ pub mod tests {
         assert_eq!(t[&k("8:48")].device, "sdd");
         assert_eq!(
             modes(&model()),
-            BTreeMap::from([("MDATA1".into(), "enforce"), ("MPART1".into(), "audit")])
+            BTreeMap::from([
+                ("MDATA1".into(), Applied::Mode(Mode::Enforce)),
+                ("MPART1".into(), Applied::Mode(Mode::Audit))
+            ])
         );
     }
 

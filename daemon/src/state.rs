@@ -522,9 +522,9 @@ impl Daemon {
         self.read_state().world.model.disks.clone()
     }
 
-    /// Each label's filter-mode word (the metric), read under the state lock:
-    /// the scrape path copies no disk.
-    pub fn mode_words(&self) -> std::collections::BTreeMap<String, &'static str> {
+    /// Each label's filter mode as applied (the metric), read under the state
+    /// lock: the scrape path copies no disk.
+    pub fn applied_modes(&self) -> std::collections::BTreeMap<String, asmguard_guard::Applied> {
         crate::model::modes(&self.read_state().world.model.disks)
     }
 

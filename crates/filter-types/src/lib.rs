@@ -1,11 +1,19 @@
 //! The filter's words that several crates share and no BPF is needed for:
 //! one [`Mode`] for the guard's maps (`AG_MODE_*`), the configuration's
 //! `[filter] mode`, the protocol's denial and `status` words, and the
-//! metrics. A leaf: it depends on serde alone, so
-//! the configuration, the metrics (built without BPF for `asmguardctl
-//! iostat`) and the guard can all use it.
+//! metrics; the backends and what they cover ([`backend`]); the hook and
+//! program tables ([`hooks`]), which the guard loads from and the metrics
+//! key their counters by. A leaf: it depends on serde alone, so the
+//! configuration, the metrics (built without BPF for `asmguardctl iostat`)
+//! and the guard can all use it.
 
 use std::fmt;
+
+pub mod backend;
+pub mod hooks;
+
+pub use backend::{Applied, Backend, Coverage};
+pub use hooks::{Hook, HookDef, Op, HOOKS};
 
 use serde::{Deserialize, Serialize};
 

@@ -47,6 +47,7 @@ use crate::hist::prometheus_buckets;
 use crate::snapshot::RawEntry;
 use crate::snapshot::{DiskOpStats, Snapshot};
 use crate::KernelDev;
+use asmguard_filter_types::{Applied, Hook};
 
 /// Where the collector gets the histograms from at scrape time.
 pub trait HistSource: Send + Sync + std::fmt::Debug + 'static {
@@ -108,10 +109,11 @@ impl DiscardSource {
 pub struct Counters {
     /// The write-filter backend (`lsm`, `cgroup_device`, `none`), if known.
     pub backend: Option<String>,
-    /// label -> filter mode (`enforce`, `audit`, `off`).
-    pub filter_modes: BTreeMap<String, String>,
+    /// label -> filter mode as applied (`enforce`, `audit`, `off`,
+    /// `UNPROTECTED`).
+    pub filter_modes: BTreeMap<String, Applied>,
     /// (label, hook) -> denied writes.
-    pub denied: BTreeMap<(String, String), u64>,
+    pub denied: BTreeMap<(String, Hook), u64>,
     /// (label, source) -> discarded bytes.
     pub discard: BTreeMap<(String, DiscardSource), u64>,
     /// Filter events the kernel could not queue (the denials are still counted).
@@ -159,15 +161,14 @@ impl Counters {
     }
 
     /// With `label`'s filter mode.
-    pub fn with_mode(mut self, label: &str, mode: &str) -> Counters {
-        self.filter_modes
-            .insert(label.to_string(), mode.to_string());
+    pub fn with_mode(mut self, label: &str, mode: Applied) -> Counters {
+        self.filter_modes.insert(label.to_string(), mode);
         self
     }
 
     /// With `n` denied writes of (label, hook).
-    pub fn with_denied(mut self, label: &str, hook: &str, n: u64) -> Counters {
-        self.denied.insert((label.to_string(), hook.to_string()), n);
+    pub fn with_denied(mut self, label: &str, hook: Hook, n: u64) -> Counters {
+        self.denied.insert((label.to_string(), hook), n);
         self
     }
 
@@ -792,6 +793,7 @@ mod tests {
     use crate::snapshot::{Op, OpHist};
     use crate::FromPrometheusText;
     use crate::NSLOTS;
+    use asmguard_filter_types::Mode;
 
     #[derive(Debug)]
     struct Fake(Vec<RawEntry>);
@@ -887,9 +889,9 @@ mod tests {
             ..Counters::default()
         }
         .with_backend("lsm")
-        .with_mode("DATA1", "enforce")
-        .with_denied("DATA1", "file_open", 2)
-        .with_denied("DATA2", "file_ioctl", 8)
+        .with_mode("DATA1", Applied::Mode(Mode::Enforce))
+        .with_denied("DATA1", Hook::FileOpen, 2)
+        .with_denied("DATA2", Hook::FileIoctl, 8)
         .with_discard("DATA1", DiscardSource::Reclaim, 1 << 20)
         .with_discard("DATA1", DiscardSource::Oracle, 4096);
         m.set_counter_source(Arc::new(on.clone()));

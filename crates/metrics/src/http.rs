@@ -298,7 +298,11 @@ mod tests {
     async fn serves_both_formats_and_404() {
         let m = Metrics::new();
         m.set_counter_source(std::sync::Arc::new(
-            crate::exporter::Counters::default().with_denied("DATA1", "file_open", 1),
+            crate::exporter::Counters::default().with_denied(
+                "DATA1",
+                asmguard_filter_types::Hook::FileOpen,
+                1,
+            ),
         ));
         let addr = spawn("127.0.0.1:0".parse().unwrap(), m).await.unwrap();
         let url = format!("http://{addr}/metrics");

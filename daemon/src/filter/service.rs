@@ -26,8 +26,8 @@ use super::events::FilterEvent;
 use asmguard_proto::{FilterScope, Protection};
 
 use asmguard_guard::{
-    remove_pins, Backend, Coverage, DevKey, Error, ExeId, Guard, Hook, IdentityReach, KernelDev,
-    Mode, Options, Rules,
+    remove_pins, Applied, Backend, Coverage, DevKey, Error, ExeId, Guard, Hook, IdentityReach,
+    KernelDev, Mode, Options, Rules,
 };
 
 /// How many events `recent` keeps.
@@ -84,10 +84,15 @@ impl DiskMode {
         }
     }
 
-    /// The `asmguard_filter_mode` label: the mode, `off` when disabled,
-    /// `UNPROTECTED` without a backend.
+    /// The mode as applied: the mode, `off` when disabled, unprotected
+    /// without a backend (the `asmguard_filter_mode` label).
+    pub fn applied(self) -> Applied {
+        self.cover().applied(self.mode())
+    }
+
+    /// [`DiskMode::applied`]'s word (`lsdsk`'s `filter_mode`).
     pub fn word(self) -> &'static str {
-        self.cover().mode_word(self.mode())
+        self.applied().as_str()
     }
 }
 

@@ -148,8 +148,8 @@ impl crate::metrics::Readings for Daemon {
     fn filter(&self) -> &FilterService {
         &self.filter
     }
-    fn mode_words(&self) -> BTreeMap<String, &'static str> {
-        Daemon::mode_words(self)
+    fn applied_modes(&self) -> BTreeMap<String, asmguard_guard::Applied> {
+        Daemon::applied_modes(self)
     }
     fn discards(&self) -> &asmguard_reclaim::counters::DiscardCounters {
         &self.reclaims.discards

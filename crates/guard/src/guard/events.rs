@@ -7,7 +7,7 @@
 
 use super::abi::{AgEvent, EV_CHR, EV_CMD};
 use super::commands::{command_name, CmdSet};
-use super::hooks::Hook;
+use super::hooks::{Hook, HookOperation};
 use super::types::{DevKey, ExeId, Mode};
 use crate::KernelDev;
 

@@ -30,7 +30,8 @@
 //! `AG_HOOK_*` code in `bpf/guard.h`, plus one row in [`hooks::HOOKS`] (enum
 //! variant, code, metric label, optional BTF symbol, operation name) and one
 //! row per program in [`programs::PROGRAMS`] (section, attach type,
-//! sleepable, backend). Loading (optional or not), the stats indices, the metric
+//! sleepable, backend): both tables are in `asmguard_filter_types::hooks`,
+//! plain data the metrics share. Loading (optional or not), the stats indices, the metric
 //! labels, event decoding and the layout tests all follow from that row; a
 //! test fails when `guard.h` and the table disagree.
 //!
@@ -54,7 +55,7 @@ pub mod types;
 
 pub use commands::{CmdSet, PassthroughRule};
 pub use events::DenialEvent;
-pub use hooks::{Hook, HookDef, Op, HOOKS};
+pub use hooks::{Hook, HookDef, HookOperation, Op, HOOKS};
 pub use ioctls::ioctl_name;
 pub use loader::{pinned_majors, Guard, Options, Stats};
 pub use pins::{
@@ -63,4 +64,4 @@ pub use pins::{
 pub use programs::{Attach, ProgDef, PROGRAMS};
 pub use ring::EventReader;
 pub use rules::{Rule, Rules, SelfId, Tool, MAX_RULES};
-pub use types::{Backend, Coverage, DevKey, ExeId, IdentityReach, Mode};
+pub use types::{Applied, Backend, Coverage, DevKey, ExeId, IdentityReach, Mode};

@@ -2,6 +2,7 @@
 //! themselves, O_DIRECT I/O through dd.
 #![allow(dead_code)]
 
+use asmguard_filter_types::{Applied, Hook, Mode};
 use asmguard_testkit::run_ok as run;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -101,9 +102,9 @@ pub fn populate_every_family(
     m.set_counter_source(std::sync::Arc::new(
         Counters::default()
             .with_backend(backend)
-            .with_mode("DATA1", "enforce")
-            .with_denied("DATA1", "file_open", 1)
-            .with_denied("DATA1", "file_ioctl", 1)
+            .with_mode("DATA1", Applied::Mode(Mode::Enforce))
+            .with_denied("DATA1", Hook::FileOpen, 1)
+            .with_denied("DATA1", Hook::FileIoctl, 1)
             .with_discard("DATA1", DiscardSource::Oracle, 1 << 20)
             .with_discard("DATA1", DiscardSource::Reclaim, 4 << 20),
     ));
