@@ -57,6 +57,7 @@ expect_ok grid-writes-after as_user grid dd if=/tmp/junk of="$A" $DDW seek=1
 expect_fail root-refused-after "Operation not permitted" dd if=/tmp/junk of="$A" $DDW
 st=$($C status 2>&1)
 has_line others-gone "^other programs: *none" "$st"
+has_line disk-still-managed "^filter: *1 devices protected" "$st"
 
 kill "$agd"; wait "$agd" 2>/dev/null
 asmguard-guard-test unload >/dev/null 2>&1
