@@ -1,7 +1,12 @@
 //! The clap definitions: the single source of the man page and the completions.
+//! The global options and the subcommands' argument structs are here; the list
+//! of subcommands ([`Command`]) sits beside what each does, in `commands.rs`, so
+//! that a new socket operation's subcommand is one variant and one arm there.
 
 use clap::builder::TypedValueParser;
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser};
+
+pub use crate::commands::Command;
 use std::path::PathBuf;
 
 pub const EXIT_CODES: &str = "Exit codes: 0 success; 1 the operation failed (I/O error, \
@@ -39,81 +44,6 @@ pub struct Cli {
     pub timeout: u64,
     #[command(subcommand)]
     pub command: Command,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// Label a disk: write ORCLDISK + LABEL into its first block (read back and compared).
-    ///
-    /// Refused when the disk holds data (any partition table, filesystem, LVM, RAID,
-    /// swap, LUKS or unknown bytes: --force erases their signatures), an ASM disk
-    /// header (--migrate keeps it and only sets the label), another label (--force, or
-    /// use rename), or is in use (mounted, held by dm/md; or open for writing by
-    /// another process, named by pid and command: --force labels it anyway). Labelling
-    /// with the label it already has changes nothing.
-    Label(LabelArgs),
-    /// Remove a label (an ASM disk header keeps ORCLDISK; elsewhere ORCLCLRD is left).
-    Unlabel(UnlabelArgs),
-    /// Change a disk's label, touching only the label bytes.
-    Rename(RenameArgs),
-    /// List the labelled disks: label, filtering, path(s), size, sector sizes, ASM
-    /// header status, disk group; label conflicts; the device nodes made for
-    /// containers (`presented:`) and why a container has none (`NOT PRESENTED:`).
-    Lsdsk(ViewArgs),
-    /// Make the daemon re-read every device, then list like lsdsk.
-    Scan(JsonArg),
-    /// Daemon version, kernel, BPF LSM, filter backend, disks, socket, metrics address.
-    ///
-    /// The filter backend is `lsm` (the BPF LSM), `fmod_ret` (the same programs on
-    /// the kernel's security_* functions, where bpf is not an active LSM: full
-    /// coverage too) or `cgroup_device` (open-time only), with the reason; `other
-    /// programs` lists BPF programs of other tools attached to the same kernel
-    /// functions (the first refusal on a function wins). Exit status 7 when
-    /// unprotected.
-    Status(ViewArgs),
-    /// Write filter: enforce (enable), log and allow (audit) or off (disable) on one
-    /// disk, or on all disks when no label is given (root only).
-    ///
-    /// `filter disable` without a label removes the BPF programs and their pins
-    /// altogether; `filter enable` (or `audit`) without a label puts them back.
-    /// Runtime choices last until the next reboot; the configuration's
-    /// `filter.mode` is the default.
-    Filter(FilterArgs),
-    /// Writes the filter denied (or, in audit mode, logged): pid, uid, command,
-    /// executable, device, label, hook and operation.
-    Events(EventsArgs),
-    /// Give the free ASM allocation units of disks back to a thin-provisioned array
-    /// (root only).
-    ///
-    /// Reads each disk's ASM allocation table, turns the allocation units it
-    /// positively says are free into byte ranges (never AU 0, 1, 11, metadata AUs,
-    /// or anything it cannot parse), aligns them to the device's discard
-    /// granularity and discards them (BLKDISCARD), or writes zeros (--method
-    /// zeroout, for arrays that detect zeros but take no UNMAP). Refused while
-    /// the disk group may be mounted: a process on this host holding a path of
-    /// the disk open for writing, or the ASM heartbeat block or mount stamp
-    /// changing during the watch window (another RAC node). Progress goes to
-    /// stderr; Ctrl-C stops cleanly and a rerun completes the job.
-    Reclaim(ReclaimArgs),
-    /// I/O per disk and operation: IOPS, MB/s and the share of I/Os in Oracle's wait
-    /// histogram buckets (<1ms <2ms <4ms <8ms <16ms <32ms <=1s >1s), from the
-    /// daemon's metrics endpoint.
-    Iostat(IostatArgs),
-    /// Read a disk or image offline and show its label, ASM disk header and signatures.
-    Inspect(InspectArgs),
-    /// Print the udev rules for the configured owner, group and mode.
-    UdevRules(UdevRulesArgs),
-    /// Print (or --write) the asmguard configuration an ASMLib, AFD or udev-rules
-    /// setup means, key by key with the line each came from and what has no equivalent.
-    Import(crate::import::ImportArgs),
-    /// ASMLib's oracleasm commands (createdisk, deletedisk, renamedisk, querydisk,
-    /// listdisks, scandisks, discover, status, configure) with its output lines and
-    /// exit status; also run as `oracleasm` through a symlink of that name.
-    Oracleasm(crate::oracleasm::OracleasmArgs),
-    /// Print the man page (roff) to standard output.
-    Man,
-    /// Print shell completions to standard output.
-    Completions(CompletionsArgs),
 }
 
 #[derive(Debug, Args)]

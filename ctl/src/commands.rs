@@ -1,4 +1,7 @@
-//! The subcommands that talk to the daemon, and the offline generators.
+//! The subcommands: their list ([`Command`], clap's, the man page's source with
+//! `cli.rs`), the ones that talk to the daemon and print its answers, and the
+//! offline generators. A new socket operation's subcommand is a variant here and
+//! its arm in [`run`].
 
 use crate::cli::{self, Cli};
 use crate::client::call;
@@ -8,7 +11,7 @@ use asmguard_proto::{
     DiskInfo, FilterAction, FilterScope, LabelAction, LabelResult, LsdskResult, Op, Protection,
     StatusResult,
 };
-use clap::CommandFactory;
+use clap::{CommandFactory, Subcommand};
 use serde::de::DeserializeOwned;
 
 fn decode<T: DeserializeOwned>(v: serde_json::Value) -> Result<T, CliError> {
@@ -533,11 +536,86 @@ fn events(c: &Cli, a: &cli::EventsArgs) -> Result<(), CliError> {
     }
 }
 
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Label a disk: write ORCLDISK + LABEL into its first block (read back and compared).
+    ///
+    /// Refused when the disk holds data (any partition table, filesystem, LVM, RAID,
+    /// swap, LUKS or unknown bytes: --force erases their signatures), an ASM disk
+    /// header (--migrate keeps it and only sets the label), another label (--force, or
+    /// use rename), or is in use (mounted, held by dm/md; or open for writing by
+    /// another process, named by pid and command: --force labels it anyway). Labelling
+    /// with the label it already has changes nothing.
+    Label(cli::LabelArgs),
+    /// Remove a label (an ASM disk header keeps ORCLDISK; elsewhere ORCLCLRD is left).
+    Unlabel(cli::UnlabelArgs),
+    /// Change a disk's label, touching only the label bytes.
+    Rename(cli::RenameArgs),
+    /// List the labelled disks: label, filtering, path(s), size, sector sizes, ASM
+    /// header status, disk group; label conflicts; the device nodes made for
+    /// containers (`presented:`) and why a container has none (`NOT PRESENTED:`).
+    Lsdsk(cli::ViewArgs),
+    /// Make the daemon re-read every device, then list like lsdsk.
+    Scan(cli::JsonArg),
+    /// Daemon version, kernel, BPF LSM, filter backend, disks, socket, metrics address.
+    ///
+    /// The filter backend is `lsm` (the BPF LSM), `fmod_ret` (the same programs on
+    /// the kernel's security_* functions, where bpf is not an active LSM: full
+    /// coverage too) or `cgroup_device` (open-time only), with the reason; `other
+    /// programs` lists BPF programs of other tools attached to the same kernel
+    /// functions (the first refusal on a function wins). Exit status 7 when
+    /// unprotected.
+    Status(cli::ViewArgs),
+    /// Write filter: enforce (enable), log and allow (audit) or off (disable) on one
+    /// disk, or on all disks when no label is given (root only).
+    ///
+    /// `filter disable` without a label removes the BPF programs and their pins
+    /// altogether; `filter enable` (or `audit`) without a label puts them back.
+    /// Runtime choices last until the next reboot; the configuration's
+    /// `filter.mode` is the default.
+    Filter(cli::FilterArgs),
+    /// Writes the filter denied (or, in audit mode, logged): pid, uid, command,
+    /// executable, device, label, hook and operation.
+    Events(cli::EventsArgs),
+    /// Give the free ASM allocation units of disks back to a thin-provisioned array
+    /// (root only).
+    ///
+    /// Reads each disk's ASM allocation table, turns the allocation units it
+    /// positively says are free into byte ranges (never AU 0, 1, 11, metadata AUs,
+    /// or anything it cannot parse), aligns them to the device's discard
+    /// granularity and discards them (BLKDISCARD), or writes zeros (--method
+    /// zeroout, for arrays that detect zeros but take no UNMAP). Refused while
+    /// the disk group may be mounted: a process on this host holding a path of
+    /// the disk open for writing, or the ASM heartbeat block or mount stamp
+    /// changing during the watch window (another RAC node). Progress goes to
+    /// stderr; Ctrl-C stops cleanly and a rerun completes the job.
+    Reclaim(cli::ReclaimArgs),
+    /// I/O per disk and operation: IOPS, MB/s and the share of I/Os in Oracle's wait
+    /// histogram buckets (<1ms <2ms <4ms <8ms <16ms <32ms <=1s >1s), from the
+    /// daemon's metrics endpoint.
+    Iostat(cli::IostatArgs),
+    /// Read a disk or image offline and show its label, ASM disk header and signatures.
+    Inspect(cli::InspectArgs),
+    /// Print the udev rules for the configured owner, group and mode.
+    UdevRules(cli::UdevRulesArgs),
+    /// Print (or --write) the asmguard configuration an ASMLib, AFD or udev-rules
+    /// setup means, key by key with the line each came from and what has no equivalent.
+    Import(crate::import::ImportArgs),
+    /// ASMLib's oracleasm commands (createdisk, deletedisk, renamedisk, querydisk,
+    /// listdisks, scandisks, discover, status, configure) with its output lines and
+    /// exit status; also run as `oracleasm` through a symlink of that name.
+    Oracleasm(crate::oracleasm::OracleasmArgs),
+    /// Print the man page (roff) to standard output.
+    Man,
+    /// Print shell completions to standard output.
+    Completions(cli::CompletionsArgs),
+}
+
 pub fn run(c: &Cli) -> Result<(), CliError> {
     use asmguard_proto::{LabelArgs, RenameArgs, UnlabelArgs};
     match &c.command {
-        cli::Command::Inspect(a) => crate::inspect::run(a),
-        cli::Command::Label(a) => {
+        Command::Inspect(a) => crate::inspect::run(a),
+        Command::Label(a) => {
             let device = std::path::absolute(&a.device).unwrap_or_else(|_| a.device.clone());
             label_op(
                 c,
@@ -550,7 +628,7 @@ pub fn run(c: &Cli) -> Result<(), CliError> {
                 a.json,
             )
         }
-        cli::Command::Unlabel(a) => label_op(
+        Command::Unlabel(a) => label_op(
             c,
             Op::Unlabel(UnlabelArgs {
                 label: a.label.clone(),
@@ -558,7 +636,7 @@ pub fn run(c: &Cli) -> Result<(), CliError> {
             }),
             a.json,
         ),
-        cli::Command::Rename(a) => label_op(
+        Command::Rename(a) => label_op(
             c,
             Op::Rename(RenameArgs {
                 old: a.old.clone(),
@@ -566,24 +644,24 @@ pub fn run(c: &Cli) -> Result<(), CliError> {
             }),
             a.json,
         ),
-        cli::Command::Lsdsk(a) if a.afd => crate::oracleasm::afd_lsdsk(&c.socket, c.timeout),
-        cli::Command::Status(a) if a.afd => crate::oracleasm::afd_state(&c.socket, c.timeout),
-        cli::Command::Lsdsk(a) => list(c, Op::Lsdsk, a.json),
-        cli::Command::Scan(a) => list(c, Op::Scan, a.json),
-        cli::Command::Status(a) => status(c, a.json),
-        cli::Command::Filter(a) => filter(c, a),
-        cli::Command::Events(a) => events(c, a),
-        cli::Command::Reclaim(a) => crate::reclaim::run(c, a),
-        cli::Command::Iostat(a) => crate::iostat::run(c, a),
-        cli::Command::Import(a) => crate::import::run(a),
-        cli::Command::Oracleasm(a) => crate::oracleasm::run(c, a),
-        cli::Command::UdevRules(a) => {
+        Command::Lsdsk(a) if a.afd => crate::oracleasm::afd_lsdsk(&c.socket, c.timeout),
+        Command::Status(a) if a.afd => crate::oracleasm::afd_state(&c.socket, c.timeout),
+        Command::Lsdsk(a) => list(c, Op::Lsdsk, a.json),
+        Command::Scan(a) => list(c, Op::Scan, a.json),
+        Command::Status(a) => status(c, a.json),
+        Command::Filter(a) => filter(c, a),
+        Command::Events(a) => events(c, a),
+        Command::Reclaim(a) => crate::reclaim::run(c, a),
+        Command::Iostat(a) => crate::iostat::run(c, a),
+        Command::Import(a) => crate::import::run(a),
+        Command::Oracleasm(a) => crate::oracleasm::run(c, a),
+        Command::UdevRules(a) => {
             let (cfg, _) = asmguard_config::load(a.config.as_deref())
                 .map_err(|e| CliError::new(BAD_INPUT, e))?;
             print!("{}", asmguard_config::udev_rules(&cfg));
             Ok(())
         }
-        cli::Command::Man => {
+        Command::Man => {
             let mut out = Vec::new();
             clap_mangen::Man::new(Cli::command())
                 .section("8")
@@ -613,7 +691,7 @@ pub fn run(c: &Cli) -> Result<(), CliError> {
                 .write_all(&out)
                 .map_err(|e| CliError::new(FAILED, e.to_string()))
         }
-        cli::Command::Completions(a) => {
+        Command::Completions(a) => {
             let mut cmd = Cli::command();
             clap_complete::generate(a.shell, &mut cmd, "asmguardctl", &mut std::io::stdout());
             Ok(())
