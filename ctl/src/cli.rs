@@ -1,12 +1,12 @@
 //! The clap definitions: the single source of the man page and the completions.
-//! The global options and the subcommands' argument structs are here; the list
-//! of subcommands ([`Command`]) sits beside what each does, in `commands.rs`, so
-//! that a new socket operation's subcommand is one variant and one arm there.
+//! The global options ([`Global`]) and the subcommands' argument structs are
+//! here, importing nothing of the crate; the command line itself (`Cli`) and
+//! the list of subcommands (`Command`) sit beside what each does, in
+//! `commands.rs`, so that a new socket operation's subcommand is one variant
+//! and one arm there.
 
 use clap::builder::TypedValueParser;
-use clap::{Args, Parser};
-
-pub use crate::commands::Command;
+use clap::Args;
 use std::path::PathBuf;
 
 pub const EXIT_CODES: &str = "Exit codes: 0 success; 1 the operation failed (I/O error, \
@@ -18,18 +18,10 @@ pub const EXIT_CODES: &str = "Exit codes: 0 success; 1 the operation failed (I/O
      6 busy (another request is labelling that disk or label: try again); 7 (status) the \
      daemon runs but no write filter protects the disks: UNPROTECTED, with the reason.";
 
-#[derive(Debug, Parser)]
-#[command(
-    name = "asmguardctl",
-    version,
-    about = "Label, list, protect and inspect Oracle ASM disks (asmguard control CLI)",
-    long_about = "asmguardctl drives asmguardd over its unix socket. `inspect`, `udev-rules`, \
-                  `man` and `completions` work offline, without the daemon.\n\n\
-                  Changing labels needs root; reading (lsdsk, status, scan) needs root or the \
-                  configured admin group.",
-    after_long_help = EXIT_CODES
-)]
-pub struct Cli {
+/// The options every subcommand takes: the daemon's socket and how long to
+/// wait for its answer.
+#[derive(Debug, Args)]
+pub struct Global {
     /// The daemon's socket.
     #[arg(
         long,
@@ -42,8 +34,6 @@ pub struct Cli {
     /// Seconds to wait for the daemon's answer.
     #[arg(long, global = true, value_name = "SECONDS", default_value_t = 120)]
     pub timeout: u64,
-    #[command(subcommand)]
-    pub command: Command,
 }
 
 #[derive(Debug, Args)]

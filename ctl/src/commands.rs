@@ -3,7 +3,7 @@
 //! offline generators. A new socket operation's subcommand is a variant here and
 //! its arm in [`run`].
 
-use crate::cli::{self, Cli};
+use crate::cli;
 use crate::client::call;
 use crate::exit::{CliError, BAD_INPUT, FAILED};
 use crate::size::human;
@@ -11,7 +11,7 @@ use asmguard_proto::{
     DiskInfo, FilterAction, FilterScope, LabelAction, LabelResult, LsdskResult, Op, Protection,
     StatusResult,
 };
-use clap::{CommandFactory, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use serde::de::DeserializeOwned;
 
 fn decode<T: DeserializeOwned>(v: serde_json::Value) -> Result<T, CliError> {
@@ -50,7 +50,7 @@ fn show<T: DeserializeOwned>(
     json: bool,
     text: fn(&T) -> String,
 ) -> Result<(), CliError> {
-    let v = call(&c.socket, c.timeout, op)?;
+    let v = call(&c.global.socket, c.global.timeout, op)?;
     if json {
         print_json(&v);
     } else {
@@ -253,7 +253,7 @@ fn sentence(scope: FilterScope, mode: &str, backend: &str) -> String {
 }
 
 fn list(c: &Cli, op: Op, json: bool) -> Result<(), CliError> {
-    let mut v = call(&c.socket, c.timeout, op)?;
+    let mut v = call(&c.global.socket, c.global.timeout, op)?;
     let r: LsdskResult = decode(v.clone())?;
     if !json {
         print!("{}", lsdsk_text(&r));
@@ -272,7 +272,7 @@ fn list(c: &Cli, op: Op, json: bool) -> Result<(), CliError> {
 }
 
 fn status(c: &Cli, json: bool) -> Result<(), CliError> {
-    let v = call(&c.socket, c.timeout, Op::Status)?;
+    let v = call(&c.global.socket, c.global.timeout, Op::Status)?;
     let s: StatusResult = decode(v.clone())?;
     if json {
         print_json(&v);
@@ -452,8 +452,8 @@ fn unprotected(s: &StatusResult) -> Result<(), CliError> {
 
 fn filter(c: &Cli, a: &cli::FilterArgs) -> Result<(), CliError> {
     let v = call(
-        &c.socket,
-        c.timeout,
+        &c.global.socket,
+        c.global.timeout,
         Op::Filter(asmguard_proto::FilterArgs {
             action: a.action,
             label: a.label.clone(),
@@ -511,8 +511,8 @@ fn events(c: &Cli, a: &cli::EventsArgs) -> Result<(), CliError> {
     let mut after = 0u64;
     loop {
         let v = call(
-            &c.socket,
-            c.timeout,
+            &c.global.socket,
+            c.global.timeout,
             Op::Events(asmguard_proto::EventsArgs { after }),
         )?;
         let r: asmguard_proto::EventsResult = decode(v)?;
@@ -534,6 +534,25 @@ fn events(c: &Cli, a: &cli::EventsArgs) -> Result<(), CliError> {
         }
         std::thread::sleep(std::time::Duration::from_millis(300));
     }
+}
+
+/// The command line: [`cli::Global`] options and one subcommand.
+#[derive(Debug, Parser)]
+#[command(
+    name = "asmguardctl",
+    version,
+    about = "Label, list, protect and inspect Oracle ASM disks (asmguard control CLI)",
+    long_about = "asmguardctl drives asmguardd over its unix socket. `inspect`, `udev-rules`, \
+                  `man` and `completions` work offline, without the daemon.\n\n\
+                  Changing labels needs root; reading (lsdsk, status, scan) needs root or the \
+                  configured admin group.",
+    after_long_help = cli::EXIT_CODES
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: cli::Global,
+    #[command(subcommand)]
+    pub command: Command,
 }
 
 #[derive(Debug, Subcommand)]
@@ -644,17 +663,21 @@ pub fn run(c: &Cli) -> Result<(), CliError> {
             }),
             a.json,
         ),
-        Command::Lsdsk(a) if a.afd => crate::oracleasm::afd_lsdsk(&c.socket, c.timeout),
-        Command::Status(a) if a.afd => crate::oracleasm::afd_state(&c.socket, c.timeout),
+        Command::Lsdsk(a) if a.afd => {
+            crate::oracleasm::afd_lsdsk(&c.global.socket, c.global.timeout)
+        }
+        Command::Status(a) if a.afd => {
+            crate::oracleasm::afd_state(&c.global.socket, c.global.timeout)
+        }
         Command::Lsdsk(a) => list(c, Op::Lsdsk, a.json),
         Command::Scan(a) => list(c, Op::Scan, a.json),
         Command::Status(a) => status(c, a.json),
         Command::Filter(a) => filter(c, a),
         Command::Events(a) => events(c, a),
-        Command::Reclaim(a) => crate::reclaim::run(c, a),
-        Command::Iostat(a) => crate::iostat::run(c, a),
+        Command::Reclaim(a) => crate::reclaim::run(&c.global, a),
+        Command::Iostat(a) => crate::iostat::run(&c.global, a),
         Command::Import(a) => crate::import::run(a),
-        Command::Oracleasm(a) => crate::oracleasm::run(c, a),
+        Command::Oracleasm(a) => crate::oracleasm::run(&c.global, a),
         Command::UdevRules(a) => {
             let (cfg, _) = asmguard_config::load(a.config.as_deref())
                 .map_err(|e| CliError::new(BAD_INPUT, e))?;

@@ -2,12 +2,12 @@
 //! `iostat` op) an interval apart, shown per disk and operation in the layout
 //! of Oracle's wait-event histogram.
 
-use crate::cli::{Cli, IostatArgs};
+use crate::cli::{Global, IostatArgs};
 use crate::exit::{CliError, BAD_INPUT, FAILED};
 use asmguard_iostat::Snapshot;
 use std::time::{Duration, Instant};
 
-pub fn run(c: &Cli, a: &IostatArgs) -> Result<(), CliError> {
+pub fn run(c: &Global, a: &IostatArgs) -> Result<(), CliError> {
     if !a.interval.is_finite() || a.interval <= 0.0 || a.interval > 86400.0 {
         return Err(CliError::new(
             BAD_INPUT,

@@ -33,7 +33,7 @@ fn main() {
             }
         }
     }
-    let cli = cli::Cli::parse();
+    let cli = commands::Cli::parse();
     match commands::run(&cli) {
         Ok(()) => std::process::exit(exit::OK),
         Err(e) => {

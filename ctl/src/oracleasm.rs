@@ -6,7 +6,7 @@
 //! `querydisk -p`: blkid-style lines), on top of asmguardd. A refusal carries
 //! asmguard's own sentence on stderr (a disk holding data is never written).
 
-use crate::cli::Cli;
+use crate::cli::Global;
 use crate::client::call;
 use crate::exit::CliError;
 use asmguard_proto::{
@@ -207,7 +207,7 @@ pub fn run_standalone(a: &Standalone) -> Result<(), CliError> {
     run_cmd(&a.socket, a.timeout, &a.cmd)
 }
 
-pub fn run(cli: &Cli, a: &OracleasmArgs) -> Result<(), CliError> {
+pub fn run(cli: &Global, a: &OracleasmArgs) -> Result<(), CliError> {
     run_cmd(&cli.socket, cli.timeout, &a.cmd)
 }
 

@@ -2,7 +2,7 @@
 //! works, then the result. Ctrl-C closes the connection, which cancels the job
 //! in the daemon cleanly (its checkpoint stays: a rerun completes the job).
 
-use crate::cli::{Cli, ReclaimArgs};
+use crate::cli::{Global, ReclaimArgs};
 use crate::exit::{CliError, BAD_INPUT, FAILED, UNREACHABLE};
 use crate::size::human;
 use asmguard_proto::{Op, ProgressLine, ReclaimResult, Request, Response};
@@ -92,7 +92,7 @@ fn result_text(r: &ReclaimResult) -> String {
     s
 }
 
-pub fn run(c: &Cli, a: &ReclaimArgs) -> Result<(), CliError> {
+pub fn run(c: &Global, a: &ReclaimArgs) -> Result<(), CliError> {
     if a.labels.is_empty() == a.diskgroup.is_none() {
         return Err(CliError::new(
             BAD_INPUT,
