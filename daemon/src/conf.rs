@@ -96,50 +96,6 @@ pub fn merge(running: &Config, file: Config) -> (Config, Vec<String>) {
     (out, changed)
 }
 
-/// SIGHUP: reads the whole file again and puts it in force on `d`: the
-/// snapshot first, then the filter's rules and containers
-/// (`filter::reload_allow`), the containers resolved again, and a full
-/// scan, whose model applies the device rules and the containers' nodes
-/// as the new snapshot says. `allow_before`: the allow-list's ids as last
-/// logged. A file that cannot be read changes nothing.
-pub fn reload(d: &crate::state::Daemon, allow_before: &mut (Vec<u32>, Vec<u32>)) {
-    let path = match d
-        .site
-        .cfg_source
-        .strip_suffix(" (absent: built-in defaults)")
-    {
-        Some(_) => None,
-        None => Some(std::path::PathBuf::from(&d.site.cfg_source)),
-    };
-    let (file, source) = match asmguard_config::load(path.as_deref()) {
-        Ok(x) => x,
-        Err(e) => {
-            tracing::error!(
-                "SIGHUP: configuration not reloaded, the one in force stays and nothing \
-                 changed: {e}"
-            );
-            return;
-        }
-    };
-    let now = d.conf().reloaded(file);
-    for w in crate::check::warnings(&now.cfg, &source) {
-        tracing::warn!("{w}");
-    }
-    for k in &now.restart_needed {
-        tracing::warn!(
-            "SIGHUP: {k}: takes effect only when asmguardd restarts; the value in force stays"
-        );
-    }
-    let cfg = now.cfg.clone();
-    d.set_conf(now);
-    tracing::info!("SIGHUP: configuration reloaded from {source}");
-    crate::filter::reload_allow(&d.filter, &cfg, allow_before);
-    d.resolve_containers();
-    if let Err(e) = d.full_scan() {
-        tracing::error!("SIGHUP: rescan: {e}");
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

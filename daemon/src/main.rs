@@ -271,7 +271,7 @@ async fn run(
     tasks::watchdog(monitor_alive.clone());
     tasks::filter_verify(d.clone());
     tasks::containers(d.clone());
-    filter::spawn_rules(d.clone());
+    tasks::spawn_rules(d.clone());
     let serve = tokio::spawn(server::serve(listener, d.clone()));
     tasks::sighup(d.clone());
     let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {

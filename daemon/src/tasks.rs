@@ -140,7 +140,7 @@ pub fn watchdog(alive: Arc<AtomicBool>) {
 }
 
 /// SIGHUP: the whole configuration file is read again and put in force
-/// (`conf::reload`); the allow-list's names are resolved again (NSS: a user
+/// ([`reload_conf`]); the allow-list's names are resolved again (NSS: a user
 /// or group added to LDAP, SSSD or extrausers since the start).
 pub fn sighup(d: Arc<Daemon>) {
     match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
@@ -158,7 +158,7 @@ pub fn sighup(d: Arc<Daemon>) {
                     let b = before.clone();
                     let r = tokio::task::spawn_blocking(move || {
                         let mut b = b;
-                        crate::conf::reload(&d8, &mut b);
+                        reload_conf(&d8, &mut b);
                         b
                     })
                     .await;
@@ -267,5 +267,103 @@ pub fn print_container_db(args: &[String]) -> i32 {
             eprintln!("{e}");
             1
         }
+    }
+}
+
+/// SIGHUP: reads the whole file again and puts it in force on `d`: the
+/// snapshot first, then the filter's rules and containers
+/// (`filter::reload_allow`), the containers resolved again, and a full
+/// scan, whose model applies the device rules and the containers' nodes
+/// as the new snapshot says. `allow_before`: the allow-list's ids as last
+/// logged. A file that cannot be read changes nothing.
+pub fn reload_conf(d: &Daemon, allow_before: &mut (Vec<u32>, Vec<u32>)) {
+    let path = match d
+        .site
+        .cfg_source
+        .strip_suffix(" (absent: built-in defaults)")
+    {
+        Some(_) => None,
+        None => Some(std::path::PathBuf::from(&d.site.cfg_source)),
+    };
+    let (file, source) = match asmguard_config::load(path.as_deref()) {
+        Ok(x) => x,
+        Err(e) => {
+            tracing::error!(
+                "SIGHUP: configuration not reloaded, the one in force stays and nothing \
+                 changed: {e}"
+            );
+            return;
+        }
+    };
+    let now = d.conf().reloaded(file);
+    for w in crate::check::warnings(&now.cfg, &source) {
+        tracing::warn!("{w}");
+    }
+    for k in &now.restart_needed {
+        tracing::warn!(
+            "SIGHUP: {k}: takes effect only when asmguardd restarts; the value in force stays"
+        );
+    }
+    let cfg = now.cfg.clone();
+    d.set_conf(now);
+    tracing::info!("SIGHUP: configuration reloaded from {source}");
+    crate::filter::reload_allow(&d.filter, &cfg, allow_before);
+    d.resolve_containers();
+    if let Err(e) = d.full_scan() {
+        tracing::error!("SIGHUP: rescan: {e}");
+    }
+}
+
+/// The `rules` thread: follows the Oracle homes (oratab, olr.loc, the
+/// homes' binaries: a new home, an in-place relink, a removed home are
+/// allowed or retired within a second, before an instance restarts) and
+/// the `[[rule]]`s' places (a unit's cgroup is made anew each time it
+/// starts), and rebuilds the host's rules when either changes.
+pub fn spawn_rules(d: std::sync::Arc<Daemon>) {
+    let Some(cfg) = d.filter.config() else { return };
+    let mut spec = crate::filter::homes_spec(&cfg.filter);
+    let has_places = cfg
+        .rule
+        .iter()
+        .any(|r| !r.units.is_empty() || !r.cgroups.is_empty());
+    if spec == asmguard_homes::Spec::Off && !has_places {
+        return;
+    }
+    let spawned = std::thread::Builder::new()
+        .name("rules".into())
+        .spawn(move || {
+            let svc = &d.filter;
+            let mut follower = asmguard_homes::Follower::new(std::path::Path::new("/"), &spec);
+            let mut tick = 0u32;
+            loop {
+                std::thread::sleep(std::time::Duration::from_millis(250));
+                tick = tick.wrapping_add(1);
+                // SIGHUP may have changed the configuration.
+                let Some(cfg) = svc.config() else { continue };
+                let now_spec = crate::filter::homes_spec(&cfg.filter);
+                let mut changed = false;
+                if now_spec != spec {
+                    spec = now_spec;
+                    follower = asmguard_homes::Follower::new(std::path::Path::new("/"), &spec);
+                    changed = true;
+                }
+                if let Some(found) = follower.poll() {
+                    for l in asmguard_homes::describe(found) {
+                        tracing::info!("filter: oracle homes: {l}");
+                    }
+                    svc.set_homes(found.clone());
+                    changed = true;
+                }
+                if tick % 4 == 0 && svc.set_places(crate::filter::resolve_places(&cfg)) {
+                    changed = true;
+                }
+                if changed {
+                    svc.set_homes(follower.current().clone());
+                    crate::filter::set_allow(svc, &cfg);
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::error!("filter: cannot start the rules thread: {e}");
     }
 }

@@ -13,12 +13,11 @@
 //! the World as last applied.
 
 use crate::conf::Conf;
-use crate::filter::containers::ContainerRule;
 use crate::model::Model;
-use asmguard_config::Container;
-use asmguard_containers::Found;
-use asmguard_proto::ContainerStatus;
 use std::sync::Arc;
+
+/// The containers' part of the World: defined beside their resolution.
+pub use crate::filter::containers::Containers;
 
 /// What the daemon makes the system match.
 #[derive(Debug, Clone)]
@@ -57,64 +56,5 @@ impl World {
             model: self.model.clone(),
             containers: c,
         }
-    }
-}
-
-/// One configured container as last resolved.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Resolved {
-    /// Its `[[container]]` section.
-    pub config: Container,
-    /// The filter's rule (who in it may write, as host ids).
-    pub rule: ContainerRule,
-    /// What `status` shows of it.
-    pub view: ContainerStatus,
-    /// Its cgroups, the process whose id maps translate its ids.
-    pub found: Found,
-    /// Its device nodes' host uid and gid, or why they are not known
-    /// (`crate::present::owner_of`).
-    pub owner: Result<(u32, u32), String>,
-    /// Its files (`/etc/passwd`, `/etc/group`, the id maps) did not answer
-    /// within the deadline the last time: this is the last good resolution
-    /// (or, when there never was one, a rule that allows nobody).
-    pub stalled: bool,
-}
-
-/// The configured containers as last resolved, in configuration order
-/// (container ids 1..).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Containers {
-    pub each: Vec<Resolved>,
-}
-
-impl Containers {
-    /// What was found of container `name`.
-    pub fn found(&self, name: &str) -> Option<&Found> {
-        self.each
-            .iter()
-            .find(|r| r.config.name == name)
-            .map(|r| &r.found)
-    }
-
-    /// The filter's container rules.
-    pub fn rules(&self) -> Vec<ContainerRule> {
-        self.each.iter().map(|r| r.rule.clone()).collect()
-    }
-
-    /// Each container's name, in order.
-    pub fn names(&self) -> Vec<String> {
-        self.each.iter().map(|r| r.config.name.clone()).collect()
-    }
-
-    /// Whether a container runs (has cgroups) but was not found with a
-    /// process whose id maps are written, or its users could not be
-    /// translated (a runtime may start the first process before the
-    /// container's /etc/passwd is in place): worth resolving again soon.
-    pub fn pending(&self) -> bool {
-        self.each.iter().any(|r| {
-            !r.found.cgroups.is_empty()
-                && (r.found.pid.is_none() || !r.view.problems.is_empty())
-                && !r.config.allow_all
-        })
     }
 }

@@ -9,7 +9,10 @@
 //!
 //! [`Paths`]: asmguard_paths::Paths
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::rust_files;
+use std::path::Path;
 
 /// The top-level directories a literal may not start with.
 const ROOTS: &[&str] = &[
@@ -34,53 +37,12 @@ fn has_literal(line: &str) -> bool {
 
 /// The (line number, line) of every offending literal in a file's text.
 fn offenders(text: &str) -> Vec<(usize, String)> {
-    let mut out = Vec::new();
-    let lines: Vec<&str> = text.lines().collect();
-    let mut i = 0;
-    while i < lines.len() {
-        let line = lines[i];
-        let t = line.trim_start();
-        if t.starts_with("#[cfg(test)]") {
-            // skip the item: to the closing brace at the item's indentation
-            // (rustfmt's layout), or its one line
-            let indent = &line[..line.len() - t.len()];
-            let close = format!("{indent}}}");
-            let mut j = i + 1;
-            if lines.get(j).is_some_and(|l| l.trim_end().ends_with('{')) {
-                while j < lines.len() && lines[j].trim_end() != close {
-                    j += 1;
-                }
-            }
-            i = j + 1;
-            continue;
-        }
-        if !t.starts_with("//") && !line.contains("// literal path:") {
-            let code = line.split(" // ").next().unwrap_or(line);
-            if has_literal(code) {
-                out.push((i + 1, line.trim().to_string()));
-            }
-        }
-        i += 1;
-    }
-    out
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in rd.flatten() {
-        let p = e.path();
-        let name = e.file_name();
-        let name = name.to_string_lossy();
-        if p.is_dir() {
-            if name != "tests" && name != "target" && !name.starts_with('.') {
-                rust_files(&p, out);
-            }
-        } else if name.ends_with(".rs") && name != "tests.rs" {
-            out.push(p);
-        }
-    }
+    common::code_lines(text)
+        .into_iter()
+        .filter(|(_, line)| !line.contains("// literal path:"))
+        .filter(|(_, line)| has_literal(line.split(" // ").next().unwrap_or(line)))
+        .map(|(n, line)| (n, line.trim().to_string()))
+        .collect()
 }
 
 #[test]

@@ -9,13 +9,71 @@
 //! cgroup tree changes (an inotify watch, [`watch`]): a container started after
 //! the daemon is covered within a second.
 
-use crate::world::{Containers, Resolved};
 use asmguard_config::{Config, Container};
 use asmguard_containers::{find, host_gid, host_uid, Found, Watcher};
 use asmguard_guard::Rule;
 use asmguard_proto::{ContainerAllow, ContainerGroup, ContainerStatus, ContainerUser};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+/// One configured container as last resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resolved {
+    /// Its `[[container]]` section.
+    pub config: Container,
+    /// The filter's rule (who in it may write, as host ids).
+    pub rule: ContainerRule,
+    /// What `status` shows of it.
+    pub view: ContainerStatus,
+    /// Its cgroups, the process whose id maps translate its ids.
+    pub found: Found,
+    /// Its device nodes' host uid and gid, or why they are not known
+    /// (`crate::present::owner_of`).
+    pub owner: Result<(u32, u32), String>,
+    /// Its files (`/etc/passwd`, `/etc/group`, the id maps) did not answer
+    /// within the deadline the last time: this is the last good resolution
+    /// (or, when there never was one, a rule that allows nobody).
+    pub stalled: bool,
+}
+
+/// The configured containers as last resolved, in configuration order
+/// (container ids 1..).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Containers {
+    pub each: Vec<Resolved>,
+}
+
+impl Containers {
+    /// What was found of container `name`.
+    pub fn found(&self, name: &str) -> Option<&Found> {
+        self.each
+            .iter()
+            .find(|r| r.config.name == name)
+            .map(|r| &r.found)
+    }
+
+    /// The filter's container rules.
+    pub fn rules(&self) -> Vec<ContainerRule> {
+        self.each.iter().map(|r| r.rule.clone()).collect()
+    }
+
+    /// Each container's name, in order.
+    pub fn names(&self) -> Vec<String> {
+        self.each.iter().map(|r| r.config.name.clone()).collect()
+    }
+
+    /// Whether a container runs (has cgroups) but was not found with a
+    /// process whose id maps are written, or its users could not be
+    /// translated (a runtime may start the first process before the
+    /// container's /etc/passwd is in place): worth resolving again soon.
+    pub fn pending(&self) -> bool {
+        self.each.iter().any(|r| {
+            !r.found.cgroups.is_empty()
+                && (r.found.pid.is_none() || !r.view.problems.is_empty())
+                && !r.config.allow_all
+        })
+    }
+}
 
 /// One container's rule as the daemon resolved it: the cgroups that are the
 /// container (a task in one of them or below is in it), and who in it may
