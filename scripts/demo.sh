@@ -164,6 +164,11 @@ else
 fi
 
 step "The refusal left an event (asmguardctl events; --json and --follow also work)"
+# the daemon reads the kernel's events as they come: give a busy machine 5 s
+for _ in $(seq 50); do
+    "${CTL[@]}" events 2>/dev/null | grep -q DENIED && break
+    sleep 0.1
+done
 show "${CTL[@]}" events
 
 step "A fresh read shows the label, untouched"

@@ -187,37 +187,10 @@ fn linked(label: &str) -> Option<KernelDev> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Disk, DiskPath, Node};
-    use asmguard_devices::discovery::Role;
+    use crate::model::Disk;
 
     fn disk_for_tests(label: &str, name: &str, dev: KernelDev) -> Disk {
-        let node = Node {
-            name: name.into(),
-            dev,
-            path: PathBuf::from(format!("/dev/{name}")),
-            shown: format!("/dev/{name}"),
-        };
-        Disk {
-            label: asmguard_format::label::Label::new(label).unwrap(),
-            top: node.clone(),
-            paths: vec![DiskPath {
-                node,
-                role: Role::Labelled,
-            }],
-            generic: vec![],
-            holders: vec![],
-            nvme_paths: vec![],
-            nvme_controllers: vec![],
-            size: 1 << 20,
-            logical_block_size: 512,
-            physical_block_size: 512,
-            header: None,
-            mode: None,
-            conflict: false,
-            serial: None,
-            wwn: None,
-            identity: asmguard_devices::discovery::Identity::Label,
-        }
+        crate::model::tests::plain_disk(label, name, dev)
     }
 
     fn model(disks: Vec<Disk>) -> Model {

@@ -481,6 +481,38 @@ pub mod tests {
         s.parse().unwrap()
     }
 
+    /// A disk labelled `label` on one node (`/dev/<name>`), 1 MiB of 512-byte
+    /// sectors, no header, no mode: what the other modules' tests start from.
+    pub fn plain_disk(label: &str, name: &str, dev: KernelDev) -> Disk {
+        let node = Node {
+            name: name.into(),
+            dev,
+            path: PathBuf::from(format!("/dev/{name}")),
+            shown: format!("/dev/{name}"),
+        };
+        Disk {
+            label: asmguard_format::label::Label::new(label).unwrap(),
+            top: node.clone(),
+            paths: vec![DiskPath {
+                node,
+                role: Role::Labelled,
+            }],
+            generic: vec![],
+            holders: vec![],
+            nvme_paths: vec![],
+            nvme_controllers: vec![],
+            size: 1 << 20,
+            logical_block_size: 512,
+            physical_block_size: 512,
+            header: None,
+            mode: None,
+            conflict: false,
+            serial: None,
+            wwn: None,
+            identity: asmguard_devices::discovery::Identity::Label,
+        }
+    }
+
     fn node(name: &str, dev: &str) -> Node {
         Node {
             name: name.into(),
@@ -572,25 +604,9 @@ pub mod tests {
             identity: Identity::Label,
         };
         let twin = |name: &str, dev: &str| Disk {
-            label: Label::new("MTWIN").unwrap(),
-            top: node(name, dev),
-            paths: vec![DiskPath {
-                node: node(name, dev),
-                role: Role::Labelled,
-            }],
-            generic: vec![],
-            holders: vec![],
-            nvme_paths: vec![],
-            nvme_controllers: vec![],
-            size: 1 << 20,
-            logical_block_size: 512,
-            physical_block_size: 512,
-            header: None,
             mode: Some(DiskMode::Unprotected),
             conflict: true,
-            serial: None,
-            wwn: None,
-            identity: Identity::Label,
+            ..plain_disk("MTWIN", name, k(dev))
         };
         vec![mp, part, twin("sde", "8:64"), twin("sdf", "8:80")]
     }
