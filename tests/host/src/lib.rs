@@ -1015,3 +1015,61 @@ impl Drop for StalledFuse {
         }
     }
 }
+
+/// Undo what `udevadm test` does on a host without udevd: the links it made
+/// to `dev` (under asmguard's, ASMLib's, AFD's and udev's own directories),
+/// its database record, the rules file the test installed, the directories
+/// it created, and the node's owner and mode (root:disk 0660).
+pub struct UdevCleanup {
+    /// The device node.
+    pub dev: PathBuf,
+    /// Directories the test created, removed last first.
+    pub created: Vec<PathBuf>,
+    /// The rules file the test installed.
+    pub rules: PathBuf,
+    /// The device's record in udev's database, made by the test.
+    pub db: PathBuf,
+}
+
+impl Drop for UdevCleanup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.rules);
+        let _ = std::fs::remove_file(&self.db);
+        let target = self.dev.file_name().unwrap().to_string_lossy().to_string();
+        for root in [
+            "/dev/asmguard",
+            "/dev/oracleasm",
+            "/dev/oracleafd",
+            "/dev/disk",
+            "/dev/block",
+        ] {
+            let _ = remove_links_to(Path::new(root), &target);
+        }
+        let _ = nix::unistd::chown(&self.dev, Some(0.into()), Some(6.into()));
+        let _ = std::fs::set_permissions(
+            &self.dev,
+            std::os::unix::fs::PermissionsExt::from_mode(0o660),
+        );
+        for p in self.created.iter().rev() {
+            let _ = std::fs::remove_dir_all(p);
+        }
+    }
+}
+
+/// Removes the symlinks below `dir` whose target's file name is `target`.
+fn remove_links_to(dir: &Path, target: &str) -> std::io::Result<()> {
+    for e in std::fs::read_dir(dir)? {
+        let p = e?.path();
+        let m = std::fs::symlink_metadata(&p)?;
+        if m.is_dir() {
+            let _ = remove_links_to(&p, target);
+        } else if m.file_type().is_symlink()
+            && std::fs::read_link(&p)?
+                .file_name()
+                .is_some_and(|f| f == target)
+        {
+            std::fs::remove_file(&p)?;
+        }
+    }
+    Ok(())
+}

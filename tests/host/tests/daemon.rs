@@ -557,51 +557,6 @@ fn systemd_unit_verifies() {
     );
 }
 
-/// Undo what `udevadm test` does on this host (no udevd): links, db, owner/mode.
-struct UdevCleanup {
-    dev: std::path::PathBuf,
-    created: Vec<std::path::PathBuf>,
-    rules: std::path::PathBuf,
-    /// The device's record in udev's database, made by the test.
-    db: std::path::PathBuf,
-}
-
-impl Drop for UdevCleanup {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.rules);
-        let _ = std::fs::remove_file(&self.db);
-        let target = self.dev.file_name().unwrap().to_string_lossy().to_string();
-        for root in ["/dev/asmguard", "/dev/disk", "/dev/block"] {
-            let _ = remove_links_to(Path::new(root), &target);
-        }
-        let _ = nix::unistd::chown(&self.dev, Some(0.into()), Some(6.into()));
-        let _ = std::fs::set_permissions(
-            &self.dev,
-            std::os::unix::fs::PermissionsExt::from_mode(0o660),
-        );
-        for p in self.created.iter().rev() {
-            let _ = std::fs::remove_dir_all(p);
-        }
-    }
-}
-
-fn remove_links_to(dir: &Path, target: &str) -> std::io::Result<()> {
-    for e in std::fs::read_dir(dir)? {
-        let p = e?.path();
-        let m = std::fs::symlink_metadata(&p)?;
-        if m.is_dir() {
-            let _ = remove_links_to(&p, target);
-        } else if m.file_type().is_symlink()
-            && std::fs::read_link(&p)?
-                .file_name()
-                .is_some_and(|f| f == target)
-        {
-            std::fs::remove_file(&p)?;
-        }
-    }
-    Ok(())
-}
-
 #[test]
 fn udev_rules_make_the_link_with_owner_and_mode() {
     let Some(_g) = lock() else { return };

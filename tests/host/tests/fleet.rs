@@ -171,56 +171,6 @@ fn import_write_never_replaces_unasked_and_keeps_a_backup() {
     assert_eq!(import(&["afd", "--force"]).code, 2);
 }
 
-/// Undo what `udevadm test` does on this host (no udevd): links, db, owner/mode.
-struct UdevCleanup {
-    dev: PathBuf,
-    created: Vec<PathBuf>,
-    rules: PathBuf,
-    db: PathBuf,
-}
-
-impl Drop for UdevCleanup {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.rules);
-        let _ = std::fs::remove_file(&self.db);
-        let target = self.dev.file_name().unwrap().to_string_lossy().to_string();
-        for root in [
-            "/dev/asmguard",
-            "/dev/oracleasm",
-            "/dev/oracleafd",
-            "/dev/disk",
-            "/dev/block",
-        ] {
-            let _ = remove_links_to(Path::new(root), &target);
-        }
-        let _ = nix::unistd::chown(&self.dev, Some(0.into()), Some(6.into()));
-        let _ = std::fs::set_permissions(
-            &self.dev,
-            std::os::unix::fs::PermissionsExt::from_mode(0o660),
-        );
-        for p in self.created.iter().rev() {
-            let _ = std::fs::remove_dir_all(p);
-        }
-    }
-}
-
-fn remove_links_to(dir: &Path, target: &str) -> std::io::Result<()> {
-    for e in std::fs::read_dir(dir)? {
-        let p = e?.path();
-        let m = std::fs::symlink_metadata(&p)?;
-        if m.is_dir() {
-            let _ = remove_links_to(&p, target);
-        } else if m.file_type().is_symlink()
-            && std::fs::read_link(&p)?
-                .file_name()
-                .is_some_and(|f| f == target)
-        {
-            std::fs::remove_file(&p)?;
-        }
-    }
-    Ok(())
-}
-
 #[test]
 fn compat_links_have_the_asmguard_links_owner_and_mode() {
     let Some(_g) = lock() else { return };
