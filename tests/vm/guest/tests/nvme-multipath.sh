@@ -251,7 +251,16 @@ info "pci head $H: $($C lsdsk 2>&1 | grep '^MPPCI ')"
 NODES=""
 for c in $PC; do NODES="$NODES /dev/$c"; done
 NODES="$NODES $(ngs_of "$H")"
-[ -n "$(ngs_of "$H")" ] || info "no NVMe generic node for $H (the kernel makes them from 5.13; $VM_KVER)"
+# generic nodes (ngXnY): from 5.13
+NG_NA="no NVMe generic node (the kernel makes them from 5.13; $VM_KVER)"
+if [ -z "$(ngs_of "$H")" ]; then
+	kmaj=$(echo "$VM_KVER" | cut -d. -f1) kmin=$(echo "$VM_KVER" | cut -d. -f2)
+	if [ "$kmaj" -lt 5 ] || { [ "$kmaj" = 5 ] && [ "$kmin" -lt 13 ]; }; then
+		na pci-generic "$NG_NA"
+	else
+		fail pci-generic "no generic node for $H on $VM_KVER: $(ls /sys/class/nvme-generic 2>&1 | tr '\n' ' ')"
+	fi
+fi
 tinfo labelled
 refusals pci "$H" "$HNS" $NODES
 tinfo "pci refusals done"
@@ -349,6 +358,13 @@ if [ -n "$T" ]; then
 	TNODES=""
 	for c in $TC; do TNODES="$TNODES /dev/$c"; done
 	TNODES="$TNODES $(ngs_of "$T")"
+	if [ -z "$(ngs_of "$T")" ]; then
+		if [ -n "$(ngs_of "$H")" ]; then
+			fail tcp-generic "no generic node for $T, where $H has one"
+		else
+			na tcp-generic "$NG_NA"
+		fi
+	fi
 	tinfo "pci reattach done"
 	refusals tcp "$T" "$TNS" $TNODES
 	tinfo "tcp refusals done"
