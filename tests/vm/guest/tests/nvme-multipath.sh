@@ -269,10 +269,11 @@ if vm_full; then
 fi
 tinfo "pci allowed done"
 
-# reappears TAG HEAD NSID OLD GONE_SINCE: waits for a controller of HEAD that is not
+# reappears TAG HEAD NSID OLD SINCE LABEL: waits for a controller of HEAD that is not
 # among OLD; then, as soon as root's Security Send through it is refused (the
 # filter manages it: the daemon saw it), checks root's io-passthru write and
-# format through it are refused too, HEAD unchanged, and says how long it took
+# format through it are refused too, HEAD unchanged, lsdsk lists it under LABEL,
+# and says how long it took (SINCE: when the rescan or connect began)
 reappears() {
 	_tag=$1 _h=$2 _ns=$3 _old=$4 _t0=$5
 	_new="" _i=0
