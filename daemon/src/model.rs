@@ -80,7 +80,7 @@ pub struct Disk {
     /// The hidden path devices of an NVMe native multipath head among the
     /// paths (`nvme0c1n1`: the namespace through one controller), with
     /// their names.
-    pub nvme_paths: Vec<(String, KernelDev)>,
+    pub nvme_paths: Vec<(String, Option<KernelDev>)>,
     /// The controllers of such a head's subsystem (`nvme0`, `nvme1`): their
     /// nodes are among `generic`.
     pub nvme_controllers: Vec<String>,
@@ -414,8 +414,11 @@ pub fn managed_set(disks: &[Disk]) -> BTreeMap<String, Managed> {
         m.devs
             .extend(d.paths.iter().map(|p| DevKey::block(p.node.dev)));
         m.devs.extend(d.holders.iter().copied().map(DevKey::block));
-        m.devs
-            .extend(d.nvme_paths.iter().map(|(_, dev)| DevKey::block(*dev)));
+        m.devs.extend(
+            d.nvme_paths
+                .iter()
+                .filter_map(|(_, dev)| dev.map(DevKey::block)),
+        );
         m.devs.extend(d.generic.iter().copied().map(DevKey::char));
     }
     out
@@ -554,7 +557,12 @@ pub mod tests {
             ],
             generic: vec![k("21:1"), k("21:2")],
             holders: vec![k("253:7")],
-            nvme_paths: vec![("nvme0c1n1".into(), k("259:4"))],
+            // a hidden path as today's kernels register it, without a dev_t
+            // (listed, nothing to manage), and one with a number
+            nvme_paths: vec![
+                ("nvme0c0n1".into(), None),
+                ("nvme0c1n1".into(), Some(k("259:4"))),
+            ],
             nvme_controllers: vec!["nvme0".into(), "nvme1".into()],
             size: 1 << 30,
             logical_block_size: 512,
@@ -634,7 +642,7 @@ pub mod tests {
                 ("sdc", "8:32", "path", (8 << 20) | 32),
             ]
         );
-        assert_eq!(mp.nvme_paths, vec!["nvme0c1n1"]);
+        assert_eq!(mp.nvme_paths, vec!["nvme0c0n1", "nvme0c1n1"]);
         assert_eq!(mp.nvme_controllers, vec!["nvme0", "nvme1"]);
         assert!(rows[1].nvme_paths.is_empty() && rows[1].nvme_controllers.is_empty());
         assert_eq!(mp.header_status, "MEMBER");

@@ -66,6 +66,9 @@ pub fn start_monitor(
                             DeviceEvent::Block { action, name } => {
                                 tracing::debug!("device event {action} {name}")
                             }
+                            DeviceEvent::NvmeController { action, name } => {
+                                tracing::debug!("NVMe controller event {action} {name}")
+                            }
                             DeviceEvent::Overflow => tracing::warn!(
                                 "device event buffer overflowed: rescanning every device"
                             ),
@@ -91,15 +94,27 @@ pub fn start_monitor(
     }
 }
 
-/// Device events: coalesce bursts, re-read only what changed.
+/// How long an NVMe controller that was added is waited for to join its
+/// subsystem (PCI: after its reset and Identify; fabrics: after the connect).
+const NVME_SETTLE: Duration = Duration::from_secs(5);
+
+/// Device events: coalesce bursts, re-read only what changed. An NVMe
+/// controller's event (a path of a native multipath head came or went) makes
+/// a new model at once, again once each added controller has joined its
+/// subsystem (its node is then among the head's: managed), and once more a
+/// second later, when its namespaces' paths are there for `lsdsk`.
 pub fn device_events(d3: Arc<Daemon>, mut rx: tokio::sync::mpsc::UnboundedReceiver<DeviceEvent>) {
     tokio::spawn(async move {
         while let Some(first) = rx.recv().await {
             let mut names = BTreeSet::new();
             let mut rescan = false;
+            let mut controllers = BTreeSet::new();
             let mut take = |e: DeviceEvent| match e {
                 DeviceEvent::Block { name, .. } => {
                     names.insert(name);
+                }
+                DeviceEvent::NvmeController { name, .. } => {
+                    controllers.insert(name);
                 }
                 DeviceEvent::Overflow => rescan = true,
             };
@@ -118,8 +133,42 @@ pub fn device_events(d3: Arc<Daemon>, mut rx: tokio::sync::mpsc::UnboundedReceiv
                 }
             })
             .await;
+            if !controllers.is_empty() {
+                let d = d3.clone();
+                tokio::task::spawn_blocking(move || nvme_settle(&d, &controllers));
+            }
         }
     });
+}
+
+/// After NVMe controller events: a new model once every controller named has
+/// joined its subsystem or gone (at most [`NVME_SETTLE`]), and once more a
+/// second later. Runs beside the event loop (a refresh takes the scan lock).
+fn nvme_settle(d: &Daemon, controllers: &BTreeSet<String>) {
+    let sys = d.site.paths.sys.clone();
+    let start = Instant::now();
+    let settled = || {
+        controllers
+            .iter()
+            .all(|c| asmguard_devices::sysfs::nvme_controller_settled(&sys, c))
+    };
+    while !settled() && start.elapsed() < NVME_SETTLE {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let names: Vec<&str> = controllers.iter().map(String::as_str).collect();
+    tracing::info!(
+        "NVMe controller {} {} after {} ms: devices read again",
+        names.join(", "),
+        if settled() {
+            "settled"
+        } else {
+            "not in a subsystem yet"
+        },
+        start.elapsed().as_millis()
+    );
+    d.refresh(&BTreeSet::new());
+    std::thread::sleep(Duration::from_secs(1));
+    d.refresh(&BTreeSet::new());
 }
 
 /// The systemd watchdog, fed while the runtime runs and the device monitor is alive.

@@ -29,7 +29,8 @@ VM_MODULES="loop dm-mod dm-bufio dm-persistent-data dm-bio-prison dm-thin-pool
  ?dm-multipath ?dm-round-robin ?ext4 ?xfs ?crc32c_generic ?crc32c-intel
  ?crct10dif_generic ?crct10dif-pclmul ?crc64_rocksoft_generic
  ?md-mod ?raid1 ?dm-mirror ?dm-cache ?dm-cache-smq ?configfs ?target_core_mod
- ?target_core_iblock ?target_core_pscsi ?tcm_loop ?nvmet ?nvme-loop ?bcache ?zram"
+ ?target_core_iblock ?target_core_pscsi ?tcm_loop ?nvmet ?nvme-loop ?bcache ?zram
+ ?nvme-fabrics ?nvme-tcp ?nvmet-tcp"
 VM_MODULES_WITH_PARAMS="scsi_debug null_blk"
 
 vm_log() { echo "kernels: $*" >&2; }

@@ -174,18 +174,33 @@ fi
 # of the same line keeps its own (the self-test's boot in tests/vm/all.sh's queue).
 tag=${VM_TAG:-}
 nvme_img=$VM_WORK/$line/nvme.$part$tag.img
+# And an NVMe subsystem with two controllers (serial agmpath: QEMU wants the same) sharing one
+# namespace (nsid 1) on a scratch file of its own: the guest's kernel
+# (CONFIG_NVME_MULTIPATH=y) makes it a native multipath head with two hidden paths,
+# as a dual-port SSD (guest fixture nvme-multipath, test nvme-multipath).
+nvmemp_img=$VM_WORK/$line/nvmemp.$part$tag.img
+# scratch_imgs: both scratch files fresh and sparse (64 MiB each)
+scratch_imgs() {
+	rm -f "$nvme_img" "$nvmemp_img" && truncate -s 64M "$nvme_img" && truncate -s 64M "$nvmemp_img" ||
+		summary_fail "could not make $nvme_img and $nvmemp_img"
+}
 
 # qemu_cmd ACCEL APPEND: the guest's command line in the array qemu.
 qemu_cmd() {
 	qemu=(qemu-system-x86_64 -accel "$1" -cpu max -m "${VM_MEM:-2G}" -smp "${VM_SMP:-2}"
 		-nographic -no-reboot
 		-drive "if=none,file=$nvme_img,id=nv0,format=raw" -device nvme,serial=agnvme0,drive=nv0
+		-device nvme-subsys,id=agsub,nqn=nqn.2026-11.org.asmguard:mpath
+		-device nvme,id=agmp0,serial=agmpath,subsys=agsub
+		-device nvme,id=agmp1,serial=agmpath,subsys=agsub
+		-drive "if=none,file=$nvmemp_img,id=mp0,format=raw"
+		-device nvme-ns,bus=agmp0,drive=mp0,nsid=1,shared=on
 		-kernel "$VM_WORK/$line/vmlinuz" -initrd "$VM_WORK/$line/initramfs.cpio.gz"
 		-append "$2")
 }
 
 if [ "${VM_SHELL:-0}" = 1 ]; then
-	rm -f "$nvme_img" && truncate -s 64M "$nvme_img" || summary_fail "could not make $nvme_img"
+	scratch_imgs
 	append="$base_append asmguard.shell=1"
 	[ -n "$tests" ] && append="$append asmguard.tests=$tests"
 	qemu_cmd "${VM_ACCEL:-tcg}" "$append"
@@ -208,7 +223,7 @@ vm_boot() {
 boot_tests() {
 	local accel=$1 list=$2 start end wall done_line boot out
 	log=$3
-	rm -f "$nvme_img" && truncate -s 64M "$nvme_img" || summary_fail "could not make $nvme_img"
+	scratch_imgs
 	qemu_cmd "$accel" "$base_append asmguard.tests=$list"
 	# one of the machine's two guest slots, multi-threaded or not (a multi-threaded
 	# guest keeps about one host core busy: tests/vm/all.sh); LAB_GUEST_SLOTS=2 gives
@@ -226,7 +241,7 @@ boot_tests() {
 	fi
 	end=$(date +%s.%N)
 	lab_machine_unlock
-	rm -f "$nvme_img"
+	rm -f "$nvme_img" "$nvmemp_img"
 	wall=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')
 	done_line=$(tr -d '\r' <"$log" | grep -a -m1 '^VMDONE' || true)
 	boot=$(tr -d '\r' <"$log" | sed -n 's/^VMINFO boot-seconds //p' | head -n 1)

@@ -24,8 +24,37 @@ pub enum DeviceEvent {
     /// A block device was added, changed or removed (`action`: `add`, `change`,
     /// `remove`, ...; `name`: its kernel name as in /sys/class/block).
     Block { action: String, name: String },
+    /// An NVMe controller (`nvme3`, class `nvme`) was added, changed (connected,
+    /// reset) or removed: a path of a native multipath head may have come or
+    /// gone. The head's own block device sends nothing then, and its hidden
+    /// path devices never send uevents (the kernel suppresses them for hidden
+    /// disks), so this is the only news of a controller reconnecting under a
+    /// new number.
+    NvmeController { action: String, name: String },
     /// Events were lost (the socket's buffer overflowed): rescan every device.
     Overflow,
+}
+
+/// The [`DeviceEvent`] of a uevent of SUBSYSTEM, if the daemon wants it: block
+/// devices, and NVMe controllers (not the `nvme-generic` nodes nor the
+/// `nvme-subsystem` objects: a controller's own events cover them).
+pub fn classify(subsystem: Option<&str>, action: &str, name: &str) -> Option<DeviceEvent> {
+    if name.is_empty() {
+        return None;
+    }
+    let (action, name) = (action.to_string(), name.to_string());
+    match subsystem? {
+        "block" => Some(DeviceEvent::Block { action, name }),
+        // nvme-fabrics (the misc device /dev/nvme-fabrics) shares the class
+        "nvme" if is_controller(&name) => Some(DeviceEvent::NvmeController { action, name }),
+        _ => None,
+    }
+}
+
+/// `nvme<digits>`: an NVMe controller's name.
+fn is_controller(name: &str) -> bool {
+    name.strip_prefix("nvme")
+        .is_some_and(|i| !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// Which source an [`EventSource`] listens to.
@@ -103,15 +132,12 @@ impl EventSource {
             Inner::Kernel(m) => loop {
                 match m.recv()? {
                     uevent::Received::Overflow => return Ok(DeviceEvent::Overflow),
-                    uevent::Received::Event(e) if e.subsystem() == Some("block") => {
-                        if let Some(name) = e.name() {
-                            return Ok(DeviceEvent::Block {
-                                action: e.action,
-                                name,
-                            });
+                    uevent::Received::Event(e) => {
+                        let name = e.name().unwrap_or_default();
+                        if let Some(ev) = classify(e.subsystem(), &e.action, &name) {
+                            return Ok(ev);
                         }
                     }
-                    uevent::Received::Event(_) => {}
                 }
             },
             Inner::Udev { socket, queue } => loop {
@@ -132,8 +158,9 @@ impl EventSource {
                                 .map(|a| a.to_string_lossy().into_owned())
                                 .unwrap_or_default();
                             let name = ev.sysname().to_string_lossy().into_owned();
-                            if !name.is_empty() {
-                                queue.push_back(DeviceEvent::Block { action, name });
+                            let sub = ev.subsystem().map(|s| s.to_string_lossy().into_owned());
+                            if let Some(e) = classify(sub.as_deref(), &action, &name) {
+                                queue.push_back(e);
                             }
                         }
                         None => {
@@ -154,10 +181,12 @@ impl EventSource {
     }
 }
 
-/// A libudev monitor on udev's netlink group, block devices only.
+/// A libudev monitor on udev's netlink group, block devices and NVMe
+/// controllers only.
 fn open_udev() -> std::io::Result<udev::MonitorSocket> {
     let socket = udev::MonitorBuilder::new()?
         .match_subsystem("block")?
+        .match_subsystem("nvme")?
         .listen()?;
     if setsockopt(&socket.as_fd(), sockopt::RcvBufForce, &RCVBUF).is_err() {
         let _ = setsockopt(&socket.as_fd(), sockopt::RcvBuf, &RCVBUF);
@@ -168,6 +197,44 @@ fn open_udev() -> std::io::Result<udev::MonitorSocket> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn block_devices_and_nvme_controllers_are_heard() {
+        let block = |a: &str, n: &str| DeviceEvent::Block {
+            action: a.into(),
+            name: n.into(),
+        };
+        let ctrl = |a: &str, n: &str| DeviceEvent::NvmeController {
+            action: a.into(),
+            name: n.into(),
+        };
+        assert_eq!(
+            classify(Some("block"), "add", "nvme1n1"),
+            Some(block("add", "nvme1n1"))
+        );
+        assert_eq!(
+            classify(Some("nvme"), "add", "nvme3"),
+            Some(ctrl("add", "nvme3"))
+        );
+        assert_eq!(
+            classify(Some("nvme"), "change", "nvme12"),
+            Some(ctrl("change", "nvme12"))
+        );
+        assert_eq!(
+            classify(Some("nvme"), "remove", "nvme0"),
+            Some(ctrl("remove", "nvme0"))
+        );
+        // the fabrics misc device, generic nodes, subsystems, other classes: no
+        assert_eq!(classify(Some("nvme"), "add", "nvme-fabrics"), None);
+        assert_eq!(classify(Some("nvme-generic"), "add", "ng1n1"), None);
+        assert_eq!(
+            classify(Some("nvme-subsystem"), "add", "nvme-subsys1"),
+            None
+        );
+        assert_eq!(classify(Some("net"), "add", "nvme0"), None);
+        assert_eq!(classify(None, "add", "sda"), None);
+        assert_eq!(classify(Some("block"), "add", ""), None);
+    }
 
     #[test]
     fn opens_a_source_that_says_which() {

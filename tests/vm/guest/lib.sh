@@ -14,6 +14,10 @@
 #   VM_NULLB            null_blk disk (1 GiB, memory backed)
 #   VM_NVME, VM_NVME_CTRL, VM_NVME_NG   QEMU NVMe disk (64 MiB), its controller's
 #                       node and its generic node (ng, 5.13 and later)
+#   VM_NVMEMP           NVMe native multipath head (64 MiB, a QEMU subsystem with
+#                       two controllers sharing namespace 1); VM_NVMEMP_CTRLS its
+#                       controller nodes, VM_NVMEMP_PATHS its hidden path devices
+#                       (names), VM_NVMEMP_NGS its generic nodes (5.13 and later)
 # Users: root, grid (54331, oinstall/asmadmin/asmdba/asmoper), oracle (54321,
 # oinstall/dba/asmdba), intruder (1001). Project binaries are in /usr/local/bin.
 
