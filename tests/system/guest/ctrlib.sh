@@ -340,3 +340,43 @@ ctr_check_runtime_prog() {
 	_dp=$(runtime_device_prog "$_cg")
 	holds "$1-$3" "on $_cg: ${_dp:-none}" [ -n "$_dp" ]
 }
+
+# ---- a container file that never answers ------------------------------------
+
+# ctr_stall PID FILE: FILE (a path inside the container, a regular file) of the
+# container that process PID runs in is covered, in the container's mount
+# namespace, by a FUSE file system that never answers: the kernel's INIT
+# request is never read, so every open, stat or read of it waits (killably)
+# until the holder goes. The holder is a sleep of this shell's holding the
+# /dev/fuse descriptor (its pid in CTR_STALL_HOLDER; ctr_unstall ends it). No
+# FUSE library or server is needed.
+ctr_stall() {
+	modprobe fuse 2>/dev/null
+	[ -c /dev/fuse ] || { echo "no /dev/fuse"; return 1; }
+	rm -f /tmp/ctr-stall.out
+	# (the mount runs inside the container's mount namespace with the container's
+	# mount binary, which finds no mount.fuse helper there: -i, a plain mount(2))
+	sh -c 'exec 3<>/dev/fuse || exit 1
+nsenter -t "$0" -m mount -n -i -t fuse -o fd=3,rootmode=100644,user_id=0,group_id=0,allow_other ctrstalled "$1" || exit 1
+echo mounted
+exec sleep infinity' "$1" "$2" >/tmp/ctr-stall.out 2>&1 &
+	CTR_STALL_HOLDER=$! CTR_STALL_PID=$1 CTR_STALL_FILE=$2
+	_i=0
+	while [ $_i -lt 100 ] && ! grep -q mounted /tmp/ctr-stall.out; do
+		kill -0 "$CTR_STALL_HOLDER" 2>/dev/null || break
+		_i=$((_i + 1))
+		sleep 0.1
+	done
+	grep -q mounted /tmp/ctr-stall.out || { cat /tmp/ctr-stall.out; return 1; }
+}
+
+# ctr_unstall: the holder of ctr_stall ends (the connection goes: what waited on
+# the file fails with ENOTCONN at once) and the mount is detached.
+ctr_unstall() {
+	[ -n "${CTR_STALL_HOLDER:-}" ] || return 0
+	kill "$CTR_STALL_HOLDER" 2>/dev/null
+	wait "$CTR_STALL_HOLDER" 2>/dev/null
+	# (-c: no stat of the path; the mount may already be gone with its container)
+	nsenter -t "$CTR_STALL_PID" -m umount -l -c "$CTR_STALL_FILE" 2>/dev/null
+	CTR_STALL_HOLDER=""
+}
