@@ -78,6 +78,10 @@ pub struct Resolved {
     /// within the deadline the last time: this is the last good resolution
     /// (or, when there never was one, a rule that allows nobody).
     pub stalled: bool,
+    /// This is a last good resolution kept through a stall or a failed pick:
+    /// its rule, owner and nodes stand, and the next resolution that cannot
+    /// read the container keeps it again (a stall is seen at every try).
+    pub kept: bool,
 }
 
 /// The configured containers as last resolved, in configuration order

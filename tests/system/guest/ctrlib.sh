@@ -215,6 +215,8 @@ ctr_cgroup() {
 # container sees them, ctr_ids), through the runtime's own tool: lxc-attach,
 # podman exec; for systemd-nspawn (whose machinectl shell needs systemd inside)
 # nsenter into every namespace of the container's leader after joining its cgroup.
+# RUNTIME "enter" and NAME a host pid: nsenter into that process's container the
+# same way (podman exec reads the container's /etc/group, which may not answer).
 ctr_exec() {
 	_rt=$1 _n=$2
 	_ids=$(ctr_ids "$3") || { echo "ctr_exec: no lab user $3"; return 127; }
@@ -227,8 +229,12 @@ EOF
 	case $_rt in
 	lxc) lxc-attach -n "$_n" --clear-env -- "$@" ;;
 	podman) podman exec "$_n" "$@" ;;
-	nspawn)
-		_l=$(ctr_pid nspawn "$_n") && [ -n "$_l" ] || { echo "ctr_exec: no leader of machine $_n"; return 127; }
+	nspawn | enter)
+		if [ "$_rt" = enter ]; then
+			_l=$_n
+		else
+			_l=$(ctr_pid nspawn "$_n") && [ -n "$_l" ] || { echo "ctr_exec: no leader of machine $_n"; return 127; }
+		fi
 		_cg=$(sed -n 's|^0::||p' "/proc/$_l/cgroup")
 		sh -c 'echo $$ >"/sys/fs/cgroup$0/cgroup.procs" && exec "$@"' "$_cg" nsenter -t "$_l" -a "$@"
 		;;

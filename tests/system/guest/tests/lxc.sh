@@ -30,7 +30,7 @@ rules="$(ctr_rule rac1 lxc.payload.rac1 'allow_users = ["grid"]' 'present = ["DA
 $(ctr_rule rac2 lxc.payload.rac2 'allow_users = ["grid"]' 'present = ["DATA1", "DATA2"]' 'admin = true')
 $(ctr_rule lxpriv lxc.payload.lxpriv 'allow_users = ["grid"]' 'present = ["DATA1", "DATA2"]')
 [devices]
-include = ["*", "loop*"]"
+include = [\"*\", \"loop*\"]"
 out=$(ctr_config "$rules") && pass config-container-rules "rules for rac1 rac2 lxpriv accepted" ||
 	fail config-container-rules "the daemon refuses [[container]]: $out"
 

@@ -168,6 +168,8 @@ while [ $i -lt 30 ] && [ -z "$picked" ]; do
 done
 holds picked-below-init "pod1's init: host pid $init1, the new process: ${picked:-none}" \
 	[ "${picked:-999999999}" -lt "$init1" ]
+info "pod1's processes (pid pidns comm): $(for c in $(find /sys/fs/cgroup/db1.slice -name cgroup.procs); do cat "$c"; done | sort -n |
+	while read -r p; do printf '%s %s %s; ' "$p" "$(readlink /proc/$p/ns/pid | tr -dc 0-9)" "$(cat /proc/$p/comm)"; done)"
 systemctl reload asmguard.service
 sleep 1
 t0=$(date +%s%N)
@@ -193,19 +195,20 @@ v=$(pctr)
 has_line stall-keeps-grid "may write: user grid (host uid 54331)" "$v"
 holds stall-nodes-kept "$(ls -ln /dev/asmguard/containers/pod1 | tail -n +2 | tr -s ' \n' '  ')" \
 	[ -b /dev/asmguard/containers/pod1/DATA1 -a -b /dev/asmguard/containers/pod1/DATA2 ]
-expect_ok stall-grid-writes ctr_write podman pod1 grid /dev/asmguard/disks/DATA1 38 S
+expect_ok stall-grid-writes ctr_write enter "$init1" grid /dev/asmguard/disks/DATA1 38 S
 # scan, status (host; pod1's root, outside its admin group's members: a read) answer
+# (inside pod1 through nsenter: podman exec itself reads the container's /etc/group)
 t0=$(date +%s%N)
 expect_ok stall-host-scan $C scan
 expect_ok stall-host-status $C status
 t_host=$(ms)
 t0=$(date +%s%N)
-expect_ok stall-pod1-root-status ctr_exec podman pod1 root asmguardctl status
-expect_ok stall-pod1-root-scan ctr_exec podman pod1 root asmguardctl scan
+expect_ok stall-pod1-root-status ctr_exec enter "$init1" root asmguardctl status
+expect_ok stall-pod1-root-scan ctr_exec enter "$init1" root asmguardctl scan
 t_in=$(ms)
 t0=$(date +%s%N)
-out=$(ctr_exec podman pod1 grid asmguardctl lsdsk 2>&1)
-info "stalled: host scan+status ${t_host} ms, pod1's root status+scan ${t_in} ms (podman exec included), pod1's grid lsdsk $(ms) ms: $(echo "$out" | head -n 1)"
+out=$(ctr_exec enter "$init1" grid asmguardctl lsdsk 2>&1)
+info "stalled: host scan+status ${t_host} ms, pod1's root status+scan ${t_in} ms (nsenter included), pod1's grid lsdsk $(ms) ms: $(echo "$out" | head -n 1)"
 # a labelled disk plugged in meanwhile: protected, linked
 t0=$(date +%s%N)
 echo 1 >/sys/kernel/config/nullb/ctrd3/power
@@ -230,7 +233,7 @@ systemctl reload asmguard.service
 sleep 3
 holds picked-exit-nodes-kept "$(ls -ln /dev/asmguard/containers/pod1 | tail -n +2 | tr -s ' \n' '  ')" \
 	[ -b /dev/asmguard/containers/pod1/DATA1 -a -b /dev/asmguard/containers/pod1/DATA2 ]
-expect_ok picked-exit-grid-writes ctr_write podman pod1 grid /dev/asmguard/disks/DATA1 39 E
+expect_ok picked-exit-grid-writes ctr_write enter "$init1" grid /dev/asmguard/disks/DATA1 39 E
 # a restart while pod1 stalls reaches READY
 t0=$(date +%s%N)
 systemctl restart asmguard.service
