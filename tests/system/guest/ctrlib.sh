@@ -216,7 +216,8 @@ ctr_cgroup() {
 # podman exec; for systemd-nspawn (whose machinectl shell needs systemd inside)
 # nsenter into every namespace of the container's leader after joining its cgroup.
 # RUNTIME "enter" and NAME a host pid: nsenter into that process's container the
-# same way (podman exec reads the container's /etc/group, which may not answer).
+# same way, as USER's uid and gid only (no name is looked up: the container's
+# /etc/group may not answer, and setpriv reads it).
 ctr_exec() {
 	_rt=$1 _n=$2
 	_ids=$(ctr_ids "$3") || { echo "ctr_exec: no lab user $3"; return 127; }
@@ -224,8 +225,17 @@ ctr_exec() {
 	read -r _uid _gid _grp <<EOF
 $_ids
 EOF
-	# shellcheck disable=SC2086
-	set -- env PATH=$CTR_PATH setpriv --reuid="$_uid" --regid="$_gid" --groups="$_grp" $_ctr_caps -- "$@"
+	if [ "$_rt" = enter ]; then
+		# (no setpriv: it looks its group arguments up as names first, in the
+		# container's /etc/group; nsenter's -S/-G take numbers, and leave no
+		# supplementary groups)
+		set -- env PATH=$CTR_PATH "$@"
+		_ids="-S $_uid -G $_gid"
+	else
+		# shellcheck disable=SC2086
+		set -- env PATH=$CTR_PATH setpriv --reuid="$_uid" --regid="$_gid" --groups="$_grp" $_ctr_caps -- "$@"
+		_ids=""
+	fi
 	case $_rt in
 	lxc) lxc-attach -n "$_n" --clear-env -- "$@" ;;
 	podman) podman exec "$_n" "$@" ;;
@@ -236,7 +246,8 @@ EOF
 			_l=$(ctr_pid nspawn "$_n") && [ -n "$_l" ] || { echo "ctr_exec: no leader of machine $_n"; return 127; }
 		fi
 		_cg=$(sed -n 's|^0::||p' "/proc/$_l/cgroup")
-		sh -c 'echo $$ >"/sys/fs/cgroup$0/cgroup.procs" && exec "$@"' "$_cg" nsenter -t "$_l" -a "$@"
+		# shellcheck disable=SC2086
+		sh -c 'echo $$ >"/sys/fs/cgroup$0/cgroup.procs" && exec "$@"' "$_cg" nsenter -t "$_l" -a $_ids "$@"
 		;;
 	*) echo "ctr_exec: no runtime $_rt"; return 127 ;;
 	esac

@@ -156,13 +156,15 @@ pctr() { $C status 2>/dev/null | grep -m1 'container pod1:'; } # pod1's status r
 d3=$(ctr_disk ctrd3 DATA3) || fail setup "disk DATA3: $d3"
 echo 0 >/sys/kernel/config/nullb/ctrd3/power
 init1=$(ctr_pid podman pod1)
+cg1=$(ctr_cgroup podman pod1)
 echo 1 >/proc/sys/kernel/ns_last_pid
 sh -c 'echo $$ >"/sys/fs/cgroup/$0/cgroup.procs" && exec nsenter -t "$1" -p -m /usr/bin/sleep infinity' \
-	"$(ctr_cgroup podman pod1)" "$init1" >/dev/null 2>&1 &
+	"$cg1" "$init1" >/dev/null 2>&1 &
 holder=$! picked=""
 i=0
-while [ $i -lt 30 ] && [ -z "$picked" ]; do
+while [ $i -lt 50 ] && [ -z "$picked" ]; do
 	picked=$(cat "/proc/$holder/task/$holder/children" 2>/dev/null | tr -d ' ')
+	[ "$(cat "/proc/$picked/comm" 2>/dev/null)" = sleep ] || picked=""
 	i=$((i + 1))
 	sleep 0.1
 done
