@@ -175,10 +175,11 @@ info "pod1's processes (pid pidns comm): $(for c in $(find /sys/fs/cgroup/db1.sl
 systemctl reload asmguard.service
 sleep 1
 t0=$(date +%s%N)
-if out=$(ctr_stall "$init1" /etc/group); then
-	pass stall-mounted "pod1's /etc/group on a FUSE file system that never answers"
+# (not in a command substitution: ctr_unstall needs the holder's pid)
+if ctr_stall "$init1" /etc/group >/tmp/ctr-stall.msg 2>&1; then
+	pass stall-mounted "pod1's /etc/group on a FUSE file system that never answers (holder pid $CTR_STALL_HOLDER)"
 else
-	fail stall-mounted "$out"
+	fail stall-mounted "$(cat /tmp/ctr-stall.msg)"
 fi
 expect_fail stall-really-stalls "" timeout 2 nsenter -t "$init1" -m cat /etc/group
 systemctl reload asmguard.service
