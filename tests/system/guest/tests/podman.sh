@@ -252,9 +252,14 @@ info "stalled: systemctl restart reached READY in $t_ready ms; after it: $(pctr 
 # the file answers again: pod1 resolved, its nodes there, grid writes
 ctr_unstall
 hup
-ms_nodes=$(ctr_wait_nodes /dev/asmguard/containers/pod1 DATA1 DATA2)
-holds unstalled-nodes "after $ms_nodes ms: $(ls -ln /dev/asmguard/containers/pod1 | tail -n +2 | tr -s ' \n' '  ')" \
+t0=$(date +%s%N) i=0
+until [ -b /dev/asmguard/containers/pod1/DATA1 -a -b /dev/asmguard/containers/pod1/DATA2 ] || [ $i -ge 300 ]; do
+	i=$((i + 1))
+	sleep 0.1
+done
+holds unstalled-nodes "after $(ms) ms: $(ls -ln /dev/asmguard/containers/pod1 | tail -n +2 | tr -s ' \n' '  ') :: $(pctr | cut -c1-300)" \
 	[ -b /dev/asmguard/containers/pod1/DATA1 -a -b /dev/asmguard/containers/pod1/DATA2 ]
+info "unstalled: pod1's nodes back $(ms) ms after the file answered again"
 i=0
 until ctr_write podman pod1 grid /dev/asmguard/disks/DATA1 39 F >/dev/null 2>&1 || [ $i -ge 30 ]; do i=$((i + 1)); sleep 0.2; done
 expect unstalled-grid-writes F "$(host_block "$d1" 39)"
