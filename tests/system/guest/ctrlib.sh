@@ -394,6 +394,8 @@ ctr_unstall() {
 	kill "$CTR_STALL_HOLDER" 2>/dev/null
 	wait "$CTR_STALL_HOLDER" 2>/dev/null
 	# (-c: no stat of the path; the mount may already be gone with its container)
-	nsenter -t "$CTR_STALL_PID" -m umount -l -c "$CTR_STALL_FILE" 2>/dev/null
+	nsenter -t "$CTR_STALL_PID" -m umount -l -c "$CTR_STALL_FILE" >/tmp/ctr-unstall.out 2>&1 ||
+		nsenter -t "$CTR_STALL_PID" -m umount -l "$CTR_STALL_FILE" >>/tmp/ctr-unstall.out 2>&1
 	CTR_STALL_HOLDER=""
+	! grep -q ' ctrstalled ' "/proc/$CTR_STALL_PID/mountinfo" 2>/dev/null
 }

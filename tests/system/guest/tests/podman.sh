@@ -250,7 +250,7 @@ holds stall-restart-ready "systemctl restart: exit $rc after $t_ready ms; $st" [
 expect_ok stall-restart-status $C status
 info "stalled: systemctl restart reached READY in $t_ready ms; after it: $(pctr | cut -c1-300); pod1's nodes: $(ls /dev/asmguard/containers/pod1 | tr '\n' ' ')"
 # the file answers again: pod1 resolved, its nodes there, grid writes
-ctr_unstall
+holds unstalled-mount-gone "$(cat /tmp/ctr-unstall.out 2>/dev/null) $(grep ' ctrstalled ' "/proc/$init1/mountinfo")" ctr_unstall
 hup
 t0=$(date +%s%N) i=0
 until [ -b /dev/asmguard/containers/pod1/DATA1 -a -b /dev/asmguard/containers/pod1/DATA2 ] || [ $i -ge 300 ]; do
@@ -259,7 +259,7 @@ until [ -b /dev/asmguard/containers/pod1/DATA1 -a -b /dev/asmguard/containers/po
 done
 holds unstalled-nodes "after $(ms) ms: $(ls -ln /dev/asmguard/containers/pod1 | tail -n +2 | tr -s ' \n' '  ') :: $(pctr | cut -c1-300)" \
 	[ -b /dev/asmguard/containers/pod1/DATA1 -a -b /dev/asmguard/containers/pod1/DATA2 ]
-info "unstalled: pod1's nodes back $(ms) ms after the file answered again"
+info "unstalled: pod1's nodes $( [ -b /dev/asmguard/containers/pod1/DATA1 ] && echo back || echo 'not back') $(ms) ms after the file answered again; status: $($C status 2>&1 | grep -i 'container nodes\|pod1' | tr '\n' ' ' | cut -c1-400)"
 i=0
 until ctr_write podman pod1 grid /dev/asmguard/disks/DATA1 39 F >/dev/null 2>&1 || [ $i -ge 30 ]; do i=$((i + 1)); sleep 0.2; done
 expect unstalled-grid-writes F "$(host_block "$d1" 39)"
