@@ -250,7 +250,9 @@ holds stall-restart-ready "systemctl restart: exit $rc after $t_ready ms; $st" [
 expect_ok stall-restart-status $C status
 info "stalled: systemctl restart reached READY in $t_ready ms; after it: $(pctr | cut -c1-300); pod1's nodes: $(ls /dev/asmguard/containers/pod1 | tr '\n' ' ')"
 # the file answers again: pod1 resolved, its nodes there, grid writes
-holds unstalled-mount-gone "$(cat /tmp/ctr-unstall.out 2>/dev/null) $(grep ' ctrstalled ' "/proc/$init1/mountinfo")" ctr_unstall
+ctr_unstall
+rc=$?
+holds unstalled-mount-gone "umount: $(cat /tmp/ctr-unstall.out 2>/dev/null); left: $(grep ' ctrstalled ' "/proc/$init1/mountinfo")" [ $rc = 0 ]
 hup
 t0=$(date +%s%N) i=0
 until [ -b /dev/asmguard/containers/pod1/DATA1 -a -b /dev/asmguard/containers/pod1/DATA2 ] || [ $i -ge 300 ]; do
