@@ -249,19 +249,21 @@ st=$(systemctl is-active asmguard.service)
 holds stall-restart-ready "systemctl restart: exit $rc after $t_ready ms; $st" [ "$rc $st" = "0 active" ]
 expect_ok stall-restart-status $C status
 info "stalled: systemctl restart reached READY in $t_ready ms; after it: $(pctr | cut -c1-300); pod1's nodes: $(ls /dev/asmguard/containers/pod1 | tr '\n' ' ')"
-# the file answers again: pod1 resolved, its nodes there, grid writes
+# the file fails at once again (its FUSE connection ended: ENOTCONN; the lab
+# cannot unmount it: umount of an aborted FUSE file mount answers ENOENT on
+# 6.12, so the file does not answer *well* again): pod1's rule comes back
+# (its /etc/passwd answers), and status says why it has no nodes
 ctr_unstall
-rc=$?
-holds unstalled-mount-gone "umount: $(cat /tmp/ctr-unstall.out 2>/dev/null); left: $(grep ' ctrstalled ' "/proc/$init1/mountinfo")" [ $rc = 0 ]
+info "unstall: $(cat /tmp/ctr-unstall.out 2>/dev/null) left: $(grep ' ctrstalled ' "/proc/$init1/mountinfo" | cut -d' ' -f5,9-10)"
 hup
-t0=$(date +%s%N) i=0
-until [ -b /dev/asmguard/containers/pod1/DATA1 -a -b /dev/asmguard/containers/pod1/DATA2 ] || [ $i -ge 300 ]; do
+i=0
+until $C status 2>&1 | grep -q 'not presented: container pod1: group asmadmin: .*ENOTCONN' || [ $i -ge 100 ]; do
 	i=$((i + 1))
 	sleep 0.1
 done
-holds unstalled-nodes "after $(ms) ms: $(ls -ln /dev/asmguard/containers/pod1 | tail -n +2 | tr -s ' \n' '  ') :: $(pctr | cut -c1-300)" \
-	[ -b /dev/asmguard/containers/pod1/DATA1 -a -b /dev/asmguard/containers/pod1/DATA2 ]
-info "unstalled: pod1's nodes $( [ -b /dev/asmguard/containers/pod1/DATA1 ] && echo back || echo 'not back') $(ms) ms after the file answered again; status: $($C status 2>&1 | grep -i 'container nodes\|pod1' | tr '\n' ' ' | cut -c1-400)"
+out=$($C status 2>&1)
+has_line unstalled-status-names-why-no-nodes 'not presented: container pod1: group asmadmin: .*ENOTCONN' "$out" \
+	"after $i tenths: $(echo "$out" | grep -i 'not presented\|container pod1' | tr '\n' ' ' | cut -c1-400)"
 i=0
 until ctr_write podman pod1 grid /dev/asmguard/disks/DATA1 39 F >/dev/null 2>&1 || [ $i -ge 30 ]; do i=$((i + 1)); sleep 0.2; done
 expect unstalled-grid-writes F "$(host_block "$d1" 39)"
