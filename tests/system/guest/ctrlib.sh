@@ -388,7 +388,9 @@ exec sleep infinity' "$1" "$2" >/tmp/ctr-stall.out 2>&1 &
 }
 
 # ctr_unstall: the holder of ctr_stall ends (the connection goes: what waited on
-# the file fails with ENOTCONN at once) and the mount is detached.
+# the file, and every later use of it, fails with ENOTCONN at once), and the
+# mount is detached if umount can (on 6.12 umount of the aborted FUSE file mount
+# answers ENOENT: it stays until the container goes). Non-zero while it stays.
 ctr_unstall() {
 	[ -n "${CTR_STALL_HOLDER:-}" ] || return 0
 	kill "$CTR_STALL_HOLDER" 2>/dev/null
