@@ -11,7 +11,8 @@
 #
 # Environment:
 #   SYS_TIMEOUT=600      seconds before qemu is killed (guest did not finish)
-#   SYS_TEST_TIMEOUT=180 seconds per guest test (inside the guest)
+#   SYS_TEST_TIMEOUT=180 seconds per guest test (inside the guest; 300 for the
+#                        container tests)
 #   SYS_BUILD=1          0: do not build the release binaries and the .deb first
 #   SYS_MEM=2G SYS_SMP=2 guest size
 #   SYS_ACCEL=tcg,thread=single  the accelerator (tcg: multi-threaded TCG)
@@ -141,7 +142,11 @@ results=$SYS_WORK/$run.results.log
 : >"$results"
 timeout_s=${SYS_TIMEOUT:-600}
 append="root=/dev/nvme0n1 rw console=ttyS0 panic=-1 quiet loglevel=3 systemd.show_status=0"
-append="$append asmguard.test_timeout=${SYS_TEST_TIMEOUT:-180}"
+# (the container tests take longer: all.sh gives them 300 s each, and so does a run
+# that names them)
+per_test=${SYS_TEST_TIMEOUT:-180}
+[ "$variant" != containers ] || per_test=${SYS_TEST_TIMEOUT:-300}
+append="$append asmguard.test_timeout=$per_test"
 [ -n "$tests" ] && append="$append asmguard.tests=$tests"
 # (no -no-reboot: the reboot test boots the guest twice; poweroff ends qemu)
 truncate -s 64M "$w/data.img"

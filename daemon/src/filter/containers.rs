@@ -34,6 +34,10 @@ pub struct Resolved {
     /// within the deadline the last time: this is the last good resolution
     /// (or, when there never was one, a rule that allows nobody).
     pub stalled: bool,
+    /// This is a last good resolution kept through a stall or a failed pick:
+    /// its rule, owner and nodes stand, and the next resolution that cannot
+    /// read the container keeps it again (a stall is seen at every try).
+    pub kept: bool,
 }
 
 /// The configured containers as last resolved, in configuration order
@@ -204,9 +208,13 @@ fn resolve_one(
     let wait = running && !picked && (!c.allow_all || !c.present.is_empty());
     // the last good resolution of the same section while it still has
     // processes: what a failed pick or a stall keeps (never a rule or node
-    // lost to either; a container with no process left has neither)
+    // lost to either, however many resolutions the stall lasts; a container
+    // with no process left has neither)
     let good = last.filter(|l| {
-        l.config == *c && f.tasks > 0 && l.found.pid.is_some() && l.view.problems.is_empty()
+        l.config == *c
+            && f.tasks > 0
+            && l.found.pid.is_some()
+            && (l.view.problems.is_empty() || l.kept)
     });
     let mut rule = ContainerRule {
         ctr_id,
@@ -233,6 +241,7 @@ fn resolve_one(
             // the picked process exited (or another is being picked): the
             // container keeps its rule and its nodes until a new pick answers
             let mut keep = g.clone();
+            keep.kept = true;
             keep.rule.cgroups = rule.cgroups.clone();
             keep.view.cgroups = f.cgroups.iter().map(|(p, _)| p.clone()).collect();
             keep.found.cgroups = f.cgroups.clone();
@@ -257,7 +266,13 @@ fn resolve_one(
                 if let Some(g) = good {
                     let mut keep = g.clone();
                     keep.stalled = true;
-                    keep.view.problems.push(stalled);
+                    keep.kept = true;
+                    keep.rule.cgroups = rule.cgroups.clone();
+                    keep.view.cgroups = f.cgroups.iter().map(|(p, _)| p.clone()).collect();
+                    keep.found.cgroups = f.cgroups.clone();
+                    // (a good one has no problem; a kept one its stall line:
+                    // replaced by this one)
+                    keep.view.problems = vec![stalled];
                     return (keep, false);
                 }
                 (
@@ -292,6 +307,7 @@ fn resolve_one(
             found: f,
             owner: t.owner,
             stalled,
+            kept: false,
         },
         wait && !stalled,
     )
@@ -337,6 +353,7 @@ pub fn resolve(
                     },
                     owner: Err(why.into()),
                     stalled: false,
+                    kept: false,
                 })
                 .collect(),
         };

@@ -215,6 +215,9 @@ ctr_cgroup() {
 # container sees them, ctr_ids), through the runtime's own tool: lxc-attach,
 # podman exec; for systemd-nspawn (whose machinectl shell needs systemd inside)
 # nsenter into every namespace of the container's leader after joining its cgroup.
+# RUNTIME "enter" and NAME a host pid: nsenter into that process's container the
+# same way, as USER's uid and gid only (no name is looked up: the container's
+# /etc/group may not answer, and setpriv reads it).
 ctr_exec() {
 	_rt=$1 _n=$2
 	_ids=$(ctr_ids "$3") || { echo "ctr_exec: no lab user $3"; return 127; }
@@ -222,15 +225,29 @@ ctr_exec() {
 	read -r _uid _gid _grp <<EOF
 $_ids
 EOF
-	# shellcheck disable=SC2086
-	set -- env PATH=$CTR_PATH setpriv --reuid="$_uid" --regid="$_gid" --groups="$_grp" $_ctr_caps -- "$@"
+	if [ "$_rt" = enter ]; then
+		# (no setpriv: it looks its group arguments up as names first, in the
+		# container's /etc/group; nsenter's -S/-G take numbers, and leave no
+		# supplementary groups)
+		set -- env PATH=$CTR_PATH "$@"
+		_ids="-S $_uid -G $_gid"
+	else
+		# shellcheck disable=SC2086
+		set -- env PATH=$CTR_PATH setpriv --reuid="$_uid" --regid="$_gid" --groups="$_grp" $_ctr_caps -- "$@"
+		_ids=""
+	fi
 	case $_rt in
 	lxc) lxc-attach -n "$_n" --clear-env -- "$@" ;;
 	podman) podman exec "$_n" "$@" ;;
-	nspawn)
-		_l=$(ctr_pid nspawn "$_n") && [ -n "$_l" ] || { echo "ctr_exec: no leader of machine $_n"; return 127; }
+	nspawn | enter)
+		if [ "$_rt" = enter ]; then
+			_l=$_n
+		else
+			_l=$(ctr_pid nspawn "$_n") && [ -n "$_l" ] || { echo "ctr_exec: no leader of machine $_n"; return 127; }
+		fi
 		_cg=$(sed -n 's|^0::||p' "/proc/$_l/cgroup")
-		sh -c 'echo $$ >"/sys/fs/cgroup$0/cgroup.procs" && exec "$@"' "$_cg" nsenter -t "$_l" -a "$@"
+		# shellcheck disable=SC2086
+		sh -c 'echo $$ >"/sys/fs/cgroup$0/cgroup.procs" && exec "$@"' "$_cg" nsenter -t "$_l" -a $_ids "$@"
 		;;
 	*) echo "ctr_exec: no runtime $_rt"; return 127 ;;
 	esac
@@ -339,4 +356,48 @@ ctr_check_runtime_prog() {
 	_cg=$(ctr_cgroup "$2" "$3")
 	_dp=$(runtime_device_prog "$_cg")
 	holds "$1-$3" "on $_cg: ${_dp:-none}" [ -n "$_dp" ]
+}
+
+# ---- a container file that never answers ------------------------------------
+
+# ctr_stall PID FILE: FILE (a path inside the container, a regular file) of the
+# container that process PID runs in is covered, in the container's mount
+# namespace, by a FUSE file system that never answers: the kernel's INIT
+# request is never read, so every open, stat or read of it waits (killably)
+# until the holder goes. The holder is a sleep of this shell's holding the
+# /dev/fuse descriptor (its pid in CTR_STALL_HOLDER; ctr_unstall ends it). No
+# FUSE library or server is needed.
+ctr_stall() {
+	modprobe fuse 2>/dev/null
+	[ -c /dev/fuse ] || { echo "no /dev/fuse"; return 1; }
+	rm -f /tmp/ctr-stall.out
+	# (the mount runs inside the container's mount namespace with the container's
+	# mount binary, which finds no mount.fuse helper there: -i, a plain mount(2))
+	sh -c 'exec 3<>/dev/fuse || exit 1
+nsenter -t "$0" -m mount -n -i -t fuse -o fd=3,rootmode=100644,user_id=0,group_id=0,allow_other ctrstalled "$1" || exit 1
+echo mounted
+exec sleep infinity' "$1" "$2" >/tmp/ctr-stall.out 2>&1 &
+	CTR_STALL_HOLDER=$! CTR_STALL_PID=$1 CTR_STALL_FILE=$2
+	_i=0
+	while [ $_i -lt 100 ] && ! grep -q mounted /tmp/ctr-stall.out; do
+		kill -0 "$CTR_STALL_HOLDER" 2>/dev/null || break
+		_i=$((_i + 1))
+		sleep 0.1
+	done
+	grep -q mounted /tmp/ctr-stall.out || { cat /tmp/ctr-stall.out; return 1; }
+}
+
+# ctr_unstall: the holder of ctr_stall ends (the connection goes: what waited on
+# the file, and every later use of it, fails with ENOTCONN at once), and the
+# mount is detached if umount can (on 6.12 umount of the aborted FUSE file mount
+# answers ENOENT: it stays until the container goes). Non-zero while it stays.
+ctr_unstall() {
+	[ -n "${CTR_STALL_HOLDER:-}" ] || return 0
+	kill "$CTR_STALL_HOLDER" 2>/dev/null
+	wait "$CTR_STALL_HOLDER" 2>/dev/null
+	# (-c: no stat of the path; the mount may already be gone with its container)
+	nsenter -t "$CTR_STALL_PID" -m umount -l -c "$CTR_STALL_FILE" >/tmp/ctr-unstall.out 2>&1 ||
+		nsenter -t "$CTR_STALL_PID" -m umount -l "$CTR_STALL_FILE" >>/tmp/ctr-unstall.out 2>&1
+	CTR_STALL_HOLDER=""
+	! grep -q ' ctrstalled ' "/proc/$CTR_STALL_PID/mountinfo" 2>/dev/null
 }

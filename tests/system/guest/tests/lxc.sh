@@ -12,6 +12,7 @@
 #   lxpriv      privileged (rule: grid); also binds the host's /dev/asmguard/disks
 #               (the links), the host's bpffs, a loop device and dm's control node
 #   lxother     privileged, no rule: "another container" with the same disks
+# Loop devices are opted in (include "loop*"): a planted one below (issue 32).
 . /vmtests/lib.sh
 . /vmtests/syslib.sh
 . /vmtests/ctrlib.sh
@@ -27,7 +28,9 @@ holds setup-asmguard-programs "asmguard's programs (ids): $ids0" [ -n "$ids0" ]
 
 rules="$(ctr_rule rac1 lxc.payload.rac1 'allow_users = ["grid"]' 'present = ["DATA1", "DATA2"]')
 $(ctr_rule rac2 lxc.payload.rac2 'allow_users = ["grid"]' 'present = ["DATA1", "DATA2"]' 'admin = true')
-$(ctr_rule lxpriv lxc.payload.lxpriv 'allow_users = ["grid"]' 'present = ["DATA1", "DATA2"]')"
+$(ctr_rule lxpriv lxc.payload.lxpriv 'allow_users = ["grid"]' 'present = ["DATA1", "DATA2"]')
+[devices]
+include = [\"*\", \"loop*\"]"
 out=$(ctr_config "$rules") && pass config-container-rules "rules for rac1 rac2 lxpriv accepted" ||
 	fail config-container-rules "the daemon refuses [[container]]: $out"
 
@@ -178,6 +181,58 @@ ms=$((($(date +%s%N) - t0) / 1000000))
 holds rac1-restarted-covered "after ${ms} ms ($i refused tries; last: $(tail -n 1 /tmp/rac1.out))" [ $ok = 1 ]
 info "rac1 restarted: grid's first allowed write ${ms} ms after lxc-start returned ($i refused before)"
 expect_fail rac1-restarted-root-denied "Operation not permitted" ctr_write lxc rac1 root /dev/asmguard/disks/DATA1 25 R
+
+# ---- a host user owning the container's subordinate ids (issue 32) ----------------
+# rac1 and rac2 map their ids to 100000.. (the lab's range). No host user of the image owns
+# it, nor the README recipes' 1000000000:65536 (root's own lines aside); a host
+# user given a range that reaches rac1's (as Debian's useradd gives its first
+# user 100000:65536) is named by --check-config and status, and the warning goes
+# with the line.
+subid_users() { # subid_users START COUNT: owners other than root whose ranges reach it
+	cat /etc/subuid /etc/subgid 2>/dev/null | awk -F: -v s="$1" -v n="$2" \
+		'$1 != "root" && $1 != "0" && $2 < s + n && s < $2 + $3 { print $1 }' | sort -u | tr '\n' ' '
+}
+expect subid-recipe-range-no-host-users "" "$(subid_users 1000000000 65536)"
+expect subid-lab-range-no-host-users "" "$(subid_users $CTR_SHIFT 65536)"
+out=$($C status 2>&1)
+holds subid-no-warning-before "status: $(echo "$out" | grep -i subuid)" sh -c "! echo \"\$0\" | grep -q 'host user .* owns'" "$out"
+cp /etc/subuid /tmp/subuid.orig
+cp /etc/subgid /tmp/subgid.orig
+echo "intruder:$((CTR_SHIFT + 60000)):65536" >>/etc/subuid
+echo "intruder:$((CTR_SHIFT + 60000)):65536" >>/etc/subgid
+out=$(asmguardd --check-config --config "$CTR_CONF" 2>&1)
+rc=$?
+has_line subid-overlap-check-config "rac1.*subuid.*host user intruder owns" "$out" "exit $rc: $(echo "$out" | grep -i 'intruder' | head -n 2)"
+expect subid-overlap-check-config-exit 0 "$rc" "$out"
+out=$($C status 2>&1)
+has_line subid-overlap-status "rac1.*host user intruder owns" "$out" "$(echo "$out" | grep -i 'intruder')"
+cp /tmp/subuid.orig /etc/subuid
+cp /tmp/subgid.orig /etc/subgid
+out=$($C status 2>&1)
+holds subid-warning-gone-with-the-line "status: $(echo "$out" | grep -i 'intruder')" sh -c "! echo \"\$0\" | grep -q 'intruder'" "$out"
+
+# ---- a planted loop device with a presented disk's label (issue 32) -------------
+# The test's configuration opts loop devices in (include "loop*"). A loop device
+# carrying DATA1's label sector comes after DATA1: DATA1 keeps its link, rac1's
+# and lxpriv's nodes and grid's writes; the newcomer is a conflict (lsdsk, metric).
+truncate -s 64M /tmp/plant.img
+dd if="$d1" of=/tmp/plant.img bs=4096 count=1 conv=notrunc iflag=direct 2>/dev/null
+plant=$(losetup -f --show /tmp/plant.img 2>&1)
+info "planted $plant with DATA1's block 0"
+i=0
+while [ $i -lt 100 ] && ! $C lsdsk 2>/dev/null | grep -q "CONFLICT: label DATA1"; do i=$((i + 1)); sleep 0.1; done
+out=$($C lsdsk 2>&1)
+has_line loop-conflict-listed "CONFLICT: label DATA1 is also on .*${plant#/dev/}.*keeps it" "$out" "after $i tenths: $(echo "$out" | grep CONFLICT)"
+m=$(curl -s http://127.0.0.1:9465/metrics 2>&1 | grep '^asmguard_label_conflict{')
+has_line loop-conflict-metric "label=\"DATA1\".*newcomer\|newcomer.*label=\"DATA1\"" "$m"
+expect loop-link-kept "$d1" "$(readlink -f /dev/asmguard/disks/DATA1)"
+expect loop-nodes-kept "$mm1 $mm1" \
+	"$(ctr_majmin /dev/asmguard/containers/rac1/DATA1) $(ctr_majmin /dev/asmguard/containers/lxpriv/DATA1)"
+expect_ok loop-grid-writes-rac1 ctr_write lxc rac1 grid /dev/asmguard/disks/DATA1 36 K
+expect_ok loop-grid-writes-lxpriv ctr_write lxc lxpriv grid /dev/asmguard/disks/DATA1 37 L
+expect loop-grid-writes-landed "K L" "$(host_block "$d1" 36) $(host_block "$d1" 37)"
+losetup -d "$plant" 2>/dev/null
+rm -f /tmp/plant.img
 
 # ---- asmguard's programs: untouched by LXC's device programs -------------------
 expect asmguard-programs-unchanged "$ids0" "$(asmguard_prog_ids)"

@@ -12,6 +12,8 @@
 #         --device node there is root's, nobody in the container)
 #   pod3  privileged, machine.slice, no rule: "another container" with DATA1, given
 #         as --device /dev/asmguard/disks/DATA1 without a destination
+#   pod4  rootful, --pid=host --cap-drop=all, the socket bound read-only: reads only
+#         (issue 32; removed right after its checks)
 . /vmtests/lib.sh
 . /vmtests/syslib.sh
 . /vmtests/ctrlib.sh
@@ -112,6 +114,161 @@ expect_fail userns-root-no-loop "Operation not permitted|cannot find an unused l
 # ---- asmguardctl inside -------------------------------------------------------------
 ctr_ctl_checks podman pod1
 ctr_ctl_checks podman pod2
+
+# ---- a --pid=host --cap-drop=all root container is not the host (issue 32) ---------
+# The way monitoring agents run: rootful, in the host's pid namespace, every
+# capability dropped, the socket bound read-only. Its root reads (uid 0 outside
+# every section: read rights at most) and is refused every state change; its
+# intruder (no admin group) is refused even a read. Removed at once: nothing of
+# it outlives its checks (its sleep runs in the host's pid namespace).
+t0=$SECONDS
+out=$(podman_run pod4 --pid=host --cap-drop=all 2>&1) &&
+	pass start-pod4-pidhost "$out ($((SECONDS - t0)) s)" || fail start-pod4-pidhost "$out"
+p4=$(ctr_pid podman pod4)
+expect_fail pidhost-filter-audit-refused "permission denied" podman exec pod4 asmguardctl filter audit DATA1
+expect_fail pidhost-label-force-refused "permission denied" podman exec pod4 asmguardctl label --force DATA7 "$d2"
+expect_fail pidhost-unlabel-refused "permission denied" podman exec pod4 asmguardctl unlabel DATA2
+expect_ok pidhost-root-lsdsk-reads podman exec pod4 asmguardctl lsdsk
+expect_fail pidhost-intruder-lsdsk-refused "permission denied" podman exec --user 1001:1001 pod4 asmguardctl lsdsk
+j=$($C lsdsk --json 2>&1 | tr -d ' \n')
+expect pidhost-nothing-changed "0 DATA1 DATA2" \
+	"$(printf '%s' "$j" | grep -o '"filter_mode":"audit"' | wc -l) $(printf '%s' "$j" | grep -o '"label":"DATA[127]"' | cut -d'"' -f4 | sort -u | tr '\n' ' ' | sed 's/ $//')" "$j"
+# (undone should any have gone through)
+$C filter enable DATA1 >/dev/null 2>&1
+$C lsdsk 2>&1 | grep -q DATA7 && $C label DATA2 "$d2" --force >/dev/null 2>&1
+$C lsdsk 2>&1 | grep -q DATA2 || $C label DATA2 "$d2" --force >/dev/null 2>&1
+t0=$SECONDS
+out=$(podman rm -f -t 0 pod4 2>&1)
+holds pidhost-removed "podman rm -f: $out ($((SECONDS - t0)) s); its sleep (host pid ${p4:-?}) gone" \
+	sh -c "! podman container exists pod4 && [ -n '$p4' ] && ! kill -0 '$p4' 2>/dev/null"
+
+# ---- pod1's /etc/group never answers (FUSE), and its picked process exits --------
+# The daemon reads a container's /etc/passwd and /etc/group through one process
+# of it (the lowest pid of its outermost user namespace). A process of pod1 with a
+# pid below its init's (made so through ns_last_pid) is the one picked; then a FUSE
+# mount that never answers covers pod1's /etc/group. The stall is reported
+# (status, metric) naming that process; pod1 keeps its nodes and grid its writes,
+# across resolutions and after the picked process exits; a hot-plugged labelled
+# disk is protected; scan and status answer, from inside pod1 too; a restart
+# reaches READY. Times are information.
+ms() { echo $((($(date +%s%N) - t0) / 1000000)); }
+# hup: SIGHUP to the daemon, which resolves the containers at once (the unit has
+# no ExecReload: systemctl reload is refused)
+hup() { kill -HUP "$(systemctl show -p MainPID --value asmguard.service)"; }
+pctr() { $C status 2>/dev/null | grep -m1 'container pod1:'; } # pod1's status row
+d3=$(ctr_disk ctrd3 DATA3) || fail setup "disk DATA3: $d3"
+echo 0 >/sys/kernel/config/nullb/ctrd3/power
+init1=$(ctr_pid podman pod1)
+cg1=$(ctr_cgroup podman pod1)
+echo 1 >/proc/sys/kernel/ns_last_pid
+sh -c 'echo $$ >"/sys/fs/cgroup/$0/cgroup.procs" && exec nsenter -t "$1" -p -m /usr/bin/sleep infinity' \
+	"$cg1" "$init1" >/dev/null 2>&1 &
+holder=$! picked=""
+i=0
+while [ $i -lt 50 ] && [ -z "$picked" ]; do
+	picked=$(cat "/proc/$holder/task/$holder/children" 2>/dev/null | tr -d ' ')
+	[ "$(cat "/proc/$picked/comm" 2>/dev/null)" = sleep ] || picked=""
+	i=$((i + 1))
+	sleep 0.1
+done
+holds picked-below-init "pod1's init: host pid $init1, the new process: ${picked:-none}" \
+	[ "${picked:-999999999}" -lt "$init1" ]
+info "pod1's processes (pid pidns comm): $(for c in $(find /sys/fs/cgroup/db1.slice -name cgroup.procs); do cat "$c"; done | sort -n |
+	while read -r p; do printf '%s %s %s; ' "$p" "$(readlink /proc/$p/ns/pid | tr -dc 0-9)" "$(cat /proc/$p/comm)"; done)"
+hup
+sleep 1
+t0=$(date +%s%N)
+# (not in a command substitution: ctr_unstall needs the holder's pid)
+if ctr_stall "$init1" /etc/group >/tmp/ctr-stall.msg 2>&1; then
+	pass stall-mounted "pod1's /etc/group on a FUSE file system that never answers (holder pid $CTR_STALL_HOLDER)"
+else
+	fail stall-mounted "$(cat /tmp/ctr-stall.msg)"
+fi
+expect_fail stall-really-stalls "" timeout 2 nsenter -t "$init1" -m cat /etc/group
+hup
+i=0
+while [ $i -lt 100 ] && ! pctr | grep -q 'did not answer'; do i=$((i + 1)); sleep 0.1; done
+v=$(pctr)
+has_line stall-reported "did not answer" "$v" "after $(ms) ms: $v"
+has_line stall-names-the-picked-process "pod1 (pid $picked)" "$v"
+expect stall-metric 'asmguard_container_stalled{container="pod1"} 1' \
+	"$(curl -s http://127.0.0.1:9465/metrics 2>&1 | grep '^asmguard_container_stalled{container="pod1"}')"
+# the stalled container's resolutions go on (it is resolved again about once a
+# second while it has a problem, and on each reload): its last good one stays
+hup
+sleep 3
+v=$(pctr)
+has_line stall-keeps-grid "may write: user grid (host uid 54331)" "$v"
+holds stall-nodes-kept "$(ls -ln /dev/asmguard/containers/pod1 | tail -n +2 | tr -s ' \n' '  ')" \
+	[ -b /dev/asmguard/containers/pod1/DATA1 -a -b /dev/asmguard/containers/pod1/DATA2 ]
+expect_ok stall-grid-writes ctr_write enter "$init1" grid /dev/asmguard/disks/DATA1 38 S
+# scan, status (host; pod1's root, outside its admin group's members: a read) answer
+# (inside pod1 through nsenter: podman exec itself reads the container's /etc/group)
+t0=$(date +%s%N)
+expect_ok stall-host-scan $C scan
+expect_ok stall-host-status $C status
+t_host=$(ms)
+t0=$(date +%s%N)
+expect_ok stall-pod1-root-status ctr_exec enter "$init1" root asmguardctl status
+expect_ok stall-pod1-root-scan ctr_exec enter "$init1" root asmguardctl scan
+t_in=$(ms)
+t0=$(date +%s%N)
+out=$(ctr_exec enter "$init1" grid asmguardctl lsdsk 2>&1)
+info "stalled: host scan+status ${t_host} ms, pod1's root status+scan ${t_in} ms (nsenter included), pod1's grid lsdsk $(ms) ms: $(echo "$out" | head -n 1)"
+# a labelled disk plugged in meanwhile: protected, linked
+t0=$(date +%s%N)
+echo 1 >/sys/kernel/config/nullb/ctrd3/power
+t_prot="" t_link="" landed=0 i=0
+while { [ -z "$t_prot" ] || [ -z "$t_link" ]; } && [ $i -lt 500 ]; do
+	[ -z "$t_link" ] && [ -e /dev/asmguard/disks/DATA3 ] && t_link=$(ms)
+	if [ -z "$t_prot" ] && [ -b "$d3" ]; then
+		if dd if=/tmp/junk of="$d3" $DDW seek=200 2>/tmp/hp.err; then
+			landed=$((landed + 1))
+		elif grep -q "Operation not permitted" /tmp/hp.err; then
+			t_prot=$(ms)
+		fi
+	fi
+	i=$((i + 1))
+done
+holds stall-hotplug-protected "root's write to $d3 refused ${t_prot:-never} ms after power-on ($landed landed before)" [ -n "$t_prot" ]
+holds stall-hotplug-linked "$(ls -l /dev/asmguard/disks/DATA3 2>&1)" [ -n "$t_link" ]
+info "stalled: hot-plugged DATA3 protected ${t_prot:-never} ms, linked ${t_link:-never} ms after power-on ($landed root writes landed before)"
+# the picked process exits: every node of pod1 stays, grid still writes
+kill "$picked"
+hup
+sleep 3
+holds picked-exit-nodes-kept "$(ls -ln /dev/asmguard/containers/pod1 | tail -n +2 | tr -s ' \n' '  ')" \
+	[ -b /dev/asmguard/containers/pod1/DATA1 -a -b /dev/asmguard/containers/pod1/DATA2 ]
+expect_ok picked-exit-grid-writes ctr_write enter "$init1" grid /dev/asmguard/disks/DATA1 39 E
+# a restart while pod1 stalls reaches READY
+t0=$(date +%s%N)
+systemctl restart asmguard.service
+rc=$?
+t_ready=$(ms)
+st=$(systemctl is-active asmguard.service)
+holds stall-restart-ready "systemctl restart: exit $rc after $t_ready ms; $st" [ "$rc $st" = "0 active" ]
+expect_ok stall-restart-status $C status
+info "stalled: systemctl restart reached READY in $t_ready ms; after it: $(pctr | cut -c1-300); pod1's nodes: $(ls /dev/asmguard/containers/pod1 | tr '\n' ' ')"
+# the file fails at once again (its FUSE connection ended: ENOTCONN; the lab
+# cannot unmount it: umount of an aborted FUSE file mount answers ENOENT on
+# 6.12, so the file does not answer *well* again): pod1's rule comes back
+# (its /etc/passwd answers), and status says why it has no nodes
+ctr_unstall
+info "unstall: $(cat /tmp/ctr-unstall.out 2>/dev/null) left: $(grep ' ctrstalled ' "/proc/$init1/mountinfo" | cut -d' ' -f5,9-10)"
+hup
+i=0
+until $C status 2>&1 | grep -q 'not presented: container pod1: group asmadmin: .*ENOTCONN' || [ $i -ge 100 ]; do
+	i=$((i + 1))
+	sleep 0.1
+done
+out=$($C status 2>&1)
+has_line unstalled-status-names-why-no-nodes 'not presented: container pod1: group asmadmin: .*ENOTCONN' "$out" \
+	"after $i tenths: $(echo "$out" | grep -i 'not presented\|container pod1' | tr '\n' ' ' | cut -c1-400)"
+i=0
+until ctr_write podman pod1 grid /dev/asmguard/disks/DATA1 39 F >/dev/null 2>&1 || [ $i -ge 30 ]; do i=$((i + 1)); sleep 0.2; done
+expect unstalled-grid-writes F "$(host_block "$d1" 39)"
+echo 0 >/sys/kernel/config/nullb/ctrd3/power
+rmdir /sys/kernel/config/nullb/ctrd3 2>/dev/null
 
 expect asmguard-programs-unchanged "$ids0" "$(asmguard_prog_ids)"
 podman rm -f -t 0 pod1 pod2 pod3 pod4 >/dev/null 2>&1

@@ -78,6 +78,13 @@ if echo "$j" | grep -q "write denied: .*uid=1001 .*label=$SYS_LABEL"; then
 else
 	fail denial-in-journal "$(echo "$j" | tail -n 5)"
 fi
+# systemctl reload: SIGHUP through the unit's ExecReload, the daemon reads the file again
+pid0=$(systemctl show -p MainPID --value asmguard)
+expect_ok reload systemctl reload asmguard
+sleep 1
+j=$(journalctl -b -u asmguard --no-pager -o cat)
+has_line reload-read-again "SIGHUP: configuration reloaded from" "$j"
+expect reload-same-process "$pid0" "$(systemctl show -p MainPID --value asmguard)"
 # sandbox denials: the daemon failing on something the unit's sandbox forbids
 bad=$(echo "$j" | grep -v 'write denied:' | grep -Ei 'read-only file system|permission denied|operation not permitted|EACCES|EPERM')
 audit=$(journalctl -b -k --no-pager -o cat | grep -Ei 'audit.*asmguardd|apparmor="DENIED".*asmguard|seccomp.*asmguardd')
