@@ -237,13 +237,13 @@ fn place_of(d: &Daemon, fd: std::os::fd::BorrowedFd<'_>, pid: Option<i32>) -> (P
             Ok(true) => {}
             Ok(false) => {
                 tracing::warn!(
-                    "socket peer pid {pid}: the process with that pid now does not hold the                      connection (it exited and the pid was reused): served as foreign"
+                    "socket peer pid {pid}: the process with that pid now does not hold the connection (it exited and the pid was reused): served as foreign"
                 );
                 return (Place::Foreign, false);
             }
             Err(e) => {
                 tracing::warn!(
-                    "socket peer pid {pid}: cannot tell whether it still holds the connection                      (this kernel has no SO_PEERPIDFD, and unix_diag answered: {e}; load the                      unix_diag module): served as foreign, no state changes"
+                    "socket peer pid {pid}: cannot tell whether it still holds the connection (this kernel has no SO_PEERPIDFD, and unix_diag answered: {e}; load the unix_diag module): served as foreign, no state changes"
                 );
                 return (Place::Foreign, false);
             }
