@@ -385,7 +385,7 @@ pub fn lsdsk_rows(disks: &[Disk]) -> Vec<DiskInfo> {
                     .map(|h| h.disk.clone())
                     .filter(|n| !n.is_empty()),
                 filtering: String::new(),
-                filter_mode: d.mode.map_or("off", DiskMode::word).into(),
+                filter_mode: applied(d).as_str().into(),
                 filter_backend: d.mode.map_or("none", |m| m.cover().backend()).into(),
                 filter_scope: d
                     .mode
@@ -458,16 +458,19 @@ pub fn traced(disks: &[Disk]) -> BTreeMap<KernelDev, asmguard_metrics::DiskInfo>
         .collect()
 }
 
+/// A disk's filter mode as applied (`off` before the filter judged it): the
+/// metric's label and `lsdsk`'s `filter_mode`.
+fn applied(d: &Disk) -> Applied {
+    d.mode.map_or(Applied::Mode(Mode::Off), DiskMode::applied)
+}
+
 /// The filter mode of every traced label as applied (the filter-mode
 /// metric's `enforce`, `audit`, `off`, `UNPROTECTED`).
 pub fn modes(disks: &[Disk]) -> BTreeMap<String, Applied> {
     disks
         .iter()
         .filter(|d| !d.conflict)
-        .map(|d| {
-            let applied = d.mode.map_or(Applied::Mode(Mode::Off), DiskMode::applied);
-            (d.label.to_string(), applied)
-        })
+        .map(|d| (d.label.to_string(), applied(d)))
         .collect()
 }
 

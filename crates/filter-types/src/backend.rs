@@ -120,11 +120,6 @@ impl Coverage {
             Coverage::Unprotected => Applied::Unprotected,
         }
     }
-
-    /// [`Coverage::applied`]'s word.
-    pub fn mode_word(self, mode: Mode) -> &'static str {
-        self.applied(mode).as_str()
-    }
 }
 
 impl fmt::Display for Backend {
@@ -169,8 +164,11 @@ mod tests {
     fn applied_words() {
         let full = Coverage::Full(Backend::Lsm);
         assert_eq!(full.applied(Mode::Audit), Applied::Mode(Mode::Audit));
-        assert_eq!(Coverage::OpenTimeOnly.mode_word(Mode::Enforce), "enforce");
-        assert_eq!(Coverage::Disabled.mode_word(Mode::Enforce), "off");
+        assert_eq!(
+            Coverage::OpenTimeOnly.applied(Mode::Enforce).as_str(),
+            "enforce"
+        );
+        assert_eq!(Coverage::Disabled.applied(Mode::Enforce).as_str(), "off");
         assert_eq!(
             Coverage::Unprotected.applied(Mode::Enforce),
             Applied::Unprotected

@@ -89,11 +89,6 @@ impl DiskMode {
     pub fn applied(self) -> Applied {
         self.cover().applied(self.mode())
     }
-
-    /// [`DiskMode::applied`]'s word (`lsdsk`'s `filter_mode`).
-    pub fn word(self) -> &'static str {
-        self.applied().as_str()
-    }
 }
 
 /// `lsdsk`'s `filter_scope` of a coverage (`asmguardctl` renders the
@@ -1085,7 +1080,7 @@ mod tests {
             (DiskMode::Unprotected, "UNPROTECTED", true, Mode::Off),
         ];
         for (m, word, claimed, mode) in rows {
-            assert_eq!(m.word(), word, "{m:?}");
+            assert_eq!(m.applied().as_str(), word, "{m:?}");
             assert_eq!(m.claimed(), claimed, "{m:?}");
             assert_eq!(m.mode(), mode, "{m:?}");
         }
@@ -1192,7 +1187,7 @@ mod tests {
             (Coverage::Unprotected, Mode::Off, "UNPROTECTED"),
         ];
         for (cover, mode, word) in words {
-            assert_eq!(cover.mode_word(mode), word, "{cover:?} {mode:?}");
+            assert_eq!(cover.applied(mode).as_str(), word, "{cover:?} {mode:?}");
         }
     }
 
