@@ -463,22 +463,43 @@ pub fn host_gid(f: &Found, group: &str) -> Result<u32, String> {
     to_host(f, group, "group")
 }
 
-/// Reads in flight past their deadline, by key: at most one thread per key is
-/// ever left waiting on a container's file.
-static STALLED: std::sync::Mutex<BTreeSet<String>> = std::sync::Mutex::new(BTreeSet::new());
+/// Reads in flight, by key: at most one thread per key is ever left waiting on
+/// a container's file. The condition variable wakes callers waiting for a
+/// key's read to end.
+static IN_FLIGHT: (std::sync::Mutex<BTreeSet<String>>, std::sync::Condvar) = (
+    std::sync::Mutex::new(BTreeSet::new()),
+    std::sync::Condvar::new(),
+);
+
+/// How long a try waits for another read of its key to end before it calls the
+/// key stalled: two resolutions at once (a SIGHUP and a cgroup event) overlap
+/// by a few milliseconds, and the later one must not read that as a stall.
+const OVERLAP_GRACE: Duration = Duration::from_millis(250);
+
+fn key_done(key: &str) {
+    let (set, cv) = &IN_FLIGHT;
+    set.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
+    cv.notify_all();
+}
 
 /// Runs `read` on a thread of its own and waits at most `deadline` for it: a
 /// container's files may sit on a file system that never answers (FUSE), and
 /// the caller (the socket's accept loop) must not wait for them. While an
-/// earlier read of the same `key` has not returned, fails at once without
-/// starting another, so a stalled container holds one thread, not one per try.
+/// earlier read of the same `key` is in flight, waits for it at most
+/// [`OVERLAP_GRACE`] (or `deadline`, if shorter); if it is still stuck, fails
+/// without starting another, so a stalled container holds one thread, not one
+/// per try.
 pub fn within<T: Send + 'static>(
     key: &str,
     deadline: Duration,
     read: impl FnOnce() -> Result<T, String> + Send + 'static,
 ) -> Result<T, String> {
     {
-        let mut s = STALLED.lock().unwrap_or_else(|p| p.into_inner());
+        let (set, cv) = &IN_FLIGHT;
+        let s = set.lock().unwrap_or_else(|p| p.into_inner());
+        let (mut s, _) = cv
+            .wait_timeout_while(s, OVERLAP_GRACE.min(deadline), |s| s.contains(key))
+            .unwrap_or_else(|p| p.into_inner());
         if s.contains(key) {
             return Err(format!(
                 "{key}: an earlier read has not returned yet (a file that does not answer)"
@@ -492,14 +513,11 @@ pub fn within<T: Send + 'static>(
         .name("ctr-read".into())
         .spawn(move || {
             let r = read();
-            STALLED.lock().unwrap_or_else(|p| p.into_inner()).remove(&k);
+            key_done(&k);
             let _ = tx.send(r);
         });
     if let Err(e) = spawned {
-        STALLED
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(key);
+        key_done(key);
         return Err(format!("{key}: cannot start a reader: {e}"));
     }
     rx.recv_timeout(deadline).unwrap_or_else(|_| {
