@@ -3,7 +3,8 @@
 # stand-in ohasd.service, ordered as Oracle's is (after asmguard.service, which says
 # Before=ohasd.service), starts: there it writes as grid (allowed) and as root
 # (denied). Runs in two boots: the first labels the persistent data disk (nvme0n2),
-# installs the stand-in and reboots; the runner runs
+# installs the stand-in and reboots (qemu ends; tests/system/run.sh boots it again
+# from the same disks: a power cycle); the runner runs
 # this test again on the second boot, which reads what the stand-in saw. The data disk
 # is the root controller's second namespace (tests/system/run.sh).
 . /vmtests/lib.sh
@@ -55,6 +56,8 @@ UNIT
 	touch $S/rebooted
 	sync
 	info "rebooting"
+	# (the runner boots the guest again when qemu ends after a VMREBOOT line)
+	echo VMREBOOT
 	systemctl reboot
 	sleep 600
 	fail reboot "the guest did not reboot"
