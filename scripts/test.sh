@@ -35,10 +35,11 @@ system=$labs
 [ "${ASMGUARD_SKIP_SYSTEM:-0}" != 1 ] || system=0
 
 # The labs' inputs that need no build of ours (their packages, every kernel line, the
-# system lab's images: tests/prefetch.sh), made beside lint, the build and the host
-# tests' compile: network and disk more than CPU, and the labs' guests then boot as
-# soon as the host tests end. The host tests themselves run after it (their timing
-# bounds want the machine to themselves).
+# system lab's images: tests/prefetch.sh), made beside lint and the build: network and
+# disk more than CPU. The labs themselves start once the release binaries are built:
+# they make their packages, disks and initramfs images beside the host tests' compile
+# (waiting for the prefetch's locks where they need its work), and their guests boot
+# as soon as the compile ends (LAB_GO).
 if [ $labs = 1 ]; then
     tests/prefetch.sh >"$logs/prefetch.log" 2>&1 &
     prefetch_pid=$!
@@ -57,16 +58,57 @@ if [ -e "$logs/build.log" ] && grep -q '^error' "$logs/build.log"; then
 else
     passed=$((passed + 1))
 fi
+# The labs, the fuzz smoke beside them. The VM lab and the system lab run side by
+# side: every guest of either takes one of the machine's two guest slots
+# (tests/vm/results.sh lab_machine_lock; a guest keeps about one host core busy), so
+# the host cores stay busy until the last guest ends. They start now, at nice 10: what
+# they make before a guest boots (the system lab's .deb, root disks and shared disks,
+# the VM lab's initramfs images) is made beside the host tests' compile; their guests
+# wait for it to end (LAB_GO) and then run beside the host tests. The VM lab's lines
+# are shown as they come, the fuzz smoke's and the system lab's when the VM lab is
+# done.
+rm -f "$logs/fuzz.rc"
+# (the release binaries are built: the labs do not run cargo, whose lock the host
+# tests hold while they run)
+export VM_BUILD=0 SYS_BUILD=0
+export LAB_GO=$PWD/$logs/labs.go
+rm -f "$LAB_GO"
+# The system lab's pair (two guests at once) takes both slots first, while they are
+# free; the VM lab's boots start once it holds them (tests/vm/all.sh LAB_PAIR_STARTED).
+rm -f "$logs/pair.started"
+if [ $system = 1 ] && [ "${SYS_PAIR:-1}" = 1 ]; then export LAB_PAIR_STARTED=$PWD/$logs/pair.started; fi
+if [ $system = 1 ]; then
+    nice -n 10 tests/system/all.sh >"$logs/system.log" 2>&1 &
+    system_pid=$!
+fi
+if [ $labs = 1 ]; then
+    : >"$logs/vm.log"
+    nice -n 10 tests/vm/all.sh >"$logs/vm.log" 2>&1 &
+    vm_pid=$!
+fi
 # The host tests share /sys/fs/bpf and the cgroup root with any other host test run on
 # this machine (each binary removes leftover test pins at its start): one at a time.
-# Their compile first (beside the prefetch); their run comes once the labs started.
+# Their compile first (beside the labs' preparations); their run comes once the labs'
+# guests started. (crates/workspace-hack: the compile reuses the release build's
+# artifacts and relinks no binary the labs are copying.)
+t_go=$SECONDS
 if step cargo-test-build cargo test --release --workspace --no-run; then
     passed=$((passed + 1)); else failed=$((failed + 1)); fi
+: >"$LAB_GO"
+echo "labs: guests may boot ($((SECONDS - t_go))s after the labs started)"
+if [ "${FUZZ_SECONDS:-20}" != 0 ]; then
+    (env FUZZ_SECONDS="${FUZZ_SECONDS:-20}" nice -n 10 scripts/fuzz.sh >"$logs/fuzz.log" 2>&1
+        echo $? >"$logs/fuzz.rc") &
+    fuzz_pid=$!
+fi
 if [ $labs = 1 ]; then
     t0=$SECONDS
     wait "$prefetch_pid"
     echo "prefetch: waited $((SECONDS - t0))s for it after the host tests' compile"
     sed 's/^/    /' "$logs/prefetch.log"
+    if grep -q FAILED "$logs/prefetch.log"; then
+        echo "labs: the prefetch failed a step (each lab reports what it misses): $logs/prefetch.log"
+    fi
 fi
 
 # lab_show NAME: a lab's result lines from its log, and its summary (lab_tally).
@@ -89,38 +131,6 @@ lab_tally() {
         failed=$((failed + 1))
     fi
 }
-
-# The labs, the fuzz smoke beside them. The VM lab and the system lab run side by
-# side: every guest of either takes one of the machine's two guest slots
-# (tests/vm/results.sh lab_machine_lock; a guest keeps about one host core busy), so
-# the host cores stay busy until the last guest ends. Their packages, kernels and
-# images were made by the prefetch, above. The VM lab's lines are shown as
-# they come, the fuzz smoke's and the system lab's when the VM lab is done.
-if [ $labs = 1 ] && grep -q FAILED "$logs/prefetch.log"; then
-    echo "labs: the prefetch failed a step (each lab reports what it misses): $logs/prefetch.log"
-fi
-rm -f "$logs/fuzz.rc"
-# (the release binaries are built: the labs do not run cargo, whose lock the host
-# tests hold while they run)
-export VM_BUILD=0 SYS_BUILD=0
-# The system lab's pair (two guests at once) takes both slots first, while they are
-# free; the VM lab's boots start once it holds them (tests/vm/all.sh LAB_PAIR_STARTED).
-rm -f "$logs/pair.started"
-if [ $system = 1 ] && [ "${SYS_PAIR:-1}" = 1 ]; then export LAB_PAIR_STARTED=$PWD/$logs/pair.started; fi
-if [ "${FUZZ_SECONDS:-20}" != 0 ]; then
-    (env FUZZ_SECONDS="${FUZZ_SECONDS:-20}" nice -n 10 scripts/fuzz.sh >"$logs/fuzz.log" 2>&1
-        echo $? >"$logs/fuzz.rc") &
-    fuzz_pid=$!
-fi
-if [ $system = 1 ]; then
-    nice -n 10 tests/system/all.sh >"$logs/system.log" 2>&1 &
-    system_pid=$!
-fi
-if [ $labs = 1 ]; then
-    : >"$logs/vm.log"
-    nice -n 10 tests/vm/all.sh >"$logs/vm.log" 2>&1 &
-    vm_pid=$!
-fi
 
 # The host tests, beside the labs' first guests: those run at a lower CPU priority
 # (nice 10, inherited by their qemu), so the host tests' timing bounds (a hotplugged

@@ -74,11 +74,10 @@ deb=$(cd "$SYS_ROOT" && flock target/.package.lock env BIN=target/release script
 	summary_fail "scripts/package.sh failed"
 deb=$SYS_ROOT/$deb
 
-# one pair run at a time in this checkout; two guests: both of the machine's slots
+# one pair run at a time in this checkout (its two guests take both of the machine's
+# slots once their disks are made: below)
 mkdir -p "$SYS_WORK/locks/pair"
-lab_lock "$name" "$SYS_WORK/locks/pair" "system lab pair" 2
-# both slots held: the VM lab's boots may queue behind (LAB_PAIR_STARTED, scripts/test.sh)
-[ -z "${LAB_PAIR_STARTED:-}" ] || : >"$LAB_PAIR_STARTED"
+lab_checkout_lock "$name" "$SYS_WORK/locks/pair" "system lab pair"
 t_start=$SECONDS
 image=$(sys_image pair) || summary_fail "could not build the image (tests/system/image.sh)"
 vm_fetch_kernel "$line" || summary_fail "could not fetch the $line kernel"
@@ -142,6 +141,12 @@ fi
 RC_FREE=$(echo "$synth_out" | sed -n 's/.*free_bytes \([0-9]*\).*/\1/p')
 [ -n "$RC_FREE" ] || summary_fail "asmguard-synth-asm printed no free_bytes: $synth_out"
 t_assembled=$((SECONDS - t_start))
+# two guests: both of the machine's slots; held, the VM lab's boots may queue behind
+# (LAB_PAIR_STARTED, scripts/test.sh)
+t0=$SECONDS
+lab_machine_lock "$name" 2
+[ -z "${LAB_PAIR_STARTED:-}" ] || : >"$LAB_PAIR_STARTED"
+t_slots=$((SECONDS - t0))
 
 # ---- boot both ---------------------------------------------------------------------
 timeout_s=${SYS_TIMEOUT:-600}
@@ -257,7 +262,7 @@ finish() {
 		kill "${QPID[$n]}" 2>/dev/null
 		wait "${QPID[$n]}" 2>/dev/null
 	done
-	echo "$name: images ${t_assembled}s, boot ${t_booted:-?}s, tests ${t_tests:-?}s, wall $((SECONDS - t_start))s; logs $w" >&2
+	echo "$name: images ${t_assembled}s, waited for the slots ${t_slots}s, boot ${t_booted:-?}s, tests ${t_tests:-?}s, wall $((SECONDS - t_start))s; logs $w" >&2
 	rm -f "$w"/*.img
 	if grep -q '^VMTEST [^ ]* FAIL' "$RESULTS"; then
 		for n in a b; do

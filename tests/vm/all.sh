@@ -98,14 +98,14 @@ done | sort -s -n -k1,1 | cut -d' ' -f2)
 
 # 2. the boots: each as soon as its line is prepared and one of VM_SLOTS is free,
 # the longest of those waiting first. With LAB_PAIR_STARTED (scripts/test.sh), not
-# before that file exists (240 s at most): the system lab's pair needs both slots at
+# before that file exists (900 s at most): the system lab's pair needs both slots at
 # once and goes first, while they are both free; asked for later, it would hold the
 # turnstile with one slot idle until the VM guest in the other ended (a one-thread
 # line: about 400 s).
 if [ -n "${LAB_PAIR_STARTED:-}" ]; then
 	echo "vm: boots wait until the system lab's pair holds both slots ($LAB_PAIR_STARTED)" >&2
 	w=0
-	while [ ! -e "$LAB_PAIR_STARTED" ] && [ $w -lt 240 ]; do sleep 1; w=$((w + 1)); done
+	while [ ! -e "$LAB_PAIR_STARTED" ] && [ $w -lt 900 ]; do sleep 1; w=$((w + 1)); done
 	echo "vm: boots start (after ${w}s)" >&2
 fi
 declare -A started=()

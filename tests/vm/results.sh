@@ -94,8 +94,16 @@ lab_checkout_lock() {
 # turnstile LAB_MACHINE_LOCK.turn (fd 6) while it waits and runs, and a one-slot run
 # passes the turnstile before it takes a slot, so the two-slot run starts as soon as
 # the guests already running end.
+#
+# LAB_GO (scripts/test.sh): a file; no guest starts before it exists (the labs make
+# their disks and images while the host tests compile, and boot once they are
+# compiled). At most LAB_GO_WAIT seconds (default 900), then the guest starts anyway.
 lab_machine_lock() {
-	local a=${LAB_MACHINE_LOCK:-/tmp/asmguard-lab.lock} said="" mode=-x
+	local a=${LAB_MACHINE_LOCK:-/tmp/asmguard-lab.lock} said="" mode=-x g=0
+	if [ -n "${LAB_GO:-}" ] && [ ! -e "$LAB_GO" ]; then
+		echo "$1: waiting for the host tests' compile to end ($LAB_GO)" >&2
+		while [ ! -e "$LAB_GO" ] && [ $g -lt "${LAB_GO_WAIT:-900}" ]; do sleep 1; g=$((g + 1)); done
+	fi
 	exec 6>"$a.turn"
 	if [ "$2" = 1 ]; then
 		if ! flock -s -n 6; then
