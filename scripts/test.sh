@@ -37,21 +37,17 @@ system=$labs
 # The labs' inputs that need no build of ours (their packages, every kernel line, the
 # system lab's images: tests/prefetch.sh), made beside lint and the build: network and
 # disk more than CPU. The labs themselves start once the release binaries are built:
-# they make their packages, disks and initramfs images beside the host tests' compile
-# (waiting for the prefetch's locks where they need its work), and their guests boot
-# as soon as the compile ends (LAB_GO).
+# the system lab's pair makes its package and disks beside the host tests' compile
+# (waiting for the prefetch's locks where it needs its work), and the guests boot as
+# soon as the compile ends (LAB_GO), the pair first.
 if [ $labs = 1 ]; then
     tests/prefetch.sh >"$logs/prefetch.log" 2>&1 &
     prefetch_pid=$!
 fi
 
-# Lint.
 if step fmt cargo fmt --all -- --check; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
-if step clippy cargo clippy --release --workspace --all-targets -- -D warnings; then
-    passed=$((passed + 1)); else failed=$((failed + 1)); fi
-
-# Host tests: every crate's unit, property and integration tests. Release profile, so
-# the build is shared with the binaries the VM lab ships.
+# The release build first: the labs need its binaries and start after it (clippy
+# then runs beside their first preparations, and reuses its build scripts' output).
 step build cargo build --release --workspace || true
 if [ -e "$logs/build.log" ] && grep -q '^error' "$logs/build.log"; then
     failed=$((failed + 1))
@@ -61,10 +57,10 @@ fi
 # The labs, the fuzz smoke beside them. The VM lab and the system lab run side by
 # side: every guest of either takes one of the machine's two guest slots
 # (tests/vm/results.sh lab_machine_lock; a guest keeps about one host core busy), so
-# the host cores stay busy until the last guest ends. They start now, at nice 10: what
-# they make before a guest boots (the system lab's .deb, root disks and shared disks,
-# the VM lab's initramfs images) is made beside the host tests' compile; their guests
-# wait for it to end (LAB_GO) and then run beside the host tests. The VM lab's lines
+# the host cores stay busy until the last guest ends. They start now, at nice 10: the
+# pair's .deb, root disks and shared disks are made beside clippy and the host tests'
+# compile (the other runs make theirs once the pair runs); the guests wait for the compile to
+# end (LAB_GO) and then run beside the host tests. The VM lab's lines
 # are shown as they come, the fuzz smoke's and the system lab's when the VM lab is
 # done.
 rm -f "$logs/fuzz.rc"
@@ -73,6 +69,7 @@ rm -f "$logs/fuzz.rc"
 export VM_BUILD=0 SYS_BUILD=0
 export LAB_GO=$PWD/$logs/labs.go
 rm -f "$LAB_GO"
+t_go=$SECONDS
 # The system lab's pair (two guests at once) takes both slots first, while they are
 # free; the VM lab's boots start once it holds them (tests/vm/all.sh LAB_PAIR_STARTED).
 rm -f "$logs/pair.started"
@@ -86,16 +83,21 @@ if [ $labs = 1 ]; then
     nice -n 10 tests/vm/all.sh >"$logs/vm.log" 2>&1 &
     vm_pid=$!
 fi
-# The host tests share /sys/fs/bpf and the cgroup root with any other host test run on
-# this machine (each binary removes leftover test pins at its start): one at a time.
-# Their compile first (beside the labs' preparations); their run comes once the labs'
+# Lint.
+if step clippy cargo clippy --release --workspace --all-targets -- -D warnings; then
+    passed=$((passed + 1)); else failed=$((failed + 1)); fi
+
+# Host tests: every crate's unit, property and integration tests. Release profile, so
+# the build is shared with the binaries the VM lab ships. They share /sys/fs/bpf and
+# the cgroup root with any other host test run on this machine (each binary removes
+# leftover test pins at its start): one at a time.
+# Their compile first (beside the pair's preparation); their run comes once the labs'
 # guests started. (crates/workspace-hack: the compile reuses the release build's
 # artifacts and relinks no binary the labs are copying.)
-t_go=$SECONDS
 if step cargo-test-build cargo test --release --workspace --no-run; then
     passed=$((passed + 1)); else failed=$((failed + 1)); fi
 : >"$LAB_GO"
-echo "labs: guests may boot ($((SECONDS - t_go))s after the labs started)"
+echo "labs: guests may boot (lint and the host tests' compile took $((SECONDS - t_go))s after the labs started)"
 if [ "${FUZZ_SECONDS:-20}" != 0 ]; then
     (env FUZZ_SECONDS="${FUZZ_SECONDS:-20}" nice -n 10 scripts/fuzz.sh >"$logs/fuzz.log" 2>&1
         echo $? >"$logs/fuzz.rc") &

@@ -150,7 +150,7 @@ t_slots=$((SECONDS - t0))
 
 # ---- boot both ---------------------------------------------------------------------
 timeout_s=${SYS_TIMEOUT:-600}
-append="root=/dev/nvme0n1 rw console=ttyS0 panic=-1 quiet loglevel=3 systemd.show_status=0"
+append="root=/dev/nvme0n1 rootwait rw console=ttyS0 panic=-1 quiet loglevel=3 systemd.show_status=0"
 declare -A QPID AGW AGR
 # whatever happens to this script, no guest outlives it
 trap 'for p in "${QPID[@]}"; do kill "$p" 2>/dev/null; done' EXIT

@@ -142,7 +142,10 @@ console=$SYS_WORK/$run.console.log
 results=$SYS_WORK/$run.results.log
 : >"$results"
 timeout_s=${SYS_TIMEOUT:-600}
-append="root=/dev/nvme0n1 rw console=ttyS0 panic=-1 quiet loglevel=3 systemd.show_status=0"
+# rootwait: the NVMe namespace is probed asynchronously; without it the kernel
+# sometimes looked for its root before the namespace was there and panicked
+# ("Unable to mount root fs on /dev/nvme0n1": the container boot of a fresh-clone run, under load)
+append="root=/dev/nvme0n1 rootwait rw console=ttyS0 panic=-1 quiet loglevel=3 systemd.show_status=0"
 # (the container tests take longer: all.sh gives them 300 s each, and so does a run
 # that names them)
 per_test=${SYS_TEST_TIMEOUT:-180}
@@ -152,7 +155,7 @@ append="$append asmguard.test_timeout=$per_test"
 # -no-reboot: a guest that reboots (the reboot test) ends qemu, and the loop below
 # boots it again from the same disks: a power cycle. (QEMU's warm reset under TCG
 # left the 6.12 guest's next boot in soft lockups in clear_page for two minutes, one
-# boot in three failing to find its root disk at all.)
+# boot failing to find its root disk at all, which rootwait, below, now prevents.)
 truncate -s 64M "$w/data.img"
 # one-thread TCG (SYS_ACCEL): with two guests on the two host cores, as the VM lab
 # measured (tests/vm/README.md "One-thread boots"), the two vCPUs taking turns on

@@ -62,6 +62,19 @@ part() {
 	VM_PART=$2 "$VM_DIR/run.sh" "$1" "${@:3}" >"$parts/$1.$2"
 }
 
+# 0. With LAB_PAIR_STARTED (scripts/test.sh), nothing before that file exists (900 s
+# at most): the system lab's pair needs both slots at once and goes first, while they
+# are both free (asked for later, it would hold the turnstile with one slot idle until
+# the VM guest in the other ended: a one-thread line, about 400 s); and the lines'
+# preparations (initramfs images) wait too: made while the pair makes its disks, they
+# took the cores the pair needed, and the slots stayed idle until it could start. The
+# pair's run leaves them minutes to be made before a slot is free.
+if [ -n "${LAB_PAIR_STARTED:-}" ]; then
+	echo "vm: boots wait until the system lab's pair holds both slots ($LAB_PAIR_STARTED)" >&2
+	w=0
+	while [ ! -e "$LAB_PAIR_STARTED" ] && [ $w -lt 900 ]; do sleep 1; w=$((w + 1)); done
+	echo "vm: boots start (after ${w}s)" >&2
+fi
 # 1. prepare, line after line, in the background: the lines that boot every test
 # one-thread first (their boots are the longest, and the queue starts them while the
 # others prepare); each prepared line's boots go into the queue file with their
@@ -97,17 +110,7 @@ done | sort -s -n -k1,1 | cut -d' ' -f2)
 ) &
 
 # 2. the boots: each as soon as its line is prepared and one of VM_SLOTS is free,
-# the longest of those waiting first. With LAB_PAIR_STARTED (scripts/test.sh), not
-# before that file exists (900 s at most): the system lab's pair needs both slots at
-# once and goes first, while they are both free; asked for later, it would hold the
-# turnstile with one slot idle until the VM guest in the other ended (a one-thread
-# line: about 400 s).
-if [ -n "${LAB_PAIR_STARTED:-}" ]; then
-	echo "vm: boots wait until the system lab's pair holds both slots ($LAB_PAIR_STARTED)" >&2
-	w=0
-	while [ ! -e "$LAB_PAIR_STARTED" ] && [ $w -lt 900 ]; do sleep 1; w=$((w + 1)); done
-	echo "vm: boots start (after ${w}s)" >&2
-fi
+# the longest of those waiting first.
 declare -A started=()
 running=()
 while :; do
