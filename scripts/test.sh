@@ -57,7 +57,7 @@ fi
 # The labs, the fuzz smoke beside them. The VM lab and the system lab run side by
 # side: every guest of either takes one of the machine's two guest slots
 # (tests/vm/results.sh lab_machine_lock; a guest keeps about one host core busy), so
-# the host cores stay busy until the last guest ends. They start now, at nice 10: the
+# the host cores stay busy until the last guest ends. They start now: the
 # pair's .deb, root disks and shared disks are made beside clippy and the host tests'
 # compile (the other runs make theirs once the pair runs); the guests wait for the compile to
 # end (LAB_GO) and then run beside the host tests. The VM lab's lines
@@ -67,6 +67,11 @@ rm -f "$logs/fuzz.rc"
 # (the release binaries are built: the labs do not run cargo, whose lock the host
 # tests hold while they run)
 export VM_BUILD=0 SYS_BUILD=0
+# niceness (tests/vm/results.sh): the pair's disks are made at this script's (beside
+# clippy and the compile, which must end about when they do), every guest runs at 10
+# (below the host tests), and the other runs' disks and images at 19 (below the
+# guests: they are made while the pair's guests boot and test)
+export LAB_GUEST_NICE=10 LAB_PREP_NICE=19
 export LAB_GO=$PWD/$logs/labs.go
 rm -f "$LAB_GO"
 t_go=$SECONDS
@@ -75,12 +80,12 @@ t_go=$SECONDS
 rm -f "$logs/pair.started"
 if [ $system = 1 ] && [ "${SYS_PAIR:-1}" = 1 ]; then export LAB_PAIR_STARTED=$PWD/$logs/pair.started; fi
 if [ $system = 1 ]; then
-    nice -n 10 tests/system/all.sh >"$logs/system.log" 2>&1 &
+    tests/system/all.sh >"$logs/system.log" 2>&1 &
     system_pid=$!
 fi
 if [ $labs = 1 ]; then
     : >"$logs/vm.log"
-    nice -n 10 tests/vm/all.sh >"$logs/vm.log" 2>&1 &
+    tests/vm/all.sh >"$logs/vm.log" 2>&1 &
     vm_pid=$!
 fi
 # Lint.
@@ -135,7 +140,7 @@ lab_tally() {
 }
 
 # The host tests, beside the labs' first guests: those run at a lower CPU priority
-# (nice 10, inherited by their qemu), so the host tests' timing bounds (a hotplugged
+# (nice 10: LAB_GUEST_NICE, above), so the host tests' timing bounds (a hotplugged
 # disk protected within a second, ...) see the cores as if alone, and the guests take
 # what the host tests leave (they mostly wait on the daemon, udev and sleeps).
 # -o: the lock stays with flock, not with the tests' children (a container or daemon a

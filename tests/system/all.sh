@@ -97,8 +97,10 @@ if [ ${#last[@]} -gt 0 ]; then
 	w=0
 	while [ ! -e "$LAB_PAIR_STARTED" ] && [ $w -lt 900 ]; do sleep 1; w=$((w + 1)); done
 fi
-(for r in "${runs_a[@]}"; do run_one "$r" "$@"; done; echo "system: ${runs_a[*]} done at $((SECONDS - t0))s" >&2) &
-(for r in "${runs_b[@]}"; do run_one "$r" "$@"; done; echo "system: ${runs_b[*]} done at $((SECONDS - t0))s" >&2) &
+# (each stream prepares below the guests' priority: lab_prep_nice; its guests run at
+# theirs: lab_machine_lock)
+(lab_prep_nice; for r in "${runs_a[@]}"; do run_one "$r" "$@"; done; echo "system: ${runs_a[*]} done at $((SECONDS - t0))s" >&2) &
+(lab_prep_nice; for r in "${runs_b[@]}"; do run_one "$r" "$@"; done; echo "system: ${runs_b[*]} done at $((SECONDS - t0))s" >&2) &
 wait
 echo "system: all runs $((SECONDS - t0))s" >&2
 for r in "${order[@]}"; do

@@ -90,6 +90,8 @@ order=$(for l in $lines; do
 	case $l in 5.10* | *-nobpf) echo "0 $l" ;; *) echo "1 $l" ;; esac
 done | sort -s -n -k1,1 | cut -d' ' -f2)
 (
+	# below the guests' priority (lab_prep_nice): the pair's are booting
+	lab_prep_nice
 	reuse=0
 	for line in $order; do
 		VM_COMMON_REUSE=$reuse part "$line" prepare "$@" || continue

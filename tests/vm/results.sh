@@ -129,6 +129,16 @@ lab_machine_lock() {
 		echo "$1: waiting for another lab run on this machine" >&2
 		flock $mode 8
 	fi
+	# LAB_GUEST_NICE (scripts/test.sh: 10): the niceness a guest runs at, whatever its
+	# preparation ran at (LAB_PREP_NICE); the caller's shell starts the guest's qemu
+	[ -z "${LAB_GUEST_NICE:-}" ] || renice -n "$LAB_GUEST_NICE" -p "$BASHPID" >/dev/null 2>&1 || true
+}
+
+# lab_prep_nice: the calling shell (a subshell that prepares runs: disks, images)
+# runs at LAB_PREP_NICE (scripts/test.sh: 19), below the guests, which it must not
+# slow down while they boot; nothing without it.
+lab_prep_nice() {
+	[ -z "${LAB_PREP_NICE:-}" ] || renice -n "$LAB_PREP_NICE" -p "$BASHPID" >/dev/null 2>&1 || true
 }
 
 # lab_machine_unlock: gives back what lab_machine_lock took.

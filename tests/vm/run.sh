@@ -18,7 +18,6 @@
 #   VM_CARGO_ARGS="--workspace --bins"   what cargo build --release builds
 #   VM_VERBOSE=0         1: stream the guest console to stderr as it runs
 #   VM_MEM=2G VM_SMP=2   guest size
-#   VM_CPU=max           the guest CPU model (qemu -cpu)
 #   VM_APPEND=""         more kernel command line (the lab's self-test uses it)
 #   VM_SHELL=1           after the tests, give an interactive shell on this
 #                        terminal (no timeout; "exit" powers the guest off)
@@ -188,7 +187,7 @@ scratch_imgs() {
 
 # qemu_cmd ACCEL APPEND: the guest's command line in the array qemu.
 qemu_cmd() {
-	qemu=(qemu-system-x86_64 -accel "$1" -cpu "${VM_CPU:-max}" -m "${VM_MEM:-2G}" -smp "${VM_SMP:-2}"
+	qemu=(qemu-system-x86_64 -accel "$1" -cpu max -m "${VM_MEM:-2G}" -smp "${VM_SMP:-2}"
 		-nographic -no-reboot
 		-drive "if=none,file=$nvme_img,id=nv0,format=raw" -device nvme,serial=agnvme0,drive=nv0
 		-device nvme-subsys,id=agsub,nqn=nqn.2026-11.org.asmguard:mpath
