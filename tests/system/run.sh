@@ -24,9 +24,11 @@
 # apt in a chroot, the guest runner (guest/init, started by sys-lab.service after
 # multi-user.target) and the tests go to /vmtests with the VM lab's lib.sh, and the
 # tree becomes an ext4 image booted from a QEMU NVMe disk (root=/dev/nvme0n1, no
-# initramfs: NVMe is built into the cloud kernels), and a second namespace of the same
-# controller, nvme0n2 (64 MiB), that keeps its data across the reboot test's reboot
-# (one controller: two controllers probe in parallel and their names can swap). Results come out on the second
+# initramfs: NVMe is built into the cloud kernels), the only NVMe namespace: a second
+# one's name can take n1 (the kernel names a namespace in the order its scans end,
+# and they run in parallel: the root then was the empty data disk and the boot
+# panicked). The data disk that keeps its data across the reboot test's reboot is a
+# virtio disk (64 MiB, serial sysdata: /dev/disk/by-id/virtio-sysdata). Results come out on the second
 # serial port in the VM lab's contract (tests/vm/results.sh): "PASS|FAIL|N/A
 # system-<line> <check> <detail>" lines, then "system-<line>: N passed, M failed".
 # Logs: tests/system/work/<line>.{console,results}.log.
@@ -142,9 +144,7 @@ console=$SYS_WORK/$run.console.log
 results=$SYS_WORK/$run.results.log
 : >"$results"
 timeout_s=${SYS_TIMEOUT:-600}
-# rootwait: the NVMe namespace is probed asynchronously; without it the kernel
-# sometimes looked for its root before the namespace was there and panicked
-# ("Unable to mount root fs on /dev/nvme0n1": the container boot of a fresh-clone run, under load)
+# rootwait: the NVMe namespace is scanned asynchronously
 append="root=/dev/nvme0n1 rootwait rw console=ttyS0 panic=-1 quiet loglevel=3 systemd.show_status=0"
 # (the container tests take longer: all.sh gives them 300 s each, and so does a run
 # that names them)
@@ -155,7 +155,7 @@ append="$append asmguard.test_timeout=$per_test"
 # -no-reboot: a guest that reboots (the reboot test) ends qemu, and the loop below
 # boots it again from the same disks: a power cycle. (QEMU's warm reset under TCG
 # left the 6.12 guest's next boot in soft lockups in clear_page for two minutes, one
-# boot failing to find its root disk at all, which rootwait, below, now prevents.)
+# boot panicking: its nvme0n1 was then the data disk, see the header.)
 truncate -s 64M "$w/data.img"
 # one-thread TCG (SYS_ACCEL): with two guests on the two host cores, as the VM lab
 # measured (tests/vm/README.md "One-thread boots"), the two vCPUs taking turns on
@@ -165,7 +165,7 @@ qemu=(qemu-system-x86_64 -accel "${SYS_ACCEL:-tcg,thread=single}" -cpu max -m "$
 	-kernel "$VM_WORK/$line/vmlinuz" -append "$append"
 	-drive "file=$w/disk.img,if=none,id=root,format=raw" -drive "file=$w/data.img,if=none,id=data,format=raw"
 	-device nvme,id=nvme0,serial=sysroot -device nvme-ns,bus=nvme0,drive=root,nsid=1
-	-device nvme-ns,bus=nvme0,drive=data,nsid=2)
+	-device virtio-blk-pci,drive=data,serial=sysdata)
 # the guest's two serial ports go to one pair of files per boot, then to the run's
 # logs, in boot order
 : >"$console"

@@ -2,16 +2,17 @@
 # reboot: after a reboot, the label, the link and the protection are back before a
 # stand-in ohasd.service, ordered as Oracle's is (after asmguard.service, which says
 # Before=ohasd.service), starts: there it writes as grid (allowed) and as root
-# (denied). Runs in two boots: the first labels the persistent data disk (nvme0n2),
+# (denied). Runs in two boots: the first labels the persistent data disk (a virtio disk),
 # installs the stand-in and reboots (qemu ends; tests/system/run.sh boots it again
 # from the same disks: a power cycle); the runner runs
 # this test again on the second boot, which reads what the stand-in saw. The data disk
-# is the root controller's second namespace (tests/system/run.sh).
+# is the virtio disk with serial sysdata (tests/system/run.sh).
 . /vmtests/lib.sh
 . /vmtests/syslib.sh
 
 S=/var/lib/sys-lab
-D=/dev/nvme0n2
+# the data disk: a virtio disk (its NVMe namespace's name could swap with the root's)
+D=$(readlink -f /dev/disk/by-id/virtio-sysdata)
 if [ ! -e $S/rebooted ]; then
 	[ -b "$D" ] || { fail setup "no data disk $D: $(ls /dev/disk/by-id | tr '\n' ' ')"; vm_exit; }
 	sys_service_up || { fail setup "asmguard does not answer"; vm_exit; }
@@ -69,7 +70,7 @@ fi
 . $S/ohasd.out 2>/dev/null || true
 out=$(tr '\n' ' ' <$S/ohasd.out)
 has_line asmguard-active-before-ohasd '^asmguard=active$' "$(cat $S/ohasd.out)" "$out"
-has_line link-before-ohasd '^link=/dev/nvme' "$(cat $S/ohasd.out)" "$out"
+has_line link-before-ohasd '^link=/dev/vd' "$(cat $S/ohasd.out)" "$out"
 has_line owner-before-ohasd '^owner=grid:asmadmin:660$' "$(cat $S/ohasd.out)" "$out"
 has_line grid-writes-at-ohasd '^grid=ok$' "$(cat $S/ohasd.out)" "$out"
 has_line root-denied-at-ohasd '^root=refused.*Operation not permitted' "$(cat $S/ohasd.out)" "$out"
