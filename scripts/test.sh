@@ -104,7 +104,8 @@ if step cargo-test-build cargo test --release --workspace --no-run; then
 : >"$LAB_GO"
 echo "labs: guests may boot (lint and the host tests' compile took $((SECONDS - t_go))s after the labs started)"
 if [ "${FUZZ_SECONDS:-20}" != 0 ]; then
-    (env FUZZ_SECONDS="${FUZZ_SECONDS:-20}" nice -n 10 scripts/fuzz.sh >"$logs/fuzz.log" 2>&1
+    # (below the guests: its build and its runs take what they leave)
+    (env FUZZ_SECONDS="${FUZZ_SECONDS:-20}" nice -n 19 scripts/fuzz.sh >"$logs/fuzz.log" 2>&1
         echo $? >"$logs/fuzz.rc") &
     fuzz_pid=$!
 fi

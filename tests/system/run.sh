@@ -169,8 +169,12 @@ qemu=(qemu-system-x86_64 -accel "${SYS_ACCEL:-tcg,thread=single}" -cpu max -m "$
 # the guest's two serial ports go to one pair of files per boot, then to the run's
 # logs, in boot order
 : >"$console"
-# one guest: one of the machine's slots (held until the shell exits)
-lab_machine_lock "$name" 1
+# one guest: one of the machine's slots (held until the shell exits); its place in
+# the machine's queue (measured: the container boot about 340 s, a line about 35 s a
+# test)
+est=$(($(echo "$tests" | tr ',' '\n' | grep -c .) * 35))
+[ "$variant" != containers ] || est=340
+LAB_EST=$est lab_machine_lock "$name" 1
 start=$SECONDS
 boots=0
 while :; do
@@ -180,17 +184,18 @@ while :; do
 	[ $left -gt 10 ] || left=10
 	timeout -k 5 "$left" "${qemu[@]}" -serial "file:$bc" -serial "file:$br" </dev/null >"$w/qemu.log" 2>&1 &
 	qpid=$!
-	# A guest that finished (VMDONE) but does not power off is stopped 30 s later,
-	# not at the timeout.
+	# A guest that finished (VMDONE: its results are written and synced) and is not
+	# off 5 s later is stopped: nothing of a run outlives it, and the shutdown is no
+	# test's (the container boot's waited on its containers' units: 30 s and more)
 	(
 		while kill -0 "$qpid" 2>/dev/null; do
 			if grep -aq '^VMDONE' "$br" 2>/dev/null; then
-				sleep 30
-				kill -0 "$qpid" 2>/dev/null && echo "$name: the guest finished but did not power off: qemu stopped" >&2 &&
+				for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$qpid" 2>/dev/null || break; sleep 0.5; done
+				kill -0 "$qpid" 2>/dev/null && echo "$name: the guest finished but was not off 5 s later: qemu stopped" >&2 &&
 					kill "$qpid" 2>/dev/null
 				break
 			fi
-			sleep 2
+			sleep 1
 		done
 	) &
 	watcher=$!

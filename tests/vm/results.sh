@@ -94,6 +94,8 @@ lab_checkout_lock() {
 # turnstile LAB_MACHINE_LOCK.turn (fd 6) while it waits and runs, and a one-slot run
 # passes the turnstile before it takes a slot, so the two-slot run starts as soon as
 # the guests already running end.
+# One-slot runs take the slots in the order of their LAB_EST (the estimated seconds
+# of their guest: the longest first), through the directory LAB_MACHINE_LOCK.queue.
 #
 # LAB_GO (scripts/test.sh): a file; no guest starts before it exists (the labs make
 # their disks and images while the host tests compile, and boot once they are
@@ -112,16 +114,31 @@ lab_machine_lock() {
 		fi
 		exec 6>&-
 		mode=-s
+		# the queue: the run waiting with the longest estimate (LAB_EST, seconds) takes
+		# the next free slot, whichever lab it is from (then the earliest; an entry
+		# whose run is gone is dropped): the longest first, so the last to end are short
+		local q="$a.queue" me first e
+		mkdir -p "$q"
+		me=$(printf '%06d' "${LAB_EST:-0}").$(date +%s%N).$BASHPID
+		: >"$q/$me"
 		while :; do
-			exec 7>"$a.slot1"
-			flock -n 7 && break
-			exec 7>"$a.slot2"
-			flock -n 7 && break
-			exec 7>&-
+			first=""
+			for e in $(ls "$q" | sort -t. -k1,1nr -k2,2n); do
+				if kill -0 "${e##*.}" 2>/dev/null; then first=$e && break; fi
+				rm -f "$q/$e"
+			done
+			if [ "$first" = "$me" ]; then
+				exec 7>"$a.slot1"
+				flock -n 7 && break
+				exec 7>"$a.slot2"
+				flock -n 7 && break
+				exec 7>&-
+			fi
 			[ -n "$said" ] || echo "$1: waiting for a free one-thread guest slot on this machine" >&2
 			said=1
-			sleep 1
+			sleep 0.5
 		done
+		rm -f "$q/$me"
 	fi
 	[ "$2" = 1 ] || flock -x 6
 	exec 8>"$a"
