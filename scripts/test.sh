@@ -67,6 +67,11 @@ rm -f "$logs/fuzz.rc"
 # (the release binaries are built: the labs do not run cargo, whose lock the host
 # tests hold while they run)
 export VM_BUILD=0 SYS_BUILD=0
+# every VM boot prepared joins the machine's queue at once (tests/vm/results.sh), which
+# runs two guests at a time, the longest first across both labs (with two, the VM
+# lab's own limit, a short self-test boot held one of its places while its long lines
+# were not yet in the queue)
+export VM_SLOTS=8
 # niceness (tests/vm/results.sh): the pair's disks are made at this script's (beside
 # clippy and the compile, which must end about when they do), every guest runs at 10
 # (below the host tests), and the other runs' disks and images at 19 (below the

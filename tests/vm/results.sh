@@ -108,19 +108,22 @@ lab_machine_lock() {
 	fi
 	exec 6>"$a.turn"
 	if [ "$2" = 1 ]; then
+		# the queue: the run waiting with the longest estimate (LAB_EST, seconds) takes
+		# the next free slot, whichever lab it is from (then the earliest; an entry
+		# whose run is gone is dropped): the longest first, so the last to end are
+		# short. A run joins it before the turnstile: the runs a two-slot run held back
+		# are all in it when that run ends (joining after, the first through the
+		# turnstile took a slot before the longer ones behind it had joined).
+		local q="$a.queue" me first e
+		mkdir -p "$q"
+		me=$(printf '%06d' "${LAB_EST:-0}").$(date +%s%N).$BASHPID
+		: >"$q/$me"
 		if ! flock -s -n 6; then
 			echo "$1: waiting for a two-slot run to start first" >&2
 			flock -s 6
 		fi
 		exec 6>&-
 		mode=-s
-		# the queue: the run waiting with the longest estimate (LAB_EST, seconds) takes
-		# the next free slot, whichever lab it is from (then the earliest; an entry
-		# whose run is gone is dropped): the longest first, so the last to end are short
-		local q="$a.queue" me first e
-		mkdir -p "$q"
-		me=$(printf '%06d' "${LAB_EST:-0}").$(date +%s%N).$BASHPID
-		: >"$q/$me"
 		while :; do
 			first=""
 			for e in $(ls "$q" | sort -t. -k1,1nr -k2,2n); do
