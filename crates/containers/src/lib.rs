@@ -463,17 +463,19 @@ pub fn host_gid(f: &Found, group: &str) -> Result<u32, String> {
     to_host(f, group, "group")
 }
 
-/// Reads in flight, by key: at most one thread per key is ever left waiting on
-/// a container's file. The condition variable wakes callers waiting for a
-/// key's read to end.
-static IN_FLIGHT: (std::sync::Mutex<BTreeSet<String>>, std::sync::Condvar) = (
-    std::sync::Mutex::new(BTreeSet::new()),
+/// Reads in flight, by key, with when they started: at most one thread per key
+/// is ever left waiting on a container's file. The condition variable wakes
+/// callers waiting for a key's read to end.
+type InFlight = BTreeMap<String, std::time::Instant>;
+static IN_FLIGHT: (std::sync::Mutex<InFlight>, std::sync::Condvar) = (
+    std::sync::Mutex::new(InFlight::new()),
     std::sync::Condvar::new(),
 );
 
-/// How long a try waits for another read of its key to end before it calls the
-/// key stalled: two resolutions at once (a SIGHUP and a cgroup event) overlap
-/// by a few milliseconds, and the later one must not read that as a stall.
+/// How long a read of a key may have been in flight and still count as an
+/// overlap, not a stall: two resolutions at once (a SIGHUP and a cgroup event)
+/// overlap by a few milliseconds, and the later one must not read that as a
+/// stall. A read in flight for longer is a stall: the next try fails at once.
 const OVERLAP_GRACE: Duration = Duration::from_millis(250);
 
 fn key_done(key: &str) {
@@ -485,10 +487,10 @@ fn key_done(key: &str) {
 /// Runs `read` on a thread of its own and waits at most `deadline` for it: a
 /// container's files may sit on a file system that never answers (FUSE), and
 /// the caller (the socket's accept loop) must not wait for them. While an
-/// earlier read of the same `key` is in flight, waits for it at most
-/// [`OVERLAP_GRACE`] (or `deadline`, if shorter); if it is still stuck, fails
-/// without starting another, so a stalled container holds one thread, not one
-/// per try.
+/// earlier read of the same `key` is in flight: if it started less than
+/// [`OVERLAP_GRACE`] ago, waits for it until then (at most `deadline`); if it
+/// is older, or still there after that, fails without starting another, so a
+/// stalled container holds one thread, not one per try, and costs a try nothing.
 pub fn within<T: Send + 'static>(
     key: &str,
     deadline: Duration,
@@ -496,16 +498,20 @@ pub fn within<T: Send + 'static>(
 ) -> Result<T, String> {
     {
         let (set, cv) = &IN_FLIGHT;
-        let s = set.lock().unwrap_or_else(|p| p.into_inner());
-        let (mut s, _) = cv
-            .wait_timeout_while(s, OVERLAP_GRACE.min(deadline), |s| s.contains(key))
-            .unwrap_or_else(|p| p.into_inner());
-        if s.contains(key) {
+        let mut s = set.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(age) = s.get(key).map(|t| t.elapsed()) {
+            let wait = OVERLAP_GRACE.saturating_sub(age).min(deadline);
+            s = cv
+                .wait_timeout_while(s, wait, |s| s.contains_key(key))
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        if s.contains_key(key) {
             return Err(format!(
                 "{key}: an earlier read has not returned yet (a file that does not answer)"
             ));
         }
-        s.insert(key.to_string());
+        s.insert(key.to_string(), std::time::Instant::now());
     }
     let (tx, rx) = std::sync::mpsc::channel();
     let k = key.to_string();
