@@ -9,7 +9,7 @@
 //! roots, and a leaf with no dependencies keeps them from depending on one
 //! another for a handful of paths. The defaults here are the only absolute
 //! path literals in the Rust sources outside the configuration's defaults
-//! and tests (`tests/literals.rs` holds the sources to that; a literal that
+//! and tests (`tests/workspace/tests/literals.rs` holds the sources to that; a literal that
 //! is text, not a place on this host, says so with `// literal path: why`);
 //! a test gives [`Paths::under`] a directory of its own instead.
 //!
