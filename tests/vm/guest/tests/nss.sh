@@ -4,6 +4,9 @@
 # /var/lib/extrausers, never in /etc/passwd, and may write its disk while root
 # may not. A user the directory did not know at start (ldaplate) is allowed
 # after SIGHUP, which re-resolves the names and logs what changed.
+# Name resolution is the daemon's, the verdict on a uid the same code on every
+# backend (allow-groups and containers run on every boot variant): once per kernel.
+# lab-settings: once-per-kernel
 . /vmtests/lib.sh
 
 RUN=/run/asmguard-nss
