@@ -3,7 +3,7 @@
 //! in the daemon cleanly (its checkpoint stays: a rerun completes the job).
 
 use crate::cli::{Global, ReclaimArgs};
-use crate::exit::{CliError, BAD_INPUT, FAILED, UNREACHABLE};
+use crate::exit::{CliError, BAD_INPUT, FAILED, REFUSED, UNREACHABLE};
 use crate::size::human;
 use asmguard_proto::{Op, ProgressLine, ReclaimResult, Request, Response};
 use std::io::{BufRead, BufReader, IsTerminal, Write};
@@ -66,6 +66,9 @@ fn result_text(r: &ReclaimResult) -> String {
                 },
                 if d.cancelled { ", CANCELLED" } else { "" }
             ));
+        }
+        if let Some(st) = &d.stopped {
+            s.push_str(&format!("  STOPPED: {}\n", st.message));
         }
         if d.at_blocks_valid < d.at_blocks_read {
             s.push_str(&format!(
@@ -174,13 +177,24 @@ pub fn run(c: &Global, a: &ReclaimArgs) -> Result<(), CliError> {
         let resp: Response = serde_json::from_value(v)
             .map_err(|e| CliError::new(UNREACHABLE, format!("not a response: {e}")))?;
         let v = resp.into_result()?;
+        let res: ReclaimResult = serde_json::from_value(v.clone())
+            .map_err(|e| CliError::new(FAILED, format!("unexpected answer: {e}")))?;
         if a.json {
             println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
-            return Ok(());
+        } else {
+            print!("{}", result_text(&res));
         }
-        let res: ReclaimResult = serde_json::from_value(v)
-            .map_err(|e| CliError::new(FAILED, format!("unexpected answer: {e}")))?;
-        print!("{}", result_text(&res));
+        // The stop rule: the disk changed under the run (exit 4, what and when).
+        let stops: Vec<&str> = res
+            .disks
+            .iter()
+            .filter_map(|d| d.stopped.as_ref())
+            .filter(|s| s.what != "not_started")
+            .map(|s| s.message.as_str())
+            .collect();
+        if !stops.is_empty() {
+            return Err(CliError::new(REFUSED, stops.join("; ")));
+        }
         if res.disks.iter().any(|d| d.cancelled) {
             return Err(CliError::new(
                 FAILED,

@@ -380,6 +380,24 @@ pub struct ReclaimDisk {
     pub rate_bytes_per_sec: f64,
     pub discard_granularity: u64,
     pub discard_max_bytes: u64,
+    /// Set when the run stopped before its plan was done because the disk
+    /// changed under it (another host woke up, the disk grew).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<ReclaimStop>,
+}
+
+/// What stopped a reclaim before the next discard.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReclaimStop {
+    /// `heartbeat`, `mount_stamp`, `allocation_table`, `disk_size`, `header`,
+    /// `read_error`, or `not_started` (another disk of the request stopped).
+    pub what: String,
+    /// The whole sentence, as the CLI prints it.
+    pub message: String,
+    /// Bytes this run had handed back when it stopped.
+    pub done_bytes: u64,
+    /// Local time the change was seen (`HH:MM:SS`).
+    pub seen_at: String,
 }
 
 /// The answer to `reclaim`.

@@ -26,6 +26,10 @@ pub struct DiskPlan {
     pub plan: Plan,
     /// Seconds the AT read and plan took.
     pub scan_seconds: f64,
+    /// The heartbeat block and mount stamp as read before the allocation
+    /// table: the stop rule compares them before every chunk.
+    #[serde(skip_serializing)]
+    pub baseline: Stamps,
 }
 
 /// Why a disk cannot be planned.
@@ -67,6 +71,7 @@ pub fn prepare(
         ))
     })?;
     let l = Layout::from_header(&h).map_err(|e| Unusable(format!("{}: {e}", dev.display())))?;
+    let baseline = stamps(&d, &l).map_err(Io)?;
     let au0 = d
         .read_at(0, l.ausize as usize)
         .map_err(|e| Io(e.to_string()))?;
@@ -84,6 +89,7 @@ pub fn prepare(
         scan,
         plan,
         scan_seconds: t.elapsed().as_secs_f64(),
+        baseline,
     })
 }
 

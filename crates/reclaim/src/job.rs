@@ -16,11 +16,12 @@
 use crate::counters::DiscardCounters;
 use crate::disk::{self, DiskPlan, PrepareError};
 use crate::safety::{self, Stamps, WatchResult};
+use crate::sentinel::{Sentinel, Watched};
 use crate::{ExecOptions, Method};
 use asmguard_devices::writer::Writer;
 use asmguard_devices::KernelDev;
 use asmguard_proto::{
-    ErrorBody, ErrorCode, ReclaimArgs, ReclaimDisk, ReclaimProgress, ReclaimResult,
+    ErrorBody, ErrorCode, ReclaimArgs, ReclaimDisk, ReclaimProgress, ReclaimResult, ReclaimStop,
 };
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -146,11 +147,28 @@ pub fn run(
     watch_quiet(&plans, a, planned, cancel, progress)?;
     check_writers(host, &plans)?;
     // Execute, disk after disk (the rate limit applies to the whole request).
+    // A disk that stops (the stop rule) stops the request: the disk group is
+    // waking up somewhere, the other disks are not started.
     let mut out = Vec::new();
     let mut total = 0u64;
+    let mut stopped: Option<String> = None;
     for (x, p) in &plans {
+        if let Some(first) = &stopped {
+            let mut r = disk_result(x, p, method);
+            r.stopped = Some(ReclaimStop {
+                what: "not_started".into(),
+                message: format!("{}: not started: {first} stopped first", x.label),
+                done_bytes: 0,
+                seen_at: String::new(),
+            });
+            out.push(r);
+            continue;
+        }
         let r = execute(host, x, p, a, method, cancel, progress)?;
         total += r.reclaimed_bytes;
+        if r.stopped.is_some() {
+            stopped = Some(x.label.clone());
+        }
         out.push(r);
     }
     Ok(ReclaimResult {
@@ -206,6 +224,7 @@ pub fn disk_result(x: &Target, p: &DiskPlan, method: Method) -> ReclaimDisk {
         rate_bytes_per_sec: 0.0,
         discard_granularity: p.limits.granularity,
         discard_max_bytes: p.limits.max_bytes,
+        stopped: None,
     }
 }
 
@@ -297,6 +316,21 @@ pub fn watch_quiet(
     ))
 }
 
+/// `40.0 GiB`, `16.0 MiB`, `512 bytes`.
+pub fn size(b: u64) -> String {
+    const U: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if b < 1024 {
+        return format!("{b} bytes");
+    }
+    let mut v = b as f64 / 1024.0;
+    let mut i = 0;
+    while v >= 1024.0 && i < U.len() - 1 {
+        v /= 1024.0;
+        i += 1;
+    }
+    format!("{v:.1} {}", U[i])
+}
+
 /// Hands one disk's free allocation units back, with progress lines and a
 /// checkpoint; its part of the answer.
 pub fn execute(
@@ -320,6 +354,22 @@ pub fn execute(
             format!("reclaim {}: {shown}: open: {e}", x.label),
         )
     })?;
+    // The stop rule reads through its own O_DIRECT descriptor.
+    let sentinel = Sentinel {
+        dev: asmguard_devices::Device::open_read(&x.node).map_err(|e| {
+            err(
+                ErrorCode::IoError,
+                format!("reclaim {}: {shown}: open: {e}", x.label),
+            )
+        })?,
+        layout: p.layout,
+        baseline: p.baseline.clone(),
+        watched: Watched::Free {
+            block_sums: p.scan.block_sums.clone(),
+            shrink: p.scan.shrink,
+        },
+    };
+    let check = |r: &crate::Range| sentinel.check(r);
     let o = ExecOptions {
         label: x.label.clone(),
         method,
@@ -329,6 +379,7 @@ pub fn execute(
         progress_every: Duration::from_millis(250),
         granularity: p.limits.granularity,
         counters: Some(host.counters()),
+        check: Some(&check),
     };
     let mut on_progress = |pr: &ReclaimProgress| progress(pr.clone());
     let oc = crate::execute(&f, &p.plan, &o, &mut on_progress).map_err(|e| {
@@ -356,6 +407,21 @@ pub fn execute(
         },
         if oc.cancelled { ", cancelled" } else { "" }
     ));
+    if let Some(st) = &oc.stopped {
+        let message = format!(
+            "{}: {}: stopped after {}; nothing was discarded after the change was seen (the checkpoint keeps what is done; rerun once the disk group is dismounted everywhere)",
+            x.label,
+            st.detail,
+            size(oc.resumed_from + oc.bytes),
+        );
+        host.note(&format!("reclaim {message}"));
+        r.stopped = Some(ReclaimStop {
+            what: st.what.into(),
+            message,
+            done_bytes: oc.bytes,
+            seen_at: st.seen_at.clone(),
+        });
+    }
     r.reclaimed_bytes = oc.bytes;
     r.resumed_from_bytes = oc.resumed_from;
     r.cancelled = oc.cancelled;

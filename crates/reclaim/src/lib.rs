@@ -17,6 +17,10 @@
 //! * [`safety`]: refuse while the disk group may be mounted: a process on this host
 //!   holding a path of the disk open for writing, or the ASM heartbeat block / disk
 //!   header mount stamp changing during a watch window (other RAC nodes).
+//! * [`sentinel`]: the stop rule: before each chunk the heartbeat block, the mount
+//!   stamp and the AT blocks covering the chunk (or, above the disk size, the
+//!   header's `dsksize`) are read again; any change stops the run before the next
+//!   discard.
 //! * [`counters`]: `asmguard_discard_bytes_total{label,source}` values.
 //! * [`job`]: one `reclaim` request's phases (claim, plan, writers, heartbeat
 //!   watch, execute), with what only the daemon has behind [`job::Host`].
@@ -28,6 +32,7 @@ pub mod exec;
 pub mod job;
 pub mod plan;
 pub mod safety;
+pub mod sentinel;
 
 pub use caps::{Caps, Method};
 pub use exec::{execute, Checkpoint, ExecOptions, Outcome};

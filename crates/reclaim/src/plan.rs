@@ -80,6 +80,13 @@ impl Layout {
         2 * self.ausize - self.blksize
     }
 
+    /// Byte offset of the AT block describing `au` (`shrink` AUs per block):
+    /// block `altlocn + (au mod mfact) / shrink` of the first AU of its stride.
+    pub fn at_block_offset(&self, au: u64, shrink: u64) -> u64 {
+        let first = au.checked_div(self.mfact).unwrap_or(0) * self.mfact;
+        first * self.ausize + (self.altlocn + (au - first) / shrink.max(1)) * self.blksize
+    }
+
     /// AUs never handed back, whatever the AT says.
     pub fn reserved(&self) -> Vec<u64> {
         let mut v = vec![0, 1, 11];
@@ -116,6 +123,22 @@ pub struct AtScan {
     /// AUs at or past this are not covered (later strides, or beyond the device).
     pub free_aus: u64,
     pub extents: Vec<AuExtent>,
+    /// AUs per AT block (0 when no block was accepted).
+    pub shrink: u64,
+    /// Byte offset -> hash of every accepted AT block, as read for the plan:
+    /// the stop rule re-reads the blocks covering each chunk and compares.
+    #[serde(skip)]
+    pub block_sums: std::collections::BTreeMap<u64, u64>,
+}
+
+/// FNV-1a of a block (what the stop rule compares).
+pub fn block_sum(b: &[u8]) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for x in b {
+        h ^= *x as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
 }
 
 /// Reads the AT blocks in `au0` (the bytes of AU 0, at least up to the last block
@@ -123,6 +146,7 @@ pub struct AtScan {
 pub fn scan_at(l: &Layout, au0: &[u8], device_size: u64) -> AtScan {
     let bs = l.blksize as usize;
     let mut blocks: Vec<AtBlock> = Vec::new();
+    let mut block_sums = std::collections::BTreeMap::new();
     let mut rejected = Vec::new();
     let mut shrink: Option<u16> = None;
     let mut read = 0u64;
@@ -194,6 +218,7 @@ pub fn scan_at(l: &Layout, au0: &[u8], device_size: u64) -> AtScan {
             );
             continue;
         }
+        block_sums.insert(off as u64, block_sum(b));
         blocks.push(blk);
     }
     let covered: u64 = blocks
@@ -211,6 +236,8 @@ pub fn scan_at(l: &Layout, au0: &[u8], device_size: u64) -> AtScan {
         covered_aus: covered,
         free_aus: extents.iter().map(|e| e.count).sum(),
         extents,
+        shrink: shrink.unwrap_or(0) as u64,
+        block_sums,
     }
 }
 

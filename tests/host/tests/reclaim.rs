@@ -13,7 +13,7 @@ use std::collections::hash_map::DefaultHasher;
 use std::fs::OpenOptions;
 use std::hash::Hasher;
 use std::io::{BufRead, BufReader};
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -56,19 +56,95 @@ fn fill(seed: u64, len: usize) -> Vec<u8> {
 }
 
 fn make(label: &str) -> Disk {
-    let l = Loop::new(AUS as u64 * MIB);
-    let mut s = SynthDisk::new(AUS);
-    for a in allocated() {
-        s.allocated[a] = true;
+    make_with(label, AUS, &allocated())
+}
+
+/// A synthetic disk of `aus` AUs of 1 MiB, `alloc` allocated, every AU filled.
+fn make_with(label: &str, aus: usize, alloc: &[usize]) -> Disk {
+    let l = Loop::new(aus as u64 * MIB);
+    let mut s = SynthDisk::new(aus);
+    for a in alloc {
+        s.allocated[*a] = true;
     }
     s.label = Some(Label::new(label).unwrap());
-    for au in 0..AUS {
+    for au in 0..aus {
         l.write_dev(au as u64 * MIB, &fill(au as u64 * 7919 + 1, MIB as usize));
     }
     for (off, b) in s.metadata().unwrap() {
         l.write_dev(off, &b);
     }
     Disk { l, synth: s }
+}
+
+/// The SHA-256 of `b` (coreutils' `sha256sum`).
+fn sha256(b: &[u8]) -> String {
+    use std::io::Write;
+    let mut c = Command::new("sha256sum")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    c.stdin.take().unwrap().write_all(b).unwrap();
+    let o = c.wait_with_output().unwrap();
+    assert!(o.status.success());
+    String::from_utf8_lossy(&o.stdout)[..64].to_string()
+}
+
+/// A second loop device over the same backing file: another host's path to the
+/// shared LUN, which this host's daemon does not manage.
+fn other_host(l: &Loop) -> Loop {
+    let mut o = Loop::prepare(MIB);
+    o.file = l.file.clone();
+    o.attach(None);
+    o
+}
+
+/// Runs `reclaim` in the background; returns the child and its stderr lines.
+fn spawn_reclaim(
+    d: &Daemon,
+    args: &[&str],
+) -> (
+    std::process::Child,
+    std::io::Lines<BufReader<std::process::ChildStderr>>,
+) {
+    let mut child = Command::new(ctl_bin())
+        .arg("--socket")
+        .arg(&d.socket)
+        .arg("reclaim")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = child.stderr.take().unwrap();
+    (child, BufReader::new(err).lines())
+}
+
+/// Reads JSON progress lines until `phase` has done at least `bytes`; returns
+/// every line read.
+fn progress_until(
+    lines: &mut std::io::Lines<BufReader<std::process::ChildStderr>>,
+    phase: &str,
+    bytes: u64,
+) -> Vec<String> {
+    let t0 = Instant::now();
+    let mut seen = Vec::new();
+    loop {
+        let l = lines
+            .next()
+            .unwrap_or_else(|| panic!("no progress line: {seen:?}"))
+            .unwrap();
+        seen.push(l.clone());
+        if let Ok(p) = serde_json::from_str::<serde_json::Value>(&l) {
+            if p["phase"] == phase && p["done_bytes"].as_u64().unwrap_or(0) >= bytes {
+                return seen;
+            }
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "no progress: {seen:?}"
+        );
+    }
 }
 
 fn au_hash(l: &Loop, au: usize) -> u64 {
@@ -563,5 +639,103 @@ fn discard_counters_never_go_down_during_a_reclaim() {
     assert!(
         partial >= 2,
         "reclaim was not counted while it ran ({partial} partial samples): {r:?}"
+    );
+}
+
+/// Another host mounts the disk group while this one reclaims: through its own
+/// path to the LUN (a second loop device over the same image) it rewrites the
+/// heartbeat block and writes AU 200, a free AU still ahead of the reclaim. The
+/// reclaim stops before its next discard (exit 4, naming the heartbeat), AU 200
+/// keeps its SHA-256, allocated AUs too; the checkpoint stays, and a rerun
+/// while the other host still has the disk group mounted is refused.
+#[test]
+fn reclaim_stops_before_the_next_discard_when_another_host_wakes_up() {
+    let Some(_g) = lock() else { return };
+    const N: usize = 256;
+    let alloc: Vec<usize> = (2..=10).chain(12..=60).collect();
+    let disk = make_with("RCLM8", N, &alloc);
+    let b = other_host(&disk.l);
+    let d = start(&disk);
+    let kept: Vec<(usize, String)> = [0usize, 1, 11]
+        .into_iter()
+        .chain(alloc.iter().copied())
+        .map(|a| (a, sha256(&disk.l.read_dev(a as u64 * MIB, MIB as usize))))
+        .collect();
+    let t = Instant::now();
+    let (child, mut lines) =
+        spawn_reclaim(&d, &["RCLM8", "--watch", "0.5", "--rate", "16", "--json"]);
+    progress_until(&mut lines, "reclaiming", 16 * MIB);
+    // Host B: heartbeat, then an AU of a file it creates.
+    let au200 = fill(0xb200, MIB as usize);
+    b.write_dev(2 * MIB - 4096, &fill(0xbeef, 4096));
+    b.write_dev(200 * MIB, &au200);
+    let changed_at = t.elapsed();
+    let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
+    let o = child.wait_with_output().unwrap();
+    let took = t.elapsed();
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    let err = rest.join("\n");
+    assert_eq!(o.status.code(), Some(4), "stdout {stdout}\nstderr {err}");
+    assert!(
+        err.contains("RCLM8: heartbeat changed at")
+            && err.contains("(mounted on another host?): stopped after")
+            && err.contains("nothing was discarded after the change was seen"),
+        "{err}"
+    );
+    // It stopped at the next chunk, not at the end of the plan (195 MiB at 16 MiB/s).
+    assert!(
+        took < changed_at + Duration::from_secs(3),
+        "stopped {:.1} s after the change",
+        (took - changed_at).as_secs_f64()
+    );
+    assert_eq!(
+        sha256(&disk.l.read_dev(200 * MIB, MIB as usize)),
+        sha256(&au200),
+        "host B's AU 200 was discarded"
+    );
+    for (a, h) in &kept {
+        if *a >= 2 {
+            assert_eq!(
+                &sha256(&disk.l.read_dev(*a as u64 * MIB, MIB as usize)),
+                h,
+                "AU {a}"
+            );
+        }
+    }
+    // --json says what stopped the run.
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let st = &v["disks"][0]["stopped"];
+    assert_eq!(st["what"], "heartbeat", "{v:#}");
+    let done = v["reclaimed_bytes"].as_u64().unwrap();
+    assert!((16 * MIB..195 * MIB).contains(&done), "{v:#}");
+    assert_eq!(st["done_bytes"], done, "{v:#}");
+    assert!(checkpoint(&d, "RCLM8").exists(), "the checkpoint stays");
+    // Host B keeps beating: a rerun re-checks everything first and is refused.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let s2 = stop.clone();
+    let bdev = b.dev.clone();
+    let w = std::thread::spawn(move || {
+        let f = OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(&bdev)
+            .unwrap();
+        let mut buf = aligned(4096);
+        let mut n = 0u64;
+        while !s2.load(std::sync::atomic::Ordering::SeqCst) {
+            n += 1;
+            buf.as_mut_slice().copy_from_slice(&fill(n, 4096));
+            std::os::unix::fs::FileExt::write_all_at(&f, buf.as_slice(), 2 * MIB - 4096).unwrap();
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    });
+    let o = d.ctl(&["reclaim", "RCLM8", "--watch", "1"]);
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    w.join().unwrap();
+    assert_eq!(o.code, 4, "{o:?}");
+    assert!(o.stderr.contains("heartbeat"), "{}", o.stderr);
+    assert_eq!(
+        sha256(&disk.l.read_dev(200 * MIB, MIB as usize)),
+        sha256(&au200)
     );
 }
