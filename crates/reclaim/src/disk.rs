@@ -72,11 +72,13 @@ pub fn prepare(
     })?;
     let l = Layout::from_header(&h).map_err(|e| Unusable(format!("{}: {e}", dev.display())))?;
     let baseline = stamps(&d, &l).map_err(Io)?;
-    let au0 = d
-        .read_at(0, l.ausize as usize)
+    // AU 0 must read; a later stride that does not stays in use.
+    d.read_at(0, l.blksize as usize)
         .map_err(|e| Io(e.to_string()))?;
-    let (layout, scan, plan) = plan::plan_disk(&h, &au0, d.size, &limits, method.as_str())
-        .map_err(|e| Unusable(format!("{}: {e}", dev.display())))?;
+    let mut read = |o: u64, n: usize| d.read_at(o, n).map_err(|e| e.to_string());
+    let (layout, scan, plan) =
+        plan::plan_disk_with(&h, &mut read, d.size, &limits, method.as_str())
+            .map_err(|e| Unusable(format!("{}: {e}", dev.display())))?;
     Ok(DiskPlan {
         device: dev.display().to_string(),
         device_size: d.size,

@@ -739,3 +739,77 @@ fn reclaim_stops_before_the_next_discard_when_another_host_wakes_up() {
         sha256(&au200)
     );
 }
+
+/// A sparse disk of two strides (113,792 + 1,000 AUs of 1 MiB, a 112 GiB
+/// sparse file): every AU allocated but ten free ones before the stride
+/// boundary, nine after it (AU 113,792 holds the second stride's allocation
+/// table and is never free) and the last hundred. The free AUs on both sides
+/// come back (the backing file shrinks by the filled ones), the allocated ones
+/// and the second stride's metadata AU keep their SHA-256.
+#[test]
+fn reclaim_reads_every_stride() {
+    let Some(_g) = lock() else { return };
+    let m = SynthDisk::new(1).mfact() as usize;
+    assert_eq!(m, 113_792);
+    let n = m + 1000;
+    let free = |a: usize| (m - 10..m).contains(&a) || (m + 1..m + 10).contains(&a) || a >= m + 900;
+    let l = Loop::new(n as u64 * MIB);
+    let mut s = SynthDisk::new(n);
+    for (a, x) in s.allocated.iter_mut().enumerate() {
+        *x = !free(a);
+    }
+    s.label = Some(Label::new("RCLM9").unwrap());
+    let filled: Vec<usize> = (0..=12).chain(m - 20..=m + 20).collect();
+    for &au in &filled {
+        l.write_dev(au as u64 * MIB, &fill(au as u64 * 7919 + 1, MIB as usize));
+    }
+    for (off, b) in s.metadata().unwrap() {
+        l.write_dev(off, &b);
+    }
+    let kept: Vec<(usize, String)> = filled
+        .iter()
+        .filter(|a| !free(**a) && **a >= 2)
+        .map(|&a| (a, sha256(&l.read_dev(a as u64 * MIB, MIB as usize))))
+        .collect();
+    assert!(
+        kept.iter().any(|(a, _)| *a == m),
+        "the stride's AU is checked"
+    );
+    let d = Daemon::start(&[&l.name], "");
+    let expect = (10 + 9 + 100) * MIB;
+    let v = d
+        .ctl(&["reclaim", "RCLM9", "--dry-run", "--json"])
+        .ok()
+        .json();
+    assert_eq!(v["planned_bytes"], expect, "{v:#}");
+    assert_eq!(v["disks"][0]["at_blocks_valid"], 254 + 3, "{v:#}");
+    let before = allocated_bytes(&l);
+    let t = Instant::now();
+    let v = d
+        .ctl(&["reclaim", "RCLM9", "--watch", "0.5", "--json"])
+        .ok()
+        .json();
+    let took = t.elapsed().as_secs_f64();
+    assert_eq!(v["reclaimed_bytes"], expect, "{v:#}");
+    let dropped = before - allocated_bytes(&l);
+    assert!(
+        dropped.abs_diff(19 * MIB) <= 64 * 1024,
+        "the backing file shrank by {dropped} bytes, not the 19 filled free AUs"
+    );
+    for a in (m - 10..m).chain(m + 1..m + 10) {
+        assert!(
+            l.read_dev(a as u64 * MIB, MIB as usize)
+                .iter()
+                .all(|b| *b == 0),
+            "free AU {a} still holds data"
+        );
+    }
+    for (a, h) in &kept {
+        assert_eq!(
+            &sha256(&l.read_dev(*a as u64 * MIB, MIB as usize)),
+            h,
+            "AU {a}"
+        );
+    }
+    eprintln!("two-stride reclaim of {expect} bytes: {took:.2} s");
+}
