@@ -155,6 +155,11 @@ pub struct ReclaimArgs {
     /// above twice that interval).
     #[arg(long, value_name = "SECONDS", default_value_t = 7.0)]
     pub watch: f64,
+    /// Online: hand back everything above each disk's ASM size (after
+    /// `ALTER DISKGROUP ... RESIZE ALL SIZE n`), with the disk group mounted;
+    /// stops if the size grows.
+    #[arg(long)]
+    pub above_size: bool,
     /// Print JSON instead of text (progress as JSON lines on stderr).
     #[arg(long)]
     pub json: bool,

@@ -43,6 +43,18 @@ fn result_text(r: &ReclaimResult) -> String {
             d.free_aus,
             human(d.ausize)
         );
+        let head = if d.above_size {
+            format!(
+                "{} ({}, disk group {}): above the ASM size of {} AUs of {}",
+                d.label,
+                d.device,
+                d.disk_group,
+                d.dsksize_aus,
+                human(d.ausize)
+            )
+        } else {
+            head
+        };
         if r.dry_run {
             s.push_str(&format!(
                 "{head}: would hand back {} ({} bytes) in {} ranges by {}\n",
@@ -119,6 +131,7 @@ pub fn run(c: &Global, a: &ReclaimArgs) -> Result<(), CliError> {
         rate_bytes: rate,
         method: a.method,
         watch_seconds: a.watch,
+        above_size: a.above_size,
     });
     let shown = c.socket.display();
     let mut s = UnixStream::connect(&c.socket).map_err(|e| {
@@ -129,7 +142,8 @@ pub fn run(c: &Global, a: &ReclaimArgs) -> Result<(), CliError> {
     })?;
     // Progress comes at least every second while discarding; the watch window is
     // quiet: wait that long on top of --timeout.
-    let t = Duration::from_secs(c.timeout.max(1)) + Duration::from_secs_f64(a.watch);
+    let t = Duration::from_secs(c.timeout.max(1))
+        + Duration::from_secs_f64(if a.above_size { 0.0 } else { a.watch });
     let _ = s.set_read_timeout(Some(t));
     let _ = s.set_write_timeout(Some(Duration::from_secs(c.timeout.max(1))));
     let req = Request {

@@ -316,6 +316,10 @@ pub struct ReclaimArgs {
     /// Seconds to watch the heartbeat block and mount stamp for a change.
     #[serde(default = "default_watch")]
     pub watch_seconds: f64,
+    /// Online mode: hand back everything above each disk's ASM size
+    /// (`dsksize`), where ASM never allocates, with the disk group mounted.
+    #[serde(default)]
+    pub above_size: bool,
 }
 
 fn default_method() -> ReclaimMethod {
@@ -380,6 +384,9 @@ pub struct ReclaimDisk {
     pub rate_bytes_per_sec: f64,
     pub discard_granularity: u64,
     pub discard_max_bytes: u64,
+    /// `--above-size`: the plan is everything above `dsksize_aus`.
+    #[serde(default)]
+    pub above_size: bool,
     /// Set when the run stopped before its plan was done because the disk
     /// changed under it (another host woke up, the disk grew).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1210,6 +1217,7 @@ mod tests {
                 rate_bytes: 1 << 20,
                 method: ReclaimMethod::Zeroout,
                 watch_seconds: 0.5,
+                above_size: true,
             }),
         };
         assert_eq!(parse_request(r.to_line().as_bytes()).unwrap(), r);

@@ -30,6 +30,8 @@ pub struct DiskPlan {
     /// table: the stop rule compares them before every chunk.
     #[serde(skip_serializing)]
     pub baseline: Stamps,
+    /// `--above-size`: the plan is everything above `dsksize`.
+    pub above_size: bool,
 }
 
 /// Why a disk cannot be planned.
@@ -92,6 +94,49 @@ pub fn prepare(
         plan,
         scan_seconds: t.elapsed().as_secs_f64(),
         baseline,
+        above_size: false,
+    })
+}
+
+/// The plan above the ASM size: every byte from `dsksize` AUs to the end of
+/// the device (ASM never allocates there), aligned; the disk header must be
+/// valid. Nothing else is read: the disk group may be mounted.
+pub fn prepare_above(
+    dev: &Path,
+    sys: &Path,
+    name: &str,
+    method: Method,
+) -> Result<DiskPlan, PrepareError> {
+    use PrepareError::{Io, Unusable};
+    let t = std::time::Instant::now();
+    let caps = caps::read(sys, name).map_err(Io)?;
+    let limits = caps::check(&caps, method).map_err(Unusable)?;
+    let d = Device::open_read(dev).map_err(|e| Io(e.to_string()))?;
+    let b0 = d.read_block0().map_err(|e| Io(e.to_string()))?;
+    let h = DiskHeader::parse(&b0).ok_or_else(|| {
+        Unusable(format!(
+            "{}: holds no ASM disk header: its ASM size is unknown",
+            dev.display()
+        ))
+    })?;
+    let l = Layout::from_header(&h).map_err(|e| Unusable(format!("{}: {e}", dev.display())))?;
+    let baseline = stamps(&d, &l).map_err(Io)?;
+    let (scan, plan) = plan::plan_above(&l, d.size, &limits, method.as_str())
+        .map_err(|e| Unusable(format!("{}: {e}", dev.display())))?;
+    Ok(DiskPlan {
+        device: dev.display().to_string(),
+        device_size: d.size,
+        disk_group: h.grpname.clone(),
+        asm_disk: h.dskname.clone(),
+        method,
+        caps,
+        limits,
+        layout: l,
+        scan,
+        plan,
+        scan_seconds: t.elapsed().as_secs_f64(),
+        baseline,
+        above_size: true,
     })
 }
 

@@ -128,7 +128,11 @@ pub fn run(
 ) -> Result<ReclaimResult, ErrorBody> {
     let method = a.method;
     let _running = host.running().claim(targets)?;
-    let plans = plan(host, targets, method)?;
+    let plans = if a.above_size {
+        plan_above(host, targets, method)?
+    } else {
+        plan(host, targets, method)?
+    };
     let planned: u64 = plans.iter().map(|(_, p)| p.plan.total_bytes).sum();
     if a.dry_run {
         return Ok(ReclaimResult {
@@ -143,9 +147,13 @@ pub fn run(
     }
     // Safety 1: write openers on this host; 2: heartbeat and mount stamps, all
     // disks over one window; 1 again, for what opened during the window.
-    check_writers(host, &plans)?;
-    watch_quiet(&plans, a, planned, cancel, progress)?;
-    check_writers(host, &plans)?;
+    // Above the ASM size the disk group may be mounted everywhere: ASM never
+    // allocates there; the stop rule watches `dsksize` instead.
+    if !a.above_size {
+        check_writers(host, &plans)?;
+        watch_quiet(&plans, a, planned, cancel, progress)?;
+        check_writers(host, &plans)?;
+    }
     // Execute, disk after disk (the rate limit applies to the whole request).
     // A disk that stops (the stop rule) stops the request: the disk group is
     // waking up somewhere, the other disks are not started.
@@ -200,6 +208,28 @@ pub fn plan<'t>(
     Ok(plans)
 }
 
+/// The plans above each disk's ASM size (reads the header only).
+pub fn plan_above<'t>(
+    host: &dyn Host,
+    targets: &'t [Target],
+    method: Method,
+) -> Result<Vec<(&'t Target, DiskPlan)>, ErrorBody> {
+    targets
+        .iter()
+        .map(|x| {
+            disk::prepare_above(&x.node, host.sys(), &x.name, method)
+                .map(|p| (x, p))
+                .map_err(|e| {
+                    let code = match e {
+                        PrepareError::Unusable(_) => ErrorCode::NotManageable,
+                        PrepareError::Io(_) => ErrorCode::IoError,
+                    };
+                    err(code, format!("reclaim {}: {e}", x.label))
+                })
+        })
+        .collect()
+}
+
 /// A disk's part of the answer, before anything is executed.
 pub fn disk_result(x: &Target, p: &DiskPlan, method: Method) -> ReclaimDisk {
     ReclaimDisk {
@@ -224,6 +254,7 @@ pub fn disk_result(x: &Target, p: &DiskPlan, method: Method) -> ReclaimDisk {
         rate_bytes_per_sec: 0.0,
         discard_granularity: p.limits.granularity,
         discard_max_bytes: p.limits.max_bytes,
+        above_size: p.above_size,
         stopped: None,
     }
 }
@@ -364,9 +395,13 @@ pub fn execute(
         })?,
         layout: p.layout,
         baseline: p.baseline.clone(),
-        watched: Watched::Free {
-            block_sums: p.scan.block_sums.clone(),
-            shrink: p.scan.shrink,
+        watched: if p.above_size {
+            Watched::AboveSize
+        } else {
+            Watched::Free {
+                block_sums: p.scan.block_sums.clone(),
+                shrink: p.scan.shrink,
+            }
         },
     };
     let check = |r: &crate::Range| sentinel.check(r);
@@ -409,10 +444,15 @@ pub fn execute(
     ));
     if let Some(st) = &oc.stopped {
         let message = format!(
-            "{}: {}: stopped after {}; nothing was discarded after the change was seen (the checkpoint keeps what is done; rerun once the disk group is dismounted everywhere)",
+            "{}: {}: stopped after {}; nothing was discarded after the change was seen (the checkpoint keeps what is done; {})",
             x.label,
             st.detail,
             size(oc.resumed_from + oc.bytes),
+            if p.above_size {
+                "a rerun hands back what lies above the new size"
+            } else {
+                "rerun once the disk group is dismounted everywhere"
+            }
         );
         host.note(&format!("reclaim {message}"));
         r.stopped = Some(ReclaimStop {

@@ -444,6 +444,45 @@ pub fn plan_disk_with(
     finish(l, scan, device_size, lim, method)
 }
 
+/// Everything above the ASM size: `[dsksize * ausize, device_size)`, aligned
+/// and split like free AUs. The scan reports that range as its one extent
+/// (no AT is read). The plan hash differs from a free-AU plan's.
+pub fn plan_above(
+    l: &Layout,
+    device_size: u64,
+    lim: &Limits,
+    method: &str,
+) -> Result<(AtScan, Plan), String> {
+    let first = l.dsksize;
+    let end = device_size.div_ceil(l.ausize);
+    let extents = if end > first {
+        vec![AuExtent {
+            start: first,
+            count: end - first,
+        }]
+    } else {
+        Vec::new()
+    };
+    let (r, lost) = ranges(&extents, l.ausize, device_size, lim)?;
+    let scan = AtScan {
+        blocks_read: 0,
+        blocks_valid: 0,
+        rejected: Vec::new(),
+        covered_aus: 0,
+        free_aus: extents.iter().map(|e| e.count).sum(),
+        extents,
+        shrink: 0,
+        block_sums: Default::default(),
+    };
+    let plan = Plan {
+        total_bytes: r.iter().map(|x| x.len).sum(),
+        hash: hash(&r, device_size, &format!("{method} above {first}")),
+        ranges: r,
+        unaligned_bytes: lost,
+    };
+    Ok((scan, plan))
+}
+
 fn finish(
     l: Layout,
     scan: AtScan,

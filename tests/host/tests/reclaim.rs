@@ -813,3 +813,137 @@ fn reclaim_reads_every_stride() {
     }
     eprintln!("two-stride reclaim of {expect} bytes: {took:.2} s");
 }
+
+/// `--above-size` with the disk group "mounted": a process holds the disk
+/// open for writing and the heartbeat keeps changing, yet everything above
+/// the ASM size (64 AUs on a 128 MiB device) goes back and nothing below it
+/// changes. Then, with data above the size again, the disk is resized up to
+/// 100 AUs mid-run: the run stops before the next chunk (exit 4, disk_size),
+/// and the AUs past what it had done keep their SHA-256.
+#[test]
+fn reclaim_above_the_size_online_and_a_growing_disk_stops_it() {
+    let Some(_g) = lock() else { return };
+    let disk = make_with("RCLMA", AUS, &allocated());
+    // the device is twice the ASM size: AUs 64..128 are above it
+    let n = 2 * AUS;
+    sh(
+        "truncate",
+        &[
+            "-s",
+            &(n as u64 * MIB).to_string(),
+            &disk.l.file.display().to_string(),
+        ],
+    )
+    .ok();
+    sh("losetup", &["-c", &disk.l.dev.display().to_string()]).ok();
+    let above = |seed: u64| {
+        for au in AUS..n {
+            disk.l
+                .write_dev(au as u64 * MIB, &fill(au as u64 * seed + 3, MIB as usize));
+        }
+    };
+    above(31);
+    let d = start(&disk);
+    let below: Vec<String> = (2..AUS)
+        .map(|a| sha256(&disk.l.read_dev(a as u64 * MIB, MIB as usize)))
+        .collect();
+    // "Mounted": ASM holds the disk read-write and beats.
+    let holder = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&disk.l.dev)
+        .unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let s2 = stop.clone();
+    let dev = disk.l.dev.clone();
+    let beat = std::thread::spawn(move || {
+        let f = OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(&dev)
+            .unwrap();
+        let mut buf = aligned(4096);
+        let mut k = 0u64;
+        while !s2.load(std::sync::atomic::Ordering::SeqCst) {
+            k += 1;
+            buf.as_mut_slice().copy_from_slice(&fill(k, 4096));
+            std::os::unix::fs::FileExt::write_all_at(&f, buf.as_slice(), 2 * MIB - 4096).unwrap();
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    });
+    let expect = (n - AUS) as u64 * MIB;
+    let v = d
+        .ctl(&["reclaim", "RCLMA", "--above-size", "--dry-run", "--json"])
+        .ok()
+        .json();
+    assert_eq!(v["planned_bytes"], expect, "{v:#}");
+    assert_eq!(v["disks"][0]["above_size"], true, "{v:#}");
+    let before = allocated_bytes(&disk.l);
+    let t = Instant::now();
+    let v = d
+        .ctl(&["reclaim", "RCLMA", "--above-size", "--json"])
+        .ok()
+        .json();
+    let took = t.elapsed().as_secs_f64();
+    assert_eq!(v["reclaimed_bytes"], expect, "{v:#}");
+    let dropped = before - allocated_bytes(&disk.l);
+    assert!(
+        dropped.abs_diff(expect) <= 64 * 1024,
+        "{dropped} vs {expect}"
+    );
+    for au in AUS..n {
+        assert!(
+            disk.l
+                .read_dev(au as u64 * MIB, MIB as usize)
+                .iter()
+                .all(|b| *b == 0),
+            "AU {au} above the size still holds data"
+        );
+    }
+    for (i, h) in below.iter().enumerate() {
+        assert_eq!(
+            &sha256(&disk.l.read_dev((i + 2) as u64 * MIB, MIB as usize)),
+            h,
+            "AU {}",
+            i + 2
+        );
+    }
+    // The DBA resizes the disk up while a slow run goes.
+    above(37);
+    let kept: Vec<String> = (AUS..n)
+        .map(|a| sha256(&disk.l.read_dev(a as u64 * MIB, MIB as usize)))
+        .collect();
+    let (child, mut lines) =
+        spawn_reclaim(&d, &["RCLMA", "--above-size", "--rate", "16", "--json"]);
+    progress_until(&mut lines, "reclaiming", 8 * MIB);
+    let mut grown = disk.synth.clone();
+    grown.allocated.resize(100, false);
+    disk.l.write_dev(0, &grown.header_block());
+    let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
+    let o = child.wait_with_output().unwrap();
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    beat.join().unwrap();
+    drop(holder);
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    let err = rest.join("\n");
+    assert_eq!(o.status.code(), Some(4), "{stdout}\n{err}");
+    assert!(
+        err.contains("the disk size changed from 64 to 100 AUs at"),
+        "{err}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["disks"][0]["stopped"]["what"], "disk_size", "{v:#}");
+    let done = v["reclaimed_bytes"].as_u64().unwrap();
+    assert!((8 * MIB..expect / 2).contains(&done), "{v:#}");
+    // Everything past what was done (and one chunk for the run's last report)
+    // is intact.
+    let from = AUS + (done / MIB) as usize;
+    for au in from..n {
+        assert_eq!(
+            sha256(&disk.l.read_dev(au as u64 * MIB, MIB as usize)),
+            kept[au - AUS],
+            "AU {au} was discarded after the disk grew"
+        );
+    }
+    eprintln!("above-size: {expect} bytes in {took:.2} s; stopped after {done} bytes");
+}
