@@ -1450,7 +1450,8 @@ mod json_names {
             "ranges":1,"unaligned_bytes":0,"reclaimed_bytes":0,"resumed_from_bytes":0,
             "cancelled":false,"scan_seconds":0.5,"elapsed_seconds":0.5,
             "rate_bytes_per_sec":1.5,"discard_granularity":4096,
-            "discard_max_bytes":4096}]}"#,
+            "discard_max_bytes":4096,"above_size":false,
+            "stopped":{"what":"heartbeat","message":"DATA1: heartbeat changed at 12:03:04 (mounted on another host?): stopped after 1.0 MiB","done_bytes":1048576,"seen_at":"12:03:04"}}]}"#,
         );
         pinned::<ProgressLine>(
             r#"{"version":1,"id":6,"progress":{"phase":"reclaiming","label":"DATA1",
