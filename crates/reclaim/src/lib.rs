@@ -21,6 +21,9 @@
 //!   stamp and the AT blocks covering the chunk (or, above the disk size, the
 //!   header's `dsksize`) are read again; any change stops the run before the next
 //!   discard.
+//! * [`pace`]: the adaptive rate: the disk's p99 (the tracer's histograms)
+//!   against a multiple of its value before the run halves the rate; `--rate`
+//!   is the ceiling.
 //! * [`counters`]: `asmguard_discard_bytes_total{label,source}` values.
 //! * [`job`]: one `reclaim` request's phases (claim, plan, writers, heartbeat
 //!   watch, execute), with what only the daemon has behind [`job::Host`].
@@ -30,6 +33,7 @@ pub mod counters;
 pub mod disk;
 pub mod exec;
 pub mod job;
+pub mod pace;
 pub mod plan;
 pub mod safety;
 pub mod sentinel;
