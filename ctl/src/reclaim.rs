@@ -17,8 +17,18 @@ fn progress_text(p: &asmguard_proto::ReclaimProgress) -> String {
             p.label, p.eta_seconds
         );
     }
+    let limit = if p.rate_limit_bytes_per_sec > 0.0 {
+        format!(" (limit {}/s)", human(p.rate_limit_bytes_per_sec as u64))
+    } else {
+        String::new()
+    };
+    let why = if p.rate_note.is_empty() {
+        String::new()
+    } else {
+        format!("; rate {}", p.rate_note)
+    };
     format!(
-        "{}: {} of {} ({:.1}%), {}/s, ETA {:.0} s",
+        "{}: {} of {} ({:.1}%), {}/s{limit}, ETA {:.0} s{why}",
         p.label,
         human(p.done_bytes),
         human(p.total_bytes),
@@ -114,6 +124,12 @@ pub fn run(c: &Global, a: &ReclaimArgs) -> Result<(), CliError> {
             "reclaim: give one or more labels, or --diskgroup NAME (not both)",
         ));
     }
+    if !(a.latency_limit >= 0.0 && a.latency_limit.is_finite()) {
+        return Err(CliError::new(
+            BAD_INPUT,
+            "reclaim: --latency-limit must be a multiple of 0 or more (0: a fixed rate)",
+        ));
+    }
     let rate = match a.rate {
         Some(r) if !(r > 0.0 && r.is_finite()) => {
             return Err(CliError::new(
@@ -132,6 +148,7 @@ pub fn run(c: &Global, a: &ReclaimArgs) -> Result<(), CliError> {
         method: a.method,
         watch_seconds: a.watch,
         above_size: a.above_size,
+        p99_multiple: a.latency_limit,
     });
     let shown = c.socket.display();
     let mut s = UnixStream::connect(&c.socket).map_err(|e| {

@@ -320,6 +320,14 @@ pub struct ReclaimArgs {
     /// (`dsksize`), where ASM never allocates, with the disk group mounted.
     #[serde(default)]
     pub above_size: bool,
+    /// Halve the rate when the disk's p99 latency rises above this multiple
+    /// of its p99 before the run (0: a fixed rate).
+    #[serde(default = "default_p99_multiple")]
+    pub p99_multiple: f64,
+}
+
+fn default_p99_multiple() -> f64 {
+    4.0
 }
 
 fn default_method() -> ReclaimMethod {
@@ -344,6 +352,13 @@ pub struct ReclaimProgress {
     pub percent: f64,
     pub rate_bytes_per_sec: f64,
     pub eta_seconds: f64,
+    /// The rate limit now (0: unthrottled): `--rate`, or less when the
+    /// adaptive rate slowed down.
+    #[serde(default)]
+    pub rate_limit_bytes_per_sec: f64,
+    /// Why the limit last changed (empty: it has not).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub rate_note: String,
 }
 
 /// A progress line: `{"version":1,"id":7,"progress":{...}}`.
@@ -1218,6 +1233,7 @@ mod tests {
                 method: ReclaimMethod::Zeroout,
                 watch_seconds: 0.5,
                 above_size: true,
+                p99_multiple: 3.0,
             }),
         };
         assert_eq!(parse_request(r.to_line().as_bytes()).unwrap(), r);
@@ -1255,6 +1271,8 @@ mod tests {
                 percent: 50.0,
                 rate_bytes_per_sec: 1.0,
                 eta_seconds: 1.0,
+                rate_limit_bytes_per_sec: 2.0,
+                rate_note: "halved".into(),
             },
         };
         let line = serde_json::to_string(&p).unwrap();
@@ -1456,7 +1474,8 @@ mod json_names {
         pinned::<ProgressLine>(
             r#"{"version":1,"id":6,"progress":{"phase":"reclaiming","label":"DATA1",
             "done_bytes":1,"total_bytes":2,"percent":50.0,"rate_bytes_per_sec":1.5,
-            "eta_seconds":0.5}}"#,
+            "eta_seconds":0.5,"rate_limit_bytes_per_sec":2.0,
+            "rate_note":"halved: disk p99 5.000 ms above 4 x 1.000 ms before the run"}}"#,
         );
     }
 

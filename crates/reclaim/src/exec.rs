@@ -4,6 +4,7 @@
 //! cancelled run (Ctrl-C in the CLI closes the connection) is completed by a rerun.
 
 use crate::caps::Method;
+use crate::pace;
 use crate::plan::{Plan, Range};
 use crate::sentinel::Stop;
 use asmguard_proto::ReclaimProgress;
@@ -77,7 +78,16 @@ pub struct ExecOptions<'a> {
     /// Asked before every chunk (the stop rule, [`crate::sentinel`]): an
     /// error stops the run before that chunk's discard; the checkpoint stays.
     pub check: Option<&'a CheckFn<'a>>,
+    /// The disk's cumulative read+write latency histogram (the tracer), for
+    /// the adaptive rate ([`crate::pace`]); `None`: a fixed rate.
+    pub latency: Option<&'a LatencyFn<'a>>,
+    /// Halve the rate when the disk's p99 is above this multiple of its p99
+    /// before the run (0: never).
+    pub p99_multiple: f64,
 }
+
+/// The disk's cumulative read+write latency slots now (`None`: not traced).
+pub type LatencyFn<'a> = dyn Fn() -> Option<[u64; asmguard_iostat::hist::NSLOTS]> + 'a;
 
 /// The stop rule's question before a chunk.
 pub type CheckFn<'a> = dyn Fn(&Range) -> Result<(), Stop> + Sync + 'a;
@@ -149,7 +159,14 @@ pub fn execute(
         }
     }
     let resumed_from = cp.done_bytes;
-    let rate = o.rate.filter(|r| *r > 0);
+    let ceiling = o.rate.filter(|r| *r > 0);
+    let mut pacer = pace::Pacer::new(ceiling);
+    // The adaptive rate: the p99 before the run (everything the tracer saw),
+    // then one interval at a time.
+    let mut lat_then = o.latency.and_then(|f| f());
+    let baseline = lat_then.as_ref().and_then(pace::p99);
+    let mut note = String::new();
+    let mut interval = (Instant::now(), 0u64);
     // Chunks: a quarter second's worth at the rate limit, at most `cap`
     // (MAX_CHUNK, halved after each slow chunk), a multiple of `unit` (a multiple
     // of the granularity of at least 1 MiB): ranges start and end on
@@ -157,7 +174,7 @@ pub fn execute(
     let g = o.granularity.max(512);
     let unit = g * (1u64 << 20).div_ceil(g);
     let mut cap = (MAX_CHUNK / unit * unit).max(unit);
-    let chunk = |r: &Range, cap: u64| -> u64 {
+    let chunk = |r: &Range, cap: u64, rate: Option<u64>| -> u64 {
         let n = match rate {
             Some(rt) => (rt / 4).max(unit) / unit * unit,
             None => cap,
@@ -167,7 +184,11 @@ pub fn execute(
     let mut this_run = 0u64;
     let mut ioctls = 0u64;
     let mut last = Instant::now() - o.progress_every;
-    let report = |done: u64, this_run: u64, progress: &mut dyn FnMut(&ReclaimProgress)| {
+    let report = |done: u64,
+                  this_run: u64,
+                  limit: Option<u64>,
+                  note: &str,
+                  progress: &mut dyn FnMut(&ReclaimProgress)| {
         let el = t0.elapsed().as_secs_f64();
         let r = if el > 0.0 { this_run as f64 / el } else { 0.0 };
         let left = plan.total_bytes.saturating_sub(done) as f64;
@@ -183,6 +204,8 @@ pub fn execute(
             },
             rate_bytes_per_sec: r,
             eta_seconds: if r > 0.0 { left / r } else { 0.0 },
+            rate_limit_bytes_per_sec: limit.unwrap_or(0) as f64,
+            rate_note: note.to_string(),
         })
     };
     let mut cancelled = false;
@@ -200,6 +223,7 @@ pub fn execute(
                     len: r.end() - off,
                 },
                 cap,
+                pacer.rate,
             );
             // A chunk that would leave a tail smaller than a unit: take the rest.
             let n = if r.end() - off - n < unit {
@@ -236,8 +260,8 @@ pub fn execute(
             if let Some(p) = &o.checkpoint {
                 cp.save(p)?;
             }
-            if let Some(rt) = rate {
-                let due = Duration::from_secs_f64(this_run as f64 / rt as f64);
+            if pacer.rate.is_some() {
+                let due = pacer.due(this_run);
                 while t0.elapsed() < due {
                     if o.cancel.load(Ordering::SeqCst) {
                         break;
@@ -245,9 +269,28 @@ pub fn execute(
                     std::thread::sleep((due - t0.elapsed()).min(Duration::from_millis(50)));
                 }
             }
+            // The adaptive rate, once an interval.
+            if let (Some(f), true) = (o.latency, interval.0.elapsed() >= pace::INTERVAL) {
+                let now = f();
+                let p = match (&now, &lat_then) {
+                    (Some(n), Some(t)) => pace::p99(&pace::delta(n, t)),
+                    _ => None,
+                };
+                let secs = interval.0.elapsed().as_secs_f64();
+                let observed = ((this_run - interval.1) as f64 / secs) as u64;
+                if let Some(ch) =
+                    pace::decide(pacer.rate, ceiling, observed, baseline, p, o.p99_multiple)
+                {
+                    pacer.set(ch.rate, t0.elapsed(), this_run);
+                    note = ch.why;
+                    last = Instant::now() - o.progress_every;
+                }
+                lat_then = now.or(lat_then);
+                interval = (Instant::now(), this_run);
+            }
             if last.elapsed() >= o.progress_every {
                 last = Instant::now();
-                report(cp.done_bytes, this_run, progress);
+                report(cp.done_bytes, this_run, pacer.rate, &note, progress);
             }
         }
     }
@@ -256,7 +299,7 @@ pub fn execute(
             let _ = std::fs::remove_file(p);
         }
     }
-    report(cp.done_bytes, this_run, progress);
+    report(cp.done_bytes, this_run, pacer.rate, &note, progress);
     Ok(Outcome {
         bytes: this_run,
         resumed_from,
@@ -350,6 +393,8 @@ mod tests {
             granularity: 4096,
             counters: None,
             check: Some(&check),
+            latency: None,
+            p99_multiple: 0.0,
         };
         let oc = execute(&f, &plan, &o, &mut |_| {}).unwrap();
         assert_eq!(oc.stopped.unwrap().what, "heartbeat");

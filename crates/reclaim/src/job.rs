@@ -63,6 +63,12 @@ pub trait Host {
     fn writer(&self) -> Writer {
         Writer::default()
     }
+    /// The disk's cumulative read and write latency histogram slots (the
+    /// tracer's), for the adaptive rate; `None` (the default): not traced,
+    /// the rate stays fixed.
+    fn latency(&self, _label: &str) -> Option<[u64; asmguard_iostat::hist::NSLOTS]> {
+        None
+    }
 }
 
 /// Progress lines go here.
@@ -300,6 +306,8 @@ pub fn watch_quiet(
         percent: 0.0,
         rate_bytes_per_sec: 0.0,
         eta_seconds: a.watch_seconds,
+        rate_limit_bytes_per_sec: 0.0,
+        rate_note: String::new(),
     });
     let devs: Vec<_> = plans
         .iter()
@@ -405,6 +413,7 @@ pub fn execute(
         },
     };
     let check = |r: &crate::Range| sentinel.check(r);
+    let latency = || host.latency(&x.label);
     let o = ExecOptions {
         label: x.label.clone(),
         method,
@@ -415,6 +424,8 @@ pub fn execute(
         granularity: p.limits.granularity,
         counters: Some(host.counters()),
         check: Some(&check),
+        latency: Some(&latency),
+        p99_multiple: a.p99_multiple,
     };
     let mut on_progress = |pr: &ReclaimProgress| progress(pr.clone());
     let oc = crate::execute(&f, &p.plan, &o, &mut on_progress).map_err(|e| {

@@ -947,3 +947,80 @@ fn reclaim_above_the_size_online_and_a_growing_disk_stops_it() {
     }
     eprintln!("above-size: {expect} bytes in {took:.2} s; stopped after {done} bytes");
 }
+
+/// The adaptive rate, on a loop device through the executor itself, with the
+/// disk's latency histogram scripted: fast before the run, slow for two
+/// intervals (the rate halves twice: 32 -> 16 -> 8 MiB/s, the progress says
+/// why), fast again (it doubles back, never above the 32 MiB/s ceiling).
+#[test]
+fn the_adaptive_rate_halves_when_the_p99_rises_and_comes_back() {
+    use asmguard_iostat::hist::NSLOTS;
+    use asmguard_reclaim::exec::{execute, ExecOptions};
+    use asmguard_reclaim::{Method, Plan, Range};
+    let Some(_g) = lock() else { return };
+    let l = Loop::new(128 * MIB);
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&l.dev)
+        .unwrap();
+    let total = 96 * MIB;
+    let plan = Plan {
+        ranges: vec![Range {
+            offset: 16 * MIB,
+            len: total,
+        }],
+        total_bytes: total,
+        hash: "adaptive".into(),
+        unaligned_bytes: 0,
+    };
+    // Cumulative slots: call 0 is the baseline (1,000 I/Os of ~1 ms); calls
+    // 1 and 2 add 100 I/Os of ~64 ms; later calls 100 of ~1 ms.
+    let calls = std::sync::atomic::AtomicU64::new(0);
+    let hist = std::sync::Mutex::new([0u64; NSLOTS]);
+    let latency = || {
+        let n = calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let mut h = hist.lock().unwrap();
+        match n {
+            0 => h[10] += 1000,
+            1 | 2 => h[16] += 100,
+            _ => h[10] += 100,
+        }
+        Some(*h)
+    };
+    let cancel = std::sync::atomic::AtomicBool::new(false);
+    let o = ExecOptions {
+        label: "ADAPT".into(),
+        method: Method::Discard,
+        rate: Some(32 * MIB),
+        checkpoint: None,
+        cancel: &cancel,
+        progress_every: Duration::from_millis(100),
+        granularity: 4096,
+        counters: None,
+        check: None,
+        latency: Some(&latency),
+        p99_multiple: 4.0,
+    };
+    let mut seen: Vec<(u64, String)> = Vec::new();
+    let t = Instant::now();
+    let oc = execute(&f, &plan, &o, &mut |p| {
+        seen.push((p.rate_limit_bytes_per_sec as u64, p.rate_note.clone()))
+    })
+    .unwrap();
+    let took = t.elapsed().as_secs_f64();
+    assert_eq!(oc.bytes, total);
+    let mut limits: Vec<u64> = seen.iter().map(|s| s.0 / MIB).collect();
+    limits.dedup();
+    assert_eq!(limits, vec![32, 16, 8, 16, 32], "{seen:?}");
+    assert!(
+        seen.iter().any(|s| s
+            .1
+            .starts_with("halved: disk p99 64.000 ms above 4 x 1.000 ms")),
+        "{seen:?}"
+    );
+    assert!(seen.iter().any(|s| s.1.starts_with("raised: ")), "{seen:?}");
+    // 96 MiB at 32 MiB/s would take 3 s; the slow intervals make it longer.
+    assert!(took > 4.0, "{took:.2} s: the rate never came down");
+    eprintln!("adaptive: 96 MiB in {took:.2} s, limits {limits:?} MiB/s");
+}
