@@ -669,6 +669,10 @@ fn reclaim_stops_before_the_next_discard_when_another_host_wakes_up() {
     let au200 = fill(0xb200, MIB as usize);
     b.write_dev(2 * MIB - 4096, &fill(0xbeef, 4096));
     b.write_dev(200 * MIB, &au200);
+    // ...and allocates it in the allocation table (AT block 0 describes AUs 0..448)
+    let mut s_b = disk.synth.clone();
+    s_b.allocated[200] = true;
+    b.write_dev(2 * 4096, &s_b.at_block(0));
     let changed_at = t.elapsed();
     let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
     let o = child.wait_with_output().unwrap();
@@ -738,6 +742,39 @@ fn reclaim_stops_before_the_next_discard_when_another_host_wakes_up() {
         sha256(&disk.l.read_dev(200 * MIB, MIB as usize)),
         sha256(&au200)
     );
+    // Host B dismounts: the rerun plans again from the changed table (AU 200
+    // is allocated now), so it starts that new plan from its beginning instead
+    // of resuming the old one, and AU 200 stays.
+    let dry = d
+        .ctl(&["reclaim", "RCLM8", "--dry-run", "--json"])
+        .ok()
+        .json();
+    let planned = dry["planned_bytes"].as_u64().unwrap();
+    assert_eq!(
+        planned,
+        v["planned_bytes"].as_u64().unwrap() - MIB,
+        "{dry:#}"
+    );
+    let v2 = d
+        .ctl(&["reclaim", "RCLM8", "--watch", "0.5", "--json"])
+        .ok()
+        .json();
+    assert_eq!(v2["disks"][0]["resumed_from_bytes"], 0, "{v2:#}");
+    assert_eq!(v2["reclaimed_bytes"], planned, "{v2:#}");
+    assert!(!checkpoint(&d, "RCLM8").exists());
+    assert_eq!(
+        sha256(&disk.l.read_dev(200 * MIB, MIB as usize)),
+        sha256(&au200)
+    );
+    for (a, h) in &kept {
+        if *a >= 2 {
+            assert_eq!(
+                &sha256(&disk.l.read_dev(*a as u64 * MIB, MIB as usize)),
+                h,
+                "AU {a}"
+            );
+        }
+    }
 }
 
 /// A sparse disk of two strides (113,792 + 1,000 AUs of 1 MiB, a 112 GiB
