@@ -4,12 +4,13 @@
 //! an ASM disk's allocation table (AT) positively reports into byte ranges and gives
 //! them back to the array:
 //!
-//! * [`plan`]: AT blocks of AU 0 -> free AU extents (conservative: only V = 0 entries
-//!   of AT blocks whose kfbh type, checksum, block number, disk number and `aunum`
-//!   all hold; never AU 0, AU 1, AU 11, voting-file AUs, the spfile AU, the first AU
-//!   of any stride, nor AUs at or past `dsksize` or past the first stride) ->
-//!   byte ranges aligned to the device's discard granularity/alignment and split by
-//!   `discard_max_bytes`, with a plan hash.
+//! * [`plan`]: the AT blocks of every stride (the first AU of each holds its
+//!   own) -> free AU extents (conservative: only V = 0 entries of AT blocks whose
+//!   kfbh type, checksum, block number, disk number and `aunum` all hold; never
+//!   AU 0, AU 1, AU 11, voting-file AUs, the spfile AU, the first AU of any
+//!   stride, nor AUs at or past `dsksize`), or everything above `dsksize`
+//!   (`--above-size`) -> byte ranges aligned to the device's discard
+//!   granularity/alignment and split by `discard_max_bytes`, with a plan hash.
 //! * [`caps`]: whether the device takes discards (queue limits, SCSI provisioning
 //!   mode) or write-zeroes, read from sysfs.
 //! * [`exec`]: BLKDISCARD / BLKZEROOUT with a rate limit, progress callbacks,
