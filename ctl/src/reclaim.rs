@@ -235,3 +235,70 @@ pub fn run(c: &Global, a: &ReclaimArgs) -> Result<(), CliError> {
         return Ok(());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use asmguard_proto::{ReclaimDisk, ReclaimProgress, ReclaimStop};
+
+    #[test]
+    fn progress_names_the_limit_and_why_it_changed() {
+        let mut p = ReclaimProgress {
+            phase: "reclaiming".into(),
+            label: "DATA1".into(),
+            done_bytes: 1 << 30,
+            total_bytes: 4 << 30,
+            percent: 25.0,
+            rate_bytes_per_sec: 30.0 * 1048576.0,
+            eta_seconds: 100.0,
+            rate_limit_bytes_per_sec: 0.0,
+            rate_note: String::new(),
+        };
+        let t = progress_text(&p);
+        assert!(!t.contains("limit") && !t.contains("; rate"), "{t}");
+        p.rate_limit_bytes_per_sec = 16.0 * 1048576.0;
+        p.rate_note = "halved: disk p99 64.000 ms above 4 x 1.000 ms before the run".into();
+        let t = progress_text(&p);
+        assert!(t.contains("(limit 16.00 MiB/s)"), "{t}");
+        assert!(
+            t.ends_with("; rate halved: disk p99 64.000 ms above 4 x 1.000 ms before the run"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn a_stopped_disk_says_so_and_above_size_names_the_size() {
+        let v = serde_json::json!({
+            "label": "DATA1", "device": "/dev/sdb", "disk_group": "DATA",
+            "method": "discard", "ausize": 1048576, "dsksize_aus": 800,
+            "free_aus": 200, "at_blocks_read": 0, "at_blocks_valid": 0,
+            "planned_bytes": 209715200, "ranges": 2, "unaligned_bytes": 0,
+            "reclaimed_bytes": 1048576, "resumed_from_bytes": 0, "cancelled": false,
+            "scan_seconds": 0.0, "elapsed_seconds": 1.0, "rate_bytes_per_sec": 1.0,
+            "discard_granularity": 4096, "discard_max_bytes": 1073741824,
+            "above_size": true
+        });
+        let mut d: ReclaimDisk = serde_json::from_value(v).unwrap();
+        d.stopped = Some(ReclaimStop {
+            what: "disk_size".into(),
+            message: "DATA1: the disk size changed from 800 to 1000 AUs at 12:03:04".into(),
+            done_bytes: 1048576,
+            seen_at: "12:03:04".into(),
+        });
+        let r = ReclaimResult {
+            dry_run: false,
+            disks: vec![d],
+            planned_bytes: 209715200,
+            reclaimed_bytes: 1048576,
+        };
+        let t = result_text(&r);
+        assert!(
+            t.contains("above the ASM size of 800 AUs of 1.00 MiB"),
+            "{t}"
+        );
+        assert!(
+            t.contains("  STOPPED: DATA1: the disk size changed from 800 to 1000 AUs"),
+            "{t}"
+        );
+    }
+}
