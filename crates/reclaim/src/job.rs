@@ -2,9 +2,12 @@
 //! disk at a time), [`plan`] (reads only), [`check_writers`] (no process of
 //! this host holds a path open for writing), [`watch_quiet`] (the ASM
 //! heartbeat and mount stamp stay the same for the watch window),
-//! [`check_writers`] again, then [`execute`] disk after disk. [`run`] chains
-//! them; the answer, its progress lines and its errors are the control
-//! protocol's.
+//! [`check_writers`] again, then [`execute`] disk after disk, where the stop
+//! rule ([`crate::sentinel`]) re-reads the disk before every chunk and a change
+//! stops the request. `--above-size` plans with [`plan_above`] (everything above
+//! `dsksize`) and skips the writers check and the watch: the disk group may be
+//! mounted. [`run`] chains them; the answer, its progress lines and its errors
+//! are the control protocol's.
 //!
 //! What only the daemon has comes through [`Host`]: the sysfs root, where
 //! checkpoints live, the exporter's counters and the set of running reclaims.

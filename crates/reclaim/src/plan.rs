@@ -1,7 +1,9 @@
 //! From the allocation table to byte ranges. Pure: the caller reads the bytes.
 //!
-//! Conservative by construction (shared reference `asm-format.md`: where the AT of
-//! later strides lives and the exact free-entry layout are unverified):
+//! Conservative by construction (shared reference `asm-format.md` and
+//! `at-layout.md` beside the format crate: the AT of later strides is read where
+//! the public sources put it, unverified on real bytes, so every block must prove
+//! itself):
 //!
 //! * the AT of every stride is read from the first AU of the stride (AU 0 for the
 //!   first; `at-layout.md` beside the format crate gives the layout and sources);
@@ -122,7 +124,7 @@ pub struct AtScan {
     pub rejected: Vec<String>,
     /// AUs described by accepted blocks (clipped to dsksize).
     pub covered_aus: u64,
-    /// AUs at or past this are not covered (later strides, or beyond the device).
+    /// AUs the accepted blocks positively mark free (reserved ones excluded).
     pub free_aus: u64,
     pub extents: Vec<AuExtent>,
     /// AUs per AT block (0 when no block was accepted).
