@@ -111,12 +111,15 @@ blocks() { stat --format=%b "$timg"; }
 $C reclaim BTHRU --dry-run --json >"$dir/t.json"
 tp=$(grep -o '"planned_bytes": *[0-9]*' "$dir/t.json" | tail -n 1 | sed 's/.*: *//')
 b0=$(blocks)
+t0=$(now)
 $C reclaim BTHRU --watch 0 --json >"$dir/r1.json" 2>/dev/null
+rw=$(secs "$t0" "$(now)")
 b1=$(blocks)
 rb=$(num reclaimed_bytes <"$dir/r1.json")
 re=$(num elapsed_seconds <"$dir/r1.json")
 rr=$(awk -v b="$rb" -v s="$re" 'BEGIN {printf "%.0f", b / s / 2^20}')
-echo "reclaim unthrottled: $rb bytes in $re s = $rr MiB/s (backing file: $b0 -> $b1 512-byte blocks allocated, -$(((b0 - b1) * 512)) bytes)"
+rwr=$(awk -v b="$rb" -v s="$rw" 'BEGIN {printf "%.0f", b / s / 2^20}')
+echo "reclaim unthrottled: $rb bytes in $re s of ioctls and stop-rule checks = $rr MiB/s; the whole request (plan, writers check, execution; process start included) $rw s = $rwr MiB/s (backing file: $b0 -> $b1 512-byte blocks allocated, -$(((b0 - b1) * 512)) bytes)"
 
 fill
 sync
@@ -129,7 +132,7 @@ blkdiscard -f -o "$off" -l "$len" "$tl"
 bd=$(secs "$t0" "$(now)")
 b3=$(blocks)
 br=$(awk -v b="$len" -v s="$bd" 'BEGIN {printf "%.0f", b / s / 2^20}')
-echo "blkdiscard of the same range ($len bytes) on the same loop device: $bd s = $br MiB/s (backing file: $b2 -> $b3 blocks); reclaim/blkdiscard = $(awk -v a="$rr" -v b="$br" 'BEGIN {printf "%.2f", a / b}')"
+echo "blkdiscard of the same range ($len bytes) on the same loop device: $bd s = $br MiB/s (backing file: $b2 -> $b3 blocks); reclaim/blkdiscard = $(awk -v a="$rr" -v b="$br" 'BEGIN {printf "%.2f", a / b}') (execution), $(awk -v a="$rwr" -v b="$br" 'BEGIN {printf "%.2f", a / b}') (whole request vs whole blkdiscard process)"
 
 fill
 sync

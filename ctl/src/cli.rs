@@ -155,6 +155,16 @@ pub struct ReclaimArgs {
     /// above twice that interval).
     #[arg(long, value_name = "SECONDS", default_value_t = 7.0)]
     pub watch: f64,
+    /// Online: hand back everything above each disk's ASM size (after
+    /// `ALTER DISKGROUP ... RESIZE ALL SIZE n`), with the disk group mounted;
+    /// stops if the size grows.
+    #[arg(long)]
+    pub above_size: bool,
+    /// Halve the rate while the disk's p99 latency (the tracer's) is above
+    /// this multiple of its p99 before the run, and raise it back (never above
+    /// --rate) once it is well under; 0 keeps the rate fixed.
+    #[arg(long, value_name = "MULTIPLE", default_value_t = 4.0)]
+    pub latency_limit: f64,
     /// Print JSON instead of text (progress as JSON lines on stderr).
     #[arg(long)]
     pub json: bool,

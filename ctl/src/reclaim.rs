@@ -3,7 +3,7 @@
 //! in the daemon cleanly (its checkpoint stays: a rerun completes the job).
 
 use crate::cli::{Global, ReclaimArgs};
-use crate::exit::{CliError, BAD_INPUT, FAILED, UNREACHABLE};
+use crate::exit::{CliError, BAD_INPUT, FAILED, REFUSED, UNREACHABLE};
 use crate::size::human;
 use asmguard_proto::{Op, ProgressLine, ReclaimResult, Request, Response};
 use std::io::{BufRead, BufReader, IsTerminal, Write};
@@ -17,8 +17,18 @@ fn progress_text(p: &asmguard_proto::ReclaimProgress) -> String {
             p.label, p.eta_seconds
         );
     }
+    let limit = if p.rate_limit_bytes_per_sec > 0.0 {
+        format!(" (limit {}/s)", human(p.rate_limit_bytes_per_sec as u64))
+    } else {
+        String::new()
+    };
+    let why = if p.rate_note.is_empty() {
+        String::new()
+    } else {
+        format!("; rate {}", p.rate_note)
+    };
     format!(
-        "{}: {} of {} ({:.1}%), {}/s, ETA {:.0} s",
+        "{}: {} of {} ({:.1}%), {}/s{limit}, ETA {:.0} s{why}",
         p.label,
         human(p.done_bytes),
         human(p.total_bytes),
@@ -43,6 +53,18 @@ fn result_text(r: &ReclaimResult) -> String {
             d.free_aus,
             human(d.ausize)
         );
+        let head = if d.above_size {
+            format!(
+                "{} ({}, disk group {}): above the ASM size of {} AUs of {}",
+                d.label,
+                d.device,
+                d.disk_group,
+                d.dsksize_aus,
+                human(d.ausize)
+            )
+        } else {
+            head
+        };
         if r.dry_run {
             s.push_str(&format!(
                 "{head}: would hand back {} ({} bytes) in {} ranges by {}\n",
@@ -66,6 +88,9 @@ fn result_text(r: &ReclaimResult) -> String {
                 },
                 if d.cancelled { ", CANCELLED" } else { "" }
             ));
+        }
+        if let Some(st) = &d.stopped {
+            s.push_str(&format!("  STOPPED: {}\n", st.message));
         }
         if d.at_blocks_valid < d.at_blocks_read {
             s.push_str(&format!(
@@ -99,6 +124,12 @@ pub fn run(c: &Global, a: &ReclaimArgs) -> Result<(), CliError> {
             "reclaim: give one or more labels, or --diskgroup NAME (not both)",
         ));
     }
+    if !(a.latency_limit >= 0.0 && a.latency_limit.is_finite()) {
+        return Err(CliError::new(
+            BAD_INPUT,
+            "reclaim: --latency-limit must be a multiple of 0 or more (0: a fixed rate)",
+        ));
+    }
     let rate = match a.rate {
         Some(r) if !(r > 0.0 && r.is_finite()) => {
             return Err(CliError::new(
@@ -116,6 +147,8 @@ pub fn run(c: &Global, a: &ReclaimArgs) -> Result<(), CliError> {
         rate_bytes: rate,
         method: a.method,
         watch_seconds: a.watch,
+        above_size: a.above_size,
+        p99_multiple: a.latency_limit,
     });
     let shown = c.socket.display();
     let mut s = UnixStream::connect(&c.socket).map_err(|e| {
@@ -126,7 +159,8 @@ pub fn run(c: &Global, a: &ReclaimArgs) -> Result<(), CliError> {
     })?;
     // Progress comes at least every second while discarding; the watch window is
     // quiet: wait that long on top of --timeout.
-    let t = Duration::from_secs(c.timeout.max(1)) + Duration::from_secs_f64(a.watch);
+    let t = Duration::from_secs(c.timeout.max(1))
+        + Duration::from_secs_f64(if a.above_size { 0.0 } else { a.watch });
     let _ = s.set_read_timeout(Some(t));
     let _ = s.set_write_timeout(Some(Duration::from_secs(c.timeout.max(1))));
     let req = Request {
@@ -174,13 +208,24 @@ pub fn run(c: &Global, a: &ReclaimArgs) -> Result<(), CliError> {
         let resp: Response = serde_json::from_value(v)
             .map_err(|e| CliError::new(UNREACHABLE, format!("not a response: {e}")))?;
         let v = resp.into_result()?;
+        let res: ReclaimResult = serde_json::from_value(v.clone())
+            .map_err(|e| CliError::new(FAILED, format!("unexpected answer: {e}")))?;
         if a.json {
             println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
-            return Ok(());
+        } else {
+            print!("{}", result_text(&res));
         }
-        let res: ReclaimResult = serde_json::from_value(v)
-            .map_err(|e| CliError::new(FAILED, format!("unexpected answer: {e}")))?;
-        print!("{}", result_text(&res));
+        // The stop rule: the disk changed under the run (exit 4, what and when).
+        let stops: Vec<&str> = res
+            .disks
+            .iter()
+            .filter_map(|d| d.stopped.as_ref())
+            .filter(|s| s.what != "not_started")
+            .map(|s| s.message.as_str())
+            .collect();
+        if !stops.is_empty() {
+            return Err(CliError::new(REFUSED, stops.join("; ")));
+        }
         if res.disks.iter().any(|d| d.cancelled) {
             return Err(CliError::new(
                 FAILED,
@@ -188,5 +233,72 @@ pub fn run(c: &Global, a: &ReclaimArgs) -> Result<(), CliError> {
             ));
         }
         return Ok(());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use asmguard_proto::{ReclaimDisk, ReclaimProgress, ReclaimStop};
+
+    #[test]
+    fn progress_names_the_limit_and_why_it_changed() {
+        let mut p = ReclaimProgress {
+            phase: "reclaiming".into(),
+            label: "DATA1".into(),
+            done_bytes: 1 << 30,
+            total_bytes: 4 << 30,
+            percent: 25.0,
+            rate_bytes_per_sec: 30.0 * 1048576.0,
+            eta_seconds: 100.0,
+            rate_limit_bytes_per_sec: 0.0,
+            rate_note: String::new(),
+        };
+        let t = progress_text(&p);
+        assert!(!t.contains("limit") && !t.contains("; rate"), "{t}");
+        p.rate_limit_bytes_per_sec = 16.0 * 1048576.0;
+        p.rate_note = "halved: disk p99 64.000 ms above 4 x 1.000 ms before the run".into();
+        let t = progress_text(&p);
+        assert!(t.contains("(limit 16.00 MiB/s)"), "{t}");
+        assert!(
+            t.ends_with("; rate halved: disk p99 64.000 ms above 4 x 1.000 ms before the run"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn a_stopped_disk_says_so_and_above_size_names_the_size() {
+        let v = serde_json::json!({
+            "label": "DATA1", "device": "/dev/sdb", "disk_group": "DATA",
+            "method": "discard", "ausize": 1048576, "dsksize_aus": 800,
+            "free_aus": 200, "at_blocks_read": 0, "at_blocks_valid": 0,
+            "planned_bytes": 209715200, "ranges": 2, "unaligned_bytes": 0,
+            "reclaimed_bytes": 1048576, "resumed_from_bytes": 0, "cancelled": false,
+            "scan_seconds": 0.0, "elapsed_seconds": 1.0, "rate_bytes_per_sec": 1.0,
+            "discard_granularity": 4096, "discard_max_bytes": 1073741824,
+            "above_size": true
+        });
+        let mut d: ReclaimDisk = serde_json::from_value(v).unwrap();
+        d.stopped = Some(ReclaimStop {
+            what: "disk_size".into(),
+            message: "DATA1: the disk size changed from 800 to 1000 AUs at 12:03:04".into(),
+            done_bytes: 1048576,
+            seen_at: "12:03:04".into(),
+        });
+        let r = ReclaimResult {
+            dry_run: false,
+            disks: vec![d],
+            planned_bytes: 209715200,
+            reclaimed_bytes: 1048576,
+        };
+        let t = result_text(&r);
+        assert!(
+            t.contains("above the ASM size of 800 AUs of 1.00 MiB"),
+            "{t}"
+        );
+        assert!(
+            t.contains("  STOPPED: DATA1: the disk size changed from 800 to 1000 AUs"),
+            "{t}"
+        );
     }
 }

@@ -55,6 +55,23 @@ impl Host for DaemonHost<'_> {
     fn writer(&self) -> asmguard_devices::writer::Writer {
         self.0.writer
     }
+    fn latency(&self, label: &str) -> Option<[u64; asmguard_iostat::hist::NSLOTS]> {
+        use asmguard_iostat::snapshot::Op;
+        let snap = self.0.metrics.snapshot().ok()?;
+        let mut out = [0u64; asmguard_iostat::hist::NSLOTS];
+        let mut found = false;
+        for e in snap
+            .entries
+            .iter()
+            .filter(|e| e.label == label && matches!(e.op, Op::Read | Op::Write))
+        {
+            found = true;
+            for (o, n) in out.iter_mut().zip(e.hist.lat.iter()) {
+                *o += n;
+            }
+        }
+        found.then_some(out)
+    }
 }
 
 fn err(code: ErrorCode, m: impl Into<String>) -> ErrorBody {

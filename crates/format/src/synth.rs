@@ -2,8 +2,10 @@
 //!
 //! Every block built here follows the field table verified on real dumps (shared
 //! reference) and is marked synthetic: `capname` reads `ASMGUARD_SYNTHETIC`. The tests
-//! check that the parsers read real dumps and synthetic blocks alike. Only the first
-//! stride is built (the AT in AU 0, blocks `altlocn..`), which covers `mfact` AUs.
+//! check that the parsers read real dumps and synthetic blocks alike. Every stride
+//! is built: the first AU of stride k (AU `k * mfact`) holds that stride's free space
+//! table (block `fstlocn`) and allocation table (blocks `altlocn..`), the layout of
+//! AU 0 repeated (`at-layout.md` beside this crate: what is known and what is not).
 
 use crate::alloc::{
     AtBlock, AT_AUNUM, AT_ENTRIES, AT_ENTRY_LEN, AT_SHRINK, FST_CNT, FST_ENTRIES, FST_MAX, V_BIT,
@@ -86,7 +88,20 @@ impl SynthDisk {
     }
 
     fn is_allocated(&self, au: usize) -> bool {
-        au < 2 || self.allocated.get(au).copied().unwrap_or(false)
+        au < 2
+            || au % self.mfact() as usize == 0
+            || self.allocated.get(au).copied().unwrap_or(false)
+    }
+
+    /// Strides holding at least one AU of the disk.
+    pub fn strides(&self) -> u32 {
+        self.dsksize().div_ceil(self.mfact()).max(1)
+    }
+
+    /// AUs of stride `k` inside the disk.
+    fn stride_aus(&self, k: u32) -> u32 {
+        let first = k * self.mfact();
+        self.dsksize().saturating_sub(first).min(self.mfact())
     }
 
     fn kfbh(&self, t: BlockType, blk: u32) -> Kfbh {
@@ -140,23 +155,29 @@ impl SynthDisk {
         b
     }
 
-    fn at_blocks_needed(&self) -> u32 {
+    fn at_blocks_needed(&self, k: u32) -> u32 {
         let s = self.shrink() as u32;
-        self.dsksize().div_ceil(s).max(1)
+        self.stride_aus(k).div_ceil(s).max(1)
     }
 
-    /// The free space table block (AU 0, block 1).
+    /// The free space table block of the first stride (AU 0, block 1).
     pub fn fst_block(&self) -> Vec<u8> {
+        self.fst_block_in(0)
+    }
+
+    /// The free space table block of stride `k` (block 1 of its first AU).
+    pub fn fst_block_in(&self, k: u32) -> Vec<u8> {
         let e = self.endian;
         let mut b = vec![0u8; self.blksize as usize];
         self.kfbh(BlockType::FreeSpace, Self::FSTLOCN).write(&mut b);
-        e.put_u32(&mut b, 0x20, 0);
+        let first = (k * self.mfact()) as usize;
+        e.put_u32(&mut b, 0x20, first as u32);
         e.put_u16(&mut b, FST_MAX, self.at_blocks_per_stride() as u16);
-        let n = self.at_blocks_needed();
+        let n = self.at_blocks_needed(k);
         e.put_u16(&mut b, FST_CNT, n as u16);
         for i in 0..n as usize {
             let s = self.shrink() as usize;
-            let free = (i * s..((i + 1) * s).min(self.allocated.len()))
+            let free = (first + i * s..(first + (i + 1) * s).min(self.allocated.len()))
                 .filter(|&au| !self.is_allocated(au))
                 .count();
             b[FST_ENTRIES + i] = if free > 0 { 1 } else { 0 };
@@ -167,15 +188,22 @@ impl SynthDisk {
 
     /// AT block `i` of the first stride (AU 0, block `ALTLOCN + i`).
     pub fn at_block(&self, i: u32) -> Vec<u8> {
+        self.at_block_in(0, i)
+    }
+
+    /// AT block `i` of stride `k` (block `ALTLOCN + i` of AU `k * mfact`),
+    /// describing AUs from `k * mfact + i * shrink`.
+    pub fn at_block_in(&self, k: u32, i: u32) -> Vec<u8> {
         let e = self.endian;
         let s = self.shrink() as u32;
+        let first = k * self.mfact() + i * s;
         let mut b = vec![0u8; self.blksize as usize];
         self.kfbh(BlockType::AllocTable, Self::ALTLOCN + i)
             .write(&mut b);
-        e.put_u32(&mut b, AT_AUNUM, i * s);
+        e.put_u32(&mut b, AT_AUNUM, first);
         e.put_u16(&mut b, AT_SHRINK, s as u16);
         for j in 0..s {
-            let au = (i * s + j) as usize;
+            let au = (first + j) as usize;
             let o = AT_ENTRIES + j as usize * AT_ENTRY_LEN;
             if au < self.allocated.len() && self.is_allocated(au) {
                 // Extent number = AU number here; file number 1..: a plausible entry.
@@ -196,15 +224,16 @@ impl SynthDisk {
         if self.dsksize() < 2 {
             return Err("a synthetic disk needs at least 2 AUs".into());
         }
-        if self.dsksize() > self.mfact() {
-            return Err(format!(
-                "a synthetic disk holds one stride: at most {} AUs",
-                self.mfact()
-            ));
-        }
-        let mut v = vec![(0, self.header_block()), (bs, self.fst_block())];
-        for i in 0..self.at_blocks_needed() {
-            v.push(((Self::ALTLOCN + i) as u64 * bs, self.at_block(i)));
+        let mut v = vec![(0, self.header_block())];
+        for k in 0..self.strides() {
+            let base = k as u64 * self.mfact() as u64 * self.ausize as u64;
+            v.push((base + bs, self.fst_block_in(k)));
+            for i in 0..self.at_blocks_needed(k) {
+                v.push((
+                    base + (Self::ALTLOCN + i) as u64 * bs,
+                    self.at_block_in(k, i),
+                ));
+            }
         }
         let (au, blk) = (1u64, self.ausize as u64 / bs - 2);
         v.push((au * self.ausize as u64 + blk * bs, self.header_block()));

@@ -316,6 +316,18 @@ pub struct ReclaimArgs {
     /// Seconds to watch the heartbeat block and mount stamp for a change.
     #[serde(default = "default_watch")]
     pub watch_seconds: f64,
+    /// Online mode: hand back everything above each disk's ASM size
+    /// (`dsksize`), where ASM never allocates, with the disk group mounted.
+    #[serde(default)]
+    pub above_size: bool,
+    /// Halve the rate when the disk's p99 latency rises above this multiple
+    /// of its p99 before the run (0: a fixed rate).
+    #[serde(default = "default_p99_multiple")]
+    pub p99_multiple: f64,
+}
+
+fn default_p99_multiple() -> f64 {
+    4.0
 }
 
 fn default_method() -> ReclaimMethod {
@@ -340,6 +352,13 @@ pub struct ReclaimProgress {
     pub percent: f64,
     pub rate_bytes_per_sec: f64,
     pub eta_seconds: f64,
+    /// The rate limit now (0: unthrottled): `--rate`, or less when the
+    /// adaptive rate slowed down.
+    #[serde(default)]
+    pub rate_limit_bytes_per_sec: f64,
+    /// Why the limit last changed (empty: it has not).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub rate_note: String,
 }
 
 /// A progress line: `{"version":1,"id":7,"progress":{...}}`.
@@ -380,6 +399,27 @@ pub struct ReclaimDisk {
     pub rate_bytes_per_sec: f64,
     pub discard_granularity: u64,
     pub discard_max_bytes: u64,
+    /// `--above-size`: the plan is everything above `dsksize_aus`.
+    #[serde(default)]
+    pub above_size: bool,
+    /// Set when the run stopped before its plan was done because the disk
+    /// changed under it (another host woke up, the disk grew).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<ReclaimStop>,
+}
+
+/// What stopped a reclaim before the next discard.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReclaimStop {
+    /// `heartbeat`, `mount_stamp`, `allocation_table`, `disk_size`, `header`,
+    /// `read_error`, or `not_started` (another disk of the request stopped).
+    pub what: String,
+    /// The whole sentence, as the CLI prints it.
+    pub message: String,
+    /// Bytes this run had handed back when it stopped.
+    pub done_bytes: u64,
+    /// Local time the change was seen (`HH:MM:SS`).
+    pub seen_at: String,
 }
 
 /// The answer to `reclaim`.
@@ -1192,6 +1232,8 @@ mod tests {
                 rate_bytes: 1 << 20,
                 method: ReclaimMethod::Zeroout,
                 watch_seconds: 0.5,
+                above_size: true,
+                p99_multiple: 3.0,
             }),
         };
         assert_eq!(parse_request(r.to_line().as_bytes()).unwrap(), r);
@@ -1229,6 +1271,8 @@ mod tests {
                 percent: 50.0,
                 rate_bytes_per_sec: 1.0,
                 eta_seconds: 1.0,
+                rate_limit_bytes_per_sec: 2.0,
+                rate_note: "halved".into(),
             },
         };
         let line = serde_json::to_string(&p).unwrap();
@@ -1424,12 +1468,14 @@ mod json_names {
             "ranges":1,"unaligned_bytes":0,"reclaimed_bytes":0,"resumed_from_bytes":0,
             "cancelled":false,"scan_seconds":0.5,"elapsed_seconds":0.5,
             "rate_bytes_per_sec":1.5,"discard_granularity":4096,
-            "discard_max_bytes":4096}]}"#,
+            "discard_max_bytes":4096,"above_size":false,
+            "stopped":{"what":"heartbeat","message":"DATA1: heartbeat changed at 12:03:04 (mounted on another host?): stopped after 1.0 MiB","done_bytes":1048576,"seen_at":"12:03:04"}}]}"#,
         );
         pinned::<ProgressLine>(
             r#"{"version":1,"id":6,"progress":{"phase":"reclaiming","label":"DATA1",
             "done_bytes":1,"total_bytes":2,"percent":50.0,"rate_bytes_per_sec":1.5,
-            "eta_seconds":0.5}}"#,
+            "eta_seconds":0.5,"rate_limit_bytes_per_sec":2.0,
+            "rate_note":"halved: disk p99 5.000 ms above 4 x 1.000 ms before the run"}}"#,
         );
     }
 

@@ -26,6 +26,12 @@ pub struct DiskPlan {
     pub plan: Plan,
     /// Seconds the AT read and plan took.
     pub scan_seconds: f64,
+    /// The heartbeat block and mount stamp as read before the allocation
+    /// table: the stop rule compares them before every chunk.
+    #[serde(skip_serializing)]
+    pub baseline: Stamps,
+    /// `--above-size`: the plan is everything above `dsksize`.
+    pub above_size: bool,
 }
 
 /// Why a disk cannot be planned.
@@ -67,11 +73,14 @@ pub fn prepare(
         ))
     })?;
     let l = Layout::from_header(&h).map_err(|e| Unusable(format!("{}: {e}", dev.display())))?;
-    let au0 = d
-        .read_at(0, l.ausize as usize)
+    let baseline = stamps(&d, &l).map_err(Io)?;
+    // AU 0 must read; a later stride that does not stays in use.
+    d.read_at(0, l.blksize as usize)
         .map_err(|e| Io(e.to_string()))?;
-    let (layout, scan, plan) = plan::plan_disk(&h, &au0, d.size, &limits, method.as_str())
-        .map_err(|e| Unusable(format!("{}: {e}", dev.display())))?;
+    let mut read = |o: u64, n: usize| d.read_at(o, n).map_err(|e| e.to_string());
+    let (layout, scan, plan) =
+        plan::plan_disk_with(&h, &mut read, d.size, &limits, method.as_str())
+            .map_err(|e| Unusable(format!("{}: {e}", dev.display())))?;
     Ok(DiskPlan {
         device: dev.display().to_string(),
         device_size: d.size,
@@ -84,6 +93,50 @@ pub fn prepare(
         scan,
         plan,
         scan_seconds: t.elapsed().as_secs_f64(),
+        baseline,
+        above_size: false,
+    })
+}
+
+/// The plan above the ASM size: every byte from `dsksize` AUs to the end of
+/// the device (ASM never allocates there), aligned; the disk header must be
+/// valid. Nothing else is read: the disk group may be mounted.
+pub fn prepare_above(
+    dev: &Path,
+    sys: &Path,
+    name: &str,
+    method: Method,
+) -> Result<DiskPlan, PrepareError> {
+    use PrepareError::{Io, Unusable};
+    let t = std::time::Instant::now();
+    let caps = caps::read(sys, name).map_err(Io)?;
+    let limits = caps::check(&caps, method).map_err(Unusable)?;
+    let d = Device::open_read(dev).map_err(|e| Io(e.to_string()))?;
+    let b0 = d.read_block0().map_err(|e| Io(e.to_string()))?;
+    let h = DiskHeader::parse(&b0).ok_or_else(|| {
+        Unusable(format!(
+            "{}: holds no ASM disk header: its ASM size is unknown",
+            dev.display()
+        ))
+    })?;
+    let l = Layout::from_header(&h).map_err(|e| Unusable(format!("{}: {e}", dev.display())))?;
+    let baseline = stamps(&d, &l).map_err(Io)?;
+    let (scan, plan) = plan::plan_above(&l, d.size, &limits, method.as_str())
+        .map_err(|e| Unusable(format!("{}: {e}", dev.display())))?;
+    Ok(DiskPlan {
+        device: dev.display().to_string(),
+        device_size: d.size,
+        disk_group: h.grpname.clone(),
+        asm_disk: h.dskname.clone(),
+        method,
+        caps,
+        limits,
+        layout: l,
+        scan,
+        plan,
+        scan_seconds: t.elapsed().as_secs_f64(),
+        baseline,
+        above_size: true,
     })
 }
 

@@ -2,9 +2,12 @@
 //! disk at a time), [`plan`] (reads only), [`check_writers`] (no process of
 //! this host holds a path open for writing), [`watch_quiet`] (the ASM
 //! heartbeat and mount stamp stay the same for the watch window),
-//! [`check_writers`] again, then [`execute`] disk after disk. [`run`] chains
-//! them; the answer, its progress lines and its errors are the control
-//! protocol's.
+//! [`check_writers`] again, then [`execute`] disk after disk, where the stop
+//! rule ([`crate::sentinel`]) re-reads the disk before every chunk and a change
+//! stops the request. `--above-size` plans with [`plan_above`] (everything above
+//! `dsksize`) and skips the writers check and the watch: the disk group may be
+//! mounted. [`run`] chains them; the answer, its progress lines and its errors
+//! are the control protocol's.
 //!
 //! What only the daemon has comes through [`Host`]: the sysfs root, where
 //! checkpoints live, the exporter's counters and the set of running reclaims.
@@ -16,11 +19,12 @@
 use crate::counters::DiscardCounters;
 use crate::disk::{self, DiskPlan, PrepareError};
 use crate::safety::{self, Stamps, WatchResult};
+use crate::sentinel::{Sentinel, Watched};
 use crate::{ExecOptions, Method};
 use asmguard_devices::writer::Writer;
 use asmguard_devices::KernelDev;
 use asmguard_proto::{
-    ErrorBody, ErrorCode, ReclaimArgs, ReclaimDisk, ReclaimProgress, ReclaimResult,
+    ErrorBody, ErrorCode, ReclaimArgs, ReclaimDisk, ReclaimProgress, ReclaimResult, ReclaimStop,
 };
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -61,6 +65,12 @@ pub trait Host {
     /// by default a plain open.
     fn writer(&self) -> Writer {
         Writer::default()
+    }
+    /// The disk's cumulative read and write latency histogram slots (the
+    /// tracer's), for the adaptive rate; `None` (the default): not traced,
+    /// the rate stays fixed.
+    fn latency(&self, _label: &str) -> Option<[u64; asmguard_iostat::hist::NSLOTS]> {
+        None
     }
 }
 
@@ -127,7 +137,11 @@ pub fn run(
 ) -> Result<ReclaimResult, ErrorBody> {
     let method = a.method;
     let _running = host.running().claim(targets)?;
-    let plans = plan(host, targets, method)?;
+    let plans = if a.above_size {
+        plan_above(host, targets, method)?
+    } else {
+        plan(host, targets, method)?
+    };
     let planned: u64 = plans.iter().map(|(_, p)| p.plan.total_bytes).sum();
     if a.dry_run {
         return Ok(ReclaimResult {
@@ -142,15 +156,36 @@ pub fn run(
     }
     // Safety 1: write openers on this host; 2: heartbeat and mount stamps, all
     // disks over one window; 1 again, for what opened during the window.
-    check_writers(host, &plans)?;
-    watch_quiet(&plans, a, planned, cancel, progress)?;
-    check_writers(host, &plans)?;
+    // Above the ASM size the disk group may be mounted everywhere: ASM never
+    // allocates there; the stop rule watches `dsksize` instead.
+    if !a.above_size {
+        check_writers(host, &plans)?;
+        watch_quiet(&plans, a, planned, cancel, progress)?;
+        check_writers(host, &plans)?;
+    }
     // Execute, disk after disk (the rate limit applies to the whole request).
+    // A disk that stops (the stop rule) stops the request: the disk group is
+    // waking up somewhere, the other disks are not started.
     let mut out = Vec::new();
     let mut total = 0u64;
+    let mut stopped: Option<String> = None;
     for (x, p) in &plans {
+        if let Some(first) = &stopped {
+            let mut r = disk_result(x, p, method);
+            r.stopped = Some(ReclaimStop {
+                what: "not_started".into(),
+                message: format!("{}: not started: {first} stopped first", x.label),
+                done_bytes: 0,
+                seen_at: String::new(),
+            });
+            out.push(r);
+            continue;
+        }
         let r = execute(host, x, p, a, method, cancel, progress)?;
         total += r.reclaimed_bytes;
+        if r.stopped.is_some() {
+            stopped = Some(x.label.clone());
+        }
         out.push(r);
     }
     Ok(ReclaimResult {
@@ -182,6 +217,28 @@ pub fn plan<'t>(
     Ok(plans)
 }
 
+/// The plans above each disk's ASM size (reads the header only).
+pub fn plan_above<'t>(
+    host: &dyn Host,
+    targets: &'t [Target],
+    method: Method,
+) -> Result<Vec<(&'t Target, DiskPlan)>, ErrorBody> {
+    targets
+        .iter()
+        .map(|x| {
+            disk::prepare_above(&x.node, host.sys(), &x.name, method)
+                .map(|p| (x, p))
+                .map_err(|e| {
+                    let code = match e {
+                        PrepareError::Unusable(_) => ErrorCode::NotManageable,
+                        PrepareError::Io(_) => ErrorCode::IoError,
+                    };
+                    err(code, format!("reclaim {}: {e}", x.label))
+                })
+        })
+        .collect()
+}
+
 /// A disk's part of the answer, before anything is executed.
 pub fn disk_result(x: &Target, p: &DiskPlan, method: Method) -> ReclaimDisk {
     ReclaimDisk {
@@ -206,6 +263,8 @@ pub fn disk_result(x: &Target, p: &DiskPlan, method: Method) -> ReclaimDisk {
         rate_bytes_per_sec: 0.0,
         discard_granularity: p.limits.granularity,
         discard_max_bytes: p.limits.max_bytes,
+        above_size: p.above_size,
+        stopped: None,
     }
 }
 
@@ -250,6 +309,8 @@ pub fn watch_quiet(
         percent: 0.0,
         rate_bytes_per_sec: 0.0,
         eta_seconds: a.watch_seconds,
+        rate_limit_bytes_per_sec: 0.0,
+        rate_note: String::new(),
     });
     let devs: Vec<_> = plans
         .iter()
@@ -297,6 +358,21 @@ pub fn watch_quiet(
     ))
 }
 
+/// `40.0 GiB`, `16.0 MiB`, `512 bytes`.
+pub fn size(b: u64) -> String {
+    const U: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if b < 1024 {
+        return format!("{b} bytes");
+    }
+    let mut v = b as f64 / 1024.0;
+    let mut i = 0;
+    while v >= 1024.0 && i < U.len() - 1 {
+        v /= 1024.0;
+        i += 1;
+    }
+    format!("{v:.1} {}", U[i])
+}
+
 /// Hands one disk's free allocation units back, with progress lines and a
 /// checkpoint; its part of the answer.
 pub fn execute(
@@ -320,6 +396,27 @@ pub fn execute(
             format!("reclaim {}: {shown}: open: {e}", x.label),
         )
     })?;
+    // The stop rule reads through its own O_DIRECT descriptor.
+    let sentinel = Sentinel {
+        dev: asmguard_devices::Device::open_read(&x.node).map_err(|e| {
+            err(
+                ErrorCode::IoError,
+                format!("reclaim {}: {shown}: open: {e}", x.label),
+            )
+        })?,
+        layout: p.layout,
+        baseline: p.baseline.clone(),
+        watched: if p.above_size {
+            Watched::AboveSize
+        } else {
+            Watched::Free {
+                block_sums: p.scan.block_sums.clone(),
+                shrink: p.scan.shrink,
+            }
+        },
+    };
+    let check = |r: &crate::Range| sentinel.check(r);
+    let latency = || host.latency(&x.label);
     let o = ExecOptions {
         label: x.label.clone(),
         method,
@@ -329,6 +426,9 @@ pub fn execute(
         progress_every: Duration::from_millis(250),
         granularity: p.limits.granularity,
         counters: Some(host.counters()),
+        check: Some(&check),
+        latency: Some(&latency),
+        p99_multiple: a.p99_multiple,
     };
     let mut on_progress = |pr: &ReclaimProgress| progress(pr.clone());
     let oc = crate::execute(&f, &p.plan, &o, &mut on_progress).map_err(|e| {
@@ -356,6 +456,26 @@ pub fn execute(
         },
         if oc.cancelled { ", cancelled" } else { "" }
     ));
+    if let Some(st) = &oc.stopped {
+        let message = format!(
+            "{}: {}: stopped after {}; nothing was discarded after the change was seen (the checkpoint keeps what is done; {})",
+            x.label,
+            st.detail,
+            size(oc.resumed_from + oc.bytes),
+            if p.above_size {
+                "a rerun hands back what lies above the new size"
+            } else {
+                "rerun once the disk group is dismounted everywhere"
+            }
+        );
+        host.note(&format!("reclaim {message}"));
+        r.stopped = Some(ReclaimStop {
+            what: st.what.into(),
+            message,
+            done_bytes: oc.bytes,
+            seen_at: st.seen_at.clone(),
+        });
+    }
     r.reclaimed_bytes = oc.bytes;
     r.resumed_from_bytes = oc.resumed_from;
     r.cancelled = oc.cancelled;

@@ -3,15 +3,19 @@
 //! the VM lab and the reclaim benchmark. Never for production disks.
 //!
 //! ```text
-//! asmguard-synth-asm write PATH --label L [--group G] [--aus N] [--allocated SPEC] [--fill]
+//! asmguard-synth-asm write PATH --label L [--group G] [--aus N] [--allocated SPEC] [--fill | --fill-aus SPEC]
 //! asmguard-synth-asm hash  PATH [--aus N] [--allocated SPEC]
 //! ```
 //! SPEC: AU ranges that are allocated, `2-10,12-20,50` (AUs 0 and 1 always are).
 //! `write --fill` first fills every AU with pseudo-random data (free ones too: the
 //! space a dropped tablespace leaves), then writes the metadata; it prints the free
-//! AUs reclaim may hand back (reserved AUs 0, 1, 11 excluded) and their bytes.
+//! AUs reclaim may hand back (reserved AUs 0, 1, 11 and the first AU of every
+//! stride excluded) and their bytes. `--fill-aus SPEC` fills only those AUs: a
+//! sparse multi-stride disk (a stride is 113,792 AUs of 1 MiB, about 111 GiB)
+//! whose backing file holds only what the test looks at. Every stride's
+//! allocation table is written (the first AU of each stride).
 //! `hash` prints one FNV-1a hash over every AU reclaim must keep (allocated, and
-//! 0, 1, 11), read with O_DIRECT.
+//! 0, 1, 11), read with O_DIRECT (with `--fill-aus`, only those of SPEC).
 
 use asmguard_devices::Device;
 use asmguard_format::label::Label;
@@ -66,7 +70,7 @@ fn fill(seed: u64, buf: &mut [u8]) {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.len() < 2 {
-        die("usage: asmguard-synth-asm write|hash PATH [--label L] [--group G] [--aus N] [--allocated SPEC] [--fill]".into());
+        die("usage: asmguard-synth-asm write|hash PATH [--label L] [--group G] [--aus N] [--allocated SPEC] [--fill | --fill-aus SPEC]".into());
     }
     let (cmd, path) = (args[0].as_str(), Path::new(&args[1]));
     let mut label = None;
@@ -74,6 +78,7 @@ fn main() {
     let mut aus: Option<usize> = None;
     let mut alloc = String::new();
     let mut do_fill = false;
+    let mut fill_aus: Option<String> = None;
     let mut dsknum = 0u16;
     let mut i = 2;
     while i < args.len() {
@@ -87,6 +92,7 @@ fn main() {
             "--group" => group = val(),
             "--aus" => aus = Some(val().parse().unwrap_or_else(|_| die("bad --aus".into()))),
             "--allocated" => alloc = val(),
+            "--fill-aus" => fill_aus = Some(val()),
             "--dsknum" => dsknum = val().parse().unwrap_or_else(|_| die("bad --dsknum".into())),
             "--fill" => {
                 do_fill = true;
@@ -99,7 +105,10 @@ fn main() {
     }
     let n = aus.unwrap_or_else(|| (size_of(path) / MIB) as usize);
     let allocated = spec(&alloc, n);
-    let kept = |au: usize| au < 2 || au == 11 || allocated[au];
+    let mfact = SynthDisk::new(1).mfact() as usize;
+    let only = fill_aus.as_deref().map(|f| spec(f, n));
+    let wanted = |au: usize| only.as_ref().is_none_or(|o| o[au]);
+    let kept = |au: usize| au < 2 || au == 11 || au % mfact == 0 || allocated[au];
     match cmd {
         "write" => {
             let mut s = SynthDisk::new(n);
@@ -116,9 +125,9 @@ fn main() {
                 .write(true)
                 .open(path)
                 .unwrap_or_else(|e| die(format!("{}: {e}", path.display())));
-            if do_fill {
+            if do_fill || only.is_some() {
                 let mut buf = vec![0u8; MIB as usize];
-                for au in 0..n {
+                for au in (0..n).filter(|a| wanted(*a)) {
                     fill(au as u64 + 1, &mut buf);
                     f.write_all_at(&buf, au as u64 * MIB)
                         .unwrap_or_else(|e| die(format!("write AU {au}: {e}")));
@@ -138,7 +147,7 @@ fn main() {
         "hash" => {
             let d = Device::open_read(path).unwrap_or_else(|e| die(e.to_string()));
             let mut h = 0xcbf2_9ce4_8422_2325u64;
-            for au in (0..n).filter(|a| kept(*a)) {
+            for au in (0..n).filter(|a| kept(*a) && wanted(*a)) {
                 let b = d
                     .read_at(au as u64 * MIB, MIB as usize)
                     .unwrap_or_else(|e| die(e.to_string()));

@@ -5,6 +5,10 @@
 # with the write filter enforcing (the daemon's own discards pass, root's
 # blkdiscard is denied):
 #   dm-thin   the pool's used data blocks (dmsetup status) drop by the free AUs
+#   dm-thin, two strides: a sparse 111 GiB thin volume whose free AUs on both
+#             sides of the stride boundary come back
+#   dm-thin, above the size: --above-size with the disk held open for writing
+#             gives back what lies above the ASM size; a resize up stops it
 #   scsi_debug lbpu=1 (the UNMAP path): the mapped blocks (scsi_debug's map)
 #             drop, the free AUs read back as zeros (lbprz=1)
 # and every AU reclaim must keep (allocated, 0, 1, 11) hashes the same.
@@ -90,6 +94,89 @@ if [ -b "${VM_THIN:-}" ]; then
 	daemon_stop
 else
 	fail thin "no dm-thin fixture"
+fi
+
+# ---- dm-thin, two strides: a 111 GiB sparse thin volume ------------------
+# 113,792 + 64 AUs of 1 MiB (a stride is 113,792 AUs): every AU allocated but
+# ten before the stride boundary and nine after it (AU 113,792 holds the
+# second stride's allocation table); only AUs 0-12 and those around the
+# boundary hold data (--fill-aus), the rest of the volume stays unprovisioned.
+if [ -b "${VM_THIN:-}" ]; then
+	M=113792
+	AUS=$((M + 64))
+	T2=/dev/mapper/vmthin2
+	if dmsetup message vmpool 0 "create_thin 1" && dmsetup create vmthin2 --table "0 $((AUS * 2048)) thin /dev/mapper/vmpool 1"; then
+		ALLOC2="2-$((M - 11)),$((M + 10))-$((AUS - 1))"
+		FILL="0-12,$((M - 20))-$((M + 20))"
+		w=$(asmguard-synth-asm write $T2 --label RSTRIDE --group RDG2 --aus $AUS --allocated "$ALLOC2" --fill-aus "$FILL" 2>&1)
+		free=$(echo "$w" | sed -n 's/.*free_bytes \([0-9]*\).*/\1/p')
+		expect stride-synthetic $((19 * MIB)) "$free" "$w"
+		h0=$(asmguard-synth-asm hash $T2 --aus $AUS --allocated "$ALLOC2" --fill-aus "$FILL")
+		daemon_start mapper/vmthin2
+		dry=$($C reclaim RSTRIDE --dry-run --json 2>/dev/null)
+		pb=$(echo "$dry" | json_num planned_bytes)
+		expect stride-dry-run-both-strides "$free" "$pb" "$dry"
+		u0=$(pool_used)
+		res=$($C reclaim RSTRIDE --watch 1 --json 2>/tmp/rc.progress)
+		rc=$?
+		u1=$(pool_used)
+		rb=$(echo "$res" | json_num reclaimed_bytes)
+		expect stride-reclaim "0 $free" "$rc $rb" "exit $rc :: $res :: $(tail -n 5 /tmp/rc.log)"
+		near stride-pool-blocks-drop "pool data blocks $u0 -> $u1" $((u0 - u1)) $((free / 65536)) 2
+		h1=$(asmguard-synth-asm hash $T2 --aus $AUS --allocated "$ALLOC2" --fill-aus "$FILL")
+		expect stride-kept-aus-unchanged "$h0" "$h1"
+		daemon_stop
+		dmsetup remove vmthin2
+	else
+		fail stride "cannot create a second thin volume"
+	fi
+fi
+
+# ---- dm-thin, online above the size ---------------------------------------
+# A 128 MiB thin volume whose ASM size is 64 AUs (after a resize down), held
+# open read-write as ASM holds a mounted disk: --above-size hands back the 64
+# MiB above the size; then, with data there again, the disk is resized up to
+# 100 AUs during a slow run, which stops before its next chunk (exit 4).
+if [ -b "${VM_THIN:-}" ]; then
+	T3=/dev/mapper/vmthin3
+	if dmsetup message vmpool 0 "create_thin 2" && dmsetup create vmthin3 --table "0 262144 thin /dev/mapper/vmpool 2"; then
+		w=$(asmguard-synth-asm write $T3 --label RABOVE --group RDG3 --aus 64 --allocated $ALLOC --fill 2>&1)
+		holds above-synthetic "$w" [ -n "$w" ]
+		dd if=/dev/urandom of=$T3 bs=$MIB seek=64 count=64 oflag=direct 2>/dev/null
+		h0=$(asmguard-synth-asm hash $T3 --aus 64 --allocated $ALLOC)
+		daemon_start mapper/vmthin3
+		# the filter off: the "ASM" holder and the resize up write the disk
+		$C filter disable >/dev/null
+		sh -c "exec 7<>$T3; exec sleep 300" & # "mounted": held open for writing
+		holder=$!
+		u0=$(pool_used)
+		res=$($C reclaim RABOVE --above-size --json 2>/tmp/rc.progress)
+		rc=$?
+		u1=$(pool_used)
+		rb=$(echo "$res" | json_num reclaimed_bytes)
+		expect above-size-online "0 $((64 * MIB))" "$rc $rb" "exit $rc :: $res :: $(tail -n 5 /tmp/rc.log)"
+		near above-pool-blocks-drop "pool data blocks $u0 -> $u1" $((u0 - u1)) 1024 2
+		h1=$(asmguard-synth-asm hash $T3 --aus 64 --allocated $ALLOC)
+		expect above-kept-aus-unchanged "$h0" "$h1"
+		dd if=/dev/urandom of=$T3 bs=$MIB seek=64 count=64 oflag=direct 2>/dev/null
+		$C reclaim RABOVE --above-size --rate 8 >/tmp/rc.grow.out 2>/tmp/rc.grow.err &
+		rp=$!
+		sleep 2
+		asmguard-synth-asm write $T3 --label RABOVE --group RDG3 --aus 100 --allocated $ALLOC >/dev/null 2>&1
+		wait $rp
+		rc=$?
+		if [ $rc = 4 ] && grep -q "the disk size changed from 64 to 100 AUs" /tmp/rc.grow.err; then
+			pass above-size-grown-stops "$(cat /tmp/rc.grow.err)"
+		else
+			fail above-size-grown-stops "exit $rc :: $(cat /tmp/rc.grow.out /tmp/rc.grow.err)"
+		fi
+		kill $holder 2>/dev/null
+		wait $holder 2>/dev/null
+		daemon_stop
+		dmsetup remove vmthin3
+	else
+		fail above "cannot create a third thin volume"
+	fi
 fi
 
 # ---- scsi_debug lbpu=1: UNMAP ---------------------------------------------
