@@ -15,6 +15,9 @@
 # asmguard_discard_bytes_total counts reclaim's bytes as source="reclaim" and
 # (on scsi_debug) an allow-listed user's (grid) blkdiscard, which passes the
 # filter, as source="oracle". The full allow/deny matrix of discards is in filter.sh.
+# Nothing here depends on the filter's backend (the daemon's own discards, the
+# kernel's discard paths): once per kernel; the fence, which does, is fence.sh.
+# lab-settings: once-per-kernel
 . /vmtests/lib.sh
 
 C="asmguardctl --socket /run/asmguard/asmguard.sock"
