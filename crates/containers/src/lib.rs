@@ -535,15 +535,56 @@ pub fn within<T: Send + 'static>(
 }
 
 /// [`host_gid`] with a deadline ([`within`]): for callers that must not wait
-/// on the container's /etc/group.
+/// on the container's /etc/group. A read that does not answer in time (a slow
+/// or stalled file, or a guest starved of CPU) gets the gid this process of the
+/// container last answered for the group ([`within_or_last`]), as a stalled
+/// container keeps its last good resolution; an answer that the group is gone
+/// forgets it.
 pub fn host_gid_within(f: &Found, group: &str, deadline: Duration) -> Result<u32, String> {
     let key = format!(
         "container {} (pid {}) /etc/group",
         f.name,
         f.pid.map_or("none".into(), |p| p.to_string())
     );
+    let last = format!("{key} group {group}");
     let (f, group) = (f.clone(), group.to_string());
-    within(&key, deadline, move || host_gid(&f, &group))
+    within_or_last(&key, &last, deadline, move || host_gid(&f, &group))
+}
+
+/// The last value each `last` key answered (see [`within_or_last`]).
+static LAST_ANSWER: std::sync::Mutex<BTreeMap<String, u32>> =
+    std::sync::Mutex::new(BTreeMap::new());
+
+/// [`within`], remembering what `read` answered under `last` (an answer
+/// arriving after the deadline included): when no answer comes in time, the
+/// last one is the answer; when `read` answers with an error, the last one is
+/// forgotten and the error is the answer. Only silence falls back, never a
+/// refusal.
+pub fn within_or_last(
+    key: &str,
+    last: &str,
+    deadline: Duration,
+    read: impl FnOnce() -> Result<u32, String> + Send + 'static,
+) -> Result<u32, String> {
+    let remember = last.to_string();
+    let answered = within(key, deadline, move || {
+        let r = read();
+        let mut m = LAST_ANSWER.lock().unwrap_or_else(|p| p.into_inner());
+        match &r {
+            Ok(v) => m.insert(remember, *v),
+            Err(_) => m.remove(&remember),
+        };
+        Ok(r)
+    });
+    match answered {
+        Ok(r) => r,
+        Err(silence) => LAST_ANSWER
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(last)
+            .copied()
+            .ok_or(silence),
+    }
 }
 
 /// The cgroup-v2 path of `pid` (relative to the cgroup2 mount), from /proc/PID/cgroup.

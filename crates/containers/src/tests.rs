@@ -461,3 +461,36 @@ fn overlapping_quick_reads_of_one_key_both_answer() {
     );
     assert_eq!(first.join().unwrap(), Ok(1));
 }
+
+#[test]
+fn a_read_without_answer_in_time_gets_the_last_answer_and_a_refusal_forgets_it() {
+    let d = Duration::from_millis(50);
+    // no answer ever: silence is an error
+    assert!(within_or_last("lastkey-a", "last-a", d, || {
+        std::thread::sleep(Duration::from_millis(300));
+        Ok(7)
+    })
+    .is_err());
+    std::thread::sleep(Duration::from_millis(400));
+    // the late answer above was remembered: a slow read now gets it
+    assert_eq!(
+        within_or_last("lastkey-a", "last-a", d, || {
+            std::thread::sleep(Duration::from_millis(300));
+            Ok(8)
+        }),
+        Ok(7)
+    );
+    std::thread::sleep(Duration::from_millis(400));
+    // a quick answer is the answer (and is remembered)
+    assert_eq!(within_or_last("lastkey-a", "last-a", d, || Ok(9)), Ok(9));
+    // a refusal is the answer, never the remembered value, and forgets it
+    assert_eq!(
+        within_or_last("lastkey-a", "last-a", d, || Err("no such group".into())),
+        Err("no such group".to_string())
+    );
+    assert!(within_or_last("lastkey-a", "last-a", d, || {
+        std::thread::sleep(Duration::from_millis(300));
+        Ok(10)
+    })
+    .is_err());
+}
