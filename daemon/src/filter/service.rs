@@ -188,6 +188,20 @@ impl FilterStatus {
     }
 }
 
+/// What `status` says of pinned links a start did not adopt
+/// (`Guard::replaced_links`); `None` when all were the daemon's.
+fn replaced_at_start(replaced: &[String]) -> Option<String> {
+    (!replaced.is_empty()).then(|| {
+        format!(
+            "{} pinned link{} not what this daemon's build pinned, replaced at start \
+             (writes may have landed while they were pinned): {}",
+            replaced.len(),
+            if replaced.len() == 1 { "" } else { "s" },
+            replaced.join("; ")
+        )
+    })
+}
+
 /// Operation counts by (label, hook, mode).
 pub type Counts = BTreeMap<(String, Hook, Mode), u64>;
 
@@ -376,9 +390,18 @@ impl FilterService {
     fn install(&self, inner: &mut Inner) {
         match Guard::open(&self.opts) {
             Ok(g) => {
+                // Pinned links that were not this daemon's (replaced while
+                // no daemon ran): replaced by Guard::open, and protection
+                // stays `degraded` with the reason until a reload or restart.
+                inner.changed = replaced_at_start(g.replaced_links());
+                if let Some(what) = &inner.changed {
+                    tracing::error!(
+                        "write filter: pinned in {} by another process while no daemon ran: {what}",
+                        self.opts.pin_dir.display()
+                    );
+                }
                 inner.guard = Some(g);
                 inner.why_none.clear();
-                inner.changed = None;
                 // A re-adopted filter keeps its maps exactly as they are until
                 // the daemon knows better: the first sync adds the current
                 // devices, then removes the stale ones, so no managed device
