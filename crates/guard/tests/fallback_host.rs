@@ -770,4 +770,46 @@ fn fallback_foreign_link_pinned_in_place_is_replaced() {
     assert!(r.len() == 1 && r[0].contains("is in no record"), "{r:?}");
     assert!(is_eperm(&write_open(&lo.dev)));
     assert!(rec.exists(), "recorded again");
+
+    // The link the record names, with another program (an earlier build's,
+    // as after an upgrade): replaced too, quietly (the reason counts it).
+    drop(g);
+    std::fs::remove_file(&pin).unwrap();
+    let (link_id, prog_id) = {
+        let other = allow_all_link();
+        let info =
+            std::fs::read_to_string(format!("/proc/self/fdinfo/{}", other.as_raw_fd())).unwrap();
+        let field = |k: &str| -> u32 {
+            info.lines()
+                .find_map(|l| l.strip_prefix(k))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or_else(|| panic!("{k} in {info}"))
+        };
+        let path = std::ffi::CString::new(pin.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a link fd of ours and a NUL-terminated path.
+        let rc = unsafe { libbpf_rs::libbpf_sys::bpf_obj_pin(other.as_raw_fd(), path.as_ptr()) };
+        assert_eq!(rc, 0);
+        (field("link_id:"), field("prog_id:"))
+    };
+    let text = std::fs::read_to_string(&rec).unwrap();
+    let text: String = text
+        .lines()
+        .map(|l| match l.strip_prefix(&format!("{name} ")) {
+            Some(_) => format!("{name} {link_id} {prog_id} 0000000000000000\n"),
+            None => format!("{l}\n"),
+        })
+        .collect();
+    std::fs::write(&rec, text).unwrap();
+    let g = Guard::open(&opts).unwrap();
+    assert!(g.replaced_links().is_empty(), "{:?}", g.replaced_links());
+    assert!(
+        g.reason()
+            .contains("1 program of an earlier build replaced"),
+        "{}",
+        g.reason()
+    );
+    assert!(
+        is_eperm(&write_open(&lo.dev)),
+        "this build's program judges"
+    );
 }

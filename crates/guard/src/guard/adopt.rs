@@ -217,10 +217,21 @@ pub(crate) fn judge(
     known: &Known,
     cgroup_id: Option<u64>,
 ) -> Result<(), Refusal> {
-    let record = &known.record;
-    let foreign = |why: String| Err(Refusal::Foreign(format!("{name}: {why}")));
     let Ok(info) = link.info() else {
-        return foreign("the kernel gives no information on the pinned link".into());
+        return Err(Refusal::Foreign(format!(
+            "{name}: the kernel gives no information on the pinned link"
+        )));
+    };
+    // The link the daemon pinned (by id): what differs from this build is an
+    // earlier build's (an upgrade, replaced quietly); anything else is
+    // someone else's.
+    let recorded = known.record.get(name).copied();
+    let ours = recorded.is_some_and(|(l, p, _)| l == info.id && p == info.prog_id);
+    let refuse = |why: String| {
+        Err(match ours {
+            true => Refusal::Earlier(format!("{name}: {why}")),
+            false => Refusal::Foreign(format!("{name}: {why}")),
+        })
     };
     let placed = match (&info.info, attach) {
         (LinkTypeInfo::Cgroup(c), Attach::CgroupDevice) => {
@@ -244,20 +255,23 @@ pub(crate) fn judge(
         _ => false,
     };
     if !placed {
-        return foreign(format!(
+        return refuse(format!(
             "a link of another type or place ({:?})",
             std::mem::discriminant(&info.info)
         ));
     }
     let Some(prog) = prog_facts_by_id(info.prog_id) else {
-        return foreign(format!("its program (id {}) cannot be read", info.prog_id));
+        return Err(Refusal::Foreign(format!(
+            "{name}: its program (id {}) cannot be read",
+            info.prog_id
+        )));
     };
     if prog.ty != fresh.ty
         || (prog.attach_btf_id != 0
             && fresh.attach_btf_id != 0
             && prog.attach_btf_id != fresh.attach_btf_id)
     {
-        return foreign(format!("program id {} is of another type or hook", prog.id));
+        return refuse(format!("program id {} is of another type or hook", prog.id));
     }
     // the pinned maps it reads, and as many of its own (the object's .bss,
     // one per load) as this build's program
@@ -269,36 +283,36 @@ pub(crate) fn judge(
     };
     if pinned(&prog.map_ids) != pinned(&fresh.map_ids) || prog.map_ids.len() != fresh.map_ids.len()
     {
-        return foreign(format!(
+        return refuse(format!(
             "program id {} reads other maps ({:?}, not {:?})",
             prog.id,
             prog.map_ids,
             pinned(&fresh.map_ids)
         ));
     }
-    match record.get(name) {
-        Some(&(l, p, _)) if l == info.id && p == info.prog_id => {}
-        Some(&(l, p, _)) => {
-            return foreign(format!(
+    match recorded {
+        _ if ours => {}
+        Some((l, p, _)) => {
+            return refuse(format!(
                 "link id {} with program id {}, where the daemon pinned link id {l} with \
                  program id {p}",
                 info.id, info.prog_id
             ))
         }
         None => {
-            return foreign(format!(
+            return refuse(format!(
                 "link id {} (program id {}) is in no record of a daemon's",
                 info.id, info.prog_id
             ))
         }
     }
     if prog.tag != fresh.tag {
-        return Err(Refusal::Earlier(format!(
-            "{name}: program id {} (tag {}) is an earlier build's (this one's: tag {})",
+        return refuse(format!(
+            "program id {} (tag {}) is an earlier build's (this one's: tag {})",
             prog.id,
             hex(&prog.tag),
             hex(&fresh.tag)
-        )));
+        ));
     }
     Ok(())
 }

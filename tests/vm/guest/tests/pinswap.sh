@@ -2,8 +2,8 @@
 # pinswap (issue 41, point 2): a restarted daemon adopts only the links it
 # pinned. With the daemon over a labelled loop disk killed (kill -9), root
 # unpins every link of the filter's own programs and pins in their place a
-# link that judges no write (the companion ag_kernel_open's, hard-linked on
-# bpffs): the filter's programs go with their last reference and root's
+# link that judges no write (the companion ag_kernel_open's, or on 5.10 the
+# exit tracer's, hard-linked on bpffs): the filter's programs go with their last reference and root's
 # write lands (the attack). The restarted daemon does not adopt those links
 # (not the ones it recorded, nor its programs): it attaches its own in their
 # place, says so (an ERROR line; `status` degraded, naming them) and root's
@@ -14,7 +14,10 @@
 C="asmguardctl --socket /run/asmguard/asmguard.sock"
 PIN=/sys/fs/bpf/asmguard
 EPERM="Operation not permitted"
+# the link pinned in place: the companion's (a cgroup link), or where the
+# kernel refuses it (5.10) the exit tracer's (judges no write either)
 COMP=ag_kernel_open
+[ -e "$PIN/links/$COMP" ] || COMP=ag_guardian_exit
 L=$(new_loop 16 ps-disk)
 [ -b "$L" ] || { fail setup "no loop device"; vm_exit; }
 agd_config /tmp/ps.toml "${L#/dev/}"
