@@ -1082,6 +1082,27 @@ fn label_counts(kernel: BTreeMap<(u32, Hook, Mode), u64>, labels: &HashMap<u32, 
 mod tests {
     use super::*;
 
+    /// Links replaced at start leave protection degraded with their names
+    /// (`FilterStatus::changed`, which `status` and `asmguard_protected`
+    /// read); none replaced changes nothing.
+    #[test]
+    fn links_replaced_at_start_degrade_protection() {
+        assert_eq!(replaced_at_start(&[]), None);
+        let what = replaced_at_start(&[
+            "ag_file_open: link id 9 (program id 4) is in no record of a daemon's".into(),
+            "ag_bpf: program id 5 reads other maps ([], not [1])".into(),
+        ])
+        .unwrap();
+        assert!(what.starts_with("2 pinned links not what"), "{what}");
+        assert!(what.contains("ag_file_open: link id 9") && what.contains("; ag_bpf: "));
+        let st = FilterStatus {
+            cover: Coverage::Full(Backend::Lsm),
+            changed: true,
+            ..FilterStatus::not_started()
+        };
+        assert_eq!(st.protection(), Protection::Degraded);
+    }
+
     #[test]
     fn disk_modes_show_claim_and_export() {
         let f = |mode, backend| DiskMode::Filtered { mode, backend };
