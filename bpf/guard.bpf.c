@@ -292,6 +292,70 @@ static __always_inline int ioctl_by_class_rule(struct file *file, unsigned int c
 	return verdict(d, dev, flags, AG_HOOK_FILE_IOCTL, cmd, sleepable ? AG_TASK : AG_TASK_BTF);
 }
 
+/* ---- Loop devices bound to a managed disk ----
+ *
+ * LOOP_SET_FD and LOOP_CHANGE_FD (arg: the backing fd) and LOOP_CONFIGURE
+ * (arg: struct loop_config, the backing fd its first field) on a loop device
+ * bind it to an open file; the loop driver then writes that file from its own
+ * worker, a kernel thread (let through on file_permission: file_open judged
+ * the opener). A descriptor opened for writing before the disk was protected,
+ * or taken from another process (pidfd_getfd), would make a writable loop
+ * device over the disk: binding one to a managed block device opened for
+ * writing is judged as a write of that disk, by the caller's rules. A
+ * read-only backing descriptor makes a read-only loop device: not judged.
+ * A LOOP_CONFIGURE whose config cannot be read without faulting (not
+ * sleepable) is refused: losetup's own is on its stack. The descriptor is
+ * read from the caller's fd table before the kernel's own fdget (another
+ * thread's dup2 in between is the race guardian.h's rule has too). */
+#define AG_LOOP_MAJOR 7
+#define AG_LOOP_SET_FD 0x4C00
+#define AG_LOOP_CHANGE_FD 0x4C06
+#define AG_LOOP_CONFIGURE 0x4C0A
+
+/* The file behind the caller's descriptor `fd` (NULL: none). */
+static __always_inline struct file *fd_file(__u32 fd)
+{
+	struct task_struct___ag *t = (void *)bpf_get_current_task();
+	struct fdtable *fdt = BPF_CORE_READ(t, files, fdt);
+	struct file **fds;
+	struct file *f = NULL;
+
+	if (!fdt || fd >= BPF_CORE_READ(fdt, max_fds))
+		return NULL;
+	fds = BPF_CORE_READ(fdt, fd);
+	if (bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]))
+		return NULL;
+	return f;
+}
+
+static __always_inline int loop_bind_rule(struct file *file, unsigned int cmd, unsigned long arg,
+					  bool sleepable)
+{
+	struct file *backing;
+	struct inode *inode;
+	struct ag_disk *d;
+	__u32 fd = (__u32)arg, dev;
+
+	if (cmd != AG_LOOP_SET_FD && cmd != AG_LOOP_CHANGE_FD && cmd != AG_LOOP_CONFIGURE)
+		return 0;
+	if (!file || !S_ISBLK(file->f_inode->i_mode) ||
+	    (file->f_inode->i_rdev >> MINORBITS) != AG_LOOP_MAJOR)
+		return 0;
+	if (cmd == AG_LOOP_CONFIGURE && read_user(&fd, sizeof(fd), arg, sleepable))
+		return -EPERM;
+	backing = fd_file(fd);
+	if (!backing || !(BPF_CORE_READ(backing, f_mode) & FMODE_WRITE))
+		return 0;
+	inode = BPF_CORE_READ(backing, f_inode);
+	if (!inode || !S_ISBLK(BPF_CORE_READ(inode, i_mode)))
+		return 0;
+	dev = BPF_CORE_READ(inode, i_rdev);
+	d = managed_dev(dev, false);
+	if (!d)
+		return 0;
+	return verdict(d, dev, 0, AG_HOOK_FILE_IOCTL, cmd, sleepable ? AG_TASK : AG_TASK_BTF);
+}
+
 /* ---- The programs ----
  *
  * AG_TWIN(hook, rule, params) attaches `rule` twice, with the same
@@ -316,7 +380,9 @@ AG_TWIN(file_open, file_open_rule(file), struct file *file)
 AG_TWIN(file_permission, file_permission_rule(file, mask), struct file *file, int mask)
 /* file_ioctl_compat: only on kernels with security_file_ioctl_compat (6.8,
  * and stable backports): userspace loads it when the kernel BTF has it. */
-AG_TWIN(file_ioctl_compat, ioctl_rule(file, cmd, AG_HOOK_FILE_IOCTL_COMPAT), struct file *file,
+AG_TWIN(file_ioctl_compat,
+	loop_bind_rule(file, cmd, arg, false) ?: ioctl_rule(file, cmd, AG_HOOK_FILE_IOCTL_COMPAT),
+	struct file *file,
 	unsigned int cmd, unsigned long arg)
 AG_TWIN(file_mprotect, file_mprotect_rule(vma, prot), struct vm_area_struct *vma,
 	unsigned long reqprot, unsigned long prot)
@@ -362,19 +428,19 @@ int BPF_PROG(ag_fr_mmap_file, struct file *file, unsigned long prot, unsigned lo
 SEC("lsm.s/file_ioctl")
 int BPF_PROG(ag_file_ioctl_s, struct file *file, unsigned int cmd, unsigned long arg, int ret)
 {
-	return ret ?: ioctl_by_class_rule(file, cmd, arg, true);
+	return ret ?: loop_bind_rule(file, cmd, arg, true) ?: ioctl_by_class_rule(file, cmd, arg, true);
 }
 
 SEC("lsm/file_ioctl")
 int BPF_PROG(ag_file_ioctl, struct file *file, unsigned int cmd, unsigned long arg, int ret)
 {
-	return ret ?: ioctl_rule(file, cmd, AG_HOOK_FILE_IOCTL);
+	return ret ?: loop_bind_rule(file, cmd, arg, false) ?: ioctl_rule(file, cmd, AG_HOOK_FILE_IOCTL);
 }
 
 SEC("fmod_ret/security_file_ioctl")
 int BPF_PROG(ag_fr_file_ioctl, struct file *file, unsigned int cmd, unsigned long arg, int ret)
 {
-	return ret ?: ioctl_by_class_rule(file, cmd, arg, false);
+	return ret ?: loop_bind_rule(file, cmd, arg, false) ?: ioctl_by_class_rule(file, cmd, arg, false);
 }
 
 /* A block device opened through a path is asked about twice in one open:

@@ -634,3 +634,182 @@ fn fallback_rule_maps_put_back() {
     assert!(!dd_as(65600, &lo.dev), "put back");
     assert!(dd_as(65501, &lo.dev));
 }
+
+/// A cgroup-device program that allows everything (`r0 = 1; exit`),
+/// attached to the cgroup-v2 root by a link: what an intruder pins in
+/// place of the filter's link. Returns the link's fd.
+fn allow_all_link() -> std::os::fd::OwnedFd {
+    use libbpf_rs::libbpf_sys as sys;
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let mut mov = sys::bpf_insn {
+        code: 0xb7, // BPF_ALU64 | BPF_MOV | BPF_K: r0 = 1
+        imm: 1,
+        ..Default::default()
+    };
+    mov.set_dst_reg(0);
+    let exit = sys::bpf_insn {
+        code: 0x95, // BPF_JMP | BPF_EXIT
+        ..Default::default()
+    };
+    let insns = [mov, exit];
+    // SAFETY: valid NUL-terminated name and license, two instructions, no
+    // options; the returned fd (or error) is checked and then owned.
+    let prog = unsafe {
+        sys::bpf_prog_load(
+            sys::BPF_PROG_TYPE_CGROUP_DEVICE,
+            c"intruder".as_ptr(),
+            c"GPL".as_ptr(),
+            insns.as_ptr(),
+            insns.len() as _,
+            std::ptr::null_mut(),
+        )
+    };
+    assert!(prog >= 0, "loading the intruder's program: {prog}");
+    // SAFETY: prog is a new fd of ours.
+    let prog = unsafe { OwnedFd::from_raw_fd(prog) };
+    let cg = std::fs::File::open(asmguard_guard::guard::cgroup2_root().unwrap()).unwrap();
+    // SAFETY: plain fds and an attach type; no options.
+    let link = unsafe {
+        sys::bpf_link_create(
+            prog.as_raw_fd(),
+            cg.as_raw_fd(),
+            sys::BPF_CGROUP_DEVICE,
+            std::ptr::null(),
+        )
+    };
+    assert!(link >= 0, "attaching the intruder's program: {link}");
+    // SAFETY: link is a new fd of ours.
+    unsafe { OwnedFd::from_raw_fd(link) }
+}
+
+/// Pins of a filter replaced while no daemon runs: root unpins the
+/// filter's link (its program goes with the last reference) and pins a
+/// do-nothing program's link under the same name. The write lands then (the
+/// attack, shown); the next open does not adopt that link (not the one the
+/// daemon recorded, nor its program), attaches this build's program in its
+/// place and says so: the intruder's write is refused again, and the start
+/// after adopts what this one pinned.
+#[test]
+fn fallback_foreign_link_pinned_in_place_is_replaced() {
+    use std::os::fd::AsRawFd;
+    let Some(_l) = lock() else { return };
+    let lo = Loop::new("foreign");
+    std::fs::set_permissions(&lo.dev, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
+    let pins = Pins::new("foreign");
+    let name = {
+        let g = Guard::open(&pins.opts()).unwrap();
+        assert!(g.replaced_links().is_empty(), "{:?}", g.replaced_links());
+        g.set_disk(&[lo.key()], Mode::Enforce, 9).unwrap();
+        g.programs()
+            .into_iter()
+            .find(|p| p.starts_with("ag_cgroup_dev"))
+            .expect("the cgroup-device program")
+    };
+    assert!(
+        is_eperm(&write_open(&lo.dev)),
+        "protected without the process"
+    );
+    let pin = pins.0.join("links").join(&name);
+    std::fs::remove_file(&pin).unwrap();
+    {
+        let intruder = allow_all_link();
+        let path = std::ffi::CString::new(pin.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a link fd of ours and a NUL-terminated path.
+        let rc = unsafe { libbpf_rs::libbpf_sys::bpf_obj_pin(intruder.as_raw_fd(), path.as_ptr()) };
+        assert_eq!(rc, 0, "pinning the intruder's link");
+    }
+    let t0 = Instant::now();
+    while is_eperm(&write_open(&lo.dev)) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "the unpinned filter link stays attached"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        dd_as(0, &lo.dev),
+        "the attack: a write lands under the intruder's link"
+    );
+
+    let opts = Options {
+        backend: None,
+        ..pins.opts()
+    };
+    let g = Guard::open(&opts).unwrap();
+    assert!(g.adopted());
+    let r = g.replaced_links();
+    assert_eq!(r.len(), 1, "{r:?}");
+    assert!(
+        r[0].starts_with(&format!("{name}: program id ")) && r[0].contains("reads other maps ([]"),
+        "{r:?}"
+    );
+    assert!(
+        is_eperm(&write_open(&lo.dev)),
+        "the intruder's write is refused"
+    );
+    assert!(!dd_as(0, &lo.dev));
+    drop(g);
+    let g = Guard::open(&opts).unwrap();
+    assert!(g.replaced_links().is_empty(), "{:?}", g.replaced_links());
+    assert!(is_eperm(&write_open(&lo.dev)));
+
+    // With no record (deleted, or pins of a version that kept none), a
+    // pinned link is not adopted either: it is replaced.
+    drop(g);
+    let rec = std::fs::read_dir("/run/asmguard/pins")
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.to_string_lossy()
+                .contains(&format!("asmguard-test-foreign-{}", std::process::id()))
+        })
+        .expect("the record of the test's pins");
+    std::fs::remove_file(&rec).unwrap();
+    let g = Guard::open(&opts).unwrap();
+    let r = g.replaced_links();
+    assert!(r.len() == 1 && r[0].contains("is in no record"), "{r:?}");
+    assert!(is_eperm(&write_open(&lo.dev)));
+    assert!(rec.exists(), "recorded again");
+
+    // The link the record names, with another program (an earlier build's,
+    // as after an upgrade): replaced too, quietly (the reason counts it).
+    drop(g);
+    std::fs::remove_file(&pin).unwrap();
+    let (link_id, prog_id) = {
+        let other = allow_all_link();
+        let info =
+            std::fs::read_to_string(format!("/proc/self/fdinfo/{}", other.as_raw_fd())).unwrap();
+        let field = |k: &str| -> u32 {
+            info.lines()
+                .find_map(|l| l.strip_prefix(k))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or_else(|| panic!("{k} in {info}"))
+        };
+        let path = std::ffi::CString::new(pin.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a link fd of ours and a NUL-terminated path.
+        let rc = unsafe { libbpf_rs::libbpf_sys::bpf_obj_pin(other.as_raw_fd(), path.as_ptr()) };
+        assert_eq!(rc, 0);
+        (field("link_id:"), field("prog_id:"))
+    };
+    let text = std::fs::read_to_string(&rec).unwrap();
+    let text: String = text
+        .lines()
+        .map(|l| match l.strip_prefix(&format!("{name} ")) {
+            Some(_) => format!("{name} {link_id} {prog_id} 0000000000000000\n"),
+            None => format!("{l}\n"),
+        })
+        .collect();
+    std::fs::write(&rec, text).unwrap();
+    let g = Guard::open(&opts).unwrap();
+    assert!(g.replaced_links().is_empty(), "{:?}", g.replaced_links());
+    assert!(
+        g.reason()
+            .contains("1 program of an earlier build replaced"),
+        "{}",
+        g.reason()
+    );
+    assert!(
+        is_eperm(&write_open(&lo.dev)),
+        "this build's program judges"
+    );
+}

@@ -188,6 +188,20 @@ impl FilterStatus {
     }
 }
 
+/// What `status` says of pinned links a start did not adopt
+/// (`Guard::replaced_links`); `None` when all were the daemon's.
+fn replaced_at_start(replaced: &[String]) -> Option<String> {
+    (!replaced.is_empty()).then(|| {
+        format!(
+            "{} pinned link{} not what this daemon's build pinned, replaced at start \
+             (writes may have landed while they were pinned): {}",
+            replaced.len(),
+            if replaced.len() == 1 { "" } else { "s" },
+            replaced.join("; ")
+        )
+    })
+}
+
 /// Operation counts by (label, hook, mode).
 pub type Counts = BTreeMap<(String, Hook, Mode), u64>;
 
@@ -376,9 +390,18 @@ impl FilterService {
     fn install(&self, inner: &mut Inner) {
         match Guard::open(&self.opts) {
             Ok(g) => {
+                // Pinned links that were not this daemon's (replaced while
+                // no daemon ran): replaced by Guard::open, and protection
+                // stays `degraded` with the reason until a reload or restart.
+                inner.changed = replaced_at_start(g.replaced_links());
+                if let Some(what) = &inner.changed {
+                    tracing::error!(
+                        "write filter: pinned in {} by another process while no daemon ran: {what}",
+                        self.opts.pin_dir.display()
+                    );
+                }
                 inner.guard = Some(g);
                 inner.why_none.clear();
-                inner.changed = None;
                 // A re-adopted filter keeps its maps exactly as they are until
                 // the daemon knows better: the first sync adds the current
                 // devices, then removes the stale ones, so no managed device
@@ -1058,6 +1081,27 @@ fn label_counts(kernel: BTreeMap<(u32, Hook, Mode), u64>, labels: &HashMap<u32, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Links replaced at start leave protection degraded with their names
+    /// (`FilterStatus::changed`, which `status` and `asmguard_protected`
+    /// read); none replaced changes nothing.
+    #[test]
+    fn links_replaced_at_start_degrade_protection() {
+        assert_eq!(replaced_at_start(&[]), None);
+        let what = replaced_at_start(&[
+            "ag_file_open: link id 9 (program id 4) is in no record of a daemon's".into(),
+            "ag_bpf: program id 5 reads other maps ([], not [1])".into(),
+        ])
+        .unwrap();
+        assert!(what.starts_with("2 pinned links not what"), "{what}");
+        assert!(what.contains("ag_file_open: link id 9") && what.contains("; ag_bpf: "));
+        let st = FilterStatus {
+            cover: Coverage::Full(Backend::Lsm),
+            changed: true,
+            ..FilterStatus::not_started()
+        };
+        assert_eq!(st.protection(), Protection::Degraded);
+    }
 
     #[test]
     fn disk_modes_show_claim_and_export() {

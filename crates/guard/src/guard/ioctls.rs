@@ -85,10 +85,20 @@ pub const IOCTLS: &[(Cmd, &str)] = &[
     (Cmd::TypeNr(0x70, 241), "IOC_OPAL_SET_SID_PW"),
 ];
 
-/// The name of an ioctl command (`ioctl 0x<cmd>` when the table lacks it).
+/// The loop ioctls that bind a loop device to an open file, judged when that
+/// file is a managed disk opened for writing (`loop_bind_rule` in
+/// `bpf/guard.bpf.c`, not `write_ioctl()`: their target is the loop device).
+pub const LOOP_BINDS: &[(Cmd, &str)] = &[
+    (Cmd::Exact(0x4c00), "LOOP_SET_FD"),
+    (Cmd::Exact(0x4c06), "LOOP_CHANGE_FD"),
+    (Cmd::Exact(0x4c0a), "LOOP_CONFIGURE"),
+];
+
+/// The name of an ioctl command (`ioctl 0x<cmd>` when the tables lack it).
 pub fn ioctl_name(cmd: u32) -> String {
     IOCTLS
         .iter()
+        .chain(LOOP_BINDS)
         .find(|(m, _)| m.matches(cmd))
         .map_or_else(|| format!("ioctl 0x{cmd:x}"), |(_, n)| (*n).to_string())
 }
@@ -114,6 +124,8 @@ mod tests {
         assert_eq!(ioctl_name(0x8008_70ec), "ioctl 0x800870ec");
         // Exact rows only match their exact command.
         assert_eq!(ioctl_name(0x8000_1277), "ioctl 0x80001277");
+        assert_eq!(ioctl_name(0x4c00), "LOOP_SET_FD");
+        assert_eq!(ioctl_name(0x4c0a), "LOOP_CONFIGURE");
     }
 
     #[test]

@@ -18,6 +18,7 @@ use std::path::PathBuf;
 use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, Object};
 
 use super::abi::{self, read_u32, STAT_RB_DROPS};
+use super::adopt;
 use super::commands::PassthroughRule;
 use super::hooks::{Hook, HOOKS};
 use super::pins::{
@@ -122,6 +123,9 @@ pub struct Guard {
     backend: Backend,
     reason: String,
     adopted: bool,
+    /// The pinned links found not to be the daemon's and replaced at open
+    /// ([`Guard::replaced_links`]).
+    replaced: Vec<String>,
     upgraded_from: Option<Backend>,
     pin_dir: PathBuf,
     links: Vec<(String, Link)>,
@@ -168,17 +172,14 @@ impl fmt::Debug for Guard {
 /// They come from a second load of the object, sharing the pinned maps, so
 /// that a kernel refusing them (5.10 gives cgroup-device programs no task
 /// helpers) keeps the LSM programs. Err: why they are not attached.
-fn attach_companions(opts: &Options, links: &mut Vec<(String, Link)>) -> Result<(), String> {
-    let mut todo = Vec::new();
-    for p in programs::companions().map(|p| p.name) {
-        let pin = opts.pin_dir.join("links").join(p);
-        if pin.exists() {
-            let link = Link::open(&pin).map_err(|e| format!("opening {}: {e}", pin.display()))?;
-            links.push((p.to_string(), link));
-        } else {
-            todo.push(p);
-        }
-    }
+fn attach_companions(
+    opts: &Options,
+    links: &mut Vec<(String, Link)>,
+    record: &adopt::Known,
+    replaced: &mut Vec<adopt::Refusal>,
+) -> Result<(), String> {
+    // loaded even where their links are pinned: what they are checked against
+    let todo: Vec<&str> = programs::companions().map(|p| p.name).collect();
     if todo.is_empty() {
         return Ok(());
     }
@@ -202,19 +203,84 @@ fn attach_companions(opts: &Options, links: &mut Vec<(String, Link)>) -> Result<
         None => cgroup2_root().map_err(|e| e.to_string())?,
     };
     let cg = std::fs::File::open(&dir).map_err(|e| format!("opening {}: {e}", dir.display()))?;
+    let cg_id = cg
+        .metadata()
+        .ok()
+        .map(|m| std::os::unix::fs::MetadataExt::ino(&m));
     for prog in obj.progs_mut() {
         if !prog.autoload() {
             continue;
         }
         let name = prog.name().to_string_lossy().into_owned();
-        let mut link = prog
-            .attach_cgroup(cg.as_raw_fd())
-            .map_err(|e| format!("attaching {name}: {e}"))?;
-        link.pin(opts.pin_dir.join("links").join(&name))
-            .map_err(|e| format!("pinning {name}: {e}"))?;
+        let pin = opts.pin_dir.join("links").join(&name);
+        let link = adopt_or_attach(
+            &name,
+            &prog,
+            Attach::CgroupDevice,
+            &pin,
+            record,
+            cg_id,
+            replaced,
+            || {
+                prog.attach_cgroup(cg.as_raw_fd())
+                    .map_err(Error::bpf("attaching a companion"))
+            },
+        )
+        .map_err(|e| format!("{name}: {e}"))?;
         links.push((name, link));
     }
     Ok(())
+}
+
+/// The link of `prog` (this build's program `name`, loaded now): the one
+/// pinned at `pin` when [`adopt::judge`] finds it the one a daemon of this
+/// build pinned there; else a new one from `attach_new`, attached beside the
+/// pinned one before it takes its pin (the disks are never unfiltered), and
+/// why the pinned one was not adopted goes into `replaced`.
+#[allow(clippy::too_many_arguments)]
+fn adopt_or_attach(
+    name: &str,
+    prog: &impl std::os::fd::AsFd,
+    attach: Attach,
+    pin: &std::path::Path,
+    record: &adopt::Known,
+    cgroup_id: Option<u64>,
+    replaced: &mut Vec<adopt::Refusal>,
+    attach_new: impl FnOnce() -> Result<Link, Error>,
+) -> Result<Link, Error> {
+    // (a pin that is no link, or unreadable, is a foreign one too)
+    let pinned = pin.exists();
+    let old = match pinned.then(|| Link::open(pin)) {
+        Some(Ok(link)) if !record.judge => return Ok(link),
+        Some(Ok(link)) => {
+            let verdict = match adopt::prog_facts(prog.as_fd()) {
+                Some(fresh) => adopt::judge(name, &link, attach, &fresh, record, cgroup_id),
+                None => Err(adopt::Refusal::Foreign(format!(
+                    "{name}: this build's program cannot be read to compare"
+                ))),
+            };
+            match verdict {
+                Ok(()) => return Ok(link),
+                Err(r) => replaced.push(r),
+            }
+            Some(link)
+        }
+        Some(Err(e)) => {
+            replaced.push(adopt::Refusal::Foreign(format!(
+                "{name}: the pin is not a link ({e})"
+            )));
+            None
+        }
+        None => None,
+    };
+    let mut link = attach_new()?;
+    if pinned {
+        std::fs::remove_file(pin).map_err(io_err("removing a replaced link pin"))?;
+    }
+    link.pin(pin).map_err(Error::bpf("pinning a link"))?;
+    // the replaced link (ours was attached first) goes with its last fd
+    drop(old);
+    Ok(link)
 }
 
 impl Guard {
@@ -417,6 +483,20 @@ impl Guard {
             Backend::Lsm | Backend::FmodRet => None,
         };
 
+        // what the daemon that pinned the links recorded of them
+        let record = adopt::Known {
+            judge: opts.claim,
+            record: adopt::load_record(&opts.pin_dir),
+            maps: MAP_NAMES
+                .iter()
+                .filter_map(|n| handle(n).ok()?.info().ok().map(|i| i.info.id))
+                .collect(),
+        };
+        let cg_id = cgroup
+            .as_ref()
+            .and_then(|f| f.metadata().ok())
+            .map(|m| std::os::unix::fs::MetadataExt::ino(&m));
+        let mut replaced = Vec::new();
         let mut links = Vec::new();
         for prog in obj.progs_mut() {
             if !prog.autoload() {
@@ -424,42 +504,80 @@ impl Guard {
             }
             let name = prog.name().to_string_lossy().into_owned();
             let pin = opts.pin_dir.join("links").join(&name);
-            if pin.exists() {
-                let link = Link::open(&pin).map_err(Error::bpf("opening a pinned link"))?;
-                links.push((name, link));
-                continue;
-            }
-            let attach = programs::program(&name).map(|p| p.attach);
-            let mut link = match (&cgroup, attach) {
-                (Some(cg), Some(Attach::CgroupDevice)) => prog
-                    .attach_cgroup(cg.as_raw_fd())
-                    .map_err(Error::bpf("attaching the cgroup device program"))?,
-                (_, Some(Attach::FmodRet | Attach::TpBtf)) => prog
-                    .attach_trace()
-                    .map_err(Error::bpf("attaching an fmod_ret or tp_btf program"))?,
-                _ => prog
-                    .attach_lsm()
-                    .map_err(Error::bpf("attaching an LSM program"))?,
-            };
-            link.pin(&pin).map_err(Error::bpf("pinning a link"))?;
+            let attach = programs::program(&name).map_or(Attach::Lsm, |p| p.attach);
+            let link = adopt_or_attach(
+                &name,
+                &prog,
+                attach,
+                &pin,
+                &record,
+                cg_id,
+                &mut replaced,
+                || {
+                    Ok(match (&cgroup, attach) {
+                        (Some(cg), Attach::CgroupDevice) => prog
+                            .attach_cgroup(cg.as_raw_fd())
+                            .map_err(Error::bpf("attaching the cgroup device program"))?,
+                        (_, Attach::FmodRet | Attach::TpBtf) => prog
+                            .attach_trace()
+                            .map_err(Error::bpf("attaching an fmod_ret or tp_btf program"))?,
+                        _ => prog
+                            .attach_lsm()
+                            .map_err(Error::bpf("attaching an LSM program"))?,
+                    })
+                },
+            )?;
             links.push((name, link));
         }
         let reason = match backend {
-            Backend::Lsm | Backend::FmodRet => match attach_companions(opts, &mut links) {
-                Ok(()) => format!(
+            Backend::Lsm | Backend::FmodRet => {
+                match attach_companions(opts, &mut links, &record, &mut replaced) {
+                    Ok(()) => format!(
                     "{reason}; in-kernel opens by device number (nvmet): judged by ag_kernel_open"
                 ),
-                Err(e) => format!(
+                    Err(e) => format!(
                     "{reason}; in-kernel opens by device number (nvmet) not judged (this kernel \
                      refuses ag_kernel_open: {e})"
                 ),
-            },
+                }
+            }
             Backend::CgroupDevice => reason,
+        };
+        let saved = match opts.claim {
+            true => adopt::save_record(&opts.pin_dir, &links),
+            false => Ok(()),
+        };
+        let reason = match saved {
+            Ok(()) => reason,
+            Err(e) => format!(
+                "{reason}; cannot record the pinned links in {}: {e} (the next start \
+                 replaces them)",
+                adopt::record_path(&opts.pin_dir).display()
+            ),
+        };
+        let (foreign, earlier): (Vec<_>, Vec<_>) = replaced
+            .into_iter()
+            .partition(|r| matches!(r, adopt::Refusal::Foreign(_)));
+        let replaced: Vec<String> = foreign
+            .into_iter()
+            .map(|r| match r {
+                adopt::Refusal::Foreign(s) | adopt::Refusal::Earlier(s) => s,
+            })
+            .collect();
+        let reason = if earlier.is_empty() {
+            reason
+        } else {
+            format!(
+                "{reason}; {} program{} of an earlier build replaced",
+                earlier.len(),
+                if earlier.len() == 1 { "" } else { "s" }
+            )
         };
         let g = Guard {
             backend,
             reason,
             adopted: false,
+            replaced,
             upgraded_from: None,
             pin_dir: opts.pin_dir.clone(),
             links,
@@ -605,6 +723,14 @@ impl Guard {
             "ag_guardian" => &self.guardian,
             other => return self.rule_maps.get(other),
         })
+    }
+
+    /// The pinned links this open did not adopt because they were not what
+    /// a daemon of this build pinned (another program, another place, a
+    /// link no record names), one phrase each: each was replaced by this
+    /// build's program, attached before its pin was taken over.
+    pub fn replaced_links(&self) -> &[String] {
+        &self.replaced
     }
 
     /// Whether pinned programs were re-adopted (rather than attached now).

@@ -39,6 +39,7 @@
 //! `filter` module), device numbers ([`crate::KernelDev`]).
 
 pub mod abi;
+mod adopt;
 pub mod commands;
 pub mod events;
 mod guardian;

@@ -206,6 +206,8 @@ pub fn remove_pins(pin_dir: &Path) -> Result<(), Error> {
         let _ = std::fs::remove_dir(&dir);
     }
     let _ = std::fs::remove_dir(pin_dir);
+    // (the record of the links: nothing pinned to adopt any more)
+    let _ = std::fs::remove_file(super::adopt::record_path(pin_dir));
     let ids: Vec<u32> = held.iter().filter_map(link_id).collect();
     for link in held {
         // Cgroup links detach at once; for LSM (tracing) links the kernel has

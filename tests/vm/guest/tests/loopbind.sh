@@ -1,0 +1,55 @@
+#!/bin/sh
+# loopbind (issue 41, point 1): a loop device bound to a managed disk. The
+# loop driver writes its backing file from a kernel thread, which the filter
+# lets through (file_open judged the opener), so a descriptor opened for
+# writing before the disk was protected (here: across `filter disable` and
+# `enable`, as after a maintenance window) would give anyone a writable loop
+# device over the disk. LOOP_SET_FD, LOOP_CONFIGURE and LOOP_CHANGE_FD onto a
+# managed disk's writable descriptor are refused (EPERM, an event naming the
+# ioctl) to a caller no rule allows, and nothing lands (sha256 of the first
+# block unchanged); a read-only descriptor still binds (a read-only loop
+# device), and so does an unmanaged disk's writable one (written through).
+# On the cgroup-device fallback (no ioctl hook): n/a.
+. /vmtests/lib.sh
+
+C="asmguardctl --socket /run/asmguard/asmguard.sock"
+EPERM="FAIL 1 Operation not permitted"
+L=$(new_loop 16 lb-disk)
+U=$(new_loop 16 lb-free)
+[ -b "$L" ] && [ -b "$U" ] || { fail setup "no loop devices"; vm_exit; }
+agd_config /tmp/lb.toml "${L#/dev/}"
+: >/tmp/lb.log
+agd_start /tmp/lb.toml /tmp/lb.log || { fail setup "asmguardd did not answer: $(tail -n 5 /tmp/lb.log)"; vm_exit; }
+expect_ok label $C label LBDISK "$L"
+first() { dd if="$1" bs=4096 count=1 2>/dev/null | sha256sum | cut -d' ' -f1; }
+
+if ! vm_full; then
+	na bind "$VM_FALLBACK_WHY: no ioctl hook sees LOOP_SET_FD"
+else
+	expect_ok filter-disable $C filter disable
+	exec 3<>"$L" 4<"$L" 5<>"$U"
+	expect_ok filter-enable $C filter enable
+	before=$(first "$L")
+	expect_fail set-fd-refused "$EPERM" agloop set_fd 3 write
+	expect_fail configure-refused "$EPERM" agloop configure 3 write
+	expect_fail change-fd-refused "$EPERM" agloop change_fd 3
+	if [ -x /usr/local/bin/agloop32 ]; then
+		expect_fail set-fd-refused-32bit "$EPERM" agloop32 set_fd 3 write
+	else
+		na set-fd-refused-32bit "no 32-bit helper in this guest (gcc-multilib)"
+	fi
+	expect sha-unchanged "$before" "$(first "$L")"
+	ev=$($C events 2>&1 | grep -m 1 LOOP_SET_FD)
+	has_line event-names-it "LOOP_SET_FD" "$ev"
+	expect_ok read-only-binds agloop set_fd 4
+	before_u=$(first "$U")
+	expect_ok unmanaged-binds agloop set_fd 5 write
+	holds unmanaged-written "written through the loop device" [ "$(first "$U")" != "$before_u" ]
+	exec 3<&- 4<&- 5<&-
+fi
+
+$C filter disable >/dev/null 2>&1
+kill "$agd" 2>/dev/null
+wait "$agd" 2>/dev/null
+losetup -d "$L" "$U" 2>/dev/null
+vm_exit
