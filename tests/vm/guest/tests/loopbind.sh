@@ -9,7 +9,9 @@
 # ioctl) to a caller no rule allows, and nothing lands (sha256 of the first
 # block unchanged); a read-only descriptor still binds (a read-only loop
 # device), and so does an unmanaged disk's writable one (written through).
-# On the cgroup-device fallback (no ioctl hook): n/a.
+# On the cgroup-device fallback (no ioctl hook): n/a. Both backends' ioctl hooks
+# are covered by the base lines (5.10: fmod_ret; the others: LSM): once per kernel.
+# lab-settings: once-per-kernel
 . /vmtests/lib.sh
 
 C="asmguardctl --socket /run/asmguard/asmguard.sock"

@@ -9,6 +9,9 @@
 # place, says so (an ERROR line; `status` degraded, naming them) and root's
 # write is refused again. The start after adopts what that one pinned, with
 # no ERROR, and says protected.
+# Both backends' links are covered by the base lines (5.10: fmod_ret; 6.1, 6.12,
+# newest: LSM): once per kernel.
+# lab-settings: once-per-kernel
 . /vmtests/lib.sh
 
 C="asmguardctl --socket /run/asmguard/asmguard.sock"
