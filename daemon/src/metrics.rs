@@ -5,9 +5,10 @@
 //!
 //! Not for: the metric families themselves (`asmguard_metrics::exporter`).
 //!
-//! Each labelled disk is traced on the whole disk under its top device (the multipath
-//! device, or the labelled device; the parent disk of a labelled partition), so a
-//! request is counted once. `asmguard_discard_bytes_total{source="oracle"}` is the
+//! Each labelled disk is traced on the request-based devices under it (each path of a
+//! multipath device, each hidden path of an NVMe head; else the labelled device or the
+//! parent disk of a labelled partition: `model::traced`), and the exporter rolls them
+//! up into the disk's series, so a request is counted once. `asmguard_discard_bytes_total{source="oracle"}` is the
 //! discard bytes seen on the disk minus reclaim's own: every other caller's discards
 //! are denied by the filter before they reach the block layer.
 

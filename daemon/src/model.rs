@@ -438,24 +438,47 @@ pub fn claims(disks: &[Disk]) -> Vec<Wanted> {
         .collect()
 }
 
-/// The disks the latency tracer follows and the exporter describes, by the
-/// whole disk their I/O is counted on (conflicting labels are left out).
+/// The devices the latency tracer follows, each described with the disk its
+/// I/O is counted on (conflicting labels are left out). A disk is traced on
+/// the request-based devices under it, where requests are issued: each path
+/// of a dm-multipath device, each hidden path of an NVMe head (the head is
+/// bio-based and issues none), else its whole disk. The exporter rolls the
+/// paths up into the disk's series; a request is issued on one of them only,
+/// so it is counted once.
 pub fn traced(disks: &[Disk]) -> BTreeMap<KernelDev, asmguard_metrics::DiskInfo> {
-    disks
-        .iter()
-        .filter(|d| !d.conflict)
-        .map(|d| {
-            let whole = d.whole();
-            let info = asmguard_metrics::DiskInfo {
-                device: whole.name.clone(),
-                label: d.label.to_string(),
-                paths: d.paths.iter().map(|p| p.node.shown.clone()).collect(),
-                logical_sector: d.logical_block_size,
-                physical_sector: d.physical_block_size,
-            };
-            (whole.dev, info)
-        })
-        .collect()
+    let mut out = BTreeMap::new();
+    for d in disks.iter().filter(|d| !d.conflict) {
+        let whole = d.whole();
+        let info = asmguard_metrics::DiskInfo {
+            device: whole.name.clone(),
+            path: String::new(),
+            label: d.label.to_string(),
+            paths: d.paths.iter().map(|p| p.node.shown.clone()).collect(),
+            logical_sector: d.logical_block_size,
+            physical_sector: d.physical_block_size,
+        };
+        let mut below: Vec<(KernelDev, String)> = d
+            .paths
+            .iter()
+            .filter(|p| p.role == Role::Path)
+            .map(|p| (p.node.dev, p.node.name.clone()))
+            .collect();
+        below.extend(
+            d.nvme_paths
+                .iter()
+                .filter_map(|(name, dev)| Some(((*dev)?, name.clone()))),
+        );
+        if below.is_empty() {
+            out.insert(whole.dev, info);
+            continue;
+        }
+        for (dev, name) in below {
+            let mut i = info.clone();
+            i.path = name;
+            out.insert(dev, i);
+        }
+    }
+    out
 }
 
 /// A disk's filter mode as applied (`off` before the filter judged it): the
@@ -732,17 +755,24 @@ pub mod tests {
     #[test]
     fn traced_disks_and_modes_from_the_model() {
         let t = traced(&model());
-        // the multipath device, and the parent of the labelled partition;
-        // conflicting labels are not described
+        // the request-based paths under the multipath device (its sd paths, and
+        // the hidden NVMe path that has a number), not the bio-based top, and
+        // the parent of the labelled partition; conflicting labels are not
+        // described
         assert_eq!(
             t.keys().copied().collect::<Vec<_>>(),
-            vec![k("8:48"), k("253:2")]
+            vec![k("8:16"), k("8:32"), k("8:48"), k("259:4")]
         );
-        let mp = &t[&k("253:2")];
-        assert_eq!((mp.device.as_str(), mp.label.as_str()), ("dm-2", "MDATA1"));
-        assert_eq!(mp.paths, vec!["/dev/mapper/mpatha", "/dev/sdb", "/dev/sdc"]);
-        assert_eq!((mp.logical_sector, mp.physical_sector), (512, 4096));
+        for (dev, path) in [("8:16", "sdb"), ("8:32", "sdc"), ("259:4", "nvme0c1n1")] {
+            let mp = &t[&k(dev)];
+            // rolled up to the disk: its device and label, each with its path
+            assert_eq!((mp.device.as_str(), mp.label.as_str()), ("dm-2", "MDATA1"));
+            assert_eq!(mp.path, path);
+            assert_eq!(mp.paths, vec!["/dev/mapper/mpatha", "/dev/sdb", "/dev/sdc"]);
+            assert_eq!((mp.logical_sector, mp.physical_sector), (512, 4096));
+        }
         assert_eq!(t[&k("8:48")].device, "sdd");
+        assert_eq!(t[&k("8:48")].path, "");
         assert_eq!(
             modes(&model()),
             BTreeMap::from([

@@ -131,6 +131,17 @@ impl OpHist {
         out
     }
 
+    /// Adds `other`'s counts to these (the paths of one disk rolled up).
+    pub fn add(&mut self, other: &OpHist) {
+        self.bytes = self.bytes.wrapping_add(other.bytes);
+        self.lat_sum_ns = self.lat_sum_ns.wrapping_add(other.lat_sum_ns);
+        self.queue_sum_ns = self.queue_sum_ns.wrapping_add(other.queue_sum_ns);
+        for k in 0..NSLOTS {
+            self.lat[k] = self.lat[k].wrapping_add(other.lat[k]);
+            self.queue[k] = self.queue[k].wrapping_add(other.queue[k]);
+        }
+    }
+
     /// What happened between `earlier` and `self` (both cumulative). Counters
     /// that went backwards (the program was reloaded) count from zero.
     pub fn delta(&self, earlier: &OpHist) -> OpHist {

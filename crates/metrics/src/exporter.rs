@@ -45,7 +45,7 @@ use crate::bpf::IoLat;
 use crate::error::Error;
 use crate::hist::prometheus_buckets;
 use crate::snapshot::RawEntry;
-use crate::snapshot::{DiskOpStats, Snapshot};
+use crate::snapshot::{DiskOpStats, Op, OpHist, Snapshot};
 use crate::KernelDev;
 use asmguard_filter_types::{Applied, Hook};
 
@@ -72,8 +72,15 @@ impl HistSource for IoLat {
 /// What the daemon knows about a managed disk.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DiskInfo {
-    /// Kernel device name of the disk the I/O is counted on (`dm-3`, `sdb`).
+    /// Kernel device name of the disk the I/O is counted on (`dm-3`, `sdb`,
+    /// `nvme0n1`): the series' `device`, whatever device the requests are
+    /// traced on.
     pub device: String,
+    /// Kernel name of the request-based path this traced device is when it is
+    /// not the disk itself (`sdc` under dm-multipath, `nvme0c1n1` under an NVMe
+    /// head), else empty. The histograms of every traced device with one
+    /// `device` and `label` roll up into that disk's series.
+    pub path: String,
     /// asmguard label (empty: none).
     pub label: String,
     /// Every path of the disk (`/dev/asmguard/disks/DATA1`, `/dev/sdc`, ...).
@@ -219,17 +226,24 @@ impl Shared {
         };
         let raw = source.read()?;
         let state = self.state.read().unwrap_or_else(|e| e.into_inner());
+        // the traced paths of one disk roll up into the disk's (device, op):
+        // each request is issued on exactly one of them, so counted once
+        let mut disks: BTreeMap<(String, String, Op), OpHist> = BTreeMap::new();
+        for e in raw {
+            let (device, label) = self.names(&state, KernelDev::from_raw(e.dev));
+            disks
+                .entry((device, label, e.op))
+                .and_modify(|h| h.add(&e.hist))
+                .or_insert(e.hist);
+        }
         let mut snap = Snapshot {
-            entries: raw
+            entries: disks
                 .into_iter()
-                .map(|e| {
-                    let (device, label) = self.names(&state, KernelDev::from_raw(e.dev));
-                    DiskOpStats {
-                        device,
-                        label,
-                        op: e.op,
-                        hist: e.hist,
-                    }
+                .map(|((device, label, op), hist)| DiskOpStats {
+                    device,
+                    label,
+                    op,
+                    hist,
                 })
                 .collect(),
         };
@@ -352,7 +366,12 @@ fn disk_info(s: &Scrape<'_>, enc: &mut DescriptorEncoder) -> Result<(), std::fmt
         None,
         MetricType::Gauge,
     )?;
+    // one disk traced on several paths is described once
+    let mut seen = std::collections::BTreeSet::new();
     for d in s.disks.values() {
+        if !seen.insert((d.label.as_str(), d.device.as_str())) {
+            continue;
+        }
         let paths = d.paths.join(",");
         let logical = d.logical_sector.to_string();
         let physical = d.physical_sector.to_string();
@@ -852,6 +871,7 @@ mod tests {
         m.set_disk(
             dev,
             DiskInfo {
+                path: String::new(),
                 device: "sdb".into(),
                 label: "DATA1".into(),
                 paths: vec!["/dev/sdb".into()],
@@ -875,6 +895,46 @@ mod tests {
             let w = snap.find("sdb", Op::Write).unwrap();
             assert_eq!((w.hist.count(), w.hist.bytes), (4, 4 * 8192));
         }
+    }
+
+    /// Two traced paths of one disk (an NVMe head's hidden paths) make one
+    /// series per op: the sum of the paths, and one `asmguard_disk_info`.
+    #[test]
+    fn paths_of_one_disk_roll_up_to_the_disk() {
+        let (p0, p1) = (
+            KernelDev::new(259, 3).unwrap(),
+            KernelDev::new(259, 4).unwrap(),
+        );
+        let m = Metrics::with_source(Arc::new(Fake(vec![
+            entry(p0.raw(), Op::Read, &[(10, 3)], 3 * 8192),
+            entry(p1.raw(), Op::Read, &[(10, 1), (12, 2)], 3 * 8192),
+            entry(p1.raw(), Op::Write, &[(11, 4)], 4 * 8192),
+        ])));
+        for (dev, path) in [(p0, "nvme0c0n1"), (p1, "nvme0c1n1")] {
+            m.set_disk(
+                dev,
+                DiskInfo {
+                    device: "nvme0n1".into(),
+                    path: path.into(),
+                    label: "DATA1".into(),
+                    paths: vec!["/dev/nvme0n1".into()],
+                    logical_sector: 512,
+                    physical_sector: 512,
+                },
+            );
+        }
+        let snap = m.snapshot().unwrap();
+        assert_eq!(snap.entries.len(), 2, "{snap:?}");
+        let r = snap.find("DATA1", Op::Read).unwrap();
+        assert_eq!(r.device, "nvme0n1");
+        assert_eq!((r.hist.count(), r.hist.bytes), (6, 6 * 8192));
+        assert_eq!((r.hist.lat[10], r.hist.lat[12]), (4, 2));
+        let w = snap.find("nvme0n1", Op::Write).unwrap();
+        assert_eq!(w.hist.count(), 4);
+        let text = m.encode_prometheus_text();
+        assert_eq!(text.matches("asmguard_disk_info{").count(), 1, "{text}");
+        let parsed = Snapshot::from_prometheus_text(&text).unwrap();
+        assert_eq!(parsed.find("DATA1", Op::Read).unwrap().hist.count(), 6);
     }
 
     #[test]

@@ -331,3 +331,66 @@ fn only_added_disks_unless_trace_all() {
         "a forgotten disk is not counted"
     );
 }
+
+/// Two loop devices traced as the two paths of one disk (as the daemon traces
+/// each path of a multipath device or NVMe head): the scrape has one series
+/// per op for the disk, holding exactly the reads of both paths.
+#[test]
+fn paths_of_one_disk_roll_up_with_exact_counts() {
+    use asmguard_metrics::{DiskInfo, Metrics};
+    let Some(_serial) = root_serial() else {
+        return;
+    };
+    let paths: Vec<LoopDev> = (0..2)
+        .map(|i| LoopDev::new(&format!("rollup{i}"), 16))
+        .collect();
+    let devs: Vec<KernelDev> = paths.iter().map(|d| disk_of(&d.path)).collect();
+    let iolat = std::sync::Arc::new(
+        IoLat::load_opts(&LoadOptions {
+            kernel_stamps: false,
+            ..LoadOptions::default()
+        })
+        .unwrap(),
+    );
+    let m = Metrics::with_source(iolat.clone());
+    for (i, dev) in devs.iter().enumerate() {
+        iolat.add_device(dev.raw()).unwrap();
+        m.set_disk(
+            *dev,
+            DiskInfo {
+                device: "dm-rollup".into(),
+                path: format!("path{i}"),
+                label: "ROLLUP1".into(),
+                paths: vec![],
+                logical_sector: 512,
+                physical_sector: 512,
+            },
+        );
+    }
+    // the disk's read series (none before its first read), never one per path
+    let reads = |m: &Metrics| {
+        let s = m.snapshot().unwrap();
+        let mine: Vec<_> = s
+            .entries
+            .iter()
+            .filter(|e| e.op == Op::Read && e.label == "ROLLUP1")
+            .collect();
+        assert!(mine.len() <= 1, "{s:?}");
+        mine.first().map(|e| {
+            assert_eq!(e.device, "dm-rollup");
+            e.hist.clone()
+        })
+    };
+    let h0 = reads(&m).unwrap_or_default();
+    direct_reads(&paths[0].path, 11);
+    direct_reads(&paths[1].path, 19);
+    let d = reads(&m).expect("a read series").delta(&h0);
+    assert_eq!((d.count(), d.bytes), (30, 30 * 4096));
+    let text = m.encode_prometheus_text();
+    assert_eq!(
+        text.matches("asmguard_io_latency_seconds_count{device=\"dm-rollup\"")
+            .count(),
+        1,
+        "{text}"
+    );
+}

@@ -161,6 +161,7 @@ fn serve(args: ServeArgs) -> Result<()> {
         metrics.set_disk(
             dev,
             DiskInfo {
+                path: String::new(),
                 logical_sector: sysfs_u32(&device, "logical_block_size"),
                 physical_sector: sysfs_u32(&device, "physical_block_size"),
                 device,
@@ -234,6 +235,7 @@ fn add_synthetic_disks(iolat: &IoLat, metrics: &Metrics, n: u32) -> Result<()> {
         metrics.set_disk(
             dev,
             DiskInfo {
+                path: String::new(),
                 device: format!("bench{}", i + 1),
                 paths: vec![asmguard_paths::Paths::default()
                     .disks_dir()

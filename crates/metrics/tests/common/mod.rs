@@ -92,6 +92,7 @@ pub fn populate_every_family(
     m.set_disk(
         dev,
         DiskInfo {
+            path: String::new(),
             device,
             label: "DATA1".into(),
             paths,
