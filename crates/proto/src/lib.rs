@@ -966,6 +966,10 @@ pub struct StatusResult {
     /// applied every other key): `section.key = in force -> in the file`.
     #[serde(default)]
     pub restart_needed: Vec<String>,
+    /// The disks a reclaim runs on and what their fence refuses on this
+    /// backend (`none`: no reclaim runs).
+    #[serde(default)]
+    pub reclaim_fence: String,
 }
 
 /// One `[[container]]` as the filter resolved it.

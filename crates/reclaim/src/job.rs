@@ -62,6 +62,44 @@ pub trait Host {
     fn writer(&self) -> Writer {
         Writer::default()
     }
+    /// Fences the disks of `labels` (by default: nothing to fence): until the
+    /// guard drops, only the process that runs the job may write them.
+    fn fence(&self, _labels: &[String]) -> Result<FenceGuard, ErrorBody> {
+        Ok(FenceGuard::none())
+    }
+}
+
+/// A fence held for the job ([`Host::fence`]): released when dropped, however
+/// the job ends.
+pub struct FenceGuard(Option<Box<dyn FnOnce() + Send>>);
+
+impl FenceGuard {
+    /// A fence released by `release`.
+    pub fn new(release: impl FnOnce() + Send + 'static) -> FenceGuard {
+        FenceGuard(Some(Box::new(release)))
+    }
+    /// No fence.
+    pub fn none() -> FenceGuard {
+        FenceGuard(None)
+    }
+}
+
+impl Drop for FenceGuard {
+    fn drop(&mut self) {
+        if let Some(f) = self.0.take() {
+            f();
+        }
+    }
+}
+
+impl std::fmt::Debug for FenceGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "FenceGuard(held)"
+        } else {
+            "FenceGuard(none)"
+        })
+    }
 }
 
 /// Progress lines go here.
@@ -145,7 +183,10 @@ pub fn run(
     check_writers(host, &plans)?;
     watch_quiet(&plans, a, planned, cancel, progress)?;
     check_writers(host, &plans)?;
-    // Execute, disk after disk (the rate limit applies to the whole request).
+    // Execute, disk after disk (the rate limit applies to the whole request),
+    // every disk fenced from the first discard to the last.
+    let labels: Vec<String> = plans.iter().map(|(x, _)| x.label.clone()).collect();
+    let _fence = host.fence(&labels)?;
     let mut out = Vec::new();
     let mut total = 0u64;
     for (x, p) in &plans {
