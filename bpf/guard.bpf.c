@@ -142,9 +142,16 @@ static __always_inline int verdict(struct ag_disk *d, __u32 dev, __u32 flags, __
 	__u32 mode = d->mode;
 	bool full = reader != AG_IDS;
 
-	if (mode != AG_MODE_AUDIT && mode != AG_MODE_ENFORCE)
+	if (mode != AG_MODE_AUDIT && mode != AG_MODE_ENFORCE && mode != AG_MODE_FENCED)
 		return 0;
-	if (full) {
+	if (full && mode == AG_MODE_FENCED) {
+		/* A reclaim runs on the disk: the daemon's process alone writes
+		 * (no allow rule, no kernel thread acting for an opener). */
+		task_init(&k, reader);
+		if (is_daemon(k.t))
+			return 0;
+		who(&e);
+	} else if (full) {
 		task_init(&k, reader);
 		/* A kernel thread writing through a file (the loop driver's worker
 		 * on a loop device backed by a managed disk) acts for whoever
@@ -155,12 +162,14 @@ static __always_inline int verdict(struct ag_disk *d, __u32 dev, __u32 flags, __
 			return 0;
 		who(&e);
 	} else {
+		/* Fenced too: by ids alone the daemon cannot be told from an
+		 * allowed user, so the allow rules keep their say (status says so). */
 		who_ids(&e);
 		if (ids_allowed(e.euid, e.egid))
 			return 0;
 	}
 
-	count_disk(d->disk_id, mode == AG_MODE_ENFORCE ? hook : AG_DISK_HOOKS + hook);
+	count_disk(d->disk_id, mode != AG_MODE_AUDIT ? hook : AG_DISK_HOOKS + hook);
 	r = bpf_ringbuf_reserve(&ag_events, sizeof(*r), 0);
 	if (r) {
 		e.ts_ns = bpf_ktime_get_ns();
@@ -177,7 +186,7 @@ static __always_inline int verdict(struct ag_disk *d, __u32 dev, __u32 flags, __
 	} else {
 		stat_add(AG_STAT_RB_DROPS);
 	}
-	return mode == AG_MODE_ENFORCE ? -EPERM : 0;
+	return mode != AG_MODE_AUDIT ? -EPERM : 0;
 }
 
 static __always_inline int check_file(struct file *file, __u32 hook, __u32 op)
@@ -491,7 +500,7 @@ static __always_inline int cgroup_dev(struct bpf_cgroup_dev_ctx *ctx, bool full,
 			bpf_map_delete_elem(&ag_open_asked, &tid);
 			/* the second ask of an open reported at the first (enforce is
 			 * judged again: the mode may have changed in between) */
-			if (d->mode != AG_MODE_ENFORCE)
+			if (d->mode != AG_MODE_ENFORCE && d->mode != AG_MODE_FENCED)
 				return 1;
 		}
 	}

@@ -17,6 +17,8 @@
 #define AG_MODE_OFF 0     /* in the map but not filtered */
 #define AG_MODE_AUDIT 1   /* log, allow */
 #define AG_MODE_ENFORCE 2 /* log, deny with -EPERM */
+#define AG_MODE_FENCED 3  /* a reclaim runs: only the daemon's process writes
+			     (no allow rule counts); log, deny with -EPERM */
 
 /* Which hook saw the operation (event.hook, stats index). */
 #define AG_HOOK_FILE_OPEN 1
@@ -149,7 +151,7 @@ struct ag_event {
 	__u32 hook;    /* AG_HOOK_* */
 	__u32 op;      /* open: f_mode; permission: mask; ioctl: cmd; mmap/mprotect: prot;
 			  uring_cmd: cmd_op; cgroup_device: access_type */
-	__u32 mode;    /* AG_MODE_AUDIT or AG_MODE_ENFORCE */
+	__u32 mode;    /* AG_MODE_AUDIT, AG_MODE_ENFORCE or AG_MODE_FENCED */
 	__u32 flags;   /* AG_EV_* */
 	__u32 ctr_id;  /* the container (struct ag_place) the task is in; 0: none */
 	char comm[16];

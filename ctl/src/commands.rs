@@ -342,6 +342,14 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
         ("oracle homes", joined_or(&s.oracle_homes, "none found")),
         ("rule notes", joined_or(&s.allow_notes, "none")),
         (
+            "reclaim fence",
+            if s.reclaim_fence.is_empty() {
+                "none".to_string()
+            } else {
+                s.reclaim_fence.clone()
+            },
+        ),
+        (
             "filter mode",
             format!("{} (default)", s.default_filter_mode),
         ),
@@ -488,10 +496,10 @@ pub fn event_text(e: &asmguard_proto::FilterEventInfo) -> String {
     let (h, m, s) = ((secs / 3600) % 24, (secs / 60) % 60, secs % 60);
     format!(
         "{h:02}:{m:02}:{s:02}Z {} {} label={} device={}{} pid={} uid={} egid={} comm={} exe={} hook={}",
-        if e.mode == asmguard_filter_types::Mode::Enforce {
-            "DENIED "
-        } else {
-            "AUDITED"
+        match e.mode {
+            asmguard_filter_types::Mode::Enforce => "DENIED ",
+            asmguard_filter_types::Mode::Fenced => "DENIED (reclaim fence)",
+            _ => "AUDITED",
         },
         e.operation,
         if e.label.is_empty() { "?" } else { &e.label },

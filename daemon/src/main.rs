@@ -12,6 +12,7 @@ use asmguard_devices::events::DeviceEvent;
 mod check;
 mod claims;
 mod conf;
+mod fence;
 mod filter;
 mod kept;
 mod links;

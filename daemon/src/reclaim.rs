@@ -27,9 +27,9 @@ use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::mpsc;
 
 /// What the reclaim job takes from the daemon.
-struct DaemonHost<'a>(&'a Daemon);
+struct DaemonHost(Arc<Daemon>);
 
-impl Host for DaemonHost<'_> {
+impl Host for DaemonHost {
     fn sys(&self) -> &Path {
         &self.0.site.paths.sys
     }
@@ -72,6 +72,12 @@ impl Host for DaemonHost<'_> {
         }
         found.then_some(out)
     }
+    fn fence(&self, labels: &[String]) -> Result<job::FenceGuard, ErrorBody> {
+        self.0.set_fence(labels, true);
+        let d = self.0.clone();
+        let labels = labels.to_vec();
+        Ok(job::FenceGuard::new(move || d.set_fence(&labels, false)))
+    }
 }
 
 fn err(code: ErrorCode, m: impl Into<String>) -> ErrorBody {
@@ -89,7 +95,7 @@ pub async fn serve(
     let cancel = Arc::new(AtomicBool::new(false));
     let (tx, mut rx) = mpsc::unbounded_channel::<ReclaimProgress>();
     let c2 = cancel.clone();
-    let mut job = tokio::task::spawn_blocking(move || run(&d, &a, &c2, &tx));
+    let mut job = tokio::task::spawn_blocking(move || run(d, &a, &c2, &tx));
     let mut reading = true;
     let mut connected = true;
     let result = loop {
@@ -206,7 +212,7 @@ fn target(x: &Disk) -> Target {
 }
 
 fn run(
-    d: &Daemon,
+    d: Arc<Daemon>,
     a: &ReclaimArgs,
     cancel: &AtomicBool,
     tx: &mpsc::UnboundedSender<ReclaimProgress>,
@@ -221,6 +227,23 @@ fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The job's fence is the daemon's for as long as the guard lives: it is
+    /// in the World while held and gone once dropped (the job ended, however).
+    #[test]
+    fn the_job_fence_holds_until_its_guard_drops() {
+        let run = tempfile::tempdir().unwrap();
+        let mut d = Daemon::for_tests(asmguard_config::Config::default());
+        d.site.runtime_dir = run.path().to_path_buf();
+        let d = Arc::new(d);
+        let host = DaemonHost(d.clone());
+        let g = host.fence(&["DATA1".to_string()]).unwrap();
+        assert!(d.fenced().contains("DATA1"));
+        assert!(crate::fence::path(run.path()).exists());
+        drop(g);
+        assert!(d.fenced().is_empty());
+        assert!(!crate::fence::path(run.path()).exists());
+    }
     use crate::model::tests::model;
 
     fn args(labels: &[&str], diskgroup: Option<&str>) -> ReclaimArgs {

@@ -246,11 +246,16 @@ impl Daemon {
         let settle =
             crate::kept::Kept::settle_for(Duration::from_secs(cfg.devices.label_watch_seconds));
         let conf = Arc::new(Conf::new(cfg));
+        // a fence recorded by an earlier daemon holds only while its job can
+        // still run (crate::fence)
+        let fenced = crate::fence::load(&crate::fence::path(&runtime_dir), &paths.proc);
+        let world =
+            World::empty(conf.clone()).with_fence(&fenced.into_iter().collect::<Vec<_>>(), true);
         Daemon {
             conf: RwLock::new(conf.clone()),
             state: RwLock::new(State {
                 devices: BTreeMap::new(),
-                world: World::empty(conf),
+                world,
                 last_scan_ms: 0,
             }),
             filter,
@@ -455,7 +460,7 @@ impl Daemon {
                 .collect();
             (before.containers.clone(), new)
         };
-        self.filter.sync(model::managed_set(&m.disks));
+        self.filter.sync(model::managed_set(&m.disks), &next.fenced);
         for d in &mut m.disks {
             d.mode = Some(self.filter.disk_mode(d.label.as_str()));
         }
@@ -508,6 +513,51 @@ impl Daemon {
             .map(|r| crate::present::target(&w.conf.cfg, &r.config, r.owner.clone()))
             .collect();
         self.made.presenter.sync(&disks, &targets);
+    }
+
+    /// Fences the disks of `labels` (`on`: mode `fenced`, only the daemon's
+    /// process writes them) or lifts their fence, through the World, and
+    /// records the fenced disks under the runtime directory (`crate::fence`).
+    pub fn set_fence(&self, labels: &[String], on: bool) {
+        let _order = self.scans.order.lock().unwrap_or_else(|p| p.into_inner());
+        let next = self.read_state().world.with_fence(labels, on);
+        let fenced = next.fenced.clone();
+        if self.scans.done.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+            self.apply(next);
+        } else {
+            self.write_state().world = next;
+        }
+        let file = crate::fence::path(&self.site.runtime_dir);
+        if let Err(e) = crate::fence::save(&file, &self.site.paths.proc, &fenced) {
+            tracing::error!("reclaim fence: cannot record it in {}: {e}", file.display());
+        }
+        let what = labels.join(", ");
+        if !on {
+            tracing::info!("reclaim fence of {what} lifted: the job ended");
+            return;
+        }
+        let unfenced: Vec<&str> = labels
+            .iter()
+            .filter(|l| self.filter.disk_mode(l).mode() != asmguard_guard::Mode::Fenced)
+            .map(String::as_str)
+            .collect();
+        if unfenced.is_empty() {
+            tracing::info!(
+                "reclaim fence of {what}: only asmguardd writes them until the job ends"
+            );
+        } else {
+            tracing::warn!(
+                "reclaim fence of {}: no filter applies it ({}): other writers are not held off",
+                unfenced.join(", "),
+                self.filter.status().reason
+            );
+        }
+    }
+
+    /// The disks fenced for a reclaim, by label.
+    #[cfg(test)]
+    pub fn fenced(&self) -> Arc<std::collections::BTreeSet<String>> {
+        self.read_state().world.fenced.clone()
     }
 
     /// Applies the World as last applied again: after a filter mode changed.
@@ -765,5 +815,80 @@ mod scan_race_tests {
             "the scan replaced the refresh's newer state: {:?}",
             s.devices.keys().collect::<Vec<_>>()
         );
+    }
+}
+
+#[cfg(test)]
+mod fence_tests {
+    use super::*;
+
+    fn labels(d: &Daemon) -> Vec<String> {
+        d.fenced().iter().cloned().collect()
+    }
+
+    fn recorded(run: &Path) -> Option<Vec<String>> {
+        let text = std::fs::read(crate::fence::path(run)).ok()?;
+        let r: crate::fence::Record = serde_json::from_slice(&text).unwrap();
+        assert_eq!(r.pid, std::process::id());
+        Some(r.labels.into_iter().collect())
+    }
+
+    /// The fence is a part of the World: set and lifted through the one
+    /// apply path, kept by scans (a new model keeps it), recorded under the
+    /// runtime directory while it holds; a daemon started again once its job
+    /// is gone (here: the recorded process is this one, which runs no job
+    /// yet) drops it and its record.
+    #[test]
+    fn the_fence_is_in_the_world_and_recorded_while_it_holds() {
+        let sys = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(sys.path().join("class/block")).unwrap();
+        let run = tempfile::tempdir().unwrap();
+        let mut d = Daemon::for_tests(Config::default());
+        d.site.paths.sys = sys.path().to_path_buf();
+        d.site.runtime_dir = run.path().to_path_buf();
+        d.full_scan().unwrap();
+        assert!(labels(&d).is_empty());
+        assert_eq!(recorded(run.path()), None);
+
+        d.set_fence(&["DATA1".into(), "DATA2".into()], true);
+        assert_eq!(labels(&d), ["DATA1", "DATA2"]);
+        assert_eq!(recorded(run.path()).unwrap(), ["DATA1", "DATA2"]);
+        d.set_fence(&["DATA1".into()], false);
+        assert_eq!(labels(&d), ["DATA2"]);
+        assert_eq!(recorded(run.path()).unwrap(), ["DATA2"]);
+        // a scan brings a new model, not a new fence
+        d.full_scan().unwrap();
+        assert_eq!(labels(&d), ["DATA2"]);
+        let st = d.status();
+        assert!(
+            st.reclaim_fence.starts_with("DATA2: a reclaim runs"),
+            "{}",
+            st.reclaim_fence
+        );
+
+        // restarted with the record of a job that no longer runs
+        let mut again = Daemon::for_tests(Config::default());
+        again.site.runtime_dir = run.path().to_path_buf();
+        let again = Daemon::new(
+            Config::default(),
+            "test".into(),
+            again.site.socket.clone(),
+            run.path().to_path_buf(),
+            "none".into(),
+            Started {
+                filter: FilterService::inert("not loaded in this test"),
+                writer: Writer::default(),
+                metrics: MetricsService::without_tracer(),
+            },
+        );
+        assert!(labels(&again).is_empty(), "the fence outlived its job");
+        assert_eq!(recorded(run.path()), None, "the record of a gone job stays");
+
+        // lifted: no record
+        d.set_fence(&["DATA2".into()], true);
+        d.set_fence(&["DATA2".into()], false);
+        assert!(labels(&d).is_empty());
+        assert_eq!(recorded(run.path()), None);
+        assert_eq!(d.status().reclaim_fence, "none (no reclaim runs)");
     }
 }

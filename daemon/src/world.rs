@@ -14,6 +14,7 @@
 
 use crate::conf::Conf;
 use crate::model::Model;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// The containers' part of the World: defined beside their resolution.
@@ -28,6 +29,9 @@ pub struct World {
     pub model: Model,
     /// The configured containers as last resolved.
     pub containers: Arc<Containers>,
+    /// The disks a reclaim runs on, by label: their mode is `fenced` (only
+    /// the daemon's process writes) for as long as the job runs.
+    pub fenced: Arc<BTreeSet<String>>,
 }
 
 impl World {
@@ -37,6 +41,7 @@ impl World {
             conf,
             model: Model::default(),
             containers: Arc::new(Containers::default()),
+            fenced: Arc::default(),
         }
     }
 
@@ -46,6 +51,7 @@ impl World {
             conf,
             model,
             containers: self.containers.clone(),
+            fenced: self.fenced.clone(),
         }
     }
 
@@ -55,6 +61,25 @@ impl World {
             conf,
             model: self.model.clone(),
             containers: c,
+            fenced: self.fenced.clone(),
+        }
+    }
+
+    /// This World with `labels` fenced (`on`) or no longer fenced.
+    pub fn with_fence(&self, labels: &[String], on: bool) -> World {
+        let mut f = (*self.fenced).clone();
+        for l in labels {
+            if on {
+                f.insert(l.clone());
+            } else {
+                f.remove(l);
+            }
+        }
+        World {
+            conf: self.conf.clone(),
+            model: self.model.clone(),
+            containers: self.containers.clone(),
+            fenced: Arc::new(f),
         }
     }
 }

@@ -681,6 +681,13 @@ fn validate_rules(c: &Config, file: &str) -> Result<(), String> {
 
 fn validate(c: &Config, file: &str) -> Result<(), String> {
     validate_rules(c, file)?;
+    if c.filter.mode == FilterMode::Fenced {
+        return Err(key_err(
+            file,
+            "filter.mode",
+            "`fenced` is the daemon's own mode for a disk while a reclaim runs on it: configure `enforce`, `audit` or `off`".to_string(),
+        ));
+    }
     for (key, list) in [
         ("devices.include", &c.devices.include),
         ("devices.exclude", &c.devices.exclude),
@@ -1134,6 +1141,10 @@ mod tests {
             let c = parse(&format!("[filter]\nmode = \"{w}\"\n"), "t").unwrap();
             assert_eq!((c.filter.mode, c.filter.mode.as_str()), (m, w));
         }
+        // `fenced` is the daemon's own mode for a disk being reclaimed: never
+        // a configured one.
+        let e = parse("[filter]\nmode = \"fenced\"\n", "cfg.toml").unwrap_err();
+        assert!(e.contains("`filter.mode`") && e.contains("reclaim"), "{e}");
         // A decimal mode is not taken for the octal one: the message says how
         // to write it (it said "1224 gives others write access" before).
         let e = parse("[paths]\nmode = 660\n", "cfg.toml").unwrap_err();

@@ -27,11 +27,20 @@ pub enum Mode {
     Audit,
     /// Log and deny with EPERM.
     Enforce,
+    /// A reclaim runs on the disk: only the daemon's own process writes (no
+    /// allow rule counts); log and deny with EPERM. Set by the daemon for the
+    /// time of the job, never by the configuration or `filter`.
+    Fenced,
 }
 
 impl Mode {
     /// All modes, with their `AG_MODE_*` codes.
-    pub const ALL: [(Mode, u32); 3] = [(Mode::Off, 0), (Mode::Audit, 1), (Mode::Enforce, 2)];
+    pub const ALL: [(Mode, u32); 4] = [
+        (Mode::Off, 0),
+        (Mode::Audit, 1),
+        (Mode::Enforce, 2),
+        (Mode::Fenced, 3),
+    ];
 
     /// The `AG_MODE_*` code.
     pub fn code(self) -> u32 {
@@ -39,6 +48,7 @@ impl Mode {
             Mode::Off => 0,
             Mode::Audit => 1,
             Mode::Enforce => 2,
+            Mode::Fenced => 3,
         }
     }
     /// From an `AG_MODE_*` code (unknown codes: off, as the programs treat them).
@@ -55,6 +65,7 @@ impl Mode {
             Mode::Off => "off",
             Mode::Audit => "audit",
             Mode::Enforce => "enforce",
+            Mode::Fenced => "fenced",
         }
     }
 }
@@ -66,6 +77,7 @@ impl std::str::FromStr for Mode {
             "off" => Ok(Mode::Off),
             "audit" => Ok(Mode::Audit),
             "enforce" => Ok(Mode::Enforce),
+            "fenced" => Ok(Mode::Fenced),
             _ => Err(format!("{s:?} is not one of enforce, audit, off")),
         }
     }
@@ -90,6 +102,7 @@ mod tests {
             (Mode::Off, "off", 0),
             (Mode::Audit, "audit", 1),
             (Mode::Enforce, "enforce", 2),
+            (Mode::Fenced, "fenced", 3),
         ] {
             assert_eq!(m.as_str(), word);
             assert_eq!(m.to_string(), word);

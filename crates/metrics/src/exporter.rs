@@ -412,7 +412,7 @@ fn filter_mode(s: &Scrape<'_>, enc: &mut DescriptorEncoder) -> Result<(), std::f
         enc,
         (
             "asmguard_filter_mode",
-            "Filter mode of each managed label (enforce, audit or off; value always 1)",
+            "Filter mode of each managed label (enforce, audit, off, or fenced while a reclaim runs on it; value always 1)",
             MetricType::Gauge,
         ),
         ["label", "mode"],

@@ -1006,6 +1006,10 @@ pub struct StatusResult {
     /// applied every other key): `section.key = in force -> in the file`.
     #[serde(default)]
     pub restart_needed: Vec<String>,
+    /// The disks a reclaim runs on and what their fence refuses on this
+    /// backend (`none`: no reclaim runs).
+    #[serde(default)]
+    pub reclaim_fence: String,
 }
 
 /// One `[[container]]` as the filter resolved it.
@@ -1441,6 +1445,7 @@ mod json_names {
             "claims_slow":"the exclusive claim of DATA1 253:2 took 600 ms to take",
             "container_nodes":1,
             "restart_needed":["metrics.listen = \"127.0.0.1:9465\" -> \"0.0.0.0:9465\""],
+            "reclaim_fence":"DATA1: a reclaim runs; refused: every write-open",
             "not_presented":[{"container":"rac2","reason":"no process yet"}],
             "containers":[{"name":"rac1","cgroups":["lxc.payload.rac1"],
               "allow":{"users":[{"name":"grid","host_uid":154331}],

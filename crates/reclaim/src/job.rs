@@ -72,6 +72,44 @@ pub trait Host {
     fn latency(&self, _label: &str) -> Option<[u64; asmguard_iostat::hist::NSLOTS]> {
         None
     }
+    /// Fences the disks of `labels` (by default: nothing to fence): until the
+    /// guard drops, only the process that runs the job may write them.
+    fn fence(&self, _labels: &[String]) -> Result<FenceGuard, ErrorBody> {
+        Ok(FenceGuard::none())
+    }
+}
+
+/// A fence held for the job ([`Host::fence`]): released when dropped, however
+/// the job ends.
+pub struct FenceGuard(Option<Box<dyn FnOnce() + Send>>);
+
+impl FenceGuard {
+    /// A fence released by `release`.
+    pub fn new(release: impl FnOnce() + Send + 'static) -> FenceGuard {
+        FenceGuard(Some(Box::new(release)))
+    }
+    /// No fence.
+    pub fn none() -> FenceGuard {
+        FenceGuard(None)
+    }
+}
+
+impl Drop for FenceGuard {
+    fn drop(&mut self) {
+        if let Some(f) = self.0.take() {
+            f();
+        }
+    }
+}
+
+impl std::fmt::Debug for FenceGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "FenceGuard(held)"
+        } else {
+            "FenceGuard(none)"
+        })
+    }
 }
 
 /// Progress lines go here.
@@ -157,12 +195,18 @@ pub fn run(
     // Safety 1: write openers on this host; 2: heartbeat and mount stamps, all
     // disks over one window; 1 again, for what opened during the window.
     // Above the ASM size the disk group may be mounted everywhere: ASM never
-    // allocates there; the stop rule watches `dsksize` instead.
-    if !a.above_size {
+    // allocates there; the stop rule watches `dsksize` instead, and no fence is
+    // taken (it would refuse ASM's own writes below the size, with the database up).
+    // Otherwise every disk is fenced from the first discard to the last.
+    let _fence = if !a.above_size {
         check_writers(host, &plans)?;
         watch_quiet(&plans, a, planned, cancel, progress)?;
         check_writers(host, &plans)?;
-    }
+        let labels: Vec<String> = plans.iter().map(|(x, _)| x.label.clone()).collect();
+        host.fence(&labels)?
+    } else {
+        FenceGuard::none()
+    };
     // Execute, disk after disk (the rate limit applies to the whole request).
     // A disk that stops (the stop rule) stops the request: the disk group is
     // waking up somewhere, the other disks are not started.

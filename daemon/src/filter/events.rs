@@ -24,10 +24,10 @@ pub struct FilterEvent {
 /// One journal line per denial (or audited operation).
 pub fn log_event(e: &FilterEvent) {
     let ev = &e.event;
-    let verb = if ev.mode == Mode::Enforce {
-        "write denied"
-    } else {
-        "write audited (allowed)"
+    let verb = match ev.mode {
+        Mode::Enforce => "write denied",
+        Mode::Fenced => "write denied by the reclaim's fence (a reclaim runs on the disk)",
+        _ => "write audited (allowed)",
     };
     tracing::warn!(
         "{verb}: pid={} uid={} euid={} egid={} comm={:?} exe={:?} device={} label={} hook={} operation={}{}",

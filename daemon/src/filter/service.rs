@@ -69,7 +69,7 @@ impl DiskMode {
         match self {
             DiskMode::Unprotected => true,
             DiskMode::Disabled => false,
-            DiskMode::Filtered { mode, .. } => mode == Mode::Enforce,
+            DiskMode::Filtered { mode, .. } => matches!(mode, Mode::Enforce | Mode::Fenced),
         }
     }
 }
@@ -250,6 +250,9 @@ struct Inner {
     /// (`verify`); protection is `degraded` while it is set (until the
     /// programs are loaded again: `filter disable` and `enable`, a restart).
     changed: Option<String>,
+    /// The disks a reclaim runs on (the World's `fenced`): mode `fenced`
+    /// whatever mode is set for them.
+    fenced: std::collections::BTreeSet<String>,
 }
 
 /// The daemon's filter.
@@ -336,6 +339,7 @@ impl FilterService {
                 synced: false,
                 changed: None,
                 containers: None,
+                fenced: Default::default(),
             }),
             labels: Arc::new(Mutex::new(HashMap::new())),
             recent: Arc::new(Mutex::new(VecDeque::new())),
@@ -490,6 +494,9 @@ impl FilterService {
     /// The mode of the disk that carries `label` now: the one an
     /// administrator set for that disk, else the configured one.
     fn mode_for(&self, inner: &Inner, label: &str) -> Mode {
+        if inner.fenced.contains(label) {
+            return Mode::Fenced;
+        }
         let top = inner.disks.get(label).and_then(|m| m.top);
         match inner.overrides.get(label) {
             Some(o) if o.top.is_none() || o.top == top => o.mode,
@@ -622,9 +629,15 @@ impl FilterService {
 
     /// The daemon's current disks: label -> its top device and every device
     /// (block and generic character) that reaches it. Devices of labels not
-    /// given leave the set.
-    pub fn sync(&self, disks: BTreeMap<String, Managed>) {
+    /// given leave the set. `fenced`: the disks a reclaim runs on (mode
+    /// `fenced`, the World's).
+    pub fn sync(
+        &self,
+        disks: BTreeMap<String, Managed>,
+        fenced: &std::collections::BTreeSet<String>,
+    ) {
         let mut inner = lock(&self.inner);
+        inner.fenced.clone_from(fenced);
         for label in disks.keys() {
             if !inner.ids.contains_key(label) {
                 let id = free_id(label, &inner.ids);
@@ -1246,38 +1259,59 @@ mod tests {
         )])
     }
 
+    /// A fenced disk (a reclaim runs on it) is in mode `fenced` whatever
+    /// mode is set for it, keeps its exclusive claim, and is back in its own
+    /// mode once the World lifts the fence.
+    #[test]
+    fn a_fenced_disk_is_fenced_whatever_its_mode() {
+        let f = FilterService::inert("test");
+        let fenced = BTreeSet::from(["R1".to_string()]);
+        f.sync(one("R1", "7:1"), &fenced);
+        assert_eq!(f.set_for("R1"), Mode::Fenced);
+        f.set_mode(Some("R1"), Action::Audit).unwrap();
+        assert_eq!(f.set_for("R1"), Mode::Fenced);
+        f.sync(one("R1", "7:1"), &BTreeSet::new());
+        assert_eq!(f.set_for("R1"), Mode::Audit);
+        let m = DiskMode::Filtered {
+            mode: Mode::Fenced,
+            backend: Backend::Lsm,
+        };
+        assert!(m.claimed());
+        assert_eq!(m.applied().as_str(), "fenced");
+    }
+
     /// A mode belongs to the disk: it moves with a rename, ends with the
     /// label (forget), is void when the label turns up on another disk, and
     /// `enable` clears one kept for a label no disk carries.
     #[test]
     fn a_mode_follows_the_disk() {
         let f = FilterService::inert("test");
-        f.sync(one("R1", "7:1"));
+        f.sync(one("R1", "7:1"), &Default::default());
         f.set_mode(Some("R1"), Action::Audit).unwrap();
         assert_eq!(f.set_for("R1"), Mode::Audit);
         // rename R1 -> R2 -> R1: the disk keeps audit throughout
         f.renamed("R1", "R2");
-        f.sync(one("R2", "7:1"));
+        f.sync(one("R2", "7:1"), &Default::default());
         assert_eq!(
             (f.set_for("R2"), f.set_for("R1")),
             (Mode::Audit, Mode::Enforce)
         );
         f.renamed("R2", "R1");
-        f.sync(one("R1", "7:1"));
+        f.sync(one("R1", "7:1"), &Default::default());
         assert_eq!(f.set_for("R1"), Mode::Audit);
         // the name on another disk: the configured mode, and the old mode is gone
-        f.sync(one("R1", "7:2"));
+        f.sync(one("R1", "7:2"), &Default::default());
         assert_eq!(f.set_for("R1"), Mode::Enforce);
-        f.sync(one("R1", "7:1"));
+        f.sync(one("R1", "7:1"), &Default::default());
         assert_eq!(f.set_for("R1"), Mode::Enforce, "void for good");
         // unlabel (forget), then the same name on the same disk: configured
         f.set_mode(Some("R1"), Action::Disable).unwrap();
         f.forget("R1");
-        f.sync(one("R1", "7:1"));
+        f.sync(one("R1", "7:1"), &Default::default());
         assert_eq!(f.set_for("R1"), Mode::Enforce);
         // a disk gone without unlabel: enable clears its mode, audit needs a disk
         f.set_mode(Some("R1"), Action::Audit).unwrap();
-        f.sync(BTreeMap::new());
+        f.sync(BTreeMap::new(), &Default::default());
         assert_eq!(
             f.set_mode(Some("R1"), Action::Audit),
             Err(SetModeError::UnknownLabel("R1".into()))
@@ -1286,10 +1320,10 @@ mod tests {
             f.set_mode(Some("R1"), Action::Enable),
             Ok(vec!["R1".into()])
         );
-        f.sync(one("R1", "7:1"));
+        f.sync(one("R1", "7:1"), &Default::default());
         assert_eq!(f.set_for("R1"), Mode::Enforce);
         assert!(f.set_mode(Some("R1"), Action::Enable).is_ok());
-        f.sync(BTreeMap::new());
+        f.sync(BTreeMap::new(), &Default::default());
         assert!(
             f.set_mode(Some("R1"), Action::Enable).is_err(),
             "nothing kept to clear"
@@ -1308,7 +1342,7 @@ mod tests {
         };
         {
             let f = FilterService::new(opts(), Mode::Enforce, Some(file.clone()));
-            f.sync(one("R1", "7:1"));
+            f.sync(one("R1", "7:1"), &Default::default());
             f.set_mode(Some("R1"), Action::Audit).unwrap();
         }
         assert_eq!(
@@ -1317,12 +1351,12 @@ mod tests {
         );
         let again = FilterService::new(opts(), Mode::Enforce, Some(file.clone()));
         again.load_state(&mut lock(&again.inner));
-        again.sync(one("R1", "7:2"));
+        again.sync(one("R1", "7:2"), &Default::default());
         assert_eq!(again.set_for("R1"), Mode::Enforce, "another disk");
         std::fs::write(&file, "mode R1 audit\n").unwrap();
         let old = FilterService::new(opts(), Mode::Enforce, Some(file.clone()));
         old.load_state(&mut lock(&old.inner));
-        old.sync(one("R1", "7:3"));
+        old.sync(one("R1", "7:3"), &Default::default());
         assert_eq!(old.set_for("R1"), Mode::Audit);
         assert_eq!(
             std::fs::read_to_string(&file).unwrap(),
@@ -1337,7 +1371,7 @@ mod tests {
         let f = FilterService::inert("test");
         let mut disks = one("D689639", "7:1");
         disks.extend(one("D1656782", "7:2"));
-        f.sync(disks);
+        f.sync(disks, &Default::default());
         let ids = lock(&f.inner).ids.clone();
         assert_ne!(ids["D689639"], ids["D1656782"]);
         assert_eq!(

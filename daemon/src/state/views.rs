@@ -100,6 +100,11 @@ impl Daemon {
             filter_devices: fst.devices,
             allow_rules: allow_view.0,
             allow_notes: allow_view.1,
+            reclaim_fence: crate::fence::status_text(
+                &s.world.fenced,
+                fst.cover,
+                self.filter.containers_enforced(),
+            ),
             oracle_homes: allow_view.2,
             filter_pins: fst.pins.into(),
             protection,

@@ -1091,7 +1091,7 @@ impl Guard {
         let mut s = Stats::default();
         for ((_, hook, mode), n) in self.disk_counts()? {
             let by_hook = match mode {
-                Mode::Enforce => &mut s.denied,
+                Mode::Enforce | Mode::Fenced => &mut s.denied,
                 Mode::Audit => &mut s.audited,
                 Mode::Off => continue,
             };
