@@ -8,7 +8,7 @@
 //! The parsing is pure (text in, [`Import`] out; user and group numbers are
 //! resolved through a function the caller passes), so it is tested without a host.
 
-use crate::exit::{CliError, BAD_INPUT, FAILED, REFUSED};
+use crate::exit::{CliError, BAD_INPUT, FAILED, IMPORT_UNPROTECTED, REFUSED};
 use asmguard_devices::pattern;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -54,6 +54,10 @@ pub struct ImportArgs {
     /// Print JSON instead of the commented configuration.
     #[arg(long)]
     pub json: bool,
+    /// Exit 0 even when a disk the old configuration gave to ASM is left unprotected
+    /// (otherwise exit 8, each such disk named with the command that fixes it).
+    #[arg(long)]
+    pub allow_unprotected: bool,
 }
 
 /// A TOML value the importer sets.
@@ -113,8 +117,63 @@ pub struct Import {
     pub file: String,
     pub settings: Vec<Setting>,
     pub no_equivalent: Vec<Unmapped>,
+    /// Every disk (or rule giving disks) the old configuration gave to ASM, and
+    /// whether the imported configuration protects it.
+    pub disks: Vec<DiskAnswer>,
     /// The configuration text (what --write installs).
     pub config: String,
+}
+
+/// What the import does for one disk, or one rule, the old configuration gave to
+/// ASM.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DiskAnswer {
+    /// The source (`line 3: /dev/asm-disk1 for RESULT=="36000c29a"`).
+    pub from: String,
+    /// The name asmguard manages it under (`None`: not protected).
+    pub protected_as: Option<String>,
+    /// How it is known: `label`, `asm_header`, `rule` (protected), or why not.
+    pub by: String,
+    /// The command that protects it (not protected only).
+    pub fix: Option<String>,
+}
+
+impl DiskAnswer {
+    fn protected(from: impl Into<String>, name: impl Into<String>, by: &str) -> Self {
+        DiskAnswer {
+            from: from.into(),
+            protected_as: Some(name.into()),
+            by: by.into(),
+            fix: None,
+        }
+    }
+    fn unprotected(
+        from: impl Into<String>,
+        why: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Self {
+        DiskAnswer {
+            from: from.into(),
+            protected_as: None,
+            by: why.into(),
+            fix: Some(fix.into()),
+        }
+    }
+    /// The per-disk line the import prints.
+    pub fn line(&self) -> String {
+        match (&self.protected_as, &self.fix) {
+            (Some(n), _) => {
+                let by = self.by.replace('_', " ");
+                format!("{}: protected as {n} (by {by})", self.from)
+            }
+            (None, f) => format!(
+                "{}: NOT protected: {}; {}",
+                self.from,
+                self.by,
+                f.as_deref().unwrap_or("")
+            ),
+        }
+    }
 }
 
 /// Resolves a user or group number to its name (the host's passwd/group).
@@ -143,6 +202,7 @@ const KEY_ORDER: [&str; 13] = [
 struct Builder {
     settings: Vec<Setting>,
     unmapped: Vec<Unmapped>,
+    disks: Vec<DiskAnswer>,
 }
 
 impl Builder {
@@ -150,6 +210,7 @@ impl Builder {
         Builder {
             settings: Vec::new(),
             unmapped: Vec::new(),
+            disks: Vec::new(),
         }
     }
     fn set(&mut self, key: &str, value: Val, from: impl Into<String>) {
@@ -192,7 +253,7 @@ impl Builder {
                 .position(|k| *k == s.key)
                 .unwrap_or(KEY_ORDER.len())
         });
-        let config = render(kind, file, &self.settings, &self.unmapped);
+        let config = render(kind, file, &self.settings, &self.unmapped, &self.disks);
         // What is printed must load: checked here, not hoped.
         asmguard_config::parse(&config, "the imported configuration")
             .map_err(|e| format!("{file}: {e}"))?;
@@ -201,12 +262,19 @@ impl Builder {
             file: file.to_string(),
             settings: self.settings,
             no_equivalent: self.unmapped,
+            disks: self.disks,
             config,
         })
     }
 }
 
-fn render(kind: Kind, file: &str, settings: &[Setting], unmapped: &[Unmapped]) -> String {
+fn render(
+    kind: Kind,
+    file: &str,
+    settings: &[Setting],
+    unmapped: &[Unmapped],
+    disks: &[DiskAnswer],
+) -> String {
     use std::fmt::Write;
     let what = match kind {
         Kind::Oracleasm => "ASMLib",
@@ -232,6 +300,12 @@ fn render(kind: Kind, file: &str, settings: &[Setting], unmapped: &[Unmapped]) -
             let _ = writeln!(s, "# {line}");
         }
         let _ = writeln!(s, "{key} = {}", st.value.toml());
+    }
+    if !disks.is_empty() {
+        let _ = write!(s, "\n# The disks the old configuration gave to ASM:\n");
+        for d in disks {
+            let _ = writeln!(s, "#   {}", d.line());
+        }
     }
     if !unmapped.is_empty() {
         let _ = write!(s, "\n# Not carried over (no asmguard equivalent):\n");
@@ -428,6 +502,10 @@ pub fn oracleasm(text: &str, file: &str, names: &Names) -> Result<Import, String
                     ),
                 );
             }
+            "ORACLEASM_SCANEXCLUDE" if prefixes(&v).is_empty() => b.none(
+                src,
+                "it excludes nothing: asmguard's default exclude list stays as it is",
+            ),
             "ORACLEASM_SCANEXCLUDE" => {
                 let mut ex = d.devices.exclude.clone();
                 for p in prefixes(&v) {
@@ -484,6 +562,11 @@ pub fn oracleasm(text: &str, file: &str, names: &Names) -> Result<Import, String
             _ => b.none(src, "not an ASMLib setting this importer knows"),
         }
     }
+    b.disks.push(DiskAnswer::protected(
+        "every disk ASMLib scans that carries an ASMLib label (ORCLDISK)",
+        "its label",
+        "label",
+    ));
     b.finish(Kind::Oracleasm, file)
 }
 
@@ -516,30 +599,41 @@ pub fn afd(text: &str, file: &str) -> Result<Import, String> {
         let src = format!("{k}={v} (line {n})");
         match k.as_str() {
             "afd_diskstring" => {
-                let mut inc = Vec::new();
-                for g in v
+                let globs: Vec<&str> = v
                     .split(',')
                     .map(|g| g.trim().trim_matches(|c| c == '\'' || c == '"').trim())
                     .filter(|g| !g.is_empty())
-                {
-                    match afd_glob(g) {
-                        Some(p) if !inc.contains(&p) => inc.push(p),
-                        Some(_) => {}
-                        None => b.none(
-                            format!("{g:?} of {src}"),
-                            "not a /dev/<name> or /dev/mapper/<name> pattern: asmguard matches kernel and multipath names",
-                        ),
-                    }
-                }
-                if inc.is_empty() {
+                    .collect();
+                if globs.is_empty() {
                     return Err(format!(
-                        "{file}:{n}: afd_diskstring {v:?} names no /dev/<name> or /dev/mapper/<name> pattern: give one such as '/dev/sd*'"
+                        "{file}:{n}: afd_diskstring is empty: give the disk string AFD uses, such as '/dev/sd*'"
                     ));
                 }
-                b.set(
-                    "devices.include",
-                    Val::List(inc),
-                    format!("{src}: only these devices are read for labels"),
+                for g in &globs {
+                    let what = match afd_glob(g) {
+                        Some(p) if p.ends_with(|c: char| c.is_ascii_digit()) => {
+                            format!("the partitions {g} of {src} matches")
+                        }
+                        Some(_) => format!("the disks {g} of {src} matches"),
+                        None => format!(
+                            "the disks the links {g} of {src} reach (udev symlinks: their kernel devices are read)"
+                        ),
+                    };
+                    b.disks.push(DiskAnswer::protected(
+                        format!("{what}, when they carry an AFD label"),
+                        "its label",
+                        "label",
+                    ));
+                }
+                b.disks.push(DiskAnswer::protected(
+                    format!("AFD-labelled disks outside {src}"),
+                    "its label",
+                    "label",
+                ));
+                b.none(
+                    src,
+                    "asmguard reads every device for labels (devices.include stays [\"*\"]): the disks the \
+                     string matches and AFD-labelled disks outside it are protected alike (a label is a label)",
                 );
             }
             "afd_filtering" => {
@@ -654,10 +748,14 @@ fn label_for(symlink: &str) -> Option<String> {
         .map(|x| x.as_str().to_string())
 }
 
-/// The LUN one rule names, as udev's properties spell it (`ID_SERIAL`, the WWID
-/// of a multipath device), and the match it came from: `RESULT=="<wwid>"` of
-/// `scsi_id`, `ENV{ID_SERIAL}=="..."` or `ENV{DM_UUID}=="mpath-<wwid>"`. None for
-/// a pattern (`*`, `?`, `[`, `|`) or a rule matching something else.
+/// The LUN one rule names, as udev's properties spell it, and the match it came
+/// from: `RESULT=="<wwid>"` of `scsi_id` (`1ATA_<model>_<serial>`, scsi_id's
+/// form for an ATA disk, is udev's `ID_SERIAL` `<model>_<serial>`),
+/// `ENV{ID_SERIAL}`, `ENV{ID_SCSI_SERIAL}`, `ENV{ID_WWN}` (kept as udev reports
+/// them: the daemon looks a name up by each) or `ENV{DM_UUID}=="mpath-<wwid>"`.
+/// A rule for partition N of it (`KERNEL=="sd?1"`, `ENV{ID_PART_ENTRY_NUMBER}`)
+/// gives `<LUN>-partN`, the daemon's key for that partition. None for a pattern
+/// (`*`, `?`, `[`, `|`) or a rule matching something else.
 fn rule_lun(r: &Rule) -> Option<(String, String)> {
     let eq = |k: &str| {
         r.terms
@@ -666,16 +764,109 @@ fn rule_lun(r: &Rule) -> Option<(String, String)> {
             .map(|(_, _, v)| v.as_str())
     };
     let exact = |v: &str| !v.is_empty() && !v.contains(['*', '?', '[', '|']);
-    if let Some(v) = eq("ENV{DM_UUID}") {
+    let (lun, by) = if let Some(v) = eq("ENV{DM_UUID}") {
         let w = v.strip_prefix("mpath-")?;
+        // A multipath device is never a partition: its key is its WWID.
         return exact(w).then(|| (w.to_string(), format!("ENV{{DM_UUID}}==\"{v}\"")));
+    } else if let Some((k, v)) = ["ENV{ID_SERIAL}", "ENV{ID_SCSI_SERIAL}", "ENV{ID_WWN}"]
+        .into_iter()
+        .find_map(|k| eq(k).map(|v| (k, v)))
+    {
+        (v.to_string(), format!("{k}==\"{v}\""))
+    } else {
+        let v = eq("RESULT")?;
+        if !r.get("PROGRAM").is_some_and(|p| p.contains("scsi_id")) {
+            return None;
+        }
+        let key = match v.strip_prefix("1ATA_") {
+            Some(ata) => ata.to_string(),
+            None => v.to_string(),
+        };
+        (key, format!("RESULT==\"{v}\" (scsi_id)"))
+    };
+    if !exact(&lun) {
+        return None;
     }
-    if let Some(v) = eq("ENV{ID_SERIAL}") {
-        return exact(v).then(|| (v.to_string(), format!("ENV{{ID_SERIAL}}==\"{v}\"")));
+    match rule_partition(r) {
+        Some(Some(n)) => Some((format!("{lun}-part{n}"), by)),
+        Some(None) => None,
+        None => Some((lun, by)),
     }
-    let v = eq("RESULT")?;
-    (r.get("PROGRAM").is_some_and(|p| p.contains("scsi_id")) && exact(v))
-        .then(|| (v.to_string(), format!("RESULT==\"{v}\" (scsi_id)")))
+}
+
+/// The partition a rule matches: `None` for a whole disk, `Some(Some(n))` for
+/// partition n (`KERNEL=="sd?1"`, `KERNEL=="nvme0n1p2"`,
+/// `ENV{ID_PART_ENTRY_NUMBER}=="1"`), `Some(None)` for partitions of no one number
+/// (`KERNEL=="sd?*"` with `ENV{DEVTYPE}=="partition"`).
+fn rule_partition(r: &Rule) -> Option<Option<u32>> {
+    let eq = |k: &str| {
+        r.terms
+            .iter()
+            .find(|(kk, op, _)| kk == k && op == "==")
+            .map(|(_, _, v)| v.as_str())
+    };
+    if let Some(n) = eq("ENV{ID_PART_ENTRY_NUMBER}") {
+        return Some(n.parse().ok());
+    }
+    let digits = |k: &str| -> Option<u32> {
+        let t = k.trim_end_matches(|c: char| c.is_ascii_digit());
+        let d = &k[t.len()..];
+        // sdb1, sd?1, vd*2, nvme0n1p1: digits after a letter, `?`, `*` or `p`.
+        let before = t.chars().last()?;
+        if d.is_empty() || k.starts_with("nvme") && before != 'p' {
+            return None;
+        }
+        (before.is_ascii_alphabetic() || matches!(before, '?' | '*' | ']'))
+            .then(|| d.parse().ok())?
+    };
+    match eq("KERNEL").and_then(digits) {
+        Some(n) => Some(Some(n)),
+        None if eq("ENV{DEVTYPE}") == Some("partition") => Some(None),
+        None => None,
+    }
+}
+
+/// What a rule's `RUN+="/bin/sh -c 'mknod /dev/asm-disk1 b ...; chown grid:asmadmin
+/// ...; chmod 0660 ...'"` does: the node it makes, and its owner, group and mode.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct RunNode {
+    node: Option<String>,
+    owner: Option<String>,
+    group: Option<String>,
+    mode: Option<String>,
+}
+
+fn run_node(cmd: &str) -> RunNode {
+    let words: Vec<&str> = cmd
+        .split(|c: char| c.is_whitespace() || matches!(c, ';' | '\'' | '&' | '|'))
+        .filter(|w| !w.is_empty())
+        .collect();
+    let mut n = RunNode::default();
+    // The first word after `cmd` that is not an option.
+    let arg = |i: usize| words[i + 1..].iter().find(|w| !w.starts_with('-')).copied();
+    for (i, w) in words.iter().enumerate() {
+        match w.rsplit('/').next().unwrap_or(w) {
+            "mknod" => {
+                n.node = arg(i)
+                    .and_then(|p| p.strip_prefix("/dev/"))
+                    .map(String::from)
+            }
+            "chown" => {
+                if let Some(a) = arg(i) {
+                    let (o, g) = match a.split_once([':', '.']) {
+                        Some((o, g)) => (o, Some(g)),
+                        None => (a, None),
+                    };
+                    n.owner = Some(o.to_string()).filter(|o| !o.is_empty());
+                    n.group = g.filter(|g| !g.is_empty()).map(String::from);
+                }
+            }
+            "chgrp" => n.group = arg(i).map(String::from),
+            "chmod" => n.mode = arg(i).map(String::from),
+            _ => {}
+        }
+    }
+    n
 }
 
 /// A udev rules file (`99-oracle-asmdevices.rules` style).
@@ -683,12 +874,32 @@ pub fn udev(text: &str, file: &str) -> Result<Import, String> {
     let mut b = Builder::new();
     let rules = udev_rules(text, file)?;
     // (line, [OWNER, GROUP, MODE]) of the rules that make ASM disk nodes.
-    let mut perms: Vec<(usize, [Option<&str>; 3])> = Vec::new();
+    let mut perms: Vec<(usize, [Option<String>; 3])> = Vec::new();
     // (LUN, name, line, the match it came from, symlink) of rules naming one LUN
     let mut names: Vec<(String, String, usize, String, String)> = Vec::new();
+    // Some disks are protected by their ASM header only (manage_asm_members).
+    let mut by_header = false;
     for r in &rules {
-        let (o, g, m) = (r.get("OWNER"), r.get("GROUP"), r.get("MODE"));
-        if o.is_none() && g.is_none() && m.is_none() && r.get("SYMLINK").is_none() {
+        let mut run = RunNode::default();
+        for (_, _, v) in r.terms.iter().filter(|(k, _, _)| k == "RUN") {
+            let n = run_node(v);
+            run.node = run.node.or(n.node);
+            run.owner = run.owner.or(n.owner);
+            run.group = run.group.or(n.group);
+            run.mode = run.mode.or(n.mode);
+        }
+        let pick = |k: &str, alt: &Option<String>| r.get(k).map(String::from).or(alt.clone());
+        let (o, g, m) = (
+            pick("OWNER", &run.owner),
+            pick("GROUP", &run.group),
+            pick("MODE", &run.mode),
+        );
+        let link = r
+            .get("SYMLINK")
+            .or(r.get("NAME"))
+            .map(String::from)
+            .or(run.node.clone());
+        if o.is_none() && g.is_none() && m.is_none() && link.is_none() {
             continue;
         }
         perms.push((r.line, [o, g, m]));
@@ -704,42 +915,68 @@ pub fn udev(text: &str, file: &str) -> Result<Import, String> {
         } else {
             matched.join(", ")
         };
-        let lun = rule_lun(r);
-        match r.get("SYMLINK").or(r.get("NAME")) {
-            Some(link) if lun.is_some() && label_for(link).is_some() => {
-                let (lun, by) = lun.unwrap_or_default();
-                let name = label_for(link).unwrap_or_default();
+        let exact = |v: &&str| !v.is_empty() && !v.contains(['*', '?', '[', '|']);
+        // The multipath device's own name (`ENV{DM_NAME}=="asm-data1"`) names it too.
+        let dm_name = r
+            .terms
+            .iter()
+            .find(|(k, op, v)| k == "ENV{DM_NAME}" && op == "==" && exact(&v.as_str()))
+            .map(|(_, _, v)| v.clone());
+        let name = link
+            .as_deref()
+            .and_then(label_for)
+            .or(dm_name.as_deref().and_then(label_for));
+        let src = match &link {
+            Some(l) => format!("line {}: /dev/{l} for {what}", r.line),
+            None => format!("line {}: {what}", r.line),
+        };
+        match (rule_lun(r), name) {
+            (Some((lun, by)), Some(name)) => {
                 if let Some(other) = names.iter().find(|(_, n, ..)| *n == name) {
-                    b.none(
-                        format!("line {}: /dev/{link} for {what}", r.line),
-                        format!("the name {name} is taken by line {}: label this disk (`asmguardctl label NAME DEVICE --migrate`)", other.2),
-                    );
+                    b.disks.push(DiskAnswer::unprotected(
+                        src,
+                        format!("the name {name} is taken by line {}", other.2),
+                        "label this disk: asmguardctl label NAME DEVICE --migrate",
+                    ));
                 } else {
-                    names.push((lun, name, r.line, by, link.to_string()));
+                    b.disks.push(DiskAnswer::protected(src, &name, "rule"));
+                    let shown = link.clone().or(dm_name.map(|d| format!("mapper/{d}")));
+                    names.push((lun, name, r.line, by, shown.unwrap_or_default()));
                 }
             }
-            Some(link) => {
-                let how = match label_for(link) {
-                    Some(l) => format!(
-                        "label the disk: `asmguardctl label {l} DEVICE --migrate` (keeps its ASM header; then /dev/asmguard/disks/{l})"
-                    ),
-                    None => "label the disk: `asmguardctl label NAME DEVICE --migrate` (keeps its ASM header)".to_string(),
-                };
-                b.none(
-                    format!("line {}: /dev/{link} for {what}", r.line),
-                    format!("asmguard links disks by label, not by rule: {how}"),
-                );
+            (Some(_), None) => {
+                by_header = true;
+                b.disks.push(DiskAnswer::protected(
+                    src,
+                    "the disk name in its ASM header",
+                    "asm_header",
+                ));
             }
-            None => b.none(
-                format!("line {}: owner/group/mode for {what}", r.line),
-                "asmguard sets them on the labelled disks it manages",
-            ),
+            (None, name) => {
+                by_header = true;
+                let l = name.unwrap_or_else(|| "NAME".into());
+                b.disks.push(DiskAnswer::unprotected(
+                    src,
+                    format!(
+                        "it matches {what}, not one LUN by its identity: the disks it gives ASM are \
+                         protected (under the disk name in their ASM header) only once ASM has written \
+                         one, and the import cannot tell which they are"
+                    ),
+                    format!(
+                        "asmguardctl label {l} DEVICE --migrate for each disk it matches (keeps its ASM header)"
+                    ),
+                ));
+            }
         }
-        for (k, _, v) in &r.terms {
+        for (k, op, v) in &r.terms {
             if k == "RUN" || k == "PROGRAM" && r.get("RESULT").is_none() {
                 b.none(
-                    format!("line {}: {k}=\"{v}\"", r.line),
-                    "asmguard runs no program per device",
+                    format!("line {}: {k}{op}\"{v}\"", r.line),
+                    if k == "RUN" && run != RunNode::default() {
+                        "asmguard runs no program per device (the node, owner, group and mode it sets are read above)"
+                    } else {
+                        "asmguard runs no program per device"
+                    },
                 );
             }
         }
@@ -748,6 +985,15 @@ pub fn udev(text: &str, file: &str) -> Result<Import, String> {
         return Err(format!(
             "{file}: no rule sets OWNER, GROUP, MODE or SYMLINK: is this the ASM disks' rules file?"
         ));
+    }
+    if by_header && names.is_empty() {
+        b.set(
+            "devices.manage_asm_members",
+            Val::Bool(true),
+            "the disks these rules give ASM carry ASM headers and no label: asmguard protects\n\
+             them as they are, under the disk name in their header (nothing is written to them).\n\
+             Keep the rules file: its links, owner, group and mode stay as they are",
+        );
     }
     if !names.is_empty() {
         b.set(
@@ -782,7 +1028,7 @@ pub fn udev(text: &str, file: &str) -> Result<Import, String> {
     ] {
         let vals: Vec<(usize, &str)> = perms
             .iter()
-            .filter_map(|(line, v)| v[i].map(|v| (*line, v)))
+            .filter_map(|(line, v)| v[i].as_deref().map(|v| (*line, v)))
             .collect();
         let Some(&(line, _)) = vals.first() else {
             continue;
@@ -973,7 +1219,27 @@ pub fn run(a: &ImportArgs) -> Result<(), CliError> {
     } else {
         print!("{}", imp.config);
     }
-    Ok(())
+    let left: Vec<&DiskAnswer> = imp
+        .disks
+        .iter()
+        .filter(|d| d.protected_as.is_none())
+        .collect();
+    if !a.json {
+        for d in &imp.disks {
+            eprintln!("{}", d.line());
+        }
+    }
+    if left.is_empty() || a.allow_unprotected {
+        return Ok(());
+    }
+    Err(CliError::new(
+        IMPORT_UNPROTECTED,
+        format!(
+            "{shown}: {} of the {} disks or rules it gives ASM would be left unprotected (each is named above with the command that fixes it); --allow-unprotected when that is intended",
+            left.len(),
+            imp.disks.len()
+        ),
+    ))
 }
 
 #[cfg(test)]
@@ -1127,23 +1393,38 @@ ORACLEASM_ENABLE_IOFILTER=true
     fn afd_conf() {
         let t = "afd_diskstring='/dev/mapper/mpath*','/dev/sd*','/dev/disk/by-id/x*'\nafd_filtering=enable\nafd_debug=1\n";
         let i = afd(t, "/etc/oracleafd.conf").unwrap();
-        assert_eq!(get(&i, "devices.include"), &strs(&["mapper/mpath*", "sd*"]));
+        // The disk string does not narrow what is read: a label is a label.
+        assert!(i.settings.iter().all(|s| s.key != "devices.include"));
+        let d: Vec<String> = i.disks.iter().map(DiskAnswer::line).collect();
+        assert!(
+            d[0].starts_with("the disks /dev/mapper/mpath* of afd_diskstring="),
+            "{d:?}"
+        );
+        assert!(
+            d[2].starts_with("the disks the links /dev/disk/by-id/x* of "),
+            "{d:?}"
+        );
+        assert!(
+            d[3].starts_with("AFD-labelled disks outside afd_diskstring="),
+            "{d:?}"
+        );
+        assert!(
+            d.iter()
+                .all(|l| l.ends_with("protected as its label (by label)")),
+            "{d:?}"
+        );
         assert_eq!(get(&i, "filter.mode"), &Val::Str("enforce".into()));
         assert_eq!(get(&i, "paths.compat"), &strs(&["oracleafd"]));
-        assert!(i
-            .no_equivalent
-            .iter()
-            .any(|u| u.from.contains("/dev/disk/by-id/x*")));
         assert!(i
             .no_equivalent
             .iter()
             .any(|u| u.from.starts_with("afd_debug=1")));
         let c = asmguard_config::parse(&i.config, "t").unwrap();
         assert!(c.rules().included("dm-2", Some("mpatha")));
-        assert!(!c.rules().included("dm-3", Some("vg-root")));
+        assert!(c.rules().included("sdb", None));
         let i = afd("afd_filtering=disable\n", "f").unwrap();
         assert_eq!(get(&i, "filter.mode"), &Val::Str("audit".into()));
-        let e = afd("afd_diskstring='AFD:*'\n", "f").unwrap_err();
+        let e = afd("afd_diskstring=''\n", "f").unwrap_err();
         assert!(e.starts_with("f:1: afd_diskstring"), "{e}");
         let e = afd("afd_filtering=sometimes\n", "f").unwrap_err();
         assert!(e.contains("neither true nor false"), "{e}");
@@ -1185,7 +1466,7 @@ KERNEL=="sd*", ENV{ID_SERIAL}=="3600c0ff*", SYMLINK+="asm-fra1", OWNER="grid", G
             get(&i, "devices.member_names"),
             &Val::Table(
                 [
-                    ("36000c29a1b2c3d4", "ASM_DISK1"),
+                    ("36000c29a1b2c3d4-part1", "ASM_DISK1"),
                     ("36000c29e5f6a7b8", "ASM_DISK2"),
                     ("3600a0b80", "ASM_DATA3"),
                 ]
@@ -1199,13 +1480,18 @@ KERNEL=="sd*", ENV{ID_SERIAL}=="3600c0ff*", SYMLINK+="asm-fra1", OWNER="grid", G
             "{}",
             i.config
         );
-        assert!(i.config.contains("member_names = { \"36000c29a1b2c3d4\" = \"ASM_DISK1\", \"36000c29e5f6a7b8\" = \"ASM_DISK2\", \"3600a0b80\" = \"ASM_DATA3\" }\n"), "{}", i.config);
+        assert!(i.config.contains("member_names = { \"36000c29a1b2c3d4-part1\" = \"ASM_DISK1\", \"36000c29e5f6a7b8\" = \"ASM_DISK2\", \"3600a0b80\" = \"ASM_DATA3\" }\n"), "{}", i.config);
         // a pattern names no one LUN: label it
+        let d: Vec<String> = i.disks.iter().map(DiskAnswer::line).collect();
         assert!(
-            un.iter().any(|u| u.starts_with(
-                "line 6: /dev/asm-fra1 for KERNEL==\"sd*\", ENV{ID_SERIAL}==\"3600c0ff*\""
+            d.iter().any(|u| u.starts_with(
+                "line 6: /dev/asm-fra1 for KERNEL==\"sd*\", ENV{ID_SERIAL}==\"3600c0ff*\": NOT protected: "
             ) && u.contains("asmguardctl label ASM_FRA1 DEVICE --migrate")),
-            "{un:?}"
+            "{d:?}"
+        );
+        assert!(
+            d[0].ends_with(": protected as ASM_DISK1 (by rule)"),
+            "{d:?}"
         );
         assert!(!un.iter().any(|u| u.contains("ASM_DISK1")), "{un:?}");
         let c = asmguard_config::parse(&i.config, "t").unwrap();
@@ -1215,11 +1501,11 @@ KERNEL=="sd*", ENV{ID_SERIAL}=="3600c0ff*", SYMLINK+="asm-fra1", OWNER="grid", G
                    KERNEL==\"sd*\", ENV{ID_SERIAL}==\"A2\", SYMLINK+=\"x/d1\", OWNER=\"grid\"\n";
         let i2 = udev(two, "r").unwrap();
         assert!(
-            i2.no_equivalent
+            i2.disks
                 .iter()
-                .any(|u| u.from.starts_with("line 2:") && u.why.contains("taken by line 1")),
+                .any(|u| u.from.starts_with("line 2:") && u.by.contains("taken by line 1")),
             "{:?}",
-            i2.no_equivalent
+            i2.disks
         );
         for (t, want) in [
             ("# nothing\n", "r: no rule sets OWNER"),

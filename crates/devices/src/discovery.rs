@@ -100,6 +100,26 @@ impl Observed {
             (true, None) => return None,
         })
     }
+
+    /// The keys a `[devices.member_names]` entry may name this device by, each as
+    /// udev reports it (`-partN` added for partition N): its LUN
+    /// ([`Observed::lun_key`]), its `ID_WWN`, its `ID_SCSI_SERIAL`.
+    pub fn name_keys(&self) -> Vec<String> {
+        let mut keys: Vec<String> = self.lun_key().into_iter().collect();
+        let Some(u) = &self.udev else { return keys };
+        let part = match (self.sys.parent.is_some(), self.partition_number()) {
+            (false, _) => String::new(),
+            (true, Some(n)) => format!("-part{n}"),
+            (true, None) => return keys,
+        };
+        // A dm device's own ID_WWN or serial is not its identity (see `lun`).
+        if u.dm_uuid.is_none() {
+            for v in [&u.wwn, &u.scsi_serial].into_iter().flatten() {
+                keys.push(format!("{v}{part}"));
+            }
+        }
+        keys
+    }
 }
 
 /// udev's properties of `name`, read only for the real sysfs (`/sys`): a test's
@@ -344,7 +364,11 @@ pub fn identity(o: &Observed, rules: &Rules) -> Option<(Label, Identity)> {
     {
         return None;
     }
-    if let Some(n) = o.lun_key().and_then(|l| rules.asm_members.names.get(&l)) {
+    if let Some(n) = o
+        .name_keys()
+        .iter()
+        .find_map(|k| rules.asm_members.names.get(k))
+    {
         return Label::new(n).ok().map(|l| (l, Identity::Named));
     }
     Label::new(&h.disk).ok().map(|l| (l, Identity::AsmHeader))
@@ -977,5 +1001,41 @@ mod tests {
         let d = g.disk("P").unwrap();
         let names: Vec<&str> = d.paths.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, ["sdb1", "sdc1", "sdb", "sdc"]);
+    }
+
+    #[test]
+    fn member_names_by_id_wwn_or_id_scsi_serial_as_udev_reports_them() {
+        let mut p = dev("sdb1", 17);
+        p.parent = Some("sdb".into());
+        let devs = map(vec![
+            with_udev(
+                carrying(dev("sda", 0), MEMBER),
+                &[("ID_SERIAL", "3600a"), ("ID_WWN", "0x600a")],
+            ),
+            with_udev(
+                carrying(p, MEMBER_DM39),
+                &[("ID_SERIAL", "3600b"), ("ID_SCSI_SERIAL", "SN-B")],
+            ),
+        ]);
+        let mut rules = Rules::default();
+        rules.asm_members.enabled = true;
+        rules
+            .asm_members
+            .names
+            .insert("0x600a".into(), "BY_WWN".into());
+        rules
+            .asm_members
+            .names
+            .insert("SN-B-part1".into(), "BY_SN".into());
+        let g = group(&devs, &rules);
+        assert_eq!(g.disk("BY_WWN").unwrap().top, "sda");
+        assert_eq!(g.disk("BY_SN").unwrap().top, "sdb1");
+        // the serial of the whole disk does not name its partition
+        rules.asm_members.names.remove("SN-B-part1");
+        rules
+            .asm_members
+            .names
+            .insert("SN-B".into(), "BY_SN".into());
+        assert!(group(&devs, &rules).disk("BY_SN").is_none());
     }
 }
