@@ -955,6 +955,10 @@ pub fn udev(text: &str, file: &str) -> Result<Import, String> {
             (None, name) => {
                 by_header = true;
                 let l = name.unwrap_or_else(|| "NAME".into());
+                let dev = match &dm_name {
+                    Some(d) => format!("/dev/mapper/{d}"),
+                    None => "DEVICE".to_string(),
+                };
                 b.disks.push(DiskAnswer::unprotected(
                     src,
                     format!(
@@ -963,7 +967,7 @@ pub fn udev(text: &str, file: &str) -> Result<Import, String> {
                          one, and the import cannot tell which they are"
                     ),
                     format!(
-                        "asmguardctl label {l} DEVICE --migrate for each disk it matches (keeps its ASM header)"
+                        "asmguardctl label {l} {dev} --migrate for each disk it matches (keeps its ASM header)"
                     ),
                 ));
             }
@@ -1552,5 +1556,64 @@ KERNEL=="sd*", ENV{ID_SERIAL}=="3600c0ff*", SYMLINK+="asm-fra1", OWNER="grid", G
             std::fs::read_to_string(d.path().join("etc/asmguard.toml.bak.2")).unwrap(),
             "b\n"
         );
+    }
+
+    /// What the corpus compares for one file: the exit code, every key set, and
+    /// the per-disk answers.
+    fn corpus_answer(kind: Kind, text: &str, file: &str) -> String {
+        let i = match parse(kind, text, file, &names()) {
+            Ok(i) => i,
+            Err(e) => return format!("error: {e}\n"),
+        };
+        let left = i.disks.iter().any(|d| d.protected_as.is_none());
+        let mut out = format!("exit: {}\n", if left { IMPORT_UNPROTECTED } else { 0 });
+        for st in &i.settings {
+            out.push_str(&format!("set {} = {}\n", st.key, st.value.toml()));
+        }
+        for d in &i.disks {
+            out.push_str(&format!("disk: {}\n", d.line()));
+        }
+        out
+    }
+
+    /// `ctl/tests/import-corpus/`: site configurations of every shape (`.rules`
+    /// udev, `.sysconfig` ASMLib, `.afd` AFD), each beside `<file>.expected`, the
+    /// answer it must give.
+    #[test]
+    fn import_corpus_gives_each_file_its_expected_answer() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/import-corpus");
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x != "expected"))
+            .collect();
+        files.sort();
+        assert!(
+            files.len() >= 15,
+            "{} files in {}",
+            files.len(),
+            dir.display()
+        );
+        let show = std::env::var_os("IMPORT_CORPUS_SHOW").is_some();
+        let mut wrong = Vec::new();
+        for f in &files {
+            let name = f.file_name().unwrap().to_string_lossy().to_string();
+            let kind = match f.extension().and_then(|x| x.to_str()) {
+                Some("rules") => Kind::Udev,
+                Some("sysconfig") => Kind::Oracleasm,
+                Some("afd") => Kind::Afd,
+                x => panic!("{name}: extension {x:?} is none of rules, sysconfig, afd"),
+            };
+            let got = corpus_answer(kind, &std::fs::read_to_string(f).unwrap(), &name);
+            if show {
+                println!("==> {name}\n{got}");
+            }
+            let want = std::fs::read_to_string(dir.join(format!("{name}.expected")))
+                .unwrap_or_else(|e| format!("({name}.expected: {e})\n"));
+            if got != want {
+                wrong.push(format!("{name}:\n--- expected\n{want}--- got\n{got}"));
+            }
+        }
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     }
 }
