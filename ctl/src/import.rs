@@ -1616,4 +1616,42 @@ KERNEL=="sd*", ENV{ID_SERIAL}=="3600c0ff*", SYMLINK+="asm-fra1", OWNER="grid", G
         }
         assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     }
+
+    #[test]
+    fn run_exits_8_when_a_disk_is_left_unprotected_unless_allowed() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("12-dm-permissions.rules");
+        std::fs::write(
+            &f,
+            "ENV{DM_NAME}==\"asm*\", OWNER=\"grid\", MODE=\"0660\"\n",
+        )
+        .unwrap();
+        let mut a = ImportArgs {
+            kind: Kind::Udev,
+            file: Some(f.clone()),
+            write: false,
+            force: false,
+            config: d.path().join("asmguard.toml"),
+            json: true,
+            allow_unprotected: false,
+        };
+        let e = run(&a).unwrap_err();
+        assert_eq!(e.code, IMPORT_UNPROTECTED);
+        assert!(
+            e.message.contains("1 of the 1 disks or rules"),
+            "{}",
+            e.message
+        );
+        assert!(!e.message.contains('\n'), "{}", e.message);
+        a.allow_unprotected = true;
+        run(&a).unwrap();
+        // every disk protected: exit 0 without being told
+        std::fs::write(
+            &f,
+            "ENV{DM_UUID}==\"mpath-3600a\", SYMLINK+=\"asm-d1\", OWNER=\"grid\"\n",
+        )
+        .unwrap();
+        a.allow_unprotected = false;
+        run(&a).unwrap();
+    }
 }
