@@ -5,8 +5,14 @@
 //! from, and what has no equivalent. `--write` installs it (never over another file
 //! without `--force`, which keeps a backup).
 //!
+//! Every disk or rule the old configuration gave to ASM is answered one by one
+//! ([`DiskAnswer`]): protected as NAME, or not and the command that fixes it (exit
+//! 8 unless `--allow-unprotected`). A udev rule that matches by pattern is resolved
+//! against the host's sysfs and udev database ([`host_devices`]).
+//!
 //! The parsing is pure (text in, [`Import`] out; user and group numbers are
-//! resolved through a function the caller passes), so it is tested without a host.
+//! resolved through a function the caller passes, the host's devices are passed
+//! in, read under injected roots), so it is tested without a host.
 
 use crate::exit::{CliError, BAD_INPUT, FAILED, IMPORT_UNPROTECTED, REFUSED};
 use asmguard_devices::pattern;
@@ -869,8 +875,102 @@ fn run_node(cmd: &str) -> RunNode {
     n
 }
 
-/// A udev rules file (`99-oracle-asmdevices.rules` style).
-pub fn udev(text: &str, file: &str) -> Result<Import, String> {
+/// One block device as the host's sysfs and udev database describe it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HostDev {
+    /// Kernel name (`sdb1`, `dm-3`).
+    pub name: String,
+    /// Its partition number (sysfs `partition`), `None` for a whole disk.
+    pub partition: Option<u32>,
+    /// udev's properties (`E:` lines of its database entry).
+    pub props: std::collections::BTreeMap<String, String>,
+}
+
+impl HostDev {
+    /// The `[devices.member_names]` key the daemon finds it by: a multipath
+    /// device's WWID, else its `ID_SERIAL` (`-partN` for partition N).
+    fn key(&self) -> Option<String> {
+        if let Some(u) = self.props.get("DM_UUID") {
+            return u
+                .strip_prefix("mpath-")
+                .filter(|w| !w.is_empty())
+                .map(String::from);
+        }
+        let s = self.props.get("ID_SERIAL").filter(|s| !s.is_empty())?;
+        Some(match self.partition {
+            Some(n) => format!("{s}-part{n}"),
+            None => s.clone(),
+        })
+    }
+}
+
+/// The block devices under `paths.sys` with udev's properties from its database
+/// under `paths.run` (`udev/data/b<major>:<minor>`); empty where there is none.
+pub fn host_devices(paths: &asmguard_paths::Paths) -> Vec<HostDev> {
+    let read = |p: PathBuf| std::fs::read_to_string(p).ok();
+    let Ok(dir) = std::fs::read_dir(paths.class_block()) else {
+        return Vec::new();
+    };
+    let mut out: Vec<HostDev> = dir
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().to_string();
+            let d = e.path();
+            let dev = read(d.join("dev"))?;
+            let props = read(paths.run.join(format!("udev/data/b{}", dev.trim())))
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|l| l.strip_prefix("E:")?.split_once('='))
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            let partition = read(d.join("partition")).and_then(|p| p.trim().parse().ok());
+            Some(HostDev {
+                name,
+                partition,
+                props,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+/// Whether rule `r` matches device `d`: `None` when a term of it cannot be told
+/// from the udev database (`ATTR{...}`, `DRIVERS`, a `[...]` class).
+fn rule_matches(r: &Rule, d: &HostDev) -> Option<bool> {
+    let glob = |p: &str, v: &str| -> Option<bool> {
+        if p.contains('[') {
+            return None;
+        }
+        Some(p.split('|').any(|alt| pattern::matches(alt, v)))
+    };
+    let mut all = true;
+    for (k, op, v) in &r.terms {
+        if op != "==" && op != "!=" {
+            continue;
+        }
+        let got = match k.as_str() {
+            "ACTION" | "PROGRAM" => continue,
+            "SUBSYSTEM" => glob(v, "block")?,
+            "KERNEL" => glob(v, &d.name)?,
+            "RESULT" if r.get("PROGRAM").is_some_and(|p| p.contains("scsi_id")) => {
+                let serial = d.props.get("ID_SERIAL").map(String::as_str).unwrap_or("");
+                let want = v.strip_prefix("1ATA_").unwrap_or(v);
+                glob(want, serial)?
+            }
+            k => {
+                let prop = k.strip_prefix("ENV{")?.strip_suffix('}')?;
+                glob(v, d.props.get(prop).map(String::as_str).unwrap_or(""))?
+            }
+        };
+        all &= got == (op == "==");
+    }
+    Some(all)
+}
+
+/// A udev rules file, each rule that matches by pattern resolved to the devices
+/// of `host` it matches.
+pub fn udev_on(text: &str, file: &str, host: &[HostDev]) -> Result<Import, String> {
     let mut b = Builder::new();
     let rules = udev_rules(text, file)?;
     // (line, [OWNER, GROUP, MODE]) of the rules that make ASM disk nodes.
@@ -951,6 +1051,54 @@ pub fn udev(text: &str, file: &str) -> Result<Import, String> {
                     "the disk name in its ASM header",
                     "asm_header",
                 ));
+            }
+            (None, _) if !host.is_empty() && host.iter().all(|d| rule_matches(r, d).is_some()) => {
+                by_header = true;
+                let hit: Vec<&HostDev> = host
+                    .iter()
+                    .filter(|d| rule_matches(r, d) == Some(true))
+                    .collect();
+                if hit.is_empty() {
+                    b.disks.push(DiskAnswer::unprotected(
+                        src.clone(),
+                        "it matches no device on this host",
+                        "run the import where the disks are attached",
+                    ));
+                }
+                for d in hit {
+                    let from = format!("{src}: /dev/{}", d.name);
+                    // Its own name: the multipath alias, else the rule's one link.
+                    let own = d
+                        .props
+                        .get("DM_NAME")
+                        .and_then(|n| label_for(n))
+                        .or_else(|| {
+                            link.as_deref()
+                                .filter(|l| !l.contains('%'))
+                                .and_then(label_for)
+                        });
+                    match (d.key(), own) {
+                        (Some(key), Some(n)) if !names.iter().any(|x| x.1 == n || x.0 == key) => {
+                            b.disks.push(DiskAnswer::protected(from, &n, "rule"));
+                            let shown =
+                                format!("{} ({})", link.clone().unwrap_or_default(), d.name);
+                            names.push((key, n, r.line, what.clone(), shown));
+                        }
+                        (Some(_), _) => b.disks.push(DiskAnswer::protected(
+                            from,
+                            "the disk name in its ASM header",
+                            "asm_header",
+                        )),
+                        (None, _) => b.disks.push(DiskAnswer::unprotected(
+                            from,
+                            "udev reports no ID_SERIAL or multipath WWID for it",
+                            format!(
+                                "asmguardctl label NAME /dev/{} --migrate (keeps its ASM header)",
+                                d.name
+                            ),
+                        )),
+                    }
+                }
             }
             (None, name) => {
                 by_header = true;
@@ -1114,11 +1262,17 @@ pub fn udev(text: &str, file: &str) -> Result<Import, String> {
 }
 
 /// Parse `text` as `kind`.
-pub fn parse(kind: Kind, text: &str, file: &str, names: &Names) -> Result<Import, String> {
+pub fn parse(
+    kind: Kind,
+    text: &str,
+    file: &str,
+    names: &Names,
+    host: &[HostDev],
+) -> Result<Import, String> {
     match kind {
         Kind::Oracleasm => oracleasm(text, file, names),
         Kind::Afd => afd(text, file),
-        Kind::Udev => udev(text, file),
+        Kind::Udev => udev_on(text, file, host),
     }
 }
 
@@ -1182,6 +1336,11 @@ pub fn install(text: &str, path: &Path, force: bool) -> Result<String, CliError>
 }
 
 pub fn run(a: &ImportArgs) -> Result<(), CliError> {
+    run_on(a, &asmguard_paths::Paths::default())
+}
+
+/// [`run`] on the host whose sysfs and udev database are under `paths`.
+pub fn run_on(a: &ImportArgs, paths: &asmguard_paths::Paths) -> Result<(), CliError> {
     let file = a.file.clone().unwrap_or_else(|| a.kind.default_file());
     let shown = file.display().to_string();
     let text = std::fs::read_to_string(&file)
@@ -1202,7 +1361,9 @@ pub fn run(a: &ImportArgs) -> Result<(), CliError> {
         user: &user,
         group: &group,
     };
-    let imp = parse(a.kind, &text, &shown, &names).map_err(|e| CliError::new(BAD_INPUT, e))?;
+    let host = host_devices(paths);
+    let imp =
+        parse(a.kind, &text, &shown, &names, &host).map_err(|e| CliError::new(BAD_INPUT, e))?;
     let done = if a.write {
         Some(install(&imp.config, &a.config, a.force)?)
     } else {
@@ -1444,7 +1605,7 @@ KERNEL=="sd*", ENV{ID_SERIAL}=="3600c0ff*", SYMLINK+="asm-fra1", OWNER="grid", G
 
     #[test]
     fn udev_rules_owner_group_mode_and_each_disk() {
-        let i = udev(RULES, "r").unwrap();
+        let i = udev_on(RULES, "r", &[]).unwrap();
         assert_eq!(get(&i, "paths.owner"), &Val::Str("grid".into()));
         assert_eq!(get(&i, "paths.group"), &Val::Str("asmadmin".into()));
         assert_eq!(get(&i, "paths.mode"), &Val::Str("0660".into()));
@@ -1503,7 +1664,7 @@ KERNEL=="sd*", ENV{ID_SERIAL}=="3600c0ff*", SYMLINK+="asm-fra1", OWNER="grid", G
         // one name for two LUNs: the second is left to a label
         let two = "KERNEL==\"sd*\", ENV{ID_SERIAL}==\"A1\", SYMLINK+=\"d1\", OWNER=\"grid\"\n\
                    KERNEL==\"sd*\", ENV{ID_SERIAL}==\"A2\", SYMLINK+=\"x/d1\", OWNER=\"grid\"\n";
-        let i2 = udev(two, "r").unwrap();
+        let i2 = udev_on(two, "r", &[]).unwrap();
         assert!(
             i2.disks
                 .iter()
@@ -1524,7 +1685,7 @@ KERNEL=="sd*", ENV{ID_SERIAL}=="3600c0ff*", SYMLINK+="asm-fra1", OWNER="grid", G
             ),
             ("OWNER=\"Grid User\"\n", "the imported configuration"),
         ] {
-            let e = udev(t, "r").unwrap_err();
+            let e = udev_on(t, "r", &[]).unwrap_err();
             assert!(e.starts_with(want) || e.contains(want), "{t:?} -> {e}");
             assert!(!e.contains('\n'), "{e}");
         }
@@ -1561,7 +1722,7 @@ KERNEL=="sd*", ENV{ID_SERIAL}=="3600c0ff*", SYMLINK+="asm-fra1", OWNER="grid", G
     /// What the corpus compares for one file: the exit code, every key set, and
     /// the per-disk answers.
     fn corpus_answer(kind: Kind, text: &str, file: &str) -> String {
-        let i = match parse(kind, text, file, &names()) {
+        let i = match parse(kind, text, file, &names(), &[]) {
             Ok(i) => i,
             Err(e) => return format!("error: {e}\n"),
         };
@@ -1635,7 +1796,8 @@ KERNEL=="sd*", ENV{ID_SERIAL}=="3600c0ff*", SYMLINK+="asm-fra1", OWNER="grid", G
             json: true,
             allow_unprotected: false,
         };
-        let e = run(&a).unwrap_err();
+        let bare = asmguard_paths::Paths::under(d.path());
+        let e = run_on(&a, &bare).unwrap_err();
         assert_eq!(e.code, IMPORT_UNPROTECTED);
         assert!(
             e.message.contains("1 of the 1 disks or rules"),
@@ -1644,7 +1806,7 @@ KERNEL=="sd*", ENV{ID_SERIAL}=="3600c0ff*", SYMLINK+="asm-fra1", OWNER="grid", G
         );
         assert!(!e.message.contains('\n'), "{}", e.message);
         a.allow_unprotected = true;
-        run(&a).unwrap();
+        run_on(&a, &bare).unwrap();
         // every disk protected: exit 0 without being told
         std::fs::write(
             &f,
@@ -1652,6 +1814,103 @@ KERNEL=="sd*", ENV{ID_SERIAL}=="3600c0ff*", SYMLINK+="asm-fra1", OWNER="grid", G
         )
         .unwrap();
         a.allow_unprotected = false;
-        run(&a).unwrap();
+        run_on(&a, &bare).unwrap();
+    }
+
+    /// A host under `root`: sysfs devices (name, major:minor, partition number)
+    /// and their udev database entries.
+    type FakeDev<'a> = (&'a str, &'a str, Option<u32>, &'a [(&'a str, &'a str)]);
+
+    fn fake_host(root: &Path, devs: &[FakeDev]) {
+        let paths = asmguard_paths::Paths::under(root);
+        for (name, dev, part, props) in devs {
+            let d = paths.class_block().join(name);
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join("dev"), format!("{dev}\n")).unwrap();
+            if let Some(n) = part {
+                std::fs::write(d.join("partition"), format!("{n}\n")).unwrap();
+            }
+            let db = paths.run.join("udev/data");
+            std::fs::create_dir_all(&db).unwrap();
+            let e: String = props.iter().map(|(k, v)| format!("E:{k}={v}\n")).collect();
+            std::fs::write(db.join(format!("b{dev}")), format!("S:disk/x\n{e}")).unwrap();
+        }
+    }
+
+    #[test]
+    fn pattern_rules_resolved_against_the_hosts_udev_database() {
+        let d = tempfile::tempdir().unwrap();
+        fake_host(
+            d.path(),
+            &[
+                (
+                    "dm-0",
+                    "253:0",
+                    None,
+                    &[("DM_NAME", "asmdata1"), ("DM_UUID", "mpath-3600a1")],
+                ),
+                (
+                    "dm-1",
+                    "253:1",
+                    None,
+                    &[("DM_NAME", "asmfra1"), ("DM_UUID", "mpath-3600a2")],
+                ),
+                (
+                    "dm-2",
+                    "253:2",
+                    None,
+                    &[("DM_NAME", "vg-root"), ("DM_UUID", "LVM-xyz")],
+                ),
+                ("vdb", "252:16", None, &[("ID_SERIAL", "VDB-SER")]),
+                (
+                    "vdb1",
+                    "252:17",
+                    Some(1),
+                    &[("ID_SERIAL", "VDB-SER"), ("DEVTYPE", "partition")],
+                ),
+                (
+                    "vdb2",
+                    "252:18",
+                    Some(2),
+                    &[("ID_SERIAL", "VDB-SER"), ("DEVTYPE", "partition")],
+                ),
+                ("vdc", "252:32", None, &[]),
+            ],
+        );
+        let host = host_devices(&asmguard_paths::Paths::under(d.path()));
+        assert_eq!(host.len(), 7);
+        let rules = "ENV{DM_NAME}==\"asm*\", OWNER:=\"grid\", GROUP:=\"asmadmin\", MODE:=\"660\"\n\
+                     KERNEL==\"vdb2\", NAME=\"asm-disk2\", OWNER=\"grid\"\n\
+                     KERNEL==\"vdc\", OWNER=\"grid\"\n\
+                     KERNEL==\"sdz\", OWNER=\"grid\"\n\
+                     KERNEL==\"vd*\", ATTR{size}==\"1024\", OWNER=\"grid\"\n";
+        let i = udev_on(rules, "r", &host).unwrap();
+        let lines: Vec<String> = i.disks.iter().map(DiskAnswer::line).collect();
+        assert_eq!(
+            lines,
+            [
+                "line 1: ENV{DM_NAME}==\"asm*\": /dev/dm-0: protected as ASMDATA1 (by rule)",
+                "line 1: ENV{DM_NAME}==\"asm*\": /dev/dm-1: protected as ASMFRA1 (by rule)",
+                "line 2: /dev/asm-disk2 for KERNEL==\"vdb2\": /dev/vdb2: protected as ASM_DISK2 (by rule)",
+                "line 3: KERNEL==\"vdc\": /dev/vdc: NOT protected: udev reports no ID_SERIAL or multipath WWID for it; asmguardctl label NAME /dev/vdc --migrate (keeps its ASM header)",
+                "line 4: KERNEL==\"sdz\": NOT protected: it matches no device on this host; run the import where the disks are attached",
+                "line 5: KERNEL==\"vd*\", ATTR{size}==\"1024\": NOT protected: it matches KERNEL==\"vd*\", ATTR{size}==\"1024\", not one LUN by its identity: the disks it gives ASM are protected (under the disk name in their ASM header) only once ASM has written one, and the import cannot tell which they are; asmguardctl label NAME DEVICE --migrate for each disk it matches (keeps its ASM header)",
+            ],
+            "{lines:?}"
+        );
+        // line 5: a term the database cannot answer (ATTR) keeps the pattern's answer
+        assert_eq!(
+            get(&i, "devices.member_names"),
+            &Val::Table(
+                [
+                    ("3600a1", "ASMDATA1"),
+                    ("3600a2", "ASMFRA1"),
+                    ("VDB-SER-part2", "ASM_DISK2")
+                ]
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+            )
+        );
     }
 }
