@@ -638,6 +638,36 @@ pub enum Command {
     Completions(cli::CompletionsArgs),
 }
 
+/// The command line, with `--socket` and `--timeout` hidden from the help of the
+/// subcommands that never talk to the daemon (`import`): the help, the man page
+/// and the completions use this.
+pub fn cli_command() -> clap::Command {
+    Cli::command().mut_subcommand("import", |s| {
+        s.arg(
+            clap::Arg::new("socket")
+                .long("socket")
+                .hide(true)
+                .value_parser(clap::value_parser!(std::path::PathBuf))
+                .env("ASMGUARD_SOCKET")
+                .default_value(asmguard_proto::DEFAULT_SOCKET),
+        )
+        .arg(
+            clap::Arg::new("timeout")
+                .long("timeout")
+                .hide(true)
+                .value_parser(clap::value_parser!(u64))
+                .default_value("120"),
+        )
+    })
+}
+
+/// Parses the process's arguments with [`cli_command`].
+pub fn parse_args() -> Cli {
+    use clap::FromArgMatches;
+    let m = cli_command().get_matches();
+    Cli::from_arg_matches(&m).unwrap_or_else(|e| e.exit())
+}
+
 pub fn run(c: &Cli) -> Result<(), CliError> {
     use asmguard_proto::{LabelArgs, RenameArgs, UnlabelArgs};
     match &c.command {
@@ -694,12 +724,12 @@ pub fn run(c: &Cli) -> Result<(), CliError> {
         }
         Command::Man => {
             let mut out = Vec::new();
-            clap_mangen::Man::new(Cli::command())
+            clap_mangen::Man::new(cli_command())
                 .section("8")
                 .render(&mut out)
                 .map_err(|e| CliError::new(FAILED, e.to_string()))?;
             // Each subcommand's own section, so the one page says everything.
-            let cmd = Cli::command();
+            let cmd = cli_command();
             for sub in cmd.get_subcommands() {
                 let name = sub.get_name().to_string();
                 if name == "help" {
@@ -723,7 +753,7 @@ pub fn run(c: &Cli) -> Result<(), CliError> {
                 .map_err(|e| CliError::new(FAILED, e.to_string()))
         }
         Command::Completions(a) => {
-            let mut cmd = Cli::command();
+            let mut cmd = cli_command();
             clap_complete::generate(a.shell, &mut cmd, "asmguardctl", &mut std::io::stdout());
             Ok(())
         }
@@ -747,6 +777,41 @@ fn pins_text(word: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn import_help_offers_no_daemon_options_and_the_others_keep_them() {
+        cli_command().debug_assert();
+        let help = |name: &str| {
+            let mut c = cli_command();
+            c.build();
+            c.find_subcommand_mut(name)
+                .unwrap()
+                .render_long_help()
+                .to_string()
+        };
+        let (imp, ls) = (help("import"), help("lsdsk"));
+        assert!(
+            !imp.contains("--socket") && !imp.contains("--timeout"),
+            "{imp}"
+        );
+        assert!(imp.contains("--allow-unprotected"), "{imp}");
+        assert!(ls.contains("--socket") && ls.contains("--timeout"), "{ls}");
+        // still parsed where given (an old script's habit), and ignored
+        let c = cli_command().try_get_matches_from([
+            "asmguardctl",
+            "import",
+            "udev",
+            "f",
+            "--socket",
+            "/x",
+        ]);
+        assert!(c.is_ok(), "{c:?}");
+        let m = cli_command()
+            .try_get_matches_from(["asmguardctl", "--timeout", "7", "lsdsk"])
+            .unwrap();
+        use clap::FromArgMatches;
+        assert_eq!(Cli::from_arg_matches(&m).unwrap().global.timeout, 7);
+    }
 
     /// The Filtering sentence for every (scope, backend, mode) the daemon
     /// sends (its words are pinned in the daemon's filter service tests),

@@ -22,6 +22,10 @@ pub const BUSY: i32 = 6;
 /// `status`: the daemon runs but no write filter protects the disks (none could
 /// load on this kernel); the status output says why and what to do.
 pub const UNPROTECTED: i32 = 7;
+/// `import`: a disk the old configuration gave to ASM would be left unprotected by
+/// the imported configuration (each is named with the command that fixes it);
+/// `--allow-unprotected` says that is intended.
+pub const IMPORT_UNPROTECTED: i32 = 8;
 
 /// An error to print as one line, with the exit code to leave with.
 #[derive(Debug)]

@@ -5,10 +5,16 @@
 //! from, and what has no equivalent. `--write` installs it (never over another file
 //! without `--force`, which keeps a backup).
 //!
+//! Every disk or rule the old configuration gave to ASM is answered one by one
+//! ([`DiskAnswer`]): protected as NAME, or not and the command that fixes it (exit
+//! 8 unless `--allow-unprotected`). A udev rule that matches by pattern is resolved
+//! against the host's sysfs and udev database ([`host_devices`]).
+//!
 //! The parsing is pure (text in, [`Import`] out; user and group numbers are
-//! resolved through a function the caller passes), so it is tested without a host.
+//! resolved through a function the caller passes, the host's devices are passed
+//! in, read under injected roots), so it is tested without a host.
 
-use crate::exit::{CliError, BAD_INPUT, FAILED, REFUSED};
+use crate::exit::{CliError, BAD_INPUT, FAILED, IMPORT_UNPROTECTED, REFUSED};
 use asmguard_devices::pattern;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -54,6 +60,10 @@ pub struct ImportArgs {
     /// Print JSON instead of the commented configuration.
     #[arg(long)]
     pub json: bool,
+    /// Exit 0 even when a disk the old configuration gave to ASM is left unprotected
+    /// (otherwise exit 8, each such disk named with the command that fixes it).
+    #[arg(long)]
+    pub allow_unprotected: bool,
 }
 
 /// A TOML value the importer sets.
@@ -113,8 +123,63 @@ pub struct Import {
     pub file: String,
     pub settings: Vec<Setting>,
     pub no_equivalent: Vec<Unmapped>,
+    /// Every disk (or rule giving disks) the old configuration gave to ASM, and
+    /// whether the imported configuration protects it.
+    pub disks: Vec<DiskAnswer>,
     /// The configuration text (what --write installs).
     pub config: String,
+}
+
+/// What the import does for one disk, or one rule, the old configuration gave to
+/// ASM.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DiskAnswer {
+    /// The source (`line 3: /dev/asm-disk1 for RESULT=="36000c29a"`).
+    pub from: String,
+    /// The name asmguard manages it under (`None`: not protected).
+    pub protected_as: Option<String>,
+    /// How it is known: `label`, `asm_header`, `rule` (protected), or why not.
+    pub by: String,
+    /// The command that protects it (not protected only).
+    pub fix: Option<String>,
+}
+
+impl DiskAnswer {
+    fn protected(from: impl Into<String>, name: impl Into<String>, by: &str) -> Self {
+        DiskAnswer {
+            from: from.into(),
+            protected_as: Some(name.into()),
+            by: by.into(),
+            fix: None,
+        }
+    }
+    fn unprotected(
+        from: impl Into<String>,
+        why: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Self {
+        DiskAnswer {
+            from: from.into(),
+            protected_as: None,
+            by: why.into(),
+            fix: Some(fix.into()),
+        }
+    }
+    /// The per-disk line the import prints.
+    pub fn line(&self) -> String {
+        match (&self.protected_as, &self.fix) {
+            (Some(n), _) => {
+                let by = self.by.replace('_', " ");
+                format!("{}: protected as {n} (by {by})", self.from)
+            }
+            (None, f) => format!(
+                "{}: NOT protected: {}; {}",
+                self.from,
+                self.by,
+                f.as_deref().unwrap_or("")
+            ),
+        }
+    }
 }
 
 /// Resolves a user or group number to its name (the host's passwd/group).
@@ -143,6 +208,7 @@ const KEY_ORDER: [&str; 13] = [
 struct Builder {
     settings: Vec<Setting>,
     unmapped: Vec<Unmapped>,
+    disks: Vec<DiskAnswer>,
 }
 
 impl Builder {
@@ -150,6 +216,7 @@ impl Builder {
         Builder {
             settings: Vec::new(),
             unmapped: Vec::new(),
+            disks: Vec::new(),
         }
     }
     fn set(&mut self, key: &str, value: Val, from: impl Into<String>) {
@@ -192,7 +259,7 @@ impl Builder {
                 .position(|k| *k == s.key)
                 .unwrap_or(KEY_ORDER.len())
         });
-        let config = render(kind, file, &self.settings, &self.unmapped);
+        let config = render(kind, file, &self.settings, &self.unmapped, &self.disks);
         // What is printed must load: checked here, not hoped.
         asmguard_config::parse(&config, "the imported configuration")
             .map_err(|e| format!("{file}: {e}"))?;
@@ -201,12 +268,19 @@ impl Builder {
             file: file.to_string(),
             settings: self.settings,
             no_equivalent: self.unmapped,
+            disks: self.disks,
             config,
         })
     }
 }
 
-fn render(kind: Kind, file: &str, settings: &[Setting], unmapped: &[Unmapped]) -> String {
+fn render(
+    kind: Kind,
+    file: &str,
+    settings: &[Setting],
+    unmapped: &[Unmapped],
+    disks: &[DiskAnswer],
+) -> String {
     use std::fmt::Write;
     let what = match kind {
         Kind::Oracleasm => "ASMLib",
@@ -232,6 +306,12 @@ fn render(kind: Kind, file: &str, settings: &[Setting], unmapped: &[Unmapped]) -
             let _ = writeln!(s, "# {line}");
         }
         let _ = writeln!(s, "{key} = {}", st.value.toml());
+    }
+    if !disks.is_empty() {
+        let _ = write!(s, "\n# The disks the old configuration gave to ASM:\n");
+        for d in disks {
+            let _ = writeln!(s, "#   {}", d.line());
+        }
     }
     if !unmapped.is_empty() {
         let _ = write!(s, "\n# Not carried over (no asmguard equivalent):\n");
@@ -428,6 +508,10 @@ pub fn oracleasm(text: &str, file: &str, names: &Names) -> Result<Import, String
                     ),
                 );
             }
+            "ORACLEASM_SCANEXCLUDE" if prefixes(&v).is_empty() => b.none(
+                src,
+                "it excludes nothing: asmguard's default exclude list stays as it is",
+            ),
             "ORACLEASM_SCANEXCLUDE" => {
                 let mut ex = d.devices.exclude.clone();
                 for p in prefixes(&v) {
@@ -484,6 +568,11 @@ pub fn oracleasm(text: &str, file: &str, names: &Names) -> Result<Import, String
             _ => b.none(src, "not an ASMLib setting this importer knows"),
         }
     }
+    b.disks.push(DiskAnswer::protected(
+        "every disk ASMLib scans that carries an ASMLib label (ORCLDISK)",
+        "its label",
+        "label",
+    ));
     b.finish(Kind::Oracleasm, file)
 }
 
@@ -516,30 +605,41 @@ pub fn afd(text: &str, file: &str) -> Result<Import, String> {
         let src = format!("{k}={v} (line {n})");
         match k.as_str() {
             "afd_diskstring" => {
-                let mut inc = Vec::new();
-                for g in v
+                let globs: Vec<&str> = v
                     .split(',')
                     .map(|g| g.trim().trim_matches(|c| c == '\'' || c == '"').trim())
                     .filter(|g| !g.is_empty())
-                {
-                    match afd_glob(g) {
-                        Some(p) if !inc.contains(&p) => inc.push(p),
-                        Some(_) => {}
-                        None => b.none(
-                            format!("{g:?} of {src}"),
-                            "not a /dev/<name> or /dev/mapper/<name> pattern: asmguard matches kernel and multipath names",
-                        ),
-                    }
-                }
-                if inc.is_empty() {
+                    .collect();
+                if globs.is_empty() {
                     return Err(format!(
-                        "{file}:{n}: afd_diskstring {v:?} names no /dev/<name> or /dev/mapper/<name> pattern: give one such as '/dev/sd*'"
+                        "{file}:{n}: afd_diskstring is empty: give the disk string AFD uses, such as '/dev/sd*'"
                     ));
                 }
-                b.set(
-                    "devices.include",
-                    Val::List(inc),
-                    format!("{src}: only these devices are read for labels"),
+                for g in &globs {
+                    let what = match afd_glob(g) {
+                        Some(p) if p.ends_with(|c: char| c.is_ascii_digit()) => {
+                            format!("the partitions {g} of {src} matches")
+                        }
+                        Some(_) => format!("the disks {g} of {src} matches"),
+                        None => format!(
+                            "the disks the links {g} of {src} reach (udev symlinks: their kernel devices are read)"
+                        ),
+                    };
+                    b.disks.push(DiskAnswer::protected(
+                        format!("{what}, when they carry an AFD label"),
+                        "its label",
+                        "label",
+                    ));
+                }
+                b.disks.push(DiskAnswer::protected(
+                    format!("AFD-labelled disks outside {src}"),
+                    "its label",
+                    "label",
+                ));
+                b.none(
+                    src,
+                    "asmguard reads every device for labels (devices.include stays [\"*\"]): the disks the \
+                     string matches and AFD-labelled disks outside it are protected alike (a label is a label)",
                 );
             }
             "afd_filtering" => {
@@ -654,10 +754,14 @@ fn label_for(symlink: &str) -> Option<String> {
         .map(|x| x.as_str().to_string())
 }
 
-/// The LUN one rule names, as udev's properties spell it (`ID_SERIAL`, the WWID
-/// of a multipath device), and the match it came from: `RESULT=="<wwid>"` of
-/// `scsi_id`, `ENV{ID_SERIAL}=="..."` or `ENV{DM_UUID}=="mpath-<wwid>"`. None for
-/// a pattern (`*`, `?`, `[`, `|`) or a rule matching something else.
+/// The LUN one rule names, as udev's properties spell it, and the match it came
+/// from: `RESULT=="<wwid>"` of `scsi_id` (`1ATA_<model>_<serial>`, scsi_id's
+/// form for an ATA disk, is udev's `ID_SERIAL` `<model>_<serial>`),
+/// `ENV{ID_SERIAL}`, `ENV{ID_SCSI_SERIAL}`, `ENV{ID_WWN}` (kept as udev reports
+/// them: the daemon looks a name up by each) or `ENV{DM_UUID}=="mpath-<wwid>"`.
+/// A rule for partition N of it (`KERNEL=="sd?1"`, `ENV{ID_PART_ENTRY_NUMBER}`)
+/// gives `<LUN>-partN`, the daemon's key for that partition. None for a pattern
+/// (`*`, `?`, `[`, `|`) or a rule matching something else.
 fn rule_lun(r: &Rule) -> Option<(String, String)> {
     let eq = |k: &str| {
         r.terms
@@ -666,29 +770,236 @@ fn rule_lun(r: &Rule) -> Option<(String, String)> {
             .map(|(_, _, v)| v.as_str())
     };
     let exact = |v: &str| !v.is_empty() && !v.contains(['*', '?', '[', '|']);
-    if let Some(v) = eq("ENV{DM_UUID}") {
+    let (lun, by) = if let Some(v) = eq("ENV{DM_UUID}") {
         let w = v.strip_prefix("mpath-")?;
+        // A multipath device is never a partition: its key is its WWID.
         return exact(w).then(|| (w.to_string(), format!("ENV{{DM_UUID}}==\"{v}\"")));
+    } else if let Some((k, v)) = ["ENV{ID_SERIAL}", "ENV{ID_SCSI_SERIAL}", "ENV{ID_WWN}"]
+        .into_iter()
+        .find_map(|k| eq(k).map(|v| (k, v)))
+    {
+        (v.to_string(), format!("{k}==\"{v}\""))
+    } else {
+        let v = eq("RESULT")?;
+        if !r.get("PROGRAM").is_some_and(|p| p.contains("scsi_id")) {
+            return None;
+        }
+        let key = match v.strip_prefix("1ATA_") {
+            Some(ata) => ata.to_string(),
+            None => v.to_string(),
+        };
+        (key, format!("RESULT==\"{v}\" (scsi_id)"))
+    };
+    if !exact(&lun) {
+        return None;
     }
-    if let Some(v) = eq("ENV{ID_SERIAL}") {
-        return exact(v).then(|| (v.to_string(), format!("ENV{{ID_SERIAL}}==\"{v}\"")));
+    match rule_partition(r) {
+        Some(Some(n)) => Some((format!("{lun}-part{n}"), by)),
+        Some(None) => None,
+        None => Some((lun, by)),
     }
-    let v = eq("RESULT")?;
-    (r.get("PROGRAM").is_some_and(|p| p.contains("scsi_id")) && exact(v))
-        .then(|| (v.to_string(), format!("RESULT==\"{v}\" (scsi_id)")))
 }
 
-/// A udev rules file (`99-oracle-asmdevices.rules` style).
-pub fn udev(text: &str, file: &str) -> Result<Import, String> {
+/// The partition a rule matches: `None` for a whole disk, `Some(Some(n))` for
+/// partition n (`KERNEL=="sd?1"`, `KERNEL=="nvme0n1p2"`,
+/// `ENV{ID_PART_ENTRY_NUMBER}=="1"`), `Some(None)` for partitions of no one number
+/// (`KERNEL=="sd?*"` with `ENV{DEVTYPE}=="partition"`).
+fn rule_partition(r: &Rule) -> Option<Option<u32>> {
+    let eq = |k: &str| {
+        r.terms
+            .iter()
+            .find(|(kk, op, _)| kk == k && op == "==")
+            .map(|(_, _, v)| v.as_str())
+    };
+    if let Some(n) = eq("ENV{ID_PART_ENTRY_NUMBER}") {
+        return Some(n.parse().ok());
+    }
+    let digits = |k: &str| -> Option<u32> {
+        let t = k.trim_end_matches(|c: char| c.is_ascii_digit());
+        let d = &k[t.len()..];
+        // sdb1, sd?1, vd*2, nvme0n1p1: digits after a letter, `?`, `*` or `p`.
+        let before = t.chars().last()?;
+        if d.is_empty() || k.starts_with("nvme") && before != 'p' {
+            return None;
+        }
+        (before.is_ascii_alphabetic() || matches!(before, '?' | '*' | ']'))
+            .then(|| d.parse().ok())?
+    };
+    match eq("KERNEL").and_then(digits) {
+        Some(n) => Some(Some(n)),
+        None if eq("ENV{DEVTYPE}") == Some("partition") => Some(None),
+        None => None,
+    }
+}
+
+/// What a rule's `RUN+="/bin/sh -c 'mknod /dev/asm-disk1 b ...; chown grid:asmadmin
+/// ...; chmod 0660 ...'"` does: the node it makes, and its owner, group and mode.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct RunNode {
+    node: Option<String>,
+    owner: Option<String>,
+    group: Option<String>,
+    mode: Option<String>,
+}
+
+fn run_node(cmd: &str) -> RunNode {
+    let words: Vec<&str> = cmd
+        .split(|c: char| c.is_whitespace() || matches!(c, ';' | '\'' | '&' | '|'))
+        .filter(|w| !w.is_empty())
+        .collect();
+    let mut n = RunNode::default();
+    // The first word after `cmd` that is not an option.
+    let arg = |i: usize| words[i + 1..].iter().find(|w| !w.starts_with('-')).copied();
+    for (i, w) in words.iter().enumerate() {
+        match w.rsplit('/').next().unwrap_or(w) {
+            "mknod" => {
+                n.node = arg(i)
+                    .and_then(|p| p.strip_prefix("/dev/"))
+                    .map(String::from)
+            }
+            "chown" => {
+                if let Some(a) = arg(i) {
+                    let (o, g) = match a.split_once([':', '.']) {
+                        Some((o, g)) => (o, Some(g)),
+                        None => (a, None),
+                    };
+                    n.owner = Some(o.to_string()).filter(|o| !o.is_empty());
+                    n.group = g.filter(|g| !g.is_empty()).map(String::from);
+                }
+            }
+            "chgrp" => n.group = arg(i).map(String::from),
+            "chmod" => n.mode = arg(i).map(String::from),
+            _ => {}
+        }
+    }
+    n
+}
+
+/// One block device as the host's sysfs and udev database describe it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HostDev {
+    /// Kernel name (`sdb1`, `dm-3`).
+    pub name: String,
+    /// Its partition number (sysfs `partition`), `None` for a whole disk.
+    pub partition: Option<u32>,
+    /// udev's properties (`E:` lines of its database entry).
+    pub props: std::collections::BTreeMap<String, String>,
+}
+
+impl HostDev {
+    /// The `[devices.member_names]` key the daemon finds it by: a multipath
+    /// device's WWID, else its `ID_SERIAL` (`-partN` for partition N).
+    fn key(&self) -> Option<String> {
+        if let Some(u) = self.props.get("DM_UUID") {
+            return u
+                .strip_prefix("mpath-")
+                .filter(|w| !w.is_empty())
+                .map(String::from);
+        }
+        let s = self.props.get("ID_SERIAL").filter(|s| !s.is_empty())?;
+        Some(match self.partition {
+            Some(n) => format!("{s}-part{n}"),
+            None => s.clone(),
+        })
+    }
+}
+
+/// The block devices under `paths.sys` with udev's properties from its database
+/// under `paths.run` (`udev/data/b<major>:<minor>`); empty where there is none.
+pub fn host_devices(paths: &asmguard_paths::Paths) -> Vec<HostDev> {
+    let read = |p: PathBuf| std::fs::read_to_string(p).ok();
+    let Ok(dir) = std::fs::read_dir(paths.class_block()) else {
+        return Vec::new();
+    };
+    let mut out: Vec<HostDev> = dir
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().to_string();
+            let d = e.path();
+            let dev = read(d.join("dev"))?;
+            let props = read(paths.run.join(format!("udev/data/b{}", dev.trim())))
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|l| l.strip_prefix("E:")?.split_once('='))
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            let partition = read(d.join("partition")).and_then(|p| p.trim().parse().ok());
+            Some(HostDev {
+                name,
+                partition,
+                props,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+/// Whether rule `r` matches device `d`: `None` when a term of it cannot be told
+/// from the udev database (`ATTR{...}`, `DRIVERS`, a `[...]` class).
+fn rule_matches(r: &Rule, d: &HostDev) -> Option<bool> {
+    let glob = |p: &str, v: &str| -> Option<bool> {
+        if p.contains('[') {
+            return None;
+        }
+        Some(p.split('|').any(|alt| pattern::matches(alt, v)))
+    };
+    let mut all = true;
+    for (k, op, v) in &r.terms {
+        if op != "==" && op != "!=" {
+            continue;
+        }
+        let got = match k.as_str() {
+            "ACTION" | "PROGRAM" => continue,
+            "SUBSYSTEM" => glob(v, "block")?,
+            "KERNEL" => glob(v, &d.name)?,
+            "RESULT" if r.get("PROGRAM").is_some_and(|p| p.contains("scsi_id")) => {
+                let serial = d.props.get("ID_SERIAL").map(String::as_str).unwrap_or("");
+                let want = v.strip_prefix("1ATA_").unwrap_or(v);
+                glob(want, serial)?
+            }
+            k => {
+                let prop = k.strip_prefix("ENV{")?.strip_suffix('}')?;
+                glob(v, d.props.get(prop).map(String::as_str).unwrap_or(""))?
+            }
+        };
+        all &= got == (op == "==");
+    }
+    Some(all)
+}
+
+/// A udev rules file, each rule that matches by pattern resolved to the devices
+/// of `host` it matches.
+pub fn udev_on(text: &str, file: &str, host: &[HostDev]) -> Result<Import, String> {
     let mut b = Builder::new();
     let rules = udev_rules(text, file)?;
     // (line, [OWNER, GROUP, MODE]) of the rules that make ASM disk nodes.
-    let mut perms: Vec<(usize, [Option<&str>; 3])> = Vec::new();
+    let mut perms: Vec<(usize, [Option<String>; 3])> = Vec::new();
     // (LUN, name, line, the match it came from, symlink) of rules naming one LUN
     let mut names: Vec<(String, String, usize, String, String)> = Vec::new();
+    // Some disks are protected by their ASM header only (manage_asm_members).
+    let mut by_header = false;
     for r in &rules {
-        let (o, g, m) = (r.get("OWNER"), r.get("GROUP"), r.get("MODE"));
-        if o.is_none() && g.is_none() && m.is_none() && r.get("SYMLINK").is_none() {
+        let mut run = RunNode::default();
+        for (_, _, v) in r.terms.iter().filter(|(k, _, _)| k == "RUN") {
+            let n = run_node(v);
+            run.node = run.node.or(n.node);
+            run.owner = run.owner.or(n.owner);
+            run.group = run.group.or(n.group);
+            run.mode = run.mode.or(n.mode);
+        }
+        let pick = |k: &str, alt: &Option<String>| r.get(k).map(String::from).or(alt.clone());
+        let (o, g, m) = (
+            pick("OWNER", &run.owner),
+            pick("GROUP", &run.group),
+            pick("MODE", &run.mode),
+        );
+        let link = r
+            .get("SYMLINK")
+            .or(r.get("NAME"))
+            .map(String::from)
+            .or(run.node.clone());
+        if o.is_none() && g.is_none() && m.is_none() && link.is_none() {
             continue;
         }
         perms.push((r.line, [o, g, m]));
@@ -704,42 +1015,120 @@ pub fn udev(text: &str, file: &str) -> Result<Import, String> {
         } else {
             matched.join(", ")
         };
-        let lun = rule_lun(r);
-        match r.get("SYMLINK").or(r.get("NAME")) {
-            Some(link) if lun.is_some() && label_for(link).is_some() => {
-                let (lun, by) = lun.unwrap_or_default();
-                let name = label_for(link).unwrap_or_default();
+        let exact = |v: &&str| !v.is_empty() && !v.contains(['*', '?', '[', '|']);
+        // The multipath device's own name (`ENV{DM_NAME}=="asm-data1"`) names it too.
+        let dm_name = r
+            .terms
+            .iter()
+            .find(|(k, op, v)| k == "ENV{DM_NAME}" && op == "==" && exact(&v.as_str()))
+            .map(|(_, _, v)| v.clone());
+        let name = link
+            .as_deref()
+            .and_then(label_for)
+            .or(dm_name.as_deref().and_then(label_for));
+        let src = match &link {
+            Some(l) => format!("line {}: /dev/{l} for {what}", r.line),
+            None => format!("line {}: {what}", r.line),
+        };
+        match (rule_lun(r), name) {
+            (Some((lun, by)), Some(name)) => {
                 if let Some(other) = names.iter().find(|(_, n, ..)| *n == name) {
-                    b.none(
-                        format!("line {}: /dev/{link} for {what}", r.line),
-                        format!("the name {name} is taken by line {}: label this disk (`asmguardctl label NAME DEVICE --migrate`)", other.2),
-                    );
+                    b.disks.push(DiskAnswer::unprotected(
+                        src,
+                        format!("the name {name} is taken by line {}", other.2),
+                        "label this disk: asmguardctl label NAME DEVICE --migrate",
+                    ));
                 } else {
-                    names.push((lun, name, r.line, by, link.to_string()));
+                    b.disks.push(DiskAnswer::protected(src, &name, "rule"));
+                    let shown = link.clone().or(dm_name.map(|d| format!("mapper/{d}")));
+                    names.push((lun, name, r.line, by, shown.unwrap_or_default()));
                 }
             }
-            Some(link) => {
-                let how = match label_for(link) {
-                    Some(l) => format!(
-                        "label the disk: `asmguardctl label {l} DEVICE --migrate` (keeps its ASM header; then /dev/asmguard/disks/{l})"
-                    ),
-                    None => "label the disk: `asmguardctl label NAME DEVICE --migrate` (keeps its ASM header)".to_string(),
-                };
-                b.none(
-                    format!("line {}: /dev/{link} for {what}", r.line),
-                    format!("asmguard links disks by label, not by rule: {how}"),
-                );
+            (Some(_), None) => {
+                by_header = true;
+                b.disks.push(DiskAnswer::protected(
+                    src,
+                    "the disk name in its ASM header",
+                    "asm_header",
+                ));
             }
-            None => b.none(
-                format!("line {}: owner/group/mode for {what}", r.line),
-                "asmguard sets them on the labelled disks it manages",
-            ),
+            (None, _) if !host.is_empty() && host.iter().all(|d| rule_matches(r, d).is_some()) => {
+                by_header = true;
+                let hit: Vec<&HostDev> = host
+                    .iter()
+                    .filter(|d| rule_matches(r, d) == Some(true))
+                    .collect();
+                if hit.is_empty() {
+                    b.disks.push(DiskAnswer::unprotected(
+                        src.clone(),
+                        "it matches no device on this host",
+                        "run the import where the disks are attached",
+                    ));
+                }
+                for d in hit {
+                    let from = format!("{src}: /dev/{}", d.name);
+                    // Its own name: the multipath alias, else the rule's one link.
+                    let own = d
+                        .props
+                        .get("DM_NAME")
+                        .and_then(|n| label_for(n))
+                        .or_else(|| {
+                            link.as_deref()
+                                .filter(|l| !l.contains('%'))
+                                .and_then(label_for)
+                        });
+                    match (d.key(), own) {
+                        (Some(key), Some(n)) if !names.iter().any(|x| x.1 == n || x.0 == key) => {
+                            b.disks.push(DiskAnswer::protected(from, &n, "rule"));
+                            let shown =
+                                format!("{} ({})", link.clone().unwrap_or_default(), d.name);
+                            names.push((key, n, r.line, what.clone(), shown));
+                        }
+                        (Some(_), _) => b.disks.push(DiskAnswer::protected(
+                            from,
+                            "the disk name in its ASM header",
+                            "asm_header",
+                        )),
+                        (None, _) => b.disks.push(DiskAnswer::unprotected(
+                            from,
+                            "udev reports no ID_SERIAL or multipath WWID for it",
+                            format!(
+                                "asmguardctl label NAME /dev/{} --migrate (keeps its ASM header)",
+                                d.name
+                            ),
+                        )),
+                    }
+                }
+            }
+            (None, name) => {
+                by_header = true;
+                let l = name.unwrap_or_else(|| "NAME".into());
+                let dev = match &dm_name {
+                    Some(d) => format!("/dev/mapper/{d}"),
+                    None => "DEVICE".to_string(),
+                };
+                b.disks.push(DiskAnswer::unprotected(
+                    src,
+                    format!(
+                        "it matches {what}, not one LUN by its identity: the disks it gives ASM are \
+                         protected (under the disk name in their ASM header) only once ASM has written \
+                         one, and the import cannot tell which they are"
+                    ),
+                    format!(
+                        "asmguardctl label {l} {dev} --migrate for each disk it matches (keeps its ASM header)"
+                    ),
+                ));
+            }
         }
-        for (k, _, v) in &r.terms {
+        for (k, op, v) in &r.terms {
             if k == "RUN" || k == "PROGRAM" && r.get("RESULT").is_none() {
                 b.none(
-                    format!("line {}: {k}=\"{v}\"", r.line),
-                    "asmguard runs no program per device",
+                    format!("line {}: {k}{op}\"{v}\"", r.line),
+                    if k == "RUN" && run != RunNode::default() {
+                        "asmguard runs no program per device (the node, owner, group and mode it sets are read above)"
+                    } else {
+                        "asmguard runs no program per device"
+                    },
                 );
             }
         }
@@ -748,6 +1137,15 @@ pub fn udev(text: &str, file: &str) -> Result<Import, String> {
         return Err(format!(
             "{file}: no rule sets OWNER, GROUP, MODE or SYMLINK: is this the ASM disks' rules file?"
         ));
+    }
+    if by_header && names.is_empty() {
+        b.set(
+            "devices.manage_asm_members",
+            Val::Bool(true),
+            "the disks these rules give ASM carry ASM headers and no label: asmguard protects\n\
+             them as they are, under the disk name in their header (nothing is written to them).\n\
+             Keep the rules file: its links, owner, group and mode stay as they are",
+        );
     }
     if !names.is_empty() {
         b.set(
@@ -782,7 +1180,7 @@ pub fn udev(text: &str, file: &str) -> Result<Import, String> {
     ] {
         let vals: Vec<(usize, &str)> = perms
             .iter()
-            .filter_map(|(line, v)| v[i].map(|v| (*line, v)))
+            .filter_map(|(line, v)| v[i].as_deref().map(|v| (*line, v)))
             .collect();
         let Some(&(line, _)) = vals.first() else {
             continue;
@@ -864,11 +1262,17 @@ pub fn udev(text: &str, file: &str) -> Result<Import, String> {
 }
 
 /// Parse `text` as `kind`.
-pub fn parse(kind: Kind, text: &str, file: &str, names: &Names) -> Result<Import, String> {
+pub fn parse(
+    kind: Kind,
+    text: &str,
+    file: &str,
+    names: &Names,
+    host: &[HostDev],
+) -> Result<Import, String> {
     match kind {
         Kind::Oracleasm => oracleasm(text, file, names),
         Kind::Afd => afd(text, file),
-        Kind::Udev => udev(text, file),
+        Kind::Udev => udev_on(text, file, host),
     }
 }
 
@@ -932,6 +1336,11 @@ pub fn install(text: &str, path: &Path, force: bool) -> Result<String, CliError>
 }
 
 pub fn run(a: &ImportArgs) -> Result<(), CliError> {
+    run_on(a, &asmguard_paths::Paths::default())
+}
+
+/// [`run`] on the host whose sysfs and udev database are under `paths`.
+pub fn run_on(a: &ImportArgs, paths: &asmguard_paths::Paths) -> Result<(), CliError> {
     let file = a.file.clone().unwrap_or_else(|| a.kind.default_file());
     let shown = file.display().to_string();
     let text = std::fs::read_to_string(&file)
@@ -952,7 +1361,9 @@ pub fn run(a: &ImportArgs) -> Result<(), CliError> {
         user: &user,
         group: &group,
     };
-    let imp = parse(a.kind, &text, &shown, &names).map_err(|e| CliError::new(BAD_INPUT, e))?;
+    let host = host_devices(paths);
+    let imp =
+        parse(a.kind, &text, &shown, &names, &host).map_err(|e| CliError::new(BAD_INPUT, e))?;
     let done = if a.write {
         Some(install(&imp.config, &a.config, a.force)?)
     } else {
@@ -973,7 +1384,27 @@ pub fn run(a: &ImportArgs) -> Result<(), CliError> {
     } else {
         print!("{}", imp.config);
     }
-    Ok(())
+    let left: Vec<&DiskAnswer> = imp
+        .disks
+        .iter()
+        .filter(|d| d.protected_as.is_none())
+        .collect();
+    if !a.json {
+        for d in &imp.disks {
+            eprintln!("{}", d.line());
+        }
+    }
+    if left.is_empty() || a.allow_unprotected {
+        return Ok(());
+    }
+    Err(CliError::new(
+        IMPORT_UNPROTECTED,
+        format!(
+            "{shown}: {} of the {} disks or rules it gives ASM would be left unprotected (each is named above with the command that fixes it); --allow-unprotected when that is intended",
+            left.len(),
+            imp.disks.len()
+        ),
+    ))
 }
 
 #[cfg(test)]
@@ -1127,23 +1558,38 @@ ORACLEASM_ENABLE_IOFILTER=true
     fn afd_conf() {
         let t = "afd_diskstring='/dev/mapper/mpath*','/dev/sd*','/dev/disk/by-id/x*'\nafd_filtering=enable\nafd_debug=1\n";
         let i = afd(t, "/etc/oracleafd.conf").unwrap();
-        assert_eq!(get(&i, "devices.include"), &strs(&["mapper/mpath*", "sd*"]));
+        // The disk string does not narrow what is read: a label is a label.
+        assert!(i.settings.iter().all(|s| s.key != "devices.include"));
+        let d: Vec<String> = i.disks.iter().map(DiskAnswer::line).collect();
+        assert!(
+            d[0].starts_with("the disks /dev/mapper/mpath* of afd_diskstring="),
+            "{d:?}"
+        );
+        assert!(
+            d[2].starts_with("the disks the links /dev/disk/by-id/x* of "),
+            "{d:?}"
+        );
+        assert!(
+            d[3].starts_with("AFD-labelled disks outside afd_diskstring="),
+            "{d:?}"
+        );
+        assert!(
+            d.iter()
+                .all(|l| l.ends_with("protected as its label (by label)")),
+            "{d:?}"
+        );
         assert_eq!(get(&i, "filter.mode"), &Val::Str("enforce".into()));
         assert_eq!(get(&i, "paths.compat"), &strs(&["oracleafd"]));
-        assert!(i
-            .no_equivalent
-            .iter()
-            .any(|u| u.from.contains("/dev/disk/by-id/x*")));
         assert!(i
             .no_equivalent
             .iter()
             .any(|u| u.from.starts_with("afd_debug=1")));
         let c = asmguard_config::parse(&i.config, "t").unwrap();
         assert!(c.rules().included("dm-2", Some("mpatha")));
-        assert!(!c.rules().included("dm-3", Some("vg-root")));
+        assert!(c.rules().included("sdb", None));
         let i = afd("afd_filtering=disable\n", "f").unwrap();
         assert_eq!(get(&i, "filter.mode"), &Val::Str("audit".into()));
-        let e = afd("afd_diskstring='AFD:*'\n", "f").unwrap_err();
+        let e = afd("afd_diskstring=''\n", "f").unwrap_err();
         assert!(e.starts_with("f:1: afd_diskstring"), "{e}");
         let e = afd("afd_filtering=sometimes\n", "f").unwrap_err();
         assert!(e.contains("neither true nor false"), "{e}");
@@ -1159,7 +1605,7 @@ KERNEL=="sd*", ENV{ID_SERIAL}=="3600c0ff*", SYMLINK+="asm-fra1", OWNER="grid", G
 
     #[test]
     fn udev_rules_owner_group_mode_and_each_disk() {
-        let i = udev(RULES, "r").unwrap();
+        let i = udev_on(RULES, "r", &[]).unwrap();
         assert_eq!(get(&i, "paths.owner"), &Val::Str("grid".into()));
         assert_eq!(get(&i, "paths.group"), &Val::Str("asmadmin".into()));
         assert_eq!(get(&i, "paths.mode"), &Val::Str("0660".into()));
@@ -1185,7 +1631,7 @@ KERNEL=="sd*", ENV{ID_SERIAL}=="3600c0ff*", SYMLINK+="asm-fra1", OWNER="grid", G
             get(&i, "devices.member_names"),
             &Val::Table(
                 [
-                    ("36000c29a1b2c3d4", "ASM_DISK1"),
+                    ("36000c29a1b2c3d4-part1", "ASM_DISK1"),
                     ("36000c29e5f6a7b8", "ASM_DISK2"),
                     ("3600a0b80", "ASM_DATA3"),
                 ]
@@ -1199,13 +1645,18 @@ KERNEL=="sd*", ENV{ID_SERIAL}=="3600c0ff*", SYMLINK+="asm-fra1", OWNER="grid", G
             "{}",
             i.config
         );
-        assert!(i.config.contains("member_names = { \"36000c29a1b2c3d4\" = \"ASM_DISK1\", \"36000c29e5f6a7b8\" = \"ASM_DISK2\", \"3600a0b80\" = \"ASM_DATA3\" }\n"), "{}", i.config);
+        assert!(i.config.contains("member_names = { \"36000c29a1b2c3d4-part1\" = \"ASM_DISK1\", \"36000c29e5f6a7b8\" = \"ASM_DISK2\", \"3600a0b80\" = \"ASM_DATA3\" }\n"), "{}", i.config);
         // a pattern names no one LUN: label it
+        let d: Vec<String> = i.disks.iter().map(DiskAnswer::line).collect();
         assert!(
-            un.iter().any(|u| u.starts_with(
-                "line 6: /dev/asm-fra1 for KERNEL==\"sd*\", ENV{ID_SERIAL}==\"3600c0ff*\""
+            d.iter().any(|u| u.starts_with(
+                "line 6: /dev/asm-fra1 for KERNEL==\"sd*\", ENV{ID_SERIAL}==\"3600c0ff*\": NOT protected: "
             ) && u.contains("asmguardctl label ASM_FRA1 DEVICE --migrate")),
-            "{un:?}"
+            "{d:?}"
+        );
+        assert!(
+            d[0].ends_with(": protected as ASM_DISK1 (by rule)"),
+            "{d:?}"
         );
         assert!(!un.iter().any(|u| u.contains("ASM_DISK1")), "{un:?}");
         let c = asmguard_config::parse(&i.config, "t").unwrap();
@@ -1213,13 +1664,13 @@ KERNEL=="sd*", ENV{ID_SERIAL}=="3600c0ff*", SYMLINK+="asm-fra1", OWNER="grid", G
         // one name for two LUNs: the second is left to a label
         let two = "KERNEL==\"sd*\", ENV{ID_SERIAL}==\"A1\", SYMLINK+=\"d1\", OWNER=\"grid\"\n\
                    KERNEL==\"sd*\", ENV{ID_SERIAL}==\"A2\", SYMLINK+=\"x/d1\", OWNER=\"grid\"\n";
-        let i2 = udev(two, "r").unwrap();
+        let i2 = udev_on(two, "r", &[]).unwrap();
         assert!(
-            i2.no_equivalent
+            i2.disks
                 .iter()
-                .any(|u| u.from.starts_with("line 2:") && u.why.contains("taken by line 1")),
+                .any(|u| u.from.starts_with("line 2:") && u.by.contains("taken by line 1")),
             "{:?}",
-            i2.no_equivalent
+            i2.disks
         );
         for (t, want) in [
             ("# nothing\n", "r: no rule sets OWNER"),
@@ -1234,7 +1685,7 @@ KERNEL=="sd*", ENV{ID_SERIAL}=="3600c0ff*", SYMLINK+="asm-fra1", OWNER="grid", G
             ),
             ("OWNER=\"Grid User\"\n", "the imported configuration"),
         ] {
-            let e = udev(t, "r").unwrap_err();
+            let e = udev_on(t, "r", &[]).unwrap_err();
             assert!(e.starts_with(want) || e.contains(want), "{t:?} -> {e}");
             assert!(!e.contains('\n'), "{e}");
         }
@@ -1265,6 +1716,201 @@ KERNEL=="sd*", ENV{ID_SERIAL}=="3600c0ff*", SYMLINK+="asm-fra1", OWNER="grid", G
         assert_eq!(
             std::fs::read_to_string(d.path().join("etc/asmguard.toml.bak.2")).unwrap(),
             "b\n"
+        );
+    }
+
+    /// What the corpus compares for one file: the exit code, every key set, and
+    /// the per-disk answers.
+    fn corpus_answer(kind: Kind, text: &str, file: &str) -> String {
+        let i = match parse(kind, text, file, &names(), &[]) {
+            Ok(i) => i,
+            Err(e) => return format!("error: {e}\n"),
+        };
+        let left = i.disks.iter().any(|d| d.protected_as.is_none());
+        let mut out = format!("exit: {}\n", if left { IMPORT_UNPROTECTED } else { 0 });
+        for st in &i.settings {
+            out.push_str(&format!("set {} = {}\n", st.key, st.value.toml()));
+        }
+        for d in &i.disks {
+            out.push_str(&format!("disk: {}\n", d.line()));
+        }
+        out
+    }
+
+    /// `ctl/tests/import-corpus/`: site configurations of every shape (`.rules`
+    /// udev, `.sysconfig` ASMLib, `.afd` AFD), each beside `<file>.expected`, the
+    /// answer it must give.
+    #[test]
+    fn import_corpus_gives_each_file_its_expected_answer() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/import-corpus");
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x != "expected"))
+            .collect();
+        files.sort();
+        assert!(
+            files.len() >= 15,
+            "{} files in {}",
+            files.len(),
+            dir.display()
+        );
+        let show = std::env::var_os("IMPORT_CORPUS_SHOW").is_some();
+        let mut wrong = Vec::new();
+        for f in &files {
+            let name = f.file_name().unwrap().to_string_lossy().to_string();
+            let kind = match f.extension().and_then(|x| x.to_str()) {
+                Some("rules") => Kind::Udev,
+                Some("sysconfig") => Kind::Oracleasm,
+                Some("afd") => Kind::Afd,
+                x => panic!("{name}: extension {x:?} is none of rules, sysconfig, afd"),
+            };
+            let got = corpus_answer(kind, &std::fs::read_to_string(f).unwrap(), &name);
+            if show {
+                println!("==> {name}\n{got}");
+            }
+            let want = std::fs::read_to_string(dir.join(format!("{name}.expected")))
+                .unwrap_or_else(|e| format!("({name}.expected: {e})\n"));
+            if got != want {
+                wrong.push(format!("{name}:\n--- expected\n{want}--- got\n{got}"));
+            }
+        }
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
+    #[test]
+    fn run_exits_8_when_a_disk_is_left_unprotected_unless_allowed() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("12-dm-permissions.rules");
+        std::fs::write(
+            &f,
+            "ENV{DM_NAME}==\"asm*\", OWNER=\"grid\", MODE=\"0660\"\n",
+        )
+        .unwrap();
+        let mut a = ImportArgs {
+            kind: Kind::Udev,
+            file: Some(f.clone()),
+            write: false,
+            force: false,
+            config: d.path().join("asmguard.toml"),
+            json: true,
+            allow_unprotected: false,
+        };
+        let bare = asmguard_paths::Paths::under(d.path());
+        let e = run_on(&a, &bare).unwrap_err();
+        assert_eq!(e.code, IMPORT_UNPROTECTED);
+        assert!(
+            e.message.contains("1 of the 1 disks or rules"),
+            "{}",
+            e.message
+        );
+        assert!(!e.message.contains('\n'), "{}", e.message);
+        a.allow_unprotected = true;
+        run_on(&a, &bare).unwrap();
+        // every disk protected: exit 0 without being told
+        std::fs::write(
+            &f,
+            "ENV{DM_UUID}==\"mpath-3600a\", SYMLINK+=\"asm-d1\", OWNER=\"grid\"\n",
+        )
+        .unwrap();
+        a.allow_unprotected = false;
+        run_on(&a, &bare).unwrap();
+    }
+
+    /// A host under `root`: sysfs devices (name, major:minor, partition number)
+    /// and their udev database entries.
+    type FakeDev<'a> = (&'a str, &'a str, Option<u32>, &'a [(&'a str, &'a str)]);
+
+    fn fake_host(root: &Path, devs: &[FakeDev]) {
+        let paths = asmguard_paths::Paths::under(root);
+        for (name, dev, part, props) in devs {
+            let d = paths.class_block().join(name);
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join("dev"), format!("{dev}\n")).unwrap();
+            if let Some(n) = part {
+                std::fs::write(d.join("partition"), format!("{n}\n")).unwrap();
+            }
+            let db = paths.run.join("udev/data");
+            std::fs::create_dir_all(&db).unwrap();
+            let e: String = props.iter().map(|(k, v)| format!("E:{k}={v}\n")).collect();
+            std::fs::write(db.join(format!("b{dev}")), format!("S:disk/x\n{e}")).unwrap();
+        }
+    }
+
+    #[test]
+    fn pattern_rules_resolved_against_the_hosts_udev_database() {
+        let d = tempfile::tempdir().unwrap();
+        fake_host(
+            d.path(),
+            &[
+                (
+                    "dm-0",
+                    "253:0",
+                    None,
+                    &[("DM_NAME", "asmdata1"), ("DM_UUID", "mpath-3600a1")],
+                ),
+                (
+                    "dm-1",
+                    "253:1",
+                    None,
+                    &[("DM_NAME", "asmfra1"), ("DM_UUID", "mpath-3600a2")],
+                ),
+                (
+                    "dm-2",
+                    "253:2",
+                    None,
+                    &[("DM_NAME", "vg-root"), ("DM_UUID", "LVM-xyz")],
+                ),
+                ("vdb", "252:16", None, &[("ID_SERIAL", "VDB-SER")]),
+                (
+                    "vdb1",
+                    "252:17",
+                    Some(1),
+                    &[("ID_SERIAL", "VDB-SER"), ("DEVTYPE", "partition")],
+                ),
+                (
+                    "vdb2",
+                    "252:18",
+                    Some(2),
+                    &[("ID_SERIAL", "VDB-SER"), ("DEVTYPE", "partition")],
+                ),
+                ("vdc", "252:32", None, &[]),
+            ],
+        );
+        let host = host_devices(&asmguard_paths::Paths::under(d.path()));
+        assert_eq!(host.len(), 7);
+        let rules = "ENV{DM_NAME}==\"asm*\", OWNER:=\"grid\", GROUP:=\"asmadmin\", MODE:=\"660\"\n\
+                     KERNEL==\"vdb2\", NAME=\"asm-disk2\", OWNER=\"grid\"\n\
+                     KERNEL==\"vdc\", OWNER=\"grid\"\n\
+                     KERNEL==\"sdz\", OWNER=\"grid\"\n\
+                     KERNEL==\"vd*\", ATTR{size}==\"1024\", OWNER=\"grid\"\n";
+        let i = udev_on(rules, "r", &host).unwrap();
+        let lines: Vec<String> = i.disks.iter().map(DiskAnswer::line).collect();
+        assert_eq!(
+            lines,
+            [
+                "line 1: ENV{DM_NAME}==\"asm*\": /dev/dm-0: protected as ASMDATA1 (by rule)",
+                "line 1: ENV{DM_NAME}==\"asm*\": /dev/dm-1: protected as ASMFRA1 (by rule)",
+                "line 2: /dev/asm-disk2 for KERNEL==\"vdb2\": /dev/vdb2: protected as ASM_DISK2 (by rule)",
+                "line 3: KERNEL==\"vdc\": /dev/vdc: NOT protected: udev reports no ID_SERIAL or multipath WWID for it; asmguardctl label NAME /dev/vdc --migrate (keeps its ASM header)",
+                "line 4: KERNEL==\"sdz\": NOT protected: it matches no device on this host; run the import where the disks are attached",
+                "line 5: KERNEL==\"vd*\", ATTR{size}==\"1024\": NOT protected: it matches KERNEL==\"vd*\", ATTR{size}==\"1024\", not one LUN by its identity: the disks it gives ASM are protected (under the disk name in their ASM header) only once ASM has written one, and the import cannot tell which they are; asmguardctl label NAME DEVICE --migrate for each disk it matches (keeps its ASM header)",
+            ],
+            "{lines:?}"
+        );
+        // line 5: a term the database cannot answer (ATTR) keeps the pattern's answer
+        assert_eq!(
+            get(&i, "devices.member_names"),
+            &Val::Table(
+                [
+                    ("3600a1", "ASMDATA1"),
+                    ("3600a2", "ASMFRA1"),
+                    ("VDB-SER-part2", "ASM_DISK2")
+                ]
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+            )
         );
     }
 }

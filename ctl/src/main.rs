@@ -33,7 +33,7 @@ fn main() {
             }
         }
     }
-    let cli = commands::Cli::parse();
+    let cli = commands::parse_args();
     match commands::run(&cli) {
         Ok(()) => std::process::exit(exit::OK),
         Err(e) => {

@@ -14,7 +14,8 @@
 //!                                      # candidate, former, provisioned) and no label is
 //!                                      # managed without a write, under its ASM disk name
 //!                                      # (DATA_0001) or the name member_names gives it
-//! # [devices.member_names]             # LUN (ID_SERIAL / multipath WWID) = name,
+//! # [devices.member_names]             # LUN (ID_SERIAL / multipath WWID; partition N
+//! #                                    # of it: "<ID_SERIAL>-partN") = name,
 //! # "36000c29a1b2c3d4" = "ASM_DISK1"   # as `asmguardctl import udev` writes it
 //!
 //! [paths]              # /dev/asmguard/disks/<LABEL> (made by udev)

@@ -77,6 +77,49 @@ impl Observed {
     pub fn lun(&self) -> Option<&str> {
         self.udev.as_ref().and_then(UdevProps::lun)
     }
+
+    /// The number of this partition (`sdb1` -> 1, `nvme0n1p2` -> 2), from its
+    /// kernel name after its parent's; `None` for a whole disk.
+    pub fn partition_number(&self) -> Option<u32> {
+        let parent = self.sys.parent.as_deref()?;
+        let rest = self.sys.name.strip_prefix(parent)?;
+        rest.strip_prefix('p').unwrap_or(rest).parse().ok()
+    }
+
+    /// What one disk is known by across its paths: the LUN for a whole disk,
+    /// `<LUN>-part<N>` for partition N of it (udev gives a partition its disk's
+    /// `ID_SERIAL`, so two partitions of one LUN share the LUN but are two disks;
+    /// the same partition reached through two paths shares the key). The key of
+    /// `[devices.member_names]`.
+    pub fn lun_key(&self) -> Option<String> {
+        let lun = self.lun()?;
+        Some(match (self.sys.parent.is_some(), self.partition_number()) {
+            (false, _) => lun.to_string(),
+            (true, Some(n)) => format!("{lun}-part{n}"),
+            // A partition whose number cannot be told: known by nothing shared.
+            (true, None) => return None,
+        })
+    }
+
+    /// The keys a `[devices.member_names]` entry may name this device by, each as
+    /// udev reports it (`-partN` added for partition N): its LUN
+    /// ([`Observed::lun_key`]), its `ID_WWN`, its `ID_SCSI_SERIAL`.
+    pub fn name_keys(&self) -> Vec<String> {
+        let mut keys: Vec<String> = self.lun_key().into_iter().collect();
+        let Some(u) = &self.udev else { return keys };
+        let part = match (self.sys.parent.is_some(), self.partition_number()) {
+            (false, _) => String::new(),
+            (true, Some(n)) => format!("-part{n}"),
+            (true, None) => return keys,
+        };
+        // A dm device's own ID_WWN or serial is not its identity (see `lun`).
+        if u.dm_uuid.is_none() {
+            for v in [&u.wwn, &u.scsi_serial].into_iter().flatten() {
+                keys.push(format!("{v}{part}"));
+            }
+        }
+        keys
+    }
 }
 
 /// udev's properties of `name`, read only for the real sysfs (`/sys`): a test's
@@ -321,7 +364,11 @@ pub fn identity(o: &Observed, rules: &Rules) -> Option<(Label, Identity)> {
     {
         return None;
     }
-    if let Some(n) = o.lun().and_then(|l| rules.asm_members.names.get(l)) {
+    if let Some(n) = o
+        .name_keys()
+        .iter()
+        .find_map(|k| rules.asm_members.names.get(k))
+    {
         return Label::new(n).ok().map(|l| (l, Identity::Named));
     }
     Label::new(&h.disk).ok().map(|l| (l, Identity::AsmHeader))
@@ -419,11 +466,11 @@ pub fn group(devs: &BTreeMap<String, Observed>, rules: &Rules) -> Grouping {
             for j in i + 1..members.len() {
                 let wi = devs[members[i]].sys.wwid.as_deref();
                 let wj = devs[members[j]].sys.wwid.as_deref();
-                let li = devs[members[i]].lun();
+                let li = devs[members[i]].lun_key();
                 let related = reach[i].contains(members[j])
                     || reach[j].contains(members[i])
                     || (wi.is_some() && wi == wj)
-                    || (li.is_some() && li == devs[members[j]].lun());
+                    || (li.is_some() && li == devs[members[j]].lun_key());
                 if related {
                     let (a, b) = (root(&mut comp, i), root(&mut comp, j));
                     comp[a] = b;
@@ -515,9 +562,11 @@ fn build_disk(
     }
     // Every device udev says reaches the top's LUN (a path the multipath map does
     // not list right now, unlabelled or unreadable).
-    if let Some(lun) = devs.get(&top).and_then(Observed::lun) {
+    if let Some(lun) = devs.get(&top).and_then(Observed::lun_key) {
         for (n, o) in devs {
-            if o.lun() == Some(lun) && !paths.contains_key(n) && closure(devs, n, false).len() == 1
+            if o.lun_key().as_deref() == Some(lun.as_str())
+                && !paths.contains_key(n)
+                && closure(devs, n, false).len() == 1
             {
                 paths.insert(n.clone(), Role::Path);
             }
@@ -864,5 +913,129 @@ mod tests {
         let g = group(&devs, &Rules::default());
         assert!(g.conflicts.is_empty(), "{g:?}");
         assert_eq!(g.disk("L").unwrap().paths.len(), 2);
+    }
+
+    /// vdb (one virtio disk, serial `VDB-SER`) cut into vdb1 and vdb2, each an ASM
+    /// disk: udev gives both partitions their disk's `ID_SERIAL`.
+    fn two_partitions(
+        b1: impl Fn(SysDev) -> Observed,
+        b2: impl Fn(SysDev) -> Observed,
+    ) -> BTreeMap<String, Observed> {
+        let s = [("ID_SERIAL", "VDB-SER")];
+        let mut p1 = dev("vdb1", 17);
+        p1.parent = Some("vdb".into());
+        let mut p2 = dev("vdb2", 18);
+        p2.parent = Some("vdb".into());
+        map(vec![
+            with_udev(plain(dev("vdb", 16)), &s),
+            with_udev(b1(p1), &s),
+            with_udev(b2(p2), &s),
+        ])
+    }
+
+    #[test]
+    fn two_partitions_of_one_disk_are_two_disks() {
+        let devs = two_partitions(|d| labelled(d, "DATA1"), |d| labelled(d, "DATA2"));
+        let g = group(&devs, &Rules::default());
+        assert!(g.conflicts.is_empty(), "{g:?}");
+        for (l, me, other) in [("DATA1", "vdb1", "vdb2"), ("DATA2", "vdb2", "vdb1")] {
+            let d = g.disk(l).unwrap();
+            assert_eq!(d.top, me);
+            assert_eq!(
+                d.paths,
+                vec![(me.into(), Role::Labelled), ("vdb".into(), Role::Parent)],
+                "{l} must not list {other}"
+            );
+        }
+        assert_eq!(g.disks_with_path("vdb2").len(), 1);
+        assert_eq!(g.disks_with_path("vdb").len(), 2);
+    }
+
+    #[test]
+    fn one_label_on_two_partitions_of_one_disk_is_a_conflict() {
+        let devs = two_partitions(|d| labelled(d, "X"), |d| labelled(d, "X"));
+        let g = group(&devs, &Rules::default());
+        assert_eq!(g.conflicts["X"], vec!["/dev/vdb1", "/dev/vdb2"]);
+    }
+
+    #[test]
+    fn member_names_of_partitions_are_keyed_by_lun_and_partition_number() {
+        let devs = two_partitions(|d| carrying(d, MEMBER), |d| carrying(d, MEMBER_DM39));
+        let mut rules = Rules::default();
+        rules.asm_members.enabled = true;
+        for (k, v) in [("VDB-SER-part1", "ASM_P1"), ("VDB-SER-part2", "ASM_P2")] {
+            rules.asm_members.names.insert(k.into(), v.into());
+        }
+        let g = group(&devs, &rules);
+        assert!(g.conflicts.is_empty(), "{g:?}");
+        assert_eq!(g.disk("ASM_P1").unwrap().top, "vdb1");
+        assert_eq!(g.disk("ASM_P2").unwrap().top, "vdb2");
+        assert_eq!(g.disk("ASM_P1").unwrap().identity, Identity::Named);
+        // A bare LUN key names the whole disk only, never its partitions.
+        rules.asm_members.names.clear();
+        rules
+            .asm_members
+            .names
+            .insert("VDB-SER".into(), "ASM_WHOLE".into());
+        let g = group(&devs, &rules);
+        assert!(g.disk("ASM_WHOLE").is_none(), "{g:?}");
+        assert_eq!(g.disks.len(), 2);
+    }
+
+    #[test]
+    fn two_paths_of_one_lun_partition_stay_one_disk() {
+        // sdb1 and sdc1: partition 1 of one LUN, reached through two paths.
+        let s = [("ID_SERIAL", "3600a")];
+        let mut a = dev("sdb1", 17);
+        a.parent = Some("sdb".into());
+        let mut b = dev("sdc1", 33);
+        b.parent = Some("sdc".into());
+        let devs = map(vec![
+            with_udev(labelled(a, "P"), &s),
+            with_udev(labelled(b, "P"), &s),
+            with_udev(plain(dev("sdb", 16)), &s),
+            with_udev(plain(dev("sdc", 32)), &s),
+        ]);
+        let g = group(&devs, &Rules::default());
+        assert!(g.conflicts.is_empty(), "{g:?}");
+        let d = g.disk("P").unwrap();
+        let names: Vec<&str> = d.paths.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["sdb1", "sdc1", "sdb", "sdc"]);
+    }
+
+    #[test]
+    fn member_names_by_id_wwn_or_id_scsi_serial_as_udev_reports_them() {
+        let mut p = dev("sdb1", 17);
+        p.parent = Some("sdb".into());
+        let devs = map(vec![
+            with_udev(
+                carrying(dev("sda", 0), MEMBER),
+                &[("ID_SERIAL", "3600a"), ("ID_WWN", "0x600a")],
+            ),
+            with_udev(
+                carrying(p, MEMBER_DM39),
+                &[("ID_SERIAL", "3600b"), ("ID_SCSI_SERIAL", "SN-B")],
+            ),
+        ]);
+        let mut rules = Rules::default();
+        rules.asm_members.enabled = true;
+        rules
+            .asm_members
+            .names
+            .insert("0x600a".into(), "BY_WWN".into());
+        rules
+            .asm_members
+            .names
+            .insert("SN-B-part1".into(), "BY_SN".into());
+        let g = group(&devs, &rules);
+        assert_eq!(g.disk("BY_WWN").unwrap().top, "sda");
+        assert_eq!(g.disk("BY_SN").unwrap().top, "sdb1");
+        // the serial of the whole disk does not name its partition
+        rules.asm_members.names.remove("SN-B-part1");
+        rules
+            .asm_members
+            .names
+            .insert("SN-B".into(), "BY_SN".into());
+        assert!(group(&devs, &rules).disk("BY_SN").is_none());
     }
 }

@@ -22,6 +22,8 @@ pub struct UdevProps {
     pub serial: Option<String>,
     /// `ID_WWN` (e.g. `0x600140512345...`).
     pub wwn: Option<String>,
+    /// `ID_SCSI_SERIAL` (the SCSI unit serial number, page 0x80).
+    pub scsi_serial: Option<String>,
     /// `DM_UUID` of a device-mapper device (`mpath-<WWID>` for multipath).
     pub dm_uuid: Option<String>,
     /// `DM_NAME` of a device-mapper device (`mpatha`).
@@ -36,6 +38,7 @@ impl UdevProps {
         UdevProps {
             serial: g("ID_SERIAL"),
             wwn: g("ID_WWN"),
+            scsi_serial: g("ID_SCSI_SERIAL"),
             dm_uuid: g("DM_UUID"),
             dm_name: g("DM_NAME"),
         }
