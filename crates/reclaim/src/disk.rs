@@ -52,6 +52,50 @@ impl std::fmt::Display for PrepareError {
     }
 }
 
+/// What both plans start from: the device's discard capabilities for
+/// `method`, the device open for reading, its ASM header, the layout it gives,
+/// and the stamps the stop rule compares with.
+struct Opened {
+    caps: Caps,
+    limits: Limits,
+    d: Device,
+    h: DiskHeader,
+    l: Layout,
+    baseline: Stamps,
+}
+
+/// Opens `dev` for a plan; `no_header` says what a disk without an ASM header
+/// lacks for this plan.
+fn open(
+    dev: &Path,
+    sys: &Path,
+    name: &str,
+    method: Method,
+    no_header: &str,
+) -> Result<Opened, PrepareError> {
+    use PrepareError::{Io, Unusable};
+    let caps = caps::read(sys, name).map_err(Io)?;
+    let limits = caps::check(&caps, method).map_err(Unusable)?;
+    let d = Device::open_read(dev).map_err(|e| Io(e.to_string()))?;
+    let b0 = d.read_block0().map_err(|e| Io(e.to_string()))?;
+    let h = DiskHeader::parse(&b0).ok_or_else(|| {
+        Unusable(format!(
+            "{}: holds no ASM disk header: {no_header}",
+            dev.display()
+        ))
+    })?;
+    let l = Layout::from_header(&h).map_err(|e| Unusable(format!("{}: {e}", dev.display())))?;
+    let baseline = stamps(&d, &l).map_err(Io)?;
+    Ok(Opened {
+        caps,
+        limits,
+        d,
+        h,
+        l,
+        baseline,
+    })
+}
+
 /// Read the header and AU 0 of `dev` (kernel name `name` under `sys`), check the
 /// device's capabilities for `method` and plan.
 pub fn prepare(
@@ -62,18 +106,20 @@ pub fn prepare(
 ) -> Result<DiskPlan, PrepareError> {
     use PrepareError::{Io, Unusable};
     let t = std::time::Instant::now();
-    let caps = caps::read(sys, name).map_err(Io)?;
-    let limits = caps::check(&caps, method).map_err(Unusable)?;
-    let d = Device::open_read(dev).map_err(|e| Io(e.to_string()))?;
-    let b0 = d.read_block0().map_err(|e| Io(e.to_string()))?;
-    let h = DiskHeader::parse(&b0).ok_or_else(|| {
-        Unusable(format!(
-            "{}: holds no ASM disk header: there is no allocation table to read",
-            dev.display()
-        ))
-    })?;
-    let l = Layout::from_header(&h).map_err(|e| Unusable(format!("{}: {e}", dev.display())))?;
-    let baseline = stamps(&d, &l).map_err(Io)?;
+    let Opened {
+        caps,
+        limits,
+        d,
+        h,
+        l,
+        baseline,
+    } = open(
+        dev,
+        sys,
+        name,
+        method,
+        "there is no allocation table to read",
+    )?;
     // AU 0 must read; a later stride that does not stays in use.
     d.read_at(0, l.blksize as usize)
         .map_err(|e| Io(e.to_string()))?;
@@ -107,20 +153,16 @@ pub fn prepare_above(
     name: &str,
     method: Method,
 ) -> Result<DiskPlan, PrepareError> {
-    use PrepareError::{Io, Unusable};
+    use PrepareError::Unusable;
     let t = std::time::Instant::now();
-    let caps = caps::read(sys, name).map_err(Io)?;
-    let limits = caps::check(&caps, method).map_err(Unusable)?;
-    let d = Device::open_read(dev).map_err(|e| Io(e.to_string()))?;
-    let b0 = d.read_block0().map_err(|e| Io(e.to_string()))?;
-    let h = DiskHeader::parse(&b0).ok_or_else(|| {
-        Unusable(format!(
-            "{}: holds no ASM disk header: its ASM size is unknown",
-            dev.display()
-        ))
-    })?;
-    let l = Layout::from_header(&h).map_err(|e| Unusable(format!("{}: {e}", dev.display())))?;
-    let baseline = stamps(&d, &l).map_err(Io)?;
+    let Opened {
+        caps,
+        limits,
+        d,
+        h,
+        l,
+        baseline,
+    } = open(dev, sys, name, method, "its ASM size is unknown")?;
     let (scan, plan) = plan::plan_above(&l, d.size, &limits, method.as_str())
         .map_err(|e| Unusable(format!("{}: {e}", dev.display())))?;
     Ok(DiskPlan {

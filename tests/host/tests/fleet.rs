@@ -47,7 +47,9 @@ fn import_prints_a_configuration_the_daemon_accepts() {
         (
             "afd",
             AFD,
-            &["devices.include", "paths.compat", "filter.mode"][..],
+            // (the disk string no longer narrows `include`: AFD-labelled disks
+            // outside it are still protected by their label)
+            &["paths.compat", "filter.mode"][..],
         ),
         (
             "udev",
