@@ -4,7 +4,10 @@
 # write-opens are refused with the fence's event while the job runs and pass
 # (grid's) again after it; lsdsk and status show the fence. A client killed with
 # SIGKILL mid-run leaves no fence: the daemon cancels the job and the fence
-# drops with it.
+# drops with it. The fenced verdict is one branch of the verdict every hook
+# shares; the base lines cover both backends (5.10: fmod_ret, the others: LSM):
+# once per kernel.
+# lab-settings: once-per-kernel
 . /vmtests/lib.sh
 
 C="asmguardctl --socket /run/asmguard/asmguard.sock"
