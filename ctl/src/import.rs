@@ -854,7 +854,7 @@ fn run_node(cmd: &str) -> RunNode {
         match w.rsplit('/').next().unwrap_or(w) {
             "mknod" => {
                 n.node = arg(i)
-                    .and_then(|p| p.strip_prefix("/dev/"))
+                    .and_then(|p| p.strip_prefix("/dev/")) // literal path: the recipe's text
                     .map(String::from)
             }
             "chown" => {
@@ -1104,7 +1104,7 @@ pub fn udev_on(text: &str, file: &str, host: &[HostDev]) -> Result<Import, Strin
                 by_header = true;
                 let l = name.unwrap_or_else(|| "NAME".into());
                 let dev = match &dm_name {
-                    Some(d) => format!("/dev/mapper/{d}"),
+                    Some(d) => format!("/dev/mapper/{d}"), // literal path: shown, not opened
                     None => "DEVICE".to_string(),
                 };
                 b.disks.push(DiskAnswer::unprotected(
