@@ -256,6 +256,16 @@ async fn run(
         st.conflicts,
         socket.display()
     );
+    // SIGTERM is handled from before READY=1: a stop that follows READY at once
+    // (systemd, or a test) gets the clean shutdown, not the default action
+    // (seen under load: the handler was installed after the socket answered).
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("SIGTERM handler: {e}");
+            return 1;
+        }
+    };
     tasks::notify(&[
         sd_notify::NotifyState::Ready,
         sd_notify::NotifyState::Status(&format!(
@@ -275,13 +285,6 @@ async fn run(
     tasks::spawn_rules(d.clone());
     let serve = tokio::spawn(server::serve(listener, d.clone()));
     tasks::sighup(d.clone());
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::error!("SIGTERM handler: {e}");
-            return 1;
-        }
-    };
     tokio::select! {
         _ = term.recv() => {}
         _ = tokio::signal::ctrl_c() => {}

@@ -459,6 +459,14 @@ fn labels_written_by_another_host_are_seen_within_five_seconds() {
     // a write of zeros over the label sector: no tag left
     other_node_writes(None);
     within("overwritten", &|v| labels(v).is_empty());
+    // the model answers before the watch's log lines are all written: wait for
+    // the error line (2 s at most)
+    let t0 = std::time::Instant::now();
+    while !d.log_text().contains("lost its label REMOTE2")
+        && t0.elapsed() < std::time::Duration::from_secs(2)
+    {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     let log = d.log_text();
     assert!(log.contains("label watch: the label sector of"), "{log}");
     // a managed disk losing its label to a write that left no tag is an
