@@ -104,43 +104,14 @@ pub fn prepare(
     name: &str,
     method: Method,
 ) -> Result<DiskPlan, PrepareError> {
-    use PrepareError::{Io, Unusable};
-    let t = std::time::Instant::now();
-    let Opened {
-        caps,
-        limits,
-        d,
-        h,
-        l,
-        baseline,
-    } = open(
-        dev,
-        sys,
-        name,
-        method,
-        "there is no allocation table to read",
-    )?;
-    // AU 0 must read; a later stride that does not stays in use.
-    d.read_at(0, l.blksize as usize)
-        .map_err(|e| Io(e.to_string()))?;
-    let mut read = |o: u64, n: usize| d.read_at(o, n).map_err(|e| e.to_string());
-    let (layout, scan, plan) =
-        plan::plan_disk_with(&h, &mut read, d.size, &limits, method.as_str())
-            .map_err(|e| Unusable(format!("{}: {e}", dev.display())))?;
-    Ok(DiskPlan {
-        device: dev.display().to_string(),
-        device_size: d.size,
-        disk_group: h.grpname.clone(),
-        asm_disk: h.dskname.clone(),
-        method,
-        caps,
-        limits,
-        layout,
-        scan,
-        plan,
-        scan_seconds: t.elapsed().as_secs_f64(),
-        baseline,
-        above_size: false,
+    let no_header = "there is no allocation table to read";
+    prepare_with(dev, sys, name, method, no_header, false, |o| {
+        // AU 0 must read; a later stride that does not stays in use.
+        o.d.read_at(0, o.l.blksize as usize)
+            .map_err(|e| PrepareError::Io(e.to_string()))?;
+        let mut read = |off: u64, n: usize| o.d.read_at(off, n).map_err(|e| e.to_string());
+        plan::plan_disk_with(&o.h, &mut read, o.d.size, &o.limits, method.as_str())
+            .map_err(|e| PrepareError::Unusable(format!("{}: {e}", dev.display())))
     })
 }
 
@@ -153,32 +124,48 @@ pub fn prepare_above(
     name: &str,
     method: Method,
 ) -> Result<DiskPlan, PrepareError> {
-    use PrepareError::Unusable;
+    prepare_with(
+        dev,
+        sys,
+        name,
+        method,
+        "its ASM size is unknown",
+        true,
+        |o| {
+            let (scan, plan) = plan::plan_above(&o.l, o.d.size, &o.limits, method.as_str())
+                .map_err(|e| PrepareError::Unusable(format!("{}: {e}", dev.display())))?;
+            Ok((o.l, scan, plan))
+        },
+    )
+}
+
+/// Both plans: [`open`] the disk, plan with `make`, and describe the result.
+fn prepare_with(
+    dev: &Path,
+    sys: &Path,
+    name: &str,
+    method: Method,
+    no_header: &str,
+    above_size: bool,
+    make: impl FnOnce(&Opened) -> Result<(Layout, AtScan, Plan), PrepareError>,
+) -> Result<DiskPlan, PrepareError> {
     let t = std::time::Instant::now();
-    let Opened {
-        caps,
-        limits,
-        d,
-        h,
-        l,
-        baseline,
-    } = open(dev, sys, name, method, "its ASM size is unknown")?;
-    let (scan, plan) = plan::plan_above(&l, d.size, &limits, method.as_str())
-        .map_err(|e| Unusable(format!("{}: {e}", dev.display())))?;
+    let o = open(dev, sys, name, method, no_header)?;
+    let (layout, scan, plan) = make(&o)?;
     Ok(DiskPlan {
         device: dev.display().to_string(),
-        device_size: d.size,
-        disk_group: h.grpname.clone(),
-        asm_disk: h.dskname.clone(),
+        device_size: o.d.size,
+        disk_group: o.h.grpname.clone(),
+        asm_disk: o.h.dskname.clone(),
         method,
-        caps,
-        limits,
-        layout: l,
+        caps: o.caps,
+        limits: o.limits,
+        layout,
         scan,
         plan,
         scan_seconds: t.elapsed().as_secs_f64(),
-        baseline,
-        above_size: true,
+        baseline: o.baseline,
+        above_size,
     })
 }
 
