@@ -144,22 +144,24 @@ static __always_inline int verdict(struct ag_disk *d, __u32 dev, __u32 flags, __
 
 	if (mode != AG_MODE_AUDIT && mode != AG_MODE_ENFORCE && mode != AG_MODE_FENCED)
 		return 0;
-	if (full && mode == AG_MODE_FENCED) {
-		/* A reclaim runs on the disk: the daemon's process alone writes
-		 * (no allow rule, no kernel thread acting for an opener). */
+	if (full) {
 		task_init(&k, reader);
-		if (is_daemon(k.t))
-			return 0;
-		who(&e);
-	} else if (full) {
-		task_init(&k, reader);
-		/* A kernel thread writing through a file (the loop driver's worker
-		 * on a loop device backed by a managed disk) acts for whoever
-		 * opened that file for writing, which file_open already judged. */
-		if (hook == AG_HOOK_FILE_PERMISSION && task_kthread(&k))
-			return 0;
-		if (task_allowed(&k, &e.ctr_id, hook))
-			return 0;
+		if (mode == AG_MODE_FENCED) {
+			/* A reclaim runs on the disk: the daemon's process alone
+			 * writes (no allow rule, no kernel thread acting for an
+			 * opener). */
+			if (is_daemon(k.t))
+				return 0;
+		} else {
+			/* A kernel thread writing through a file (the loop driver's
+			 * worker on a loop device backed by a managed disk) acts for
+			 * whoever opened that file for writing, which file_open
+			 * already judged. */
+			if (hook == AG_HOOK_FILE_PERMISSION && task_kthread(&k))
+				return 0;
+			if (task_allowed(&k, &e.ctr_id, hook))
+				return 0;
+		}
 		who(&e);
 	} else {
 		/* Fenced too: by ids alone the daemon cannot be told from an
