@@ -950,6 +950,7 @@ mod tests {
         }
         .with_backend("lsm")
         .with_mode("DATA1", Applied::Mode(Mode::Enforce))
+        .with_mode("DATA3", Applied::Mode(Mode::Fenced))
         .with_denied("DATA1", Hook::FileOpen, 2)
         .with_denied("DATA2", Hook::FileIoctl, 8)
         .with_discard("DATA1", DiscardSource::Reclaim, 1 << 20)
@@ -979,6 +980,11 @@ mod tests {
         assert!(off.contains("asmguard_protected 0\n"), "{off}");
         assert!(!off.contains("asmguard_backend_info{backend=\"lsm\"}"));
         assert!(text.contains("asmguard_filter_mode{label=\"DATA1\",mode=\"enforce\"} 1\n"));
+        // a disk under a reclaim's fence (README: reclaim chapter)
+        assert!(
+            text.contains("asmguard_filter_mode{label=\"DATA3\",mode=\"fenced\"} 1\n"),
+            "{text}"
+        );
         assert!(text.contains("# TYPE asmguard_writes_denied_total counter\n"));
         assert!(!text.contains("# EOF"));
         assert!(m.encode_openmetrics().ends_with("# EOF\n"));
