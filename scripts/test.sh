@@ -193,6 +193,13 @@ else
 fi
 
 [ ${#failures[@]} -gt 0 ] && echo "failed steps: ${failures[*]}"
+# The host tests' failures once more at the end (their step's tail shows the last
+# binaries' lines, not the failing test): each failing test and where it panicked.
+if [ "${ct_fail:-0}" != 0 ]; then
+    echo "host tests that failed (details: $logs/cargo-test.log):"
+    grep -E '^test .* FAILED$' "$logs/cargo-test.log" | head -n 10 | sed 's/^/    /'
+    grep -E 'panicked at' -A1 "$logs/cargo-test.log" | grep -v '^--$' | head -n 12 | sed 's/^/    /'
+fi
 gaps=$(cat "$logs"/vm.log "$logs"/system.log 2>/dev/null | grep -c '^XFAIL' || true)
 [ "${gaps:-0}" = 0 ] || echo "known gaps: $gaps (XFAIL lines: protections still missing, their issues open)"
 echo "total: $passed passed, $failed failed"
