@@ -150,7 +150,7 @@ if until_line '"phase":"reclaiming"' /tmp/fc.prog2; then
 	expect_fail run-standin-refused "open FAIL" asm $((4 * M + 4096))
 	expect_fail run-mount-refused "open FAIL" asm $((3 * M)) 2
 	expect run-mount-data-unchanged "$b" "$(aus)"
-	has_line run-standin-event "DENIED (reclaim fence).*exe=$GH/bin/oracle" "$($C events 2>&1)" "$($C events 2>&1 | grep oracle | tail -n 1)"
+	has_line run-standin-event "DENIED (reclaim fence).*comm=oracle" "$($C events 2>&1)" "$($C events 2>&1 | grep oracle | tail -n 1)"
 	fenced_at_end=$(mode_of)
 else
 	fail run-reclaiming "no reclaiming phase :: $(cat /tmp/fc.prog2) :: $(tail -n 5 /tmp/fc.log)"
