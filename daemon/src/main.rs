@@ -205,6 +205,8 @@ async fn run(
             metrics,
         },
     ));
+    // a fence kept from an earlier daemon ends with its process (crate::fence)
+    let _ = fence::watch_kept(&d);
     if d.admin_gid().is_none() {
         tracing::warn!(
             "admin group {} does not exist: only root may use the socket",
