@@ -69,7 +69,8 @@ fn ms(s: f64) -> String {
 ///
 /// * p99 above `multiple x baseline`: halve (an unthrottled run takes half of
 ///   what it did), never below [`FLOOR`];
-/// * p99 at or below half that, and below the ceiling: double, up to it;
+/// * p99 at or below half that (or the baseline, if higher: a multiple
+///   under 2), and below the ceiling: double, up to it;
 /// * otherwise, or without both p99s: keep.
 pub fn decide(
     rate: Option<u64>,
@@ -101,7 +102,9 @@ pub fn decide(
             ),
         });
     }
-    if p <= limit / 2.0 {
+    // (with a multiple under 2, half the limit lies below the baseline: the
+    // baseline then)
+    if p <= (limit / 2.0).max(b) {
         let r = rate?;
         let up = r.saturating_mul(2);
         let to = match ceiling {
@@ -228,6 +231,24 @@ mod tests {
         assert_eq!(ch.rate, Some(100 * MIB));
     }
 
+    /// A multiple under 2 (the histogram's slots are powers of two): one slot
+    /// of noise above the baseline halves the rate, and once the p99 is back
+    /// at the baseline the rate rises again (half the limit lies below the
+    /// baseline, which a p99 read from the baseline's slot never reaches: the
+    /// lab's bench sat at the floor for the rest of the run).
+    #[test]
+    fn a_multiple_under_two_rises_again_at_the_baseline() {
+        let c = Some(64 * MIB);
+        let b = Some(0.000_25);
+        let down = decide(c, c, 0, b, Some(0.000_5), 1.5).unwrap();
+        assert_eq!(down.rate, Some(32 * MIB));
+        let up = decide(Some(32 * MIB), c, 0, b, Some(0.000_25), 1.5).unwrap();
+        assert_eq!(up.rate, c, "{}", up.why);
+        assert!(up.why.starts_with("raised"), "{}", up.why);
+        // between the baseline and the limit: kept
+        assert_eq!(decide(Some(32 * MIB), c, 0, b, Some(0.000_3), 1.5), None);
+    }
+
     #[test]
     fn the_pacer_follows_the_changes() {
         let mut p = Pacer::new(Some(10 * MIB));
@@ -243,7 +264,8 @@ mod tests {
     proptest! {
         /// Whatever the latencies: the rate never exceeds the ceiling, never
         /// drops under the floor (from at or above it), only halves when the
-        /// p99 is above the limit and only rises when it is at most half of it.
+        /// p99 is above the limit and only rises when it is at most half of it
+        /// (or the baseline, with a multiple under 2).
         #[test]
         fn the_policy_keeps_its_bounds(
             ceiling in (2u64..4096).prop_map(|m| m * MIB),
@@ -262,7 +284,7 @@ mod tests {
                         prop_assert!(p > base * multiple);
                         prop_assert_eq!(r, (before.unwrap() / 2).max(FLOOR));
                     } else {
-                        prop_assert!(p <= base * multiple / 2.0);
+                        prop_assert!(p <= (base * multiple / 2.0).max(base));
                     }
                     rate = ch.rate;
                 } else if p > base * multiple {
