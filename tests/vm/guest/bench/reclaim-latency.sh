@@ -5,19 +5,25 @@
 # "VMINFO reclaim-latency bench ..." lines.
 #
 # A foreground fio job (4 KiB random reads, O_DIRECT, queue depth 1, over the
-# allocated AUs only: the database's reads) on a dm-thin volume of its own
-# (SIZE_MIB, 64 KiB blocks, the pool's data on a sparse tmpfs file: boot with
-# VM_MEM=3G), whose discards cost the pool's metadata work (the mappings of
-# every 64 KiB block removed under the pool's lock, the data file's holes
-# punched): its p99 completion latency with no reclaim, then during a reclaim
-# of the free AUs at a fixed --rate (--latency-limit 0), then during the same
-# reclaim with the adaptive rate (--latency-limit MULT for each of MULTS, the
-# same --rate as ceiling), ROUNDS rounds rotating the order, the disk refilled
-# before each reclaim; a run still going after CAP seconds is stopped as
-# Ctrl-C stops it (the bytes done by then are its figure). fio runs for exactly as long as each reclaim (stopped
-# with SIGINT when it ends), so each p99 covers the reclaim's whole run and
-# nothing else. Under TCG every figure is emulated time: only the ratios
-# measured side by side in one run say anything (BENCHMARKS.md).
+# allocated AUs only: the database's reads) on a thin disk of its own whose
+# discards cost the reads latency. DEV=scsi (the default): scsi_debug loaded
+# again as a SIZE_MIB thin LUN (UNMAP), one command at a time, each taking
+# NDELAY ns, UNMAPs of at most 1 MiB and no I/O scheduler, so a chunk's
+# BLKDISCARD goes out as a burst of UNMAPs that the reads queue behind, longer
+# the higher the rate (a chunk is a quarter second's worth). DEV=thin: a dm-thin
+# volume (64 KiB blocks, the pool's data on a sparse tmpfs file: boot with
+# VM_MEM=3G), whose discards remove the mappings under the pool's lock and
+# punch the data file (the guest's environment is the script's: edit the
+# defaults below to switch). Measured: the fio p99 with no reclaim, then
+# during a reclaim of the free AUs at a fixed --rate (--latency-limit 0), then
+# during the same reclaim with the adaptive rate (--latency-limit MULT for each
+# of MULTS, the same --rate as ceiling), ROUNDS rounds rotating the order, the
+# disk refilled and the daemon restarted before each reclaim; a run still going
+# after CAP seconds is stopped as Ctrl-C stops it (the bytes done by then are
+# its figure). fio runs for exactly as long as each reclaim (stopped with
+# SIGINT when it ends), so each p99 covers the reclaim's whole run and nothing
+# else. Under TCG every figure is emulated time: only the ratios measured side
+# by side in one run say anything (BENCHMARKS.md).
 . /vmtests/lib.sh
 
 ROUNDS=${ROUNDS:-2}
@@ -31,6 +37,31 @@ C="asmguardctl --socket /run/asmguard/asmguard.sock"
 M=$((1024 * 1024))
 command -v fio >/dev/null || { fail bench "no fio"; vm_exit; }
 
+DEV=${DEV:-scsi} # scsi: scsi_debug, one command at a time, each NDELAY ns; thin: dm-thin
+NDELAY=${NDELAY:-500000}
+if [ "$DEV" = scsi ]; then
+	# scsi_debug again, as a thin LUN whose UNMAPs cost the reads their turn: one
+	# command at a time (max_queue=1), each taking NDELAY, UNMAPs of at most 1 MiB
+	# (a chunk's BLKDISCARD goes out as a burst of them), no I/O scheduler (the
+	# reads queue behind the burst, as on an array's busy port)
+	modprobe -r scsi_debug 2>/dev/null
+	modprobe scsi_debug dev_size_mb=$SIZE_MIB sector_size=512 lbpu=1 lbprz=1 \
+		unmap_max_blocks=2048 unmap_max_desc=1 max_queue=1 ndelay=$NDELAY num_tgts=1 max_luns=1 ||
+		{ fail bench "modprobe scsi_debug"; vm_exit; }
+	D=""
+	i=0
+	while [ -z "$D" ] && [ $i -lt 100 ]; do
+		for d in /sys/class/block/sd*; do
+			grep -q scsi_debug "$d/device/model" 2>/dev/null && [ -b "/dev/${d##*/}" ] && D=/dev/${d##*/}
+		done
+		i=$((i + 1)); sleep 0.1
+	done
+	[ -b "$D" ] || { fail bench "no scsi_debug disk"; vm_exit; }
+	echo none >/sys/block/${D#/dev/}/queue/scheduler
+	PAT=${D#/dev/}
+	pool_used() { echo "-"; }
+	info "reclaim-latency bench device $D ndelay=${NDELAY}ns discard_max=$(cat /sys/block/${D#/dev/}/queue/discard_max_bytes) scheduler=$(cat /sys/block/${D#/dev/}/queue/scheduler)"
+else
 # the pool: data as large as the volume (every AU filled), 64 KiB blocks
 truncate -s 32M /tmp/rl-meta.img && truncate -s $((SIZE_MIB + 64))M /tmp/rl-data.img
 meta=$(losetup -f --show /tmp/rl-meta.img) && data=$(losetup -f --show /tmp/rl-data.img) ||
@@ -41,7 +72,9 @@ dmsetup create rlpool --table "0 $(blockdev --getsz "$data") thin-pool $meta $da
 	dmsetup create rlthin --table "0 $((SIZE_MIB * 2048)) thin /dev/mapper/rlpool 0" ||
 	{ fail bench "dm-thin: $(dmsetup ls 2>&1)"; vm_exit; }
 D=/dev/mapper/rlthin
+PAT=mapper/rlthin
 pool_used() { dmsetup status rlpool | awk '{print $6}'; } # used/total data blocks
+fi
 
 # (as grid, whom the filter lets write: the daemon runs from the first fill on)
 chown grid "$D"
@@ -51,7 +84,7 @@ fill() {
 }
 fill
 info "reclaim-latency bench filled pool=$(pool_used)"
-agd_config /tmp/rl.toml mapper/rlthin 'filter.allow_groups=[]'
+agd_config /tmp/rl.toml "$PAT" 'filter.allow_groups=[]'
 : >/tmp/rl.log
 agd_start /tmp/rl.toml /tmp/rl.log || { fail bench "asmguardd: $(tail -n 3 /tmp/rl.log)"; vm_exit; }
 # a daemon started afresh: the tracer's histograms hold only what comes next
@@ -114,7 +147,7 @@ run() {
 	[ $rc = 0 ] || info "reclaim-latency bench latency_limit=$lim round=$2 not done: $(head -c 400 /tmp/rl.res.$lim.$2 | tr '\n' ' ') :: $(grep -v '^{' /tmp/rl.prog.$lim.$2 | tail -n 3)"
 }
 
-info "reclaim-latency bench setup rate=${RATE}MiB/s latency_limits=0,$MULTS free=$((AUS - 34))MiB kernel=$(uname -r) cpus=$(nproc)"
+info "reclaim-latency bench setup dev=$DEV rate=${RATE}MiB/s latency_limits=0,$MULTS free=$((AUS - 34))MiB kernel=$(uname -r) cpus=$(nproc)"
 r=1
 while [ $r -le "$ROUNDS" ]; do
 	fio_start /tmp/rl.fio.base.$r
@@ -133,7 +166,9 @@ $C filter disable >/dev/null 2>&1
 kill "$agd" 2>/dev/null
 wait "$agd" 2>/dev/null
 rm -f /run/asmguard/filter.state
-dmsetup remove rlthin; dmsetup remove rlpool
-losetup -d "$meta" "$data"
-rm -f /tmp/rl-meta.img /tmp/rl-data.img
+if [ "$DEV" = thin ]; then
+	dmsetup remove rlthin; dmsetup remove rlpool
+	losetup -d "$meta" "$data"
+	rm -f /tmp/rl-meta.img /tmp/rl-data.img
+fi
 vm_exit
