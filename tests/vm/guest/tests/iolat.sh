@@ -5,7 +5,8 @@
 # device. The kernel's stamps must be in use (and verified by the tracer's
 # probe read) on every line, 5.10 and 6.1 included. Each case: N O_DIRECT reads and M writes of 4 KiB must show as
 # exactly N and M I/Os and N*4096 / M*4096 bytes in the scrape, and the
-# scrape's histograms must be cumulative.
+# scrape's histograms must be cumulative. On scsi_debug, reads of its
+# medium-error sector must count as medium errors and not as latencies.
 #
 # To run it alone:
 #   tests/vm/run.sh 6.1 iolat; tests/vm/run.sh 6.12 iolat
@@ -90,8 +91,38 @@ check_case() {
 	[ "${count:-0}" -gt 0 ] && [ "${bad%% *}" = 0 ] && [ "${bad#* }" = "$count" ] \
 		&& pass "$name.cumulative" "+Inf = count = $count" \
 		|| fail "$name.cumulative" "bad buckets: $bad, count $count"
+	[ "$dev" = "$VM_SCSI" ] && check_errors "$name" "$dev" "$url" "$after" "$key_r"
 	kill $pid
 	wait $pid 2>/dev/null
+}
+
+# check_errors NAME DEV URL SCRAPE KEY_R: reads of scsi_debug's medium-error
+# sector (opts bit 2) fail with BLK_STS_MEDIUM: each one is counted in
+# asmguard_io_errors_total{kind="medium"} of the disk's path and not as a
+# latency sample
+check_errors() {
+	name=$1 dev=$2 url=$3 before=$4 key_r=$5
+	d=$(basename "$(readlink -f "$dev")")
+	key_e="{disk=\"VMT\",path=\"$d\",kind=\"medium\"}"
+	opts=/sys/bus/pseudo/drivers/scsi_debug/opts
+	bad=$(cat /sys/module/scsi_debug/parameters/medium_error_start 2>/dev/null || echo 4660)
+	ss=$(blockdev --getss "$dev")
+	e0=$(sample "asmguard_io_errors_total$key_e" "$before"); e0=${e0:-0}
+	r0=$(sample "asmguard_io_latency_seconds_count$key_r" "$before"); r0=${r0:-0}
+	old=$(cat $opts)
+	echo 2 >$opts
+	failed=0
+	for i in 1 2 3; do
+		dd if="$dev" of=/dev/null bs="$ss" skip="$bad" count=1 iflag=direct status=none 2>/dev/null \
+			|| failed=$((failed + 1))
+	done
+	echo "$old" >$opts
+	after=$(asmguard-iolat scrape --url "$url")
+	e1=$(sample "asmguard_io_errors_total$key_e" "$after"); e1=${e1:-0}
+	r1=$(sample "asmguard_io_latency_seconds_count$key_r" "$after"); r1=${r1:-0}
+	[ "$failed" = 3 ] && [ "$((e1 - e0))" = 3 ] && [ "$((r1 - r0))" = 0 ] \
+		&& pass "$name.errors" "3 failed reads: 3 medium errors, no latency sample" \
+		|| fail "$name.errors" "$failed of 3 reads failed; counted $((e1 - e0)) medium errors (want 3), $((r1 - r0)) latency samples (want 0): $(printf '%s\n' "$after" | grep '^asmguard_io_errors_total')"
 }
 
 loopf=/tmp/iolat-loop.img
