@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use asmguard_metrics::bpf::DEFAULT_MAX_DISKS;
+use asmguard_metrics::bpf::{DEFAULT_MAX_DISKS, DEFAULT_SINGLE_BLOCK_BYTES};
 use asmguard_metrics::http::{self, DEFAULT_LISTEN};
 use asmguard_metrics::FromPrometheusText;
 use asmguard_metrics::{
@@ -50,6 +50,11 @@ struct ServeArgs {
     /// into the BPF map, names BENCH0001...) to measure scrapes of many disks.
     #[arg(long, value_name = "N", default_value_t = 0, hide = true)]
     synthetic_disks: u32,
+    /// The largest single-block I/O in bytes (the database block size): I/Os up
+    /// to it count as size="single", larger ones as size="multi".
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_SINGLE_BLOCK_BYTES,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    single_block_bytes: u32,
     /// Always stamp requests ourselves, even on queues the kernel stamps.
     #[arg(long)]
     no_kernel_stamps: bool,
@@ -130,6 +135,7 @@ fn serve(args: ServeArgs) -> Result<()> {
         kernel_stamps: !args.no_kernel_stamps,
         calibrate: args.calibrate,
         stats_bit: args.queue_stats_bit,
+        single_block_bytes: args.single_block_bytes,
         ..LoadOptions::default()
     };
     let iolat = if args.raw_tp {

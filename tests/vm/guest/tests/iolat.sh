@@ -16,8 +16,13 @@
 port=19790
 # the exporter and its scrapes talk over loopback
 lo_up
-# sample NAME TEXT: the value of one sample line of a scrape
-sample() { printf '%s\n' "$2" | awk -v n="$1" 'index($0, n" ") == 1 {print $NF}'; }
+# sample NAME{LABELS TEXT: the sum of the sample lines of a scrape with those
+# labels first (and maybe more: size="single"|"multi"); empty if none
+sample() {
+	printf '%s\n' "$2" | awk -v n="$1" '
+		index($0, n"} ") == 1 || index($0, n",") == 1 { s += $NF; seen = 1 }
+		END { if (seen) print s }'
+}
 
 # case NAME DEV FLAGS...: trace DEV with asmguard-iolat FLAGS, check exact counts
 check_case() {
@@ -57,8 +62,8 @@ check_case() {
 	grep -qF "$want" /tmp/iolat-$name.log && pass "$name.in-flight" "$want" \
 		|| fail "$name.in-flight" "want '$want': $(cat /tmp/iolat-$name.log)"
 	d=$(basename "$(readlink -f "$dev")")
-	key_r="{device=\"$d\",label=\"VMT\",op=\"read\"}"
-	key_w="{device=\"$d\",label=\"VMT\",op=\"write\"}"
+	key_r="{device=\"$d\",label=\"VMT\",op=\"read\""
+	key_w="{device=\"$d\",label=\"VMT\",op=\"write\""
 	if ! before=$(asmguard-iolat scrape --url "$url" 2>&1); then
 		fail "$name.scrape" "$before"
 		kill $pid
@@ -82,16 +87,23 @@ check_case() {
 	[ "$((w2 - w1))" = 23 ] && [ "$((wb2 - wb1))" = $((23 * 4096)) ] \
 		&& pass "$name.writes" "23 writes, $((wb2 - wb1)) bytes" \
 		|| fail "$name.writes" "counted $((w2 - w1)) writes, $((wb2 - wb1)) bytes (want 23, $((23 * 4096)))"
+	# 4 KiB reads are single-block I/Os, in their own class
+	key_rs="$key_r,size=\"single\""
+	rs0=$(sample "asmguard_io_latency_seconds_count$key_rs" "$before"); rs0=${rs0:-0}
+	rs1=$(sample "asmguard_io_latency_seconds_count$key_rs" "$mid"); rs1=${rs1:-0}
+	[ "$((rs1 - rs0))" = 37 ] && pass "$name.single" "37 reads of 4 KiB with size=\"single\"" \
+		|| fail "$name.single" "$((rs1 - rs0)) reads with size=\"single\" (want 37): $(printf '%s\n' "$mid" | grep "^asmguard_io_latency_seconds_count$key_r")"
 	# buckets never decrease and +Inf equals _count
-	bad=$(printf '%s\n' "$after" | awk -v k="$key_r" '
+	bad=$(printf '%s\n' "$after" | awk -v k="$key_rs}" '
 		index($0, "asmguard_io_latency_seconds_bucket{le=") == 1 && index($0, substr(k, 2)) {
 			if ($NF + 0 < prev + 0) bad = 1; prev = $NF; last = $NF }
 		END { print bad + 0, last }')
-	count=$(sample "asmguard_io_latency_seconds_count$key_r" "$after")
+	count=$(sample "asmguard_io_latency_seconds_count$key_rs" "$after")
 	[ "${count:-0}" -gt 0 ] && [ "${bad%% *}" = 0 ] && [ "${bad#* }" = "$count" ] \
 		&& pass "$name.cumulative" "+Inf = count = $count" \
 		|| fail "$name.cumulative" "bad buckets: $bad, count $count"
 	[ "$dev" = "$VM_SCSI" ] && check_errors "$name" "$dev" "$url" "$after" "$key_r"
+	[ "$name" = "$(basename "$VM_SCSI")-tp_btf" ] && check_sizes "$name" "$dev" "$url" "$key_r"
 	kill $pid
 	wait $pid 2>/dev/null
 }
@@ -103,7 +115,7 @@ check_case() {
 check_errors() {
 	name=$1 dev=$2 url=$3 before=$4 key_r=$5
 	d=$(basename "$(readlink -f "$dev")")
-	key_e="{disk=\"VMT\",path=\"$d\",kind=\"medium\"}"
+	key_e="{disk=\"VMT\",path=\"$d\",kind=\"medium\""
 	opts=/sys/bus/pseudo/drivers/scsi_debug/opts
 	bad=$(cat /sys/module/scsi_debug/parameters/medium_error_start 2>/dev/null || echo 4660)
 	ss=$(blockdev --getss "$dev")
@@ -125,6 +137,57 @@ check_errors() {
 		|| fail "$name.errors" "$failed of 3 reads failed; counted $((e1 - e0)) medium errors (want 3), $((r1 - r0)) latency samples (want 0): $(printf '%s\n' "$after" | grep '^asmguard_io_errors_total')"
 }
 
+# check_sizes NAME DEV URL KEY_R: 8 KiB direct reads land in size="single"
+# (at most [metrics] single_block_bytes, default 8192) and 1 MiB ones in
+# size="multi", in the latency histograms and the byte counters
+check_sizes() {
+	name=$1 dev=$2 url=$3 key_r=$4
+	s0=$(asmguard-iolat scrape --url "$url")
+	dd if="$dev" of=/dev/null bs=8192 count=20 iflag=direct status=none
+	s1=$(asmguard-iolat scrape --url "$url")
+	dd if="$dev" of=/dev/null bs=1M count=4 iflag=direct status=none
+	s2=$(asmguard-iolat scrape --url "$url")
+	for v in s0 s1 s2; do
+		eval "t=\$$v"
+		for c in single multi; do
+			cnt=$(sample "asmguard_io_latency_seconds_count$key_r,size=\"$c\"" "$t")
+			byt=$(sample "asmguard_io_bytes_total$key_r,size=\"$c\"" "$t")
+			eval "${v}_$c=${cnt:-0} ${v}_${c}_b=${byt:-0}"
+		done
+	done
+	# 1 MiB may be split into several requests (max_sectors_kb), each > 8 KiB
+	[ "$((s1_single - s0_single))" = 20 ] && [ "$((s1_multi - s0_multi))" = 0 ] \
+		&& [ "$((s1_single_b - s0_single_b))" = $((20 * 8192)) ] \
+		&& [ "$((s2_single - s1_single))" = 0 ] && [ "$((s2_multi - s1_multi))" -ge 4 ] \
+		&& [ "$((s2_multi_b - s1_multi_b))" = $((4 << 20)) ] \
+		&& pass "$name.sizes" "20 reads of 8 KiB single, 4 of 1 MiB in $((s2_multi - s1_multi)) multi-block I/Os" \
+		|| fail "$name.sizes" "8 KiB reads: single +$((s1_single - s0_single)) ($((s1_single_b - s0_single_b)) B), multi +$((s1_multi - s0_multi)); 1 MiB reads: single +$((s2_single - s1_single)), multi +$((s2_multi - s1_multi)) ($((s2_multi_b - s1_multi_b)) B)"
+}
+
+# check_sizes_config: --single-block-bytes 4096 ([metrics] single_block_bytes
+# in the daemon) moves 8 KiB reads to size="multi"
+check_sizes_config() {
+	port=$((port + 1))
+	url="http://127.0.0.1:$port/metrics"
+	asmguard-iolat --listen "127.0.0.1:$port" --device "$VM_NULLB=VMT" --single-block-bytes 4096 \
+		2>/tmp/iolat-sizes.log &
+	pid=$!
+	i=0
+	while ! grep -q serving /tmp/iolat-sizes.log 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+	d=$(basename "$(readlink -f "$VM_NULLB")")
+	k="asmguard_io_latency_seconds_count{device=\"$d\",label=\"VMT\",op=\"read\""
+	dd if="$VM_NULLB" of=/dev/null bs=4096 count=5 iflag=direct status=none
+	dd if="$VM_NULLB" of=/dev/null bs=8192 count=7 iflag=direct status=none
+	t=$(asmguard-iolat scrape --url "$url" 2>&1)
+	single=$(sample "$k,size=\"single\"" "$t")
+	multi=$(sample "$k,size=\"multi\"" "$t")
+	[ "${single:-0}" = 5 ] && [ "${multi:-0}" = 7 ] \
+		&& pass sizes-config "single_block_bytes 4096: 5 single, 7 multi" \
+		|| fail sizes-config "single_block_bytes 4096: ${single:-0} single (want 5), ${multi:-0} multi (want 7): $(cat /tmp/iolat-sizes.log)"
+	kill $pid
+	wait $pid 2>/dev/null
+}
+
 loopf=/tmp/iolat-loop.img
 dd if=/dev/zero of=$loopf bs=1M count=32 status=none
 loopdev=$(losetup -f --show $loopf)
@@ -137,4 +200,6 @@ for dev in "$VM_SCSI" "$VM_NULLB" "$loopdev"; do
 	check_case "$n-raw_tp-own" "$dev" --raw-tp --no-kernel-stamps
 done
 losetup -d "$loopdev"
+check_sizes_config
+
 vm_exit
