@@ -138,7 +138,7 @@ mod tests {
         let running = Config::default();
         let file = parse(
             "[socket]\npath = \"/x.sock\"\n[daemon]\nruntime_dir = \"/x\"\n\
-             [metrics]\nlisten = \"127.0.0.1:2\"\ntrace_all_disks = true\n\
+             [metrics]\nlisten = \"127.0.0.1:2\"\ntrace_all_disks = true\nsingle_block_bytes = 16384\n\
              [devices]\nlabel_watch_seconds = 9\n\
              [filter]\nmode = \"audit\"\nrequire_protection = true\n",
         );
