@@ -5,7 +5,9 @@
 # device. The kernel's stamps must be in use (and verified by the tracer's
 # probe read) on every line, 5.10 and 6.1 included. Each case: N O_DIRECT reads and M writes of 4 KiB must show as
 # exactly N and M I/Os and N*4096 / M*4096 bytes in the scrape, and the
-# scrape's histograms must be cumulative. On scsi_debug, reads of its
+# scrape's histograms must be cumulative. A dm-multipath device over a fast
+# and a slow null_blk path has a latency series per path; a dm-striped volume
+# over two traced disks counts each disk's share. On scsi_debug, reads of its
 # medium-error sector must count as medium errors and not as latencies.
 #
 # To run it alone:
@@ -188,6 +190,109 @@ check_sizes_config() {
 	wait $pid 2>/dev/null
 }
 
+# check_paths: a dm-multipath device over two null_blk paths, one answering
+# in 10 us and one in 20 ms (irqmode 2, completion_nsec), round-robin one
+# request each: asmguard-iolat traces it on its paths; each path has its own
+# asmguard_path_io_latency_seconds series, the slow one's mean stands out, the
+# disk's series holds both, and each read is counted once in each family
+check_paths() {
+	cfs=/sys/kernel/config
+	mountpoint -q $cfs || mount -t configfs none $cfs
+	[ -d $cfs/nullb ] || { fail paths.setup "null_blk has no configfs"; return; }
+	for p in fast slow; do
+		n=$cfs/nullb/ag$p
+		mkdir $n || { fail paths.setup "mkdir $n"; return; }
+		echo 64 >$n/size
+		echo 2 >$n/queue_mode
+		echo 2 >$n/irqmode
+		[ $p = slow ] && echo 20000000 >$n/completion_nsec || echo 10000 >$n/completion_nsec
+		echo 1 >$n/power
+	done
+	# the disk is named after its configfs directory on newer kernels, else
+	# nullb<index>
+	pf=agfast ps=agslow
+	[ -e /sys/block/$pf ] || pf=nullb$(cat $cfs/nullb/agfast/index)
+	[ -e /sys/block/$ps ] || ps=nullb$(cat $cfs/nullb/agslow/index)
+	i=0
+	while { [ ! -b /dev/$pf ] || [ ! -b /dev/$ps ]; } && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+	if [ ! -b /dev/$pf ] || [ ! -b /dev/$ps ]; then
+		fail paths.setup "no /dev/$pf or /dev/$ps: $(ls /sys/block | tr '\n' ' ')"
+	fi
+	if ! out=$(dmsetup create agmp --uuid mpath-agmp --table \
+		"0 $(blockdev --getsz /dev/$pf) multipath 0 0 1 1 round-robin 0 2 1 /dev/$pf 1 /dev/$ps 1" 2>&1); then
+		fail paths.setup "dmsetup create: $out"
+	else
+		port=$((port + 1))
+		url="http://127.0.0.1:$port/metrics"
+		asmguard-iolat --listen "127.0.0.1:$port" --device /dev/mapper/agmp=MPT 2>/tmp/iolat-paths.log &
+		pid=$!
+		i=0
+		while ! grep -q serving /tmp/iolat-paths.log 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+		dm=dm-$(dmsetup info -c --noheadings -o minor agmp | tr -d ' ')
+		t0=$(asmguard-iolat scrape --url "$url" 2>&1)
+		dd if=/dev/mapper/agmp of=/dev/null bs=4096 count=40 iflag=direct status=none
+		t1=$(asmguard-iolat scrape --url "$url" 2>&1)
+		k="asmguard_path_io_latency_seconds"
+		kd="asmguard_io_latency_seconds_count{device=\"$dm\",label=\"MPT\",op=\"read\""
+		for p in pf ps; do
+			eval "pn=\$$p"
+			c0=$(sample "${k}_count{disk=\"MPT\",path=\"$pn\",op=\"read\"" "$t0")
+			c1=$(sample "${k}_count{disk=\"MPT\",path=\"$pn\",op=\"read\"" "$t1")
+			s0=$(sample "${k}_sum{disk=\"MPT\",path=\"$pn\",op=\"read\"" "$t0")
+			s1=$(sample "${k}_sum{disk=\"MPT\",path=\"$pn\",op=\"read\"" "$t1")
+			eval "${p}_n=$((${c1:-0} - ${c0:-0}))"
+			# mean in microseconds
+			eval "${p}_us=$(awk -v a="${s0:-0}" -v b="${s1:-0}" -v n="$((${c1:-0} - ${c0:-0}))" \
+				'BEGIN { printf "%d", n ? (b - a) * 1e6 / n : 0 }')"
+		done
+		d0=$(sample "$kd" "$t0") d1=$(sample "$kd" "$t1")
+		disk_n=$((${d1:-0} - ${d0:-0}))
+		detail="$pf $pf_n reads mean $pf_us us, $ps $ps_n reads mean $ps_us us, disk $disk_n reads"
+		[ "$pf_n" -gt 0 ] && [ "$ps_n" -gt 0 ] && [ "$((pf_n + ps_n))" = 40 ] && [ "$disk_n" = 40 ] \
+			&& pass paths.counted "$detail" || fail paths.counted "want 40 reads on the disk, split over both paths: $detail: $(printf '%s\n' "$t1" | grep -E "^(${k}|asmguard_io_latency_seconds)_count")"
+		[ "$ps_us" -ge 10000 ] && [ "$ps_us" -gt $((10 * pf_us)) ] \
+			&& pass paths.slow-stands-out "$detail" || fail paths.slow-stands-out "want the slow path's mean >= 10 ms and > 10x the fast one's: $detail"
+		kill $pid
+		wait $pid 2>/dev/null
+		dmsetup remove agmp
+	fi
+	check_stripe
+	for p in fast slow; do
+		echo 0 >$cfs/nullb/ag$p/power
+		rmdir $cfs/nullb/ag$p
+	done
+}
+
+# check_stripe (from check_paths, on its two null_blk disks): a dm-striped
+# volume (LVM's striping; bio-based, it issues no requests) over two traced
+# disks, 4 KiB chunks: 16 direct reads of 4 KiB through it count 8 on each disk
+check_stripe() {
+	if ! out=$(dmsetup create agst --table \
+		"0 $(($(blockdev --getsz /dev/$pf) / 16 * 16)) striped 2 8 /dev/$pf 0 /dev/$ps 0" 2>&1); then
+		fail stripe.setup "dmsetup create: $out"
+		return
+	fi
+	port=$((port + 1))
+	url="http://127.0.0.1:$port/metrics"
+	asmguard-iolat --listen "127.0.0.1:$port" --device "/dev/$pf=ST1" --device "/dev/$ps=ST2" \
+		2>/tmp/iolat-stripe.log &
+	pid=$!
+	i=0
+	while ! grep -q serving /tmp/iolat-stripe.log 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+	t0=$(asmguard-iolat scrape --url "$url" 2>&1)
+	dd if=/dev/mapper/agst of=/dev/null bs=4096 count=16 iflag=direct status=none
+	t1=$(asmguard-iolat scrape --url "$url" 2>&1)
+	k1="asmguard_io_latency_seconds_count{device=\"$pf\",label=\"ST1\",op=\"read\""
+	k2="asmguard_io_latency_seconds_count{device=\"$ps\",label=\"ST2\",op=\"read\""
+	a0=$(sample "$k1" "$t0") a1=$(sample "$k1" "$t1") b0=$(sample "$k2" "$t0") b1=$(sample "$k2" "$t1")
+	na=$((${a1:-0} - ${a0:-0})) nb=$((${b1:-0} - ${b0:-0}))
+	[ "$na" = 8 ] && [ "$nb" = 8 ] && pass stripe.shares "16 reads through the stripe: $na on ST1, $nb on ST2" \
+		|| fail stripe.shares "16 reads through the stripe: $na on ST1, $nb on ST2 (want 8 and 8): $(cat /tmp/iolat-stripe.log)"
+	kill $pid
+	wait $pid 2>/dev/null
+	dmsetup remove agst
+}
+
 loopf=/tmp/iolat-loop.img
 dd if=/dev/zero of=$loopf bs=1M count=32 status=none
 loopdev=$(losetup -f --show $loopf)
@@ -201,5 +306,6 @@ for dev in "$VM_SCSI" "$VM_NULLB" "$loopdev"; do
 done
 losetup -d "$loopdev"
 check_sizes_config
+check_paths
 
 vm_exit
