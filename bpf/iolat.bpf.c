@@ -8,7 +8,8 @@
  *                      own stamp taken when the request was set up, before it
  *                      was inserted or plugged)
  *   block_rq_complete  device time = complete - issue; add it and the queue
- *                      time to the (disk, op) histograms
+ *                      time to the (disk, op) histograms; a completion with
+ *                      an error is counted by kind (iolat_errs) instead
  *
  * The hot path is two programs and three map lookups per I/O, no map update
  * or delete in the steady state (see struct iolat_start); on queues where the
@@ -72,6 +73,7 @@ struct request___iolat {
 	struct blk_mq_hw_ctx___iolat *mq_hctx;
 	int tag;
 	unsigned int cmd_flags;
+	unsigned int __data_len; /* bytes not completed yet */
 	__u64 start_time_ns;
 	__u64 io_start_time_ns;
 } __attribute__((preserve_access_index));
@@ -95,6 +97,10 @@ struct {
 	__type(key, __u32);
 	__type(value, struct iolat_devent);
 } iolat_devidx SEC(".maps");
+
+/* the largest single-block I/O in bytes ([metrics] single_block_bytes): an
+ * I/O of at most this size is IOLAT_SIZE_SINGLE, a larger one IOLAT_SIZE_MULTI */
+const volatile __u32 iolat_single_max = 8192;
 
 /* log2 of iolat_devidx's size (userspace sets both) */
 const volatile __u32 iolat_idx_bits = 12;
@@ -130,13 +136,22 @@ struct {
 	__type(value, __u64);
 } iolat_own SEC(".maps");
 
-/* histograms: element slot * IOLAT_NOPS + op (userspace sizes it) */
+/* histograms: element (slot * IOLAT_NOPS + op) * IOLAT_NSIZES + size class
+ * (userspace sizes it) */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, IOLAT_MAX_DISKS * IOLAT_NOPS);
+	__uint(max_entries, IOLAT_MAX_DISKS * IOLAT_NOPS * IOLAT_NSIZES);
 	__type(key, __u32);
 	__type(value, struct iolat_hist);
 } iolat_hists SEC(".maps");
+
+/* errored completions: element slot * IOLAT_NERRS + kind (userspace sizes it) */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, IOLAT_MAX_DISKS * IOLAT_NERRS);
+	__type(key, __u32);
+	__type(value, __u64);
+} iolat_errs SEC(".maps");
 
 /* issues of traced disks that could not be remembered (LRU insert failed) */
 __u64 iolat_dropped = 0;
@@ -250,9 +265,51 @@ static __always_inline void on_issue(__u64 rq, __u32 dev, unsigned int cmd_flags
 		__sync_fetch_and_add(&iolat_dropped, 1);
 }
 
+/* the tracepoint's `error` (a blk_status_t, or a negative errno on older
+ * kernels) -> enum iolat_err; see iolat.h */
+static __always_inline __u32 err_kind(int error)
+{
+	switch (error) {
+	case 10:
+	case -5:
+		return IOLAT_ERR_IOERR;
+	case 7:
+	case -61:
+		return IOLAT_ERR_MEDIUM;
+	case 4:
+	case -67:
+		return IOLAT_ERR_TRANSPORT;
+	case 5:
+	case -121:
+		return IOLAT_ERR_TARGET;
+	case 2:
+	case -110:
+		return IOLAT_ERR_TIMEOUT;
+	case 3:
+	case -28:
+		return IOLAT_ERR_NOSPC;
+	case 1:
+	case -95:
+		return IOLAT_ERR_NOTSUPP;
+	default:
+		return IOLAT_ERR_OTHER;
+	}
+}
+
+/* an errored completion of the disk slot `slot`: counted apart, not a latency */
+static __always_inline void count_error(__u32 slot, int error)
+{
+	__u32 k = slot * IOLAT_NERRS + err_kind(error);
+	__u64 *n = bpf_map_lookup_elem(&iolat_errs, &k);
+
+	if (n)
+		__sync_fetch_and_add(n, 1);
+}
+
 static __always_inline void record(__u32 idx, __u64 lat, __u64 queue, unsigned int nr_bytes)
 {
-	struct iolat_hist *h = bpf_map_lookup_elem(&iolat_hists, &idx);
+	__u32 e = idx * IOLAT_NSIZES + (nr_bytes > iolat_single_max ? IOLAT_SIZE_MULTI : IOLAT_SIZE_SINGLE);
+	struct iolat_hist *h = bpf_map_lookup_elem(&iolat_hists, &e);
 
 	if (!h)
 		return;
@@ -267,7 +324,7 @@ static __always_inline void record(__u32 idx, __u64 lat, __u64 queue, unsigned i
 
 /* completion of a request the kernel stamped at issue (io_start != 0) */
 static __always_inline void on_complete_stamped(__u32 dev, unsigned int cmd_flags, __u64 start,
-						__u64 io_start, unsigned int nr_bytes)
+						__u64 io_start, unsigned int nr_bytes, int error)
 {
 	__u32 slot = traced_slot(dev);
 	__u32 op;
@@ -278,6 +335,10 @@ static __always_inline void on_complete_stamped(__u32 dev, unsigned int cmd_flag
 	op = op_class(cmd_flags);
 	if (op >= IOLAT_NOPS)
 		return;
+	if (error) {
+		count_error(slot, error);
+		return;
+	}
 	now = bpf_ktime_get_ns();
 	record(slot * IOLAT_NOPS + op, now > io_start ? now - io_start : 0,
 	       start && start <= io_start ? io_start - start : IOLAT_NO_QUEUE_TIME, nr_bytes);
@@ -285,7 +346,7 @@ static __always_inline void on_complete_stamped(__u32 dev, unsigned int cmd_flag
 
 /* completion of a request whose cell (see cell_put) it still holds: records
  * it and frees the cell; false if the cell holds another request */
-static __always_inline bool cell_take(__u64 rq, __u64 key, unsigned int nr_bytes)
+static __always_inline bool cell_take(__u64 rq, __u64 key, unsigned int nr_bytes, int error)
 {
 	__u32 k = IOLAT_CELL(key, iolat_cell_bits);
 	struct iolat_cell *c = bpf_map_lookup_elem(&iolat_cells, &k);
@@ -300,13 +361,15 @@ static __always_inline bool cell_take(__u64 rq, __u64 key, unsigned int nr_bytes
 	c->rq = 0;
 	/* frees the cell, after the reads above (xchg is a full barrier) */
 	__sync_lock_test_and_set(&c->issue_ns, 0);
-	if (issue)
+	if (issue && error)
+		count_error(idx / IOLAT_NOPS, error);
+	else if (issue)
 		record(idx, bpf_ktime_get_ns() - issue, queue, nr_bytes);
 	return true;
 }
 
 /* completion of a request we stamped at issue in the LRU map (or never saw) */
-static __always_inline void on_complete_tracked(__u64 rq, unsigned int nr_bytes)
+static __always_inline void on_complete_tracked(__u64 rq, unsigned int nr_bytes, int error)
 {
 	struct iolat_start *s = bpf_map_lookup_elem(&iolat_start, &rq);
 	__u64 issue, lat;
@@ -318,7 +381,10 @@ static __always_inline void on_complete_tracked(__u64 rq, unsigned int nr_bytes)
 		return;
 	lat = bpf_ktime_get_ns() - issue;
 	s->issue_ns = 0;
-	record(s->idx, lat, s->queue_ns, nr_bytes);
+	if (error)
+		count_error(s->idx / IOLAT_NOPS, error);
+	else
+		record(s->idx, lat, s->queue_ns, nr_bytes);
 }
 
 /*

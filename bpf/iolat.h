@@ -51,13 +51,52 @@ enum iolat_op {
 	IOLAT_NOPS = 4,
 };
 
+/*
+ * I/O size classes (the `size` label): single-block I/Os (at most
+ * iolat_single_max bytes, the database block size) and multiblock ones. Each
+ * (disk, op) has one histogram per class.
+ */
+enum iolat_size {
+	IOLAT_SIZE_SINGLE = 0,
+	IOLAT_SIZE_MULTI = 1,
+	IOLAT_NSIZES = 2,
+};
+
+/*
+ * Error kinds (the `kind` label of asmguard_io_errors_total), from the
+ * completion tracepoint's `error`: a blk_status_t (Linux >= 5.17 or so) or,
+ * on older kernels, the errno blk_status_to_errno() made of it (negative).
+ *   BLK_STS_IOERR (10)      / -EIO        -> ioerr
+ *   BLK_STS_MEDIUM (7)      / -ENODATA    -> medium
+ *   BLK_STS_TRANSPORT (4)   / -ENOLINK    -> transport
+ *   BLK_STS_TARGET (5)      / -EREMOTEIO  -> target
+ *   BLK_STS_TIMEOUT (2)     / -ETIMEDOUT  -> timeout
+ *   BLK_STS_NOSPC (3)       / -ENOSPC     -> nospc
+ *   BLK_STS_NOTSUPP (1)     / -EOPNOTSUPP -> notsupp
+ *   anything else                         -> other
+ * An errored request is counted here and is not a latency sample.
+ */
+enum iolat_err {
+	IOLAT_ERR_IOERR = 0,
+	IOLAT_ERR_MEDIUM = 1,
+	IOLAT_ERR_TRANSPORT = 2,
+	IOLAT_ERR_TARGET = 3,
+	IOLAT_ERR_TIMEOUT = 4,
+	IOLAT_ERR_NOSPC = 5,
+	IOLAT_ERR_NOTSUPP = 6,
+	IOLAT_ERR_OTHER = 7,
+	IOLAT_NERRS = 8,
+};
+
 /* default number of disk slots (userspace may size the maps differently) */
 #define IOLAT_MAX_DISKS 2048
 
 /*
  * `iolat_devs` (hash): kernel dev_t of a traced whole disk -> its slot. Slots
- * are handed out by userspace; the histograms of slot s and op o are element
- * s * IOLAT_NOPS + o of the `iolat_hists` array.
+ * are handed out by userspace; the histograms of slot s, op o and size class
+ * c are element (s * IOLAT_NOPS + o) * IOLAT_NSIZES + c of the `iolat_hists`
+ * array, its error counters (__u64,
+ * by enum iolat_err) elements s * IOLAT_NERRS + k of the `iolat_errs` array.
  */
 
 /*

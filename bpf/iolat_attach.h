@@ -58,24 +58,29 @@ static __always_inline int IOLAT_FN(issue)(struct request___iolat *rq, const boo
 	return 0;
 }
 
-static __always_inline int IOLAT_FN(complete)(struct request___iolat *rq, unsigned int nr_bytes,
-					      const bool cells)
+static __always_inline int IOLAT_FN(complete)(struct request___iolat *rq, int error,
+					      unsigned int nr_bytes, const bool cells)
 {
 	__u64 io_start = 0;
 
+	/* A request completed in pieces passes here once per piece (SCSI ends a
+	 * failed one with the good bytes, maybe none, then with the rest): only
+	 * the piece that ends it counts, once, with the request's status. */
+	if (nr_bytes < IOLAT_RD(rq, __data_len))
+		return 0;
 	if (bpf_core_field_exists(rq->io_start_time_ns))
 		io_start = IOLAT_RD(rq, io_start_time_ns);
 	if (io_start && iolat_stats_bit < 64)
 		on_complete_stamped(IOLAT_FN(dev)(rq), IOLAT_RD(rq, cmd_flags),
-				    IOLAT_RD(rq, start_time_ns), io_start, nr_bytes);
+				    IOLAT_RD(rq, start_time_ns), io_start, nr_bytes, error);
 	else if (IOLAT_FN(stats_flag)(rq))
 		/* left to the kernel at issue, and the kernel did not stamp it */
 		__sync_fetch_and_add(&iolat_stamp_misses, 1);
-	else if (cells && cell_take((__u64)rq, IOLAT_FN(cell_key)(rq), nr_bytes))
+	else if (cells && cell_take((__u64)rq, IOLAT_FN(cell_key)(rq), nr_bytes, error))
 		return 0;
 	else if (traced_slot(IOLAT_FN(dev)(rq)) != IOLAT_NOT_TRACED)
 		/* the LRU map is looked at for traced disks only */
-		on_complete_tracked((__u64)rq, nr_bytes);
+		on_complete_tracked((__u64)rq, nr_bytes, error);
 	return 0;
 }
 
@@ -88,7 +93,7 @@ int IOLAT_PROG(IOLAT_NAME(issue), struct request___iolat *rq)
 SEC(IOLAT_SEC "/block_rq_complete")
 int IOLAT_PROG(IOLAT_NAME(complete), struct request___iolat *rq, int error, unsigned int nr_bytes)
 {
-	return IOLAT_FN(complete)(rq, nr_bytes, false);
+	return IOLAT_FN(complete)(rq, error, nr_bytes, false);
 }
 
 SEC(IOLAT_SEC "/block_rq_issue")
@@ -101,7 +106,7 @@ SEC(IOLAT_SEC "/block_rq_complete")
 int IOLAT_PROG(IOLAT_NAME(complete_cells), struct request___iolat *rq, int error,
 	       unsigned int nr_bytes)
 {
-	return IOLAT_FN(complete)(rq, nr_bytes, true);
+	return IOLAT_FN(complete)(rq, error, nr_bytes, true);
 }
 
 #undef IOLAT_FN

@@ -59,11 +59,12 @@ impl Conf {
 /// once; the label watch's thread and its settle time are set up once; the
 /// filter's default mode is the base of the modes saved in its state file;
 /// `require_protection` is the start's check.
-pub const RESTART_ONLY: [&str; 7] = [
+pub const RESTART_ONLY: [&str; 8] = [
     "socket.path",
     "daemon.runtime_dir",
     "metrics.listen",
     "metrics.trace_all_disks",
+    "metrics.single_block_bytes",
     "devices.label_watch_seconds",
     "filter.mode",
     "filter.require_protection",
@@ -90,6 +91,7 @@ pub fn merge(running: &Config, file: Config) -> (Config, Vec<String>) {
     keep!("daemon.runtime_dir", daemon.runtime_dir);
     keep!("metrics.listen", metrics.listen);
     keep!("metrics.trace_all_disks", metrics.trace_all_disks);
+    keep!("metrics.single_block_bytes", metrics.single_block_bytes);
     keep!("devices.label_watch_seconds", devices.label_watch_seconds);
     keep!("filter.mode", filter.mode);
     keep!("filter.require_protection", filter.require_protection);
@@ -136,7 +138,7 @@ mod tests {
         let running = Config::default();
         let file = parse(
             "[socket]\npath = \"/x.sock\"\n[daemon]\nruntime_dir = \"/x\"\n\
-             [metrics]\nlisten = \"127.0.0.1:2\"\ntrace_all_disks = true\n\
+             [metrics]\nlisten = \"127.0.0.1:2\"\ntrace_all_disks = true\nsingle_block_bytes = 16384\n\
              [devices]\nlabel_watch_seconds = 9\n\
              [filter]\nmode = \"audit\"\nrequire_protection = true\n",
         );

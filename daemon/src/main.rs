@@ -182,8 +182,9 @@ async fn run(
         }
     };
     let trace_all = cfg.metrics.trace_all_disks;
+    let single_block_bytes = cfg.metrics.single_block_bytes;
     let metrics = match tokio::task::spawn_blocking(move || {
-        metrics::MetricsService::start(trace_all)
+        metrics::MetricsService::start(trace_all, single_block_bytes)
     })
     .await
     {

@@ -104,9 +104,10 @@ pub struct MetricsService {
 }
 
 impl MetricsService {
-    /// Loads the tracer (best effort: without it the counters are still exported).
-    pub fn start(trace_all: bool) -> MetricsService {
-        let (iolat, tracer) = match IoLat::load() {
+    /// Loads the tracer (best effort: without it the counters are still
+    /// exported); I/Os up to `single_block_bytes` are `size="single"`.
+    pub fn start(trace_all: bool, single_block_bytes: u32) -> MetricsService {
+        let (iolat, tracer) = match IoLat::load_sized(single_block_bytes) {
             Ok(t) => {
                 let t = Arc::new(t);
                 let desc = format!("block tracepoints ({}, {})", t.mode().as_str(), t.stamps());

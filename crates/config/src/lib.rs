@@ -33,6 +33,8 @@
 //! [metrics]
 //! listen = "127.0.0.1:9465"
 //! trace_all_disks = false              # latency of every disk, not only labelled ones
+//! single_block_bytes = 8192            # I/Os up to this size: size="single" (the DB block
+//!                                      # size), larger: size="multi"
 //!
 //! [filter]
 //! mode = "enforce"                     # enforce | audit | off
@@ -298,6 +300,9 @@ pub struct Metrics {
     pub listen: String,
     /// Trace the I/O latency of every disk, not only the labelled ones.
     pub trace_all_disks: bool,
+    /// The largest single-block I/O in bytes (the database block size): the
+    /// `size="single"` latency histograms hold I/Os up to it, `multi` larger ones.
+    pub single_block_bytes: u32,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -366,6 +371,7 @@ impl Default for Metrics {
         Metrics {
             listen: "127.0.0.1:9465".into(),
             trace_all_disks: false,
+            single_block_bytes: 8192,
         }
     }
 }
@@ -823,6 +829,16 @@ fn validate(c: &Config, file: &str) -> Result<(), String> {
             ),
         ));
     }
+    if !(512..=1 << 30).contains(&c.metrics.single_block_bytes) {
+        return Err(key_err(
+            file,
+            "metrics.single_block_bytes",
+            format!(
+                "{} is not between 512 and 1073741824 (the database block size in bytes, e.g. 8192)",
+                c.metrics.single_block_bytes
+            ),
+        ));
+    }
     names(file, "filter.allow_users", "user", &c.filter.allow_users)?;
     names(file, "filter.allow_groups", "group", &c.filter.allow_groups)?;
     if let Some(x) = c.filter.allow_executables.iter().find(|x| !x.is_absolute()) {
@@ -1095,6 +1111,10 @@ mod tests {
                 "socket.timeout_seconds",
             ),
             ("[metrics]\nlisten = \"localhost\"\n", "metrics.listen"),
+            (
+                "[metrics]\nsingle_block_bytes = 0\n",
+                "metrics.single_block_bytes",
+            ),
             ("[filter]\nmode = \"block\"\n", "filter.mode"),
             (
                 "[filter]\nallow_executables = [\"sqlplus\"]\n",

@@ -7,6 +7,7 @@ use std::sync::Mutex;
 use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, OpenObject};
 
 pub use crate::error::Error;
+use crate::exporter::{IoErrorKind, SizeClass};
 use crate::snapshot::{Op, OpHist, RawEntry, HIST_BYTES};
 use crate::stamps::{BitSource, Stamps};
 use crate::KernelDev;
@@ -92,6 +93,7 @@ pub struct IoLat {
     devidx: MapHandle,
     idx_bits: u32,
     hists: MapHandle,
+    errs: MapHandle,
     bss: MapHandle,
     slots: Mutex<Slots>,
     _links: Vec<Link>,
@@ -120,7 +122,13 @@ pub struct LoadOptions {
     /// Verify the bit with a probe read of a disk at load, and fall back to
     /// own stamps if the kernel did not stamp it.
     pub probe: bool,
+    /// The largest single-block I/O in bytes (`[metrics] single_block_bytes`):
+    /// I/Os up to this size count as `size="single"`, larger ones as `multi`.
+    pub single_block_bytes: u32,
 }
+
+/// Default [`LoadOptions::single_block_bytes`]: the usual database block size.
+pub const DEFAULT_SINGLE_BLOCK_BYTES: u32 = 8192;
 
 impl Default for LoadOptions {
     fn default() -> Self {
@@ -131,6 +139,7 @@ impl Default for LoadOptions {
             calibrate: false,
             stats_bit: None,
             probe: true,
+            single_block_bytes: DEFAULT_SINGLE_BLOCK_BYTES,
         }
     }
 }
@@ -148,13 +157,22 @@ impl IoLat {
     /// cannot be loaded or attached. Nothing is traced until a device is added
     /// ([`IoLat::add_device`]) or [`IoLat::set_trace_all`] is set.
     pub fn load() -> Result<IoLat, Error> {
-        match IoLat::load_with(AttachMode::TpBtf, DEFAULT_MAX_DISKS) {
+        IoLat::load_sized(DEFAULT_SINGLE_BLOCK_BYTES)
+    }
+
+    /// [`IoLat::load`] with I/Os up to `single_block_bytes` counted as
+    /// single-block ([`LoadOptions::single_block_bytes`]).
+    pub fn load_sized(single_block_bytes: u32) -> Result<IoLat, Error> {
+        let opts = |mode| LoadOptions {
+            mode,
+            single_block_bytes,
+            ..LoadOptions::default()
+        };
+        match IoLat::load_opts(&opts(AttachMode::TpBtf)) {
             Ok(l) => Ok(l),
-            Err(btf) => IoLat::load_with(AttachMode::RawTp, DEFAULT_MAX_DISKS).map_err(|raw| {
-                Error::Attach {
-                    btf: Box::new(btf),
-                    raw: Box::new(raw),
-                }
+            Err(btf) => IoLat::load_opts(&opts(AttachMode::RawTp)).map_err(|raw| Error::Attach {
+                btf: Box::new(btf),
+                raw: Box::new(raw),
             }),
         }
     }
@@ -177,6 +195,7 @@ impl IoLat {
             calibrate,
             stats_bit,
             probe,
+            single_block_bytes,
         } = *opts;
         let max_disks = max_disks.max(1);
         let bit = match (kernel_stamps, stats_bit) {
@@ -194,6 +213,7 @@ impl IoLat {
             idx_bits: index_bits(max_disks),
             cell_bits: cell_bits(),
             stats_bit: bit.as_ref().map_or(u32::MAX, |&(b, _)| b),
+            single_max: single_block_bytes,
         };
         let btf = mode == AttachMode::TpBtf;
         // The in-flight cells need BPF cmpxchg (5.12); older kernels refuse
@@ -252,6 +272,7 @@ impl IoLat {
             devidx: handle(&skel.maps.iolat_devidx, "duplicating iolat_devidx")?,
             idx_bits,
             hists: handle(&skel.maps.iolat_hists, "duplicating iolat_hists")?,
+            errs: handle(&skel.maps.iolat_errs, "duplicating iolat_errs")?,
             bss: handle(&skel.maps.bss, "duplicating the .bss map")?,
             slots: Mutex::default(),
             _links: links,
@@ -395,9 +416,20 @@ impl IoLat {
     fn zero_slot(&self, slot: u32) -> Result<(), Error> {
         let zero = OpHist::default().to_bytes();
         for op in Op::ALL {
-            self.hists
-                .update(&index(slot, op).to_ne_bytes(), &zero, MapFlags::ANY)
-                .map_err(bpf("clearing histograms"))?;
+            for size in SizeClass::ALL {
+                self.hists
+                    .update(&index(slot, op, size).to_ne_bytes(), &zero, MapFlags::ANY)
+                    .map_err(bpf("clearing histograms"))?;
+            }
+        }
+        for kind in IoErrorKind::ALL {
+            self.errs
+                .update(
+                    &err_index(slot, kind).to_ne_bytes(),
+                    &0u64.to_ne_bytes(),
+                    MapFlags::ANY,
+                )
+                .map_err(bpf("clearing error counters"))?;
         }
         Ok(())
     }
@@ -538,14 +570,15 @@ impl IoLat {
     }
 
     /// Writes a (disk, op) histogram as if the kernel had counted it (the disk
-    /// is added if needed); the kernel keeps adding to it. For benchmarks (the
-    /// scrape cost of many disks) and tests, not for normal operation.
+    /// is added if needed; as single-block I/O); the kernel keeps adding to it.
+    /// For benchmarks (the scrape cost of many disks) and tests, not for
+    /// normal operation.
     pub fn insert_histogram(&self, dev: u32, op: Op, hist: &OpHist) -> Result<(), Error> {
         let mut slots = self.slots();
         let slot = self.add(&mut slots, dev, true)?;
         self.hists
             .update(
-                &index(slot, op).to_ne_bytes(),
+                &index(slot, op, SizeClass::Single).to_ne_bytes(),
                 &hist.to_bytes(),
                 MapFlags::ANY,
             )
@@ -553,8 +586,22 @@ impl IoLat {
     }
 
     /// Reads the histograms of every disk with a slot, for every op that saw
-    /// I/O. Cumulative: nothing is reset, and nothing is kept on this side.
+    /// I/O, both size classes added up. Cumulative: nothing is reset, and
+    /// nothing is kept on this side.
     pub fn read(&self) -> Result<Vec<RawEntry>, Error> {
+        let mut out: Vec<RawEntry> = Vec::new();
+        for (e, _) in self.read_sized()? {
+            match out.last_mut() {
+                Some(last) if (last.dev, last.op) == (e.dev, e.op) => last.hist.add(&e.hist),
+                _ => out.push(e),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Reads the histograms of every disk with a slot, per op and size class
+    /// that saw I/O, sorted by disk, op and size class.
+    pub fn read_sized(&self) -> Result<Vec<(RawEntry, SizeClass)>, Error> {
         let owners: Vec<(u32, u32)> = self
             .slots()
             .by_dev
@@ -564,20 +611,49 @@ impl IoLat {
         let mut out = Vec::with_capacity(owners.len() * 2);
         for (dev, slot) in owners {
             for op in Op::ALL {
-                let Some(v) = self
-                    .hists
-                    .lookup(&index(slot, op).to_ne_bytes(), MapFlags::ANY)
-                    .map_err(bpf("reading iolat_hists"))?
-                else {
-                    continue;
-                };
-                let hist = OpHist::from_bytes(&v).ok_or(Error::Layout(v.len()))?;
-                if hist.count() > 0 || hist.bytes > 0 {
-                    out.push(RawEntry { dev, op, hist });
+                for size in SizeClass::ALL {
+                    let Some(v) = self
+                        .hists
+                        .lookup(&index(slot, op, size).to_ne_bytes(), MapFlags::ANY)
+                        .map_err(bpf("reading iolat_hists"))?
+                    else {
+                        continue;
+                    };
+                    let hist = OpHist::from_bytes(&v).ok_or(Error::Layout(v.len()))?;
+                    if hist.count() > 0 || hist.bytes > 0 {
+                        out.push((RawEntry { dev, op, hist }, size));
+                    }
                 }
             }
         }
-        out.sort_by_key(|e| (e.dev, e.op));
+        out.sort_by_key(|(e, size)| (e.dev, e.op, *size));
+        Ok(out)
+    }
+
+    /// The errored completions of every disk with a slot, by kind (only
+    /// kinds that occurred). Cumulative, like the histograms.
+    pub fn read_errors(&self) -> Result<Vec<(u32, IoErrorKind, u64)>, Error> {
+        let owners: Vec<(u32, u32)> = self
+            .slots()
+            .by_dev
+            .iter()
+            .map(|(&dev, &(slot, _))| (dev, slot))
+            .collect();
+        let mut out = Vec::new();
+        for (dev, slot) in owners {
+            for kind in IoErrorKind::ALL {
+                let n = self
+                    .errs
+                    .lookup(&err_index(slot, kind).to_ne_bytes(), MapFlags::ANY)
+                    .map_err(bpf("reading iolat_errs"))?
+                    .and_then(|v| Some(u64::from_ne_bytes(v.get(..8)?.try_into().ok()?)))
+                    .unwrap_or(0);
+                if n > 0 {
+                    out.push((dev, kind, n));
+                }
+            }
+        }
+        out.sort();
         Ok(out)
     }
 }
@@ -588,6 +664,7 @@ struct Sizes {
     idx_bits: u32,
     cell_bits: u32,
     stats_bit: u32,
+    single_max: u32,
 }
 
 /// log2 of the in-flight cells: a power of two of at least the in-flight
@@ -628,6 +705,7 @@ fn open_and_load<'o>(
         rodata.iolat_stats_bit = sizes.stats_bit;
         rodata.iolat_idx_bits = sizes.idx_bits;
         rodata.iolat_cell_bits = sizes.cell_bits;
+        rodata.iolat_single_max = sizes.single_max;
     }
     let m = &mut open.maps;
     m.iolat_devidx
@@ -643,8 +721,19 @@ fn open_and_load<'o>(
         .set_max_entries(sizes.max_disks)
         .map_err(bpf("sizing the disk map"))?;
     m.iolat_hists
-        .set_max_entries(sizes.max_disks.saturating_mul(Op::ALL.len() as u32))
+        .set_max_entries(
+            sizes
+                .max_disks
+                .saturating_mul((Op::ALL.len() * SizeClass::ALL.len()) as u32),
+        )
         .map_err(bpf("sizing the histogram map"))?;
+    m.iolat_errs
+        .set_max_entries(
+            sizes
+                .max_disks
+                .saturating_mul(IoErrorKind::ALL.len() as u32),
+        )
+        .map_err(bpf("sizing the error counters"))?;
     Ok(asmguard_bpfload::load_skel(
         open,
         "loading the iolat BPF programs",
@@ -738,8 +827,14 @@ pub fn index_bucket(dev: u32, max_disks: u32) -> u32 {
     bucket(dev, index_bits(max_disks))
 }
 
-fn index(slot: u32, op: Op) -> u32 {
-    slot * Op::ALL.len() as u32 + op.raw()
+/// Element of `iolat_hists` of a slot's (op, size class).
+fn index(slot: u32, op: Op, size: SizeClass) -> u32 {
+    (slot * Op::ALL.len() as u32 + op.raw()) * SizeClass::ALL.len() as u32 + size as u32
+}
+
+/// Element of `iolat_errs` of a slot's error kind (`slot * IOLAT_NERRS + kind`).
+fn err_index(slot: u32, kind: IoErrorKind) -> u32 {
+    slot * IoErrorKind::ALL.len() as u32 + kind as u32
 }
 
 #[cfg(test)]
@@ -832,8 +927,10 @@ mod tests {
 
     #[test]
     fn histogram_index() {
-        assert_eq!(index(0, Op::Read), 0);
-        assert_eq!(index(3, Op::Flush), 15);
-        assert_eq!(index(1, Op::Discard), 6);
+        assert_eq!(index(0, Op::Read, SizeClass::Single), 0);
+        assert_eq!(index(0, Op::Read, SizeClass::Multi), 1);
+        assert_eq!(index(3, Op::Flush, SizeClass::Single), 30);
+        assert_eq!(index(1, Op::Discard, SizeClass::Multi), 13);
+        assert_eq!(err_index(2, IoErrorKind::Medium), 17);
     }
 }

@@ -13,10 +13,12 @@
 //!
 //! | name | type | labels |
 //! |---|---|---|
-//! | `asmguard_io_latency_seconds` | histogram | device, label, op |
+//! | `asmguard_io_latency_seconds` | histogram | device, label, op, size |
+//! | `asmguard_path_io_latency_seconds` | histogram | disk, path, op |
 //! | `asmguard_io_queue_seconds` | histogram | device, label, op |
-//! | `asmguard_io_bytes_total` | counter | device, label, op |
+//! | `asmguard_io_bytes_total` | counter | device, label, op, size |
 //! | `asmguard_io_dropped_total` | counter | - |
+//! | `asmguard_io_errors_total` | counter | disk, path, kind |
 //! | `asmguard_writes_denied_total` | counter | label, hook |
 //! | `asmguard_discard_bytes_total` | counter | label, source |
 //! | `asmguard_disk_info` | gauge (1) | label, device, paths, logical_sector, physical_sector |
@@ -57,12 +59,105 @@ pub trait HistSource: Send + Sync + std::fmt::Debug + 'static {
     fn dropped(&self) -> u64 {
         0
     }
+    /// Every (disk, op) per I/O size class, cumulative; `None`: a source that
+    /// does not tell sizes apart (its series have no `size` label).
+    fn read_sized(&self) -> Result<Vec<(RawEntry, Option<SizeClass>)>, Error> {
+        Ok(self.read()?.into_iter().map(|e| (e, None)).collect())
+    }
+    /// Errored completions per traced device (dev_t) and kind, cumulative.
+    fn errors(&self) -> Result<Vec<(u32, IoErrorKind, u64)>, Error> {
+        Ok(Vec::new())
+    }
+}
+
+/// `size` label of `asmguard_io_latency_seconds` and `asmguard_io_bytes_total`:
+/// single-block I/Os (at most `[metrics] single_block_bytes`, the database
+/// block size) and multiblock ones (`bpf/iolat.h`, enum iolat_size).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SizeClass {
+    /// At most `single_block_bytes`: Oracle's 'db file sequential read'.
+    Single = 0,
+    /// Larger: 'db file scattered read', direct path reads, backups.
+    Multi = 1,
+}
+
+impl SizeClass {
+    /// Both classes, in `enum iolat_size` order.
+    pub const ALL: [SizeClass; 2] = [SizeClass::Single, SizeClass::Multi];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SizeClass::Single => "single",
+            SizeClass::Multi => "multi",
+        }
+    }
+}
+
+/// `kind` label of `asmguard_io_errors_total`: what the block layer's status of
+/// an errored request (`blk_status_t`) says (`bpf/iolat.h`, enum iolat_err;
+/// the discriminants are its values).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum IoErrorKind {
+    /// `BLK_STS_IOERR`: an I/O error without more detail.
+    Ioerr = 0,
+    /// `BLK_STS_MEDIUM`: unrecovered read or write error of the medium.
+    Medium = 1,
+    /// `BLK_STS_TRANSPORT`: the path failed (link down, transport error).
+    Transport = 2,
+    /// `BLK_STS_TARGET`: the target refused the command (critical target error).
+    Target = 3,
+    /// `BLK_STS_TIMEOUT`: the command timed out.
+    Timeout = 4,
+    /// `BLK_STS_NOSPC`: out of space (a thin-provisioned LUN).
+    Nospc = 5,
+    /// `BLK_STS_NOTSUPP`: the operation is not supported.
+    Notsupp = 6,
+    /// Any other status (reservation conflict, protection, resource, ...).
+    Other = 7,
+}
+
+impl IoErrorKind {
+    /// Every kind, in `enum iolat_err` order.
+    pub const ALL: [IoErrorKind; 8] = [
+        IoErrorKind::Ioerr,
+        IoErrorKind::Medium,
+        IoErrorKind::Transport,
+        IoErrorKind::Target,
+        IoErrorKind::Timeout,
+        IoErrorKind::Nospc,
+        IoErrorKind::Notsupp,
+        IoErrorKind::Other,
+    ];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IoErrorKind::Ioerr => "ioerr",
+            IoErrorKind::Medium => "medium",
+            IoErrorKind::Transport => "transport",
+            IoErrorKind::Target => "target",
+            IoErrorKind::Timeout => "timeout",
+            IoErrorKind::Nospc => "nospc",
+            IoErrorKind::Notsupp => "notsupp",
+            IoErrorKind::Other => "other",
+        }
+    }
 }
 
 #[cfg(feature = "bpf")]
 impl HistSource for IoLat {
     fn read(&self) -> Result<Vec<RawEntry>, Error> {
         IoLat::read(self)
+    }
+    fn read_sized(&self) -> Result<Vec<(RawEntry, Option<SizeClass>)>, Error> {
+        Ok(IoLat::read_sized(self)?
+            .into_iter()
+            .map(|(e, s)| (e, Some(s)))
+            .collect())
+    }
+    fn errors(&self) -> Result<Vec<(u32, IoErrorKind, u64)>, Error> {
+        IoLat::read_errors(self)
     }
     fn dropped(&self) -> u64 {
         IoLat::dropped(self)
@@ -214,27 +309,76 @@ impl Shared {
         (name.clone(), String::new())
     }
 
+    /// The `disk` and `path` labels of a traced device: the disk's label (its
+    /// device name when it has none), and the path's kernel name (the
+    /// device's own when it is the disk itself).
+    fn disk_path(&self, state: &State, dev: KernelDev) -> (String, String) {
+        let (device, label) = self.names(state, dev);
+        let path = match state.disks.get(&dev) {
+            Some(d) if !d.path.is_empty() => d.path.clone(),
+            _ => asmguard_devices::sysfs::name_of(&asmguard_paths::Paths::default().sys, dev)
+                .unwrap_or_else(|| device.clone()),
+        };
+        (if label.is_empty() { device } else { label }, path)
+    }
+
+    /// Errored completions per (disk, path, kind); a failed map read shows as
+    /// no errors.
+    fn errors(&self) -> Vec<((String, String, IoErrorKind), u64)> {
+        let source = self
+            .source
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let Some(raw) = source.and_then(|s| s.errors().ok()) else {
+            return Vec::new();
+        };
+        let state = self.state.read().unwrap_or_else(|e| e.into_inner());
+        let mut out: BTreeMap<(String, String, IoErrorKind), u64> = BTreeMap::new();
+        for (dev, kind, n) in raw {
+            let (disk, path) = self.disk_path(&state, KernelDev::from_raw(dev));
+            *out.entry((disk, path, kind)).or_default() += n;
+        }
+        out.into_iter().collect()
+    }
+
     /// The BPF histograms with names, as a snapshot.
     fn snapshot(&self) -> Result<Snapshot, Error> {
+        self.read_io().map(|r| r.snap)
+    }
+
+    /// The BPF histograms with names: rolled up per disk (the snapshot, size
+    /// classes added up), per disk and size class, and per path of the disks
+    /// traced on their paths (`DiskInfo::path`, keyed by `disk`, `path` and
+    /// op, see [`Shared::disk_path`]).
+    fn read_io(&self) -> Result<IoRead, Error> {
         let source = self
             .source
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         let Some(source) = source else {
-            return Ok(Snapshot::default());
+            return Ok(IoRead::default());
         };
-        let raw = source.read()?;
+        let raw = source.read_sized()?;
         let state = self.state.read().unwrap_or_else(|e| e.into_inner());
         // the traced paths of one disk roll up into the disk's (device, op):
         // each request is issued on exactly one of them, so counted once
-        let mut disks: BTreeMap<(String, String, Op), OpHist> = BTreeMap::new();
-        for e in raw {
-            let (device, label) = self.names(&state, KernelDev::from_raw(e.dev));
-            disks
-                .entry((device, label, e.op))
-                .and_modify(|h| h.add(&e.hist))
-                .or_insert(e.hist);
+        type Key = (String, String, Op);
+        let mut disks: BTreeMap<Key, OpHist> = BTreeMap::new();
+        let mut sized: BTreeMap<(Key, Option<SizeClass>), OpHist> = BTreeMap::new();
+        let mut paths: BTreeMap<Key, OpHist> = BTreeMap::new();
+        let add = |h: &mut OpHist, e: &OpHist| h.add(e);
+        for (e, size) in raw {
+            let dev = KernelDev::from_raw(e.dev);
+            if state.disks.get(&dev).is_some_and(|d| !d.path.is_empty()) {
+                let (disk, path) = self.disk_path(&state, dev);
+                add(paths.entry((disk, path, e.op)).or_default(), &e.hist);
+            }
+            let (device, label) = self.names(&state, dev);
+            let key = (device, label, e.op);
+            add(sized.entry((key.clone(), size)).or_default(), &e.hist);
+            add(disks.entry(key).or_default(), &e.hist);
         }
         let mut snap = Snapshot {
             entries: disks
@@ -248,15 +392,65 @@ impl Shared {
                 .collect(),
         };
         snap.sort();
-        Ok(snap)
+        let sized = sized
+            .into_iter()
+            .map(|((key, size), hist)| {
+                let mut labels = disk_labels(&key);
+                if let Some(size) = size {
+                    labels.push(("size", size.as_str().to_string()));
+                }
+                (labels, hist)
+            })
+            .collect();
+        let paths = paths
+            .into_iter()
+            .map(|((disk, path, op), hist)| {
+                let labels = vec![
+                    ("disk", disk),
+                    ("path", path),
+                    ("op", op.as_str().to_string()),
+                ];
+                (labels, hist)
+            })
+            .collect();
+        Ok(IoRead { snap, sized, paths })
     }
+}
+
+/// The labels of a (disk, op) series: `device`, `label`, `op`.
+fn disk_labels((device, label, op): &(String, String, Op)) -> Labels {
+    vec![
+        ("device", device.clone()),
+        ("label", label.clone()),
+        ("op", op.as_str().to_string()),
+    ]
+}
+
+/// A series' label names and values.
+type Labels = Vec<(&'static str, String)>;
+
+/// One series' histograms with its labels.
+type Series = (Labels, OpHist);
+
+/// The histograms of one read of the source.
+#[derive(Default)]
+struct IoRead {
+    /// Per (disk, op): what iostat shows.
+    snap: Snapshot,
+    /// Per (disk, op, size class).
+    sized: Vec<Series>,
+    /// Per (disk, path, op), for the disks traced on their paths.
+    paths: Vec<Series>,
 }
 
 /// What one scrape encodes: read once, when Prometheus asks.
 struct Scrape<'a> {
     io: Snapshot,
-    labels: Vec<[(&'static str, String); 3]>,
+    sized: Vec<Series>,
+    paths: Vec<Series>,
+    labels: Vec<Labels>,
     dropped: u64,
+    errors: Vec<((String, String, IoErrorKind), u64)>,
     disks: &'a BTreeMap<KernelDev, DiskInfo>,
     counters: Counters,
 }
@@ -266,9 +460,11 @@ type Family = fn(&Scrape<'_>, &mut DescriptorEncoder) -> Result<(), std::fmt::Er
 /// Every metric family, in scrape order: adding a metric is one function here.
 const FAMILIES: &[Family] = &[
     io_latency,
+    path_io_latency,
     io_queue,
     io_bytes,
     io_dropped,
+    io_errors,
     disk_info,
     filter_mode,
     writes_denied,
@@ -284,53 +480,59 @@ const FAMILIES: &[Family] = &[
     oracle_binary_allowed,
 ];
 
-/// The labels of a (disk, op) entry, as the encoder wants them.
-fn io_labels<'a>(l: &'a [(&'static str, String); 3]) -> [(&'static str, &'a str); 3] {
-    [(l[0].0, &l[0].1), (l[1].0, &l[1].1), (l[2].0, &l[2].1)]
-}
-
-/// A histogram family per (disk, op): `pick` gives a histogram's sum in ns,
-/// count and slots.
-fn io_histogram(
-    s: &Scrape<'_>,
+/// A histogram family: one histogram per (labels, hist) of `series`; `pick`
+/// gives a histogram's sum in ns, count and slots.
+fn histograms<'x>(
     enc: &mut DescriptorEncoder,
     (name, help): (&str, &str),
+    series: impl Iterator<Item = (&'x Labels, &'x OpHist)>,
     pick: fn(&crate::OpHist) -> (u64, u64, &[u64; crate::NSLOTS]),
 ) -> Result<(), std::fmt::Error> {
     let mut m = enc.encode_descriptor(name, help, Some(&Unit::Seconds), MetricType::Histogram)?;
-    for (e, l) in s.io.entries.iter().zip(&s.labels) {
-        let (sum_ns, count, slots) = pick(&e.hist);
-        m.encode_family(&io_labels(l))?
-            .encode_histogram::<NoLabelSet>(
-                sum_ns as f64 / 1e9,
-                count,
-                &prometheus_buckets(slots),
-                None,
-            )?;
+    for (l, h) in series {
+        let (sum_ns, count, slots) = pick(h);
+        m.encode_family(l)?.encode_histogram::<NoLabelSet>(
+            sum_ns as f64 / 1e9,
+            count,
+            &prometheus_buckets(slots),
+            None,
+        )?;
     }
     Ok(())
 }
 
 fn io_latency(s: &Scrape<'_>, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
-    io_histogram(
-        s,
+    histograms(
         enc,
         (
             "asmguard_io_latency",
-            "Device time of block I/Os (issue to completion), per disk and operation",
+            "Device time of block I/Os (issue to completion), per disk, operation and size class (single: at most single_block_bytes)",
         ),
+        s.sized.iter().map(|(l, h)| (l, h)),
+        |h| (h.lat_sum_ns, h.count(), &h.lat),
+    )
+}
+
+fn path_io_latency(s: &Scrape<'_>, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+    histograms(
+        enc,
+        (
+            "asmguard_path_io_latency",
+            "Device time of block I/Os per path of a disk traced on its paths (dm-multipath, NVMe)",
+        ),
+        s.paths.iter().map(|(l, h)| (l, h)),
         |h| (h.lat_sum_ns, h.count(), &h.lat),
     )
 }
 
 fn io_queue(s: &Scrape<'_>, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
-    io_histogram(
-        s,
+    histograms(
         enc,
         (
             "asmguard_io_queue",
             "Queue time of block I/Os (request set up to issue to the driver), per disk and operation",
         ),
+        s.labels.iter().zip(s.io.entries.iter().map(|e| &e.hist)),
         |h| (h.queue_sum_ns, h.queue_count(), &h.queue),
     )
 }
@@ -338,13 +540,13 @@ fn io_queue(s: &Scrape<'_>, enc: &mut DescriptorEncoder) -> Result<(), std::fmt:
 fn io_bytes(s: &Scrape<'_>, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
     let mut m = enc.encode_descriptor(
         "asmguard_io_bytes",
-        "Bytes of completed block I/Os, per disk and operation",
+        "Bytes of completed block I/Os, per disk, operation and size class",
         None,
         MetricType::Counter,
     )?;
-    for (e, l) in s.io.entries.iter().zip(&s.labels) {
-        m.encode_family(&io_labels(l))?
-            .encode_counter::<NoLabelSet, _, u64>(&e.hist.bytes, None)?;
+    for (l, h) in &s.sized {
+        m.encode_family(l)?
+            .encode_counter::<NoLabelSet, _, u64>(&h.bytes, None)?;
     }
     Ok(())
 }
@@ -357,6 +559,24 @@ fn io_dropped(s: &Scrape<'_>, enc: &mut DescriptorEncoder) -> Result<(), std::fm
         MetricType::Counter,
     )?
     .encode_counter::<NoLabelSet, _, u64>(&s.dropped, None)
+}
+
+fn io_errors(s: &Scrape<'_>, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+    let mut m = enc.encode_descriptor(
+        "asmguard_io_errors",
+        "Block I/Os that completed with an error, per disk, path and kind (not latency samples)",
+        None,
+        MetricType::Counter,
+    )?;
+    for ((disk, path, kind), n) in &s.errors {
+        m.encode_family(&[
+            ("disk", disk.as_str()),
+            ("path", path.as_str()),
+            ("kind", kind.as_str()),
+        ])?
+        .encode_counter::<NoLabelSet, _, u64>(n, None)?;
+    }
+    Ok(())
 }
 
 fn disk_info(s: &Scrape<'_>, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
@@ -609,17 +829,15 @@ struct IoCollector(Arc<Shared>);
 impl Collector for IoCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         // A failed map read shows as missing histograms, not as a failed scrape.
-        let io = self.0.snapshot().unwrap_or_default();
+        let IoRead {
+            snap: io,
+            sized,
+            paths,
+        } = self.0.read_io().unwrap_or_default();
         let labels = io
             .entries
             .iter()
-            .map(|e| {
-                [
-                    ("device", e.device.clone()),
-                    ("label", e.label.clone()),
-                    ("op", e.op.as_str().to_string()),
-                ]
-            })
+            .map(|e| disk_labels(&(e.device.clone(), e.label.clone(), e.op)))
             .collect();
         let dropped = self
             .0
@@ -635,11 +853,15 @@ impl Collector for IoCollector {
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         let counters = source.counters(&io);
+        let errors = self.0.errors();
         let state = self.0.state.read().unwrap_or_else(|e| e.into_inner());
         let scrape = Scrape {
             io,
+            sized,
+            paths,
             labels,
             dropped,
+            errors,
             disks: &state.disks,
             counters,
         };
@@ -835,6 +1057,124 @@ mod tests {
         RawEntry { dev, op, hist }
     }
 
+    #[derive(Debug)]
+    struct FakeErrors(Vec<(u32, IoErrorKind, u64)>);
+    impl HistSource for FakeErrors {
+        fn read(&self) -> Result<Vec<RawEntry>, Error> {
+            Ok(Vec::new())
+        }
+        fn errors(&self) -> Result<Vec<(u32, IoErrorKind, u64)>, Error> {
+            Ok(self.0.clone())
+        }
+    }
+
+    #[derive(Debug)]
+    struct FakeSized(Vec<(RawEntry, SizeClass)>);
+    impl HistSource for FakeSized {
+        fn read(&self) -> Result<Vec<RawEntry>, Error> {
+            unreachable!("the collector reads the size classes")
+        }
+        fn read_sized(&self) -> Result<Vec<(RawEntry, Option<SizeClass>)>, Error> {
+            Ok(self.0.iter().map(|(e, s)| (e.clone(), Some(*s))).collect())
+        }
+    }
+
+    /// Single-block and multiblock I/Os are two series of the latency and
+    /// bytes families; the queue family, the snapshot and a scrape read back
+    /// add them up.
+    #[test]
+    fn size_classes_are_series_of_their_own() {
+        let d = KernelDev::new(8, 16).unwrap();
+        let m = Metrics::with_source(Arc::new(FakeSized(vec![
+            (
+                entry(d.raw(), Op::Read, &[(9, 20)], 20 * 8192),
+                SizeClass::Single,
+            ),
+            (
+                entry(d.raw(), Op::Read, &[(12, 4)], 4 << 20),
+                SizeClass::Multi,
+            ),
+        ])));
+        m.set_disk(
+            d,
+            DiskInfo {
+                device: "sdb".into(),
+                label: "DATA1".into(),
+                ..DiskInfo::default()
+            },
+        );
+        let text = m.encode_prometheus_text();
+        for line in [
+            "asmguard_io_latency_seconds_count{device=\"sdb\",label=\"DATA1\",op=\"read\",size=\"single\"} 20",
+            "asmguard_io_latency_seconds_count{device=\"sdb\",label=\"DATA1\",op=\"read\",size=\"multi\"} 4",
+            "asmguard_io_bytes_total{device=\"sdb\",label=\"DATA1\",op=\"read\",size=\"single\"} 163840",
+            "asmguard_io_bytes_total{device=\"sdb\",label=\"DATA1\",op=\"read\",size=\"multi\"} 4194304",
+            "asmguard_io_queue_seconds_count{device=\"sdb\",label=\"DATA1\",op=\"read\"} 24",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} missing:\n{text}");
+        }
+        let r = m.snapshot().unwrap();
+        let r = r.find("DATA1", Op::Read).unwrap();
+        assert_eq!((r.hist.count(), r.hist.bytes), (24, 20 * 8192 + (4 << 20)));
+        let parsed = Snapshot::from_prometheus_text(&text).unwrap();
+        let p = parsed.find("DATA1", Op::Read).unwrap();
+        assert_eq!(parsed.entries.len(), 1, "{parsed:?}");
+        assert_eq!((p.hist.lat, p.hist.bytes), (r.hist.lat, r.hist.bytes));
+        assert_eq!(p.hist.queue_count(), 24);
+    }
+
+    /// Errors are per path of the disk, by kind; a disk traced as itself
+    /// names itself as the path, and an unlabelled one is named by its device.
+    #[test]
+    fn errors_are_counted_per_disk_path_and_kind() {
+        let (p0, p1, own) = (
+            KernelDev::new(8, 16).unwrap(),
+            KernelDev::new(8, 32).unwrap(),
+            KernelDev::new(4095, 7).unwrap(),
+        );
+        let m = Metrics::with_source(Arc::new(FakeErrors(vec![
+            (p0.raw(), IoErrorKind::Medium, 3),
+            (p1.raw(), IoErrorKind::Transport, 2),
+            (own.raw(), IoErrorKind::Timeout, 1),
+        ])));
+        for (dev, path) in [(p0, "sdb"), (p1, "sdc")] {
+            m.set_disk(
+                dev,
+                DiskInfo {
+                    device: "dm-2".into(),
+                    path: path.into(),
+                    label: "DATA1".into(),
+                    ..DiskInfo::default()
+                },
+            );
+        }
+        m.set_disk(
+            own,
+            DiskInfo {
+                device: "sdz".into(),
+                ..DiskInfo::default()
+            },
+        );
+        let text = m.encode_prometheus_text();
+        // a disk traced as itself has no per-path histograms
+        assert!(
+            !text.contains("asmguard_path_io_latency_seconds_count{"),
+            "{text}"
+        );
+        for line in [
+            "asmguard_io_errors_total{disk=\"DATA1\",path=\"sdb\",kind=\"medium\"} 3",
+            "asmguard_io_errors_total{disk=\"DATA1\",path=\"sdc\",kind=\"transport\"} 2",
+            "asmguard_io_errors_total{disk=\"sdz\",path=\"sdz\",kind=\"timeout\"} 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} missing:\n{text}");
+        }
+        assert_eq!(
+            text.matches("asmguard_io_errors_total{").count(),
+            3,
+            "{text}"
+        );
+    }
+
     #[test]
     fn oracle_binaries_are_one_gauge_each() {
         let c = Counters {
@@ -935,6 +1275,21 @@ mod tests {
         assert_eq!(text.matches("asmguard_disk_info{").count(), 1, "{text}");
         let parsed = Snapshot::from_prometheus_text(&text).unwrap();
         assert_eq!(parsed.find("DATA1", Op::Read).unwrap().hist.count(), 6);
+        // and each path keeps its own histogram, each request counted once
+        for line in [
+            "asmguard_path_io_latency_seconds_count{disk=\"DATA1\",path=\"nvme0c0n1\",op=\"read\"} 3",
+            "asmguard_path_io_latency_seconds_count{disk=\"DATA1\",path=\"nvme0c1n1\",op=\"read\"} 3",
+            "asmguard_path_io_latency_seconds_count{disk=\"DATA1\",path=\"nvme0c1n1\",op=\"write\"} 4",
+            "asmguard_path_io_latency_seconds_bucket{le=\"0.001\",disk=\"DATA1\",path=\"nvme0c1n1\",op=\"read\"} 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} missing:\n{text}");
+        }
+        assert_eq!(
+            text.matches("asmguard_path_io_latency_seconds_count{")
+                .count(),
+            3,
+            "{text}"
+        );
     }
 
     #[test]

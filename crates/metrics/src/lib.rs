@@ -37,7 +37,9 @@ pub use asmguard_iostat::{
 #[cfg(feature = "bpf")]
 pub use bpf::{AttachMode, IoLat, LoadOptions};
 pub use error::Error;
-pub use exporter::{CounterSource, Counters, DiscardSource, DiskInfo, HistSource, Metrics};
+pub use exporter::{
+    CounterSource, Counters, DiscardSource, DiskInfo, HistSource, IoErrorKind, Metrics, SizeClass,
+};
 pub use parse::{FromPrometheusText, ParseError};
 #[cfg(feature = "bpf")]
 pub use stamps::{BitSource, Stamps};

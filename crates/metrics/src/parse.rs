@@ -31,6 +31,8 @@ const BYTES: &str = "asmguard_io_bytes_total";
 
 #[derive(Default)]
 struct Partial {
+    has_lat: bool,
+    has_queue: bool,
     bytes: u64,
     lat_sum: f64,
     queue_sum: f64,
@@ -70,7 +72,9 @@ fn slots_from_cumulative(
 
 impl FromPrometheusText for Snapshot {
     fn from_prometheus_text(text: &str) -> Result<Snapshot, ParseError> {
-        let mut parts: BTreeMap<(String, String, Op), Partial> = BTreeMap::new();
+        // one per series: (device, label, op, size); the size classes of a
+        // (device, op) are added up, the queue histogram has no size
+        let mut parts: BTreeMap<(String, String, Op, String), Partial> = BTreeMap::new();
         for (i, line) in text.lines().enumerate() {
             let lineno = i + 1;
             let err = |what: &str| ParseError {
@@ -105,7 +109,8 @@ impl FromPrometheusText for Snapshot {
             let op = get("op")
                 .and_then(|o| Op::parse(&o))
                 .ok_or_else(|| err("no or unknown op label"))?;
-            let p = parts.entry((device, label, op)).or_default();
+            let size = get("size").unwrap_or_default();
+            let p = parts.entry((device, label, op, size)).or_default();
             let int = || value.parse::<u64>().map_err(|_| err("bad integer"));
             let float = || value.parse::<f64>().map_err(|_| err("bad number"));
             match (family, suffix) {
@@ -122,8 +127,10 @@ impl FromPrometheusText for Snapshot {
                     let le = get("le").ok_or_else(|| err("bucket without le"))?;
                     let n = int()?;
                     let (cum, inf) = if family == LAT {
+                        p.has_lat = true;
                         (&mut p.lat_cum, &mut p.lat_inf)
                     } else {
+                        p.has_queue = true;
                         (&mut p.queue_cum, &mut p.queue_inf)
                     };
                     if le == "+Inf" {
@@ -136,20 +143,32 @@ impl FromPrometheusText for Snapshot {
                 _ => {}
             }
         }
-        let mut snap = Snapshot::default();
-        for ((device, label, op), p) in parts {
+        let mut merged: BTreeMap<(String, String, Op), OpHist> = BTreeMap::new();
+        for ((device, label, op, _), p) in parts {
             let to_ns = |s: f64| (s * 1e9).round() as u64;
+            let slots = |has: bool, cum, inf| {
+                if has {
+                    slots_from_cumulative(cum, inf, 0)
+                } else {
+                    Ok([0; NSLOTS])
+                }
+            };
+            let hist = OpHist {
+                bytes: p.bytes,
+                lat_sum_ns: to_ns(p.lat_sum),
+                queue_sum_ns: to_ns(p.queue_sum),
+                lat: slots(p.has_lat, &p.lat_cum, p.lat_inf)?,
+                queue: slots(p.has_queue, &p.queue_cum, p.queue_inf)?,
+            };
+            merged.entry((device, label, op)).or_default().add(&hist);
+        }
+        let mut snap = Snapshot::default();
+        for ((device, label, op), hist) in merged {
             snap.entries.push(DiskOpStats {
                 device,
                 label,
                 op,
-                hist: OpHist {
-                    bytes: p.bytes,
-                    lat_sum_ns: to_ns(p.lat_sum),
-                    queue_sum_ns: to_ns(p.queue_sum),
-                    lat: slots_from_cumulative(&p.lat_cum, p.lat_inf, 0)?,
-                    queue: slots_from_cumulative(&p.queue_cum, p.queue_inf, 0)?,
-                },
+                hist,
             });
         }
         snap.sort();

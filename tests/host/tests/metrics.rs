@@ -105,17 +105,18 @@ fn daemon_exports_exact_io_counts_denials_and_iostat() {
     let info = format!("asmguard_disk_info{{label=\"MET1\",device=\"{}\"", l.name);
     wait_sample(port, &info, |v| v == 1.0);
 
-    // Exact counts: deltas over N reads and M writes of 4 KiB, O_DIRECT.
+    // Exact counts: deltas over N reads and M writes of 4 KiB, O_DIRECT
+    // (single-block I/Os: at most single_block_bytes, 8192 by default).
     let (n, m) = (37u64, 11u64);
     let count = |op: &str| {
         format!(
-            "asmguard_io_latency_seconds_count{{device=\"{}\",label=\"MET1\",op=\"{op}\"}}",
+            "asmguard_io_latency_seconds_count{{device=\"{}\",label=\"MET1\",op=\"{op}\",size=\"single\"}}",
             l.name
         )
     };
     let bytes = |op: &str| {
         format!(
-            "asmguard_io_bytes_total{{device=\"{}\",label=\"MET1\",op=\"{op}\"}}",
+            "asmguard_io_bytes_total{{device=\"{}\",label=\"MET1\",op=\"{op}\",size=\"single\"}}",
             l.name
         )
     };

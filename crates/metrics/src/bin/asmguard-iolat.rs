@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use asmguard_metrics::bpf::DEFAULT_MAX_DISKS;
+use asmguard_metrics::bpf::{DEFAULT_MAX_DISKS, DEFAULT_SINGLE_BLOCK_BYTES};
 use asmguard_metrics::http::{self, DEFAULT_LISTEN};
 use asmguard_metrics::FromPrometheusText;
 use asmguard_metrics::{
@@ -50,6 +50,11 @@ struct ServeArgs {
     /// into the BPF map, names BENCH0001...) to measure scrapes of many disks.
     #[arg(long, value_name = "N", default_value_t = 0, hide = true)]
     synthetic_disks: u32,
+    /// The largest single-block I/O in bytes (the database block size): I/Os up
+    /// to it count as size="single", larger ones as size="multi".
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_SINGLE_BLOCK_BYTES,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    single_block_bytes: u32,
     /// Always stamp requests ourselves, even on queues the kernel stamps.
     #[arg(long)]
     no_kernel_stamps: bool,
@@ -124,12 +129,39 @@ fn sysfs_u32(name: &str, attr: &str) -> u32 {
     .unwrap_or(0)
 }
 
+/// The paths (device number, kernel name) of a dm-multipath device (dm UUID
+/// `mpath-...`) from its sysfs `slaves`; empty for any other device.
+fn multipath_paths(dev: KernelDev) -> Vec<(KernelDev, String)> {
+    let base = asmguard_paths::Paths::default().sys.join(format!(
+        "dev/block/{}:{}",
+        dev.major(),
+        dev.minor()
+    ));
+    let uuid = std::fs::read_to_string(base.join("dm/uuid")).unwrap_or_default();
+    if !uuid.starts_with("mpath-") {
+        return Vec::new();
+    }
+    let Ok(dir) = std::fs::read_dir(base.join("slaves")) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(KernelDev, String)> = dir
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let d = KernelDev::read_sysfs(&e.path().join("dev")).ok()?;
+            Some((d, e.file_name().to_string_lossy().into_owned()))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
 fn serve(args: ServeArgs) -> Result<()> {
     let opts = LoadOptions {
         max_disks: DEFAULT_MAX_DISKS.max(args.synthetic_disks),
         kernel_stamps: !args.no_kernel_stamps,
         calibrate: args.calibrate,
         stats_bit: args.queue_stats_bit,
+        single_block_bytes: args.single_block_bytes,
         ..LoadOptions::default()
     };
     let iolat = if args.raw_tp {
@@ -155,20 +187,33 @@ fn serve(args: ServeArgs) -> Result<()> {
         };
         let dev =
             asmguard_devices::sysfs::disk_of_path(&asmguard_paths::Paths::default().sys, &path)?;
-        iolat.add_device(dev.raw())?;
         let device = asmguard_devices::sysfs::name_of(&asmguard_paths::Paths::default().sys, dev)
             .unwrap_or_else(|| dev.to_string());
-        metrics.set_disk(
-            dev,
-            DiskInfo {
-                path: String::new(),
-                logical_sector: sysfs_u32(&device, "logical_block_size"),
-                physical_sector: sysfs_u32(&device, "physical_block_size"),
-                device,
-                label,
-                paths: vec![path.display().to_string()],
-            },
-        );
+        let info = DiskInfo {
+            path: String::new(),
+            logical_sector: sysfs_u32(&device, "logical_block_size"),
+            physical_sector: sysfs_u32(&device, "physical_block_size"),
+            device,
+            label,
+            paths: vec![path.display().to_string()],
+        };
+        // a dm-multipath device issues no requests: trace its paths, which
+        // roll up into it (as asmguardd does)
+        let paths = multipath_paths(dev);
+        if paths.is_empty() {
+            iolat.add_device(dev.raw())?;
+            metrics.set_disk(dev, info.clone());
+        }
+        for (p, name) in paths {
+            iolat.add_device(p.raw())?;
+            metrics.set_disk(
+                p,
+                DiskInfo {
+                    path: name,
+                    ..info.clone()
+                },
+            );
+        }
     }
     add_synthetic_disks(&iolat, &metrics, args.synthetic_disks)?;
     if args.all {
