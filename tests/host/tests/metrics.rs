@@ -446,3 +446,41 @@ fn one_write_open_is_one_event_and_one_count() {
         "audited opens are not denials"
     );
 }
+
+/// `asmguard_disk_info` names the disk group of a disk from its ASM header
+/// (`diskgroup="DGRP7"` for a synthetic ASM disk of that group), and an empty
+/// `diskgroup` for a disk that has only an asmguard label.
+#[test]
+fn disk_info_names_the_disk_group_from_the_asm_header() {
+    use asmguard_format::label::Label;
+    use asmguard_format::synth::SynthDisk;
+    let Some(_g) = lock() else { return };
+    let asm = Loop::new(16 * MIB);
+    let mut s = SynthDisk::new(16);
+    s.grpname = "DGRP7".into();
+    s.dskname = "DGRP7_0003".into();
+    s.label = Some(Label::new("DGMEMBER").unwrap());
+    for (off, b) in s.metadata().unwrap() {
+        asm.write_dev(off, &b);
+    }
+    let plain = Loop::new(16 * MIB);
+    let d = Daemon::start(&[&asm.name, &plain.name], "");
+    let port = d.metrics_port.unwrap();
+    d.ctl(&["label", "DGPLAIN", plain.dev.to_str().unwrap()])
+        .ok();
+    let info = |label: &str, dev: &str| {
+        let prefix = format!("asmguard_disk_info{{label=\"{label}\",device=\"{dev}\"");
+        wait_sample(port, &prefix, |v| v == 1.0);
+        let text = scrape(port);
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&prefix))
+            .unwrap()
+            .to_string();
+        line
+    };
+    let member = info("DGMEMBER", &asm.name);
+    assert!(member.contains("diskgroup=\"DGRP7\""), "{member}");
+    let only_label = info("DGPLAIN", &plain.name);
+    assert!(only_label.contains("diskgroup=\"\""), "{only_label}");
+}

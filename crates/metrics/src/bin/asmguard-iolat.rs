@@ -167,6 +167,7 @@ fn serve(args: ServeArgs) -> Result<()> {
                 device,
                 label,
                 paths: vec![path.display().to_string()],
+                diskgroup: String::new(),
             },
         );
     }
@@ -245,6 +246,7 @@ fn add_synthetic_disks(iolat: &IoLat, metrics: &Metrics, n: u32) -> Result<()> {
                 label,
                 logical_sector: 512,
                 physical_sector: 4096,
+                diskgroup: String::new(),
             },
         );
     }
