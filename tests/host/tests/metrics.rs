@@ -484,3 +484,44 @@ fn disk_info_names_the_disk_group_from_the_asm_header() {
     let only_label = info("DGPLAIN", &plain.name);
     assert!(only_label.contains("diskgroup=\"\""), "{only_label}");
 }
+
+/// The usual order: label the disk, then `CREATE DISKGROUP` writes the ASM
+/// header. udevd's watch turns the close of the written device into a change
+/// event (it writes "change" to the device's uevent file, as done here); the
+/// daemon re-reads the disk and `asmguard_disk_info` names the new disk group.
+#[test]
+fn disk_info_follows_a_disk_group_created_after_the_label() {
+    use asmguard_format::label::Label;
+    use asmguard_format::synth::SynthDisk;
+    let Some(_g) = lock() else { return };
+    let l = Loop::new(16 * MIB);
+    let d = Daemon::start(&[&l.name], "");
+    let port = d.metrics_port.unwrap();
+    d.ctl(&["label", "DGLATE", l.dev.to_str().unwrap()]).ok();
+    let prefix = format!("asmguard_disk_info{{label=\"DGLATE\",device=\"{}\"", l.name);
+    let line = || {
+        scrape(port)
+            .lines()
+            .find(|x| x.starts_with(&prefix))
+            .map(str::to_string)
+    };
+    wait_sample(port, &prefix, |v| v == 1.0);
+    assert!(line().unwrap().contains("diskgroup=\"\""), "{:?}", line());
+    // what ASM writes: a header of group LATE on the labelled disk
+    let mut s = SynthDisk::new(16);
+    s.grpname = "LATE".into();
+    s.label = Some(Label::new("DGLATE").unwrap());
+    for (off, b) in s.metadata().unwrap() {
+        l.write_dev(off, &b);
+    }
+    std::fs::write(format!("/sys/block/{}/uevent", l.name), "change").unwrap();
+    let t0 = Instant::now();
+    while !line().is_some_and(|x| x.contains("diskgroup=\"LATE\"")) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "no diskgroup=\"LATE\" 5 s after the change event: {:?}",
+            line()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
