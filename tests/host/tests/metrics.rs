@@ -255,6 +255,34 @@ fn daemon_exports_exact_io_counts_denials_and_iostat() {
     let v: serde_json::Value = serde_json::from_str(o.stdout.trim()).unwrap();
     let s = v.to_string();
     assert!(s.contains("MET1"), "{s}");
+    // the read row: the microsecond and millisecond columns in order, their
+    // shares adding up to 100 %, and await (queue + device) at least the device time
+    let read = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["op"] == "read")
+        .unwrap_or_else(|| panic!("no read row: {s}"));
+    assert!(read["ios"].as_u64().unwrap() > 0, "{read}");
+    let shares: f64 = asmguard_iostat::iostat::WAIT_BUCKETS
+        .iter()
+        .map(|b| {
+            read["wait_pct"][b]
+                .as_f64()
+                .unwrap_or_else(|| panic!("no {b}: {read}"))
+        })
+        .sum();
+    assert!((shares - 100.0).abs() < 1e-6, "{read}");
+    let at: Vec<usize> = asmguard_iostat::iostat::WAIT_BUCKETS
+        .iter()
+        .map(|b| o.stdout.find(&format!("\"{b}\":")).unwrap())
+        .collect();
+    assert!(at.windows(2).all(|w| w[0] < w[1]), "{}", o.stdout);
+    let (avg, await_) = (
+        read["avg_ms"].as_f64().unwrap(),
+        read["await_ms"].as_f64().unwrap(),
+    );
+    assert!(await_ >= avg && avg > 0.0, "{read}");
     let o = d.ctl(&["iostat", "NOPE", "--interval", "0.1", "--count", "1"]);
     assert_eq!(o.code, 3, "unknown label: {}", o.stderr);
     assert!(o.stderr.contains("NOPE"), "{}", o.stderr);
