@@ -617,9 +617,10 @@ pub enum Command {
     /// changing during the watch window (another RAC node). Progress goes to
     /// stderr; Ctrl-C stops cleanly and a rerun completes the job.
     Reclaim(cli::ReclaimArgs),
-    /// I/O per disk and operation: IOPS, MB/s and the share of I/Os in Oracle's wait
-    /// histogram buckets (<1ms <2ms <4ms <8ms <16ms <32ms <=1s >1s), from the
-    /// daemon's metrics endpoint.
+    /// I/O per disk and operation: IOPS, MB/s, average device time, await (queue +
+    /// device time per I/O) and the share of I/Os in Oracle's wait histogram buckets
+    /// (<128µs <256µs <512µs <1ms <2ms <4ms <8ms <16ms <32ms <=1s >1s), from the
+    /// daemon's latency histograms.
     Iostat(cli::IostatArgs),
     /// Read a disk or image offline and show its label, ASM disk header and signatures.
     Inspect(cli::InspectArgs),

@@ -456,6 +456,7 @@ pub fn traced(disks: &[Disk]) -> BTreeMap<KernelDev, asmguard_metrics::DiskInfo>
             paths: d.paths.iter().map(|p| p.node.shown.clone()).collect(),
             logical_sector: d.logical_block_size,
             physical_sector: d.physical_block_size,
+            diskgroup: d.disk_group().unwrap_or_default().to_string(),
         };
         let mut below: Vec<(KernelDev, String)> = d
             .paths

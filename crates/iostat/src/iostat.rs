@@ -1,90 +1,63 @@
-//! `iostat`: per disk and op, IOPS, MB/s, average latency, and the share of I/Os
-//! in the buckets of Oracle's wait event histogram (<1ms, <2ms, <4ms, <8ms,
-//! <16ms, <32ms, <=1s, >1s), from two snapshots and the time between them.
+//! `iostat`: per disk and op, IOPS, MB/s, average device time, average await
+//! (queue + device time) and the share of I/Os in the buckets of Oracle's wait
+//! event histograms, microsecond ones included (<128µs, <256µs, <512µs, <1ms,
+//! <2ms, <4ms, <8ms, <16ms, <32ms, <=1s, >1s), from two snapshots and the time
+//! between them.
 //!
-//! The buckets are exact slot boundaries (see [`crate::hist`]): "<1ms" is
-//! "at most 1 ms" (slots 0..=10), ..., "<32ms" is (16 ms, 32 ms] (slot 15),
+//! The buckets are exact slot boundaries (see [`crate::hist`]), each holding the
+//! I/Os above the previous bound: "<128µs" is "at most 128 units" (slots 0..=7),
+//! "<256µs" is (128, 256] units (slot 8), "<512µs" slot 9, "<1ms" is
+//! (512 units, 1 ms] (slot 10), ..., "<32ms" is (16 ms, 32 ms] (slot 15),
 //! "<=1s" is (32 ms, 1024 ms] (slots 16..=20, Oracle's "1 s" bucket is 1024 ms
-//! too), ">1s" is everything slower. MB is 2^20 bytes, as in Oracle's reports.
+//! too), ">1s" is everything slower. The unit is 1 ms / 1024, the "binary
+//! microsecond" of Oracle's microsecond histogram, whose 1 ms is 1024 of them:
+//! "<128µs" is at most 125 µs, "<256µs" 250 µs, "<512µs" 500 µs, and every
+//! millisecond bound is exact. MB is 2^20 bytes, as in Oracle's reports.
 
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::ser::SerializeMap;
+use serde::{Serialize, Serializer};
 
 use crate::snapshot::{Op, Snapshot};
 use crate::NSLOTS;
 
 /// Column titles of the wait histogram, in order.
-pub const WAIT_BUCKETS: [&str; 8] = [
-    "<1ms", "<2ms", "<4ms", "<8ms", "<16ms", "<32ms", "<=1s", ">1s",
+pub const WAIT_BUCKETS: [&str; 11] = [
+    "<128µs", "<256µs", "<512µs", "<1ms", "<2ms", "<4ms", "<8ms", "<16ms", "<32ms", "<=1s", ">1s",
 ];
 
 /// The wait-histogram bucket (index into [`WAIT_BUCKETS`]) of a latency slot.
 pub fn wait_bucket(slot: usize) -> usize {
     match slot {
-        0..=10 => 0,
-        11..=15 => slot - 10,
-        16..=20 => 6,
-        _ => 7,
+        0..=7 => 0,
+        8..=15 => slot - 7,
+        16..=20 => 9,
+        _ => 10,
     }
 }
 
-/// Share of I/Os per wait bucket, in percent (all 0 when there was no I/O).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
-pub struct WaitShares {
-    /// At most 1 ms.
-    #[serde(rename = "<1ms")]
-    pub lt_1ms: f64,
-    /// (1, 2] ms.
-    #[serde(rename = "<2ms")]
-    pub lt_2ms: f64,
-    /// (2, 4] ms.
-    #[serde(rename = "<4ms")]
-    pub lt_4ms: f64,
-    /// (4, 8] ms.
-    #[serde(rename = "<8ms")]
-    pub lt_8ms: f64,
-    /// (8, 16] ms.
-    #[serde(rename = "<16ms")]
-    pub lt_16ms: f64,
-    /// (16, 32] ms.
-    #[serde(rename = "<32ms")]
-    pub lt_32ms: f64,
-    /// (32, 1024] ms.
-    #[serde(rename = "<=1s")]
-    pub le_1s: f64,
-    /// Over 1024 ms.
-    #[serde(rename = ">1s")]
-    pub gt_1s: f64,
-}
+/// Share of I/Os per wait bucket ([`WAIT_BUCKETS`] order), in percent (all 0
+/// when there was no I/O). In JSON: an object with the bucket titles as keys,
+/// in that order.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct WaitShares(pub [f64; 11]);
 
 impl WaitShares {
     /// The shares in [`WAIT_BUCKETS`] order.
-    pub fn as_array(&self) -> [f64; 8] {
-        [
-            self.lt_1ms,
-            self.lt_2ms,
-            self.lt_4ms,
-            self.lt_8ms,
-            self.lt_16ms,
-            self.lt_32ms,
-            self.le_1s,
-            self.gt_1s,
-        ]
+    pub fn as_array(&self) -> [f64; 11] {
+        self.0
     }
+}
 
-    fn from_array(a: [f64; 8]) -> WaitShares {
-        WaitShares {
-            lt_1ms: a[0],
-            lt_2ms: a[1],
-            lt_4ms: a[2],
-            lt_8ms: a[3],
-            lt_16ms: a[4],
-            lt_32ms: a[5],
-            le_1s: a[6],
-            gt_1s: a[7],
+impl Serialize for WaitShares {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(WAIT_BUCKETS.len()))?;
+        for (name, share) in WAIT_BUCKETS.iter().zip(self.0) {
+            map.serialize_entry(name, &share)?;
         }
+        map.end()
     }
 }
 
@@ -105,8 +78,12 @@ pub struct IostatRow {
     pub mb_per_s: f64,
     /// Average device time (issue -> complete), ms.
     pub avg_ms: f64,
-    /// Average queue time (request set up -> issue), ms.
+    /// Average queue time (request set up -> issue), ms, over all I/Os.
     pub avg_queue_ms: f64,
+    /// Average await, ms: queue + device time per I/O (request set up ->
+    /// complete, what Linux iostat calls await). Device time is averaged over
+    /// every I/O, queue time over the I/Os the kernel stamped a start time on.
+    pub await_ms: f64,
     /// Wait histogram of the device time, percent of `ios`.
     pub wait_pct: WaitShares,
 }
@@ -147,7 +124,7 @@ pub fn iostat(
             None => cur.hist.clone(),
         };
         let ios = d.count();
-        let mut buckets = [0u64; 8];
+        let mut buckets = [0u64; 11];
         for (k, &n) in d.lat.iter().enumerate().take(NSLOTS) {
             buckets[wait_bucket(k)] += n;
         }
@@ -165,6 +142,12 @@ pub fn iostat(
                 sum_ns as f64 / ios as f64 / 1e6
             }
         };
+        let queued = d.queue_count();
+        let queued_ms = if queued == 0 {
+            0.0
+        } else {
+            d.queue_sum_ns as f64 / queued as f64 / 1e6
+        };
         rows.push(IostatRow {
             device: cur.device.clone(),
             label: cur.label.clone(),
@@ -174,7 +157,8 @@ pub fn iostat(
             mb_per_s: per_s(d.bytes as f64 / (1024.0 * 1024.0)),
             avg_ms: avg_ms(d.lat_sum_ns),
             avg_queue_ms: avg_ms(d.queue_sum_ns),
-            wait_pct: WaitShares::from_array(buckets.map(pct)),
+            await_ms: avg_ms(d.lat_sum_ns) + queued_ms,
+            wait_pct: WaitShares(buckets.map(pct)),
         });
     }
     rows.sort_by(|a, b| (&a.device, a.op).cmp(&(&b.device, b.op)));
@@ -195,29 +179,30 @@ impl IostatReport {
         let mut out = String::new();
         let _ = write!(
             out,
-            "{:<dev_w$} {:<lab_w$} {:<7} {:>9} {:>8} {:>8}",
-            "DEVICE", "LABEL", "OP", "IOPS", "MB/s", "AVG ms"
+            "{:<dev_w$} {:<lab_w$} {:<7} {:>9} {:>8} {:>8} {:>8}",
+            "DEVICE", "LABEL", "OP", "IOPS", "MB/s", "AVG ms", "AWAIT ms"
         );
         for b in WAIT_BUCKETS {
-            let _ = write!(out, " {b:>6}");
+            let _ = write!(out, " {b:>7}");
         }
         out.push('\n');
         for r in &self.rows {
             let _ = write!(
                 out,
-                "{:<dev_w$} {:<lab_w$} {:<7} {:>9.1} {:>8.2} {:>8.3}",
+                "{:<dev_w$} {:<lab_w$} {:<7} {:>9.1} {:>8.2} {:>8.3} {:>8.3}",
                 r.device,
                 if r.label.is_empty() { "-" } else { &r.label },
                 r.op.as_str(),
                 r.iops,
                 r.mb_per_s,
-                r.avg_ms
+                r.avg_ms,
+                r.await_ms
             );
             for p in r.wait_pct.as_array() {
                 if r.ios == 0 {
-                    let _ = write!(out, " {:>6}", "-");
+                    let _ = write!(out, " {:>7}", "-");
                 } else {
-                    let _ = write!(out, " {p:>6.1}");
+                    let _ = write!(out, " {p:>7.1}");
                 }
             }
             out.push('\n');
@@ -264,26 +249,157 @@ mod tests {
 
     const MS: u64 = 1_000_000;
 
+    const US: u64 = 1_000;
+
     #[test]
     fn wait_buckets_follow_oracle() {
         let ns = [
-            (MS / 2, 0),
-            (MS, 0),
-            (MS + 1, 1),
-            (2 * MS, 1),
-            (3 * MS, 2),
-            (8 * MS, 3),
-            (9 * MS, 4),
-            (32 * MS, 5),
-            (33 * MS, 6),
-            (1000 * MS, 6),
-            (1024 * MS, 6),
-            (1025 * MS, 7),
-            (60_000 * MS, 7),
+            (0, 0),
+            (100 * US, 0),
+            (125 * US, 0), // 128 binary us = 125 us: the last time under "<128µs"
+            (125 * US + 1, 1),
+            (250 * US, 1),
+            (250 * US + 1, 2),
+            (MS / 2, 2),
+            (MS / 2 + 1, 3),
+            (MS, 3),
+            (MS + 1, 4),
+            (2 * MS, 4),
+            (3 * MS, 5),
+            (8 * MS, 6),
+            (9 * MS, 7),
+            (16 * MS, 7),
+            (32 * MS, 8),
+            (33 * MS, 9),
+            (1000 * MS, 9),
+            (1024 * MS, 9),
+            (1025 * MS, 10),
+            (60_000 * MS, 10),
         ];
         for (t, b) in ns {
-            assert_eq!(wait_bucket(slot_of_ns(t)), b, "{t} ns");
+            assert_eq!(
+                wait_bucket(slot_of_ns(t)),
+                b,
+                "{t} ns in {}",
+                WAIT_BUCKETS[b]
+            );
         }
+        assert_eq!(
+            WAIT_BUCKETS,
+            [
+                "<128µs", "<256µs", "<512µs", "<1ms", "<2ms", "<4ms", "<8ms", "<16ms", "<32ms",
+                "<=1s", ">1s"
+            ]
+        );
+        // every slot is in exactly one bucket, in order
+        let b: Vec<usize> = (0..NSLOTS).map(wait_bucket).collect();
+        assert!(b.windows(2).all(|w| w[0] <= w[1] && w[1] - w[0] <= 1));
+        assert_eq!((b[0], b[NSLOTS - 1]), (0, WAIT_BUCKETS.len() - 1));
+    }
+
+    #[test]
+    fn flash_latencies_spread_over_the_microsecond_columns() {
+        // the seed's comparison: bare metal ~438 us, under a hypervisor ~600 us
+        let mut lat = vec![90 * US; 10]; // <128µs
+        lat.extend([200 * US; 20]); // <256µs
+        lat.extend([438 * US; 30]); // <512µs
+        lat.extend([600 * US; 25]); // <1ms
+        lat.extend([1500 * US; 10]); // <2ms
+        lat.extend([20 * MS; 5]); // <32ms
+        let after = snap(vec![("sdb", "DATA1", Op::Read, &lat, 100 * 8192)]);
+        let r = iostat(&Snapshot::default(), &after, Duration::from_secs(1), None);
+        let row = &r.rows[0];
+        assert_eq!(row.ios, 100);
+        assert_eq!(
+            row.wait_pct.as_array(),
+            [10.0, 20.0, 30.0, 25.0, 10.0, 0.0, 0.0, 0.0, 5.0, 0.0, 0.0]
+        );
+        // the table: one column per bucket, in order, with those shares
+        let text = r.to_text();
+        let mut lines = text.lines();
+        let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+        let line: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+        // the last 11 words of the header and of the row
+        let n = WAIT_BUCKETS.len();
+        assert_eq!(&header[header.len() - n..], &WAIT_BUCKETS[..], "{text}");
+        assert_eq!(
+            &line[line.len() - n..],
+            ["10.0", "20.0", "30.0", "25.0", "10.0", "0.0", "0.0", "0.0", "5.0", "0.0", "0.0"]
+        );
+        // --json: the same buckets under the same names, in the same order
+        let json = r.to_json();
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        for (name, want) in WAIT_BUCKETS.iter().zip(row.wait_pct.as_array()) {
+            assert_eq!(v["rows"][0]["wait_pct"][name], want, "{name}");
+        }
+        let mut at = 0;
+        for name in WAIT_BUCKETS {
+            let pos = json[at..].find(&format!("\"{name}\":")).expect(name);
+            at += pos;
+        }
+    }
+
+    #[test]
+    fn await_is_queue_plus_device_time_per_io() {
+        let mut hist = OpHist::default();
+        // 4 I/Os: device 0.5 ms each, queued 0.1, 0.1, 0.3 and 0.3 ms
+        for q in [100 * US, 100 * US, 300 * US, 300 * US] {
+            hist.lat[slot_of_ns(MS / 2)] += 1;
+            hist.lat_sum_ns += MS / 2;
+            hist.queue[slot_of_ns(q)] += 1;
+            hist.queue_sum_ns += q;
+        }
+        let entry = |hist: OpHist| Snapshot {
+            entries: vec![DiskOpStats {
+                device: "sdb".into(),
+                label: "DATA1".into(),
+                op: Op::Read,
+                hist,
+            }],
+        };
+        let r = iostat(
+            &Snapshot::default(),
+            &entry(hist.clone()),
+            Duration::from_secs(1),
+            None,
+        );
+        let row = &r.rows[0];
+        assert!((row.avg_ms - 0.5).abs() < 1e-9, "{}", row.avg_ms);
+        assert!(
+            (row.avg_queue_ms - 0.2).abs() < 1e-9,
+            "{}",
+            row.avg_queue_ms
+        );
+        assert!((row.await_ms - 0.7).abs() < 1e-9, "{}", row.await_ms);
+        // I/Os whose queue time the kernel did not stamp add device time only:
+        // the queue average is over the I/Os that have one
+        let mut partial = hist.clone();
+        partial.lat[slot_of_ns(MS / 2)] += 4;
+        partial.lat_sum_ns += 4 * MS / 2;
+        let r = iostat(
+            &Snapshot::default(),
+            &entry(partial),
+            Duration::from_secs(1),
+            None,
+        );
+        assert!(
+            (r.rows[0].await_ms - 0.7).abs() < 1e-9,
+            "{}",
+            r.rows[0].await_ms
+        );
+        // shown in the table and carried by --json
+        let text = r.to_text();
+        let header: Vec<&str> = text.lines().next().unwrap().split_whitespace().collect();
+        let line: Vec<&str> = text.lines().nth(1).unwrap().split_whitespace().collect();
+        let at = header.iter().position(|h| *h == "AWAIT").unwrap();
+        // "AVG ms" and "AWAIT ms" are two words each in the header
+        assert_eq!(header[at + 1], "ms");
+        let v: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+        assert_eq!(
+            v["rows"][0]["await_ms"].as_f64().map(|x| (x * 1e6).round()),
+            Some(700_000.0)
+        );
+        assert!(line.contains(&"0.700"), "{text}");
     }
 
     #[test]
@@ -307,7 +423,11 @@ mod tests {
         assert!((read.iops - 50.0).abs() < 1e-9);
         assert!((read.mb_per_s - 100.0 * 16384.0 / 1048576.0 / 2.0).abs() < 1e-9);
         let w = read.wait_pct.as_array();
-        assert_eq!(w, [60.0, 0.0, 30.0, 0.0, 0.0, 0.0, 0.0, 10.0]);
+        assert_eq!(
+            w,
+            [0.0, 60.0, 0.0, 0.0, 0.0, 30.0, 0.0, 0.0, 0.0, 0.0, 10.0]
+        );
+        assert_eq!(w[..3].iter().sum::<f64>(), 60.0);
         let avg = (60.0 * 0.25 + 30.0 * 3.0 + 10.0 * 2000.0) / 100.0;
         assert!((read.avg_ms - avg).abs() < 1e-9, "{}", read.avg_ms);
         // a disk absent from the first snapshot counts from zero
@@ -329,7 +449,7 @@ mod tests {
         let s = snap(vec![("sdb", "DATA1", Op::Read, &[MS / 2], 4096)]);
         let r = iostat(&s, &s, Duration::from_secs(1), None);
         assert_eq!(r.rows[0].ios, 0);
-        assert_eq!(r.rows[0].wait_pct.as_array(), [0.0; 8]);
+        assert_eq!(r.rows[0].wait_pct.as_array(), [0.0; 11]);
         let text = r.to_text();
         let mut lines = text.lines();
         let header = lines.next().unwrap();

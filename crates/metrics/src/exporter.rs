@@ -21,7 +21,7 @@
 //! | `asmguard_io_errors_total` | counter | disk, path, kind |
 //! | `asmguard_writes_denied_total` | counter | label, hook |
 //! | `asmguard_discard_bytes_total` | counter | label, source |
-//! | `asmguard_disk_info` | gauge (1) | label, device, paths, logical_sector, physical_sector |
+//! | `asmguard_disk_info` | gauge (1) | label, device, paths, logical_sector, physical_sector, diskgroup |
 //! | `asmguard_filter_mode` | gauge (1) | label, mode |
 //! | `asmguard_backend_info` | gauge (1) | backend |
 //! | `asmguard_protected` | gauge (0/1) | - |
@@ -184,6 +184,9 @@ pub struct DiskInfo {
     pub logical_sector: u32,
     /// Physical sector size in bytes.
     pub physical_sector: u32,
+    /// The disk group named in the disk's ASM header (`DATA`); empty when the
+    /// disk has no ASM header (only an asmguard label, or not yet in a group).
+    pub diskgroup: String,
 }
 
 /// `source` label of `asmguard_discard_bytes_total`.
@@ -582,7 +585,7 @@ fn io_errors(s: &Scrape<'_>, enc: &mut DescriptorEncoder) -> Result<(), std::fmt
 fn disk_info(s: &Scrape<'_>, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
     let mut m = enc.encode_descriptor(
         "asmguard_disk_info",
-        "Managed disks: label, device, paths and sector sizes (value always 1)",
+        "Managed disks: label, device, paths, sector sizes and the disk group of the ASM header (value always 1)",
         None,
         MetricType::Gauge,
     )?;
@@ -601,6 +604,7 @@ fn disk_info(s: &Scrape<'_>, enc: &mut DescriptorEncoder) -> Result<(), std::fmt
             ("paths", paths.as_str()),
             ("logical_sector", logical.as_str()),
             ("physical_sector", physical.as_str()),
+            ("diskgroup", d.diskgroup.as_str()),
         ];
         m.encode_family(&l)?.encode_gauge(&1i64)?;
     }
@@ -1217,9 +1221,17 @@ mod tests {
                 paths: vec!["/dev/sdb".into()],
                 logical_sector: 512,
                 physical_sector: 4096,
+                diskgroup: "DATA".into(),
             },
         );
         for text in [m.encode_openmetrics(), m.encode_prometheus_text()] {
+            assert!(
+                text.contains(
+                    "asmguard_disk_info{label=\"DATA1\",device=\"sdb\",paths=\"/dev/sdb\",\
+                     logical_sector=\"512\",physical_sector=\"4096\",diskgroup=\"DATA\"} 1"
+                ),
+                "{text}"
+            );
             let snap = Snapshot::from_prometheus_text(&text).unwrap();
             assert_eq!(snap.entries.len(), 2);
             let r = snap.find("DATA1", Op::Read).unwrap();
@@ -1260,6 +1272,7 @@ mod tests {
                     paths: vec!["/dev/nvme0n1".into()],
                     logical_sector: 512,
                     physical_sector: 512,
+                    diskgroup: String::new(),
                 },
             );
         }

@@ -184,8 +184,68 @@ fn dashboard_queries_only_emitted_metrics_and_labels() {
             "asmguard_io_bytes_total",
             "asmguard_writes_denied_total",
             "asmguard_discard_bytes_total",
+            "asmguard_path_io_latency_seconds_bucket",
+            "asmguard_io_errors_total",
         ],
     );
+}
+
+/// Every target expression of the panel titled `title`.
+fn panel_exprs<'a>(panels: &'a [Value], title: &str) -> Vec<&'a str> {
+    let p = panels
+        .iter()
+        .find(|p| p["title"] == title)
+        .unwrap_or_else(|| panic!("no panel {title:?}"));
+    p["targets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["expr"].as_str())
+        .collect()
+}
+
+/// Issue 42's panels, read like a DBA: the single-block read latency (AWR's
+/// 'db file sequential read'), each path's p99, I/O errors, await, and the
+/// disk group in the inventory.
+#[test]
+fn dashboard_reads_like_a_dba() {
+    let d = dashboard();
+    let panels = d["panels"].as_array().expect("panels");
+    let single = panel_exprs(
+        panels,
+        "Single-block read latency (db file sequential read)",
+    );
+    assert!(single
+        .iter()
+        .any(|e| e.starts_with("histogram_quantile(0.99,")));
+    for e in &single {
+        assert!(
+            e.contains(r#"op="read""#) && e.contains(r#"size="single""#),
+            "{e}"
+        );
+    }
+    let path = panel_exprs(panels, "p99 latency per path");
+    assert!(path.iter().any(|e| {
+        e.starts_with("histogram_quantile(0.99,")
+            && e.contains("asmguard_path_io_latency_seconds_bucket")
+            && label_names(e).contains(&"path".to_string())
+    }));
+    let errors = panel_exprs(panels, "I/O errors per path and kind");
+    assert!(errors.iter().any(|e| e.contains("asmguard_io_errors_total")
+        && ["path", "kind"]
+            .iter()
+            .all(|l| label_names(e).contains(&l.to_string()))));
+    let await_ = panel_exprs(panels, "Average await (queue + device) per disk and op");
+    assert!(await_
+        .iter()
+        .any(|e| e.contains("asmguard_io_queue_seconds_sum")
+            && e.contains("asmguard_io_latency_seconds_sum")
+            && e.contains("asmguard_io_latency_seconds_count")));
+    let inventory = panel_exprs(panels, "Managed disks");
+    assert!(inventory
+        .iter()
+        .any(|e| e.contains("asmguard_disk_info")
+            && label_names(e).contains(&"diskgroup".to_string())));
 }
 
 #[test]
@@ -323,6 +383,8 @@ fn alert_rules_query_only_emitted_metrics_and_labels() {
             "asmguard_filter_mode",
             "asmguard_writes_denied_total",
             "asmguard_io_latency_seconds_bucket",
+            "asmguard_path_io_latency_seconds_bucket",
+            "asmguard_io_errors_total",
         ],
     );
     let p99 = rules

@@ -100,7 +100,7 @@ fn promtool_accepts_a_live_scrape_of_the_binary() {
     assert!(reads.hist.count() >= 11);
     assert!(snap.find("DATA1", Op::Write).unwrap().hist.bytes >= 3 * 4096);
     assert!(text.contains(&format!(
-        "asmguard_disk_info{{label=\"DATA1\",device=\"{}\",paths=\"{}\",logical_sector=\"512\",physical_sector=\"512\"}} 1",
+        "asmguard_disk_info{{label=\"DATA1\",device=\"{}\",paths=\"{}\",logical_sector=\"512\",physical_sector=\"512\",diskgroup=\"\"}} 1",
         disk.name(),
         disk.path.display()
     )));

@@ -364,6 +364,7 @@ fn paths_of_one_disk_roll_up_with_exact_counts() {
                 paths: vec![],
                 logical_sector: 512,
                 physical_sector: 512,
+                diskgroup: String::new(),
             },
         );
     }

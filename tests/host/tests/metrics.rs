@@ -256,6 +256,34 @@ fn daemon_exports_exact_io_counts_denials_and_iostat() {
     let v: serde_json::Value = serde_json::from_str(o.stdout.trim()).unwrap();
     let s = v.to_string();
     assert!(s.contains("MET1"), "{s}");
+    // the read row: the microsecond and millisecond columns in order, their
+    // shares adding up to 100 %, and await (queue + device) at least the device time
+    let read = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["op"] == "read")
+        .unwrap_or_else(|| panic!("no read row: {s}"));
+    assert!(read["ios"].as_u64().unwrap() > 0, "{read}");
+    let shares: f64 = asmguard_iostat::iostat::WAIT_BUCKETS
+        .iter()
+        .map(|b| {
+            read["wait_pct"][b]
+                .as_f64()
+                .unwrap_or_else(|| panic!("no {b}: {read}"))
+        })
+        .sum();
+    assert!((shares - 100.0).abs() < 1e-6, "{read}");
+    let at: Vec<usize> = asmguard_iostat::iostat::WAIT_BUCKETS
+        .iter()
+        .map(|b| o.stdout.find(&format!("\"{b}\":")).unwrap())
+        .collect();
+    assert!(at.windows(2).all(|w| w[0] < w[1]), "{}", o.stdout);
+    let (avg, await_) = (
+        read["avg_ms"].as_f64().unwrap(),
+        read["await_ms"].as_f64().unwrap(),
+    );
+    assert!(await_ >= avg && avg > 0.0, "{read}");
     let o = d.ctl(&["iostat", "NOPE", "--interval", "0.1", "--count", "1"]);
     assert_eq!(o.code, 3, "unknown label: {}", o.stderr);
     assert!(o.stderr.contains("NOPE"), "{}", o.stderr);
@@ -446,4 +474,83 @@ fn one_write_open_is_one_event_and_one_count() {
         Some((N + 2) as f64),
         "audited opens are not denials"
     );
+}
+
+/// `asmguard_disk_info` names the disk group of a disk from its ASM header
+/// (`diskgroup="DGRP7"` for a synthetic ASM disk of that group), and an empty
+/// `diskgroup` for a disk that has only an asmguard label.
+#[test]
+fn disk_info_names_the_disk_group_from_the_asm_header() {
+    use asmguard_format::label::Label;
+    use asmguard_format::synth::SynthDisk;
+    let Some(_g) = lock() else { return };
+    let asm = Loop::new(16 * MIB);
+    let mut s = SynthDisk::new(16);
+    s.grpname = "DGRP7".into();
+    s.dskname = "DGRP7_0003".into();
+    s.label = Some(Label::new("DGMEMBER").unwrap());
+    for (off, b) in s.metadata().unwrap() {
+        asm.write_dev(off, &b);
+    }
+    let plain = Loop::new(16 * MIB);
+    let d = Daemon::start(&[&asm.name, &plain.name], "");
+    let port = d.metrics_port.unwrap();
+    d.ctl(&["label", "DGPLAIN", plain.dev.to_str().unwrap()])
+        .ok();
+    let info = |label: &str, dev: &str| {
+        let prefix = format!("asmguard_disk_info{{label=\"{label}\",device=\"{dev}\"");
+        wait_sample(port, &prefix, |v| v == 1.0);
+        let text = scrape(port);
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&prefix))
+            .unwrap()
+            .to_string();
+        line
+    };
+    let member = info("DGMEMBER", &asm.name);
+    assert!(member.contains("diskgroup=\"DGRP7\""), "{member}");
+    let only_label = info("DGPLAIN", &plain.name);
+    assert!(only_label.contains("diskgroup=\"\""), "{only_label}");
+}
+
+/// The usual order: label the disk, then `CREATE DISKGROUP` writes the ASM
+/// header. udevd's watch turns the close of the written device into a change
+/// event (it writes "change" to the device's uevent file, as done here); the
+/// daemon re-reads the disk and `asmguard_disk_info` names the new disk group.
+#[test]
+fn disk_info_follows_a_disk_group_created_after_the_label() {
+    use asmguard_format::label::Label;
+    use asmguard_format::synth::SynthDisk;
+    let Some(_g) = lock() else { return };
+    let l = Loop::new(16 * MIB);
+    let d = Daemon::start(&[&l.name], "");
+    let port = d.metrics_port.unwrap();
+    d.ctl(&["label", "DGLATE", l.dev.to_str().unwrap()]).ok();
+    let prefix = format!("asmguard_disk_info{{label=\"DGLATE\",device=\"{}\"", l.name);
+    let line = || {
+        scrape(port)
+            .lines()
+            .find(|x| x.starts_with(&prefix))
+            .map(str::to_string)
+    };
+    wait_sample(port, &prefix, |v| v == 1.0);
+    assert!(line().unwrap().contains("diskgroup=\"\""), "{:?}", line());
+    // what ASM writes: a header of group LATE on the labelled disk
+    let mut s = SynthDisk::new(16);
+    s.grpname = "LATE".into();
+    s.label = Some(Label::new("DGLATE").unwrap());
+    for (off, b) in s.metadata().unwrap() {
+        l.write_dev(off, &b);
+    }
+    std::fs::write(format!("/sys/block/{}/uevent", l.name), "change").unwrap();
+    let t0 = Instant::now();
+    while !line().is_some_and(|x| x.contains("diskgroup=\"LATE\"")) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "no diskgroup=\"LATE\" 5 s after the change event: {:?}",
+            line()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }

@@ -196,6 +196,7 @@ fn serve(args: ServeArgs) -> Result<()> {
             device,
             label,
             paths: vec![path.display().to_string()],
+            diskgroup: String::new(),
         };
         // a dm-multipath device issues no requests: trace its paths, which
         // roll up into it (as asmguardd does)
@@ -290,6 +291,7 @@ fn add_synthetic_disks(iolat: &IoLat, metrics: &Metrics, n: u32) -> Result<()> {
                 label,
                 logical_sector: 512,
                 physical_sector: 4096,
+                diskgroup: String::new(),
             },
         );
     }

@@ -98,6 +98,7 @@ pub fn populate_every_family(
             paths,
             logical_sector: 512,
             physical_sector: 4096,
+            diskgroup: String::new(),
         },
     );
     m.set_counter_source(std::sync::Arc::new(
