@@ -68,5 +68,6 @@ pub fn info(e: &FilterEvent) -> FilterEventInfo {
         operation: ev.operation(),
         mode: ev.mode,
         container: e.container.clone(),
+        note: String::new(),
     }
 }

@@ -106,6 +106,7 @@ impl Daemon {
                 self.filter.containers_enforced(),
             ),
             oracle_homes: allow_view.2,
+            exposed: Vec::new(),
             filter_pins: fst.pins.into(),
             protection,
             // how to get full coverage: only where it is missing (fmod_ret has it)
