@@ -793,9 +793,24 @@ fn a_mapping_made_before_protection_makes_the_disk_exposed() {
         text.contains("EXPOSED label=EXPOSE1") && text.contains(&format!("pid={pid}")),
         "{text}"
     );
+    let metrics = || {
+        let port = d.metrics_port.unwrap();
+        run(std::process::Command::new("curl")
+            .args(["-sf", &format!("http://127.0.0.1:{port}/metrics")]))
+        .stdout
+    };
+    assert!(
+        metrics().contains("asmguard_disk_exposed{disk=\"EXPOSE1\"} 1"),
+        "{}",
+        metrics()
+    );
     // what the filter cannot take back: a write through the old mapping lands
     drop(child.stdin.take());
     assert!(child.wait().unwrap().success());
+    let mut b = [0u8; 1];
+    std::os::unix::fs::FileExt::read_exact_at(&std::fs::File::open(&dev).unwrap(), &mut b, MIB)
+        .unwrap();
+    assert_eq!(b, [1], "the old mapping wrote the protected disk");
     // the process is gone: no longer exposed within the check
     let t0 = Instant::now();
     while d.ctl(&["status"]).code != 0 {
@@ -807,6 +822,7 @@ fn a_mapping_made_before_protection_makes_the_disk_exposed() {
         std::thread::sleep(Duration::from_millis(200));
     }
     assert_ne!(disk(&d.lsdsk(), "EXPOSE1")["exposed"], true);
+    assert!(!metrics().contains("asmguard_disk_exposed{"));
     wait_event(&d, |e| e["note"] == "exposure ended" && e["pid"] == pid);
     eprintln!(
         "exposed seen after {seen:?}, cleared after {:?}",
