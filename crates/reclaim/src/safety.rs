@@ -142,6 +142,8 @@ fn mappings(procs: &Procs, devs: &[KernelDev]) -> Vec<Opener> {
         let Ok(maps) = std::fs::read_to_string(dir.join("maps")) else {
             continue;
         };
+        // one entry per (process, device): a process may map several disks
+        let mut seen = HashSet::new();
         for l in maps.lines() {
             let mut f = l.split_whitespace();
             let (Some(range), Some(perms)) = (f.next(), f.next()) else {
@@ -152,7 +154,7 @@ fn mappings(procs: &Procs, devs: &[KernelDev]) -> Vec<Opener> {
                 continue;
             }
             let path = dir.join("map_files").join(range);
-            if let Some(d) = block_dev(&path).filter(|d| want.contains(d)) {
+            if let Some(d) = block_dev(&path).filter(|d| want.contains(d) && seen.insert(*d)) {
                 out.push(Opener {
                     pid: *p,
                     comm: comm(dir),
@@ -160,7 +162,6 @@ fn mappings(procs: &Procs, devs: &[KernelDev]) -> Vec<Opener> {
                     path: format!("shared writable mapping {range}"),
                     device: d.to_string(),
                 });
-                break;
             }
         }
     }

@@ -92,14 +92,28 @@ impl Daemon {
                 })
                 .collect()
         };
-        let me = std::process::id();
-        let now: BTreeMap<String, Vec<Opener>> = disks
-            .into_iter()
-            .filter_map(|(l, devs)| {
-                let m = shared_writable_mappings(&self.site.paths.proc, &devs, me);
-                (!m.is_empty()).then_some((l, m))
-            })
+        // one pass over every process's maps for all the disks
+        let label_of: BTreeMap<String, &str> = disks
+            .iter()
+            .flat_map(|(l, devs)| devs.iter().map(move |d| (d.to_string(), l.as_str())))
             .collect();
+        let all: Vec<KernelDev> = disks.iter().flat_map(|(_, d)| d.iter().copied()).collect();
+        let found = if all.is_empty() {
+            Vec::new() // nothing protected: no walk of /proc
+        } else {
+            shared_writable_mappings(&self.site.paths.proc, &all, std::process::id())
+        };
+        let mut now: BTreeMap<String, Vec<Opener>> = BTreeMap::new();
+        for o in found {
+            let Some(l) = label_of.get(&o.device) else {
+                continue;
+            };
+            let v = now.entry(l.to_string()).or_default();
+            // a process mapping two paths of one disk: named once
+            if !v.iter().any(|x| x.pid == o.pid) {
+                v.push(o);
+            }
+        }
         let (new, gone) = self.exposed.replace(now);
         for (l, o) in new {
             tracing::error!(
