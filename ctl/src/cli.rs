@@ -16,7 +16,9 @@ pub const EXIT_CODES: &str = "Exit codes: 0 success; 1 the operation failed (I/O
      another label, is in use, the label is taken, or the socket peer may not do this); \
      5 asmguardd not reachable (not running, wrong --socket, protocol mismatch, timeout); \
      6 busy (another request is labelling that disk or label: try again); 7 (status) the \
-     daemon runs but no write filter protects the disks: UNPROTECTED, with the reason; \
+     daemon runs but no write filter protects the disks: UNPROTECTED, with the reason, or a \
+     protected disk is exposed (a process mapped it shared-writable before it was protected: \
+     named with its pid); \
      8 (import) a disk the old configuration gave to ASM is left unprotected (each is \
      named with the command that fixes it; --allow-unprotected when that is intended).";
 

@@ -106,9 +106,14 @@ pub fn lsdsk_text(r: &LsdskResult) -> String {
         } else {
             d.label.clone()
         };
+        let mode = if d.exposed {
+            format!("{} exposed", d.filter_mode)
+        } else {
+            d.filter_mode.clone()
+        };
         rows.push([
             label,
-            d.filter_mode.clone(),
+            mode,
             d.top.clone(),
             human(d.size_bytes),
             format!("{}/{}", d.logical_block_size, d.physical_block_size),
@@ -299,6 +304,11 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
             ),
         ),
         ("protection", protection_text(&s)),
+    ];
+    for e in &s.exposed {
+        rows.push(("exposed", e.clone()));
+    }
+    rows.extend([
         ("kernel", s.kernel),
         ("bpf lsm", s.bpf_lsm),
         (
@@ -382,7 +392,7 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
         ("socket", s.socket),
         ("metrics", s.metrics_address),
         ("config", s.config),
-    ];
+    ]);
     if !s.restart_needed.is_empty() {
         rows.push((
             "restart needed",
@@ -447,12 +457,23 @@ fn protection_text(s: &StatusResult) -> String {
     }
 }
 
-/// `status` exits with 7 when nothing protects the disks.
+/// `status` exits with 7 when nothing protects the disks, or when a
+/// protected disk is still written through a mapping made before protection.
 fn unprotected(s: &StatusResult) -> Result<(), CliError> {
     if s.unprotected() {
         return Err(CliError::new(
             crate::exit::UNPROTECTED,
             format!("the managed disks are {}", protection_text(s)),
+        ));
+    }
+    if s.exposed() {
+        return Err(CliError::new(
+            crate::exit::UNPROTECTED,
+            format!(
+                "exposed: {} (the kernel judges a mapping when it is made; \
+                 end the process to close it)",
+                s.exposed.join("; ")
+            ),
         ));
     }
     Ok(())
@@ -494,6 +515,19 @@ fn filter(c: &Cli, a: &cli::FilterArgs) -> Result<(), CliError> {
 pub fn event_text(e: &asmguard_proto::FilterEventInfo) -> String {
     let secs = e.time_ms / 1000;
     let (h, m, s) = ((secs / 3600) % 24, (secs / 60) % 60, secs % 60);
+    if !e.note.is_empty() {
+        // noticed by the daemon, not refused by the kernel
+        return format!(
+            "{h:02}:{m:02}:{s:02}Z {} label={} device=b{} pid={} comm={} exe={} \
+             mmap-shared-write made before protection",
+            e.note.to_uppercase(),
+            e.label,
+            e.device,
+            e.pid,
+            e.comm,
+            if e.exe.is_empty() { "?" } else { &e.exe },
+        );
+    }
     format!(
         "{h:02}:{m:02}:{s:02}Z {} {} label={} device={}{} pid={} uid={} egid={} comm={} exe={} hook={}",
         match e.mode {

@@ -20,7 +20,8 @@ pub const UNREACHABLE: i32 = 5;
 /// Busy: another request is labelling the disk or label right now; try again.
 pub const BUSY: i32 = 6;
 /// `status`: the daemon runs but no write filter protects the disks (none could
-/// load on this kernel); the status output says why and what to do.
+/// load on this kernel); the status output says why and what to do. Also when a
+/// protected disk is exposed: written through a mapping made before protection.
 pub const UNPROTECTED: i32 = 7;
 /// `import`: a disk the old configuration gave to ASM would be left unprotected by
 /// the imported configuration (each is named with the command that fixes it);

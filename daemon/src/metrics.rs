@@ -36,6 +36,8 @@ pub trait Readings: Send + Sync {
     fn unmanaged(&self) -> Vec<String>;
     /// (label, device, role) of every claimant of a label in conflict.
     fn conflicts(&self) -> Vec<(String, String, String)>;
+    /// Protected disks written through a mapping made before protection.
+    fn exposed(&self) -> Vec<String>;
     /// (name, cgroups its patterns match now, whether its files did not
     /// answer in time) of every configured container.
     fn containers(&self) -> Vec<(String, u64, bool)>;
@@ -279,6 +281,7 @@ impl CounterSource for LiveCounters {
         c.labels_lost = d.labels_lost();
         c.unmanaged = d.unmanaged();
         c.conflicts = d.conflicts();
+        c.exposed = d.exposed();
         for (name, cgroups, stalled) in d.containers() {
             c.container_cgroups.insert(name.clone(), cgroups);
             c.container_stalled.insert(name, u64::from(stalled));

@@ -391,6 +391,8 @@ pub fn lsdsk_rows(disks: &[Disk]) -> Vec<DiskInfo> {
                     .mode
                     .map_or(FilterScope::NoFilter, |m| scope_of(m.cover())),
                 conflict: d.conflict,
+                // the daemon's periodic check sets it (`crate::exposed`)
+                exposed: false,
                 serial: d.serial.clone(),
                 wwn: d.wwn.clone(),
                 // the daemon adds the containers' nodes (`crate::present`)

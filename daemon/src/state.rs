@@ -31,6 +31,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
+mod exposed;
 mod ops;
 mod views;
 
@@ -160,6 +161,8 @@ pub struct Daemon {
     claiming: Claiming,
     pub reclaims: Reclaims,
     made: Made,
+    /// Protected disks written through a mapping made before protection.
+    exposed: exposed::Exposures,
 }
 
 /// Test hook: runs inside a full scan between reading the devices and storing
@@ -271,6 +274,7 @@ impl Daemon {
                 slow: Mutex::default(),
             },
             reclaims: Reclaims::default(),
+            exposed: Default::default(),
             made: Made {
                 links: Default::default(),
                 presenter: crate::present::Presenter::at(paths.containers_dir()),

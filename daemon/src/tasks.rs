@@ -15,12 +15,15 @@ use std::time::{Duration, Instant};
 /// Every 2 s: are the filter's pins and maps still this daemon's
 /// (`FilterService::verify`: another process with the same pin directory
 /// could replace them)? A few fdinfo reads and one walk of the device map.
+/// Then which protected disks a mapping made before protection still writes
+/// (`Daemon::check_exposed`: one read of every process's maps).
 pub fn filter_verify(d: Arc<Daemon>) {
     let spawned = std::thread::Builder::new()
         .name("filter-verify".into())
         .spawn(move || loop {
             std::thread::sleep(Duration::from_secs(2));
             d.filter.verify();
+            d.check_exposed();
         });
     if let Err(e) = spawned {
         tracing::error!("write filter: cannot start the thread that checks its pins: {e}");

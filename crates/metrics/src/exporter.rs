@@ -29,6 +29,7 @@
 //! | `asmguard_labels_lost_total` | counter | label |
 //! | `asmguard_asm_header_unmanaged` | gauge (1) | device |
 //! | `asmguard_label_conflict` | gauge (1) | label, device, role |
+//! | `asmguard_disk_exposed` | gauge (1) | disk |
 //! | `asmguard_container_cgroups` | gauge | container |
 //! | `asmguard_container_stalled` | gauge (0/1) | container |
 //! | `asmguard_oracle_binary_allowed` | gauge (1) | home, binary, uid |
@@ -232,6 +233,9 @@ pub struct Counters {
     /// `kept` (had it first, still used), `newcomer` (never linked or
     /// presented) or `unresolved` (none known first: none used).
     pub conflicts: Vec<(String, String, String)>,
+    /// Protected disks a process writes through a shared-writable mapping
+    /// made before protection (by label).
+    pub exposed: Vec<String>,
     /// container -> the cgroups its patterns match now (0: not running).
     pub container_cgroups: BTreeMap<String, u64>,
     /// container -> 1 when its files did not answer in time at its last
@@ -478,6 +482,7 @@ const FAMILIES: &[Family] = &[
     labels_lost,
     asm_header_unmanaged,
     label_conflict,
+    disk_exposed,
     container_cgroups,
     container_stalled,
     oracle_binary_allowed,
@@ -769,6 +774,22 @@ fn label_conflict(s: &Scrape<'_>, enc: &mut DescriptorEncoder) -> Result<(), std
             ("role", role.as_str()),
         ])?
         .encode_gauge(&1i64)?;
+    }
+    Ok(())
+}
+
+fn disk_exposed(s: &Scrape<'_>, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+    let mut m = enc.encode_descriptor(
+        "asmguard_disk_exposed",
+        "Protected disks a process still writes through a shared-writable mapping made \
+         before protection (value always 1, gone with the process; asmguardctl status \
+         names it)",
+        None,
+        MetricType::Gauge,
+    )?;
+    for d in &s.counters.exposed {
+        m.encode_family(&[("disk", d.as_str())])?
+            .encode_gauge(&1i64)?;
     }
     Ok(())
 }

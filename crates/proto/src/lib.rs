@@ -771,6 +771,11 @@ pub struct DiskInfo {
     pub filter_scope: FilterScope,
     /// True when the same label is on another disk too: neither is picked.
     pub conflict: bool,
+    /// Protected, but a process mapped it shared-writable before it was (the
+    /// kernel judges a mapping only when it is made): writes through that
+    /// mapping still land. `StatusResult::exposed` names the processes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub exposed: bool,
     /// The LUN's serial (udev's `ID_SERIAL`; for SCSI, the WWID multipathd uses),
     /// where udevd runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1010,6 +1015,12 @@ pub struct StatusResult {
     /// backend (`none`: no reclaim runs).
     #[serde(default)]
     pub reclaim_fence: String,
+    /// Protected disks a process still writes to through a mapping made
+    /// before protection, one line each (`DATA1 mapped shared-writable by pid
+    /// 1234 (dd) since before protection`); `asmguardctl status` then exits
+    /// with 7. A line goes when the process (or its mapping) does.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exposed: Vec<String>,
 }
 
 /// One `[[container]]` as the filter resolved it.
@@ -1092,6 +1103,12 @@ impl StatusResult {
     pub fn unprotected(&self) -> bool {
         self.protection == Protection::Unprotected
     }
+
+    /// Whether some protected disk is still written through a mapping made
+    /// before protection.
+    pub fn exposed(&self) -> bool {
+        !self.exposed.is_empty()
+    }
 }
 
 /// The answer to `filter`.
@@ -1134,6 +1151,11 @@ pub struct FilterEventInfo {
     /// The configured container the writer was in (absent: none).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub container: String,
+    /// Set on an event the daemon noticed rather than one the kernel
+    /// refused or audited: `exposed` (a mapping made before protection),
+    /// `exposure ended` (its process or mapping is gone).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub note: String,
 }
 
 /// The answer to `events`.

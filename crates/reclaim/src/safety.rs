@@ -77,12 +77,32 @@ fn comm(dir: &Path) -> String {
 }
 
 /// Every process but `exclude_pid` with a write-mode fd on one of `devs`
-/// (block devices). `proc` is `/proc`.
+/// (block devices) or a shared writable mapping of one. `proc` is `/proc`.
 pub fn writers(proc: &Path, devs: &[KernelDev], exclude_pid: u32) -> Vec<Opener> {
+    let procs = processes(proc, exclude_pid);
+    let mut out = write_fds(proc, &procs, devs);
+    out.extend(mappings(&procs, devs));
+    out.sort_by_key(|o| (o.pid, o.fd));
+    out
+}
+
+/// Every process but `exclude_pid` holding a shared writable mapping of one
+/// of `devs` (one entry a process, `fd` 0). The kernel judges a mapping only
+/// when it is made: one made before the disk was protected keeps writing
+/// through the page cache whatever the filter says afterwards.
+pub fn shared_writable_mappings(proc: &Path, devs: &[KernelDev], exclude_pid: u32) -> Vec<Opener> {
+    let mut out = mappings(&processes(proc, exclude_pid), devs);
+    out.sort_by_key(|o| o.pid);
+    out
+}
+
+type Procs = [(u32, String, std::path::PathBuf)];
+
+/// The write-mode fds of `procs` on one of `devs`.
+fn write_fds(proc: &Path, procs: &Procs, devs: &[KernelDev]) -> Vec<Opener> {
     let want: HashSet<KernelDev> = devs.iter().copied().collect();
     let mut out = Vec::new();
-    let procs = processes(proc, exclude_pid);
-    for (p, pid, dir) in &procs {
+    for (p, pid, dir) in procs {
         let Ok(fds) = std::fs::read_dir(dir.join("fd")) else {
             continue;
         };
@@ -108,12 +128,22 @@ pub fn writers(proc: &Path, devs: &[KernelDev], exclude_pid: u32) -> Vec<Opener>
             });
         }
     }
-    // Shared writable mappings of the device (`rw-s` in /proc/PID/maps; the
-    // mapped file is looked up through map_files, in this mount namespace).
-    for (p, _, dir) in &procs {
+    out
+}
+
+/// The shared writable mappings of `procs` of one of `devs` (`rw-s` in
+/// /proc/PID/maps). The dev field there is the device node's filesystem
+/// (devtmpfs), not the disk: the mapped file is looked up through
+/// map_files (root only), in this mount namespace.
+fn mappings(procs: &Procs, devs: &[KernelDev]) -> Vec<Opener> {
+    let want: HashSet<KernelDev> = devs.iter().copied().collect();
+    let mut out = Vec::new();
+    for (p, _, dir) in procs {
         let Ok(maps) = std::fs::read_to_string(dir.join("maps")) else {
             continue;
         };
+        // one entry per (process, device): a process may map several disks
+        let mut seen = HashSet::new();
         for l in maps.lines() {
             let mut f = l.split_whitespace();
             let (Some(range), Some(perms)) = (f.next(), f.next()) else {
@@ -124,7 +154,7 @@ pub fn writers(proc: &Path, devs: &[KernelDev], exclude_pid: u32) -> Vec<Opener>
                 continue;
             }
             let path = dir.join("map_files").join(range);
-            if let Some(d) = block_dev(&path).filter(|d| want.contains(d)) {
+            if let Some(d) = block_dev(&path).filter(|d| want.contains(d) && seen.insert(*d)) {
                 out.push(Opener {
                     pid: *p,
                     comm: comm(dir),
@@ -132,11 +162,9 @@ pub fn writers(proc: &Path, devs: &[KernelDev], exclude_pid: u32) -> Vec<Opener>
                     path: format!("shared writable mapping {range}"),
                     device: d.to_string(),
                 });
-                break;
             }
         }
     }
-    out.sort_by_key(|o| (o.pid, o.fd));
     out
 }
 
@@ -228,6 +256,64 @@ mod tests {
             watch(&mut ms, Duration::from_millis(300), &c).unwrap(),
             WatchResult::MountStampChanged
         );
+    }
+
+    /// A fake /proc: pid 4242 maps a block device shared-writable, pid 4343
+    /// privately and read-only shared; pid 4444 maps another file.
+    #[test]
+    fn shared_writable_mappings_of_the_disk_only() {
+        let Some(bdev) = ["/dev/loop0", "/dev/loop1", "/dev/sda", "/dev/vda"]
+            .iter()
+            .map(Path::new)
+            .find(|p| block_dev(p).is_some())
+        else {
+            return; // no block device node here to point at
+        };
+        let d = block_dev(bdev).unwrap();
+        let t = tempfile::tempdir().unwrap();
+        let fake = |pid: &str, comm: &str, maps: &[(&str, &str, &Path)]| {
+            let dir = t.path().join(pid);
+            std::fs::create_dir_all(dir.join("map_files")).unwrap();
+            std::fs::write(dir.join("comm"), format!("{comm}\n")).unwrap();
+            let mut text = String::new();
+            for (range, perms, target) in maps {
+                text.push_str(&format!(
+                    "{range} {perms} 00000000 00:05 123 {}\n",
+                    target.display()
+                ));
+                std::os::unix::fs::symlink(target, dir.join("map_files").join(range)).unwrap();
+            }
+            std::fs::write(dir.join("maps"), text).unwrap();
+        };
+        fake(
+            "4242",
+            "dd",
+            &[
+                ("1000-2000", "r--p", Path::new("/etc/hostname")),
+                ("7f00-7f10", "rw-s", bdev),
+            ],
+        );
+        fake(
+            "4343",
+            "reader",
+            &[("7f00-7f10", "rw-p", bdev), ("8f00-8f10", "r--s", bdev)],
+        );
+        fake(
+            "4444",
+            "other",
+            &[("7f00-7f10", "rw-s", Path::new("/etc/hostname"))],
+        );
+        let got = shared_writable_mappings(t.path(), &[d], 0);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!((got[0].pid, got[0].comm.as_str()), (4242, "dd"));
+        assert_eq!(got[0].device, d.to_string());
+        assert!(got[0].path.contains("7f00-7f10"));
+        // the excluded pid, and another device, find nothing
+        assert!(shared_writable_mappings(t.path(), &[d], 4242).is_empty());
+        let other = KernelDev::new(7, 4095).unwrap();
+        assert!(shared_writable_mappings(t.path(), &[other], 0).is_empty());
+        // writers() reports the mapping too (no fd directory: no fds)
+        assert_eq!(writers(t.path(), &[d], 0), got);
     }
 
     #[test]

@@ -19,6 +19,9 @@ pub struct FilterEvent {
     pub container: String,
     /// The kernel's record.
     pub event: DenialEvent,
+    /// Set on an event the daemon noticed itself (`exposed`, `exposure
+    /// ended`): `event` then holds the process and device only.
+    pub note: String,
 }
 
 /// One journal line per denial (or audited operation).
@@ -68,5 +71,6 @@ pub fn info(e: &FilterEvent) -> FilterEventInfo {
         operation: ev.operation(),
         mode: ev.mode,
         container: e.container.clone(),
+        note: e.note.clone(),
     }
 }

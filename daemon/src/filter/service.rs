@@ -468,6 +468,7 @@ impl FilterService {
                             label,
                             container,
                             event: ev,
+                            note: String::new(),
                         };
                         super::events::log_event(&fe);
                         let mut r = lock(&recent);
@@ -963,6 +964,48 @@ impl FilterService {
                 pins: "none",
             },
         }
+    }
+
+    /// Keeps an event the daemon noticed itself (`note`: `exposed`,
+    /// `exposure ended`) about `o`'s shared-writable mapping of `label`.
+    pub fn note_event(&self, label: &str, o: &asmguard_reclaim::safety::Opener, note: &str) {
+        let dev = o.device.parse().unwrap_or_default();
+        let fe = FilterEvent {
+            seq: self.seq.fetch_add(1, Ordering::Relaxed) + 1,
+            time_ms: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or(0),
+            label: label.into(),
+            container: String::new(),
+            event: asmguard_guard::DenialEvent {
+                ts_ns: 0,
+                pid: o.pid,
+                tid: o.pid,
+                uid: 0,
+                euid: 0,
+                fsuid: 0,
+                egid: 0,
+                comm: o.comm.clone(),
+                exe: std::fs::read_link(format!("/proc/{}/exe", o.pid))
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default(),
+                exe_id: ExeId { dev, ino: 0 },
+                dev: DevKey { dev, chr: false },
+                disk_id: 0,
+                hook: Hook::MmapFile,
+                op: 0,
+                mode: Mode::Audit,
+                command: None,
+                ctr_id: 0,
+            },
+            note: note.into(),
+        };
+        let mut r = lock(&self.recent);
+        if r.len() >= RECENT {
+            r.pop_front();
+        }
+        r.push_back(fe);
     }
 
     /// The kept events with a sequence number above `after` (oldest first).

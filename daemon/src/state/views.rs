@@ -29,7 +29,9 @@ impl Daemon {
         let m = &s.world.model;
         let shown = self.made.presenter.outcome();
         let mut disks = model::lsdsk_rows(&m.disks);
+        let exposed = self.exposed.labels();
         for d in &mut disks {
+            d.exposed = exposed.contains(&d.label);
             d.presented = shown
                 .of_label(&d.label)
                 .map(crate::present::Node::info)
@@ -106,6 +108,7 @@ impl Daemon {
                 self.filter.containers_enforced(),
             ),
             oracle_homes: allow_view.2,
+            exposed: self.exposed.lines(),
             filter_pins: fst.pins.into(),
             protection,
             // how to get full coverage: only where it is missing (fmod_ret has it)
@@ -168,6 +171,10 @@ impl crate::metrics::Readings for Daemon {
             .map(|u| u.device.clone())
             .collect()
     }
+    fn exposed(&self) -> Vec<String> {
+        self.exposed.labels().into_iter().collect()
+    }
+
     fn conflicts(&self) -> Vec<(String, String, String)> {
         let s = self.read_state();
         let m = &s.world.model;

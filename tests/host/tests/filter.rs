@@ -712,3 +712,120 @@ fn map_value_size(which: &[&str]) -> usize {
         .and_then(|v| v.trim_end_matches('B').parse().ok())
         .unwrap_or_else(|| panic!("no value size in: {}", info.stdout))
 }
+
+/// A shared-writable mapping made before the disk is protected keeps writing
+/// (the kernel judges a mapping only when it is made): once the disk is
+/// protected again (`filter enable` after a maintenance window) the daemon's
+/// periodic check finds it, `status` exits 7 naming the process, `lsdsk`
+/// says exposed and an event is kept; when the process is gone, `status`
+/// exits 0 again within the check.
+#[test]
+fn a_mapping_made_before_protection_makes_the_disk_exposed() {
+    let Some(_g) = lock() else { return };
+    let l = Loop::new(16 * MIB);
+    let dev = l.dev.display().to_string();
+    let d = Daemon::start(
+        &[&l.name],
+        "[filter]\nmode = \"enforce\"\nallow_users = [\"nobody\"]\nallow_groups = []\n",
+    );
+    d.ctl(&["label", "EXPOSE1", &dev]).ok();
+    assert!(denied(&dev));
+    // a maintenance window: the filter is off for the disk, a process maps it
+    d.ctl(&["filter", "disable", "EXPOSE1"]).ok();
+    let mut child = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import mmap, os, sys, time\n\
+             fd = os.open(sys.argv[1], os.O_RDWR)\n\
+             m = mmap.mmap(fd, 4096, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE, offset=1 << 20)\n\
+             os.close(fd)\n\
+             print('mapped', flush=True)\n\
+             sys.stdin.read()\n\
+             m[0] = 1\n\
+             m.flush()\n",
+            &dev,
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let pid = child.id();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), "mapped");
+    // the window ends: protected again, but the mapping is still there
+    d.ctl(&["filter", "enable", "EXPOSE1"]).ok();
+    assert!(denied(&dev), "new write-opens are refused");
+    let t0 = Instant::now();
+    let o = loop {
+        let o = d.ctl(&["status"]);
+        if o.code != 0 || t0.elapsed() > Duration::from_secs(6) {
+            break o;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let seen = t0.elapsed();
+    o.refused(
+        7,
+        &[
+            "exposed",
+            "EXPOSE1 mapped shared-writable by pid",
+            &format!("pid {pid} (python3)"),
+            "since before protection",
+        ],
+    );
+    assert!(o.stdout.contains("exposed:"), "{o:?}");
+    let st = d.ctl(&["status", "--json"]);
+    assert_eq!(st.code, 7, "{st:?}");
+    assert!(st.json()["exposed"][0]
+        .as_str()
+        .is_some_and(|s| s.contains(&format!("pid {pid}"))));
+    assert_eq!(disk(&d.lsdsk(), "EXPOSE1")["exposed"], true);
+    assert!(d.ctl(&["lsdsk"]).ok().stdout.contains("exposed"));
+    let e = wait_event(&d, |e| e["note"] == "exposed" && e["pid"] == pid);
+    assert_eq!(e["label"], "EXPOSE1", "{e}");
+    let text = d.ctl(&["events"]).ok().stdout;
+    assert!(
+        text.contains("EXPOSED label=EXPOSE1") && text.contains(&format!("pid={pid}")),
+        "{text}"
+    );
+    let metrics = || {
+        let port = d.metrics_port.unwrap();
+        run(std::process::Command::new("curl")
+            .args(["-sf", &format!("http://127.0.0.1:{port}/metrics")]))
+        .stdout
+    };
+    assert!(
+        metrics().contains("asmguard_disk_exposed{disk=\"EXPOSE1\"} 1"),
+        "{}",
+        metrics()
+    );
+    // what the filter cannot take back: a write through the old mapping lands
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success());
+    let mut b = [0u8; 1];
+    std::os::unix::fs::FileExt::read_exact_at(&std::fs::File::open(&dev).unwrap(), &mut b, MIB)
+        .unwrap();
+    assert_eq!(b, [1], "the old mapping wrote the protected disk");
+    // the process is gone: no longer exposed within the check
+    let t0 = Instant::now();
+    while d.ctl(&["status"]).code != 0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(6),
+            "still exposed: {:?}",
+            d.ctl(&["status"])
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_ne!(disk(&d.lsdsk(), "EXPOSE1")["exposed"], true);
+    assert!(!metrics().contains("asmguard_disk_exposed{"));
+    wait_event(&d, |e| e["note"] == "exposure ended" && e["pid"] == pid);
+    eprintln!(
+        "exposed seen after {seen:?}, cleared after {:?}",
+        t0.elapsed()
+    );
+}
