@@ -810,7 +810,8 @@ const IDX_SHARED: u32 = u32::MAX;
 /// log2 of the index's size: the smallest power of two of at least twice the
 /// disk slots (at most one disk in most buckets).
 fn index_bits(max_disks: u32) -> u32 {
-    (max_disks.max(1).saturating_mul(2))
+    // in u64: twice u32::MAX has no u32 power of two above it (a debug build panics)
+    (u64::from(max_disks.max(1)) * 2)
         .next_power_of_two()
         .trailing_zeros()
         .clamp(1, 24)
