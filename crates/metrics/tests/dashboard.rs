@@ -8,7 +8,9 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use asmguard_metrics::{Error, HistSource, KernelDev, Metrics, Op, OpHist, RawEntry};
+use asmguard_metrics::{
+    DiskInfo, Error, HistSource, IoErrorKind, KernelDev, Metrics, Op, OpHist, RawEntry, SizeClass,
+};
 use serde_json::Value;
 
 mod common;
@@ -32,6 +34,22 @@ impl HistSource for OneDisk {
             })
             .collect())
     }
+    // every I/O single-block: the `size` label is emitted
+    fn read_sized(&self) -> Result<Vec<(RawEntry, Option<SizeClass>)>, Error> {
+        Ok(self
+            .read()?
+            .into_iter()
+            .map(|e| (e, Some(SizeClass::Single)))
+            .collect())
+    }
+    // one medium error: asmguard_io_errors_total is emitted
+    fn errors(&self) -> Result<Vec<(u32, IoErrorKind, u64)>, Error> {
+        Ok(vec![(
+            KernelDev::new(7, 0).unwrap().raw(),
+            IoErrorKind::Medium,
+            1,
+        )])
+    }
 }
 
 /// A live scrape of an exporter with every family populated.
@@ -43,6 +61,19 @@ fn scrape_everything() -> String {
         "loop0".into(),
         vec!["/dev/loop0".into()],
         "lsm",
+    );
+    // the disk traced on a path of its own: the per-path family is emitted too
+    m.set_disk(
+        KernelDev::new(7, 0).unwrap(),
+        DiskInfo {
+            path: "loop0".into(),
+            device: "loop0".into(),
+            label: "DATA1".into(),
+            paths: vec!["/dev/loop0".into()],
+            logical_sector: 512,
+            physical_sector: 4096,
+            diskgroup: "DATA".into(),
+        },
     );
     common::scrape_over_http(m)
 }
