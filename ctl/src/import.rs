@@ -884,6 +884,9 @@ pub struct HostDev {
     pub partition: Option<u32>,
     /// udev's properties (`E:` lines of its database entry).
     pub props: std::collections::BTreeMap<String, String>,
+    /// Whether block 0 holds what the daemon manages a disk by (a label, or the
+    /// ASM disk header of a disk ASM knows); `None`: its node could not be read.
+    pub managed_block0: Option<bool>,
 }
 
 impl HostDev {
@@ -924,15 +927,61 @@ pub fn host_devices(paths: &asmguard_paths::Paths) -> Vec<HostDev> {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect();
             let partition = read(d.join("partition")).and_then(|p| p.trim().parse().ok());
+            let managed_block0 = managed_by_block0(&paths.dev.join(&name));
             Some(HostDev {
                 name,
                 partition,
                 props,
+                managed_block0,
             })
         })
         .collect();
     out.sort_by(|a, b| a.name.cmp(&b.name));
     out
+}
+
+/// Whether block 0 of the device node `node` holds what the daemon manages a disk
+/// by: a label (`ORCLDISK`), or the ASM disk header of a disk ASM knows
+/// (`MEMBER_STATUSES`, under `manage_asm_members`). `None`: unreadable.
+fn managed_by_block0(node: &Path) -> Option<bool> {
+    use std::io::Read;
+    let mut b = vec![0u8; 4096];
+    let mut f = std::fs::File::open(node).ok()?;
+    let n = f.read(&mut b).ok()?;
+    let b = &b[..n];
+    if asmguard_format::label::read(b).label().is_some() {
+        return Some(true);
+    }
+    Some(
+        asmguard_format::header::DiskHeader::parse(b).is_some_and(|h| {
+            asmguard_devices::discovery::MEMBER_STATUSES.contains(&h.status.name().as_str())
+        }),
+    )
+}
+
+/// A device of `host` with LUN key `key` whose block 0 was read and holds
+/// neither a label nor an ASM disk header: a rule names it, yet the daemon would
+/// not manage it.
+fn headerless<'a>(host: &'a [HostDev], key: &str) -> Option<&'a HostDev> {
+    host.iter()
+        .find(|d| d.key().as_deref() == Some(key) && d.managed_block0 == Some(false))
+}
+
+/// The answer for `from`, which a rule gives ASM (as `name` or, `None`, under its
+/// header's disk name), on device `d` that carries no label and no ASM header.
+fn headerless_answer(from: String, d: &HostDev, name: Option<&str>) -> DiskAnswer {
+    DiskAnswer::unprotected(
+        from,
+        format!(
+            "/dev/{} carries neither a label nor an ASM disk header (ASM has not written one): the daemon manages a disk by one of them",
+            d.name
+        ),
+        format!(
+            "asmguardctl label {} /dev/{}",
+            name.unwrap_or("NAME"),
+            d.name
+        ),
+    )
 }
 
 /// Whether rule `r` matches device `d`: `None` when a term of it cannot be told
@@ -1039,18 +1088,22 @@ pub fn udev_on(text: &str, file: &str, host: &[HostDev]) -> Result<Import, Strin
                         "label this disk: asmguardctl label NAME DEVICE --migrate",
                     ));
                 } else {
-                    b.disks.push(DiskAnswer::protected(src, &name, "rule"));
+                    b.disks.push(match headerless(host, &lun) {
+                        Some(d) => headerless_answer(src, d, Some(&name)),
+                        None => DiskAnswer::protected(src, &name, "rule"),
+                    });
                     let shown = link.clone().or(dm_name.map(|d| format!("mapper/{d}")));
                     names.push((lun, name, r.line, by, shown.unwrap_or_default()));
                 }
             }
-            (Some(_), None) => {
+            (Some((lun, _)), None) => {
                 by_header = true;
-                b.disks.push(DiskAnswer::protected(
-                    src,
-                    "the disk name in its ASM header",
-                    "asm_header",
-                ));
+                b.disks.push(match headerless(host, &lun) {
+                    Some(d) => headerless_answer(src, d, None),
+                    None => {
+                        DiskAnswer::protected(src, "the disk name in its ASM header", "asm_header")
+                    }
+                });
             }
             (None, _) if !host.is_empty() && host.iter().all(|d| rule_matches(r, d).is_some()) => {
                 by_header = true;
@@ -1078,6 +1131,9 @@ pub fn udev_on(text: &str, file: &str, host: &[HostDev]) -> Result<Import, Strin
                                 .and_then(label_for)
                         });
                     match (d.key(), own) {
+                        (Some(_), own) if d.managed_block0 == Some(false) => {
+                            b.disks.push(headerless_answer(from, d, own.as_deref()))
+                        }
                         (Some(key), Some(n)) if !names.iter().any(|x| x.1 == n || x.0 == key) => {
                             b.disks.push(DiskAnswer::protected(from, &n, "rule"));
                             let shown =
@@ -1364,7 +1420,14 @@ pub fn run_on(a: &ImportArgs, paths: &asmguard_paths::Paths) -> Result<(), CliEr
     let host = host_devices(paths);
     let imp =
         parse(a.kind, &text, &shown, &names, &host).map_err(|e| CliError::new(BAD_INPUT, e))?;
-    let done = if a.write {
+    let left: Vec<&DiskAnswer> = imp
+        .disks
+        .iter()
+        .filter(|d| d.protected_as.is_none())
+        .collect();
+    let refused = !left.is_empty() && !a.allow_unprotected;
+    // A configuration that leaves a disk unprotected is written only when told.
+    let done = if a.write && !refused {
         Some(install(&imp.config, &a.config, a.force)?)
     } else {
         None
@@ -1384,23 +1447,23 @@ pub fn run_on(a: &ImportArgs, paths: &asmguard_paths::Paths) -> Result<(), CliEr
     } else {
         print!("{}", imp.config);
     }
-    let left: Vec<&DiskAnswer> = imp
-        .disks
-        .iter()
-        .filter(|d| d.protected_as.is_none())
-        .collect();
     if !a.json {
         for d in &imp.disks {
             eprintln!("{}", d.line());
         }
     }
-    if left.is_empty() || a.allow_unprotected {
+    if !refused {
         return Ok(());
     }
+    let unwritten = if a.write {
+        format!("; {} was not written", a.config.display())
+    } else {
+        String::new()
+    };
     Err(CliError::new(
         IMPORT_UNPROTECTED,
         format!(
-            "{shown}: {} of the {} disks or rules it gives ASM would be left unprotected (each is named above with the command that fixes it); --allow-unprotected when that is intended",
+            "{shown}: {} of the {} disks or rules it gives ASM would be left unprotected (each is named above with the command that fixes it){unwritten}; --allow-unprotected when that is intended",
             left.len(),
             imp.disks.len()
         ),
@@ -1815,6 +1878,89 @@ KERNEL=="sd*", ENV{ID_SERIAL}=="3600c0ff*", SYMLINK+="asm-fra1", OWNER="grid", G
         .unwrap();
         a.allow_unprotected = false;
         run_on(&a, &bare).unwrap();
+    }
+
+    #[test]
+    fn write_writes_nothing_when_a_disk_is_left_unprotected() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("12-dm-permissions.rules");
+        std::fs::write(
+            &f,
+            "ENV{DM_NAME}==\"asm*\", OWNER=\"grid\", MODE=\"0660\"\n",
+        )
+        .unwrap();
+        let conf = d.path().join("asmguard.toml");
+        let mut a = ImportArgs {
+            kind: Kind::Udev,
+            file: Some(f),
+            write: true,
+            force: false,
+            config: conf.clone(),
+            json: false,
+            allow_unprotected: false,
+        };
+        let bare = asmguard_paths::Paths::under(d.path());
+        let e = run_on(&a, &bare).unwrap_err();
+        assert_eq!(e.code, IMPORT_UNPROTECTED);
+        assert!(e.message.contains("was not written"), "{}", e.message);
+        assert!(e.message.contains("--allow-unprotected"), "{}", e.message);
+        assert!(!conf.exists(), "written although the import exited 8");
+        // told: written
+        a.allow_unprotected = true;
+        run_on(&a, &bare).unwrap();
+        assert!(conf.exists());
+    }
+
+    /// A rule names a disk that carries no header: the daemon would not manage
+    /// it, so the import does not call it protected (block 0 read from the
+    /// host's node).
+    #[test]
+    fn a_disk_a_rule_names_without_a_header_is_not_protected() {
+        let d = tempfile::tempdir().unwrap();
+        fake_host(
+            d.path(),
+            &[
+                ("vdb", "252:16", None, &[("ID_SERIAL", "SER1")]),
+                ("vdc", "252:32", None, &[("ID_SERIAL", "SER2")]),
+                ("vdd", "252:48", None, &[("ID_SERIAL", "SER3")]),
+            ],
+        );
+        let dev = d.path().join("dev");
+        std::fs::create_dir_all(&dev).unwrap();
+        // vdb: zeros; vdc: a label; vdd: not readable (no node): unchecked
+        std::fs::write(dev.join("vdb"), vec![0u8; 4096]).unwrap();
+        let mut b = vec![0u8; 4096];
+        asmguard_format::label::write(
+            &mut b,
+            &asmguard_format::label::Label::new("ASM_DISK2").unwrap(),
+        )
+        .unwrap();
+        std::fs::write(dev.join("vdc"), &b).unwrap();
+        let host = host_devices(&asmguard_paths::Paths::under(d.path()));
+        assert_eq!(
+            host.iter().map(|h| h.managed_block0).collect::<Vec<_>>(),
+            [Some(false), Some(true), None]
+        );
+        let rules = "KERNEL==\"vd?\", ENV{ID_SERIAL}==\"SER1\", SYMLINK+=\"asm-disk1\", OWNER=\"grid\"\n\
+                     KERNEL==\"vd?\", ENV{ID_SERIAL}==\"SER2\", SYMLINK+=\"asm-disk2\", OWNER=\"grid\"\n\
+                     KERNEL==\"vdb\", OWNER=\"grid\"\n";
+        let i = udev_on(rules, "r", &host).unwrap();
+        let lines: Vec<String> = i.disks.iter().map(DiskAnswer::line).collect();
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        assert!(
+            lines[0]
+                .contains("NOT protected: /dev/vdb carries neither a label nor an ASM disk header")
+                && lines[0].ends_with("asmguardctl label ASM_DISK1 /dev/vdb"),
+            "{lines:?}"
+        );
+        assert!(
+            lines[1].ends_with("protected as ASM_DISK2 (by rule)"),
+            "{lines:?}"
+        );
+        assert!(
+            lines[2].contains("/dev/vdb: NOT protected: /dev/vdb carries neither"),
+            "{lines:?}"
+        );
     }
 
     /// A host under `root`: sysfs devices (name, major:minor, partition number)
