@@ -973,7 +973,7 @@ fn headerless_answer(from: String, d: &HostDev, name: Option<&str>) -> DiskAnswe
     DiskAnswer::unprotected(
         from,
         format!(
-            "/dev/{} carries neither a label nor an ASM disk header (ASM has not written one): the daemon manages a disk by one of them",
+            "/dev/{} carries neither a label nor an ASM disk header (ASM has not written one): the daemon manages a disk by one of them", // literal path: the node named to the user
             d.name
         ),
         format!(

@@ -13,6 +13,7 @@ mod check;
 mod claims;
 mod conf;
 mod fence;
+mod fence_watch;
 mod filter;
 mod kept;
 mod links;
@@ -207,7 +208,7 @@ async fn run(
         },
     ));
     // a fence kept from an earlier daemon ends with its process (crate::fence)
-    let _ = fence::watch_kept(&d);
+    let _ = fence_watch::watch_kept(&d);
     if d.admin_gid().is_none() {
         tracing::warn!(
             "admin group {} does not exist: only root may use the socket",

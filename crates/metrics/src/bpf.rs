@@ -6,8 +6,8 @@ use std::sync::Mutex;
 
 use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, OpenObject};
 
+use crate::classes::{IoErrorKind, SizeClass};
 pub use crate::error::Error;
-use crate::exporter::{IoErrorKind, SizeClass};
 use crate::snapshot::{Op, OpHist, RawEntry, HIST_BYTES};
 use crate::stamps::{BitSource, Stamps};
 use crate::KernelDev;

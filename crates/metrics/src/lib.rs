@@ -22,6 +22,7 @@
 
 #[cfg(feature = "bpf")]
 pub mod bpf;
+pub mod classes;
 pub mod error;
 pub mod exporter;
 pub mod http;

@@ -968,7 +968,14 @@ impl FilterService {
 
     /// Keeps an event the daemon noticed itself (`note`: `exposed`,
     /// `exposure ended`) about `o`'s shared-writable mapping of `label`.
-    pub fn note_event(&self, label: &str, o: &asmguard_reclaim::safety::Opener, note: &str) {
+    /// `exe`: the process's executable (`/proc/PID/exe`), read by the caller.
+    pub fn note_event(
+        &self,
+        label: &str,
+        o: &asmguard_reclaim::safety::Opener,
+        exe: String,
+        note: &str,
+    ) {
         let dev = o.device.parse().unwrap_or_default();
         let fe = FilterEvent {
             seq: self.seq.fetch_add(1, Ordering::Relaxed) + 1,
@@ -987,9 +994,7 @@ impl FilterService {
                 fsuid: 0,
                 egid: 0,
                 comm: o.comm.clone(),
-                exe: std::fs::read_link(format!("/proc/{}/exe", o.pid))
-                    .map(|p| p.display().to_string())
-                    .unwrap_or_default(),
+                exe,
                 exe_id: ExeId { dev, ino: 0 },
                 dev: DevKey { dev, chr: false },
                 disk_id: 0,

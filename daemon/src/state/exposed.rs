@@ -115,6 +115,12 @@ impl Daemon {
             }
         }
         let (new, gone) = self.exposed.replace(now);
+        let proc = &self.site.paths.proc;
+        let exe = |pid: u32| {
+            std::fs::read_link(proc.join(pid.to_string()).join("exe"))
+                .map(|p| p.display().to_string())
+                .unwrap_or_default()
+        };
         for (l, o) in new {
             tracing::error!(
                 "exposed: {}: writes through that mapping land whatever the filter says; \
@@ -122,7 +128,7 @@ impl Daemon {
                 line(&l, &o),
                 o.path
             );
-            self.filter.note_event(&l, &o, "exposed");
+            self.filter.note_event(&l, &o, exe(o.pid), "exposed");
         }
         for (l, o) in gone {
             tracing::warn!(
@@ -130,7 +136,7 @@ impl Daemon {
                 o.pid,
                 o.comm
             );
-            self.filter.note_event(&l, &o, "exposure ended");
+            self.filter.note_event(&l, &o, exe(o.pid), "exposure ended");
         }
     }
 }
