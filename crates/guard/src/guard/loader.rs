@@ -683,6 +683,18 @@ impl Guard {
         self.guard_attached() && super::guardian::holder(&self.guardian) == Some(std::process::id())
     }
 
+    /// Whether the kernel refuses every other task an fd onto the filter's
+    /// maps and programs (the `bpf_map` and `bpf_prog` rules attached, the
+    /// pins guarded); otherwise the periodic check is all there is.
+    pub fn map_fds_refused(&self) -> bool {
+        let has = |h: Hook| {
+            self.links
+                .iter()
+                .any(|(n, _)| Hook::def_of_program(n).map(|d| d.hook) == Some(h))
+        };
+        self.pins_guarded() && has(Hook::BpfMap) && has(Hook::BpfProg)
+    }
+
     /// The ids of this guard's maps, programs and links (`ag_guarded`).
     fn own_objects(&self) -> Vec<(u32, u32)> {
         use super::guardian::{OBJ_LINK, OBJ_MAP, OBJ_PROG};
