@@ -966,6 +966,13 @@ pub struct StatusResult {
     /// another process changed), or `none` (no filter).
     #[serde(default)]
     pub filter_pins: String,
+    /// File descriptors onto the filter's maps and programs for other tasks:
+    /// `refused by the kernel` (the `bpf_map`/`bpf_prog` security hooks:
+    /// from a pin, by id or taken from the daemon), `periodic check only`
+    /// (the cgroup-device fallback: a map written through such an fd is put
+    /// back within 2 s) or `none` (no filter).
+    #[serde(default)]
+    pub map_fds: String,
     /// `protected`, `degraded` (open-time only), `off` (disabled by an
     /// administrator) or `unprotected` (no filter backend could load:
     /// `filter_reason` says why; `asmguardctl status` then exits with 7).

@@ -109,6 +109,7 @@ proto=$(bpftool btf dump file /sys/kernel/btf/vmlinux 2>/dev/null | sed -n "s/.*
 
 if vm_full; then
 	expect pins-guarded guarded "$(pins_word)" "$($C status 2>&1 | grep -i pins)"
+	has_line map-fds-refused "^map fds: *refused by the kernel" "$($C status 2>&1)"
 	# a vacancy to read the ids in (the daemon's SIGTERM; the record held
 	# is held before it: guardian-held)
 	has_line "guardian-held" "^GET pin FAIL 1 " "$(agmapfd pin $PIN/maps/ag_guardian 2>&1)"
@@ -132,6 +133,7 @@ if vm_full; then
 else
 	expect pins-watched watched "$(pins_word)" "$($C status 2>&1 | grep -i pins)"
 	has_line pins-watched-text "watched, not guarded" "$($C status 2>&1)"
+	has_line map-fds-periodic "^map fds: *periodic check only" "$($C status 2>&1)"
 	expect_ok majors-zeroed bpftool map update pinned $PIN/maps/ag_majors key 00 00 00 00 value $ZERO8
 	i=0
 	while [ $i -lt 60 ] && ! grep -q "ERROR.*ag_majors" /tmp/pg.log; do i=$((i + 1)); sleep 0.1; done
