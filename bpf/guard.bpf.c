@@ -388,6 +388,9 @@ static __always_inline int loop_bind_rule(struct file *file, unsigned int cmd, u
 	}
 
 AG_TWIN(file_open, file_open_rule(file), struct file *file)
+/* root's executables borrowed (identity.h, rules.h): records, never refuses */
+AG_TWIN(ptrace_access_check, ptrace_access_rule(child, mode), struct task_struct *child,
+	unsigned int mode)
 AG_TWIN(file_permission, file_permission_rule(file, mask), struct file *file, int mask)
 /* file_ioctl_compat: only on kernels with security_file_ioctl_compat (6.8,
  * and stable backports): userspace loads it when the kernel BTF has it. */

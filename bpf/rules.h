@@ -221,6 +221,50 @@ static __always_inline struct ag_place *task_place(struct ag_task *k)
 	return 0;
 }
 
+/* ---- Root's executables borrowed (issue 41, point 4) ----
+ *
+ * A rule whose binary runs as root ("uid 0 AND crsd.bin") is held by any
+ * root process running that file: root, attaching to it with ptrace (or
+ * asking to be traced and exec'ing it), or taking its descriptors with
+ * pidfd_getfd, writes through it. A root task running an allowed
+ * executable is not that executable's while another task traces it, nor
+ * ever after another task got attach-level access to it through a system
+ * call (ptrace attach, pidfd_getfd, process_vm_readv/writev: the kernel's
+ * PTRACE_MODE_ATTACH_REALCREDS check; ag_ptrace_access_check records it in
+ * ag_borrowed by tgid and start). /proc/PID/mem and the like are checked
+ * with the opener's fs credentials (..._FSCREDS), which /proc/PID/stack
+ * readers share: not recorded. A rule's binary run by its home's owner (not
+ * root) is not touched: `strace -p` of a running oracle costs it no write. */
+#define AG_PTRACE_MODE_ATTACH 0x02
+#define AG_PTRACE_MODE_REALCREDS 0x10
+
+struct task_struct___agp {
+	unsigned int ptrace;
+} __attribute__((preserve_access_index));
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);   /* tgid, in the initial pid namespace */
+	__type(value, __u64); /* its leader's start_boottime */
+} ag_borrowed SEC(".maps");
+
+/* Whether the task is root and traced, or was borrowed (ag_borrowed). */
+static __always_inline bool root_borrowed(struct ag_task *k)
+{
+	struct task_struct *t = k->t;
+	__u32 tgid;
+	__u64 *start;
+
+	if (BPF_CORE_READ(k->c, euid.val) != 0)
+		return false;
+	if (BPF_CORE_READ((struct task_struct___agp *)t, ptrace))
+		return true;
+	tgid = BPF_CORE_READ(t, tgid);
+	start = bpf_map_lookup_elem(&ag_borrowed, &tgid);
+	return start && *start == BPF_CORE_READ(t, group_leader, start_boottime);
+}
+
 /* Whether one rule holds whole for the task, in straight-line steps (one
  * path for the verifier to walk per condition): the ids first, and when a
  * rule of who alone holds, nothing more; then the supplementary groups only
@@ -247,6 +291,8 @@ static __always_inline bool rules_allow(struct ag_task *k, struct ag_place **pla
 	}
 	if (cand & rs->need_exe) {
 		x = task_exe(k);
+		if (x && root_borrowed(k))
+			x = 0;
 		cand &= (x ? x->rules : 0) | ~rs->need_exe;
 	}
 	if (cand & rs->need_place) {

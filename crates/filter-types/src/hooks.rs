@@ -122,6 +122,11 @@ hook_table! {
     /// `lsm/file_receive`: an fd onto one of its maps, programs or links
     /// installed from elsewhere (`pidfd_getfd` on the daemon, `SCM_RIGHTS`).
     FileReceive = 17, "file_receive", true, Op::Fixed("bpf-fd-receive");
+    /// `lsm/ptrace_access_check`: another task got attach-level access to a
+    /// root task running an allowed executable (ptrace attach,
+    /// `pidfd_getfd`): recorded, that task's rules of executables no longer
+    /// hold (never denies).
+    PtraceAccessCheck = 18, "ptrace_access_check", true, Op::Fixed("ptrace-attach");
 }
 
 impl HookDef {
@@ -316,6 +321,10 @@ program_table! {
         companion false, variant 0;
     "ag_fr_file_receive": FileReceive, "fmod_ret/security_file_receive", FmodRet,
         sleepable false, FMOD_RET, companion false, variant 0;
+    "ag_ptrace_access_check": PtraceAccessCheck, "lsm/ptrace_access_check", Lsm,
+        sleepable false, LSM, companion false, variant 0;
+    "ag_fr_ptrace_access_check": PtraceAccessCheck, "fmod_ret/security_ptrace_access_check",
+        FmodRet, sleepable false, FMOD_RET, companion false, variant 0;
     "ag_guardian_exit": TaskExit, "tp_btf/sched_process_exit", TpBtf, sleepable false,
         SECURITY, companion false, variant 0;
 }
