@@ -40,7 +40,11 @@ DYN=$(command -v sha256sum)
 made=""
 for p in /usr/sbin/multipathd /usr/lib/udev/scsi_id; do
 	if [ ! -e "$p" ]; then
-		mkdir -p "$(dirname "$p")" && cp "$DYN" "$p" && made="$made $p"
+		# multipathd's stand-in is dd: root running it writes nvmet's enable
+		# below (a dynamically linked coreutils program like the other)
+		src=$DYN
+		[ "$p" = /usr/sbin/multipathd ] && src=$(command -v dd)
+		mkdir -p "$(dirname "$p")" && cp "$src" "$p" && made="$made $p"
 	fi
 done
 info "copied $DYN to:${made:- (none: the tools are here)}"
@@ -144,6 +148,33 @@ case $rule in
 	expect_ok smartctl-i.root smartctl -i "$S"
 	expect_ok sg_inq.diskuser as_user diskuser sg_inq "$S" ;;
 esac
+
+# ---- multipathd borrowed for an in-kernel open (issue 41, point 4) -------------------
+# root running the multipathd executable enables an nvmet namespace over the
+# managed loop disk: nvmet's block backend opens it by path, in the kernel,
+# read-write. multipathd's allowance is the dm multipath target's opens of the
+# paths (a table load through /dev/mapper/control), never an nvmet one.
+CFG=/sys/kernel/config
+if ! vm_full; then
+	na kopen-nvmet "$VM_FALLBACK_WHY: no in-kernel open is told apart there"
+elif ! case $made in *multipathd*) true ;; *) false ;; esac; then
+	na kopen-nvmet "the guest has a real /usr/sbin/multipathd: the stand-in (dd) is not there"
+elif modprobe nvmet 2>/dev/null && modprobe nvme-loop 2>/dev/null &&
+	{ [ -d "$CFG/nvmet" ] || mount -t configfs configfs "$CFG" 2>/dev/null; } && [ -d "$CFG/nvmet" ]; then
+	ss="$CFG/nvmet/subsystems/agborrow"
+	mkdir -p "$ss/namespaces/1"
+	echo 1 >"$ss/attr_allow_any_host"
+	printf '%s' "$D" >"$ss/namespaces/1/device_path"
+	expect_fail kopen-nvmet.root-refused "Device or resource busy|Operation not permitted" \
+		sh -c "echo 1 | dd of=$ss/namespaces/1/enable conv=notrunc status=none"
+	expect_fail kopen-nvmet.multipathd-refused "Device or resource busy|Operation not permitted" \
+		sh -c "echo 1 | /usr/sbin/multipathd of=$ss/namespaces/1/enable conv=notrunc status=none"
+	expect kopen-nvmet.not-enabled 0 "$(cat "$ss/namespaces/1/enable" 2>&1)"
+	echo 0 >"$ss/namespaces/1/enable" 2>/dev/null
+	rmdir "$ss/namespaces/1" "$ss" 2>/dev/null
+else
+	na kopen-nvmet "this kernel has no nvmet/nvme-loop modules"
+fi
 
 $C unlabel BORROW >/dev/null 2>&1
 $C unlabel BORROWS >/dev/null 2>&1
