@@ -442,18 +442,21 @@ int BPF_PROG(ag_fr_mmap_file, struct file *file, unsigned long prot, unsigned lo
 SEC("lsm.s/file_ioctl")
 int BPF_PROG(ag_file_ioctl_s, struct file *file, unsigned int cmd, unsigned long arg, int ret)
 {
+	dm_ioctl_mark(file, cmd); /* multipathd's in-kernel opens (rules.h) */
 	return ret ?: loop_bind_rule(file, cmd, arg, true) ?: ioctl_by_class_rule(file, cmd, arg, true);
 }
 
 SEC("lsm/file_ioctl")
 int BPF_PROG(ag_file_ioctl, struct file *file, unsigned int cmd, unsigned long arg, int ret)
 {
+	dm_ioctl_mark(file, cmd); /* multipathd's in-kernel opens (rules.h) */
 	return ret ?: loop_bind_rule(file, cmd, arg, false) ?: ioctl_rule(file, cmd, AG_HOOK_FILE_IOCTL);
 }
 
 SEC("fmod_ret/security_file_ioctl")
 int BPF_PROG(ag_fr_file_ioctl, struct file *file, unsigned int cmd, unsigned long arg, int ret)
 {
+	dm_ioctl_mark(file, cmd); /* multipathd's in-kernel opens (rules.h) */
 	return ret ?: loop_bind_rule(file, cmd, arg, false) ?: ioctl_by_class_rule(file, cmd, arg, false);
 }
 

@@ -367,6 +367,89 @@ static __always_inline bool task_kthread(struct ag_task *k)
 	return BPF_CORE_READ(t, flags) & PF_KTHREAD;
 }
 
+/* ---- multipathd's in-kernel opens (issue 41, point 4) ----
+ *
+ * multipathd (AG_TOOL_KOPEN) may open the paths of a managed disk in the
+ * kernel because the dm multipath target does so when multipathd loads a
+ * table. Any in-kernel open by a task running that file was allowed: root,
+ * injected into multipathd, enabled an nvmet namespace over a managed disk
+ * (a write() to configfs). Now only inside a device-mapper ioctl: the task's
+ * current system call is ioctl, and the last ioctl this thread made (the
+ * kernel calls security_file_ioctl before it runs any: so this one) was a
+ * table load or target message on the dm control device (misc 10:236; the
+ * dm driver reads only the ioctl's type and number). The file_ioctl
+ * programs leave the mark in ag_dm_ioctl (dm_ioctl_mark) and take it off on
+ * the thread's next ioctl of anything else; nvmet's, LIO's, md's opens come
+ * from other calls. x86_64: the system call number is read from the task's
+ * saved user registers at the top of its kernel stack (16 KiB, 32 KiB with
+ * KASAN; the one whose segment registers are user's). Elsewhere, or when
+ * neither is, multipathd's in-kernel opens are refused. */
+#define AG_DM_CTL_DEV ((10U << 20) | 236U) /* the kernel's dev_t of misc 10:236 */
+#define AG_DM_IOCTL_TYPE 0xfd
+#define AG_DM_TABLE_LOAD_NR 9
+#define AG_DM_TARGET_MSG_NR 14
+#define AG_S_IFMT 00170000
+#define AG_S_IFCHR 0020000
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32); /* thread id */
+	__type(value, __u8);
+} ag_dm_ioctl SEC(".maps");
+
+struct task_struct___agk {
+	void *stack;
+} __attribute__((preserve_access_index));
+
+/* ioctl(file, cmd) by the current thread: marks it when it is a dm table
+ * load or target message, unmarks it otherwise. Never refuses. */
+static __always_inline void dm_ioctl_mark(struct file *file, unsigned int cmd)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct inode *ino = BPF_CORE_READ(file, f_inode);
+	__u8 one = 1;
+
+	if (((cmd >> 8) & 0xff) == AG_DM_IOCTL_TYPE &&
+	    ((cmd & 0xff) == AG_DM_TABLE_LOAD_NR || (cmd & 0xff) == AG_DM_TARGET_MSG_NR) &&
+	    (BPF_CORE_READ(ino, i_mode) & AG_S_IFMT) == AG_S_IFCHR &&
+	    BPF_CORE_READ(ino, i_rdev) == AG_DM_CTL_DEV) {
+		bpf_map_update_elem(&ag_dm_ioctl, &tid, &one, BPF_ANY);
+		return;
+	}
+	if (bpf_map_lookup_elem(&ag_dm_ioctl, &tid))
+		bpf_map_delete_elem(&ag_dm_ioctl, &tid);
+}
+
+/* The current system call's number (x86_64), -1 when it cannot be told. */
+static __always_inline long current_syscall(void)
+{
+#if defined(__TARGET_ARCH_x86) || defined(__x86_64__)
+	struct task_struct___agk *t = (void *)bpf_get_current_task();
+	char *stack = BPF_CORE_READ(t, stack);
+	__u64 regs[21];
+
+	/* struct pt_regs: r15 .. di, orig_ax [15], ip, cs [17], flags, sp, ss [20] */
+	if (!stack)
+		return -1;
+	if (!bpf_probe_read_kernel(regs, sizeof(regs), stack + 16384 - sizeof(regs)) &&
+	    regs[17] == 0x33 && regs[20] == 0x2b)
+		return (long)regs[15];
+	if (!bpf_probe_read_kernel(regs, sizeof(regs), stack + 32768 - sizeof(regs)) &&
+	    regs[17] == 0x33 && regs[20] == 0x2b)
+		return (long)regs[15];
+#endif
+	return -1;
+}
+
+/* Whether the current thread is inside a dm table load or target message. */
+static __always_inline bool in_dm_ioctl(void)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+
+	return bpf_map_lookup_elem(&ag_dm_ioctl, &tid) && current_syscall() == 16 /* ioctl */;
+}
+
 /* Whether the task (task_init) may do a write-class operation (hook
  * `hook`): a rule holds, or it is the daemon, or multipathd's in-kernel open.
  * *ctr_id: the container it is in (0: none), for the event. */
@@ -378,7 +461,7 @@ static __always_inline bool task_allowed(struct ag_task *k, __u32 *ctr_id, __u32
 		return true;
 	if (is_daemon(k->t))
 		return true;
-	if (hook == AG_HOOK_KERNEL_OPEN && runs_tool(k, AG_TOOL_KOPEN))
+	if (hook == AG_HOOK_KERNEL_OPEN && runs_tool(k, AG_TOOL_KOPEN) && in_dm_ioctl())
 		return true;
 	/* the container for the event: no second walk when the rules read it */
 	if (!p)

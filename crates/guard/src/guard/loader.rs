@@ -35,7 +35,7 @@ use crate::{Error, KernelDev};
 pub(crate) static GUARD_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/guard.bpf.o"));
 
 /// The maps, pinned under `maps/<name>`.
-pub(crate) const MAP_NAMES: [&str; 16] = [
+pub(crate) const MAP_NAMES: [&str; 17] = [
     "ag_blk",
     "ag_chr",
     "ag_majors",
@@ -52,6 +52,7 @@ pub(crate) const MAP_NAMES: [&str; 16] = [
     "ag_guarded",
     "ag_guardian",
     "ag_borrowed",
+    "ag_dm_ioctl",
 ];
 
 /// The program of `programs` (a hook's, preferred first) that variant `pick`
