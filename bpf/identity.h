@@ -55,9 +55,13 @@ static __always_inline int ptrace_access_rule(struct task_struct *child, unsigne
 	tgid = BPF_CORE_READ(child, tgid);
 	if (tgid == (__u32)(bpf_get_current_pid_tgid() >> 32))
 		return 0;
+	const struct cred *c = BPF_CORE_READ(child, cred);
+
+	if (BPF_CORE_READ(c, euid.val) != 0)
+		return 0;
 	ck.t = child;
-	ck.c = BPF_CORE_READ(child, cred);
-	if (BPF_CORE_READ(ck.c, euid.val) != 0 || !task_exe(&ck))
+	ck.c = c;
+	if (!task_exe(&ck))
 		return 0;
 	start = BPF_CORE_READ(child, group_leader, start_boottime);
 	bpf_map_update_elem(&ag_borrowed, &tgid, &start, BPF_ANY);

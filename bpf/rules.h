@@ -253,10 +253,11 @@ struct {
 static __always_inline bool root_borrowed(struct ag_task *k)
 {
 	struct task_struct *t = k->t;
+	const struct cred *c = k->c; /* (a local: no CO-RE access through ag_task) */
 	__u32 tgid;
 	__u64 *start;
 
-	if (BPF_CORE_READ(k->c, euid.val) != 0)
+	if (BPF_CORE_READ(c, euid.val) != 0)
 		return false;
 	if (BPF_CORE_READ((struct task_struct___agp *)t, ptrace))
 		return true;
@@ -427,17 +428,20 @@ static __always_inline long current_syscall(void)
 #if defined(__TARGET_ARCH_x86) || defined(__x86_64__)
 	struct task_struct___agk *t = (void *)bpf_get_current_task();
 	char *stack = BPF_CORE_READ(t, stack);
-	__u64 regs[21];
+	char *regs;
+	__u64 cs = 0, ss = 0, nr = 0;
 
-	/* struct pt_regs: r15 .. di, orig_ax [15], ip, cs [17], flags, sp, ss [20] */
+	/* struct pt_regs (168 bytes): r15 .. di, orig_ax at 120, ip, cs at 136,
+	 * flags, sp, ss at 160 */
 	if (!stack)
 		return -1;
-	if (!bpf_probe_read_kernel(regs, sizeof(regs), stack + 16384 - sizeof(regs)) &&
-	    regs[17] == 0x33 && regs[20] == 0x2b)
-		return (long)regs[15];
-	if (!bpf_probe_read_kernel(regs, sizeof(regs), stack + 32768 - sizeof(regs)) &&
-	    regs[17] == 0x33 && regs[20] == 0x2b)
-		return (long)regs[15];
+	for (int i = 0; i < 2; i++) {
+		regs = stack + (i ? 32768 : 16384) - 168;
+		if (bpf_probe_read_kernel(&cs, 8, regs + 136) || bpf_probe_read_kernel(&ss, 8, regs + 160))
+			continue;
+		if (cs == 0x33 && ss == 0x2b && !bpf_probe_read_kernel(&nr, 8, regs + 120))
+			return (long)nr;
+	}
 #endif
 	return -1;
 }
