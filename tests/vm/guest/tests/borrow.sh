@@ -157,6 +157,8 @@ esac
 CFG=/sys/kernel/config
 if ! vm_full; then
 	na kopen-nvmet "$VM_FALLBACK_WHY: no in-kernel open is told apart there"
+elif [ ! -e /sys/fs/bpf/asmguard/links/ag_kernel_open ]; then
+	na kopen-nvmet "no ag_kernel_open beside the security-hook programs on this kernel (5.10: cgroup-device programs get no task helpers): in-kernel opens are not judged"
 elif ! case $made in *multipathd*) true ;; *) false ;; esac; then
 	na kopen-nvmet "the guest has a real /usr/sbin/multipathd: the stand-in (dd) is not there"
 elif modprobe nvmet 2>/dev/null && modprobe nvme-loop 2>/dev/null &&
