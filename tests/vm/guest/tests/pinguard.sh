@@ -4,14 +4,20 @@
 # CAP_SYS_ADMIN (bpftool) tries what a careless admin would: on the LSM and
 # fmod_ret backends (the `bpf` security hook) getting asmguard's maps,
 # programs and links by id, writing ag_majors and the device map through
-# their pins, and detaching a link through its pin or by id are all refused,
-# while reading a map through its pin works; `status` says "guarded". The
+# their pins, and detaching a link through its pin or by id are all refused;
+# so is any fd onto its maps and programs (issue 41, point 3: agmapfd gets
+# one from a pin, read-write or read-only, by id, or from the daemon with
+# pidfd_getfd, then writes ag_majors with a socket-filter program of its own
+# run by BPF_PROG_TEST_RUN: on main before it every one of those writes
+# landed), reading a map through its pin included (the ids are read in a
+# vacancy: the daemon stopped once); `status` says "guarded" and
+# "map fds: refused by the kernel". The
 # daemon restarted (SIGTERM, then kill -9) re-adopts and guards again (the
 # kernel frees the claim when the daemon exits); `filter disable` through the
 # socket removes everything, and so does `make uninstall` (scripts/uninstall.sh)
 # with the pins guarded. On the cgroup-device fallback `status` says
-# "watched, not guarded" and a zeroed ag_majors word is put back within the
-# daemon's 2 s check.
+# "watched, not guarded" and "map fds: periodic check only", and a zeroed
+# ag_majors word is put back within the daemon's 2 s check.
 . /vmtests/lib.sh
 
 C="asmguardctl --socket /run/asmguard/asmguard.sock"
