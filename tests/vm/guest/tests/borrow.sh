@@ -174,6 +174,24 @@ elif modprobe nvmet 2>/dev/null && modprobe nvme-loop 2>/dev/null &&
 	expect kopen-nvmet.not-enabled 0 "$(cat "$ss/namespaces/1/enable" 2>&1)"
 	echo 0 >"$ss/namespaces/1/enable" 2>/dev/null
 	rmdir "$ss/namespaces/1" "$ss" 2>/dev/null
+	# what multipathd keeps: its dm table loads. The stand-in's inode made dmsetup
+	# (its identity stays the tool's); a multipath table over the managed loop
+	# disk passes the filter (it is in a table load on /dev/mapper/control) and
+	# stops at the daemon's exclusive claim (EBUSY); root's own dmsetup, not a
+	# tool, is refused by the filter first (EPERM)
+	if command -v dmsetup >/dev/null && modprobe dm-multipath 2>/dev/null; then
+		cat "$(command -v dmsetup)" >/usr/sbin/multipathd
+		mm=$(printf '%d:%d' 0x$(stat -c %t "$D") 0x$(stat -c %T "$D"))
+		tbl="0 $(blockdev --getsz "$D") multipath 0 0 1 1 round-robin 0 1 1 $mm 1000"
+		expect_fail kopen-dm.root-refused "Operation not permitted" dmsetup create agborrow-r --table "$tbl"
+		dmsetup remove agborrow-r 2>/dev/null
+		out=$(/usr/sbin/multipathd create agborrow-m --table "$tbl" 2>&1)
+		holds kopen-dm.multipathd-table-load-passes "$out" \
+			sh -c "printf '%s' \"\$1\" | grep -q 'Device or resource busy' && ! printf '%s' \"\$1\" | grep -q 'not permitted'" _ "$out"
+		/usr/sbin/multipathd remove agborrow-m 2>/dev/null
+	else
+		na kopen-dm "no dmsetup or dm-multipath in this guest"
+	fi
 else
 	na kopen-nvmet "this kernel has no nvmet/nvme-loop modules"
 fi
