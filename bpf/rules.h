@@ -383,8 +383,9 @@ static __always_inline bool task_kthread(struct ag_task *k)
  * the thread's next ioctl of anything else; nvmet's, LIO's, md's opens come
  * from other calls. x86_64: the system call number is read from the task's
  * saved user registers at the top of its kernel stack (16 KiB, 32 KiB with
- * KASAN; the one whose segment registers are user's). Elsewhere, or when
- * neither is, multipathd's in-kernel opens are refused. */
+ * KASAN; 16 bytes lower on FRED kernels: the one whose segment registers are
+ * user's). Elsewhere, or when none is, multipathd's in-kernel opens are
+ * refused. */
 #define AG_DM_CTL_DEV ((10U << 20) | 236U) /* the kernel's dev_t of misc 10:236 */
 #define AG_DM_IOCTL_TYPE 0xfd
 #define AG_DM_TABLE_LOAD_NR 9
@@ -435,11 +436,15 @@ static __always_inline long current_syscall(void)
 	 * flags, sp, ss at 160 */
 	if (!stack)
 		return -1;
-	for (int i = 0; i < 2; i++) {
-		regs = stack + (i ? 32768 : 16384) - 168;
+	/* the stack 16 or 32 KiB, with 0 or 16 bytes of padding above the
+	 * registers (FRED kernels reserve 16); FRED keeps event bits above the
+	 * 16-bit selectors in the cs and ss words */
+	for (int i = 0; i < 4; i++) {
+		regs = stack + ((i & 1) ? 32768 : 16384) - ((i & 2) ? 16 : 0) - 168;
 		if (bpf_probe_read_kernel(&cs, 8, regs + 136) || bpf_probe_read_kernel(&ss, 8, regs + 160))
 			continue;
-		if (cs == 0x33 && ss == 0x2b && !bpf_probe_read_kernel(&nr, 8, regs + 120))
+		if ((cs & 0xffff) == 0x33 && (ss & 0xffff) == 0x2b &&
+		    !bpf_probe_read_kernel(&nr, 8, regs + 120))
 			return (long)nr;
 	}
 #endif
