@@ -388,6 +388,9 @@ static __always_inline int loop_bind_rule(struct file *file, unsigned int cmd, u
 	}
 
 AG_TWIN(file_open, file_open_rule(file), struct file *file)
+/* root's executables borrowed (identity.h, rules.h): records, never refuses */
+AG_TWIN(ptrace_access_check, ptrace_access_rule(child, mode), struct task_struct *child,
+	unsigned int mode)
 AG_TWIN(file_permission, file_permission_rule(file, mask), struct file *file, int mask)
 /* file_ioctl_compat: only on kernels with security_file_ioctl_compat (6.8,
  * and stable backports): userspace loads it when the kernel BTF has it. */
@@ -439,18 +442,21 @@ int BPF_PROG(ag_fr_mmap_file, struct file *file, unsigned long prot, unsigned lo
 SEC("lsm.s/file_ioctl")
 int BPF_PROG(ag_file_ioctl_s, struct file *file, unsigned int cmd, unsigned long arg, int ret)
 {
+	dm_ioctl_mark(file, cmd); /* multipathd's in-kernel opens (rules.h) */
 	return ret ?: loop_bind_rule(file, cmd, arg, true) ?: ioctl_by_class_rule(file, cmd, arg, true);
 }
 
 SEC("lsm/file_ioctl")
 int BPF_PROG(ag_file_ioctl, struct file *file, unsigned int cmd, unsigned long arg, int ret)
 {
+	dm_ioctl_mark(file, cmd); /* multipathd's in-kernel opens (rules.h) */
 	return ret ?: loop_bind_rule(file, cmd, arg, false) ?: ioctl_rule(file, cmd, AG_HOOK_FILE_IOCTL);
 }
 
 SEC("fmod_ret/security_file_ioctl")
 int BPF_PROG(ag_fr_file_ioctl, struct file *file, unsigned int cmd, unsigned long arg, int ret)
 {
+	dm_ioctl_mark(file, cmd); /* multipathd's in-kernel opens (rules.h) */
 	return ret ?: loop_bind_rule(file, cmd, arg, false) ?: ioctl_by_class_rule(file, cmd, arg, false);
 }
 

@@ -35,7 +35,11 @@
 #define AG_HOOK_INODE_RENAME 12
 #define AG_HOOK_BPF 13 /* asmguard's BPF objects: the daemon's alone (guardian.h) */
 #define AG_HOOK_TASK_EXIT 14 /* the daemon's exit frees its record (guardian.h) */
-#define AG_NHOOKS 15
+#define AG_HOOK_BPF_MAP 15 /* an fd onto one of asmguard's maps (guardian.h) */
+#define AG_HOOK_BPF_PROG 16 /* an fd onto one of its programs */
+#define AG_HOOK_FILE_RECEIVE 17 /* one of its objects' fds received (pidfd_getfd, SCM_RIGHTS) */
+#define AG_HOOK_PTRACE_ACCESS_CHECK 18 /* root's allowed executables borrowed (identity.h) */
+#define AG_NHOOKS 19
 
 /* The hooks that judge disks (codes below AG_DISK_HOOKS) are counted per disk
  * in ag_counts: idx = the code for a denial, AG_DISK_HOOKS + the code for an

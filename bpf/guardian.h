@@ -12,9 +12,11 @@
  *     caller's fd table: an fd got from a pin with BPF_OBJ_GET, or inherited,
  *     gives no more than one by id);
  *   - update or detach one of its links (BPF_LINK_UPDATE, BPF_LINK_DETACH).
- * Reading (lookups, dumps through a pin, object info) stays open to root:
- * `bpftool map dump pinned ...` works, `bpftool prog show` does not (it gets
- * every program's fd by id). Unlinking a pin is the pin rule's (pins.h):
+ * nor get any fd onto one of its maps or programs, read-only ones included
+ * (a pin's BPF_OBJ_GET, by id, or taken from the daemon: the bpf_map,
+ * bpf_prog and file_receive rules below): `bpftool map dump pinned ...` is
+ * refused while the daemon runs (and works while none does). Unlinking a pin
+ * is the pin rule's (pins.h):
  * the host's root may (a reboot-free `make uninstall` relies on it).
  *
  * Who the daemon is: ag_guardian holds its tgid (in the initial pid
@@ -238,6 +240,129 @@ SEC("fmod_ret/security_bpf")
 int BPF_PROG(ag_fr_bpf, int cmd, void *attr)
 {
 	return guardian_rule(cmd, attr);
+}
+
+/* ---- The objects themselves (issue 41, point 3) ----
+ *
+ * The rule above judges bpf() commands by the fd they name, read from the
+ * caller's fd table before the command's own fdget: an fd got from a pin
+ * (BPF_OBJ_GET) was no bar to a program of the caller's, loaded with that
+ * fd and run with BPF_PROG_TEST_RUN, writing the map from inside the kernel,
+ * and another thread's dup2 between the two reads could swap the fd judged.
+ * The hooks below see the object itself, where the kernel makes a new fd
+ * onto it (bpf_map_new_fd, bpf_prog_new_fd: BPF_OBJ_GET on a pin, the
+ * *_GET_FD_BY_ID commands) or installs an fd another task sent or held
+ * (security_file_receive: SCM_RIGHTS, pidfd_getfd on the daemon): no task
+ * but the daemon gets an fd onto one of asmguard's maps or programs (nor,
+ * received, onto one of its links), read-only ones included (a program
+ * loaded with a read-only map fd may still write the map). While the record
+ * is vacant (no daemon) nothing is refused, as above. */
+
+struct bpf_prog_aux {
+	__u32 id;
+} __attribute__((preserve_access_index));
+
+struct bpf_prog {
+	struct bpf_prog_aux *aux;
+} __attribute__((preserve_access_index));
+
+struct qstr___ag {
+	const unsigned char *name;
+} __attribute__((preserve_access_index));
+
+struct dentry___ag {
+	struct qstr___ag d_name;
+} __attribute__((preserve_access_index));
+
+struct path___ag {
+	struct dentry___ag *dentry;
+} __attribute__((preserve_access_index));
+
+struct file___agp {
+	struct path___ag f_path;
+	void *private_data;
+} __attribute__((preserve_access_index));
+
+/* -EPERM when {kind, id} is one of asmguard's objects and the caller is not
+ * the daemon. */
+static __always_inline int guardian_object_rule(__u32 kind, __u32 id)
+{
+	struct ag_obj_key k = { .kind = kind, .id = id };
+
+	if (id == 0 || !bpf_map_lookup_elem(&ag_guarded, &k))
+		return 0;
+	if (guardian_allows())
+		return 0;
+	return -EPERM;
+}
+
+/* The anonymous inode names of the kernel's BPF object files (anon_inode:
+ * "bpf-map", "bpf-prog", "bpf_link"), as little-endian words of 8 bytes
+ * (the name and its NUL). */
+#define AG_ANON_BPF_MAP 0x0070616d2d667062ULL  /* "bpf-map\0" */
+#define AG_ANON_BPF_PROG 0x676f72702d667062ULL /* "bpf-prog" (then NUL) */
+#define AG_ANON_BPF_LINK 0x6b6e696c5f667062ULL /* "bpf_link" (then NUL) */
+
+/* A file installed in the caller's fd table from elsewhere: one of
+ * asmguard's maps, programs or links is the daemon's alone. */
+static __always_inline int guardian_receive_rule(struct file *file)
+{
+	struct file___agp *f = (void *)file;
+	const unsigned char *name = BPF_CORE_READ(f, f_path.dentry, d_name.name);
+	__u64 w = 0;
+	__u8 nul = 1;
+	void *priv;
+
+	if (!name || bpf_probe_read_kernel(&w, sizeof(w), name))
+		return 0;
+	if (w != AG_ANON_BPF_MAP && w != AG_ANON_BPF_PROG && w != AG_ANON_BPF_LINK)
+		return 0;
+	if (w != AG_ANON_BPF_MAP && (bpf_probe_read_kernel(&nul, 1, name + 8) || nul))
+		return 0;
+	priv = BPF_CORE_READ(f, private_data);
+	if (!priv)
+		return 0;
+	if (w == AG_ANON_BPF_MAP)
+		return guardian_object_rule(AG_OBJ_MAP, BPF_CORE_READ((struct bpf_map *)priv, id));
+	if (w == AG_ANON_BPF_PROG)
+		return guardian_object_rule(AG_OBJ_PROG, BPF_CORE_READ((struct bpf_prog *)priv, aux, id));
+	return guardian_object_rule(AG_OBJ_LINK, BPF_CORE_READ((struct bpf_link *)priv, id));
+}
+
+SEC("lsm/bpf_map")
+int BPF_PROG(ag_bpf_map, struct bpf_map *map, unsigned int fmode, int ret)
+{
+	return ret ?: guardian_object_rule(AG_OBJ_MAP, BPF_CORE_READ(map, id));
+}
+
+SEC("fmod_ret/security_bpf_map")
+int BPF_PROG(ag_fr_bpf_map, struct bpf_map *map, unsigned int fmode, int ret)
+{
+	return ret ?: guardian_object_rule(AG_OBJ_MAP, BPF_CORE_READ(map, id));
+}
+
+SEC("lsm/bpf_prog")
+int BPF_PROG(ag_bpf_prog, struct bpf_prog *prog, int ret)
+{
+	return ret ?: guardian_object_rule(AG_OBJ_PROG, BPF_CORE_READ(prog, aux, id));
+}
+
+SEC("fmod_ret/security_bpf_prog")
+int BPF_PROG(ag_fr_bpf_prog, struct bpf_prog *prog, int ret)
+{
+	return ret ?: guardian_object_rule(AG_OBJ_PROG, BPF_CORE_READ(prog, aux, id));
+}
+
+SEC("lsm/file_receive")
+int BPF_PROG(ag_file_receive, struct file *file, int ret)
+{
+	return ret ?: guardian_receive_rule(file);
+}
+
+SEC("fmod_ret/security_file_receive")
+int BPF_PROG(ag_fr_file_receive, struct file *file, int ret)
+{
+	return ret ?: guardian_receive_rule(file);
 }
 
 /* The daemon's leader exits: the record is vacant (a pid reused later is

@@ -40,4 +40,32 @@ static __always_inline void who_ids(struct ag_event *e)
 	e->egid = ug >> 32;
 }
 
+/* Another task gets attach-level access to `child` through a system call
+ * (rules.h: root's executables borrowed): a root task running an allowed
+ * executable is recorded in ag_borrowed. Never refuses. Needs rules.h. */
+static __always_inline int ptrace_access_rule(struct task_struct *child, unsigned int mode)
+{
+	struct ag_task ck = { .btf = false };
+	__u32 tgid;
+	__u64 start;
+
+	if ((mode & (AG_PTRACE_MODE_ATTACH | AG_PTRACE_MODE_REALCREDS)) !=
+	    (AG_PTRACE_MODE_ATTACH | AG_PTRACE_MODE_REALCREDS))
+		return 0;
+	tgid = BPF_CORE_READ(child, tgid);
+	if (tgid == (__u32)(bpf_get_current_pid_tgid() >> 32))
+		return 0;
+	const struct cred *c = BPF_CORE_READ(child, cred);
+
+	if (BPF_CORE_READ(c, euid.val) != 0)
+		return 0;
+	ck.t = child;
+	ck.c = c;
+	if (!task_exe(&ck))
+		return 0;
+	start = BPF_CORE_READ(child, group_leader, start_boottime);
+	bpf_map_update_elem(&ag_borrowed, &tgid, &start, BPF_ANY);
+	return 0;
+}
+
 #endif /* ASMGUARD_IDENTITY_H */

@@ -221,6 +221,51 @@ static __always_inline struct ag_place *task_place(struct ag_task *k)
 	return 0;
 }
 
+/* ---- Root's executables borrowed (issue 41, point 4) ----
+ *
+ * A rule whose binary runs as root ("uid 0 AND crsd.bin") is held by any
+ * root process running that file: root, attaching to it with ptrace (or
+ * asking to be traced and exec'ing it), or taking its descriptors with
+ * pidfd_getfd, writes through it. A root task running an allowed
+ * executable is not that executable's while another task traces it, nor
+ * ever after another task got attach-level access to it through a system
+ * call (ptrace attach, pidfd_getfd, process_vm_readv/writev: the kernel's
+ * PTRACE_MODE_ATTACH_REALCREDS check; ag_ptrace_access_check records it in
+ * ag_borrowed by tgid and start). /proc/PID/mem and the like are checked
+ * with the opener's fs credentials (..._FSCREDS), which /proc/PID/stack
+ * readers share: not recorded. A rule's binary run by its home's owner (not
+ * root) is not touched: `strace -p` of a running oracle costs it no write. */
+#define AG_PTRACE_MODE_ATTACH 0x02
+#define AG_PTRACE_MODE_REALCREDS 0x10
+
+struct task_struct___agp {
+	unsigned int ptrace;
+} __attribute__((preserve_access_index));
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);   /* tgid, in the initial pid namespace */
+	__type(value, __u64); /* its leader's start_boottime */
+} ag_borrowed SEC(".maps");
+
+/* Whether the task is root and traced, or was borrowed (ag_borrowed). */
+static __always_inline bool root_borrowed(struct ag_task *k)
+{
+	struct task_struct *t = k->t;
+	const struct cred *c = k->c; /* (a local: no CO-RE access through ag_task) */
+	__u32 tgid;
+	__u64 *start;
+
+	if (BPF_CORE_READ(c, euid.val) != 0)
+		return false;
+	if (BPF_CORE_READ((struct task_struct___agp *)t, ptrace))
+		return true;
+	tgid = BPF_CORE_READ(t, tgid);
+	start = bpf_map_lookup_elem(&ag_borrowed, &tgid);
+	return start && *start == BPF_CORE_READ(t, group_leader, start_boottime);
+}
+
 /* Whether one rule holds whole for the task, in straight-line steps (one
  * path for the verifier to walk per condition): the ids first, and when a
  * rule of who alone holds, nothing more; then the supplementary groups only
@@ -247,6 +292,8 @@ static __always_inline bool rules_allow(struct ag_task *k, struct ag_place **pla
 	}
 	if (cand & rs->need_exe) {
 		x = task_exe(k);
+		if (x && root_borrowed(k))
+			x = 0;
 		cand &= (x ? x->rules : 0) | ~rs->need_exe;
 	}
 	if (cand & rs->need_place) {
@@ -321,6 +368,97 @@ static __always_inline bool task_kthread(struct ag_task *k)
 	return BPF_CORE_READ(t, flags) & PF_KTHREAD;
 }
 
+/* ---- multipathd's in-kernel opens (issue 41, point 4) ----
+ *
+ * multipathd (AG_TOOL_KOPEN) may open the paths of a managed disk in the
+ * kernel because the dm multipath target does so when multipathd loads a
+ * table. Any in-kernel open by a task running that file was allowed: root,
+ * injected into multipathd, enabled an nvmet namespace over a managed disk
+ * (a write() to configfs). Now only inside a device-mapper ioctl: the task's
+ * current system call is ioctl, and the last ioctl this thread made (the
+ * kernel calls security_file_ioctl before it runs any: so this one) was a
+ * table load or target message on the dm control device (misc 10:236; the
+ * dm driver reads only the ioctl's type and number). The file_ioctl
+ * programs leave the mark in ag_dm_ioctl (dm_ioctl_mark) and take it off on
+ * the thread's next ioctl of anything else; nvmet's, LIO's, md's opens come
+ * from other calls. x86_64: the system call number is read from the task's
+ * saved user registers at the top of its kernel stack (16 KiB, 32 KiB with
+ * KASAN; 16 bytes lower on FRED kernels: the one whose segment registers are
+ * user's). Elsewhere, or when none is, multipathd's in-kernel opens are
+ * refused. */
+#define AG_DM_CTL_DEV ((10U << 20) | 236U) /* the kernel's dev_t of misc 10:236 */
+#define AG_DM_IOCTL_TYPE 0xfd
+#define AG_DM_TABLE_LOAD_NR 9
+#define AG_DM_TARGET_MSG_NR 14
+#define AG_S_IFMT 00170000
+#define AG_S_IFCHR 0020000
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32); /* thread id */
+	__type(value, __u8);
+} ag_dm_ioctl SEC(".maps");
+
+struct task_struct___agk {
+	void *stack;
+} __attribute__((preserve_access_index));
+
+/* ioctl(file, cmd) by the current thread: marks it when it is a dm table
+ * load or target message, unmarks it otherwise. Never refuses. */
+static __always_inline void dm_ioctl_mark(struct file *file, unsigned int cmd)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct inode *ino = BPF_CORE_READ(file, f_inode);
+	__u8 one = 1;
+
+	if (((cmd >> 8) & 0xff) == AG_DM_IOCTL_TYPE &&
+	    ((cmd & 0xff) == AG_DM_TABLE_LOAD_NR || (cmd & 0xff) == AG_DM_TARGET_MSG_NR) &&
+	    (BPF_CORE_READ(ino, i_mode) & AG_S_IFMT) == AG_S_IFCHR &&
+	    BPF_CORE_READ(ino, i_rdev) == AG_DM_CTL_DEV) {
+		bpf_map_update_elem(&ag_dm_ioctl, &tid, &one, BPF_ANY);
+		return;
+	}
+	if (bpf_map_lookup_elem(&ag_dm_ioctl, &tid))
+		bpf_map_delete_elem(&ag_dm_ioctl, &tid);
+}
+
+/* The current system call's number (x86_64), -1 when it cannot be told. */
+static __always_inline long current_syscall(void)
+{
+#if defined(__TARGET_ARCH_x86) || defined(__x86_64__)
+	struct task_struct___agk *t = (void *)bpf_get_current_task();
+	char *stack = BPF_CORE_READ(t, stack);
+	char *regs;
+	__u64 cs = 0, ss = 0, nr = 0;
+
+	/* struct pt_regs (168 bytes): r15 .. di, orig_ax at 120, ip, cs at 136,
+	 * flags, sp, ss at 160 */
+	if (!stack)
+		return -1;
+	/* the stack 16 or 32 KiB, with 0 or 16 bytes of padding above the
+	 * registers (FRED kernels reserve 16); FRED keeps event bits above the
+	 * 16-bit selectors in the cs and ss words */
+	for (int i = 0; i < 4; i++) {
+		regs = stack + ((i & 1) ? 32768 : 16384) - ((i & 2) ? 16 : 0) - 168;
+		if (bpf_probe_read_kernel(&cs, 8, regs + 136) || bpf_probe_read_kernel(&ss, 8, regs + 160))
+			continue;
+		if ((cs & 0xffff) == 0x33 && (ss & 0xffff) == 0x2b &&
+		    !bpf_probe_read_kernel(&nr, 8, regs + 120))
+			return (long)nr;
+	}
+#endif
+	return -1;
+}
+
+/* Whether the current thread is inside a dm table load or target message. */
+static __always_inline bool in_dm_ioctl(void)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+
+	return bpf_map_lookup_elem(&ag_dm_ioctl, &tid) && current_syscall() == 16 /* ioctl */;
+}
+
 /* Whether the task (task_init) may do a write-class operation (hook
  * `hook`): a rule holds, or it is the daemon, or multipathd's in-kernel open.
  * *ctr_id: the container it is in (0: none), for the event. */
@@ -332,7 +470,7 @@ static __always_inline bool task_allowed(struct ag_task *k, __u32 *ctr_id, __u32
 		return true;
 	if (is_daemon(k->t))
 		return true;
-	if (hook == AG_HOOK_KERNEL_OPEN && runs_tool(k, AG_TOOL_KOPEN))
+	if (hook == AG_HOOK_KERNEL_OPEN && runs_tool(k, AG_TOOL_KOPEN) && in_dm_ioctl())
 		return true;
 	/* the container for the event: no second walk when the rules read it */
 	if (!p)

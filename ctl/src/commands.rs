@@ -342,6 +342,19 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
         ("sg_io / nvme", s.filter_passthrough),
         ("pins", pins_text(&s.filter_pins)),
         (
+            "map fds",
+            match s.map_fds.as_str() {
+                "refused by the kernel" => "refused by the kernel (no other task gets an fd \
+                                            onto the filter's maps or programs)"
+                    .to_string(),
+                "periodic check only" => "periodic check only (a map written through \
+                                          another task's fd is put back within 2 s)"
+                    .to_string(),
+                "" => "none (no filter)".to_string(),
+                other => other.to_string(),
+            },
+        ),
+        (
             "who may write",
             if s.allow_rules.is_empty() {
                 "nobody (no rule)".to_string()

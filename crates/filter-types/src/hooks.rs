@@ -114,6 +114,19 @@ hook_table! {
     /// `tp_btf/sched_process_exit` beside the `bpf` rule: the daemon's exit
     /// frees its record (one program for both security-hook backends).
     TaskExit = 14, "task_exit", false, Op::Fixed("exit");
+    /// `lsm/bpf_map`: an fd onto one of asmguard's maps made for a task that
+    /// is not the daemon (a pin's `BPF_OBJ_GET`, by id; denied, not reported).
+    BpfMap = 15, "bpf_map", true, Op::Fixed("bpf-map-fd");
+    /// `lsm/bpf_prog`: the same for its programs.
+    BpfProg = 16, "bpf_prog", true, Op::Fixed("bpf-prog-fd");
+    /// `lsm/file_receive`: an fd onto one of its maps, programs or links
+    /// installed from elsewhere (`pidfd_getfd` on the daemon, `SCM_RIGHTS`).
+    FileReceive = 17, "file_receive", true, Op::Fixed("bpf-fd-receive");
+    /// `lsm/ptrace_access_check`: another task got attach-level access to a
+    /// root task running an allowed executable (ptrace attach,
+    /// `pidfd_getfd`): recorded, that task's rules of executables no longer
+    /// hold (never denies).
+    PtraceAccessCheck = 18, "ptrace_access_check", true, Op::Fixed("ptrace-attach");
 }
 
 impl HookDef {
@@ -297,6 +310,21 @@ program_table! {
     "ag_bpf": Bpf, "lsm/bpf", Lsm, sleepable false, LSM, companion false, variant 0;
     "ag_fr_bpf": Bpf, "fmod_ret/security_bpf", FmodRet, sleepable false, FMOD_RET,
         companion false, variant 0;
+    "ag_bpf_map": BpfMap, "lsm/bpf_map", Lsm, sleepable false, LSM, companion false, variant 0;
+    "ag_fr_bpf_map": BpfMap, "fmod_ret/security_bpf_map", FmodRet, sleepable false, FMOD_RET,
+        companion false, variant 0;
+    "ag_bpf_prog": BpfProg, "lsm/bpf_prog", Lsm, sleepable false, LSM, companion false,
+        variant 0;
+    "ag_fr_bpf_prog": BpfProg, "fmod_ret/security_bpf_prog", FmodRet, sleepable false,
+        FMOD_RET, companion false, variant 0;
+    "ag_file_receive": FileReceive, "lsm/file_receive", Lsm, sleepable false, LSM,
+        companion false, variant 0;
+    "ag_fr_file_receive": FileReceive, "fmod_ret/security_file_receive", FmodRet,
+        sleepable false, FMOD_RET, companion false, variant 0;
+    "ag_ptrace_access_check": PtraceAccessCheck, "lsm/ptrace_access_check", Lsm,
+        sleepable false, LSM, companion false, variant 0;
+    "ag_fr_ptrace_access_check": PtraceAccessCheck, "fmod_ret/security_ptrace_access_check",
+        FmodRet, sleepable false, FMOD_RET, companion false, variant 0;
     "ag_guardian_exit": TaskExit, "tp_btf/sched_process_exit", TpBtf, sleepable false,
         SECURITY, companion false, variant 0;
 }

@@ -971,6 +971,13 @@ pub struct StatusResult {
     /// another process changed), or `none` (no filter).
     #[serde(default)]
     pub filter_pins: String,
+    /// File descriptors onto the filter's maps and programs for other tasks:
+    /// `refused by the kernel` (the `bpf_map`/`bpf_prog` security hooks:
+    /// from a pin, by id or taken from the daemon), `periodic check only`
+    /// (the cgroup-device fallback: a map written through such an fd is put
+    /// back within 2 s) or `none` (no filter).
+    #[serde(default)]
+    pub map_fds: String,
     /// `protected`, `degraded` (open-time only), `off` (disabled by an
     /// administrator) or `unprotected` (no filter backend could load:
     /// `filter_reason` says why; `asmguardctl status` then exits with 7).
@@ -1462,7 +1469,7 @@ mod json_names {
             "filter_reason":"r","filter_passthrough":"p","filter_programs":["ag_file_open"],
             "filter_other_programs":["other (id 7) on file_open"],
             "filter_program_runs":["ag_file_open 1200 3"],
-            "filter_devices":2,"allow_rules":["any process of user grid"],"allow_notes":["n"],"oracle_homes":["grid home /u01"],"filter_pins":"watched","protection":"unprotected","bpf_lsm_hint":"",
+            "filter_devices":2,"allow_rules":["any process of user grid"],"allow_notes":["n"],"oracle_homes":["grid home /u01"],"filter_pins":"watched","map_fds":"periodic check only","protection":"unprotected","bpf_lsm_hint":"",
             "claims":["DATA1 253:2"],"claims_kept":"none (re-taken on start)",
             "claims_slow":"the exclusive claim of DATA1 253:2 took 600 ms to take",
             "container_nodes":1,

@@ -146,6 +146,10 @@ pub struct FilterStatus {
     /// `guarded`, `watched` (not guarded: compared and put back every 2 s)
     /// or `none` (no filter): `status`'s `filter_pins`.
     pub pins: &'static str,
+    /// `refused by the kernel` (no other task gets an fd onto the filter's
+    /// maps or programs), `periodic check only` or `none`: `status`'s
+    /// `map_fds`.
+    pub map_fds: &'static str,
 }
 
 impl FilterStatus {
@@ -162,6 +166,7 @@ impl FilterStatus {
             reach: IdentityReach::Full,
             changed: false,
             pins: "none",
+            map_fds: "none",
         }
     }
 
@@ -951,6 +956,11 @@ impl FilterService {
                 devices: g.disks().map(|d| d.len()).unwrap_or(0),
                 reach: g.identity_reach(),
                 pins: if g.pins_guarded() { "guarded" } else { "watched" },
+                map_fds: if g.map_fds_refused() {
+                    "refused by the kernel"
+                } else {
+                    "periodic check only"
+                },
             },
             None => FilterStatus {
                 cover,
@@ -962,6 +972,7 @@ impl FilterService {
                 devices: 0,
                 reach: IdentityReach::Full,
                 pins: "none",
+                map_fds: "none",
             },
         }
     }

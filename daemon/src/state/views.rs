@@ -110,6 +110,7 @@ impl Daemon {
             oracle_homes: allow_view.2,
             exposed: self.exposed.lines(),
             filter_pins: fst.pins.into(),
+            map_fds: fst.map_fds.into(),
             protection,
             // how to get full coverage: only where it is missing (fmod_ret has it)
             bpf_lsm_hint: match protection {

@@ -35,7 +35,7 @@ use crate::{Error, KernelDev};
 pub(crate) static GUARD_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/guard.bpf.o"));
 
 /// The maps, pinned under `maps/<name>`.
-pub(crate) const MAP_NAMES: [&str; 15] = [
+pub(crate) const MAP_NAMES: [&str; 17] = [
     "ag_blk",
     "ag_chr",
     "ag_majors",
@@ -51,6 +51,8 @@ pub(crate) const MAP_NAMES: [&str; 15] = [
     "ag_pin_dirs",
     "ag_guarded",
     "ag_guardian",
+    "ag_borrowed",
+    "ag_dm_ioctl",
 ];
 
 /// The program of `programs` (a hook's, preferred first) that variant `pick`
@@ -681,6 +683,18 @@ impl Guard {
     /// [`Guard::reassert_pins`]: the cgroup-device fallback).
     pub fn pins_guarded(&self) -> bool {
         self.guard_attached() && super::guardian::holder(&self.guardian) == Some(std::process::id())
+    }
+
+    /// Whether the kernel refuses every other task an fd onto the filter's
+    /// maps and programs (the `bpf_map` and `bpf_prog` rules attached, the
+    /// pins guarded); otherwise the periodic check is all there is.
+    pub fn map_fds_refused(&self) -> bool {
+        let has = |h: Hook| {
+            self.links
+                .iter()
+                .any(|(n, _)| Hook::def_of_program(n).map(|d| d.hook) == Some(h))
+        };
+        self.pins_guarded() && has(Hook::BpfMap) && has(Hook::BpfProg)
     }
 
     /// The ids of this guard's maps, programs and links (`ag_guarded`).

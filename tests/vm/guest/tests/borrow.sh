@@ -40,7 +40,11 @@ DYN=$(command -v sha256sum)
 made=""
 for p in /usr/sbin/multipathd /usr/lib/udev/scsi_id; do
 	if [ ! -e "$p" ]; then
-		mkdir -p "$(dirname "$p")" && cp "$DYN" "$p" && made="$made $p"
+		# multipathd's stand-in is dd: root running it writes nvmet's enable
+		# below (a dynamically linked coreutils program like the other)
+		src=$DYN
+		[ "$p" = /usr/sbin/multipathd ] && src=$(command -v dd)
+		mkdir -p "$(dirname "$p")" && cp "$src" "$p" && made="$made $p"
 	fi
 done
 info "copied $DYN to:${made:- (none: the tools are here)}"
@@ -144,6 +148,53 @@ case $rule in
 	expect_ok smartctl-i.root smartctl -i "$S"
 	expect_ok sg_inq.diskuser as_user diskuser sg_inq "$S" ;;
 esac
+
+# ---- multipathd borrowed for an in-kernel open (issue 41, point 4) -------------------
+# root running the multipathd executable enables an nvmet namespace over the
+# managed loop disk: nvmet's block backend opens it by path, in the kernel,
+# read-write. multipathd's allowance is the dm multipath target's opens of the
+# paths (a table load through /dev/mapper/control), never an nvmet one.
+CFG=/sys/kernel/config
+if ! vm_full; then
+	na kopen-nvmet "$VM_FALLBACK_WHY: no in-kernel open is told apart there"
+elif [ ! -e /sys/fs/bpf/asmguard/links/ag_kernel_open ]; then
+	na kopen-nvmet "no ag_kernel_open beside the security-hook programs on this kernel (5.10: cgroup-device programs get no task helpers): in-kernel opens are not judged"
+elif ! case $made in *multipathd*) true ;; *) false ;; esac; then
+	na kopen-nvmet "the guest has a real /usr/sbin/multipathd: the stand-in (dd) is not there"
+elif modprobe nvmet 2>/dev/null && modprobe nvme-loop 2>/dev/null &&
+	{ [ -d "$CFG/nvmet" ] || mount -t configfs configfs "$CFG" 2>/dev/null; } && [ -d "$CFG/nvmet" ]; then
+	ss="$CFG/nvmet/subsystems/agborrow"
+	mkdir -p "$ss/namespaces/1"
+	echo 1 >"$ss/attr_allow_any_host"
+	printf '%s' "$D" >"$ss/namespaces/1/device_path"
+	expect_fail kopen-nvmet.root-refused "Device or resource busy|Operation not permitted" \
+		sh -c "echo 1 | dd of=$ss/namespaces/1/enable conv=notrunc status=none"
+	expect_fail kopen-nvmet.multipathd-refused "Device or resource busy|Operation not permitted" \
+		sh -c "echo 1 | /usr/sbin/multipathd of=$ss/namespaces/1/enable conv=notrunc status=none"
+	expect kopen-nvmet.not-enabled 0 "$(cat "$ss/namespaces/1/enable" 2>&1)"
+	echo 0 >"$ss/namespaces/1/enable" 2>/dev/null
+	rmdir "$ss/namespaces/1" "$ss" 2>/dev/null
+	# what multipathd keeps: its dm table loads. The stand-in's inode made dmsetup
+	# (its identity stays the tool's); a multipath table over the managed loop
+	# disk passes the filter (it is in a table load on /dev/mapper/control) and
+	# stops at the daemon's exclusive claim (EBUSY); root's own dmsetup, not a
+	# tool, is refused by the filter first (EPERM)
+	if command -v dmsetup >/dev/null && modprobe dm-multipath 2>/dev/null; then
+		cat "$(command -v dmsetup)" >/usr/sbin/multipathd
+		mm=$(printf '%d:%d' 0x$(stat -c %t "$D") 0x$(stat -c %T "$D"))
+		tbl="0 $(blockdev --getsz "$D") multipath 0 0 1 1 round-robin 0 1 1 $mm 1000"
+		expect_fail kopen-dm.root-refused "Operation not permitted" dmsetup create agborrow-r --table "$tbl"
+		dmsetup remove agborrow-r 2>/dev/null
+		out=$(/usr/sbin/multipathd create agborrow-m --table "$tbl" 2>&1)
+		holds kopen-dm.multipathd-table-load-passes "$out" \
+			sh -c "printf '%s' \"\$1\" | grep -q 'Device or resource busy' && ! printf '%s' \"\$1\" | grep -q 'not permitted'" _ "$out"
+		/usr/sbin/multipathd remove agborrow-m 2>/dev/null
+	else
+		na kopen-dm "no dmsetup or dm-multipath in this guest"
+	fi
+else
+	na kopen-nvmet "this kernel has no nvmet/nvme-loop modules"
+fi
 
 $C unlabel BORROW >/dev/null 2>&1
 $C unlabel BORROWS >/dev/null 2>&1

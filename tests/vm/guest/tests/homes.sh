@@ -29,10 +29,11 @@ W=/usr/local/bin/ag-asm-writer
 
 # ---- the Grid home and its registration ------------------------------------------------
 rm -rf /u01 && mkdir -p $GH/bin /etc/oracle
-cp $W $GH/bin/oracle && cp $W $GH/bin/ocssd.bin
-# (chown clears the set-id bits: the modes last)
-chown -R grid:oinstall /u01 && chgrp asmadmin $GH/bin/oracle
-chmod 6751 $GH/bin/oracle && chmod 751 $GH/bin/ocssd.bin
+cp $W $GH/bin/oracle && cp $W $GH/bin/ocssd.bin && cp $W $GH/bin/crsd.bin
+# (chown clears the set-id bits: the modes last; crsd.bin is root's, as CRS
+# installs it)
+chown -R grid:oinstall /u01 && chgrp asmadmin $GH/bin/oracle && chown root $GH/bin/crsd.bin
+chmod 6751 $GH/bin/oracle && chmod 751 $GH/bin/ocssd.bin $GH/bin/crsd.bin
 info "oracle: $(stat -c '%U:%G %a' $GH/bin/oracle)"
 [ -e /etc/oratab ] && cp /etc/oratab /tmp/homes.oratab.saved
 printf '# written by the lab\n+ASM1:%s:N\n' $GH >/etc/oratab
@@ -120,7 +121,26 @@ expect_fail intruder-ptrace-refused "write refused" as_user intruder /usr/local/
 	--image $W $GH/bin/oracle "$D" $((M + 12288))
 expect intruder-ptrace.sha-unchanged "$b" "$(sha "$D")"
 
-# ---- "auto": the homes from olr.loc and oratab, a new home picked up ---------------------------
+# ---- crsd.bin ("uid 0 AND crsd.bin", issue 41 point 4): root's crsd.bin writes; --------
+# under another task's ptrace (root's own, injecting) or once another task took
+# an fd from it (pidfd_getfd) it writes no more
+expect_ok crsd-writes $GH/bin/crsd.bin "$D" $((4 * M))
+b=$(sha "$D")
+expect_fail crsd-ptrace-refused "write refused" ag-ptrace-write $GH/bin/crsd.bin "$D" $((4 * M + 4096))
+expect crsd-ptrace.sha-unchanged "$b" "$(sha "$D")"
+$GH/bin/crsd.bin "$D" $((5 * M)) --loop >/tmp/homes.crsd 2>&1 &
+crsd=$!
+wait_for_line /tmp/homes.crsd '^write 2 ' 20
+expect crsd-loop-writes "0 fail" "$(grep -c FAIL /tmp/homes.crsd) fail" "$(head -n 2 /tmp/homes.crsd | tr '\n' ' ')"
+has_line crsd-fd-taken "^GET pidfd OK" "$(agmapfd pidfd "$crsd" 1 2>&1)"
+n0=$(grep -c ' ok$' /tmp/homes.crsd)
+sleep 0.6
+n1=$(grep -c ' ok$' /tmp/homes.crsd)
+holds crsd-after-pidfd-getfd-refused "$((n1 - n0)) writes after the fd was taken, $(grep -c FAIL /tmp/homes.crsd) refused: $(grep -m 1 FAIL /tmp/homes.crsd)" \
+	[ $((n1 - n0)) -le 1 -a "$(grep -c FAIL /tmp/homes.crsd)" -ge 3 ]
+kill "$crsd" 2>/dev/null
+wait "$crsd" 2>/dev/null
+
 kill "$agd"
 wait "$agd" 2>/dev/null
 agd_config /tmp/homes-auto.toml "${D#/dev/}" 'filter.allow_users=[]' 'filter.allow_groups=[]' \

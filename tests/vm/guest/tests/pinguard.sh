@@ -4,14 +4,20 @@
 # CAP_SYS_ADMIN (bpftool) tries what a careless admin would: on the LSM and
 # fmod_ret backends (the `bpf` security hook) getting asmguard's maps,
 # programs and links by id, writing ag_majors and the device map through
-# their pins, and detaching a link through its pin or by id are all refused,
-# while reading a map through its pin works; `status` says "guarded". The
+# their pins, and detaching a link through its pin or by id are all refused;
+# so is any fd onto its maps and programs (issue 41, point 3: agmapfd gets
+# one from a pin, read-write or read-only, by id, or from the daemon with
+# pidfd_getfd, then writes ag_majors with a socket-filter program of its own
+# run by BPF_PROG_TEST_RUN: on main before it every one of those writes
+# landed), reading a map through its pin included (the ids are read in a
+# vacancy: the daemon stopped once); `status` says "guarded" and
+# "map fds: refused by the kernel". The
 # daemon restarted (SIGTERM, then kill -9) re-adopts and guards again (the
 # kernel frees the claim when the daemon exits); `filter disable` through the
 # socket removes everything, and so does `make uninstall` (scripts/uninstall.sh)
 # with the pins guarded. On the cgroup-device fallback `status` says
-# "watched, not guarded" and a zeroed ag_majors word is put back within the
-# daemon's 2 s check.
+# "watched, not guarded" and "map fds: periodic check only", and a zeroed
+# ag_majors word is put back within the daemon's 2 s check.
 . /vmtests/lib.sh
 
 C="asmguardctl --socket /run/asmguard/asmguard.sock"
@@ -40,20 +46,40 @@ link_fdinfo() { grep -l "^link_id:" /proc/$agd/fdinfo/* 2>/dev/null | head -n 1;
 fd_field() { [ -n "$2" ] && grep -h "^$1:" "$2" 2>/dev/null | head -n 1 | tr -dc 0-9; }
 ZERO8="00 00 00 00 00 00 00 00"
 
-attacks() { # attacks ROUND: every attack refused, reading allowed
-	r=$1
+# the ids and ag_blk's first key, read through the pins while no daemon holds
+# the record (vacant: nothing refused); the maps outlive a restart, ids too
+read_ids() {
 	mid=$(map_id ag_majors)
 	bid=$(map_id ag_blk)
+	bkey=$(first_key $PIN/maps/ag_blk)
+}
+# the daemon's fd onto map id $1 (its fdinfo)
+daemon_map_fd() { grep -l "^map_id:[[:space:]]*$1\$" /proc/$agd/fdinfo/* 2>/dev/null | head -n 1 | sed 's,.*/,,'; }
+
+attacks() { # attacks ROUND: every attack refused, no fd onto the filter's objects
+	r=$1
 	# the companion's cgroup link is one a detach would take off
 	link=$(ls $PIN/links | grep -E '^ag_kernel_open$|^ag_(fr_)?file_open$' | head -n 1)
 	lf=$(link_fdinfo)
 	lid=$(fd_field link_id "$lf")
 	pid=$(fd_field prog_id "$lf")
-	bkey=$(first_key $PIN/maps/ag_blk)
 	info "round $r: ag_majors id=$mid ag_blk id=$bid link $link id=$lid prog=$pid ag_blk key=$bkey"
 	[ -n "$mid" ] && [ -n "$bid" ] && [ -n "$lid" ] && [ -n "$pid" ] && [ -n "$bkey" ] ||
 		{ fail "ids.$r" "could not read the ids through the pins"; return; }
-	expect_ok "read-pinned.$r" bpftool map dump pinned $PIN/maps/ag_majors
+	# no fd onto the filter's maps for anyone else (issue 41, point 3): not
+	# from a pin (read-write or read-only: a program loaded with either
+	# writes the map), not by id, not taken from the daemon (pidfd_getfd)
+	expect_fail "read-pinned-refused.$r" "$EPERM" bpftool map dump pinned $PIN/maps/ag_majors
+	expect_fail "mapfd-pin-write.$r" "^GET pin FAIL 1 " agmapfd pin $PIN/maps/ag_majors write
+	expect_fail "mapfd-pinro-write.$r" "^GET pinro FAIL 1 " agmapfd pinro $PIN/maps/ag_majors write
+	expect_fail "mapfd-id-write.$r" "^GET id FAIL 1 " agmapfd id "$mid" write
+	dfd=$(daemon_map_fd "$mid")
+	if [ -n "$dfd" ]; then
+		expect_fail "mapfd-pidfd-write.$r" "^GET pidfd FAIL 1 " agmapfd pidfd "$agd" "$dfd" write
+	else
+		fail "mapfd-pidfd-write.$r" "no fd of the daemon's holds map id $mid"
+	fi
+	expect_fail "progfd-id.$r" "^GET prog FAIL 1 " agmapfd prog "$pid"
 	expect_fail "map-by-id.$r" "$EPERM" bpftool map dump id "$mid"
 	expect_fail "prog-by-id.$r" "$EPERM" bpftool prog dump xlated id "$pid"
 	expect_fail "link-by-id.$r" "$EPERM" bpftool link show id "$lid"
@@ -77,7 +103,7 @@ attacks() { # attacks ROUND: every attack refused, reading allowed
 	expect_fail "link-detach-pinned.$r" "$EPERM" bpftool link detach pinned "$PIN/links/$link"
 	expect_fail "link-detach-id.$r" "$EPERM" bpftool link detach id "$lid"
 	expect_fail "still-protected.$r" "$EPERM" dd if=/dev/zero of="$L" $DDW
-	has_line "guardian-is-daemon.$r" "\"tgid\": *$agd," "$(bpftool -j map dump pinned $PIN/maps/ag_guardian 2>&1)"
+	expect_fail "guardian-read-refused.$r" "$EPERM" bpftool map dump pinned $PIN/maps/ag_guardian
 }
 
 # the hook's arguments on this kernel (the rule reads cmd and attr, the first
@@ -89,6 +115,15 @@ proto=$(bpftool btf dump file /sys/kernel/btf/vmlinux 2>/dev/null | sed -n "s/.*
 
 if vm_full; then
 	expect pins-guarded guarded "$(pins_word)" "$($C status 2>&1 | grep -i pins)"
+	has_line map-fds-refused "^map fds: *refused by the kernel" "$($C status 2>&1)"
+	# a vacancy to read the ids in (the daemon's SIGTERM; the record held
+	# is held before it: guardian-held)
+	has_line "guardian-held" "^GET pin FAIL 1 " "$(agmapfd pin $PIN/maps/ag_guardian 2>&1)"
+	kill -TERM "$agd"
+	wait "$agd" 2>/dev/null
+	has_line "guardian-vacant" "\"tgid\": *0," "$(bpftool -j map dump pinned $PIN/maps/ag_guardian 2>&1)"
+	read_ids
+	agd_start /tmp/pg.toml /tmp/pg.log || fail "restart-ids" "$(tail -n 5 /tmp/pg.log)"
 	attacks 1
 	# a restart (SIGTERM) and a crash (kill -9): the next daemon claims and guards
 	for how in TERM KILL; do
@@ -104,6 +139,7 @@ if vm_full; then
 else
 	expect pins-watched watched "$(pins_word)" "$($C status 2>&1 | grep -i pins)"
 	has_line pins-watched-text "watched, not guarded" "$($C status 2>&1)"
+	has_line map-fds-periodic "^map fds: *periodic check only" "$($C status 2>&1)"
 	expect_ok majors-zeroed bpftool map update pinned $PIN/maps/ag_majors key 00 00 00 00 value $ZERO8
 	i=0
 	while [ $i -lt 60 ] && ! grep -q "ERROR.*ag_majors" /tmp/pg.log; do i=$((i + 1)); sleep 0.1; done
