@@ -1841,24 +1841,32 @@ KERNEL=="sd*", ENV{ID_SERIAL}=="3600c0ff*", SYMLINK+="asm-fra1", OWNER="grid", G
         assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     }
 
-    #[test]
-    fn run_exits_8_when_a_disk_is_left_unprotected_unless_allowed() {
-        let d = tempfile::tempdir().unwrap();
-        let f = d.path().join("12-dm-permissions.rules");
+    /// The multipath recipe that names no LUN (`12-dm-permissions.rules`) in
+    /// `dir`, and the arguments of `import udev` on it (the configuration
+    /// `dir/asmguard.toml`).
+    fn dm_permissions_import(dir: &Path, write: bool, json: bool) -> ImportArgs {
+        let f = dir.join("12-dm-permissions.rules");
         std::fs::write(
             &f,
             "ENV{DM_NAME}==\"asm*\", OWNER=\"grid\", MODE=\"0660\"\n",
         )
         .unwrap();
-        let mut a = ImportArgs {
+        ImportArgs {
             kind: Kind::Udev,
-            file: Some(f.clone()),
-            write: false,
+            file: Some(f),
+            write,
             force: false,
-            config: d.path().join("asmguard.toml"),
-            json: true,
+            config: dir.join("asmguard.toml"),
+            json,
             allow_unprotected: false,
-        };
+        }
+    }
+
+    #[test]
+    fn run_exits_8_when_a_disk_is_left_unprotected_unless_allowed() {
+        let d = tempfile::tempdir().unwrap();
+        let mut a = dm_permissions_import(d.path(), false, true);
+        let f = a.file.clone().unwrap();
         let bare = asmguard_paths::Paths::under(d.path());
         let e = run_on(&a, &bare).unwrap_err();
         assert_eq!(e.code, IMPORT_UNPROTECTED);
@@ -1883,22 +1891,8 @@ KERNEL=="sd*", ENV{ID_SERIAL}=="3600c0ff*", SYMLINK+="asm-fra1", OWNER="grid", G
     #[test]
     fn write_writes_nothing_when_a_disk_is_left_unprotected() {
         let d = tempfile::tempdir().unwrap();
-        let f = d.path().join("12-dm-permissions.rules");
-        std::fs::write(
-            &f,
-            "ENV{DM_NAME}==\"asm*\", OWNER=\"grid\", MODE=\"0660\"\n",
-        )
-        .unwrap();
-        let conf = d.path().join("asmguard.toml");
-        let mut a = ImportArgs {
-            kind: Kind::Udev,
-            file: Some(f),
-            write: true,
-            force: false,
-            config: conf.clone(),
-            json: false,
-            allow_unprotected: false,
-        };
+        let mut a = dm_permissions_import(d.path(), true, false);
+        let conf = a.config.clone();
         let bare = asmguard_paths::Paths::under(d.path());
         let e = run_on(&a, &bare).unwrap_err();
         assert_eq!(e.code, IMPORT_UNPROTECTED);
