@@ -944,27 +944,33 @@ pub fn host_devices(paths: &asmguard_paths::Paths) -> Vec<HostDev> {
 /// by: a label (`ORCLDISK`), or the ASM disk header of a disk ASM knows
 /// (`MEMBER_STATUSES`, under `manage_asm_members`). `None`: unreadable.
 fn managed_by_block0(node: &Path) -> Option<bool> {
-    use std::io::Read;
-    let mut b = vec![0u8; 4096];
-    let mut f = std::fs::File::open(node).ok()?;
-    let n = f.read(&mut b).ok()?;
-    let b = &b[..n];
-    if asmguard_format::label::read(b).label().is_some() {
+    // O_DIRECT for a block device: a path's page cache may hold a block 0
+    // older than what was written through the multipath device
+    let dev = asmguard_devices::blockdev::Device::open_read(node).ok()?;
+    let b = dev.read_block0().ok()?;
+    if asmguard_format::label::read(&b).label().is_some() {
         return Some(true);
     }
     Some(
-        asmguard_format::header::DiskHeader::parse(b).is_some_and(|h| {
+        asmguard_format::header::DiskHeader::parse(&b).is_some_and(|h| {
             asmguard_devices::discovery::MEMBER_STATUSES.contains(&h.status.name().as_str())
         }),
     )
 }
 
 /// A device of `host` with LUN key `key` whose block 0 was read and holds
-/// neither a label nor an ASM disk header: a rule names it, yet the daemon would
-/// not manage it.
+/// neither a label nor an ASM disk header, when no device of that LUN (a path,
+/// the multipath device) reads as one the daemon manages: a rule names it, yet
+/// the daemon would not manage it.
 fn headerless<'a>(host: &'a [HostDev], key: &str) -> Option<&'a HostDev> {
-    host.iter()
-        .find(|d| d.key().as_deref() == Some(key) && d.managed_block0 == Some(false))
+    let lun: Vec<&HostDev> = host
+        .iter()
+        .filter(|d| d.key().as_deref() == Some(key))
+        .collect();
+    if lun.iter().any(|d| d.managed_block0 == Some(true)) {
+        return None;
+    }
+    lun.into_iter().find(|d| d.managed_block0 == Some(false))
 }
 
 /// The answer for `from`, which a rule gives ASM (as `name` or, `None`, under its
@@ -1131,7 +1137,7 @@ pub fn udev_on(text: &str, file: &str, host: &[HostDev]) -> Result<Import, Strin
                                 .and_then(label_for)
                         });
                     match (d.key(), own) {
-                        (Some(_), own) if d.managed_block0 == Some(false) => {
+                        (Some(key), own) if headerless(host, &key).is_some() => {
                             b.disks.push(headerless_answer(from, d, own.as_deref()))
                         }
                         (Some(key), Some(n)) if !names.iter().any(|x| x.1 == n || x.0 == key) => {
@@ -1917,6 +1923,9 @@ KERNEL=="sd*", ENV{ID_SERIAL}=="3600c0ff*", SYMLINK+="asm-fra1", OWNER="grid", G
                 ("vdb", "252:16", None, &[("ID_SERIAL", "SER1")]),
                 ("vdc", "252:32", None, &[("ID_SERIAL", "SER2")]),
                 ("vdd", "252:48", None, &[("ID_SERIAL", "SER3")]),
+                // a second path of vdc's LUN whose block 0 reads as zeros
+                // (a stale read): the LUN still counts as labelled
+                ("vde", "252:64", None, &[("ID_SERIAL", "SER2")]),
             ],
         );
         let dev = d.path().join("dev");
@@ -1930,10 +1939,11 @@ KERNEL=="sd*", ENV{ID_SERIAL}=="3600c0ff*", SYMLINK+="asm-fra1", OWNER="grid", G
         )
         .unwrap();
         std::fs::write(dev.join("vdc"), &b).unwrap();
+        std::fs::write(dev.join("vde"), vec![0u8; 4096]).unwrap();
         let host = host_devices(&asmguard_paths::Paths::under(d.path()));
         assert_eq!(
             host.iter().map(|h| h.managed_block0).collect::<Vec<_>>(),
-            [Some(false), Some(true), None]
+            [Some(false), Some(true), None, Some(false)]
         );
         let rules = "KERNEL==\"vd?\", ENV{ID_SERIAL}==\"SER1\", SYMLINK+=\"asm-disk1\", OWNER=\"grid\"\n\
                      KERNEL==\"vd?\", ENV{ID_SERIAL}==\"SER2\", SYMLINK+=\"asm-disk2\", OWNER=\"grid\"\n\
