@@ -952,6 +952,10 @@ pub struct StatusResult {
     /// Devices in the kernel's managed set.
     #[serde(default)]
     pub filter_devices: usize,
+    /// The majors the filter's programs look devices up under, as the kernel
+    /// has them (`ag_majors`): `blk=8,259 chr=21`; empty without a filter.
+    #[serde(default)]
+    pub filter_majors: String,
     /// Who may write, one rule a line (`any process of user grid`,
     /// `user grid AND executable /u01/.../bin/oracle`, `in container rac1
     /// AND ...`), then the daemon's own process.
@@ -1469,7 +1473,7 @@ mod json_names {
             "filter_reason":"r","filter_passthrough":"p","filter_programs":["ag_file_open"],
             "filter_other_programs":["other (id 7) on file_open"],
             "filter_program_runs":["ag_file_open 1200 3"],
-            "filter_devices":2,"allow_rules":["any process of user grid"],"allow_notes":["n"],"oracle_homes":["grid home /u01"],"filter_pins":"watched","map_fds":"periodic check only","protection":"unprotected","bpf_lsm_hint":"",
+            "filter_devices":2,"filter_majors":"blk=8 chr=21","allow_rules":["any process of user grid"],"allow_notes":["n"],"oracle_homes":["grid home /u01"],"filter_pins":"watched","map_fds":"periodic check only","protection":"unprotected","bpf_lsm_hint":"",
             "claims":["DATA1 253:2"],"claims_kept":"none (re-taken on start)",
             "claims_slow":"the exclusive claim of DATA1 253:2 took 600 ms to take",
             "container_nodes":1,

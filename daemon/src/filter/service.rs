@@ -138,6 +138,8 @@ pub struct FilterStatus {
     pub programs: Vec<String>,
     /// Devices in the kernel's managed set.
     pub devices: usize,
+    /// `ag_majors` as the kernel has it (`blk=8 chr=21`).
+    pub majors: String,
     /// What of a caller the filter can judge (`Full` without a filter).
     pub reach: IdentityReach,
     /// Another process changed the filter's pins or maps (put back since):
@@ -163,6 +165,7 @@ impl FilterStatus {
             adopted: false,
             programs: vec![],
             devices: 0,
+            majors: String::new(),
             reach: IdentityReach::Full,
             changed: false,
             pins: "none",
@@ -954,6 +957,15 @@ impl FilterService {
                 adopted: g.adopted(),
                 programs: g.programs(),
                 devices: g.disks().map(|d| d.len()).unwrap_or(0),
+                majors: match g.managed_majors() {
+                    Ok((blk, chr)) => {
+                        let list = |v: Vec<u32>| {
+                            v.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+                        };
+                        format!("blk={} chr={}", list(blk), list(chr))
+                    }
+                    Err(e) => format!("unreadable: {e}"),
+                },
                 reach: g.identity_reach(),
                 pins: if g.pins_guarded() { "guarded" } else { "watched" },
                 map_fds: if g.map_fds_refused() {
@@ -970,6 +982,7 @@ impl FilterService {
                 adopted: false,
                 programs: vec![],
                 devices: 0,
+            majors: String::new(),
                 reach: IdentityReach::Full,
                 pins: "none",
                 map_fds: "none",

@@ -100,6 +100,7 @@ impl Daemon {
             filter_other_programs: self.filter.other_programs(),
             filter_program_runs: self.filter.program_runs(),
             filter_devices: fst.devices,
+            filter_majors: fst.majors,
             allow_rules: allow_view.0,
             allow_notes: allow_view.1,
             reclaim_fence: crate::fence::status_text(

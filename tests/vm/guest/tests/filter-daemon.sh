@@ -48,20 +48,26 @@ expect_ok write-before-label dd if=/tmp/junk of="$D" $DDW seek=100
 # The programs look a device up only when its major has a managed node
 # (ag_majors): sd's (8) and sg's (21) bits come with the label, after the
 # daemon started; a write on the sg node opened before it is then refused.
-G=/usr/local/bin/asmguard-guard-test
+# (read as the daemon has them: `status --json` filter_majors, "blk=8 chr=21";
+# where the pins are guarded no other task may open ag_majors)
 SDMAJ=$((0x$(stat -c %t "$D"))) SGMAJ=$((0x$(stat -c %t "$SG")))
-has_major() { # has_major MAJORS blk|chr MAJOR: the bit is set in MAJORS ($G majors)
+majors() {
+	$C status --json 2>&1 | sed -n 's/.*"filter_majors": *"\([^"]*\)".*/ \1 /p'
+}
+has_major() { # has_major MAJORS blk|chr MAJOR: the bit is set in MAJORS (majors)
 	echo "$1" | sed -n "s/.* $2=\([^ ]*\).*/,\1,/p" | grep -q ",$3,"
 }
-m=$($G majors 2>&1)
-if has_major "$m" blk "$SDMAJ" || has_major "$m" chr "$SGMAJ"; then
+m=$(majors)
+if ! echo "$m" | grep -q 'blk=.* chr='; then
+	fail majors-before-label "no filter_majors in status --json: $m"
+elif has_major "$m" blk "$SDMAJ" || has_major "$m" chr "$SGMAJ"; then
 	fail majors-before-label "$m"
 else
 	pass majors-before-label "$m"
 fi
 exec 4<>"$SG"
 expect_ok label $C label DATA1 "$D"
-m=$($G majors 2>&1)
+m=$(majors)
 if has_major "$m" blk "$SDMAJ" && has_major "$m" chr "$SGMAJ"; then
 	pass majors-after-label "sd $SDMAJ, sg $SGMAJ: $m"
 else
@@ -159,11 +165,11 @@ expect_fail enabled-again "Operation not permitted" dd if=/tmp/junk of="$D" $DDW
 LPMAJ=$((0x$(stat -c %t "${P}p1"))) LMAJ=$((0x$(stat -c %t "$P")))
 expect_ok unlabel-partition $C unlabel DATA2
 i=0
-m=$($G majors 2>&1)
+m=$(majors)
 while [ $i -lt 50 ] && has_major "$m" blk "$LPMAJ"; do
 	i=$((i + 1))
 	sleep 0.1
-	m=$($G majors 2>&1)
+	m=$(majors)
 done
 if has_major "$m" blk "$LPMAJ" || has_major "$m" blk "$LMAJ" || ! has_major "$m" blk "$SDMAJ" || ! has_major "$m" chr "$SGMAJ"; then
 	fail majors-after-unlabel "loop $LMAJ, partition $LPMAJ gone; sd $SDMAJ, sg $SGMAJ kept: $m"
