@@ -885,7 +885,8 @@ pub struct HostDev {
     /// udev's properties (`E:` lines of its database entry).
     pub props: std::collections::BTreeMap<String, String>,
     /// Whether block 0 holds what the daemon manages a disk by (a label, or the
-    /// ASM disk header of a disk ASM knows); `None`: its node could not be read.
+    /// ASM disk header of a disk ASM knows); `None`: not read (no LUN key for a
+    /// rule to name it by) or unreadable.
     pub managed_block0: Option<bool>,
 }
 
@@ -927,35 +928,34 @@ pub fn host_devices(paths: &asmguard_paths::Paths) -> Vec<HostDev> {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect();
             let partition = read(d.join("partition")).and_then(|p| p.trim().parse().ok());
-            let managed_block0 = managed_by_block0(&paths.dev.join(&name));
             Some(HostDev {
                 name,
                 partition,
                 props,
-                managed_block0,
+                managed_block0: None,
             })
         })
         .collect();
     out.sort_by(|a, b| a.name.cmp(&b.name));
-    out
-}
-
-/// Whether block 0 of the device node `node` holds what the daemon manages a disk
-/// by: a label (`ORCLDISK`), or the ASM disk header of a disk ASM knows
-/// (`MEMBER_STATUSES`, under `manage_asm_members`). `None`: unreadable.
-fn managed_by_block0(node: &Path) -> Option<bool> {
-    // O_DIRECT for a block device: a path's page cache may hold a block 0
-    // older than what was written through the multipath device
-    let dev = asmguard_devices::blockdev::Device::open_read(node).ok()?;
-    let b = dev.read_block0().ok()?;
-    if asmguard_format::label::read(&b).label().is_some() {
-        return Some(true);
+    // Block 0 of the devices a rule can name by LUN, read as the daemon reads
+    // it (O_DIRECT, in parallel; a read that hangs, such as a multipath device
+    // queueing with no path left, answers nothing after READ_TIMEOUT).
+    use asmguard_devices::discovery::{read_label, run_reads, READ_TIMEOUT};
+    let keyed = out
+        .iter()
+        .filter(|d| d.key().is_some())
+        .map(|d| (d.name.clone(), paths.dev.join(&d.name)))
+        .collect();
+    let mut read = run_reads(keyed, 16, READ_TIMEOUT, |p| {
+        read_label(p).map_err(|e| e.to_string())
+    });
+    for d in &mut out {
+        d.managed_block0 = read
+            .remove(&d.name)
+            .and_then(Result::ok)
+            .map(|r| r.managed());
     }
-    Some(
-        asmguard_format::header::DiskHeader::parse(&b).is_some_and(|h| {
-            asmguard_devices::discovery::MEMBER_STATUSES.contains(&h.status.name().as_str())
-        }),
-    )
+    out
 }
 
 /// A device of `host` with LUN key `key` whose block 0 was read and holds

@@ -44,6 +44,21 @@ impl LabelRead {
         self.state.label()
     }
 
+    /// The ASM disk header of an unlabelled disk ASM knows (see
+    /// [`MEMBER_STATUSES`]): what `manage_asm_members` manages it by.
+    pub fn asm_member(&self) -> Option<&HeaderSummary> {
+        self.header.as_ref().filter(|h| {
+            matches!(self.state, LabelState::Marked { label: None, .. })
+                && MEMBER_STATUSES.contains(&h.status.as_str())
+        })
+    }
+
+    /// Whether the daemon manages a disk whose block 0 reads as this: by its
+    /// label, or (under `manage_asm_members`) by its ASM disk header.
+    pub fn managed(&self) -> bool {
+        self.label().is_some() || self.asm_member().is_some()
+    }
+
     /// What block 0 (as read from the device) says.
     pub fn of_block0(b0: &[u8]) -> LabelRead {
         let header = DiskHeader::parse(b0).map(|h| HeaderSummary {
@@ -357,11 +372,8 @@ pub fn identity(o: &Observed, rules: &Rules) -> Option<(Label, Identity)> {
     if let Some(l) = r.label() {
         return Some((l, Identity::Label));
     }
-    let h = r.header.as_ref()?;
-    if !rules.asm_members.enabled
-        || !matches!(r.state, LabelState::Marked { label: None, .. })
-        || !MEMBER_STATUSES.contains(&h.status.as_str())
-    {
+    let h = r.asm_member()?;
+    if !rules.asm_members.enabled {
         return None;
     }
     if let Some(n) = o

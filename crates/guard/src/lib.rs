@@ -19,9 +19,9 @@ pub mod pins;
 pub mod smoke;
 pub use asmguard_devices::devt::{DevtError, KernelDev};
 pub use guard::{
-    bpf_lsm_hint, pinned_backend, pinned_majors, remove_pins, Applied, Backend, Coverage,
-    DenialEvent, DevKey, EventReader, ExeId, Guard, Hook, HookOperation, IdentityReach, Mode,
-    Options, PassthroughRule, Rule, Rules, SelfId, Stats, Tool,
+    bpf_lsm_hint, majors_text, pinned_backend, pinned_majors, remove_pins, Applied, Backend,
+    Coverage, DenialEvent, DevKey, EventReader, ExeId, Guard, Hook, HookOperation, IdentityReach,
+    Mode, Options, PassthroughRule, Rule, Rules, SelfId, Stats, Tool,
 };
 pub use smoke::{ObjectStorage, SmokeFilter};
 

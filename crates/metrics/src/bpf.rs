@@ -599,15 +599,20 @@ impl IoLat {
         Ok(out)
     }
 
-    /// Reads the histograms of every disk with a slot, per op and size class
-    /// that saw I/O, sorted by disk, op and size class.
-    pub fn read_sized(&self) -> Result<Vec<(RawEntry, SizeClass)>, Error> {
-        let owners: Vec<(u32, u32)> = self
-            .slots()
+    /// Every disk with a slot and its slot (a copy: the slot lock is not held
+    /// while the maps are read).
+    fn owners(&self) -> Vec<(u32, u32)> {
+        self.slots()
             .by_dev
             .iter()
             .map(|(&dev, &(slot, _))| (dev, slot))
-            .collect();
+            .collect()
+    }
+
+    /// Reads the histograms of every disk with a slot, per op and size class
+    /// that saw I/O, sorted by disk, op and size class.
+    pub fn read_sized(&self) -> Result<Vec<(RawEntry, SizeClass)>, Error> {
+        let owners = self.owners();
         let mut out = Vec::with_capacity(owners.len() * 2);
         for (dev, slot) in owners {
             for op in Op::ALL {
@@ -633,12 +638,7 @@ impl IoLat {
     /// The errored completions of every disk with a slot, by kind (only
     /// kinds that occurred). Cumulative, like the histograms.
     pub fn read_errors(&self) -> Result<Vec<(u32, IoErrorKind, u64)>, Error> {
-        let owners: Vec<(u32, u32)> = self
-            .slots()
-            .by_dev
-            .iter()
-            .map(|(&dev, &(slot, _))| (dev, slot))
-            .collect();
+        let owners = self.owners();
         let mut out = Vec::new();
         for (dev, slot) in owners {
             for kind in IoErrorKind::ALL {

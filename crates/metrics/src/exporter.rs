@@ -302,17 +302,16 @@ impl Shared {
         let mut disks: BTreeMap<Key, OpHist> = BTreeMap::new();
         let mut sized: BTreeMap<(Key, Option<SizeClass>), OpHist> = BTreeMap::new();
         let mut paths: BTreeMap<Key, OpHist> = BTreeMap::new();
-        let add = |h: &mut OpHist, e: &OpHist| h.add(e);
         for (e, size) in raw {
             let dev = KernelDev::from_raw(e.dev);
             if state.disks.get(&dev).is_some_and(|d| !d.path.is_empty()) {
                 let (disk, path) = self.disk_path(&state, dev);
-                add(paths.entry((disk, path, e.op)).or_default(), &e.hist);
+                paths.entry((disk, path, e.op)).or_default().add(&e.hist);
             }
             let (device, label) = self.names(&state, dev);
             let key = (device, label, e.op);
-            add(sized.entry((key.clone(), size)).or_default(), &e.hist);
-            add(disks.entry(key).or_default(), &e.hist);
+            sized.entry((key.clone(), size)).or_default().add(&e.hist);
+            disks.entry(key).or_default().add(&e.hist);
         }
         let mut snap = Snapshot {
             entries: disks

@@ -958,12 +958,7 @@ impl FilterService {
                 programs: g.programs(),
                 devices: g.disks().map(|d| d.len()).unwrap_or(0),
                 majors: match g.managed_majors() {
-                    Ok((blk, chr)) => {
-                        let list = |v: Vec<u32>| {
-                            v.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
-                        };
-                        format!("blk={} chr={}", list(blk), list(chr))
-                    }
+                    Ok(m) => asmguard_guard::majors_text(&m),
                     Err(e) => format!("unreadable: {e}"),
                 },
                 reach: g.identity_reach(),

@@ -211,15 +211,8 @@ fn run() -> Result<(), String> {
             Ok(())
         }
         "majors" => {
-            let (blk, chr) =
-                asmguard_guard::pinned_majors(&a.opts.pin_dir).map_err(|e| e.to_string())?;
-            let list = |v: Vec<u32>| {
-                v.iter()
-                    .map(u32::to_string)
-                    .collect::<Vec<_>>()
-                    .join(",")
-            };
-            println!("majors blk={} chr={}", list(blk), list(chr));
+            let m = asmguard_guard::pinned_majors(&a.opts.pin_dir).map_err(|e| e.to_string())?;
+            println!("majors {}", asmguard_guard::majors_text(&m));
             Ok(())
         }
         "unload" => asmguard_guard::remove_pins(&a.opts.pin_dir).map_err(|e| e.to_string()),

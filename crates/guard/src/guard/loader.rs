@@ -1177,6 +1177,12 @@ fn read_majors(map: &MapHandle) -> Result<Vec<u64>, Error> {
         .collect()
 }
 
+/// Managed majors as `status` and the lab tool show them: `blk=7,8 chr=21`.
+pub fn majors_text((blk, chr): &(Vec<u32>, Vec<u32>)) -> String {
+    let list = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+    format!("blk={} chr={}", list(blk), list(chr))
+}
+
 /// [`Guard::managed_majors`] of the filter pinned in `pin_dir`, read from the
 /// pinned map alone (no programs loaded: cheap enough for a test's loop).
 pub fn pinned_majors(pin_dir: &std::path::Path) -> Result<(Vec<u32>, Vec<u32>), Error> {
@@ -1190,6 +1196,14 @@ mod tests {
     use super::super::programs::PROGRAMS;
     use super::*;
     use libbpf_rs::{ObjectBuilder, ProgramType};
+
+    /// The text `status --json` (filter_majors) and the lab tool print, which
+    /// the lab's filter-daemon test parses.
+    #[test]
+    fn majors_text_lists_each_kind() {
+        assert_eq!(majors_text(&(vec![7, 8], vec![21])), "blk=7,8 chr=21");
+        assert_eq!(majors_text(&(vec![], vec![])), "blk= chr=");
+    }
 
     /// The object's programs are exactly the program table's rows, each in
     /// its section and of its type, and the maps have the layouts the

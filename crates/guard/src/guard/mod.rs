@@ -58,7 +58,7 @@ pub use commands::{CmdSet, PassthroughRule};
 pub use events::DenialEvent;
 pub use hooks::{Hook, HookDef, HookOperation, Op, HOOKS};
 pub use ioctls::ioctl_name;
-pub use loader::{pinned_majors, Guard, Options, Stats};
+pub use loader::{majors_text, pinned_majors, Guard, Options, Stats};
 pub use pins::{
     active_lsms, bpf_lsm_hint, bpf_lsm_hint_for, cgroup2_root, pinned_backend, remove_pins,
 };
