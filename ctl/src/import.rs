@@ -905,6 +905,27 @@ impl HostDev {
             None => s.clone(),
         })
     }
+
+    /// Every key a `[devices.member_names]` entry (a rule's LUN) may name it by,
+    /// as the daemon's discovery takes them (`Observed::name_keys`): its
+    /// [`HostDev::key`], and, for a device that is not a dm device, its `ID_WWN`
+    /// and `ID_SCSI_SERIAL` (`-partN` for partition N).
+    fn name_keys(&self) -> Vec<String> {
+        let mut keys: Vec<String> = self.key().into_iter().collect();
+        if self.props.contains_key("DM_UUID") {
+            return keys;
+        }
+        let part = self
+            .partition
+            .map(|n| format!("-part{n}"))
+            .unwrap_or_default();
+        for p in ["ID_WWN", "ID_SCSI_SERIAL"] {
+            if let Some(v) = self.props.get(p).filter(|v| !v.trim().is_empty()) {
+                keys.push(format!("{v}{part}"));
+            }
+        }
+        keys
+    }
 }
 
 /// The block devices under `paths.sys` with udev's properties from its database
@@ -958,14 +979,24 @@ fn managed_by_block0(node: &Path) -> Option<bool> {
     )
 }
 
-/// A device of `host` with LUN key `key` whose block 0 was read and holds
+/// A device of `host` that `key` names (its LUN key, `ID_WWN` or
+/// `ID_SCSI_SERIAL`: [`HostDev::name_keys`]) whose block 0 was read and holds
 /// neither a label nor an ASM disk header, when no device of that LUN (a path,
 /// the multipath device) reads as one the daemon manages: a rule names it, yet
 /// the daemon would not manage it.
 fn headerless<'a>(host: &'a [HostDev], key: &str) -> Option<&'a HostDev> {
+    // The LUN keys of the devices `key` names: a path named by its ID_WWN shares
+    // its LUN (ID_SERIAL, the WWID) with the multipath device over it.
+    let luns: Vec<String> = host
+        .iter()
+        .filter(|d| d.name_keys().iter().any(|k| k == key))
+        .filter_map(HostDev::key)
+        .collect();
     let lun: Vec<&HostDev> = host
         .iter()
-        .filter(|d| d.key().as_deref() == Some(key))
+        .filter(|d| {
+            d.name_keys().iter().any(|k| k == key) || d.key().is_some_and(|k| luns.contains(&k))
+        })
         .collect();
     if lun.iter().any(|d| d.managed_block0 == Some(true)) {
         return None;
@@ -1963,6 +1994,96 @@ KERNEL=="sd*", ENV{ID_SERIAL}=="3600c0ff*", SYMLINK+="asm-fra1", OWNER="grid", G
         );
         assert!(
             lines[2].contains("/dev/vdb: NOT protected: /dev/vdb carries neither"),
+            "{lines:?}"
+        );
+    }
+
+    /// A rule that names its LUN by `ENV{ID_WWN}` or `ENV{ID_SCSI_SERIAL}` (keys
+    /// the daemon looks a name up by) is checked like one by `ID_SERIAL`: a disk
+    /// it gives ASM that carries neither a label nor an ASM header is NOT
+    /// protected, with the label command.
+    #[test]
+    fn a_disk_a_rule_names_by_id_wwn_or_scsi_serial_without_a_header_is_not_protected() {
+        let d = tempfile::tempdir().unwrap();
+        fake_host(
+            d.path(),
+            &[
+                (
+                    "sdb",
+                    "8:16",
+                    None,
+                    &[("ID_SERIAL", "3600a"), ("ID_WWN", "0x600a")],
+                ),
+                (
+                    "sdc",
+                    "8:32",
+                    None,
+                    &[("ID_SERIAL", "3600b"), ("ID_SCSI_SERIAL", "SN-B")],
+                ),
+                (
+                    "sdd",
+                    "8:48",
+                    None,
+                    &[("ID_SERIAL", "3600c"), ("ID_WWN", "0x600c")],
+                ),
+                (
+                    "sde",
+                    "8:64",
+                    None,
+                    &[("ID_SERIAL", "3600e"), ("ID_WWN", "0x600e")],
+                ),
+                (
+                    "sde1",
+                    "8:65",
+                    Some(1),
+                    &[("ID_SERIAL", "3600e"), ("ID_WWN", "0x600e")],
+                ),
+            ],
+        );
+        let dev = d.path().join("dev");
+        std::fs::create_dir_all(&dev).unwrap();
+        let mut labelled = vec![0u8; 4096];
+        asmguard_format::label::write(
+            &mut labelled,
+            &asmguard_format::label::Label::new("ASM_DISK3").unwrap(),
+        )
+        .unwrap();
+        for (n, b) in [
+            ("sdb", vec![0u8; 4096]),
+            ("sdc", vec![0u8; 4096]),
+            ("sdd", labelled),
+            ("sde", vec![0u8; 4096]),
+            ("sde1", vec![0u8; 4096]),
+        ] {
+            std::fs::write(dev.join(n), b).unwrap();
+        }
+        let host = host_devices(&asmguard_paths::Paths::under(d.path()));
+        let rules = "ENV{ID_WWN}==\"0x600a\", SYMLINK+=\"asm-disk1\", OWNER=\"grid\"\n\
+                     ENV{ID_SCSI_SERIAL}==\"SN-B\", OWNER=\"grid\"\n\
+                     ENV{ID_WWN}==\"0x600c\", SYMLINK+=\"asm-disk3\", OWNER=\"grid\"\n\
+                     KERNEL==\"sd?1\", ENV{ID_WWN}==\"0x600e\", SYMLINK+=\"asm-disk4\", OWNER=\"grid\"\n";
+        let i = udev_on(rules, "r", &host).unwrap();
+        let lines: Vec<String> = i.disks.iter().map(DiskAnswer::line).collect();
+        assert_eq!(lines.len(), 4, "{lines:?}");
+        let not = |l: &str, dev: &str, fix: &str| {
+            l.contains(&format!(
+                "NOT protected: /dev/{dev} carries neither a label nor an ASM disk header"
+            )) && l.ends_with(fix)
+        };
+        assert!(
+            not(&lines[0], "sdb", "asmguardctl label ASM_DISK1 /dev/sdb"),
+            "{lines:?}"
+        );
+        assert!(
+            not(&lines[1], "sdc", "asmguardctl label NAME /dev/sdc"),
+            "{lines:?}"
+        );
+        assert!(
+            lines[2].ends_with("protected as ASM_DISK3 (by rule)"),
+            "{lines:?}"
+        );
+        assert!(
+            not(&lines[3], "sde1", "asmguardctl label ASM_DISK4 /dev/sde1"),
             "{lines:?}"
         );
     }
