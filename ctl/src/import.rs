@@ -1007,6 +1007,13 @@ fn headerless<'a>(host: &'a [HostDev], key: &str) -> Option<&'a HostDev> {
 /// The answer for `from`, which a rule gives ASM (as `name` or, `None`, under its
 /// header's disk name), on device `d` that carries no label and no ASM header.
 fn headerless_answer(from: String, d: &HostDev, name: Option<&str>) -> DiskAnswer {
+    // The device is named in `from` too: the exit-8 error lists the `from`s.
+    let node = format!("/dev/{}", d.name); // literal path: the node named to the user
+    let from = if from.ends_with(&format!(": {node}")) {
+        from
+    } else {
+        format!("{from}: {node}")
+    };
     DiskAnswer::unprotected(
         from,
         format!(
@@ -1497,12 +1504,14 @@ pub fn run_on(a: &ImportArgs, paths: &asmguard_paths::Paths) -> Result<(), CliEr
     } else {
         String::new()
     };
+    let named: Vec<&str> = left.iter().map(|d| d.from.as_str()).collect();
     Err(CliError::new(
         IMPORT_UNPROTECTED,
         format!(
-            "{shown}: {} of the {} disks or rules it gives ASM would be left unprotected (each is named above with the command that fixes it){unwritten}; --allow-unprotected when that is intended",
+            "{shown}: {} of the {} disks or rules it gives ASM would be left unprotected ({}; each is named above with the command that fixes it){unwritten}; --allow-unprotected when that is intended",
             left.len(),
-            imp.disks.len()
+            imp.disks.len(),
+            named.join("; ")
         ),
     ))
 }
@@ -1940,6 +1949,71 @@ KERNEL=="sd*", ENV{ID_SERIAL}=="3600c0ff*", SYMLINK+="asm-fra1", OWNER="grid", G
         a.allow_unprotected = true;
         run_on(&a, &bare).unwrap();
         assert!(conf.exists());
+    }
+
+    /// `--write` (even with `--force`) writes nothing when a disk a rule names
+    /// carries no header (exit 8): the file absent stays absent, the one there
+    /// stays as it was, and the one-line error names the disk and the flag.
+    #[test]
+    fn write_writes_nothing_when_a_named_disk_carries_no_header() {
+        let d = tempfile::tempdir().unwrap();
+        fake_host(
+            d.path(),
+            &[
+                ("vdb", "252:16", None, &[("ID_SERIAL", "SER1")]),
+                ("vdc", "252:32", None, &[("ID_SERIAL", "SER2")]),
+            ],
+        );
+        let dev = d.path().join("dev");
+        std::fs::create_dir_all(&dev).unwrap();
+        std::fs::write(dev.join("vdb"), vec![0u8; 4096]).unwrap();
+        let mut b = vec![0u8; 4096];
+        asmguard_format::label::write(
+            &mut b,
+            &asmguard_format::label::Label::new("ASM_DISK2").unwrap(),
+        )
+        .unwrap();
+        std::fs::write(dev.join("vdc"), &b).unwrap();
+        let f = d.path().join("99-oracle-asmdevices.rules");
+        std::fs::write(
+            &f,
+            "KERNEL==\"vd?\", ENV{ID_SERIAL}==\"SER1\", SYMLINK+=\"asm-disk1\", OWNER=\"grid\"\n\
+             KERNEL==\"vd?\", ENV{ID_SERIAL}==\"SER2\", SYMLINK+=\"asm-disk2\", OWNER=\"grid\"\n",
+        )
+        .unwrap();
+        let mut a = ImportArgs {
+            kind: Kind::Udev,
+            file: Some(f),
+            write: true,
+            force: false,
+            config: d.path().join("asmguard.toml"),
+            json: false,
+            allow_unprotected: false,
+        };
+        let host = asmguard_paths::Paths::under(d.path());
+        let e = run_on(&a, &host).unwrap_err();
+        assert_eq!(e.code, IMPORT_UNPROTECTED);
+        assert!(!e.message.contains('\n'), "{}", e.message);
+        assert!(e.message.contains("/dev/vdb"), "{}", e.message);
+        assert!(!e.message.contains("/dev/vdc"), "{}", e.message);
+        assert!(e.message.contains("--allow-unprotected"), "{}", e.message);
+        assert!(!a.config.exists(), "written although the import exited 8");
+        // a configuration there already, --force: left as it was, no backup
+        std::fs::write(&a.config, "# the site's own\n").unwrap();
+        a.force = true;
+        let e = run_on(&a, &host).unwrap_err();
+        assert_eq!(e.code, IMPORT_UNPROTECTED);
+        assert_eq!(
+            std::fs::read_to_string(&a.config).unwrap(),
+            "# the site's own\n"
+        );
+        assert!(!d.path().join("asmguard.toml.bak.1").exists());
+        // told: written
+        a.allow_unprotected = true;
+        run_on(&a, &host).unwrap();
+        assert!(std::fs::read_to_string(&a.config)
+            .unwrap()
+            .contains("ASM_DISK2"));
     }
 
     /// A rule names a disk that carries no header: the daemon would not manage
