@@ -906,6 +906,27 @@ impl HostDev {
             None => s.clone(),
         })
     }
+
+    /// Every key a `[devices.member_names]` entry (a rule's LUN) may name it by,
+    /// as the daemon's discovery takes them (`Observed::name_keys`): its
+    /// [`HostDev::key`], and, for a device that is not a dm device, its `ID_WWN`
+    /// and `ID_SCSI_SERIAL` (`-partN` for partition N).
+    fn name_keys(&self) -> Vec<String> {
+        let mut keys: Vec<String> = self.key().into_iter().collect();
+        if self.props.contains_key("DM_UUID") {
+            return keys;
+        }
+        let part = self
+            .partition
+            .map(|n| format!("-part{n}"))
+            .unwrap_or_default();
+        for p in ["ID_WWN", "ID_SCSI_SERIAL"] {
+            if let Some(v) = self.props.get(p).filter(|v| !v.trim().is_empty()) {
+                keys.push(format!("{v}{part}"));
+            }
+        }
+        keys
+    }
 }
 
 /// The block devices under `paths.sys` with udev's properties from its database
@@ -958,14 +979,24 @@ pub fn host_devices(paths: &asmguard_paths::Paths) -> Vec<HostDev> {
     out
 }
 
-/// A device of `host` with LUN key `key` whose block 0 was read and holds
+/// A device of `host` that `key` names (its LUN key, `ID_WWN` or
+/// `ID_SCSI_SERIAL`: [`HostDev::name_keys`]) whose block 0 was read and holds
 /// neither a label nor an ASM disk header, when no device of that LUN (a path,
 /// the multipath device) reads as one the daemon manages: a rule names it, yet
 /// the daemon would not manage it.
 fn headerless<'a>(host: &'a [HostDev], key: &str) -> Option<&'a HostDev> {
+    // The LUN keys of the devices `key` names: a path named by its ID_WWN shares
+    // its LUN (ID_SERIAL, the WWID) with the multipath device over it.
+    let luns: Vec<String> = host
+        .iter()
+        .filter(|d| d.name_keys().iter().any(|k| k == key))
+        .filter_map(HostDev::key)
+        .collect();
     let lun: Vec<&HostDev> = host
         .iter()
-        .filter(|d| d.key().as_deref() == Some(key))
+        .filter(|d| {
+            d.name_keys().iter().any(|k| k == key) || d.key().is_some_and(|k| luns.contains(&k))
+        })
         .collect();
     if lun.iter().any(|d| d.managed_block0 == Some(true)) {
         return None;
@@ -976,6 +1007,13 @@ fn headerless<'a>(host: &'a [HostDev], key: &str) -> Option<&'a HostDev> {
 /// The answer for `from`, which a rule gives ASM (as `name` or, `None`, under its
 /// header's disk name), on device `d` that carries no label and no ASM header.
 fn headerless_answer(from: String, d: &HostDev, name: Option<&str>) -> DiskAnswer {
+    // The device is named in `from` too: the exit-8 error lists the `from`s.
+    let node = format!("/dev/{}", d.name); // literal path: the node named to the user
+    let from = if from.ends_with(&format!(": {node}")) {
+        from
+    } else {
+        format!("{from}: {node}")
+    };
     DiskAnswer::unprotected(
         from,
         format!(
@@ -1466,12 +1504,14 @@ pub fn run_on(a: &ImportArgs, paths: &asmguard_paths::Paths) -> Result<(), CliEr
     } else {
         String::new()
     };
+    let named: Vec<&str> = left.iter().map(|d| d.from.as_str()).collect();
     Err(CliError::new(
         IMPORT_UNPROTECTED,
         format!(
-            "{shown}: {} of the {} disks or rules it gives ASM would be left unprotected (each is named above with the command that fixes it){unwritten}; --allow-unprotected when that is intended",
+            "{shown}: {} of the {} disks or rules it gives ASM would be left unprotected ({}; each is named above with the command that fixes it){unwritten}; --allow-unprotected when that is intended",
             left.len(),
-            imp.disks.len()
+            imp.disks.len(),
+            named.join("; ")
         ),
     ))
 }
@@ -1911,6 +1951,71 @@ KERNEL=="sd*", ENV{ID_SERIAL}=="3600c0ff*", SYMLINK+="asm-fra1", OWNER="grid", G
         assert!(conf.exists());
     }
 
+    /// `--write` (even with `--force`) writes nothing when a disk a rule names
+    /// carries no header (exit 8): the file absent stays absent, the one there
+    /// stays as it was, and the one-line error names the disk and the flag.
+    #[test]
+    fn write_writes_nothing_when_a_named_disk_carries_no_header() {
+        let d = tempfile::tempdir().unwrap();
+        fake_host(
+            d.path(),
+            &[
+                ("vdb", "252:16", None, &[("ID_SERIAL", "SER1")]),
+                ("vdc", "252:32", None, &[("ID_SERIAL", "SER2")]),
+            ],
+        );
+        let dev = d.path().join("dev");
+        std::fs::create_dir_all(&dev).unwrap();
+        std::fs::write(dev.join("vdb"), vec![0u8; 4096]).unwrap();
+        let mut b = vec![0u8; 4096];
+        asmguard_format::label::write(
+            &mut b,
+            &asmguard_format::label::Label::new("ASM_DISK2").unwrap(),
+        )
+        .unwrap();
+        std::fs::write(dev.join("vdc"), &b).unwrap();
+        let f = d.path().join("99-oracle-asmdevices.rules");
+        std::fs::write(
+            &f,
+            "KERNEL==\"vd?\", ENV{ID_SERIAL}==\"SER1\", SYMLINK+=\"asm-disk1\", OWNER=\"grid\"\n\
+             KERNEL==\"vd?\", ENV{ID_SERIAL}==\"SER2\", SYMLINK+=\"asm-disk2\", OWNER=\"grid\"\n",
+        )
+        .unwrap();
+        let mut a = ImportArgs {
+            kind: Kind::Udev,
+            file: Some(f),
+            write: true,
+            force: false,
+            config: d.path().join("asmguard.toml"),
+            json: false,
+            allow_unprotected: false,
+        };
+        let host = asmguard_paths::Paths::under(d.path());
+        let e = run_on(&a, &host).unwrap_err();
+        assert_eq!(e.code, IMPORT_UNPROTECTED);
+        assert!(!e.message.contains('\n'), "{}", e.message);
+        assert!(e.message.contains("/dev/vdb"), "{}", e.message);
+        assert!(!e.message.contains("/dev/vdc"), "{}", e.message);
+        assert!(e.message.contains("--allow-unprotected"), "{}", e.message);
+        assert!(!a.config.exists(), "written although the import exited 8");
+        // a configuration there already, --force: left as it was, no backup
+        std::fs::write(&a.config, "# the site's own\n").unwrap();
+        a.force = true;
+        let e = run_on(&a, &host).unwrap_err();
+        assert_eq!(e.code, IMPORT_UNPROTECTED);
+        assert_eq!(
+            std::fs::read_to_string(&a.config).unwrap(),
+            "# the site's own\n"
+        );
+        assert!(!d.path().join("asmguard.toml.bak.1").exists());
+        // told: written
+        a.allow_unprotected = true;
+        run_on(&a, &host).unwrap();
+        assert!(std::fs::read_to_string(&a.config)
+            .unwrap()
+            .contains("ASM_DISK2"));
+    }
+
     /// A rule names a disk that carries no header: the daemon would not manage
     /// it, so the import does not call it protected (block 0 read from the
     /// host's node).
@@ -1963,6 +2068,96 @@ KERNEL=="sd*", ENV{ID_SERIAL}=="3600c0ff*", SYMLINK+="asm-fra1", OWNER="grid", G
         );
         assert!(
             lines[2].contains("/dev/vdb: NOT protected: /dev/vdb carries neither"),
+            "{lines:?}"
+        );
+    }
+
+    /// A rule that names its LUN by `ENV{ID_WWN}` or `ENV{ID_SCSI_SERIAL}` (keys
+    /// the daemon looks a name up by) is checked like one by `ID_SERIAL`: a disk
+    /// it gives ASM that carries neither a label nor an ASM header is NOT
+    /// protected, with the label command.
+    #[test]
+    fn a_disk_a_rule_names_by_id_wwn_or_scsi_serial_without_a_header_is_not_protected() {
+        let d = tempfile::tempdir().unwrap();
+        fake_host(
+            d.path(),
+            &[
+                (
+                    "sdb",
+                    "8:16",
+                    None,
+                    &[("ID_SERIAL", "3600a"), ("ID_WWN", "0x600a")],
+                ),
+                (
+                    "sdc",
+                    "8:32",
+                    None,
+                    &[("ID_SERIAL", "3600b"), ("ID_SCSI_SERIAL", "SN-B")],
+                ),
+                (
+                    "sdd",
+                    "8:48",
+                    None,
+                    &[("ID_SERIAL", "3600c"), ("ID_WWN", "0x600c")],
+                ),
+                (
+                    "sde",
+                    "8:64",
+                    None,
+                    &[("ID_SERIAL", "3600e"), ("ID_WWN", "0x600e")],
+                ),
+                (
+                    "sde1",
+                    "8:65",
+                    Some(1),
+                    &[("ID_SERIAL", "3600e"), ("ID_WWN", "0x600e")],
+                ),
+            ],
+        );
+        let dev = d.path().join("dev");
+        std::fs::create_dir_all(&dev).unwrap();
+        let mut labelled = vec![0u8; 4096];
+        asmguard_format::label::write(
+            &mut labelled,
+            &asmguard_format::label::Label::new("ASM_DISK3").unwrap(),
+        )
+        .unwrap();
+        for (n, b) in [
+            ("sdb", vec![0u8; 4096]),
+            ("sdc", vec![0u8; 4096]),
+            ("sdd", labelled),
+            ("sde", vec![0u8; 4096]),
+            ("sde1", vec![0u8; 4096]),
+        ] {
+            std::fs::write(dev.join(n), b).unwrap();
+        }
+        let host = host_devices(&asmguard_paths::Paths::under(d.path()));
+        let rules = "ENV{ID_WWN}==\"0x600a\", SYMLINK+=\"asm-disk1\", OWNER=\"grid\"\n\
+                     ENV{ID_SCSI_SERIAL}==\"SN-B\", OWNER=\"grid\"\n\
+                     ENV{ID_WWN}==\"0x600c\", SYMLINK+=\"asm-disk3\", OWNER=\"grid\"\n\
+                     KERNEL==\"sd?1\", ENV{ID_WWN}==\"0x600e\", SYMLINK+=\"asm-disk4\", OWNER=\"grid\"\n";
+        let i = udev_on(rules, "r", &host).unwrap();
+        let lines: Vec<String> = i.disks.iter().map(DiskAnswer::line).collect();
+        assert_eq!(lines.len(), 4, "{lines:?}");
+        let not = |l: &str, dev: &str, fix: &str| {
+            l.contains(&format!(
+                "NOT protected: /dev/{dev} carries neither a label nor an ASM disk header"
+            )) && l.ends_with(fix)
+        };
+        assert!(
+            not(&lines[0], "sdb", "asmguardctl label ASM_DISK1 /dev/sdb"),
+            "{lines:?}"
+        );
+        assert!(
+            not(&lines[1], "sdc", "asmguardctl label NAME /dev/sdc"),
+            "{lines:?}"
+        );
+        assert!(
+            lines[2].ends_with("protected as ASM_DISK3 (by rule)"),
+            "{lines:?}"
+        );
+        assert!(
+            not(&lines[3], "sde1", "asmguardctl label ASM_DISK4 /dev/sde1"),
             "{lines:?}"
         );
     }
