@@ -9,25 +9,18 @@
 
 use asmguard_config as config;
 use asmguard_devices::events::DeviceEvent;
-mod check;
-mod claims;
-mod conf;
-mod fence;
-mod fence_watch;
-mod filter;
-mod kept;
-mod links;
-mod metrics;
-mod model;
-mod peer;
-mod present;
-mod reclaim;
-mod server;
-mod state;
-mod tasks;
-mod watch;
-mod wire;
+mod apply;
+mod daemon;
+mod inputs;
+mod ops;
+mod views;
 mod world;
+
+use apply::links;
+use apply::{filter, metrics};
+use daemon as state;
+use inputs::{fence_watch, server, tasks, watch};
+use world::check;
 
 use clap::Parser;
 use std::path::PathBuf;
@@ -132,23 +125,22 @@ async fn run(
     let nofile = metrics::raise_nofile();
     tracing::debug!("open-file limit: {nofile}");
     // Before anything is claimed, pinned or scanned: one daemon per pin directory.
-    let pin_dir = bpf_pin_dir
-        .clone()
-        .unwrap_or_else(|| asmguard_paths::Paths::default().pin_dir());
-    let _pin_lock =
-        match asmguard_guard::pins::lock(&asmguard_paths::Paths::default().run_dir(), &pin_dir) {
-            Ok(l) => {
-                if let Some(w) = &l.warning {
-                    tracing::warn!("{w}");
-                }
-                l
+    // the filesystem roots: built once here, passed down
+    let paths = asmguard_paths::Paths::default();
+    let pin_dir = bpf_pin_dir.clone().unwrap_or_else(|| paths.pin_dir());
+    let _pin_lock = match asmguard_guard::pins::lock(&paths.run_dir(), &pin_dir) {
+        Ok(l) => {
+            if let Some(w) = &l.warning {
+                tracing::warn!("{w}");
             }
-            Err(msg) => {
-                tracing::error!("{msg}");
-                eprintln!("asmguardd: {msg}");
-                return 1;
-            }
-        };
+            l
+        }
+        Err(msg) => {
+            tracing::error!("{msg}");
+            eprintln!("asmguardd: {msg}");
+            return 1;
+        }
+    };
     // (after the lock: a refused second daemon says that alone)
     for w in check::warnings(&cfg, &source) {
         tracing::warn!("{w}");
@@ -172,9 +164,9 @@ async fn run(
         socket
             .parent()
             .map(std::path::Path::to_path_buf)
-            .unwrap_or_else(|| asmguard_paths::Paths::default().run_dir())
+            .unwrap_or_else(|| paths.run_dir())
     });
-    let (filter, writer) = match start_filter(&cfg, &runtime_dir, bpf_pin_dir).await {
+    let (filter, writer, rules) = match start_filter(&cfg, &runtime_dir, bpf_pin_dir).await {
         Ok(f) => f,
         Err(msg) => {
             tracing::error!("{msg}");
@@ -198,6 +190,7 @@ async fn run(
     let d = Arc::new(state::Daemon::new(
         cfg,
         source,
+        paths,
         socket.clone(),
         runtime_dir,
         monitor_desc,
@@ -207,7 +200,8 @@ async fn run(
             metrics,
         },
     ));
-    // a fence kept from an earlier daemon ends with its process (crate::fence)
+    d.submit(world::Input::Rules(Arc::new(rules)));
+    // a fence kept from an earlier daemon ends with its process (crate::apply::fence)
     let _ = fence_watch::watch_kept(&d);
     if d.admin_gid().is_none() {
         tracing::warn!(
@@ -249,8 +243,12 @@ async fn run(
     d.metrics.serve(&d.conf().cfg.metrics.listen).await;
     // The filter's denials, the discard totals, the backend and the modes are
     // read when Prometheus scrapes.
-    let readings: std::sync::Weak<dyn metrics::Readings> = Arc::downgrade(&d) as _;
-    d.metrics.read_counters_from(readings);
+    d.metrics.read_counters_from(metrics::Sources {
+        applied: d.published(),
+        filter: d.filter.clone(),
+        discards: d.reclaims.discards.clone(),
+        labels_lost: d.labels_lost.clone(),
+    });
     let st = d.status();
     tracing::info!(
         "ready in {} ms: {} devices looked at, {} disks, {} conflicts; socket {}",
@@ -325,6 +323,7 @@ async fn start_filter(
     (
         filter::service::FilterService,
         asmguard_devices::writer::Writer,
+        world::HostRules,
     ),
     String,
 > {
@@ -332,12 +331,12 @@ async fn start_filter(
     let cfg2 = cfg.clone();
     let require = cfg.filter.require_protection;
     let started = tokio::task::spawn_blocking(move || {
-        let (f, writer) = filter::start(&cfg2, bpf_pin_dir, state_file);
+        let (f, writer, rules) = filter::start(&cfg2, bpf_pin_dir, state_file);
         let st = f.status();
         if require && st.cover == asmguard_guard::Coverage::Unprotected {
             return Err(st.reason);
         }
-        Ok((f, writer))
+        Ok((f, writer, rules))
     })
     .await;
     match started {

@@ -7,7 +7,7 @@
 //!
 //! This crate is the loader, the ABI, the pins and the ring reader, nothing
 //! else: the daemon's policy (per-disk modes, the allow-list's names, the
-//! event history) lives in the daemon (`daemon/src/filter/`).
+//! event history) lives in the daemon (`daemon/src/apply/filter/`).
 //!
 //! Not here: scanning disks and their generic nodes (asmguard-devices), latency tracing
 //! (asmguard-metrics, `bpf/iolat.bpf.c`).

@@ -25,7 +25,7 @@
 //! relabelled). A claimant found at the daemon's start, or older than the
 //! window, is established and keeps its label.
 
-use crate::model::{stable_path, Model};
+use crate::world::model::{stable_path, Model};
 use asmguard_devices::KernelDev;
 use std::collections::BTreeMap;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -187,10 +187,10 @@ fn linked(label: &str) -> Option<KernelDev> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Disk;
+    use crate::world::model::Disk;
 
     fn disk_for_tests(label: &str, name: &str, dev: KernelDev) -> Disk {
-        crate::model::tests::plain_disk(label, name, dev)
+        crate::world::model::tests::plain_disk(label, name, dev)
     }
 
     fn model(disks: Vec<Disk>) -> Model {

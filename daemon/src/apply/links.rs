@@ -8,13 +8,13 @@
 //! under none (a header it does not manage, the other claimants of a label
 //! conflict), and sends the device a change uevent; the rules import that file
 //! (`IMPORT{file}`) and link only the label it names. In a label conflict the
-//! claimant that had the label first keeps it (`crate::kept`), else the one
+//! claimant that had the label first keeps it (`crate::apply::kept`), else the one
 //! that already had the link. The files outlive the daemon
 //! (until reboot), so the links do too.
 //!
 //! Only where udevd runs (without it nothing makes links).
 
-use crate::model::Model;
+use crate::world::model::Model;
 use asmguard_devices::{sysfs, udevdb};
 use asmguard_paths::Paths;
 use std::collections::BTreeMap;
@@ -68,7 +68,7 @@ impl Links {
             }
         }
         for (label, tops) in claimants {
-            // a label one claimant keeps (`crate::kept`): the others get none
+            // a label one claimant keeps (`crate::apply::kept`): the others get none
             if m.kept.contains_key(label) {
                 for t in tops {
                     want.insert(t.to_string(), NONE.into());
@@ -120,7 +120,7 @@ fn unlinked(m: &Model) -> Vec<String> {
         .iter()
         .filter(|d| !d.conflict)
         .filter(|d| {
-            std::fs::metadata(crate::model::stable_path(&d.label))
+            std::fs::metadata(crate::world::model::stable_path(&d.label))
                 .map(|md| std::os::unix::fs::MetadataExt::rdev(&md) != d.top.dev.to_dev_t())
                 .unwrap_or(true)
         })

@@ -16,31 +16,19 @@ use asmguard_metrics::exporter::{CounterSource, Counters};
 use asmguard_metrics::{DiscardSource, DiskInfo, IoLat, KernelDev, Metrics, Op, Snapshot};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 
-use crate::filter::service::FilterService;
-use asmguard_guard::Applied;
+use crate::apply::filter::service::FilterService;
 use asmguard_reclaim::counters::DiscardCounters;
 
-/// What the exporter reads from the daemon when Prometheus scrapes.
-pub trait Readings: Send + Sync {
-    /// The write filter (backend, kernel counters, dropped events).
-    fn filter(&self) -> &FilterService;
-    /// Each label's filter mode as applied.
-    fn applied_modes(&self) -> BTreeMap<String, Applied>;
-    /// Reclaim's discard bytes and the ones in flight.
-    fn discards(&self) -> &DiscardCounters;
-    /// Labels lost to writes the daemon did not make, by label.
-    fn labels_lost(&self) -> BTreeMap<String, u64>;
-    /// Devices with an ASM label header the daemon does not manage.
-    fn unmanaged(&self) -> Vec<String>;
-    /// (label, device, role) of every claimant of a label in conflict.
-    fn conflicts(&self) -> Vec<(String, String, String)>;
-    /// Protected disks written through a mapping made before protection.
-    fn exposed(&self) -> Vec<String>;
-    /// (name, cgroups its patterns match now, whether its files did not
-    /// answer in time) of every configured container.
-    fn containers(&self) -> Vec<(String, u64, bool)>;
+/// What the exporter reads when Prometheus scrapes: what was applied, the
+/// filter's kernel counters and events, reclaim's discards, the labels lost.
+#[derive(Clone)]
+pub struct Sources {
+    pub applied: crate::apply::Published,
+    pub filter: Arc<FilterService>,
+    pub discards: Arc<DiscardCounters>,
+    pub labels_lost: Arc<Mutex<BTreeMap<String, u64>>>,
 }
 
 /// The HTTP endpoint's share of the process: a few connections, each for a
@@ -243,9 +231,9 @@ impl MetricsService {
     }
 
     /// Reads the daemon's counters at every scrape from now on.
-    pub fn read_counters_from(&self, d: Weak<dyn Readings>) {
+    pub fn read_counters_from(&self, sources: Sources) {
         self.metrics.set_counter_source(Arc::new(LiveCounters {
-            daemon: d,
+            sources,
             oracle: Mutex::default(),
         }));
     }
@@ -255,7 +243,7 @@ impl MetricsService {
 /// and exact kernel denial counts, and the discard bytes of reclaim and of
 /// Oracle.
 pub struct LiveCounters {
-    daemon: Weak<dyn Readings>,
+    sources: Sources,
     /// label -> Oracle's discard bytes last exported (the counter never goes
     /// down, even at the moment a reclaim ioctl's bytes are seen on the disk
     /// but not yet counted as reclaim's).
@@ -271,29 +259,33 @@ impl std::fmt::Debug for LiveCounters {
 impl CounterSource for LiveCounters {
     fn counters(&self, io: &Snapshot) -> Counters {
         let mut c = Counters::default();
-        let Some(d) = self.daemon.upgrade() else {
-            return c;
-        };
-        let f = d.filter();
+        let src = &self.sources;
+        let f = &src.filter;
+        let a = src
+            .applied
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let w = &a.world;
         c.backend = Some(f.status().backend().into());
-        c.filter_modes = d.applied_modes();
+        c.filter_modes = crate::world::model::modes(&w.model.disks);
         c.events_dropped = f.events_dropped();
-        c.labels_lost = d.labels_lost();
-        c.unmanaged = d.unmanaged();
-        c.conflicts = d.conflicts();
-        c.exposed = d.exposed();
-        for (name, cgroups, stalled) in d.containers() {
-            c.container_cgroups.insert(name.clone(), cgroups);
-            c.container_stalled.insert(name, u64::from(stalled));
+        c.labels_lost = src
+            .labels_lost
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        c.unmanaged = w.model.unmanaged.iter().map(|u| u.device.clone()).collect();
+        c.conflicts = conflicts(&w.model);
+        c.exposed = w.exposed.keys().cloned().collect();
+        for r in &w.containers.each {
+            c.container_cgroups
+                .insert(r.config.name.clone(), r.found.cgroups.len() as u64);
+            c.container_stalled
+                .insert(r.config.name.clone(), u64::from(r.stalled));
         }
-        for h in f.homes().homes {
-            for b in &h.binaries {
-                c.oracle_binaries.push((
-                    h.path.display().to_string(),
-                    b.path.display().to_string(),
-                    b.owner_uid,
-                ));
-            }
+        if let Some(r) = &w.rules {
+            c.oracle_binaries.clone_from(&r.binaries);
         }
         let counts = f.counts().unwrap_or_else(|e| {
             tracing::warn!("filter counters unreadable: {e}");
@@ -304,7 +296,7 @@ impl CounterSource for LiveCounters {
                 *c.denied.entry((label, hook)).or_insert(0) += n;
             }
         }
-        let counters = d.discards();
+        let counters = &src.discards;
         for (label, r) in counters.all_reclaim() {
             c.discard.insert((label, DiscardSource::Reclaim), r);
         }
@@ -328,4 +320,22 @@ impl CounterSource for LiveCounters {
         }
         c
     }
+}
+
+/// (label, device, role) of every claimant of a label in conflict.
+fn conflicts(m: &crate::world::model::Model) -> Vec<(String, String, String)> {
+    m.conflicts
+        .iter()
+        .flat_map(|(label, devs)| {
+            let kept = m.kept.get(label);
+            devs.iter().map(move |d| {
+                let role = match kept {
+                    Some(k) if k == d => "kept",
+                    Some(_) => "newcomer",
+                    None => "unresolved",
+                };
+                (label.clone(), d.clone(), role.to_string())
+            })
+        })
+        .collect()
 }

@@ -22,7 +22,7 @@
 //! of the configuration.
 //!
 //! Not for: finding containers or translating ids (`asmguard-containers`), the
-//! write filter's container rules (`crate::filter`).
+//! write filter's container rules (`crate::apply::filter`).
 
 use asmguard_devices::KernelDev;
 use nix::sys::stat::{FchmodatFlags, Mode, SFlag};
@@ -101,7 +101,7 @@ impl Problem {
 /// `group`, default `[paths]`, as the container sees them) through what was
 /// found of it, or why they are not known. Reads the container's
 /// `/etc/passwd` and `/etc/group`: resolution time only
-/// (`crate::filter::containers::resolve`), never on the scan path.
+/// (`crate::apply::filter::containers::resolve`), never on the scan path.
 pub fn owner_of(
     cfg: &asmguard_config::Config,
     c: &asmguard_config::Container,

@@ -1,8 +1,8 @@
-//! A fence kept at start ([`crate::fence::kept`]) is watched until the
+//! A fence kept at start ([`crate::apply::fence::kept`]) is watched until the
 //! process that made it ends (the daemon's half of the fence record; apart
 //! from `fence`, which the state reads, so that neither imports the other).
 
-use crate::fence::{kept, path, start_ticks};
+use crate::apply::fence::{kept, path, start_ticks};
 use std::path::PathBuf;
 
 /// How often a kept fence's process is looked for.
@@ -12,7 +12,9 @@ pub(crate) const KEPT_POLL: std::time::Duration = std::time::Duration::from_mill
 /// thread marks its disks as being reclaimed (a reclaim of them is refused
 /// as under way) and lifts the fence, with a journal line naming the
 /// process, once that process has ended. Nothing kept: nothing to do.
-pub fn watch_kept(d: &std::sync::Arc<crate::state::Daemon>) -> Option<std::thread::JoinHandle<()>> {
+pub fn watch_kept(
+    d: &std::sync::Arc<crate::daemon::Daemon>,
+) -> Option<std::thread::JoinHandle<()>> {
     let file = path(&d.site.runtime_dir);
     let proc = d.site.paths.proc.clone();
     let r = kept(&file, &proc)?;
@@ -61,7 +63,7 @@ pub fn watch_kept(d: &std::sync::Arc<crate::state::Daemon>) -> Option<std::threa
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fence::Record;
+    use crate::apply::fence::Record;
     use std::collections::BTreeSet;
     use std::path::Path;
 
@@ -72,10 +74,11 @@ mod tests {
     fn a_kept_fence_is_lifted_once_its_process_ends() {
         use std::sync::Arc;
         let run = tempfile::tempdir().unwrap();
-        let mut d = crate::state::Daemon::for_tests(asmguard_config::Config::default());
-        d.site.runtime_dir = run.path().to_path_buf();
-        d.site.paths.proc = PathBuf::from("/proc");
-        let d = Arc::new(d);
+        let d = Arc::new(crate::daemon::Daemon::for_tests_at(
+            asmguard_config::Config::default(),
+            asmguard_paths::Paths::default(),
+            run.path(),
+        ));
         assert!(watch_kept(&d).is_none(), "no record: nothing kept");
         d.set_fence(&["DATA1".to_string()], true);
         let f = path(run.path());

@@ -5,9 +5,9 @@
 //! never a state change). No request can stop the daemon: every operation runs
 //! in its own task and a panic there becomes an `internal` error.
 
-use crate::filter::service::SetModeError;
-use crate::state::Daemon;
-use crate::wire;
+use crate::apply::filter::service::SetModeError;
+use crate::daemon::Daemon;
+use crate::inputs::wire;
 use asmguard_proto::{parse_request, Access, ErrorBody, ErrorCode, Op, Response, MAX_REQUEST_LEN};
 use std::collections::HashMap;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
@@ -208,7 +208,7 @@ fn place_of(d: &Daemon, fd: std::os::fd::BorrowedFd<'_>, pid: Option<i32>) -> (P
             tracing::debug!("SO_PEERPIDFD of pid {pid}: {e}");
             return (Place::Foreign, false);
         }
-        None => match crate::peer::pidfd_open(pid) {
+        None => match crate::inputs::peer::pidfd_open(pid) {
             Ok(f) => (f, true),
             Err(e) => {
                 tracing::debug!("pidfd_open({pid}): {e}");
@@ -233,7 +233,7 @@ fn place_of(d: &Daemon, fd: std::os::fd::BorrowedFd<'_>, pid: Option<i32>) -> (P
         return (Place::Foreign, false);
     }
     if opened {
-        match crate::peer::holds_peer(pid, fd) {
+        match crate::inputs::peer::holds_peer(pid, fd) {
             Ok(true) => {}
             Ok(false) => {
                 tracing::warn!(
@@ -625,7 +625,7 @@ async fn connection(stream: UnixStream, d: Arc<Daemon>, peer: Peer) {
                     match req.op {
                         // `reclaim` streams progress lines and watches the connection.
                         Op::Reclaim(a) => {
-                            if crate::reclaim::serve(d.clone(), req.id, a, &mut rd, &mut wr)
+                            if crate::ops::reclaim::serve(d.clone(), req.id, a, &mut rd, &mut wr)
                                 .await
                                 .is_err()
                             {
@@ -713,7 +713,7 @@ async fn dispatch(d: Arc<Daemon>, id: u64, op: Op, peer: Peer) -> Response {
                     };
                     ErrorBody::new(code, e.to_string())
                 })?;
-                d.reapply();
+                d.submit(crate::world::Input::Again);
                 tracing::info!(
                     "filter {} {}: uid {} pid {}",
                     a.action,
@@ -732,7 +732,7 @@ async fn dispatch(d: Arc<Daemon>, id: u64, op: Op, peer: Peer) -> Response {
                     .filter
                     .events_after(a.after)
                     .iter()
-                    .map(crate::filter::events::info)
+                    .map(crate::apply::filter::events::info)
                     .collect();
                 let last_seq = events.last().map(|e| e.seq).unwrap_or(a.after);
                 to_value(asmguard_proto::EventsResult { events, last_seq })

@@ -5,7 +5,8 @@
 //! Each builds its part of the next World and hands it to the daemon, which
 //! applies it (`Daemon::apply`); none of them changes the system itself.
 
-use crate::state::Daemon;
+use crate::daemon::Daemon;
+use crate::world::Input;
 use asmguard_devices::events::DeviceEvent;
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,7 +23,7 @@ pub fn filter_verify(d: Arc<Daemon>) {
         .name("filter-verify".into())
         .spawn(move || loop {
             std::thread::sleep(Duration::from_secs(2));
-            d.filter.verify();
+            d.submit(Input::Verify);
             d.check_exposed();
         });
     if let Err(e) = spawned {
@@ -198,25 +199,9 @@ pub fn sighup(d: Arc<Daemon>) {
     match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
         Ok(mut hup) => {
             tokio::spawn(async move {
-                let cfg = d.conf().cfg.clone();
-                let (u, g, _, _) = crate::filter::service::resolve_allow(
-                    &cfg.filter.allow_users,
-                    &cfg.filter.allow_groups,
-                    &[],
-                );
-                let mut before = (u, g);
                 while hup.recv().await.is_some() {
                     let d8 = d.clone();
-                    let b = before.clone();
-                    let r = tokio::task::spawn_blocking(move || {
-                        let mut b = b;
-                        reload_conf(&d8, &mut b);
-                        b
-                    })
-                    .await;
-                    if let Ok(b) = r {
-                        before = b;
-                    }
+                    let _ = tokio::task::spawn_blocking(move || reload_conf(&d8)).await;
                 }
             });
         }
@@ -242,14 +227,14 @@ pub fn containers(d: Arc<Daemon>) {
         .name("containers".into())
         .spawn(move || {
             let mut cs = d.conf().cfg.container.clone();
-            let mut watcher = crate::filter::containers::watch(&root, &cs);
+            let mut watcher = crate::apply::filter::containers::watch(&root, &cs);
             let mut last = Instant::now();
             loop {
                 let now = d.conf().cfg.container.clone();
                 if now != cs {
                     // SIGHUP resolved the new list already
                     cs = now;
-                    watcher = crate::filter::containers::watch(&root, &cs);
+                    watcher = crate::apply::filter::containers::watch(&root, &cs);
                 }
                 let changed = match watcher.as_mut() {
                     Some(w) => w.changed(Duration::from_millis(250)),
@@ -328,7 +313,7 @@ pub fn print_container_db(args: &[String]) -> i32 {
 /// scan, whose model applies the device rules and the containers' nodes
 /// as the new snapshot says. `allow_before`: the allow-list's ids as last
 /// logged. A file that cannot be read changes nothing.
-pub fn reload_conf(d: &Daemon, allow_before: &mut (Vec<u32>, Vec<u32>)) {
+pub fn reload_conf(d: &Daemon) {
     let path = match d
         .site
         .cfg_source
@@ -348,7 +333,7 @@ pub fn reload_conf(d: &Daemon, allow_before: &mut (Vec<u32>, Vec<u32>)) {
         }
     };
     let now = d.conf().reloaded(file);
-    for w in crate::check::warnings(&now.cfg, &source) {
+    for w in crate::world::check::warnings(&now.cfg, &source) {
         tracing::warn!("{w}");
     }
     for k in &now.restart_needed {
@@ -357,9 +342,11 @@ pub fn reload_conf(d: &Daemon, allow_before: &mut (Vec<u32>, Vec<u32>)) {
         );
     }
     let cfg = now.cfg.clone();
-    d.set_conf(now);
+    d.submit(Input::Conf(Arc::new(now)));
     tracing::info!("SIGHUP: configuration reloaded from {source}");
-    crate::filter::reload_allow(&d.filter, &cfg, allow_before);
+    let before = d.applied().world.rules.clone();
+    let rules = crate::apply::filter::reload_rules(&d.filter, &cfg, before.as_deref());
+    d.submit(Input::Rules(Arc::new(rules)));
     d.resolve_containers();
     if let Err(e) = d.full_scan() {
         tracing::error!("SIGHUP: rescan: {e}");
@@ -372,8 +359,8 @@ pub fn reload_conf(d: &Daemon, allow_before: &mut (Vec<u32>, Vec<u32>)) {
 /// the `[[rule]]`s' places (a unit's cgroup is made anew each time it
 /// starts), and rebuilds the host's rules when either changes.
 pub fn spawn_rules(d: std::sync::Arc<Daemon>) {
-    let Some(cfg) = d.filter.config() else { return };
-    let mut spec = crate::filter::homes_spec(&cfg.filter);
+    let cfg = d.conf().cfg.clone();
+    let mut spec = crate::apply::filter::homes_spec(&cfg.filter);
     let has_places = cfg
         .rule
         .iter()
@@ -384,15 +371,21 @@ pub fn spawn_rules(d: std::sync::Arc<Daemon>) {
     let spawned = std::thread::Builder::new()
         .name("rules".into())
         .spawn(move || {
-            let svc = &d.filter;
             let mut follower = asmguard_homes::Follower::new(std::path::Path::new("/"), &spec);
+            let mut places = d
+                .applied()
+                .world
+                .rules
+                .as_ref()
+                .map(|r| r.places.clone())
+                .unwrap_or_default();
             let mut tick = 0u32;
             loop {
                 std::thread::sleep(std::time::Duration::from_millis(250));
                 tick = tick.wrapping_add(1);
                 // SIGHUP may have changed the configuration.
-                let Some(cfg) = svc.config() else { continue };
-                let now_spec = crate::filter::homes_spec(&cfg.filter);
+                let cfg = d.conf().cfg.clone();
+                let now_spec = crate::apply::filter::homes_spec(&cfg.filter);
                 let mut changed = false;
                 if now_spec != spec {
                     spec = now_spec;
@@ -403,15 +396,23 @@ pub fn spawn_rules(d: std::sync::Arc<Daemon>) {
                     for l in asmguard_homes::describe(found) {
                         tracing::info!("filter: oracle homes: {l}");
                     }
-                    svc.set_homes(found.clone());
                     changed = true;
                 }
-                if tick % 4 == 0 && svc.set_places(crate::filter::resolve_places(&cfg)) {
-                    changed = true;
+                if tick % 4 == 0 {
+                    let now = crate::apply::filter::resolve_places(&cfg);
+                    if now != places {
+                        places = now;
+                        changed = true;
+                    }
                 }
                 if changed {
-                    svc.set_homes(follower.current().clone());
-                    crate::filter::set_allow(svc, &cfg);
+                    let rules = crate::apply::filter::resolve_rules(
+                        &d.filter,
+                        &cfg,
+                        follower.current().clone(),
+                        places.clone(),
+                    );
+                    d.submit(Input::Rules(Arc::new(rules)));
                 }
             }
         });

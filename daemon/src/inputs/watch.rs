@@ -12,7 +12,7 @@
 //! or a whole disk nobody stacks on). Cost: one 4 KiB read per such device per
 //! interval, 250 reads/s per 1,000 disks at the default 4 s.
 
-use crate::state::Daemon;
+use crate::daemon::Daemon;
 use asmguard_devices::sysfs;
 use nix::fcntl::{posix_fadvise, PosixFadviseAdvice};
 use std::collections::BTreeSet;

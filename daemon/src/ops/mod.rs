@@ -6,7 +6,9 @@
 //! the label again [`LABEL_SETTLE`] later (another host writing the same
 //! disk at the same moment), and answers only what the disk shows.
 
-use super::*;
+pub mod reclaim;
+
+use crate::daemon::*;
 
 /// How long after writing a label, rename or unlabel the daemon reads the
 /// label sector again before it answers. Another host that read the disk
@@ -138,7 +140,7 @@ impl Daemon {
         let what = format!("label {label} on {shown}");
         let claim = self.claim(vec![Busy::Dev(sd.dev), Busy::Label(label.clone())], &what)?;
         {
-            let s = self.read_state();
+            let s = self.applied();
             let others: Vec<String> = s
                 .world
                 .model
@@ -188,7 +190,7 @@ impl Daemon {
         // A new label starts in the configured mode, whatever was set for
         // the label this disk carried before or for another disk of this name.
         let old = self
-            .read_state()
+            .applied()
             .world
             .model
             .disks
@@ -232,10 +234,11 @@ impl Daemon {
                 ),
             ));
         }
-        let wanted = self.wanted_claims();
+        let a = self.applied();
+        let wanted = model::claims(&a.world.model.disks);
         if let Some(w) = wanted
             .iter()
-            .find(|w| w.label == label.as_str() && !self.claiming.claims.holds(w.dev))
+            .find(|w| w.label == label.as_str() && !a.claimed.contains(&w.dev))
         {
             return Err(err(
                 ErrorCode::InUse,
@@ -282,7 +285,8 @@ impl Daemon {
             }
         }
         drop(claim);
-        self.sync_claims();
+        // the claims follow the disk's new state now that it is not written
+        self.submit(Input::Again);
         out
     }
 
@@ -332,14 +336,14 @@ impl Daemon {
     /// claim holds it, by its writer.
     fn write_open(&self, sd: &SysDev) -> WriteOpen {
         WriteOpen {
-            held: self.claiming.claims.holds(sd.dev),
+            held: self.applied().claimed.contains(&sd.dev),
             writer: self.writer,
         }
     }
 
     /// The top device of the disk with `label` (not in conflict).
     fn disk_top(&self, label: &Label, what: &str) -> Result<SysDev, ErrorBody> {
-        let s = self.read_state();
+        let s = self.applied();
         if let Some(c) = s
             .world
             .model
@@ -361,8 +365,10 @@ impl Daemon {
                 format!("{what}: no disk is labelled {label} (`asmguardctl lsdsk` lists them; `asmguardctl scan` re-reads devices)"),
             )
         })?;
-        s.devices
-            .get(&d.top.name)
+        let top = d.top.name.clone();
+        self.observed()
+            .devices
+            .get(&top)
             .map(|o| o.sys.clone())
             .ok_or_else(|| {
                 err(
@@ -412,7 +418,7 @@ impl Daemon {
             });
         }
         {
-            let s = self.read_state();
+            let s = self.applied();
             if let Some(d) = s.world.model.disks.iter().find(|d| d.label == new) {
                 let dev = &d.top.shown;
                 return Err(err(

@@ -10,8 +10,8 @@
 //! ([`select`]) and what the daemon hands the job ([`Host`]). The phases (claim,
 //! plan, writers, heartbeat watch, execute) are `asmguard_reclaim::job`.
 
-use crate::model::Disk;
-use crate::state::Daemon;
+use crate::daemon::Daemon;
+use crate::world::model::Disk;
 use asmguard_proto::{
     ErrorBody, ErrorCode, ProgressLine, ReclaimArgs, ReclaimProgress, ReclaimResult, Response,
     VERSION,
@@ -105,7 +105,7 @@ pub async fn serve(
                 if connected {
                     let line = ProgressLine { version: VERSION, id, progress: p };
                     let s = serde_json::to_string(&line).unwrap_or_default();
-                    let w = crate::wire::send_line(wr, &s, Duration::from_secs(10)).await;
+                    let w = crate::inputs::wire::send_line(wr, &s, Duration::from_secs(10)).await;
                     if w.is_err() {
                         connected = false;
                         cancel.store(true, Ordering::SeqCst);
@@ -152,7 +152,7 @@ pub async fn serve(
             "client gone",
         ));
     }
-    crate::wire::send(wr, &resp).await
+    crate::inputs::wire::send(wr, &resp).await
 }
 
 /// The disks a request names, from the model (`disks`): those of a disk group,
@@ -233,18 +233,20 @@ mod tests {
     #[test]
     fn the_job_fence_holds_until_its_guard_drops() {
         let run = tempfile::tempdir().unwrap();
-        let mut d = Daemon::for_tests(asmguard_config::Config::default());
-        d.site.runtime_dir = run.path().to_path_buf();
-        let d = Arc::new(d);
+        let d = Arc::new(Daemon::for_tests_at(
+            asmguard_config::Config::default(),
+            asmguard_paths::Paths::default(),
+            run.path(),
+        ));
         let host = DaemonHost(d.clone());
         let g = host.fence(&["DATA1".to_string()]).unwrap();
         assert!(d.fenced().contains("DATA1"));
-        assert!(crate::fence::path(run.path()).exists());
+        assert!(crate::apply::fence::path(run.path()).exists());
         drop(g);
         assert!(d.fenced().is_empty());
-        assert!(!crate::fence::path(run.path()).exists());
+        assert!(!crate::apply::fence::path(run.path()).exists());
     }
-    use crate::model::tests::model;
+    use crate::world::model::tests::model;
 
     fn args(labels: &[&str], diskgroup: Option<&str>) -> ReclaimArgs {
         let mut a: ReclaimArgs = serde_json::from_str("{}").unwrap();

@@ -1,10 +1,10 @@
 //! The answers that show the daemon's state: `lsdsk` (the stored model's
 //! disks, their container nodes, conflicts and unmanaged disks), `status`
 //! (the daemon, the filter, claims, containers and the configuration in
-//! force), and the readings the metrics' exporter takes at scrape time
-//! ([`crate::metrics::Readings`]). They read; nothing here changes state.
+//! force). Each is a function of what was applied (`crate::apply::Applied`)
+//! and of the filter's status; nothing here changes state.
 
-use super::*;
+use crate::daemon::*;
 
 impl Daemon {
     /// The configured containers as last resolved, each with the host
@@ -25,25 +25,30 @@ impl Daemon {
     }
 
     pub fn lsdsk(&self) -> LsdskResult {
-        let s = self.read_state();
+        let s = self.applied();
         let m = &s.world.model;
-        let shown = self.made.presenter.outcome();
+        let shown = &s.presented;
         let mut disks = model::lsdsk_rows(&m.disks);
-        let exposed = self.exposed.labels();
+        let exposed = &s.world.exposed;
         for d in &mut disks {
-            d.exposed = exposed.contains(&d.label);
+            d.exposed = exposed.contains_key(&d.label);
             d.presented = shown
                 .of_label(&d.label)
-                .map(crate::present::Node::info)
+                .map(crate::apply::present::Node::info)
                 .collect();
         }
         LsdskResult {
             not_presented: shown
                 .problems
                 .iter()
-                .map(crate::present::Problem::info)
+                .map(crate::apply::present::Problem::info)
                 .collect(),
-            oracle_homes: self.filter.view().2,
+            oracle_homes: s
+                .world
+                .rules
+                .as_ref()
+                .map(|r| r.homes.clone())
+                .unwrap_or_default(),
             disks,
             conflicts: m
                 .conflicts
@@ -72,17 +77,17 @@ impl Daemon {
         // before the state lock: a second read of it while a writer waits
         // would never be granted
         let containers = self.container_views();
-        let s = self.read_state();
+        let s = self.applied();
         let bpf_lsm = match std::fs::read_to_string(self.site.paths.securityfs().join("lsm")) {
             Ok(l) if l.trim().split(',').any(|x| x == "bpf") => format!("yes (lsm={})", l.trim()),
             Ok(l) => format!("no (lsm={})", l.trim()),
             Err(_) => "unknown (securityfs not mounted)".into(),
         };
         let fst = self.filter.status();
-        let allow_view = self.filter.view();
+        let rules = s.world.rules.clone().unwrap_or_default();
         let protection = fst.protection();
-        let shown = self.made.presenter.outcome();
-        let conf = self.conf();
+        let shown = &s.presented;
+        let conf = &s.world.conf;
         StatusResult {
             daemon_version: env!("CARGO_PKG_VERSION").to_string(),
             protocol_version: asmguard_proto::VERSION,
@@ -101,15 +106,15 @@ impl Daemon {
             filter_program_runs: self.filter.program_runs(),
             filter_devices: fst.devices,
             filter_majors: fst.majors,
-            allow_rules: allow_view.0,
-            allow_notes: allow_view.1,
-            reclaim_fence: crate::fence::status_text(
+            allow_rules: rules.lines.clone(),
+            allow_notes: rules.notes.clone(),
+            reclaim_fence: crate::apply::fence::status_text(
                 &s.world.fenced,
                 fst.cover,
                 self.filter.containers_enforced(),
             ),
-            oracle_homes: allow_view.2,
-            exposed: self.exposed.lines(),
+            oracle_homes: rules.homes.clone(),
+            exposed: crate::world::exposed::lines(&s.world.exposed),
             filter_pins: fst.pins.into(),
             map_fds: fst.map_fds.into(),
             protection,
@@ -120,21 +125,16 @@ impl Daemon {
                 }
                 _ => String::new(),
             },
-            claims: self.claiming.claims.list(),
-            claims_kept: self.claiming.claims.kept().into(),
-            claims_slow: self
-                .claiming
-                .slow
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone(),
+            claims: s.claims.clone(),
+            claims_kept: s.claims_kept.into(),
+            claims_slow: s.claims_slow.clone(),
             containers,
             containers_enforced: self.filter.containers_enforced(),
             container_nodes: shown.nodes.len(),
             not_presented: shown
                 .problems
                 .iter()
-                .map(crate::present::Problem::info)
+                .map(crate::apply::present::Problem::info)
                 .collect(),
             default_filter_mode: conf.cfg.filter.mode,
             disks: s.world.model.usable(),
@@ -148,70 +148,8 @@ impl Daemon {
             ),
             config: self.site.cfg_source.clone(),
             events: self.site.monitor.clone(),
-            last_scan_ms: s.last_scan_ms,
+            last_scan_ms: self.observed().last_scan_ms,
             restart_needed: conf.restart_needed.clone(),
         }
-    }
-}
-
-impl crate::metrics::Readings for Daemon {
-    fn filter(&self) -> &FilterService {
-        &self.filter
-    }
-    fn applied_modes(&self) -> BTreeMap<String, asmguard_guard::Applied> {
-        Daemon::applied_modes(self)
-    }
-    fn discards(&self) -> &asmguard_reclaim::counters::DiscardCounters {
-        &self.reclaims.discards
-    }
-    fn unmanaged(&self) -> Vec<String> {
-        self.read_state()
-            .world
-            .model
-            .unmanaged
-            .iter()
-            .map(|u| u.device.clone())
-            .collect()
-    }
-    fn exposed(&self) -> Vec<String> {
-        self.exposed.labels().into_iter().collect()
-    }
-
-    fn conflicts(&self) -> Vec<(String, String, String)> {
-        let s = self.read_state();
-        let m = &s.world.model;
-        m.conflicts
-            .iter()
-            .flat_map(|(label, devs)| {
-                let kept = m.kept.get(label);
-                devs.iter().map(move |d| {
-                    let role = match kept {
-                        Some(k) if k == d => "kept",
-                        Some(_) => "newcomer",
-                        None => "unresolved",
-                    };
-                    (label.clone(), d.clone(), role.to_string())
-                })
-            })
-            .collect()
-    }
-    fn containers(&self) -> Vec<(String, u64, bool)> {
-        self.containers()
-            .each
-            .iter()
-            .map(|r| {
-                (
-                    r.config.name.clone(),
-                    r.found.cgroups.len() as u64,
-                    r.stalled,
-                )
-            })
-            .collect()
-    }
-    fn labels_lost(&self) -> BTreeMap<String, u64> {
-        self.labels_lost
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
     }
 }

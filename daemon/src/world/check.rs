@@ -7,7 +7,7 @@
 //! the daemon logs them at start. What cannot work is an error of
 //! `asmguard_config::parse`, never a warning.
 
-use crate::filter::identity::{gid_of, uid_of};
+use crate::apply::filter::identity::{gid_of, uid_of};
 use asmguard_config::Config;
 
 /// One line per doubtful setting, in the order of the file's sections.
@@ -43,8 +43,10 @@ pub fn warnings(c: &Config, file: &str) -> Vec<String> {
                 f.mode
             ));
         } else {
-            let homes =
-                asmguard_homes::discover(std::path::Path::new("/"), &crate::filter::homes_spec(f));
+            let homes = asmguard_homes::discover(
+                std::path::Path::new("/"),
+                &crate::apply::filter::homes_spec(f),
+            );
             if homes.homes.is_empty() {
                 out.push(format!(
                     "{file}: key `filter.oracle_homes`: only the Oracle homes' binaries may write, and none is found now: ASM can write once Grid Infrastructure's root.sh writes /etc/oracle/olr.loc (or a home is in /etc/oratab); it is picked up within a second"
@@ -52,7 +54,8 @@ pub fn warnings(c: &Config, file: &str) -> Vec<String> {
             }
         }
     }
-    let (_, notes) = crate::filter::describe_rules(c, &asmguard_homes::Found::default(), false);
+    let (_, notes) =
+        crate::apply::filter::describe_rules(c, &asmguard_homes::Found::default(), false);
     out.extend(notes.into_iter().map(|n| format!("{file}: {n}")));
     // containers running now whose maps reach a host user's subordinate ids
     if let (false, Ok(root)) = (

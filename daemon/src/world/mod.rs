@@ -1,85 +1,218 @@
-//! The World: everything the daemon makes the system match, in one value.
+//! The World: everything the daemon makes the system match, in one value,
+//! and [`next`], the one pure step from a World and an [`Input`] to the next.
 //!
-//! A [`World`] is the configuration in force ([`crate::conf`]), the disks a
-//! scan found ([`crate::model`]) and the configured containers as last
-//! resolved ([`Containers`], by `crate::filter::containers::resolve`, off the
-//! scan path). Each is built by a step that only reads; a scan or refresh
-//! brings a new model, the `containers` task a new resolution, SIGHUP a new
-//! configuration, and each hands the next World (the last one with its part
-//! replaced) to [`crate::state::Daemon::apply`], the one place a World takes
-//! effect: the filter's managed set, each disk's mode, the container rules, the
-//! links, the containers' device nodes, the exclusive claims, the tracer and
-//! the exporter, in that order. Answers (`lsdsk`, `status`, the metrics) read
-//! the World as last applied.
+//! A [`World`] is the configuration in force ([`conf`]), the disks a scan
+//! found ([`model`]), the configured containers as last resolved
+//! ([`Containers`]), the host's allow rules as last resolved ([`HostRules`]),
+//! the disks a reclaim fences and the protected disks a mapping made before
+//! protection still writes. Each input (`crate::inputs`: device events, the
+//! label watch, the containers and rules threads, SIGHUP, the control socket,
+//! the periodic check) reads what changed and sends an [`Input`]; the apply
+//! side (`crate::apply::Applier`, one holder at a time) computes
+//! `next(&last, input)` and makes the system match it, then publishes what it
+//! achieved (`crate::apply::Applied`), which every view reads.
 
-use crate::conf::Conf;
-use crate::model::Model;
-use std::collections::BTreeSet;
+pub mod check;
+pub mod conf;
+pub mod exposed;
+pub mod model;
+
+use crate::world::conf::Conf;
+use crate::world::model::Model;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 /// The containers' part of the World: defined beside their resolution.
-pub use crate::filter::containers::Containers;
+pub use crate::apply::filter::containers::Containers;
+
+/// The host's allow rules as resolved from the configuration, the Oracle
+/// homes and the `[[rule]]`s' places (names through NSS), with what
+/// `status` shows of them.
+#[derive(Debug, Clone, Default)]
+pub struct HostRules {
+    /// The rules the filter's maps get.
+    pub rules: asmguard_guard::guard::Rules,
+    /// `status`: one line per rule.
+    pub lines: Vec<String>,
+    /// `status`: what the rules cannot do on this host, names that did not resolve.
+    pub notes: Vec<String>,
+    /// `status` and `lsdsk`: the Oracle homes found, one line each.
+    pub homes: Vec<String>,
+    /// (home, binary, owner uid) of every allowed Oracle binary (the metric).
+    pub binaries: Vec<(String, String, u32)>,
+    /// The places of the `[[rule]]`s they were resolved from: rule name ->
+    /// the ids of the cgroups its units and patterns match.
+    pub places: BTreeMap<String, Vec<u64>>,
+}
+
+impl HostRules {
+    /// The plain allow-list's uids and gids (for the logs).
+    pub fn ids(&self) -> (Vec<u32>, Vec<u32>) {
+        self.rules
+            .rules
+            .first()
+            .map(|r| (r.uids.clone(), r.gids.clone()))
+            .unwrap_or_default()
+    }
+}
+
+pub use exposed::Exposed;
 
 /// What the daemon makes the system match.
 #[derive(Debug, Clone)]
 pub struct World {
     /// The configuration the World was built with.
     pub conf: Arc<Conf>,
-    /// The disks, conflicts and unmanaged devices of the last scan or refresh.
+    /// The disks, conflicts and unmanaged devices of the last scan or
+    /// refresh (the label conflicts' keepers resolved: `crate::apply::kept`).
     pub model: Model,
+    /// Whether a scan has run (before it the model is empty: nothing the
+    /// disks make, links, nodes, claims, is taken away).
+    pub scanned: bool,
     /// The configured containers as last resolved.
     pub containers: Arc<Containers>,
+    /// The host's allow rules as last resolved (`None` until the first
+    /// resolution: a re-adopted map keeps the previous daemon's).
+    pub rules: Option<Arc<HostRules>>,
     /// The disks a reclaim runs on, by label: their mode is `fenced` (only
     /// the daemon's process writes) for as long as the job runs.
     pub fenced: Arc<BTreeSet<String>>,
+    /// Protected disks written through a mapping made before protection.
+    pub exposed: Arc<Exposed>,
+}
+
+/// What changed, as an input sends it.
+#[derive(Debug)]
+pub enum Input {
+    /// SIGHUP: a configuration reloaded.
+    Conf(Arc<Conf>),
+    /// A full scan or a refresh: the disks now.
+    Model(Model),
+    /// The configured containers resolved again.
+    Containers(Arc<Containers>),
+    /// The host's rules resolved again (start, SIGHUP, a home or place changed).
+    Rules(Arc<HostRules>),
+    /// A reclaim fences its disks (`on`) or its fence is lifted.
+    Fence { labels: Vec<String>, on: bool },
+    /// The periodic check found these exposures.
+    Exposed(Exposed),
+    /// Nothing changed in the World; make the disks' part match it again
+    /// (a label write ended and its claims may be taken, an administrator
+    /// set a filter mode).
+    Again,
+    /// The periodic check: are the filter's pins and maps still as applied
+    /// (another process may change them)? Put back what differs.
+    Verify,
 }
 
 impl World {
-    /// Before the first scan: no disk, no container resolved.
+    /// Before the first scan: no disk, no container resolved, no rules.
     pub fn empty(conf: Arc<Conf>) -> World {
         World {
             conf,
             model: Model::default(),
+            scanned: false,
             containers: Arc::new(Containers::default()),
+            rules: None,
             fenced: Arc::default(),
+            exposed: Arc::default(),
         }
     }
+}
 
-    /// This World with the disks of `model`.
-    pub fn with_model(&self, conf: Arc<Conf>, model: Model) -> World {
-        World {
-            conf,
-            model,
-            containers: self.containers.clone(),
-            fenced: self.fenced.clone(),
+/// The World after `input`: the part it brings replaced, the rest as it was.
+/// Pure: reads nothing but its arguments.
+pub fn next(w: &World, input: Input) -> World {
+    let mut n = w.clone();
+    match input {
+        Input::Conf(c) => n.conf = c,
+        Input::Model(m) => {
+            n.model = m;
+            n.scanned = true;
         }
-    }
-
-    /// This World with the containers resolved as `c`.
-    pub fn with_containers(&self, conf: Arc<Conf>, c: Arc<Containers>) -> World {
-        World {
-            conf,
-            model: self.model.clone(),
-            containers: c,
-            fenced: self.fenced.clone(),
+        Input::Containers(c) => n.containers = c,
+        Input::Rules(r) => n.rules = Some(r),
+        Input::Fence { labels, on } => {
+            let mut f = (*w.fenced).clone();
+            for l in labels {
+                if on {
+                    f.insert(l);
+                } else {
+                    f.remove(&l);
+                }
+            }
+            n.fenced = Arc::new(f);
         }
-    }
-
-    /// This World with `labels` fenced (`on`) or no longer fenced.
-    pub fn with_fence(&self, labels: &[String], on: bool) -> World {
-        let mut f = (*self.fenced).clone();
-        for l in labels {
-            if on {
-                f.insert(l.clone());
-            } else {
-                f.remove(l);
+        Input::Exposed(e) => {
+            if *w.exposed != e {
+                n.exposed = Arc::new(e);
             }
         }
-        World {
-            conf: self.conf.clone(),
-            model: self.model.clone(),
-            containers: self.containers.clone(),
-            fenced: Arc::new(f),
-        }
+        Input::Again | Input::Verify => {}
+    }
+    n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn world() -> World {
+        World::empty(Arc::new(Conf::new(asmguard_config::Config::default())))
+    }
+
+    #[test]
+    fn each_input_replaces_its_part_and_keeps_the_rest() {
+        let w = world();
+        let c = Arc::new(Containers::default());
+        let w1 = next(&w, Input::Containers(c.clone()));
+        assert!(Arc::ptr_eq(&w1.containers, &c));
+        assert!(Arc::ptr_eq(&w1.conf, &w.conf) && !w1.scanned);
+        let w2 = next(&w1, Input::Model(Model::default()));
+        assert!(w2.scanned && Arc::ptr_eq(&w2.containers, &c));
+        let r = Arc::new(HostRules {
+            lines: vec!["x".into()],
+            ..Default::default()
+        });
+        let w3 = next(&w2, Input::Rules(r.clone()));
+        assert!(Arc::ptr_eq(w3.rules.as_ref().unwrap(), &r));
+        assert!(w2.rules.is_none(), "the input World is not changed");
+        let conf = Arc::new(Conf::new(asmguard_config::Config::default()));
+        let w4 = next(&w3, Input::Conf(conf.clone()));
+        assert!(Arc::ptr_eq(&w4.conf, &conf) && Arc::ptr_eq(w4.rules.as_ref().unwrap(), &r));
+    }
+
+    #[test]
+    fn a_fence_holds_until_lifted_and_only_its_labels() {
+        let w = world();
+        let on = next(
+            &w,
+            Input::Fence {
+                labels: vec!["DATA1".into(), "DATA2".into()],
+                on: true,
+            },
+        );
+        assert_eq!(on.fenced.len(), 2);
+        let off = next(
+            &on,
+            Input::Fence {
+                labels: vec!["DATA1".into()],
+                on: false,
+            },
+        );
+        assert_eq!(*off.fenced, BTreeSet::from(["DATA2".to_string()]));
+        let again = next(&off, Input::Model(Model::default()));
+        assert_eq!(again.fenced, off.fenced, "a scan keeps the fence");
+        assert!(w.fenced.is_empty());
+    }
+
+    #[test]
+    fn an_unchanged_exposure_keeps_its_value_and_again_changes_nothing() {
+        let w = world();
+        let e1 = next(&w, Input::Exposed(Exposed::new()));
+        assert!(Arc::ptr_eq(&e1.exposed, &w.exposed));
+        let c = next(&e1, Input::Again);
+        assert!(Arc::ptr_eq(&c.exposed, &e1.exposed) && Arc::ptr_eq(&c.conf, &e1.conf));
+        assert_eq!(c.scanned, e1.scanned);
     }
 }

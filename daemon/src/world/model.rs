@@ -7,7 +7,7 @@
 //! the `lsdsk` rows ([`lsdsk_rows`]), the filter's managed set
 //! ([`managed_set`]), the exclusive claims ([`claims`]) and the disks the
 //! latency tracer and the exporter describe ([`traced`]). Reclaim selects its
-//! disks from the same slice (`crate::reclaim::select`).
+//! disks from the same slice (`crate::ops::reclaim::select`).
 //!
 //! A new kind of device that reaches a disk goes into [`Disk`] (a field, filled
 //! by [`build`] from `asmguard_devices::sysfs`) and into the projections that
@@ -17,8 +17,8 @@
 //! wire format (asmguard-proto: [`lsdsk_rows`] turns the model into it), or
 //! I/O beyond sysfs.
 
-use crate::claims::Wanted;
-use crate::filter::service::{scope_of, DiskMode, Managed};
+use crate::apply::claims::Wanted;
+use crate::apply::filter::service::{scope_of, DiskMode, Managed};
 use asmguard_devices::discovery::{Grouping, HeaderSummary, Identity, Observed, Role};
 use asmguard_devices::sysfs::{self, SysDev};
 use asmguard_devices::udevdb::UdevProps;
@@ -395,7 +395,7 @@ pub fn lsdsk_rows(disks: &[Disk]) -> Vec<DiskInfo> {
                 exposed: false,
                 serial: d.serial.clone(),
                 wwn: d.wwn.clone(),
-                // the daemon adds the containers' nodes (`crate::present`)
+                // the daemon adds the containers' nodes (`crate::apply::present`)
                 presented: Vec::new(),
                 identified_by: d.identity.as_str().into(),
             }

@@ -5,7 +5,7 @@
 //! only reads, and waits for a container's files at most [`DEADLINE`]: one that
 //! does not answer, or whose picked process exited, keeps its last good
 //! resolution). `Daemon::apply` hands the rules to the filter. The `containers`
-//! task (`crate::tasks`) resolves them at start, on SIGHUP and whenever the
+//! task (`crate::inputs::tasks`) resolves them at start, on SIGHUP and whenever the
 //! cgroup tree changes (an inotify watch, [`watch`]): a container started after
 //! the daemon is covered within a second.
 
@@ -28,7 +28,7 @@ pub struct Resolved {
     /// Its cgroups, the process whose id maps translate its ids.
     pub found: Found,
     /// Its device nodes' host uid and gid, or why they are not known
-    /// (`crate::present::owner_of`).
+    /// (`crate::apply::present::owner_of`).
     pub owner: Result<(u32, u32), String>,
     /// Its files (`/etc/passwd`, `/etc/group`, the id maps) did not answer
     /// within the deadline the last time: this is the last good resolution
@@ -187,7 +187,7 @@ fn translate(f: &Found, c: &Container, cfg: &Config) -> Translated {
         // One line for "no process yet" rather than one per user and group.
         t.problems.dedup();
     }
-    t.owner = crate::present::owner_of(cfg, c, f);
+    t.owner = crate::apply::present::owner_of(cfg, c, f);
     t
 }
 
@@ -292,7 +292,7 @@ fn resolve_one(
             vec![]
         };
         (
-            Translated::nobody(crate::present::owner_of(cfg, c, &f), problems),
+            Translated::nobody(crate::apply::present::owner_of(cfg, c, &f), problems),
             false,
         )
     };

@@ -144,7 +144,7 @@ mod tests {
         let script = format!(
             "mount --bind {d}/nsswitch.conf /etc/nsswitch.conf && \
              mount --bind {d}/extrausers /var/lib/extrausers && exec \"$0\" \
-             --exact filter::identity::tests::extrausers_child --ignored --test-threads=1",
+             --exact apply::filter::identity::tests::extrausers_child --ignored --test-threads=1",
             d = dir.display()
         );
         // Without a mount point for the module's files: a private tmpfs on /var/lib.

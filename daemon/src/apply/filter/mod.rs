@@ -19,6 +19,7 @@ pub mod events;
 pub mod identity;
 pub mod service;
 
+use crate::world::HostRules;
 use asmguard_config::{Config, OracleHomes};
 use asmguard_devices::writer::Writer;
 use asmguard_guard::{Coverage, ExeId, IdentityReach, Mode, Options};
@@ -28,15 +29,16 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Starts the filter: loads the programs (or re-adopts the pinned ones, with
-/// no moment without protection), sets the allow-list from the
-/// configuration. Never fails: without a filter, `status` says why. Returns
-/// it with the [`Writer`] the daemon's own write-opens (labels, reclaim) must
-/// use on this filter.
+/// no moment without protection) and resolves the host's allow rules from
+/// the configuration (the World's first `Input::Rules`: the apply side puts
+/// them in the maps). Never fails: without a filter, `status` says why.
+/// Returns it with the [`Writer`] the daemon's own write-opens (labels,
+/// reclaim) must use on this filter, and the rules.
 pub fn start(
     cfg: &Config,
     pin_dir: Option<PathBuf>,
     state_file: PathBuf,
-) -> (FilterService, Writer) {
+) -> (FilterService, Writer, HostRules) {
     let mode: Mode = cfg.filter.mode;
     let opts = Options {
         pin_dir: pin_dir.unwrap_or_else(|| asmguard_paths::Paths::default().pin_dir()),
@@ -44,9 +46,8 @@ pub fn start(
     };
     let svc = FilterService::start(opts, mode, Some(state_file));
     let homes = asmguard_homes::discover(Path::new("/"), &homes_spec(&cfg.filter));
-    svc.set_homes(homes);
-    svc.set_places(resolve_places(cfg));
-    let (uids, gids) = set_allow(&svc, cfg);
+    let rules = resolve_rules(&svc, cfg, homes, resolve_places(cfg));
+    let (uids, gids) = rules.ids();
     if !cfg.container.is_empty() {
         if containers::cgroup_root().is_none() {
             tracing::error!("filter: no cgroup2 file system: container rules cannot apply");
@@ -114,7 +115,7 @@ pub fn start(
             }
         }
     }
-    (svc, writer)
+    (svc, writer, rules)
 }
 
 /// `[filter] oracle_homes` as the homes crate takes it.
@@ -362,19 +363,21 @@ pub fn describe_rules(
     (rules, notes)
 }
 
-/// Resolves the host's rules (names through NSS, homes, places) and hands
-/// them to the filter. Returns the plain allow-list's uids and gids (for
-/// the SIGHUP log). Used at start, on SIGHUP and when homes or places change.
-pub fn set_allow(svc: &FilterService, cfg: &Config) -> (Vec<u32>, Vec<u32>) {
-    let (rules, problems) = host_rules(cfg, &svc.homes(), &svc.places(), ids_only(svc));
+/// Resolves the host's rules (names through NSS) from the configuration,
+/// the Oracle homes `found` and the `[[rule]]`s' `places`, with what
+/// `status` shows of them; logs what does not resolve. Reads, changes
+/// nothing: the World takes them as `Input::Rules`. Used at start, on SIGHUP
+/// and when homes or places change (the `rules` thread).
+pub fn resolve_rules(
+    svc: &FilterService,
+    cfg: &Config,
+    found: asmguard_homes::Found,
+    places: BTreeMap<String, Vec<u64>>,
+) -> HostRules {
+    let (rules, problems) = host_rules(cfg, &found, &places, ids_only(svc));
     for p in &problems {
         tracing::warn!("filter allow rules: {p}");
     }
-    let ids = rules
-        .rules
-        .first()
-        .map(|r| (r.uids.clone(), r.gids.clone()))
-        .unwrap_or_default();
     let tools: Vec<String> = cfg
         .filter
         .query_tools
@@ -392,14 +395,29 @@ pub fn set_allow(svc: &FilterService, cfg: &Config) -> (Vec<u32>, Vec<u32>) {
             tools.join(", ")
         }
     );
-    svc.set_config(cfg.clone());
-    let (lines, mut notes) = describe_rules(cfg, &svc.homes(), ids_only(svc));
+    let (lines, mut notes) = describe_rules(cfg, &found, ids_only(svc));
     notes.extend(problems.iter().cloned());
-    svc.set_view(lines, notes, asmguard_homes::describe(&svc.homes()));
-    if let Err(e) = svc.set_host_rules(rules) {
-        tracing::error!("filter allow rules: {e}");
+    let binaries = found
+        .homes
+        .iter()
+        .flat_map(|h| {
+            h.binaries.iter().map(move |b| {
+                (
+                    h.path.display().to_string(),
+                    b.path.display().to_string(),
+                    b.owner_uid,
+                )
+            })
+        })
+        .collect();
+    HostRules {
+        rules,
+        lines,
+        notes,
+        homes: asmguard_homes::describe(&found),
+        binaries,
+        places,
     }
-    ids
 }
 
 /// Whether the loaded filter knows callers by real uid and gid only (no
@@ -421,33 +439,30 @@ fn members_by_uid(gids: &[u32], uids: &[u32]) -> Vec<u32> {
     out
 }
 
-/// SIGHUP: the filter takes the reloaded configuration `cfg` (`crate::conf`):
-/// its allow-list's names resolved again (a user added to LDAP or
-/// extrausers since the start), the homes and places found again, the
-/// rules and the containers' list replaced; logs what changed of the ids.
-pub fn reload_allow(svc: &FilterService, cfg: &Config, before: &mut (Vec<u32>, Vec<u32>)) {
-    svc.set_homes(asmguard_homes::discover(
-        Path::new("/"),
-        &homes_spec(&cfg.filter),
-    ));
-    svc.set_places(resolve_places(cfg));
-    let now = set_allow(svc, cfg);
-    if now == *before {
+/// SIGHUP: the host's rules resolved again from the reloaded configuration
+/// `cfg` (`crate::world::conf`): its allow-list's names (a user added to LDAP
+/// or extrausers since the start), the homes and places found again; logs
+/// what changed of the ids since `before`.
+pub fn reload_rules(svc: &FilterService, cfg: &Config, before: Option<&HostRules>) -> HostRules {
+    let found = asmguard_homes::discover(Path::new("/"), &homes_spec(&cfg.filter));
+    let now = resolve_rules(svc, cfg, found, resolve_places(cfg));
+    let (was, is) = (before.map(HostRules::ids).unwrap_or_default(), now.ids());
+    if was == is {
         tracing::info!(
             "SIGHUP: allow-list re-resolved, unchanged: uids {:?}, gids {:?}",
-            now.0,
-            now.1
+            is.0,
+            is.1
         );
     } else {
         tracing::warn!(
             "SIGHUP: allow-list re-resolved: uids {:?} -> {:?}, gids {:?} -> {:?}",
-            before.0,
-            now.0,
-            before.1,
-            now.1
+            was.0,
+            is.0,
+            was.1,
+            is.1
         );
     }
-    *before = now;
+    now
 }
 
 /// The places of the configuration's `[[rule]]`s: rule name -> the ids of

@@ -274,19 +274,6 @@ pub struct FilterService {
     seq: Arc<std::sync::atomic::AtomicU64>,
     /// Container id -> name, for events.
     ctr_names: Arc<Mutex<HashMap<u32, String>>>,
-    /// What the host's rules are built from besides the configuration's
-    /// names: the Oracle homes found, the places of the `[[rule]]`s' units
-    /// and cgroups (rule name -> cgroup ids), the configuration.
-    rule_inputs: Mutex<RuleInputs>,
-}
-
-#[derive(Default)]
-struct RuleInputs {
-    homes: asmguard_homes::Found,
-    places: BTreeMap<String, Vec<u64>>,
-    config: Option<asmguard_config::Config>,
-    /// `status`: the rules, the notes, the homes (one line each).
-    view: (Vec<String>, Vec<String>, Vec<String>),
 }
 
 impl std::fmt::Debug for FilterService {
@@ -353,7 +340,6 @@ impl FilterService {
             recent: Arc::new(Mutex::new(VecDeque::new())),
             seq: Arc::new(std::sync::atomic::AtomicU64::new(0)),
             ctr_names: Arc::new(Mutex::new(HashMap::new())),
-            rule_inputs: Mutex::new(RuleInputs::default()),
         }
     }
 
@@ -677,49 +663,6 @@ impl FilterService {
             (Some(g), Some(r)) => g.set_rules(&r),
             _ => Ok(()),
         }
-    }
-
-    /// The Oracle homes the host's rules were last built from.
-    pub fn homes(&self) -> asmguard_homes::Found {
-        lock(&self.rule_inputs).homes.clone()
-    }
-
-    /// New Oracle homes (the caller rebuilds the rules: `super::set_allow`).
-    pub fn set_homes(&self, f: asmguard_homes::Found) {
-        lock(&self.rule_inputs).homes = f;
-    }
-
-    /// The places of the `[[rule]]`s, rule name -> cgroup ids.
-    pub fn places(&self) -> BTreeMap<String, Vec<u64>> {
-        lock(&self.rule_inputs).places.clone()
-    }
-
-    /// New places; true when they changed.
-    pub fn set_places(&self, p: BTreeMap<String, Vec<u64>>) -> bool {
-        let mut i = lock(&self.rule_inputs);
-        let changed = i.places != p;
-        i.places = p;
-        changed
-    }
-
-    /// The configuration the host's rules were last built from.
-    pub fn config(&self) -> Option<asmguard_config::Config> {
-        lock(&self.rule_inputs).config.clone()
-    }
-
-    /// Records the configuration the host's rules are built from.
-    pub fn set_config(&self, c: asmguard_config::Config) {
-        lock(&self.rule_inputs).config = Some(c);
-    }
-
-    /// What `status` shows of the rules: (rules, notes, homes).
-    pub fn view(&self) -> (Vec<String>, Vec<String>, Vec<String>) {
-        lock(&self.rule_inputs).view.clone()
-    }
-
-    /// Sets what `status` shows of the rules.
-    pub fn set_view(&self, rules: Vec<String>, notes: Vec<String>, homes: Vec<String>) {
-        lock(&self.rule_inputs).view = (rules, notes, homes);
     }
 
     /// Replaces the container rules (`Daemon::apply`); `names`: each

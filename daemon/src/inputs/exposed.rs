@@ -1,0 +1,67 @@
+//! Protected disks still written through a mapping made before protection.
+//!
+//! The kernel judges a mapping only when it is made (`mmap_file`): a process
+//! that mapped a disk shared-writable before the disk became protected (by a
+//! label, `filter enable`, the label watch, a hot-plug or the daemon's start)
+//! keeps writing through it, and nothing can take that mapping back. Every
+//! periodic check (`crate::inputs::tasks::filter_verify`) looks for such mappings of
+//! every protected disk; a disk with one is "exposed" (`status` exits 7,
+//! `lsdsk`, an event, `asmguard_disk_exposed`) until the process or its
+//! mapping is gone.
+
+use crate::daemon::Daemon;
+use crate::world::{Exposed, Input};
+use asmguard_devices::KernelDev;
+use asmguard_reclaim::safety::shared_writable_mappings;
+use std::collections::BTreeMap;
+
+impl Daemon {
+    /// Looks for shared-writable mappings of every protected disk (every
+    /// path of it, the devices stacked on it too) by any process but this
+    /// one, and sends what it found to the World (the apply side logs and
+    /// records each that appears or goes).
+    pub fn check_exposed(&self) {
+        let disks: Vec<(String, Vec<KernelDev>)> = self
+            .applied()
+            .world
+            .model
+            .disks
+            .iter()
+            .filter(|d| {
+                !d.conflict
+                    && matches!(
+                        d.mode.map(|m| m.mode()),
+                        Some(asmguard_guard::Mode::Enforce | asmguard_guard::Mode::Fenced)
+                    )
+            })
+            .map(|d| {
+                let mut devs: Vec<KernelDev> = d.paths.iter().map(|p| p.node.dev).collect();
+                devs.extend(d.holders.iter().copied());
+                (d.label.to_string(), devs)
+            })
+            .collect();
+        // one pass over every process's maps for all the disks
+        let label_of: BTreeMap<String, &str> = disks
+            .iter()
+            .flat_map(|(l, devs)| devs.iter().map(move |d| (d.to_string(), l.as_str())))
+            .collect();
+        let all: Vec<KernelDev> = disks.iter().flat_map(|(_, d)| d.iter().copied()).collect();
+        let found = if all.is_empty() {
+            Vec::new() // nothing protected: no walk of /proc
+        } else {
+            shared_writable_mappings(&self.site.paths.proc, &all, std::process::id())
+        };
+        let mut now: Exposed = BTreeMap::new();
+        for o in found {
+            let Some(l) = label_of.get(&o.device) else {
+                continue;
+            };
+            let v = now.entry(l.to_string()).or_default();
+            // a process mapping two paths of one disk: named once
+            if !v.iter().any(|x| x.pid == o.pid) {
+                v.push(o);
+            }
+        }
+        self.submit(Input::Exposed(now));
+    }
+}

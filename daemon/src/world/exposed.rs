@@ -1,0 +1,78 @@
+//! Protected disks written through a mapping made before protection (the
+//! World's `exposed`, found by `crate::inputs::exposed`): `status`'s lines
+//! and what appeared and went between two findings.
+
+use asmguard_reclaim::safety::Opener;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Label -> the processes.
+pub type Exposed = BTreeMap<String, Vec<Opener>>;
+
+/// A process's mapping of a disk (by label).
+pub type Found = (String, Opener);
+
+/// One `status` line.
+pub fn line(label: &str, o: &Opener) -> String {
+    format!(
+        "{label} mapped shared-writable by pid {} ({}) since before protection",
+        o.pid, o.comm
+    )
+}
+
+/// `status`'s lines, one per (disk, process).
+pub fn lines(e: &Exposed) -> Vec<String> {
+    e.iter()
+        .flat_map(|(l, v)| v.iter().map(move |o| line(l, o)))
+        .collect()
+}
+
+/// What appeared and what went from `before` to `now`.
+pub fn changes(before: &Exposed, now: &Exposed) -> (Vec<Found>, Vec<Found>) {
+    let flat = |m: &Exposed| -> BTreeSet<(String, u32)> {
+        m.iter()
+            .flat_map(|(l, v)| v.iter().map(move |o| (l.clone(), o.pid)))
+            .collect()
+    };
+    let (b, a) = (flat(before), flat(now));
+    let pick = |m: &Exposed, keys: &BTreeSet<(String, u32)>| {
+        m.iter()
+            .flat_map(|(l, v)| v.iter().map(move |o| (l.clone(), o.clone())))
+            .filter(|(l, o)| keys.contains(&(l.clone(), o.pid)))
+            .collect::<Vec<_>>()
+    };
+    let new = pick(now, &a.difference(&b).cloned().collect());
+    let gone = pick(before, &b.difference(&a).cloned().collect());
+    (new, gone)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn o(pid: u32) -> Opener {
+        Opener {
+            pid,
+            comm: "dd".into(),
+            fd: 0,
+            path: "shared writable mapping 1-2".into(),
+            device: "7:0".into(),
+        }
+    }
+
+    #[test]
+    fn appear_and_go() {
+        let one = Exposed::from([("DATA1".to_string(), vec![o(12)])]);
+        let (n, g) = changes(&Exposed::new(), &one);
+        assert_eq!((n.len(), g.len()), (1, 0));
+        assert_eq!(
+            lines(&one),
+            ["DATA1 mapped shared-writable by pid 12 (dd) since before protection"]
+        );
+        // the same again: nothing new
+        let (n, g) = changes(&one, &one.clone());
+        assert_eq!((n.len(), g.len()), (0, 0));
+        let (n, g) = changes(&one, &Exposed::new());
+        assert_eq!((n.len(), g[0].1.pid), (0, 12));
+        assert!(lines(&Exposed::new()).is_empty());
+    }
+}
