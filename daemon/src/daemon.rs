@@ -54,6 +54,8 @@ pub struct Started {
     pub writer: Writer,
     /// The latency tracer and the exporter.
     pub metrics: MetricsService,
+    /// The filter modes an administrator set (read at start).
+    pub modes: crate::world::modes::Modes,
 }
 
 /// Where and since when the daemon runs.
@@ -165,6 +167,7 @@ impl Daemon {
             filter,
             writer,
             metrics,
+            modes,
         } = started;
         let (filter, metrics) = (Arc::new(filter), Arc::new(metrics));
         let settle = crate::apply::kept::Kept::settle_for(Duration::from_secs(
@@ -178,6 +181,7 @@ impl Daemon {
         let inflight = Arc::new(Mutex::new(HashSet::new()));
         let world = World {
             fenced: Arc::new(fenced.into_iter().collect()),
+            modes: Arc::new(modes),
             ..World::empty(conf)
         };
         let applier = Applier::new(crate::apply::Parts {
@@ -304,6 +308,7 @@ impl Daemon {
                 filter: FilterService::inert("not loaded in this test"),
                 writer: Writer::default(),
                 metrics: MetricsService::without_tracer(),
+                modes: Default::default(),
             },
         )
     }

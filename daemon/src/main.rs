@@ -166,7 +166,7 @@ async fn run(
             .map(std::path::Path::to_path_buf)
             .unwrap_or_else(|| paths.run_dir())
     });
-    let (filter, writer, rules) = match start_filter(&cfg, &runtime_dir, bpf_pin_dir).await {
+    let (filter, writer, rules, modes) = match start_filter(&cfg, &runtime_dir, bpf_pin_dir).await {
         Ok(f) => f,
         Err(msg) => {
             tracing::error!("{msg}");
@@ -198,6 +198,7 @@ async fn run(
             filter,
             writer,
             metrics,
+            modes,
         },
     ));
     d.submit(world::Input::Rules(Arc::new(rules)));
@@ -324,19 +325,20 @@ async fn start_filter(
         filter::service::FilterService,
         asmguard_devices::writer::Writer,
         world::HostRules,
+        world::modes::Modes,
     ),
     String,
 > {
-    let state_file = runtime_dir.join("filter.state");
+    let state_file = apply::modes_file(runtime_dir);
     let cfg2 = cfg.clone();
     let require = cfg.filter.require_protection;
     let started = tokio::task::spawn_blocking(move || {
-        let (f, writer, rules) = filter::start(&cfg2, bpf_pin_dir, state_file);
+        let (f, writer, rules, modes) = filter::start(&cfg2, bpf_pin_dir, state_file);
         let st = f.status();
         if require && st.cover == asmguard_guard::Coverage::Unprotected {
             return Err(st.reason);
         }
-        Ok((f, writer, rules))
+        Ok((f, writer, rules, modes))
     })
     .await;
     match started {

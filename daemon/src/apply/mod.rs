@@ -41,6 +41,11 @@ pub const CLAIM_WAIT: Duration = Duration::from_secs(5);
 /// Taking the claims this long or longer is logged and shown in `status`.
 const CLAIM_SLOW: Duration = Duration::from_millis(500);
 
+/// Where the modes an administrator set are kept across restarts.
+pub fn modes_file(runtime_dir: &std::path::Path) -> PathBuf {
+    runtime_dir.join("filter.state")
+}
+
 /// What a label write holds while it runs: the device written, and the labels
 /// it writes or removes.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -56,6 +61,9 @@ pub type Published = Arc<std::sync::RwLock<Arc<Applied>>>;
 /// the filter applies it, and what the effectors report.
 #[derive(Debug, Clone)]
 pub struct Applied {
+    /// What the input applied could not do (the filter's programs could
+    /// not be installed or their pins removed).
+    pub last_error: Option<String>,
     /// The World applied, with each disk's `mode` as the filter applies it
     /// (the World given has none: modes are the filter's).
     pub world: World,
@@ -74,6 +82,7 @@ impl Applied {
     /// Before anything was applied.
     pub fn nothing(world: World) -> Applied {
         Applied {
+            last_error: None,
             world,
             presented: present::Outcome::default(),
             claims: Vec::new(),
@@ -110,6 +119,8 @@ pub struct Applier {
     paths: asmguard_paths::Paths,
     /// The fence record (`crate::apply::fence`).
     fence_file: PathBuf,
+    /// The modes' record (`<runtime_dir>/filter.state`).
+    modes_file: PathBuf,
 }
 
 /// What the applier is made of.
@@ -140,6 +151,7 @@ impl Applier {
             claims_slow: String::new(),
             inflight: p.inflight,
             fence_file: fence::path(&p.runtime_dir),
+            modes_file: modes_file(&p.runtime_dir),
             paths: p.paths,
         }
     }
@@ -158,14 +170,31 @@ impl Applier {
             i => i,
         };
         let verify = matches!(input, Input::Verify);
-        // the inputs that change nothing of the disks' part
+        // the inputs that change nothing of the disks' part (a label write's
+        // end of a mode takes effect with the refresh that follows it)
         let disks = !matches!(
             input,
-            Input::Verify | Input::Exposed(_) | Input::Rules(_) | Input::Conf(_)
+            Input::Verify
+                | Input::Exposed(_)
+                | Input::Rules(_)
+                | Input::Conf(_)
+                | Input::Forget(_)
+                | Input::Renamed { .. }
         );
+        // the whole filter on or off
+        let turn = matches!(input, Input::Mode { label: None, .. });
         let w = next(&self.world, input);
         let before = std::mem::replace(&mut self.world, w.clone());
         let mut shown = w.clone();
+        let mut last_error = None;
+        if turn {
+            if let Err(e) = self.filter.turn(w.modes.disabled) {
+                last_error = Some(e);
+            }
+        }
+        if !Arc::ptr_eq(&before.modes, &w.modes) {
+            self.save_modes(&w.modes);
+        }
         if !rules_same(&before, &w) {
             if let Some(r) = &w.rules {
                 if let Err(e) = self.filter.set_host_rules(r.rules.clone()) {
@@ -197,6 +226,7 @@ impl Applier {
         }
         self.shown = shown.model.clone();
         Applied {
+            last_error,
             presented: self.presenter.outcome(),
             claims: self.claims.list(),
             claims_kept: self.claims.kept(),
@@ -215,7 +245,7 @@ impl Applier {
     /// each disk's mode as applied.
     fn disks(&mut self, before: &World, w: &World, shown: &mut Model) {
         self.filter
-            .sync(model::managed_set(&w.model.disks), &w.fenced);
+            .sync(model::managed_set(&w.model.disks), &w.modes, &w.fenced);
         for d in &mut shown.disks {
             d.mode = Some(self.filter.disk_mode(d.label.as_str()));
         }
@@ -246,6 +276,18 @@ impl Applier {
         self.kept.record(&w.model);
         self.sync_claims(&model::claims(&shown.disks));
         self.metrics.sync(model::traced(&shown.disks));
+    }
+
+    /// Writes the modes to the runtime state file (they outlive a restart,
+    /// not a reboot).
+    fn save_modes(&self, m: &crate::world::modes::Modes) {
+        let p = &self.modes_file;
+        if let Some(dir) = p.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        if let Err(e) = std::fs::write(p, m.text()) {
+            tracing::error!("cannot save the filter state {}: {e}", p.display());
+        }
     }
 
     /// Makes the containers' device nodes match World `w`. Nothing to do

@@ -5,7 +5,6 @@
 //! never a state change). No request can stop the daemon: every operation runs
 //! in its own task and a panic there becomes an `internal` error.
 
-use crate::apply::filter::service::SetModeError;
 use crate::daemon::Daemon;
 use crate::inputs::wire;
 use asmguard_proto::{parse_request, Access, ErrorBody, ErrorCode, Op, Response, MAX_REQUEST_LEN};
@@ -706,14 +705,22 @@ async fn dispatch(d: Arc<Daemon>, id: u64, op: Op, peer: Peer) -> Response {
             Op::Rename(a) => to_value(d.rename(a)?),
             Op::Filter(a) => {
                 let f = &d.filter;
-                let labels = f.set_mode(a.label.as_deref(), a.action).map_err(|e| {
-                    let code = match e {
-                        SetModeError::UnknownLabel(_) => ErrorCode::NotFound,
-                        SetModeError::Io(_) => ErrorCode::IoError,
-                    };
-                    ErrorBody::new(code, e.to_string())
-                })?;
-                d.submit(crate::world::Input::Again);
+                let w = d.applied().world.clone();
+                let tops = crate::world::tops(&w.model);
+                w.modes
+                    .with(a.label.as_deref(), a.action, &tops, w.conf.cfg.filter.mode)
+                    .map_err(|e| ErrorBody::new(ErrorCode::NotFound, e.to_string()))?;
+                let labels = match &a.label {
+                    Some(l) => vec![l.clone()],
+                    None => tops.into_keys().collect(),
+                };
+                let done = d.submit(crate::world::Input::Mode {
+                    label: a.label.clone(),
+                    action: a.action,
+                });
+                if let Some(e) = &done.last_error {
+                    return Err(ErrorBody::new(ErrorCode::IoError, e.clone()));
+                }
                 tracing::info!(
                     "filter {} {}: uid {} pid {}",
                     a.action,

@@ -203,10 +203,9 @@ impl Daemon {
             Some(&label),
             |p, _| labelling::label_device(p, &label, opts),
             || {
-                self.filter.forget(label.as_str());
-                if let Some(old) = &old {
-                    self.filter.forget(old.as_str());
-                }
+                let mut ended = vec![label.to_string()];
+                ended.extend(old.as_ref().map(|o| o.to_string()));
+                self.submit(Input::Forget(ended));
             },
         )?;
         tracing::info!(
@@ -389,7 +388,9 @@ impl Daemon {
             claim,
             None,
             |p, held| labelling::unlabel_device(p, &label, a.force, held),
-            || self.filter.forget(label.as_str()),
+            || {
+                self.submit(Input::Forget(vec![label.to_string()]));
+            },
         )?;
         tracing::info!("{shown}: unlabelled {label}");
         Ok(label_result(out, &label, shown))
@@ -433,7 +434,12 @@ impl Daemon {
             claim,
             Some(&new),
             |p, held| labelling::rename_device(p, &old, &new, held),
-            || self.filter.renamed(old.as_str(), new.as_str()),
+            || {
+                self.submit(Input::Renamed {
+                    old: old.to_string(),
+                    new: new.to_string(),
+                });
+            },
         )?;
         tracing::info!("{shown}: renamed {old} to {new}");
         Ok(label_result(out, &new, shown))

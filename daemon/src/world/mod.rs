@@ -16,9 +16,12 @@ pub mod check;
 pub mod conf;
 pub mod exposed;
 pub mod model;
+pub mod modes;
 
 use crate::world::conf::Conf;
 use crate::world::model::Model;
+use asmguard_devices::KernelDev;
+use modes::Modes;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -74,6 +77,9 @@ pub struct World {
     /// The host's allow rules as last resolved (`None` until the first
     /// resolution: a re-adopted map keeps the previous daemon's).
     pub rules: Option<Arc<HostRules>>,
+    /// The filter modes an administrator set: per disk, and the whole
+    /// filter off (`modes`).
+    pub modes: Arc<Modes>,
     /// The disks a reclaim runs on, by label: their mode is `fenced` (only
     /// the daemon's process writes) for as long as the job runs.
     pub fenced: Arc<BTreeSet<String>>,
@@ -96,6 +102,17 @@ pub enum Input {
     Fence { labels: Vec<String>, on: bool },
     /// The periodic check found these exposures.
     Exposed(Exposed),
+    /// `asmguardctl filter ACTION [LABEL]` (checked against the World first:
+    /// `modes::Modes::with`).
+    Mode {
+        label: Option<String>,
+        action: asmguard_proto::FilterAction,
+    },
+    /// A label write ended these labels (`unlabel`, a label written over
+    /// one): the modes set for them end.
+    Forget(Vec<String>),
+    /// `rename`: the disk keeps its mode under its new label.
+    Renamed { old: String, new: String },
     /// Nothing changed in the World; make the disks' part match it again
     /// (a label write ended and its claims may be taken, an administrator
     /// set a filter mode).
@@ -114,6 +131,7 @@ impl World {
             scanned: false,
             containers: Arc::new(Containers::default()),
             rules: None,
+            modes: Arc::default(),
             fenced: Arc::default(),
             exposed: Arc::default(),
         }
@@ -129,7 +147,28 @@ pub fn next(w: &World, input: Input) -> World {
         Input::Model(m) => {
             n.model = m;
             n.scanned = true;
+            // a mode binds to the disk that carries its label now
+            let settled = w.modes.settled(&tops(&n.model));
+            if settled != *w.modes {
+                n.modes = Arc::new(settled);
+            }
         }
+        Input::Mode { label, action } => {
+            let cfg = w.conf.cfg.filter.mode;
+            if let Ok(m) = w.modes.with(label.as_deref(), action, &tops(&w.model), cfg) {
+                n.modes = Arc::new(m);
+            }
+        }
+        Input::Forget(labels) => {
+            let mut m = (*w.modes).clone();
+            for l in &labels {
+                m = m.forget(l);
+            }
+            if m != *w.modes {
+                n.modes = Arc::new(m);
+            }
+        }
+        Input::Renamed { old, new } => n.modes = Arc::new(w.modes.renamed(&old, &new)),
         Input::Containers(c) => n.containers = c,
         Input::Rules(r) => n.rules = Some(r),
         Input::Fence { labels, on } => {
@@ -151,6 +190,14 @@ pub fn next(w: &World, input: Input) -> World {
         Input::Again | Input::Verify => {}
     }
     n
+}
+
+/// Each label's disk (its top device) in `m`: what a mode is bound to.
+pub fn tops(m: &Model) -> BTreeMap<String, KernelDev> {
+    model::managed_set(&m.disks)
+        .into_iter()
+        .filter_map(|(l, d)| d.top.map(|t| (l, t)))
+        .collect()
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ pub mod events;
 pub mod identity;
 pub mod service;
 
+use crate::world::modes::Modes;
 use crate::world::HostRules;
 use asmguard_config::{Config, OracleHomes};
 use asmguard_devices::writer::Writer;
@@ -38,13 +39,15 @@ pub fn start(
     cfg: &Config,
     pin_dir: Option<PathBuf>,
     state_file: PathBuf,
-) -> (FilterService, Writer, HostRules) {
+) -> (FilterService, Writer, HostRules, Modes) {
     let mode: Mode = cfg.filter.mode;
     let opts = Options {
         pin_dir: pin_dir.unwrap_or_else(|| asmguard_paths::Paths::default().pin_dir()),
         ..Options::default()
     };
-    let svc = FilterService::start(opts, mode, Some(state_file));
+    // what an administrator set, kept across restarts (the apply side writes it)
+    let modes = Modes::parse(&std::fs::read_to_string(&state_file).unwrap_or_default());
+    let svc = FilterService::start(opts, mode, modes.disabled);
     let homes = asmguard_homes::discover(Path::new("/"), &homes_spec(&cfg.filter));
     let rules = resolve_rules(&svc, cfg, homes, resolve_places(cfg));
     let (uids, gids) = rules.ids();
@@ -115,7 +118,7 @@ pub fn start(
             }
         }
     }
-    (svc, writer, rules)
+    (svc, writer, rules, modes)
 }
 
 /// `[filter] oracle_homes` as the homes crate takes it.

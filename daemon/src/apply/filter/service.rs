@@ -23,6 +23,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::containers::ContainerRule;
 use super::events::FilterEvent;
+use crate::world::modes::Modes;
 use asmguard_proto::{FilterScope, Protection};
 
 use asmguard_guard::{
@@ -32,9 +33,6 @@ use asmguard_guard::{
 
 /// How many events `recent` keeps.
 const RECENT: usize = 1000;
-
-/// What `asmguardctl filter` asks for (the protocol's type).
-pub use asmguard_proto::FilterAction as Action;
 
 /// How one label's disk is filtered: what `lsdsk` shows, what decides its
 /// exclusive claim and what the filter-mode metric exports.
@@ -99,25 +97,6 @@ pub fn scope_of(cover: Coverage) -> FilterScope {
         Coverage::OpenTimeOnly => FilterScope::OpenTimeOnly,
         Coverage::Disabled => FilterScope::Disabled,
         Coverage::Unprotected => FilterScope::Unprotected,
-    }
-}
-
-/// Why `asmguardctl filter` could not be applied: the kind decides the
-/// answer's error code, the text is for the administrator.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SetModeError {
-    /// The label names no managed disk.
-    UnknownLabel(String),
-    /// The programs could not be installed or their pins removed.
-    Io(String),
-}
-
-impl std::fmt::Display for SetModeError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SetModeError::UnknownLabel(l) => write!(f, "no managed disk has the label {l}"),
-            SetModeError::Io(m) => f.write_str(m),
-        }
     }
 }
 
@@ -223,15 +202,6 @@ pub struct Managed {
     pub devs: BTreeSet<DevKey>,
 }
 
-/// A mode an administrator set for one disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Override {
-    mode: Mode,
-    /// The top device of the disk it was set for (`None`: from a state file
-    /// that did not name it; bound to the label's disk at the next sync).
-    top: Option<KernelDev>,
-}
-
 struct Inner {
     guard: Option<Guard>,
     why_none: String,
@@ -239,10 +209,11 @@ struct Inner {
     disks: BTreeMap<String, Managed>,
     /// label -> disk id (stable for the daemon's life).
     ids: HashMap<String, u32>,
-    /// runtime per-disk modes (`filter enable|audit|disable LABEL`), by the
-    /// disk's label
-    overrides: BTreeMap<String, Override>,
-    /// `filter disable` with no label: no programs until `enable`/`audit`.
+    /// The modes an administrator set, as last applied (the World's:
+    /// `crate::world::modes`).
+    modes: Modes,
+    /// `filter disable` with no label, as applied: no programs until
+    /// `enable`/`audit`.
     disabled: bool,
     /// The allow-list, once the daemon gave one (until then a re-adopted
     /// map keeps the previous daemon's).
@@ -267,7 +238,6 @@ struct Inner {
 pub struct FilterService {
     opts: Options,
     default_mode: Mode,
-    state_file: Option<PathBuf>,
     inner: Mutex<Inner>,
     labels: Arc<Mutex<HashMap<u32, String>>>,
     recent: Arc<Mutex<VecDeque<FilterEvent>>>,
@@ -294,12 +264,12 @@ impl FilterService {
     ///
     /// `state_file` keeps runtime choices (`filter disable`, per-disk modes)
     /// across daemon restarts (a file under /run: not across reboots).
-    pub fn start(opts: Options, default_mode: Mode, state_file: Option<PathBuf>) -> FilterService {
-        let svc = Self::new(opts, default_mode, state_file);
+    pub fn start(opts: Options, default_mode: Mode, disabled: bool) -> FilterService {
+        let svc = Self::new(opts, default_mode);
         {
             let mut inner = lock(&svc.inner);
-            svc.load_state(&mut inner);
-            if inner.disabled {
+            if disabled {
+                inner.disabled = true;
                 inner.why_none = "disabled (asmguardctl filter disable)".into();
             } else {
                 svc.install(&mut inner);
@@ -312,22 +282,21 @@ impl FilterService {
     /// daemon under test that must not touch the kernel's filter.
     #[cfg(test)]
     pub fn inert(why: &str) -> FilterService {
-        let svc = Self::new(Options::default(), Mode::Enforce, None);
+        let svc = Self::new(Options::default(), Mode::Enforce);
         lock(&svc.inner).why_none = why.into();
         svc
     }
 
-    fn new(opts: Options, default_mode: Mode, state_file: Option<PathBuf>) -> FilterService {
+    fn new(opts: Options, default_mode: Mode) -> FilterService {
         FilterService {
             opts,
             default_mode,
-            state_file,
             inner: Mutex::new(Inner {
                 guard: None,
                 why_none: String::new(),
                 disks: BTreeMap::new(),
                 ids: HashMap::new(),
-                overrides: BTreeMap::new(),
+                modes: Modes::default(),
                 disabled: false,
                 host: None,
                 reader: None,
@@ -340,48 +309,6 @@ impl FilterService {
             recent: Arc::new(Mutex::new(VecDeque::new())),
             seq: Arc::new(std::sync::atomic::AtomicU64::new(0)),
             ctr_names: Arc::new(Mutex::new(HashMap::new())),
-        }
-    }
-
-    fn load_state(&self, inner: &mut Inner) {
-        let Some(p) = &self.state_file else { return };
-        let Ok(text) = std::fs::read_to_string(p) else {
-            return;
-        };
-        for line in text.lines() {
-            let mut f = line.split_whitespace();
-            match (f.next(), f.next(), f.next(), f.next()) {
-                (Some("disabled"), None, None, None) => inner.disabled = true,
-                (Some("mode"), Some(label), Some(m), top) => {
-                    let top = top.and_then(|t| t.parse::<KernelDev>().ok());
-                    if let Ok(mode) = m.parse() {
-                        inner
-                            .overrides
-                            .insert(label.to_string(), Override { mode, top });
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
-
-    fn save_state(&self, inner: &Inner) {
-        let Some(p) = &self.state_file else { return };
-        let mut text = String::new();
-        if inner.disabled {
-            text.push_str("disabled\n");
-        }
-        for (l, o) in &inner.overrides {
-            match o.top {
-                Some(top) => text.push_str(&format!("mode {l} {} {top}\n", o.mode)),
-                None => text.push_str(&format!("mode {l} {}\n", o.mode)),
-            }
-        }
-        if let Some(dir) = p.parent() {
-            let _ = std::fs::create_dir_all(dir);
-        }
-        if let Err(e) = std::fs::write(p, text) {
-            tracing::error!("cannot save the filter state {}: {e}", p.display());
         }
     }
 
@@ -487,50 +414,32 @@ impl FilterService {
     }
 
     /// The mode of the disk that carries `label` now: the one an
-    /// administrator set for that disk, else the configured one.
+    /// administrator set for that disk, else the configured one; `fenced`
+    /// while a reclaim runs on it.
     fn mode_for(&self, inner: &Inner, label: &str) -> Mode {
-        if inner.fenced.contains(label) {
-            return Mode::Fenced;
-        }
         let top = inner.disks.get(label).and_then(|m| m.top);
-        match inner.overrides.get(label) {
-            Some(o) if o.top.is_none() || o.top == top => o.mode,
-            _ => self.default_mode,
-        }
-    }
-
-    /// Binds overrides read without a disk to the disk that carries their
-    /// label now, and drops those whose label is now on another disk (the
-    /// mode ended with the disk's label). Returns whether any changed.
-    fn settle_overrides(inner: &mut Inner) -> bool {
-        let mut changed = false;
-        let disks = &inner.disks;
-        inner.overrides.retain(|label, o| {
-            let Some(top) = disks.get(label).and_then(|m| m.top) else {
-                return true;
-            };
-            match o.top {
-                None => {
-                    o.top = Some(top);
-                    changed = true;
-                    true
-                }
-                Some(t) if t == top => true,
-                Some(_) => {
-                    changed = true;
-                    false
-                }
-            }
-        });
-        changed
+        inner
+            .modes
+            .mode_for(label, top, self.default_mode, inner.fenced.contains(label))
     }
 
     /// Writes the managed set into the kernel maps. With `full`, also removes
     /// every map entry that is not a device of a current label (after a
     /// re-adoption the maps hold the previous daemon's set).
     fn apply(&self, inner: &mut Inner, full: bool) {
+        self.write_maps(inner, full, false);
+    }
+
+    /// [`Self::apply`]; with `all_off`, every disk's mode off (the first
+    /// step of `filter disable`).
+    fn write_maps(&self, inner: &mut Inner, full: bool, all_off: bool) {
         let Some(g) = &inner.guard else { return };
-        let wanted = self.wanted(inner);
+        let mut wanted = self.wanted(inner);
+        if all_off {
+            for v in wanted.values_mut() {
+                v.0 = Mode::Off;
+            }
+        }
         // New and changed entries first, then the stale ones leave: a device
         // that stays is never out of the map.
         let current = g.disks().unwrap_or_default();
@@ -629,10 +538,12 @@ impl FilterService {
     pub fn sync(
         &self,
         disks: BTreeMap<String, Managed>,
+        modes: &Modes,
         fenced: &std::collections::BTreeSet<String>,
     ) {
         let mut inner = lock(&self.inner);
         inner.fenced.clone_from(fenced);
+        inner.modes.clone_from(modes);
         for label in disks.keys() {
             if !inner.ids.contains_key(label) {
                 let id = free_id(label, &inner.ids);
@@ -641,9 +552,6 @@ impl FilterService {
             }
         }
         inner.disks = disks;
-        if Self::settle_overrides(&mut inner) {
-            self.save_state(&inner);
-        }
         let full = !inner.synced;
         self.apply(&mut inner, full);
         if !inner.synced {
@@ -702,138 +610,43 @@ impl FilterService {
             .is_some_and(|g| g.containers_enforced())
     }
 
-    /// Sets (or, for the configured mode, clears) the mode of the disk that
-    /// carries `label` now.
-    fn set_override(&self, inner: &mut Inner, label: &str, mode: Mode) {
-        let top = inner.disks.get(label).and_then(|m| m.top);
-        if mode == self.default_mode {
-            inner.overrides.remove(label);
+    /// `filter disable` (`disabled`) or `enable`/`audit` with no label: the
+    /// programs removed with their pins, or installed again. Disabling sets
+    /// every disk's mode off first: the programs stop denying at once, also
+    /// where the kernel is slow to detach them (or keeps them attached
+    /// until reboot). `Err`: the programs could not be installed or their
+    /// pins removed.
+    pub fn turn(&self, disabled: bool) -> Result<(), String> {
+        let mut inner = lock(&self.inner);
+        if !disabled {
+            inner.disabled = false;
+            if inner.guard.is_none() {
+                self.install(&mut inner);
+                if inner.guard.is_none() {
+                    return Err(inner.why_none.clone());
+                }
+            }
+            return Ok(());
+        }
+        if inner.guard.is_some() {
+            self.write_maps(&mut inner, false, true);
+        }
+        Self::stop_reader(&mut inner);
+        if let Some(g) = inner.guard.take() {
+            if let Err(e) = g.uninstall() {
+                inner.disabled = true;
+                inner.why_none = format!(
+                    "disabled; {e}: they stay attached until reboot, with every disk's mode off"
+                );
+                tracing::error!("filter disable: {}", inner.why_none);
+                return Ok(());
+            }
         } else {
-            inner
-                .overrides
-                .insert(label.to_string(), Override { mode, top });
+            remove_pins(&self.opts.pin_dir).map_err(|e| e.to_string())?;
         }
-    }
-
-    /// A label write ended the label of a disk (`unlabel`, or a new `label`
-    /// written over it): the mode set for it ends too, and the next label
-    /// starts in the configured mode.
-    pub fn forget(&self, label: &str) {
-        let mut inner = lock(&self.inner);
-        if inner.overrides.remove(label).is_some() {
-            self.save_state(&inner);
-        }
-    }
-
-    /// `rename`: the disk keeps its mode under its new label.
-    pub fn renamed(&self, old: &str, new: &str) {
-        let mut inner = lock(&self.inner);
-        let moved = inner.overrides.remove(old);
-        let had_new = inner.overrides.remove(new).is_some();
-        if let Some(o) = moved {
-            inner.overrides.insert(new.to_string(), o);
-        }
-        if moved.is_some() || had_new {
-            self.save_state(&inner);
-        }
-    }
-
-    /// `asmguardctl filter enable|disable|audit [LABEL]`. Returns the labels
-    /// concerned. Without a label: enable/audit set every disk (and install
-    /// the programs if they were removed); disable removes the programs and
-    /// their pins. With a label that is not managed: `Err`, except `enable`
-    /// of a label whose disk is gone, which clears the mode kept for it.
-    pub fn set_mode(
-        &self,
-        label: Option<&str>,
-        action: Action,
-    ) -> Result<Vec<String>, SetModeError> {
-        let mut inner = lock(&self.inner);
-        let result = match label {
-            Some(l) => {
-                let m = match action {
-                    Action::Enable => Mode::Enforce,
-                    Action::Audit => Mode::Audit,
-                    Action::Disable => Mode::Off,
-                };
-                if !inner.disks.contains_key(l) {
-                    if action == Action::Enable && inner.overrides.remove(l).is_some() {
-                        self.save_state(&inner);
-                        return Ok(vec![l.to_string()]);
-                    }
-                    return Err(SetModeError::UnknownLabel(l.to_string()));
-                }
-                self.set_override(&mut inner, l, m);
-                if inner.guard.is_some() {
-                    self.apply(&mut inner, false);
-                }
-                vec![l.to_string()]
-            }
-            None => {
-                let labels: Vec<String> = inner.disks.keys().cloned().collect();
-                match action {
-                    Action::Disable => {
-                        // Every disk's mode to off first: the programs stop
-                        // denying at once, also where the kernel is slow to
-                        // detach them (or keeps them attached until reboot).
-                        if inner.guard.is_some() {
-                            let saved = inner.overrides.clone();
-                            for l in labels.iter() {
-                                let top = inner.disks.get(l).and_then(|m| m.top);
-                                let off = Override {
-                                    mode: Mode::Off,
-                                    top,
-                                };
-                                inner.overrides.insert(l.clone(), off);
-                            }
-                            self.apply(&mut inner, false);
-                            inner.overrides = saved;
-                        }
-                        Self::stop_reader(&mut inner);
-                        if let Some(g) = inner.guard.take() {
-                            if let Err(e) = g.uninstall() {
-                                inner.disabled = true;
-                                inner.why_none = format!(
-                                    "disabled; {e}: they stay attached until reboot, with every \
-                                     disk's mode off"
-                                );
-                                tracing::error!("filter disable: {}", inner.why_none);
-                                self.save_state(&inner);
-                                return Ok(labels);
-                            }
-                        } else {
-                            remove_pins(&self.opts.pin_dir)
-                                .map_err(|e| SetModeError::Io(e.to_string()))?;
-                        }
-                        inner.disabled = true;
-                        inner.why_none = "disabled (asmguardctl filter disable)".into();
-                    }
-                    Action::Enable | Action::Audit => {
-                        let m = if action == Action::Enable {
-                            Mode::Enforce
-                        } else {
-                            Mode::Audit
-                        };
-                        inner.overrides.clear();
-                        for l in inner.disks.keys().cloned().collect::<Vec<_>>() {
-                            self.set_override(&mut inner, &l, m);
-                        }
-                        inner.disabled = false;
-                        if inner.guard.is_none() {
-                            self.install(&mut inner);
-                            if inner.guard.is_none() {
-                                return Err(SetModeError::Io(inner.why_none.clone()));
-                            }
-                        } else {
-                            self.apply(&mut inner, false);
-                        }
-                    }
-                }
-                labels
-            }
-        };
-        self.save_state(&inner);
-        Ok(result)
+        inner.disabled = true;
+        inner.why_none = "disabled (asmguardctl filter disable)".into();
+        Ok(())
     }
 
     /// The mode set for the disk that carries `label` now (the configured
@@ -1104,6 +917,7 @@ fn label_counts(kernel: BTreeMap<(u32, Hook, Mode), u64>, labels: &HashMap<u32, 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use asmguard_proto::FilterAction as Action;
 
     /// Links replaced at start leave protection degraded with their names
     /// (`FilterStatus::changed`, which `status` and `asmguard_protected`
@@ -1276,11 +1090,15 @@ mod tests {
     fn a_fenced_disk_is_fenced_whatever_its_mode() {
         let f = FilterService::inert("test");
         let fenced = BTreeSet::from(["R1".to_string()]);
-        f.sync(one("R1", "7:1"), &fenced);
+        let tops = BTreeMap::from([("R1".to_string(), "7:1".parse().unwrap())]);
+        let audit = Modes::default()
+            .with(Some("R1"), Action::Audit, &tops, Mode::Enforce)
+            .unwrap();
+        f.sync(one("R1", "7:1"), &Modes::default(), &fenced);
         assert_eq!(f.set_for("R1"), Mode::Fenced);
-        f.set_mode(Some("R1"), Action::Audit).unwrap();
+        f.sync(one("R1", "7:1"), &audit, &fenced);
         assert_eq!(f.set_for("R1"), Mode::Fenced);
-        f.sync(one("R1", "7:1"), &BTreeSet::new());
+        f.sync(one("R1", "7:1"), &audit, &BTreeSet::new());
         assert_eq!(f.set_for("R1"), Mode::Audit);
         let m = DiskMode::Filtered {
             mode: Mode::Fenced,
@@ -1290,90 +1108,6 @@ mod tests {
         assert_eq!(m.applied().as_str(), "fenced");
     }
 
-    /// A mode belongs to the disk: it moves with a rename, ends with the
-    /// label (forget), is void when the label turns up on another disk, and
-    /// `enable` clears one kept for a label no disk carries.
-    #[test]
-    fn a_mode_follows_the_disk() {
-        let f = FilterService::inert("test");
-        f.sync(one("R1", "7:1"), &Default::default());
-        f.set_mode(Some("R1"), Action::Audit).unwrap();
-        assert_eq!(f.set_for("R1"), Mode::Audit);
-        // rename R1 -> R2 -> R1: the disk keeps audit throughout
-        f.renamed("R1", "R2");
-        f.sync(one("R2", "7:1"), &Default::default());
-        assert_eq!(
-            (f.set_for("R2"), f.set_for("R1")),
-            (Mode::Audit, Mode::Enforce)
-        );
-        f.renamed("R2", "R1");
-        f.sync(one("R1", "7:1"), &Default::default());
-        assert_eq!(f.set_for("R1"), Mode::Audit);
-        // the name on another disk: the configured mode, and the old mode is gone
-        f.sync(one("R1", "7:2"), &Default::default());
-        assert_eq!(f.set_for("R1"), Mode::Enforce);
-        f.sync(one("R1", "7:1"), &Default::default());
-        assert_eq!(f.set_for("R1"), Mode::Enforce, "void for good");
-        // unlabel (forget), then the same name on the same disk: configured
-        f.set_mode(Some("R1"), Action::Disable).unwrap();
-        f.forget("R1");
-        f.sync(one("R1", "7:1"), &Default::default());
-        assert_eq!(f.set_for("R1"), Mode::Enforce);
-        // a disk gone without unlabel: enable clears its mode, audit needs a disk
-        f.set_mode(Some("R1"), Action::Audit).unwrap();
-        f.sync(BTreeMap::new(), &Default::default());
-        assert_eq!(
-            f.set_mode(Some("R1"), Action::Audit),
-            Err(SetModeError::UnknownLabel("R1".into()))
-        );
-        assert_eq!(
-            f.set_mode(Some("R1"), Action::Enable),
-            Ok(vec!["R1".into()])
-        );
-        f.sync(one("R1", "7:1"), &Default::default());
-        assert_eq!(f.set_for("R1"), Mode::Enforce);
-        assert!(f.set_mode(Some("R1"), Action::Enable).is_ok());
-        f.sync(BTreeMap::new(), &Default::default());
-        assert!(
-            f.set_mode(Some("R1"), Action::Enable).is_err(),
-            "nothing kept to clear"
-        );
-    }
-
-    /// The runtime state file keeps a disk's mode with its top device; a
-    /// line without one (an older daemon's) binds to the label's disk.
-    #[test]
-    fn state_file_keeps_the_disk() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("filter.state");
-        let opts = || Options {
-            pin_dir: dir.path().join("no-pins"),
-            ..Options::default()
-        };
-        {
-            let f = FilterService::new(opts(), Mode::Enforce, Some(file.clone()));
-            f.sync(one("R1", "7:1"), &Default::default());
-            f.set_mode(Some("R1"), Action::Audit).unwrap();
-        }
-        assert_eq!(
-            std::fs::read_to_string(&file).unwrap(),
-            "mode R1 audit 7:1\n"
-        );
-        let again = FilterService::new(opts(), Mode::Enforce, Some(file.clone()));
-        again.load_state(&mut lock(&again.inner));
-        again.sync(one("R1", "7:2"), &Default::default());
-        assert_eq!(again.set_for("R1"), Mode::Enforce, "another disk");
-        std::fs::write(&file, "mode R1 audit\n").unwrap();
-        let old = FilterService::new(opts(), Mode::Enforce, Some(file.clone()));
-        old.load_state(&mut lock(&old.inner));
-        old.sync(one("R1", "7:3"), &Default::default());
-        assert_eq!(old.set_for("R1"), Mode::Audit);
-        assert_eq!(
-            std::fs::read_to_string(&file).unwrap(),
-            "mode R1 audit 7:3\n"
-        );
-    }
-
     /// Two labels whose FNV-1a hashes collide (found by search) get two ids.
     #[test]
     fn colliding_labels_get_distinct_ids() {
@@ -1381,7 +1115,7 @@ mod tests {
         let f = FilterService::inert("test");
         let mut disks = one("D689639", "7:1");
         disks.extend(one("D1656782", "7:2"));
-        f.sync(disks, &Default::default());
+        f.sync(disks, &Modes::default(), &Default::default());
         let ids = lock(&f.inner).ids.clone();
         assert_ne!(ids["D689639"], ids["D1656782"]);
         assert_eq!(
