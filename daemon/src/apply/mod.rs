@@ -170,11 +170,16 @@ impl Applier {
             i => i,
         };
         let verify = matches!(input, Input::Verify);
+        let relinked = match &input {
+            Input::Relink(n) => Some(n.clone()),
+            _ => None,
+        };
         // the inputs that change nothing of the disks' part (a label write's
         // end of a mode takes effect with the refresh that follows it)
         let disks = !matches!(
             input,
             Input::Verify
+                | Input::Relink(_)
                 | Input::Exposed(_)
                 | Input::Rules(_)
                 | Input::Conf(_)
@@ -223,6 +228,9 @@ impl Applier {
         }
         if verify {
             self.filter.verify();
+        }
+        if let Some(name) = relinked {
+            relink(&self.paths, &name);
         }
         self.shown = shown.model.clone();
         Applied {
@@ -402,6 +410,39 @@ impl Applier {
             );
             self.filter.note_event(&l, &o, exe(o.pid), "exposure ended");
         }
+    }
+}
+
+/// Lets udev make the link of what the disk now carries: the cached pages of
+/// the device hold the label as this host last read it (a disk the daemon
+/// holds open keeps them), so they are dropped, then a change event makes
+/// udev probe the disk again (its rules link `/dev/asmguard/disks/<LABEL>`
+/// and set owner, group and mode, as after a label written here).
+fn relink(paths: &asmguard_paths::Paths, name: &str) {
+    let Ok(sd) = asmguard_devices::sysfs::read(&paths.sys, name) else {
+        return; // gone: its remove event takes the link
+    };
+    let path = sd.dev_path();
+    let dropped = std::fs::File::open(&path)
+        .map_err(|e| e.to_string())
+        .and_then(|f| {
+            nix::fcntl::posix_fadvise(
+                &f,
+                0,
+                0,
+                nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED,
+            )
+            .map_err(|e| e.to_string())
+        });
+    if let Err(e) = dropped {
+        tracing::warn!(
+            "{}: could not drop its cached pages ({e}): udev may link it by \
+             the label this host read before",
+            path.display()
+        );
+    }
+    if let Err(e) = asmguard_devices::sysfs::trigger_change(&paths.sys, name) {
+        tracing::warn!("{name}: could not send a change uevent: {e}");
     }
 }
 

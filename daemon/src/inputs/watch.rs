@@ -4,8 +4,8 @@
 //! label sector of each device a label can be on again (O_DIRECT, 4 KiB, the
 //! reads spread evenly over the interval, one at a time), and refreshes the
 //! devices whose label or ASM header now reads differently: the one
-//! `Daemon::apply` then protects, relabels or releases the disk, and udev,
-//! sent a change event, moves its link (`relink`).
+//! apply side then protects, relabels or releases the disk, and udev, sent
+//! a change event, moves its link (`Input::Relink`).
 //!
 //! Which devices: those a scan reads (included, large enough, not suspended)
 //! with no holder above them (a multipath device, not its paths; a partition
@@ -13,8 +13,7 @@
 //! interval, 250 reads/s per 1,000 disks at the default 4 s.
 
 use crate::daemon::Daemon;
-use asmguard_devices::sysfs;
-use nix::fcntl::{posix_fadvise, PosixFadviseAdvice};
+use crate::world::Input;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -63,7 +62,7 @@ fn run(d: &Daemon, interval: Duration) {
                     ),
                 }
                 d.refresh(&BTreeSet::from([name.clone()]));
-                relink(d, name);
+                d.submit(Input::Relink(name.clone()));
             }
             // the next read at its place in the round (never a burst after a slow one)
             let next = step * (i as u32 + 1);
@@ -71,33 +70,5 @@ fn run(d: &Daemon, interval: Duration) {
                 std::thread::sleep(wait);
             }
         }
-    }
-}
-
-/// Lets udev make the link of what the disk now carries: the cached pages of
-/// the device hold the label as this host last read it (a disk the daemon
-/// holds open keeps them), so they are dropped, then a change event makes
-/// udev probe the disk again (its rules link `/dev/asmguard/disks/<LABEL>`
-/// and set owner, group and mode, as after a label written here).
-fn relink(d: &Daemon, name: &str) {
-    let Ok(sd) = sysfs::read(&d.site.paths.sys, name) else {
-        return; // gone: its remove event takes the link
-    };
-    let path = sd.dev_path();
-    let dropped = std::fs::File::open(&path)
-        .map_err(|e| e.to_string())
-        .and_then(|f| {
-            posix_fadvise(&f, 0, 0, PosixFadviseAdvice::POSIX_FADV_DONTNEED)
-                .map_err(|e| e.to_string())
-        });
-    if let Err(e) = dropped {
-        tracing::warn!(
-            "label watch: {}: could not drop its cached pages ({e}): udev may link it by \
-             the label this host read before",
-            path.display()
-        );
-    }
-    if let Err(e) = sysfs::trigger_change(&d.site.paths.sys, name) {
-        tracing::warn!("label watch: {name}: could not send a change uevent: {e}");
     }
 }

@@ -119,9 +119,7 @@ impl Daemon {
         names.extend(sd.slaves.iter().cloned());
         self.refresh(&names);
         // Let udev re-probe (stable path) and every listener know.
-        if let Err(e) = sysfs::trigger_change(&self.site.paths.sys, &sd.name) {
-            tracing::warn!("{}: could not send a change uevent: {e}", sd.name);
-        }
+        self.submit(Input::Relink(sd.name.clone()));
     }
 
     pub fn label(&self, a: &LabelArgs) -> Result<LabelResult, ErrorBody> {

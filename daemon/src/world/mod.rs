@@ -117,6 +117,10 @@ pub enum Input {
     /// (a label write ended and its claims may be taken, an administrator
     /// set a filter mode).
     Again,
+    /// The label sector of this device was written (by this daemon, or by
+    /// another host, as the label watch found): udev is to probe it again
+    /// and move its link.
+    Relink(String),
     /// The periodic check: are the filter's pins and maps still as applied
     /// (another process may change them)? Put back what differs.
     Verify,
@@ -187,7 +191,7 @@ pub fn next(w: &World, input: Input) -> World {
                 n.exposed = Arc::new(e);
             }
         }
-        Input::Again | Input::Verify => {}
+        Input::Again | Input::Verify | Input::Relink(_) => {}
     }
     n
 }
