@@ -18,7 +18,6 @@ mod world;
 
 use apply::links;
 use apply::{filter, metrics};
-use daemon as state;
 use inputs::{fence_watch, server, tasks, watch};
 use world::check;
 
@@ -159,7 +158,7 @@ async fn run(
         }
     };
     // The filter and the tracer before the first scan, so the scan's model
-    // puts the disks under both at once (Daemon::apply).
+    // puts the disks under both at once (Applier::apply).
     let runtime_dir = cfg.daemon.runtime_dir.clone().unwrap_or_else(|| {
         socket
             .parent()
@@ -187,14 +186,14 @@ async fn run(
             return 1;
         }
     };
-    let d = Arc::new(state::Daemon::new(
+    let d = Arc::new(daemon::Daemon::new(
         cfg,
         source,
         paths,
         socket.clone(),
         runtime_dir,
         monitor_desc,
-        state::Started {
+        daemon::Started {
             filter,
             writer,
             metrics,
@@ -299,7 +298,11 @@ async fn run(
 
 /// Stops serving; a label write under way finishes (write, sync, read-back)
 /// before the socket goes.
-async fn shutdown(d: &state::Daemon, socket: &std::path::Path, serve: tokio::task::JoinHandle<()>) {
+async fn shutdown(
+    d: &daemon::Daemon,
+    socket: &std::path::Path,
+    serve: tokio::task::JoinHandle<()>,
+) {
     tasks::notify(&[sd_notify::NotifyState::Stopping]);
     serve.abort();
     // A label write under way finishes (write, sync, read-back) before the exit.

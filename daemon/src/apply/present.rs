@@ -16,7 +16,7 @@
 //! left alone and reported. Only the directories of the configured containers
 //! are touched (another asmguardd on this host may present its own).
 //!
-//! `Daemon::apply` calls it with every World (a new model, the containers
+//! `Applier::apply` calls it with every World (a new model, the containers
 //! resolved again: a container started, stopped, SIGHUP); [`Presenter`] keeps the last outcome for `lsdsk` and `status`, logs
 //! each problem once, and removes the nodes of a container a SIGHUP took out
 //! of the configuration.

@@ -2,7 +2,7 @@
 //! for them. Each checks the request against the stored model (the label
 //! unique, the disk manageable, not in use, no writer holding it), marks
 //! the disk and labels busy, writes through the filter's writer, re-reads
-//! the disk (the one `Daemon::apply` then protects or releases it), reads
+//! the disk (the one `Applier::apply` then protects or releases it), reads
 //! the label again [`LABEL_SETTLE`] later (another host writing the same
 //! disk at the same moment), and answers only what the disk shows.
 

@@ -1,7 +1,7 @@
 //! The daemon's one device model: a [`Model`] (a [`Disk`] per labelled disk,
 //! the labels in conflict, the devices that could not be read), built once per
 //! scan or refresh ([`build`]) from what discovery observed and grouped, and
-//! taken into effect in one place (`Daemon::apply`: filter, modes, claims,
+//! taken into effect in one place (`Applier::apply`: filter, modes, claims,
 //! metrics). The views the rest of the daemon takes of it are each a function
 //! of `&[Disk]`:
 //! the `lsdsk` rows ([`lsdsk_rows`]), the filter's managed set
@@ -92,7 +92,7 @@ pub struct Disk {
     pub physical_block_size: u32,
     /// The ASM disk header of the top device, if it has one.
     pub header: Option<HeaderSummary>,
-    /// Its write filtering (`None` until `Daemon::apply` asked the filter).
+    /// Its write filtering (`None` until `Applier::apply` asked the filter).
     pub mode: Option<DiskMode>,
     /// The same label is on another disk too: neither is picked.
     pub conflict: bool,
@@ -220,7 +220,7 @@ impl Model {
 /// Builds the model from one scan: every disk of `grouping`, its devices from
 /// `devices`, its generic nodes and holders from sysfs under `sys`. Paths
 /// sysfs no longer knows are left out. Modes are the filter's, set by
-/// `Daemon::apply`.
+/// `Applier::apply`.
 pub fn build(sys: &Path, devices: &BTreeMap<String, Observed>, grouping: &Grouping) -> Model {
     Model {
         disks: disks(sys, devices, grouping),

@@ -4,7 +4,7 @@
 //! of its device nodes -- into the World's [`Containers`] ([`resolve`], which
 //! only reads, and waits for a container's files at most [`DEADLINE`]: one that
 //! does not answer, or whose picked process exited, keeps its last good
-//! resolution). `Daemon::apply` hands the rules to the filter. The `containers`
+//! resolution). `Applier::apply` hands the rules to the filter. The `containers`
 //! task (`crate::inputs::tasks`) resolves them at start, on SIGHUP and whenever the
 //! cgroup tree changes (an inotify watch, [`watch`]): a container started after
 //! the daemon is covered within a second.

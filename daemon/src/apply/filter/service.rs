@@ -573,7 +573,7 @@ impl FilterService {
         }
     }
 
-    /// Replaces the container rules (`Daemon::apply`); `names`: each
+    /// Replaces the container rules (`Applier::apply`); `names`: each
     /// rule's container name, for events.
     pub fn set_containers(
         &self,
