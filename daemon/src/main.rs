@@ -66,6 +66,8 @@ struct Args {
 
 fn main() {
     let args = Args::parse();
+    // the filesystem roots: built once here, passed down
+    let paths = asmguard_paths::Paths::default();
     if let Some(a) = &args.read_container_db {
         std::process::exit(tasks::print_container_db(a));
     }
@@ -77,7 +79,7 @@ fn main() {
         }
     };
     if args.check_config {
-        for w in &check::warnings(&cfg, &source) {
+        for w in &check::warnings(&cfg, &source, &paths) {
             eprintln!("asmguardd: warning: {w}");
         }
         println!("{source}: configuration is valid");
@@ -108,24 +110,24 @@ fn main() {
             std::process::exit(1);
         }
     };
-    let code = rt.block_on(run(cfg, source, args.socket, args.bpf_pin_dir));
+    let code = rt.block_on(run(cfg, source, paths, args.socket, args.bpf_pin_dir));
     std::process::exit(code);
 }
 
 async fn run(
     cfg: config::Config,
     source: String,
+    paths: asmguard_paths::Paths,
     socket: Option<PathBuf>,
     bpf_pin_dir: Option<PathBuf>,
 ) -> i32 {
     let t0 = Instant::now();
+    let _ = tasks::SELF_EXE.set(paths.own().join("exe"));
     asmguard_containers::set_db_reader(tasks::read_container_db);
     let socket = socket.unwrap_or_else(|| cfg.socket.path.clone());
     let nofile = metrics::raise_nofile();
     tracing::debug!("open-file limit: {nofile}");
     // Before anything is claimed, pinned or scanned: one daemon per pin directory.
-    // the filesystem roots: built once here, passed down
-    let paths = asmguard_paths::Paths::default();
     let pin_dir = bpf_pin_dir.clone().unwrap_or_else(|| paths.pin_dir());
     let _pin_lock = match asmguard_guard::pins::lock(&paths.run_dir(), &pin_dir) {
         Ok(l) => {
@@ -141,7 +143,7 @@ async fn run(
         }
     };
     // (after the lock: a refused second daemon says that alone)
-    for w in check::warnings(&cfg, &source) {
+    for w in check::warnings(&cfg, &source, &paths) {
         tracing::warn!("{w}");
     }
     // The monitor first, so nothing that happens during the first scan is missed.
@@ -165,14 +167,15 @@ async fn run(
             .map(std::path::Path::to_path_buf)
             .unwrap_or_else(|| paths.run_dir())
     });
-    let (filter, writer, rules, modes) = match start_filter(&cfg, &runtime_dir, bpf_pin_dir).await {
-        Ok(f) => f,
-        Err(msg) => {
-            tracing::error!("{msg}");
-            eprintln!("asmguardd: {msg}");
-            return 1;
-        }
-    };
+    let (filter, writer, rules, modes) =
+        match start_filter(&cfg, &paths, &runtime_dir, bpf_pin_dir).await {
+            Ok(f) => f,
+            Err(msg) => {
+                tracing::error!("{msg}");
+                eprintln!("asmguardd: {msg}");
+                return 1;
+            }
+        };
     let trace_all = cfg.metrics.trace_all_disks;
     let single_block_bytes = cfg.metrics.single_block_bytes;
     let metrics = match tokio::task::spawn_blocking(move || {
@@ -229,7 +232,7 @@ async fn run(
     let d2 = d.clone();
     let missing = tokio::task::spawn_blocking(move || {
         let m = d2.read_model();
-        links::wait_linked(&m, LINK_WAIT)
+        links::wait_linked(&d2.site.paths, &m, LINK_WAIT)
     })
     .await
     .unwrap_or_default();
@@ -321,6 +324,7 @@ async fn shutdown(
 /// require_protection`, or the start itself failed).
 async fn start_filter(
     cfg: &config::Config,
+    paths: &asmguard_paths::Paths,
     runtime_dir: &std::path::Path,
     bpf_pin_dir: Option<PathBuf>,
 ) -> Result<
@@ -333,10 +337,11 @@ async fn start_filter(
     String,
 > {
     let state_file = apply::modes_file(runtime_dir);
+    let paths2 = paths.clone();
     let cfg2 = cfg.clone();
     let require = cfg.filter.require_protection;
     let started = tokio::task::spawn_blocking(move || {
-        let (f, writer, rules, modes) = filter::start(&cfg2, bpf_pin_dir, state_file);
+        let (f, writer, rules, modes) = filter::start(&cfg2, &paths2, bpf_pin_dir, state_file);
         let st = f.status();
         if require && st.cover == asmguard_guard::Coverage::Unprotected {
             return Err(st.reason);

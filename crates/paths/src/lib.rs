@@ -24,6 +24,9 @@ use std::path::{Path, PathBuf};
 /// running system's; every other value comes from a test.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Paths {
+    /// The root of the host's filesystem (`/`): what other tools keep in
+    /// their own places (Oracle homes, oratab, olr.loc).
+    pub root: PathBuf,
     /// sysfs (`/sys`): block devices, bpffs, securityfs, BTF.
     pub sys: PathBuf,
     /// The device nodes (`/dev`).
@@ -42,6 +45,7 @@ pub struct Paths {
 impl Default for Paths {
     fn default() -> Paths {
         Paths {
+            root: PathBuf::from("/"),
             sys: PathBuf::from("/sys"),
             dev: PathBuf::from("/dev"),
             run: PathBuf::from("/run"),
@@ -60,6 +64,7 @@ impl Paths {
     /// `root/dev`, ...): a test's own tree.
     pub fn under(root: &Path) -> Paths {
         Paths {
+            root: root.to_path_buf(),
             sys: root.join("sys"),
             dev: root.join("dev"),
             run: root.join("run"),

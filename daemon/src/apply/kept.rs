@@ -25,7 +25,7 @@
 //! relabelled). A claimant found at the daemon's start, or older than the
 //! window, is established and keeps its label.
 
-use crate::world::model::{stable_path, Model};
+use crate::world::model::Model;
 use asmguard_devices::KernelDev;
 use std::collections::BTreeMap;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -45,13 +45,16 @@ pub struct Kept {
     settle: Duration,
     /// Whether a model was recorded yet (the first one is the start's).
     started: std::sync::atomic::AtomicBool,
+    /// Where the stable links are (`/dev/asmguard/disks`).
+    links: PathBuf,
 }
 
 impl Kept {
     /// Records under `<runtime_dir>/kept`; a claimant younger than `settle`
     /// keeps nothing (see the module).
-    pub fn new(runtime_dir: &Path, settle: Duration) -> Kept {
+    pub fn new(runtime_dir: &Path, settle: Duration, links: &Path) -> Kept {
         Kept {
+            links: links.to_path_buf(),
             dir: runtime_dir.join("kept"),
             told: Mutex::default(),
             appeared: Mutex::default(),
@@ -109,7 +112,7 @@ impl Kept {
             }
             let first = before
                 .or_else(|| self.recorded(&label))
-                .or_else(|| linked(&label));
+                .or_else(|| linked(&self.links, &label));
             let Some(first) = first else { continue };
             if let Some(d) = m
                 .disks
@@ -176,9 +179,9 @@ impl Kept {
 }
 
 /// The device the stable link of `label` reaches now.
-fn linked(label: &str) -> Option<KernelDev> {
+fn linked(links: &Path, label: &str) -> Option<KernelDev> {
     let l = asmguard_format::label::Label::new(label).ok()?;
-    let m = std::fs::metadata(stable_path(&l)).ok()?;
+    let m = std::fs::metadata(links.join(l.as_str())).ok()?;
     m.file_type()
         .is_block_device()
         .then(|| KernelDev::from_dev_t(m.rdev()).ok())?
@@ -219,7 +222,7 @@ mod tests {
     #[test]
     fn the_first_claimant_keeps_its_label_across_a_restart() {
         let dir = tempfile::tempdir().unwrap();
-        let k = Kept::new(dir.path(), Duration::ZERO);
+        let k = Kept::new(dir.path(), Duration::ZERO, Path::new("/nonexistent/links"));
         let a = disk_for_tests("PLANT1", "loop3", KernelDev::new(7, 3).unwrap());
         let b = disk_for_tests("PLANT1", "loop4", KernelDev::new(7, 4).unwrap());
         // one disk: used and recorded
@@ -236,12 +239,16 @@ mod tests {
         assert!(!m.disks[1].conflict && m.disks[0].conflict);
         assert_eq!(m.disk("PLANT1").unwrap().top.name, "loop3");
         // a restart: no previous model; the record says who was first
-        let k2 = Kept::new(dir.path(), Duration::ZERO);
+        let k2 = Kept::new(dir.path(), Duration::ZERO, Path::new("/nonexistent/links"));
         let mut m = model(vec![b.clone(), a.clone()]);
         k2.resolve(&Model::default(), &mut m);
         assert_eq!(m.kept["PLANT1"], "/dev/loop3");
         // nothing says who was first: neither is used
-        let k3 = Kept::new(&dir.path().join("elsewhere"), Duration::ZERO);
+        let k3 = Kept::new(
+            &dir.path().join("elsewhere"),
+            Duration::ZERO,
+            Path::new("/nonexistent/links"),
+        );
         let mut m = model(vec![b, a]);
         k3.resolve(&Model::default(), &mut m);
         assert!(m.kept.is_empty() && m.disks.iter().all(|d| d.conflict));
@@ -256,7 +263,11 @@ mod tests {
     #[test]
     fn a_young_claimant_keeps_nothing_and_the_conflict_stays_undecided() {
         let dir = tempfile::tempdir().unwrap();
-        let k = Kept::new(dir.path(), Duration::from_millis(300));
+        let k = Kept::new(
+            dir.path(),
+            Duration::from_millis(300),
+            Path::new("/nonexistent/links"),
+        );
         let a = disk_for_tests("PAIRDUP", "vdc", KernelDev::new(254, 32).unwrap());
         let b = disk_for_tests("PAIRDUP", "vdd", KernelDev::new(254, 48).unwrap());
         k.record(&Model::default()); // the daemon's start: nothing yet
@@ -273,13 +284,21 @@ mod tests {
         let mut later = model(vec![a.clone(), b.clone()]);
         k.resolve(&m, &mut later);
         assert!(later.kept.is_empty(), "undecided stays undecided");
-        let k2 = Kept::new(dir.path(), Duration::from_millis(300));
+        let k2 = Kept::new(
+            dir.path(),
+            Duration::from_millis(300),
+            Path::new("/nonexistent/links"),
+        );
         let mut restarted = model(vec![a.clone(), b.clone()]);
         k2.resolve(&Model::default(), &mut restarted);
         assert!(restarted.kept.is_empty(), "a restart picks no side");
 
         // established (older than the window): the first keeps it
-        let k3 = Kept::new(&dir.path().join("other"), Duration::from_millis(300));
+        let k3 = Kept::new(
+            &dir.path().join("other"),
+            Duration::from_millis(300),
+            Path::new("/nonexistent/links"),
+        );
         k3.record(&Model::default());
         k3.record(&labelled);
         std::thread::sleep(Duration::from_millis(400));

@@ -115,12 +115,12 @@ impl Links {
 
 /// The labels of `m` (conflicts aside) whose stable link does not reach their
 /// disk's top device yet.
-fn unlinked(m: &Model) -> Vec<String> {
+fn unlinked(paths: &Paths, m: &Model) -> Vec<String> {
     m.disks
         .iter()
         .filter(|d| !d.conflict)
         .filter(|d| {
-            std::fs::metadata(crate::world::model::stable_path(&d.label))
+            std::fs::metadata(crate::world::model::stable_path(paths, &d.label))
                 .map(|md| std::os::unix::fs::MetadataExt::rdev(&md) != d.top.dev.to_dev_t())
                 .unwrap_or(true)
         })
@@ -134,13 +134,13 @@ fn unlinked(m: &Model) -> Vec<String> {
 /// The change events were sent by [`Links::follow`]; udevd handles them
 /// asynchronously, later on a busy boot. Returns the labels still without
 /// their link (none where udevd does not run).
-pub fn wait_linked(m: &Model, limit: std::time::Duration) -> Vec<String> {
+pub fn wait_linked(paths: &Paths, m: &Model, limit: std::time::Duration) -> Vec<String> {
     if !udevdb::udevd_running() {
         return Vec::new();
     }
     let t0 = std::time::Instant::now();
     loop {
-        let missing = unlinked(m);
+        let missing = unlinked(paths, m);
         if missing.is_empty() || t0.elapsed() >= limit {
             return missing;
         }

@@ -170,9 +170,9 @@ fn parse_peer(b: &[u8]) -> io::Result<u64> {
 const MAX_FDS: usize = 1 << 16;
 
 /// Whether process `pid` has the socket of inode `ino` open.
-pub fn holds_socket(pid: u32, ino: u64) -> bool {
+pub fn holds_socket(proc: &std::path::Path, pid: u32, ino: u64) -> bool {
     let want = format!("socket:[{ino}]");
-    let Ok(rd) = std::fs::read_dir(asmguard_paths::Paths::default().pid(pid).join("fd")) else {
+    let Ok(rd) = std::fs::read_dir(proc.join(pid.to_string()).join("fd")) else {
         return false;
     };
     rd.flatten()
@@ -182,9 +182,9 @@ pub fn holds_socket(pid: u32, ino: u64) -> bool {
 
 /// Whether process `pid` holds the other end of the connected socket `sock`.
 /// Err: the kernel cannot tell (no `unix_diag`).
-pub fn holds_peer(pid: u32, sock: BorrowedFd<'_>) -> io::Result<bool> {
+pub fn holds_peer(proc: &std::path::Path, pid: u32, sock: BorrowedFd<'_>) -> io::Result<bool> {
     let ino = peer_socket_inode(sock)?;
-    Ok(holds_socket(pid, ino))
+    Ok(holds_socket(proc, pid, ino))
 }
 
 #[cfg(test)]
@@ -206,13 +206,13 @@ mod tests {
             .unwrap()
             .ino();
         assert_eq!(peer_socket_inode(server.as_fd()).unwrap(), client_ino);
-        assert!(holds_peer(me, server.as_fd()).unwrap());
+        assert!(holds_peer(std::path::Path::new("/proc"), me, server.as_fd()).unwrap());
         // another process (no descriptor of ours: close-on-exec) does not hold it
         let mut other = std::process::Command::new("sleep")
             .arg("30")
             .spawn()
             .unwrap();
-        assert!(!holds_peer(other.id(), server.as_fd()).unwrap());
+        assert!(!holds_peer(std::path::Path::new("/proc"), other.id(), server.as_fd()).unwrap());
         let pidfd = pidfd_open(other.id()).unwrap();
         assert!(pidfd.as_raw_fd() >= 0);
         let _ = other.kill();
@@ -220,7 +220,7 @@ mod tests {
         assert!(pidfd_open(other.id()).is_err(), "reaped: no such process");
         // the peer closes its end: no peer to find
         drop(client);
-        assert!(!holds_peer(me, server.as_fd()).unwrap_or(false));
+        assert!(!holds_peer(std::path::Path::new("/proc"), me, server.as_fd()).unwrap_or(false));
     }
 
     #[test]

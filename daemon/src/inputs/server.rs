@@ -232,7 +232,7 @@ fn place_of(d: &Daemon, fd: std::os::fd::BorrowedFd<'_>, pid: Option<i32>) -> (P
         return (Place::Foreign, false);
     }
     if opened {
-        match crate::inputs::peer::holds_peer(pid, fd) {
+        match crate::inputs::peer::holds_peer(&d.site.paths.proc, pid, fd) {
             Ok(true) => {}
             Ok(false) => {
                 tracing::warn!(

@@ -255,6 +255,10 @@ pub fn containers(d: Arc<Daemon>) {
     }
 }
 
+/// This program (`/proc/self/exe` under the roots `main` was given): the
+/// child that reads a container's files.
+pub static SELF_EXE: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+
 /// A container's `/etc/passwd` or `/etc/group` read by a child process of
 /// the daemon (`asmguardd --read-container-db PID FILE`): a file system that
 /// never answers (FUSE) then holds that child, which the daemon leaves behind,
@@ -262,7 +266,8 @@ pub fn containers(d: Arc<Daemon>) {
 /// killed: the daemon could not exit). The caller's deadline is
 /// `asmguard_containers::within`'s.
 pub fn read_container_db(pid: u32, file: &str) -> Result<String, String> {
-    let out = std::process::Command::new(asmguard_paths::Paths::default().proc.join("self/exe"))
+    let exe = SELF_EXE.get().cloned().unwrap_or_default();
+    let out = std::process::Command::new(exe)
         .arg("--read-container-db")
         .arg(pid.to_string())
         .arg(file)
@@ -333,7 +338,7 @@ pub fn reload_conf(d: &Daemon) {
         }
     };
     let now = d.conf().reloaded(file);
-    for w in crate::world::check::warnings(&now.cfg, &source) {
+    for w in crate::world::check::warnings(&now.cfg, &source, &d.site.paths) {
         tracing::warn!("{w}");
     }
     for k in &now.restart_needed {
@@ -345,7 +350,8 @@ pub fn reload_conf(d: &Daemon) {
     d.submit(Input::Conf(Arc::new(now)));
     tracing::info!("SIGHUP: configuration reloaded from {source}");
     let before = d.applied().world.rules.clone();
-    let rules = crate::apply::filter::reload_rules(&d.filter, &cfg, before.as_deref());
+    let rules =
+        crate::apply::filter::reload_rules(&d.filter, &cfg, &d.site.paths, before.as_deref());
     d.submit(Input::Rules(Arc::new(rules)));
     d.resolve_containers();
     if let Err(e) = d.full_scan() {
@@ -371,7 +377,7 @@ pub fn spawn_rules(d: std::sync::Arc<Daemon>) {
     let spawned = std::thread::Builder::new()
         .name("rules".into())
         .spawn(move || {
-            let mut follower = asmguard_homes::Follower::new(std::path::Path::new("/"), &spec);
+            let mut follower = asmguard_homes::Follower::new(&d.site.paths.root, &spec);
             let mut places = d
                 .applied()
                 .world
@@ -389,7 +395,7 @@ pub fn spawn_rules(d: std::sync::Arc<Daemon>) {
                 let mut changed = false;
                 if now_spec != spec {
                     spec = now_spec;
-                    follower = asmguard_homes::Follower::new(std::path::Path::new("/"), &spec);
+                    follower = asmguard_homes::Follower::new(&d.site.paths.root, &spec);
                     changed = true;
                 }
                 if let Some(found) = follower.poll() {

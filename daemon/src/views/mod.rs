@@ -28,7 +28,7 @@ impl Daemon {
         let s = self.applied();
         let m = &s.world.model;
         let shown = &s.presented;
-        let mut disks = model::lsdsk_rows(&m.disks);
+        let mut disks = model::lsdsk_rows(&m.disks, &self.site.paths);
         let exposed = &s.world.exposed;
         for d in &mut disks {
             d.exposed = exposed.contains_key(&d.label);

@@ -11,7 +11,7 @@ use crate::apply::filter::identity::{gid_of, uid_of};
 use asmguard_config::Config;
 
 /// One line per doubtful setting, in the order of the file's sections.
-pub fn warnings(c: &Config, file: &str) -> Vec<String> {
+pub fn warnings(c: &Config, file: &str, paths: &asmguard_paths::Paths) -> Vec<String> {
     let mut out = Vec::new();
     let mut unresolved = |key: &str, r: Result<u32, String>| {
         if let Err(e) = r {
@@ -43,10 +43,7 @@ pub fn warnings(c: &Config, file: &str) -> Vec<String> {
                 f.mode
             ));
         } else {
-            let homes = asmguard_homes::discover(
-                std::path::Path::new("/"),
-                &crate::apply::filter::homes_spec(f),
-            );
+            let homes = asmguard_homes::discover(&paths.root, &crate::apply::filter::homes_spec(f));
             if homes.homes.is_empty() {
                 out.push(format!(
                     "{file}: key `filter.oracle_homes`: only the Oracle homes' binaries may write, and none is found now: ASM can write once Grid Infrastructure's root.sh writes /etc/oracle/olr.loc (or a home is in /etc/oratab); it is picked up within a second"
@@ -95,7 +92,7 @@ mod tests {
             "t.toml",
         )
         .unwrap();
-        let w = warnings(&c, "t.toml");
+        let w = warnings(&c, "t.toml", &asmguard_paths::Paths::default());
         assert_eq!(w.len(), 3, "{w:#?}");
         assert!(w[0].contains("`filter.allow_users`") && w[0].contains("nosuchuser_ag"));
         assert!(w[1].contains("`filter.allow_groups`") && w[1].contains("nosuchgroup_ag"));
@@ -108,7 +105,7 @@ mod tests {
             "t.toml",
         )
         .unwrap();
-        let w = warnings(&c, "t.toml");
+        let w = warnings(&c, "t.toml", &asmguard_paths::Paths::default());
         assert_eq!(w.len(), 2, "{w:#?}");
         assert!(w[0].contains("allow-list is empty"));
         assert!(w[1].contains("`metrics.listen`") && w[1].contains("0.0.0.0"));
@@ -119,7 +116,7 @@ mod tests {
             "t.toml",
         )
         .unwrap();
-        let w = warnings(&c, "t.toml");
+        let w = warnings(&c, "t.toml", &asmguard_paths::Paths::default());
         assert_eq!(w.len(), 1, "off lets everyone write anyway: {w:#?}");
         assert!(w[0].contains("[::]:9465"));
 
@@ -131,7 +128,7 @@ mod tests {
             "t.toml",
         )
         .unwrap();
-        let w = warnings(&c, "t.toml");
+        let w = warnings(&c, "t.toml", &asmguard_paths::Paths::default());
         assert_eq!(w.len(), 1, "{w:#?}");
         assert!(w[0].contains("`filter.oracle_homes`") && w[0].contains("olr.loc"));
     }

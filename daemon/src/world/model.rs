@@ -333,18 +333,16 @@ fn role(r: Role) -> asmguard_proto::Role {
 }
 
 /// The udev link of a label.
-pub fn stable_path(label: &Label) -> PathBuf {
-    asmguard_paths::Paths::default()
-        .disks_dir()
-        .join(label.as_str())
+pub fn stable_path(paths: &asmguard_paths::Paths, label: &Label) -> PathBuf {
+    paths.disks_dir().join(label.as_str())
 }
 
 /// The `lsdsk` rows (the protocol's view of the model).
-pub fn lsdsk_rows(disks: &[Disk]) -> Vec<DiskInfo> {
+pub fn lsdsk_rows(disks: &[Disk], paths: &asmguard_paths::Paths) -> Vec<DiskInfo> {
     disks
         .iter()
         .map(|d| {
-            let stable = stable_path(&d.label);
+            let stable = stable_path(paths, &d.label);
             let (link, target) = stable_link(&stable, d.top.dev);
             DiskInfo {
                 label: d.label.to_string(),
@@ -650,7 +648,7 @@ pub mod tests {
 
     #[test]
     fn lsdsk_rows_from_the_model() {
-        let rows = lsdsk_rows(&model());
+        let rows = lsdsk_rows(&model(), &asmguard_paths::Paths::default());
         assert_eq!(rows.len(), 4);
         let mp = &rows[0];
         assert_eq!(
@@ -699,7 +697,10 @@ pub mod tests {
         assert_eq!(rows[2].header_status, "none");
         let mut none = model();
         none[0].mode = None;
-        assert_eq!(lsdsk_rows(&none)[0].filter_scope, FilterScope::NoFilter);
+        assert_eq!(
+            lsdsk_rows(&none, &asmguard_paths::Paths::default())[0].filter_scope,
+            FilterScope::NoFilter
+        );
     }
 
     #[test]
@@ -844,7 +845,7 @@ pub mod tests {
         assert_eq!(d.whole().dev, k("8:16"));
         // udev's identity reaches the disk and lsdsk's columns
         assert_eq!(d.serial.as_deref(), Some("SQEMU_disk_1"));
-        let row = &lsdsk_rows(&disks)[0];
+        let row = &lsdsk_rows(&disks, &asmguard_paths::Paths::default())[0];
         assert_eq!(row.wwn.as_deref(), Some("0x5000c500a1b2c3d4"));
         assert_eq!(row.serial, d.serial);
     }

@@ -78,6 +78,96 @@ fn no_absolute_path_literal_outside_the_defaults() {
     );
 }
 
+/// Where the running system's roots may still be built (`Paths::default()`,
+/// `Path::new("/")`) in code that is not a test: every program's entry
+/// point (`main.rs`, `src/bin/`) builds them once and passes them down; the
+/// files listed here are the library code that still builds its own (to be
+/// emptied: a file leaves the list when it stops, and the test fails until
+/// it does, so the list only shrinks).
+const ROOTS_BUILT_IN: &[&str] = &[
+    "crates/config/src/lib.rs",
+    "crates/containers/src/lib.rs",
+    "crates/containers/src/subid.rs",
+    "crates/devices/src/discovery.rs",
+    "crates/devices/src/sysfs.rs",
+    "crates/devices/src/udevdb.rs",
+    "crates/guard/src/guard/adopt.rs",
+    "crates/guard/src/guard/loader.rs",
+    "crates/guard/src/guard/pins.rs",
+    "crates/guard/src/guard/pinwatch.rs",
+    "crates/guard/src/guard/ring.rs",
+    "crates/guard/src/guard/rules.rs",
+    "crates/guard/src/pins.rs",
+    "crates/homes/src/lib.rs",
+    "crates/metrics/src/bpf.rs",
+    "crates/metrics/src/exporter.rs",
+    "crates/metrics/src/stamps.rs",
+    "crates/reclaim/src/job.rs",
+    "ctl/src/import.rs",
+    "ctl/src/oracleasm.rs",
+];
+
+/// The (line number, line) of every place `text` builds the system's roots
+/// in code that is not a test.
+fn roots_built(text: &str) -> Vec<(usize, String)> {
+    common::code_lines(text)
+        .into_iter()
+        .filter(|(_, l)| l.contains("Paths::default()") || l.contains("Path::new(\"/\")"))
+        .map(|(n, l)| (n, l.trim().to_string()))
+        .collect()
+}
+
+#[test]
+fn the_roots_are_built_once_in_main_and_passed_down() {
+    let ws = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut files = Vec::new();
+    for top in ["crates", "daemon", "ctl"] {
+        rust_files(&ws.join(top), &mut files);
+    }
+    files.sort();
+    let (mut bad, mut stale) = (Vec::new(), Vec::new());
+    for f in &files {
+        let rel = f.strip_prefix(&ws).unwrap_or(f);
+        let r = rel.to_string_lossy();
+        let entry =
+            r.ends_with("/main.rs") || r.contains("/src/bin/") || r == "crates/paths/src/lib.rs";
+        let found = roots_built(&std::fs::read_to_string(f).unwrap());
+        let listed = ROOTS_BUILT_IN.contains(&r.as_ref());
+        if entry {
+            continue;
+        }
+        if listed && found.is_empty() {
+            stale.push(r.to_string());
+        }
+        if !listed {
+            bad.extend(found.iter().map(|(n, l)| format!("{r}:{n}: {l}")));
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "the system's roots built outside a main (take a &Paths from the caller):\n{}",
+        bad.join("\n")
+    );
+    assert!(
+        stale.is_empty(),
+        "no longer builds its own roots: remove from ROOTS_BUILT_IN: {}",
+        stale.join(", ")
+    );
+}
+
+#[test]
+fn the_roots_check_finds_defaults_outside_tests() {
+    let text = r#"
+fn a() { let p = asmguard_paths::Paths::default(); }
+fn b(p: &Paths) { p.sys.join("x"); }
+fn c() { discover(Path::new("/")); }
+#[cfg(test)]
+fn t() { let p = Paths::default(); }
+"#;
+    let got: Vec<usize> = roots_built(text).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(got, vec![2, 4]);
+}
+
 #[test]
 fn the_check_finds_literals_in_code_and_skips_comments_tests_and_marked_text() {
     let text = r#"

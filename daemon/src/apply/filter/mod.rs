@@ -27,7 +27,7 @@ use asmguard_guard::{Coverage, ExeId, IdentityReach, Mode, Options};
 use asmguard_guard::{Rule, Rules, SelfId, Tool};
 use service::FilterService;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// Starts the filter: loads the programs (or re-adopts the pinned ones, with
 /// no moment without protection) and resolves the host's allow rules from
@@ -37,18 +37,19 @@ use std::path::{Path, PathBuf};
 /// reclaim) must use on this filter, and the rules.
 pub fn start(
     cfg: &Config,
+    paths: &asmguard_paths::Paths,
     pin_dir: Option<PathBuf>,
     state_file: PathBuf,
 ) -> (FilterService, Writer, HostRules, Modes) {
     let mode: Mode = cfg.filter.mode;
     let opts = Options {
-        pin_dir: pin_dir.unwrap_or_else(|| asmguard_paths::Paths::default().pin_dir()),
+        pin_dir: pin_dir.unwrap_or_else(|| paths.pin_dir()),
         ..Options::default()
     };
     // what an administrator set, kept across restarts (the apply side writes it)
     let modes = Modes::parse(&std::fs::read_to_string(&state_file).unwrap_or_default());
     let svc = FilterService::start(opts, mode, modes.disabled);
-    let homes = asmguard_homes::discover(Path::new("/"), &homes_spec(&cfg.filter));
+    let homes = asmguard_homes::discover(&paths.root, &homes_spec(&cfg.filter));
     let rules = resolve_rules(&svc, cfg, homes, resolve_places(cfg));
     let (uids, gids) = rules.ids();
     if !cfg.container.is_empty() {
@@ -446,8 +447,13 @@ fn members_by_uid(gids: &[u32], uids: &[u32]) -> Vec<u32> {
 /// `cfg` (`crate::world::conf`): its allow-list's names (a user added to LDAP
 /// or extrausers since the start), the homes and places found again; logs
 /// what changed of the ids since `before`.
-pub fn reload_rules(svc: &FilterService, cfg: &Config, before: Option<&HostRules>) -> HostRules {
-    let found = asmguard_homes::discover(Path::new("/"), &homes_spec(&cfg.filter));
+pub fn reload_rules(
+    svc: &FilterService,
+    cfg: &Config,
+    paths: &asmguard_paths::Paths,
+    before: Option<&HostRules>,
+) -> HostRules {
+    let found = asmguard_homes::discover(&paths.root, &homes_spec(&cfg.filter));
     let now = resolve_rules(svc, cfg, found, resolve_places(cfg));
     let (was, is) = (before.map(HostRules::ids).unwrap_or_default(), now.ids());
     if was == is {
