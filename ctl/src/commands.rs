@@ -8,8 +8,8 @@ use crate::client::call;
 use crate::exit::{CliError, BAD_INPUT, FAILED};
 use crate::size::human;
 use asmguard_proto::{
-    DiskInfo, FilterAction, FilterScope, LabelAction, LabelResult, LsdskResult, Op, Protection,
-    StatusResult,
+    DiskInfo, FilterAction, FilterScope, LabelAction, LabelResult, LsdskResult, MapFds, Op, Pins,
+    Protection, StatusResult,
 };
 use clap::{CommandFactory, Parser, Subcommand};
 use serde::de::DeserializeOwned;
@@ -243,7 +243,7 @@ fn not_presented_text(n: &asmguard_proto::NotPresented) -> String {
 /// `audit (cgroup_device, open-time only)`, `off`, `off (filter disabled)`,
 /// `UNPROTECTED (no filter backend)` or `off (no filter)`.
 pub fn filtering(d: &DiskInfo) -> String {
-    sentence(d.filter_scope, &d.filter_mode, &d.filter_backend)
+    sentence(d.filter_scope, &d.filter_mode, d.filter_backend.as_str())
 }
 
 fn sentence(scope: FilterScope, mode: &str, backend: &str) -> String {
@@ -313,7 +313,9 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
         ("bpf lsm", s.bpf_lsm),
         (
             "filter backend",
-            if s.filter_coverage.is_empty() || s.filter_backend == "none" {
+            if s.filter_coverage.is_empty()
+                || s.filter_backend == asmguard_filter_types::BackendName::None
+            {
                 format!("{} ({})", s.filter_backend, s.filter_reason)
             } else {
                 format!("{} ({})", s.filter_backend, s.filter_coverage)
@@ -340,18 +342,17 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
             },
         ),
         ("sg_io / nvme", s.filter_passthrough),
-        ("pins", pins_text(&s.filter_pins)),
+        ("pins", pins_text(s.filter_pins)),
         (
             "map fds",
-            match s.map_fds.as_str() {
-                "refused by the kernel" => "refused by the kernel (no other task gets an fd \
-                                            onto the filter's maps or programs)"
+            match s.map_fds {
+                MapFds::Refused => "refused by the kernel (no other task gets an fd onto the \
+                                    filter's maps or programs)"
                     .to_string(),
-                "periodic check only" => "periodic check only (a map written through \
-                                          another task's fd is put back within 2 s)"
+                MapFds::PeriodicCheck => "periodic check only (a map written through another \
+                                          task's fd is put back within 2 s)"
                     .to_string(),
-                "" => "none (no filter)".to_string(),
-                other => other.to_string(),
+                MapFds::None => "none (no filter)".to_string(),
             },
         ),
         (
@@ -809,16 +810,15 @@ pub fn run(c: &Cli) -> Result<(), CliError> {
 }
 
 /// `status`'s pins line from its `filter_pins` word.
-fn pins_text(word: &str) -> String {
-    match word {
-        "guarded" => "guarded (no other task may get the filter's maps, programs or links \
+fn pins_text(p: Pins) -> String {
+    match p {
+        Pins::Guarded => "guarded (no other task may get the filter's maps, programs or links \
                       by id, write its maps or detach it)"
             .into(),
-        "watched" => "watched, not guarded (every 2 s the daemon compares each pin and \
+        Pins::Watched => "watched, not guarded (every 2 s the daemon compares each pin and \
                       map with what it wrote and puts back what another process changed)"
             .into(),
-        "none" | "" => "none (no filter)".into(),
-        other => other.into(),
+        Pins::None => "none (no filter)".into(),
     }
 }
 

@@ -6,6 +6,46 @@ use std::fmt;
 
 use crate::Mode;
 
+/// The backend as `status`, `lsdsk`, the filter's answer and the metrics
+/// name it: one of the three, or `none` (no filter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BackendName {
+    Lsm,
+    FmodRet,
+    CgroupDevice,
+    #[default]
+    None,
+}
+
+impl BackendName {
+    /// `lsm`, `fmod_ret`, `cgroup_device` or `none`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendName::Lsm => "lsm",
+            BackendName::FmodRet => "fmod_ret",
+            BackendName::CgroupDevice => "cgroup_device",
+            BackendName::None => "none",
+        }
+    }
+}
+
+impl std::fmt::Display for BackendName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl From<Backend> for BackendName {
+    fn from(b: Backend) -> BackendName {
+        match b {
+            Backend::Lsm => BackendName::Lsm,
+            Backend::FmodRet => BackendName::FmodRet,
+            Backend::CgroupDevice => BackendName::CgroupDevice,
+        }
+    }
+}
+
 /// Which kernel mechanism enforces the filter, best first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Backend {
@@ -81,11 +121,11 @@ impl Coverage {
 
     /// The backend's name (`lsm`, `fmod_ret`, `cgroup_device`, `none`):
     /// `status` and the `asmguard_backend_info` label.
-    pub fn backend(self) -> &'static str {
+    pub fn backend(self) -> BackendName {
         match self {
-            Coverage::Full(b) => b.as_str(),
-            Coverage::OpenTimeOnly => Backend::CgroupDevice.as_str(),
-            Coverage::Disabled | Coverage::Unprotected => "none",
+            Coverage::Full(b) => b.into(),
+            Coverage::OpenTimeOnly => BackendName::CgroupDevice,
+            Coverage::Disabled | Coverage::Unprotected => BackendName::None,
         }
     }
 

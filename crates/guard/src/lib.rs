@@ -20,8 +20,8 @@ pub mod smoke;
 pub use asmguard_devices::devt::{DevtError, KernelDev};
 pub use guard::{
     bpf_lsm_hint, majors_text, pinned_backend, pinned_majors, remove_pins, Applied, Backend,
-    Coverage, DenialEvent, DevKey, EventReader, ExeId, Guard, Hook, HookOperation, IdentityReach,
-    Mode, Options, PassthroughRule, Rule, Rules, SelfId, Stats, Tool,
+    BackendName, Coverage, DenialEvent, DevKey, EventReader, ExeId, Guard, Hook, HookOperation,
+    IdentityReach, Mode, Options, PassthroughRule, Rule, Rules, SelfId, Stats, Tool,
 };
 pub use smoke::{ObjectStorage, SmokeFilter};
 

@@ -50,7 +50,7 @@ use crate::hist::prometheus_buckets;
 use crate::snapshot::RawEntry;
 use crate::snapshot::{DiskOpStats, Op, OpHist, Snapshot};
 use crate::KernelDev;
-use asmguard_filter_types::{Applied, Hook};
+use asmguard_filter_types::{Applied, BackendName, Hook};
 
 /// Where the collector gets the histograms from at scrape time.
 pub trait HistSource: Send + Sync + std::fmt::Debug + 'static {
@@ -140,8 +140,9 @@ impl DiscardSource {
 /// the kernel's exact counters), reclaim's, and the backend.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Counters {
-    /// The write-filter backend (`lsm`, `cgroup_device`, `none`), if known.
-    pub backend: Option<String>,
+    /// The write-filter backend (`lsm`, `fmod_ret`, `cgroup_device`,
+    /// `none`), if known.
+    pub backend: Option<BackendName>,
     /// label -> filter mode as applied (`enforce`, `audit`, `off`,
     /// `UNPROTECTED`).
     pub filter_modes: BTreeMap<String, Applied>,
@@ -191,8 +192,8 @@ impl CounterSource for Counters {
 
 impl Counters {
     /// With the write-filter backend `backend`.
-    pub fn with_backend(mut self, backend: &str) -> Counters {
-        self.backend = Some(backend.to_string());
+    pub fn with_backend(mut self, backend: BackendName) -> Counters {
+        self.backend = Some(backend);
         self
     }
 
@@ -625,10 +626,10 @@ fn backend_info(s: &Scrape<'_>, enc: &mut DescriptorEncoder) -> Result<(), std::
 }
 
 fn protected(s: &Scrape<'_>, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
-    let on = matches!(s.counters.backend.as_deref(), Some("lsm" | "cgroup_device"));
+    let on = s.counters.backend.is_some_and(|b| b != BackendName::None);
     enc.encode_descriptor(
         "asmguard_protected",
-        "1 while a write filter protects the managed disks (lsm or cgroup_device), \
+        "1 while a write filter protects the managed disks (lsm, fmod_ret or cgroup_device), \
          0 when none could load or it is disabled",
         None,
         MetricType::Gauge,
@@ -1263,7 +1264,7 @@ mod tests {
             events_dropped: 5,
             ..Counters::default()
         }
-        .with_backend("lsm")
+        .with_backend(BackendName::Lsm)
         .with_mode("DATA1", Applied::Mode(Mode::Enforce))
         .with_mode("DATA3", Applied::Mode(Mode::Fenced))
         .with_denied("DATA1", Hook::FileOpen, 2)
@@ -1290,7 +1291,15 @@ mod tests {
             text.contains("asmguard_filter_events_dropped_total 5\n"),
             "{text}"
         );
-        m.set_counter_source(Arc::new(on.with_backend("none")));
+        // every backend that loads protects: fmod_ret too (it read 0 while
+        // the metric knew only lsm and cgroup_device by name)
+        for b in [BackendName::FmodRet, BackendName::CgroupDevice] {
+            m.set_counter_source(Arc::new(on.clone().with_backend(b)));
+            let t = m.encode_prometheus_text();
+            assert!(t.contains("asmguard_protected 1\n"), "{b}: {t}");
+            assert!(t.contains(&format!("asmguard_backend_info{{backend=\"{b}\"}} 1\n")));
+        }
+        m.set_counter_source(Arc::new(on.with_backend(BackendName::None)));
         let off = m.encode_prometheus_text();
         assert!(off.contains("asmguard_protected 0\n"), "{off}");
         assert!(!off.contains("asmguard_backend_info{backend=\"lsm\"}"));

@@ -60,7 +60,7 @@ fn scrape_everything() -> String {
         KernelDev::new(7, 0).unwrap(),
         "loop0".into(),
         vec!["/dev/loop0".into()],
-        "lsm",
+        asmguard_filter_types::BackendName::Lsm,
     );
     // the disk traced on a path of its own: the per-path family is emitted too
     m.set_disk(

@@ -125,7 +125,7 @@ fn promtool_accepts_every_family() {
             disk.path.display().to_string(),
             "/dev/asmguard/disks/DATA1".into(),
         ],
-        "cgroup_device",
+        asmguard_filter_types::BackendName::CgroupDevice,
     );
     direct_reads(&disk.path, 4);
     let _ = Command::new("blkdiscard")

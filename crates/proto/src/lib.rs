@@ -765,7 +765,7 @@ pub struct DiskInfo {
     pub filter_mode: String,
     /// The backend filtering it (`lsm`, `fmod_ret`, `cgroup_device`, `none`).
     #[serde(default)]
-    pub filter_backend: String,
+    pub filter_backend: asmguard_filter_types::BackendName,
     /// What the filter covers of it.
     #[serde(default)]
     pub filter_scope: FilterScope,
@@ -910,7 +910,7 @@ pub struct StatusResult {
     pub kernel: String,
     /// `yes`, `no`, or `unknown (...)`.
     pub bpf_lsm: String,
-    pub filter_backend: String,
+    pub filter_backend: asmguard_filter_types::BackendName,
     /// `[filter] mode`: `enforce`, `audit` or `off`.
     pub default_filter_mode: asmguard_filter_types::Mode,
     pub disks: usize,
@@ -974,14 +974,14 @@ pub struct StatusResult {
     /// the daemon compares them with what it wrote and puts back what
     /// another process changed), or `none` (no filter).
     #[serde(default)]
-    pub filter_pins: String,
+    pub filter_pins: Pins,
     /// File descriptors onto the filter's maps and programs for other tasks:
     /// `refused by the kernel` (the `bpf_map`/`bpf_prog` security hooks:
     /// from a pin, by id or taken from the daemon), `periodic check only`
     /// (the cgroup-device fallback: a map written through such an fd is put
     /// back within 2 s) or `none` (no filter).
     #[serde(default)]
-    pub map_fds: String,
+    pub map_fds: MapFds,
     /// `protected`, `degraded` (open-time only), `off` (disabled by an
     /// administrator) or `unprotected` (no filter backend could load:
     /// `filter_reason` says why; `asmguardctl status` then exits with 7).
@@ -1032,6 +1032,39 @@ pub struct StatusResult {
     /// with 7. A line goes when the process (or its mapping) does.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub exposed: Vec<String>,
+}
+
+/// The filter's pinned maps and links (`status`'s `filter_pins`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Pins {
+    /// No other task may get them by id, write the maps or detach the links.
+    Guarded,
+    /// Compared every 2 s with what the daemon wrote; what another process
+    /// changed is put back.
+    Watched,
+    /// No filter.
+    #[default]
+    #[serde(alias = "")]
+    None,
+}
+
+/// File descriptors onto the filter's maps and programs for other tasks
+/// (`status`'s `map_fds`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum MapFds {
+    /// The `bpf_map`/`bpf_prog` security hooks refuse them (from a pin, by
+    /// id or taken from the daemon).
+    #[serde(rename = "refused by the kernel")]
+    Refused,
+    /// The cgroup-device fallback: a map written through such an fd is put
+    /// back within 2 s.
+    #[serde(rename = "periodic check only")]
+    PeriodicCheck,
+    /// No filter.
+    #[default]
+    #[serde(rename = "none", alias = "")]
+    None,
 }
 
 /// One `[[container]]` as the filter resolved it.
@@ -1129,7 +1162,7 @@ pub struct FilterResult {
     /// The labels concerned.
     pub labels: Vec<String>,
     /// The backend afterwards (`none` once disabled).
-    pub backend: String,
+    pub backend: asmguard_filter_types::BackendName,
 }
 
 /// One write the filter denied (mode `enforce`) or logged and allowed (`audit`).
@@ -1179,6 +1212,49 @@ pub struct EventsResult {
 
 #[cfg(test)]
 mod tests {
+    /// The typed words of `status` keep the JSON they had as strings (the
+    /// labs, the Ansible role and scripts read them); an empty word from an
+    /// older daemon reads as none.
+    #[test]
+    fn typed_status_words_keep_their_json() {
+        use super::{MapFds, Pins};
+        use asmguard_filter_types::BackendName;
+        let w = |v: serde_json::Value| v.as_str().unwrap().to_string();
+        for (p, word) in [
+            (Pins::Guarded, "guarded"),
+            (Pins::Watched, "watched"),
+            (Pins::None, "none"),
+        ] {
+            assert_eq!(w(serde_json::to_value(p).unwrap()), word);
+            assert_eq!(serde_json::from_value::<Pins>(word.into()).unwrap(), p);
+        }
+        for (m, word) in [
+            (MapFds::Refused, "refused by the kernel"),
+            (MapFds::PeriodicCheck, "periodic check only"),
+            (MapFds::None, "none"),
+        ] {
+            assert_eq!(w(serde_json::to_value(m).unwrap()), word);
+            assert_eq!(serde_json::from_value::<MapFds>(word.into()).unwrap(), m);
+        }
+        for (b, word) in [
+            (BackendName::Lsm, "lsm"),
+            (BackendName::FmodRet, "fmod_ret"),
+            (BackendName::CgroupDevice, "cgroup_device"),
+            (BackendName::None, "none"),
+        ] {
+            assert_eq!(w(serde_json::to_value(b).unwrap()), word);
+            assert_eq!(b.to_string(), word);
+        }
+        assert_eq!(
+            serde_json::from_value::<Pins>("".into()).unwrap(),
+            Pins::None
+        );
+        assert_eq!(
+            serde_json::from_value::<MapFds>("".into()).unwrap(),
+            MapFds::None
+        );
+    }
+
     use super::*;
 
     #[test]

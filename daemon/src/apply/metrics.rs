@@ -267,7 +267,7 @@ impl CounterSource for LiveCounters {
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         let w = &a.world;
-        c.backend = Some(f.status().backend().into());
+        c.backend = Some(f.status().backend());
         c.filter_modes = crate::world::model::modes(&w.model.disks);
         c.events_dropped = f.events_dropped();
         c.labels_lost = src

@@ -731,7 +731,7 @@ async fn dispatch(d: Arc<Daemon>, id: u64, op: Op, peer: Peer) -> Response {
                 to_value(asmguard_proto::FilterResult {
                     action: a.action,
                     labels,
-                    backend: f.status().backend().into(),
+                    backend: f.status().backend(),
                 })
             }
             Op::Events(a) => {

@@ -97,7 +97,7 @@ impl Daemon {
                 .map(|s| s.trim().to_string())
                 .unwrap_or_else(|_| "unknown".into()),
             bpf_lsm,
-            filter_backend: fst.backend().into(),
+            filter_backend: fst.backend(),
             filter_coverage: fst.coverage(),
             filter_reason: fst.reason,
             filter_passthrough: fst.passthrough,
@@ -115,8 +115,8 @@ impl Daemon {
             ),
             oracle_homes: rules.homes.clone(),
             exposed: crate::world::exposed::lines(&s.world.exposed),
-            filter_pins: fst.pins.into(),
-            map_fds: fst.map_fds.into(),
+            filter_pins: fst.pins,
+            map_fds: fst.map_fds,
             protection,
             // how to get full coverage: only where it is missing (fmod_ret has it)
             bpf_lsm_hint: match protection {

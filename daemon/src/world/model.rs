@@ -384,7 +384,9 @@ pub fn lsdsk_rows(disks: &[Disk], paths: &asmguard_paths::Paths) -> Vec<DiskInfo
                     .filter(|n| !n.is_empty()),
                 filtering: String::new(),
                 filter_mode: applied(d).as_str().into(),
-                filter_backend: d.mode.map_or("none", |m| m.cover().backend()).into(),
+                filter_backend: d
+                    .mode
+                    .map_or(asmguard_guard::BackendName::None, |m| m.cover().backend()),
                 filter_scope: d
                     .mode
                     .map_or(FilterScope::NoFilter, |m| scope_of(m.cover())),

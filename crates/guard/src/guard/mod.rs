@@ -65,4 +65,4 @@ pub use pins::{
 pub use programs::{Attach, ProgDef, PROGRAMS};
 pub use ring::EventReader;
 pub use rules::{Rule, Rules, SelfId, Tool, MAX_RULES};
-pub use types::{Applied, Backend, Coverage, DevKey, ExeId, IdentityReach, Mode};
+pub use types::{Applied, Backend, BackendName, Coverage, DevKey, ExeId, IdentityReach, Mode};

@@ -70,7 +70,7 @@ pub use asmguard_filter_types::Mode;
 
 /// Which kernel mechanism enforces the filter and what it covers: shared
 /// with the metrics (`asmguard_backend_info`, `asmguard_filter_mode`).
-pub use asmguard_filter_types::backend::{Applied, Backend, Coverage};
+pub use asmguard_filter_types::backend::{Applied, Backend, BackendName, Coverage};
 
 /// What of a caller the loaded filter can judge.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

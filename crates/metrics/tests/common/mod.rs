@@ -86,7 +86,7 @@ pub fn populate_every_family(
     dev: asmguard_metrics::KernelDev,
     device: String,
     paths: Vec<String>,
-    backend: &str,
+    backend: asmguard_filter_types::BackendName,
 ) {
     use asmguard_metrics::{Counters, DiscardSource, DiskInfo};
     m.set_disk(

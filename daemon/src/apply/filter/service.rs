@@ -126,11 +126,11 @@ pub struct FilterStatus {
     pub changed: bool,
     /// `guarded`, `watched` (not guarded: compared and put back every 2 s)
     /// or `none` (no filter): `status`'s `filter_pins`.
-    pub pins: &'static str,
+    pub pins: asmguard_proto::Pins,
     /// `refused by the kernel` (no other task gets an fd onto the filter's
     /// maps or programs), `periodic check only` or `none`: `status`'s
     /// `map_fds`.
-    pub map_fds: &'static str,
+    pub map_fds: asmguard_proto::MapFds,
 }
 
 impl FilterStatus {
@@ -147,13 +147,13 @@ impl FilterStatus {
             majors: String::new(),
             reach: IdentityReach::Full,
             changed: false,
-            pins: "none",
-            map_fds: "none",
+            pins: asmguard_proto::Pins::None,
+            map_fds: asmguard_proto::MapFds::None,
         }
     }
 
     /// `lsm`, `cgroup_device`, or `none`.
-    pub fn backend(&self) -> &'static str {
+    pub fn backend(&self) -> asmguard_guard::BackendName {
         self.cover.backend()
     }
 
@@ -718,11 +718,15 @@ impl FilterService {
                     Err(e) => format!("unreadable: {e}"),
                 },
                 reach: g.identity_reach(),
-                pins: if g.pins_guarded() { "guarded" } else { "watched" },
-                map_fds: if g.map_fds_refused() {
-                    "refused by the kernel"
+                pins: if g.pins_guarded() {
+                    asmguard_proto::Pins::Guarded
                 } else {
-                    "periodic check only"
+                    asmguard_proto::Pins::Watched
+                },
+                map_fds: if g.map_fds_refused() {
+                    asmguard_proto::MapFds::Refused
+                } else {
+                    asmguard_proto::MapFds::PeriodicCheck
                 },
             },
             None => FilterStatus {
@@ -735,8 +739,8 @@ impl FilterService {
                 devices: 0,
             majors: String::new(),
                 reach: IdentityReach::Full,
-                pins: "none",
-                map_fds: "none",
+                pins: asmguard_proto::Pins::None,
+                map_fds: asmguard_proto::MapFds::None,
             },
         }
     }
@@ -1027,7 +1031,7 @@ mod tests {
                 reason: why.into(),
                 ..FilterStatus::not_started()
             };
-            assert_eq!(st.backend(), backend);
+            assert_eq!(st.backend().as_str(), backend);
             assert_eq!(st.coverage(), coverage);
             assert_eq!(st.protection(), protection);
         }
@@ -1048,7 +1052,10 @@ mod tests {
             (Coverage::Unprotected, FilterScope::Unprotected, "none"),
         ];
         for (cover, scope, backend) in scopes {
-            assert_eq!((scope_of(cover), cover.backend()), (scope, backend));
+            assert_eq!(
+                (scope_of(cover), cover.backend().as_str()),
+                (scope, backend)
+            );
         }
         let words: [(Coverage, Mode, &str); 15] = [
             (lsm, Mode::Enforce, "enforce"),
