@@ -645,6 +645,11 @@ async fn connection(stream: UnixStream, d: Arc<Daemon>, peer: Peer) {
 }
 
 /// A peer's pid for the journal (`?` where the kernel gave none).
+/// Who asked, for the journal: `uid U pid P`.
+fn who(peer: &Peer) -> String {
+    format!("uid {} pid {}", peer.uid, pid_shown(peer.pid))
+}
+
 fn pid_shown(pid: Option<i32>) -> String {
     pid.map_or_else(|| "?".into(), |p| p.to_string())
 }
@@ -703,47 +708,8 @@ async fn dispatch(d: Arc<Daemon>, id: u64, op: Op, peer: Peer) -> Response {
             Op::Label(a) => to_value(d.label(a)?),
             Op::Unlabel(a) => to_value(d.unlabel(a)?),
             Op::Rename(a) => to_value(d.rename(a)?),
-            Op::Filter(a) => {
-                let f = &d.filter;
-                let w = d.applied().world.clone();
-                let tops = crate::world::tops(&w.model);
-                w.modes
-                    .with(a.label.as_deref(), a.action, &tops, w.conf.cfg.filter.mode)
-                    .map_err(|e| ErrorBody::new(ErrorCode::NotFound, e.to_string()))?;
-                let labels = match &a.label {
-                    Some(l) => vec![l.clone()],
-                    None => tops.into_keys().collect(),
-                };
-                let done = d.submit(crate::world::Input::Mode {
-                    label: a.label.clone(),
-                    action: a.action,
-                });
-                if let Some(e) = &done.last_error {
-                    return Err(ErrorBody::new(ErrorCode::IoError, e.clone()));
-                }
-                tracing::info!(
-                    "filter {} {}: uid {} pid {}",
-                    a.action,
-                    a.label.as_deref().unwrap_or("(all disks)"),
-                    peer.uid,
-                    pid_shown(peer.pid)
-                );
-                to_value(asmguard_proto::FilterResult {
-                    action: a.action,
-                    labels,
-                    backend: f.status().backend(),
-                })
-            }
-            Op::Events(a) => {
-                let events: Vec<_> = d
-                    .filter
-                    .events_after(a.after)
-                    .iter()
-                    .map(crate::apply::filter::events::info)
-                    .collect();
-                let last_seq = events.last().map(|e| e.seq).unwrap_or(a.after);
-                to_value(asmguard_proto::EventsResult { events, last_seq })
-            }
+            Op::Filter(a) => to_value(d.filter_mode(a, &who(&peer))?),
+            Op::Events(a) => to_value(d.events(a)),
             Op::Scan | Op::Reclaim(_) => Err(ErrorBody::new(
                 ErrorCode::Internal,
                 format!("`{name}` is served on its connection, not here (a bug)"),

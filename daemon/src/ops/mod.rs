@@ -6,6 +6,7 @@
 //! the label again [`LABEL_SETTLE`] later (another host writing the same
 //! disk at the same moment), and answers only what the disk shows.
 
+pub mod filter;
 pub mod reclaim;
 
 use crate::daemon::*;

@@ -1,0 +1,42 @@
+//! `asmguardctl filter enable|audit|disable [LABEL]`: checked against the
+//! World as applied, sent as an `Input::Mode`, answered with what the apply
+//! side achieved.
+
+use crate::daemon::Daemon;
+use crate::world::Input;
+use asmguard_proto::{ErrorBody, ErrorCode, FilterArgs, FilterResult};
+
+impl Daemon {
+    /// Sets a disk's filter mode, or every disk's, or turns the filter off;
+    /// `who` asked (for the journal). A label no disk carries is refused
+    /// (`not_found`) and changes nothing; programs that cannot be installed
+    /// or pins that cannot be removed answer `io_error`.
+    pub fn filter_mode(&self, a: &FilterArgs, who: &str) -> Result<FilterResult, ErrorBody> {
+        let w = self.applied().world.clone();
+        let tops = crate::world::tops(&w.model);
+        w.modes
+            .with(a.label.as_deref(), a.action, &tops, w.conf.cfg.filter.mode)
+            .map_err(|e| ErrorBody::new(ErrorCode::NotFound, e.to_string()))?;
+        let labels = match &a.label {
+            Some(l) => vec![l.clone()],
+            None => tops.into_keys().collect(),
+        };
+        let done = self.submit(Input::Mode {
+            label: a.label.clone(),
+            action: a.action,
+        });
+        if let Some(e) = &done.last_error {
+            return Err(ErrorBody::new(ErrorCode::IoError, e.clone()));
+        }
+        tracing::info!(
+            "filter {} {}: {who}",
+            a.action,
+            a.label.as_deref().unwrap_or("(all disks)")
+        );
+        Ok(FilterResult {
+            action: a.action,
+            labels,
+            backend: self.filter.status().backend(),
+        })
+    }
+}
