@@ -182,6 +182,24 @@ impl fmt::Display for Hook {
     }
 }
 
+/// On the wire a hook is its label (`file_open` ...), as in the metrics.
+impl serde::Serialize for Hook {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// A label this build does not know reads as [`Hook::Unknown`] (0).
+impl<'de> serde::Deserialize<'de> for Hook {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Hook, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Ok(HOOKS
+            .iter()
+            .find(|h| h.label == s)
+            .map_or(Hook::Unknown(0), |h| h.hook))
+    }
+}
+
 // ---- The program table: one row per BPF program of `bpf/guard.bpf.c`,
 // with its properties written down rather than read from its name: the hook
 // it judges for, its ELF section, how it attaches, whether it is sleepable,

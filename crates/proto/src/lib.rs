@@ -1187,7 +1187,7 @@ pub struct FilterEventInfo {
     pub device_type: String,
     pub label: String,
     /// `file_open`, `file_permission`, `file_ioctl`, `mmap_file`, `cgroup_device` ...
-    pub hook: String,
+    pub hook: asmguard_filter_types::Hook,
     /// `write-open`, `write`, `BLKDISCARD`, `SG_IO`, `mmap-shared-write` ...
     pub operation: String,
     /// `enforce` (denied) or `audit` (allowed).

@@ -67,7 +67,7 @@ pub fn info(e: &FilterEvent) -> FilterEventInfo {
         device: ev.dev.dev.to_string(),
         device_type: if ev.dev.chr { "char" } else { "block" }.into(),
         label: e.label.clone(),
-        hook: ev.hook.as_str().into(),
+        hook: ev.hook,
         operation: ev.operation(),
         mode: ev.mode,
         container: e.container.clone(),
