@@ -34,27 +34,6 @@ use crate::{Error, KernelDev};
 /// The compiled `bpf/guard.bpf.c` (CO-RE: relocated at load time).
 pub(crate) static GUARD_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/guard.bpf.o"));
 
-/// The maps, pinned under `maps/<name>`.
-pub(crate) const MAP_NAMES: [&str; 17] = [
-    "ag_blk",
-    "ag_chr",
-    "ag_majors",
-    "ag_rules",
-    "ag_rule_uids",
-    "ag_rule_gids",
-    "ag_rule_exes",
-    "ag_places",
-    "ag_self",
-    "ag_events",
-    "ag_stats",
-    "ag_counts",
-    "ag_pin_dirs",
-    "ag_guarded",
-    "ag_guardian",
-    "ag_borrowed",
-    "ag_dm_ioctl",
-];
-
 /// The program of `programs` (a hook's, preferred first) that variant `pick`
 /// loads: 0 the preferred ones, 1 their fallbacks (hooks without one keep
 /// theirs).
@@ -193,7 +172,7 @@ fn attach_companions(
     }
     for mut map in open.maps_mut() {
         let name = map.name().to_string_lossy().into_owned();
-        if MAP_NAMES.contains(&name.as_str()) {
+        if crate::guard::maps::pinned().any(|m| m == name) {
             map.set_pin_path(opts.pin_dir.join("maps").join(&name))
                 .map_err(|e| e.to_string())?;
         }
@@ -439,7 +418,7 @@ impl Guard {
         }
         for mut map in open.maps_mut() {
             let name = map.name().to_string_lossy().into_owned();
-            if MAP_NAMES.contains(&name.as_str()) {
+            if crate::guard::maps::pinned().any(|m| m == name) {
                 map.set_pin_path(opts.pin_dir.join("maps").join(&name))
                     .map_err(Error::bpf("setting a map pin path"))?;
             }
@@ -454,19 +433,19 @@ impl Guard {
                 .ok_or(Error::MissingMap(name.to_string()))?;
             Ok(asmguard_bpfload::map_handle(&map, "duplicating a map fd")?)
         };
-        let blk = handle("ag_blk")?;
-        let chr = handle("ag_chr")?;
-        let majors = handle("ag_majors")?;
+        let blk = handle(crate::guard::maps::BLK)?;
+        let chr = handle(crate::guard::maps::CHR)?;
+        let majors = handle(crate::guard::maps::MAJORS)?;
         let mut rule_maps = BTreeMap::new();
-        for name in std::iter::once("ag_rules").chain(RULE_MAPS) {
+        for name in std::iter::once(crate::guard::maps::RULES).chain(RULE_MAPS) {
             rule_maps.insert(name, handle(name)?);
         }
-        let events = handle("ag_events")?;
-        let stats = handle("ag_stats")?;
-        let counts = handle("ag_counts")?;
-        let pin_dirs = handle("ag_pin_dirs")?;
-        let guarded = handle("ag_guarded")?;
-        let guardian = handle("ag_guardian")?;
+        let events = handle(crate::guard::maps::EVENTS)?;
+        let stats = handle(crate::guard::maps::STATS)?;
+        let counts = handle(crate::guard::maps::COUNTS)?;
+        let pin_dirs = handle(crate::guard::maps::PIN_DIRS)?;
+        let guarded = handle(crate::guard::maps::GUARDED)?;
+        let guardian = handle(crate::guard::maps::GUARDIAN)?;
         // first of all writes: adopted pins guarded for the last daemon are
         // this one's now (its record is vacant once it exited)
         if opts.claim {
@@ -489,8 +468,7 @@ impl Guard {
         let record = adopt::Known {
             judge: opts.claim,
             record: adopt::load_record(&opts.pin_dir),
-            maps: MAP_NAMES
-                .iter()
+            maps: crate::guard::maps::pinned()
                 .filter_map(|n| handle(n).ok()?.info().ok().map(|i| i.info.id))
                 .collect(),
         };
@@ -631,8 +609,7 @@ impl Guard {
         use super::pinwatch::{reassert, Kind};
         use std::os::fd::AsFd;
         let dir = |sub: &str, name: &str| self.pin_dir.join(sub).join(name);
-        let mut out: Vec<String> = MAP_NAMES
-            .iter()
+        let mut out: Vec<String> = crate::guard::maps::pinned()
             .filter_map(|n| {
                 let m = self.map(n)?;
                 reassert(m.as_fd(), &dir("maps", n), Kind::Map)
@@ -701,7 +678,7 @@ impl Guard {
     fn own_objects(&self) -> Vec<(u32, u32)> {
         use super::guardian::{OBJ_LINK, OBJ_MAP, OBJ_PROG};
         let mut out = Vec::new();
-        for n in MAP_NAMES {
+        for n in crate::guard::maps::pinned() {
             if let Some(id) = self.map(n).and_then(|m| m.info().ok()).map(|i| i.info.id) {
                 out.push((OBJ_MAP, id));
             }
@@ -726,15 +703,15 @@ impl Guard {
     /// The handle of pinned map `name`.
     fn map(&self, name: &str) -> Option<&MapHandle> {
         Some(match name {
-            "ag_blk" => &self.blk,
-            "ag_chr" => &self.chr,
-            "ag_majors" => &self.majors,
-            "ag_events" => &self.events,
-            "ag_stats" => &self.stats,
-            "ag_counts" => &self.counts,
-            "ag_pin_dirs" => &self.pin_dirs,
-            "ag_guarded" => &self.guarded,
-            "ag_guardian" => &self.guardian,
+            crate::guard::maps::BLK => &self.blk,
+            crate::guard::maps::CHR => &self.chr,
+            crate::guard::maps::MAJORS => &self.majors,
+            crate::guard::maps::EVENTS => &self.events,
+            crate::guard::maps::STATS => &self.stats,
+            crate::guard::maps::COUNTS => &self.counts,
+            crate::guard::maps::PIN_DIRS => &self.pin_dirs,
+            crate::guard::maps::GUARDED => &self.guarded,
+            crate::guard::maps::GUARDIAN => &self.guardian,
             other => return self.rule_maps.get(other),
         })
     }
@@ -888,7 +865,8 @@ impl Guard {
         let value = abi::disk_value(disk_id, mode);
         // (a word another process zeroed is put back first: the bits of the
         // other disks are not lost in this write's record)
-        self.desired.repair("ag_majors", &self.majors);
+        self.desired
+            .repair(crate::guard::maps::MAJORS, &self.majors);
         let mut words = self.majors()?;
         for d in devs {
             let (w, b) = abi::major_slot(*d);
@@ -926,7 +904,7 @@ impl Guard {
                     .map_err(Error::bpf("updating the managed majors"))?;
             }
         }
-        self.record(&["ag_majors"]);
+        self.record(&[crate::guard::maps::MAJORS]);
         Ok(())
     }
 
@@ -983,7 +961,7 @@ impl Guard {
     /// then the old entries out. A task is never judged by half a rule set.
     pub fn set_rules(&self, r: &Rules) -> Result<(), Error> {
         let key0 = 0u32.to_ne_bytes();
-        let rules_map = &self.rule_maps["ag_rules"];
+        let rules_map = &self.rule_maps[crate::guard::maps::RULES];
         let (old_active, ow, oe, op) = rules_map
             .lookup(&key0, MapFlags::ANY)
             .map_err(Error::bpf("reading the allow rules"))?
@@ -992,7 +970,8 @@ impl Guard {
         let bits = free_bits(old_active, r.rules.len());
         let new = encode(r, &bits).map_err(Error::Rules)?;
         let (na, nw, ne, np) =
-            abi::parse_rules_value(&new["ag_rules"][key0.as_slice()]).unwrap_or_default();
+            abi::parse_rules_value(&new[crate::guard::maps::RULES][key0.as_slice()])
+                .unwrap_or_default();
         for name in RULE_MAPS {
             let map = &self.rule_maps[name];
             let old = read_all(map)?;
@@ -1010,8 +989,8 @@ impl Guard {
         for name in RULE_MAPS {
             write_exact(&self.rule_maps[name], &new[name])?;
         }
-        write_exact(rules_map, &new["ag_rules"])?;
-        self.record(&["ag_rules"]);
+        write_exact(rules_map, &new[crate::guard::maps::RULES])?;
+        self.record(&[crate::guard::maps::RULES]);
         self.record(&RULE_MAPS);
         Ok(())
     }
@@ -1020,12 +999,12 @@ impl Guard {
     /// need_exe, need_place) and the place entries (cgroup id -> (rules,
     /// container id)).
     pub fn rules_in_force(&self) -> Result<super::rules::InForce, Error> {
-        let head = read_all(&self.rule_maps["ag_rules"])?
+        let head = read_all(&self.rule_maps[crate::guard::maps::RULES])?
             .values()
             .next()
             .and_then(|v| abi::parse_rules_value(v))
             .unwrap_or_default();
-        let places = read_all(&self.rule_maps["ag_places"])?
+        let places = read_all(&self.rule_maps[crate::guard::maps::PLACES])?
             .into_iter()
             .filter_map(|(k, v)| Some((abi::read_u64(&k, 0)?, abi::parse_place_value(&v)?)))
             .collect();
@@ -1055,13 +1034,13 @@ impl Guard {
     /// (uids, gids, executables).
     pub fn allow(&self) -> (Vec<u32>, Vec<u32>, Vec<ExeId>) {
         let ids = |m: &MapHandle| m.keys().filter_map(|k| read_u32(&k, 0)).collect::<Vec<_>>();
-        let exes = self.rule_maps["ag_rule_exes"]
+        let exes = self.rule_maps[crate::guard::maps::RULE_EXES]
             .keys()
             .filter_map(|k| ExeId::from_key(&k))
             .collect();
         (
-            ids(&self.rule_maps["ag_rule_uids"]),
-            ids(&self.rule_maps["ag_rule_gids"]),
+            ids(&self.rule_maps[crate::guard::maps::RULE_UIDS]),
+            ids(&self.rule_maps[crate::guard::maps::RULE_GIDS]),
             exes,
         )
     }
@@ -1186,7 +1165,7 @@ pub fn majors_text((blk, chr): &(Vec<u32>, Vec<u32>)) -> String {
 /// [`Guard::managed_majors`] of the filter pinned in `pin_dir`, read from the
 /// pinned map alone (no programs loaded: cheap enough for a test's loop).
 pub fn pinned_majors(pin_dir: &std::path::Path) -> Result<(Vec<u32>, Vec<u32>), Error> {
-    let map = MapHandle::from_pinned_path(pin_dir.join("maps").join("ag_majors"))
+    let map = MapHandle::from_pinned_path(pin_dir.join("maps").join(crate::guard::maps::MAJORS))
         .map_err(Error::bpf("opening the pinned managed majors"))?;
     Ok(abi::majors_of(&read_majors(&map)?))
 }
@@ -1257,20 +1236,38 @@ mod tests {
             .collect();
         let disk = std::mem::size_of::<abi::AgDisk>() as u32;
         let exe = std::mem::size_of::<abi::AgExeKey>() as u32;
-        assert_eq!(maps["ag_blk"].0, 4);
-        assert_eq!(maps["ag_blk"].1, disk);
-        assert_eq!(maps["ag_chr"].1, disk);
+        assert_eq!(maps[crate::guard::maps::BLK].0, 4);
+        assert_eq!(maps[crate::guard::maps::BLK].1, disk);
+        assert_eq!(maps[crate::guard::maps::CHR].1, disk);
         let exe_v = std::mem::size_of::<abi::AgExe>() as u32;
         assert_eq!(
-            (maps["ag_rule_exes"].0, maps["ag_rule_exes"].1),
+            (
+                maps[crate::guard::maps::RULE_EXES].0,
+                maps[crate::guard::maps::RULE_EXES].1
+            ),
             (exe, exe_v)
         );
-        assert_eq!((maps["ag_rule_uids"].0, maps["ag_rule_uids"].1), (4, 8));
-        assert_eq!(maps["ag_rules"].2, 1);
-        assert_eq!(maps["ag_stats"], (4, 8, abi::NSTATS));
-        assert_eq!(maps["ag_majors"], (4, 8, abi::MAJOR_ENTRIES));
-        for m in MAP_NAMES {
-            assert!(maps.contains_key(m), "{m}");
-        }
+        assert_eq!(
+            (
+                maps[crate::guard::maps::RULE_UIDS].0,
+                maps[crate::guard::maps::RULE_UIDS].1
+            ),
+            (4, 8)
+        );
+        assert_eq!(maps[crate::guard::maps::RULES].2, 1);
+        assert_eq!(maps[crate::guard::maps::STATS], (4, 8, abi::NSTATS));
+        assert_eq!(maps[crate::guard::maps::MAJORS], (4, 8, abi::MAJOR_ENTRIES));
+        // the map table and the object name the same maps
+        let ours: std::collections::BTreeSet<&str> = maps
+            .keys()
+            .map(String::as_str)
+            .filter(|n| n.starts_with("ag_"))
+            .collect();
+        let table: std::collections::BTreeSet<&str> =
+            crate::guard::maps::MAPS.iter().map(|m| m.name).collect();
+        assert_eq!(
+            ours, table,
+            "the map table (guard/maps.rs) differs from the object"
+        );
     }
 }

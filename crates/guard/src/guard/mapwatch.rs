@@ -23,15 +23,15 @@ use std::sync::Mutex;
 /// maps: compared and put back by [`Desired::check`]. A map the kernel
 /// writes (events, counters) is never here.
 pub(crate) const WATCHED: &[&str] = &[
-    "ag_majors",
-    "ag_rules",
-    "ag_rule_uids",
-    "ag_rule_gids",
-    "ag_rule_exes",
-    "ag_places",
-    "ag_self",
-    "ag_pin_dirs",
-    "ag_guarded",
+    crate::guard::maps::MAJORS,
+    crate::guard::maps::RULES,
+    crate::guard::maps::RULE_UIDS,
+    crate::guard::maps::RULE_GIDS,
+    crate::guard::maps::RULE_EXES,
+    crate::guard::maps::PLACES,
+    crate::guard::maps::SELF,
+    crate::guard::maps::PIN_DIRS,
+    crate::guard::maps::GUARDED,
 ];
 
 /// A map's content: raw key -> raw value.
@@ -159,9 +159,13 @@ mod tests {
     #[test]
     fn watched_maps_are_maps_of_the_object_the_daemon_fills() {
         for m in WATCHED {
-            assert!(super::super::loader::MAP_NAMES.contains(m), "{m}");
+            assert!(crate::guard::maps::pinned().any(|n| n == *m), "{m}");
         }
-        for kernel_written in ["ag_events", "ag_stats", "ag_counts"] {
+        for kernel_written in [
+            crate::guard::maps::EVENTS,
+            crate::guard::maps::STATS,
+            crate::guard::maps::COUNTS,
+        ] {
             assert!(!WATCHED.contains(&kernel_written));
         }
     }

@@ -46,6 +46,7 @@ mod guardian;
 pub mod hooks;
 pub mod ioctls;
 pub mod loader;
+pub mod maps;
 mod mapwatch;
 pub mod pins;
 mod pinwatch;

@@ -175,7 +175,7 @@ pub fn pinned_backend(pin_dir: &Path) -> Option<Backend> {
 pub fn remove_pins(pin_dir: &Path) -> Result<(), Error> {
     // The managed set first: programs that stay attached a moment longer (or,
     // on a kernel that cannot detach them, until reboot) then find no device.
-    for name in ["ag_blk", "ag_chr"] {
+    for name in [crate::guard::maps::BLK, crate::guard::maps::CHR] {
         if let Ok(map) = MapHandle::from_pinned_path(pin_dir.join("maps").join(name)) {
             let keys: Vec<Vec<u8>> = map.keys().collect();
             for k in keys {

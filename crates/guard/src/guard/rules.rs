@@ -146,11 +146,11 @@ pub type Encoded = BTreeMap<&'static str, BTreeMap<Vec<u8>, Vec<u8>>>;
 /// The rule maps, in the order a change writes them (`ag_rules` is written
 /// on its own, between the two passes).
 pub(crate) const RULE_MAPS: [&str; 5] = [
-    "ag_rule_uids",
-    "ag_rule_gids",
-    "ag_rule_exes",
-    "ag_places",
-    "ag_self",
+    crate::guard::maps::RULE_UIDS,
+    crate::guard::maps::RULE_GIDS,
+    crate::guard::maps::RULE_EXES,
+    crate::guard::maps::PLACES,
+    crate::guard::maps::SELF,
 ];
 
 /// Encodes `r` with rule i on bit `bits[i]`. Errors: too many rules, a rule
@@ -212,16 +212,16 @@ pub fn encode(r: &Rules, bits: &[u32]) -> Result<Encoded, String> {
             .collect::<BTreeMap<_, _>>()
     };
     let mut out = Encoded::new();
-    out.insert("ag_rule_uids", id(uids));
-    out.insert("ag_rule_gids", id(gids));
+    out.insert(crate::guard::maps::RULE_UIDS, id(uids));
+    out.insert(crate::guard::maps::RULE_GIDS, id(gids));
     out.insert(
-        "ag_rule_exes",
+        crate::guard::maps::RULE_EXES,
         exes.into_iter()
             .map(|(x, (rules, tools))| (x.key(), abi::exe_value(rules, tools).to_vec()))
             .collect(),
     );
     out.insert(
-        "ag_places",
+        crate::guard::maps::PLACES,
         places
             .into_iter()
             .map(|(cg, (rules, ctr))| {
@@ -234,14 +234,14 @@ pub fn encode(r: &Rules, bits: &[u32]) -> Result<Encoded, String> {
     );
     let me = r.daemon.map_or((0, 0), |s| (s.tgid, s.start_ticks));
     out.insert(
-        "ag_self",
+        crate::guard::maps::SELF,
         BTreeMap::from([(
             0u32.to_ne_bytes().to_vec(),
             abi::self_value(me.0, me.1).to_vec(),
         )]),
     );
     out.insert(
-        "ag_rules",
+        crate::guard::maps::RULES,
         BTreeMap::from([(
             0u32.to_ne_bytes().to_vec(),
             abi::rules_value(active, who, exe, place).to_vec(),
@@ -271,16 +271,16 @@ pub(crate) fn union(
             continue;
         };
         match name {
-            "ag_rule_uids" | "ag_rule_gids" => {
+            crate::guard::maps::RULE_UIDS | crate::guard::maps::RULE_GIDS => {
                 let m = abi::read_u64(ov, 0).unwrap_or(0) | abi::read_u64(nv, 0).unwrap_or(0);
                 *nv = m.to_ne_bytes().to_vec();
             }
-            "ag_rule_exes" => {
+            crate::guard::maps::RULE_EXES => {
                 let (or, ot) = abi::parse_exe_value(ov).unwrap_or_default();
                 let (nr, nt) = abi::parse_exe_value(nv).unwrap_or_default();
                 *nv = abi::exe_value(or | nr, ot | nt).to_vec();
             }
-            "ag_places" => {
+            crate::guard::maps::PLACES => {
                 let (or, oc) = abi::parse_place_value(ov).unwrap_or_default();
                 let (nr, nc) = abi::parse_place_value(nv).unwrap_or_default();
                 *nv = abi::place_value(or | nr, if nc != 0 { nc } else { oc }).to_vec();
@@ -383,26 +383,27 @@ mod tests {
         };
         let e = encode(&r, &[5, 9]).unwrap();
         let (active, who, x, place) =
-            abi::parse_rules_value(&e["ag_rules"][&0u32.to_ne_bytes().to_vec()]).unwrap();
+            abi::parse_rules_value(&e[crate::guard::maps::RULES][&0u32.to_ne_bytes().to_vec()])
+                .unwrap();
         assert_eq!(active, 1 << 5 | 1 << 9);
         assert_eq!(who, 1 << 5 | 1 << 9);
         assert_eq!(x, 1 << 5);
         assert_eq!(place, 1 << 9);
         assert_eq!(
-            e["ag_rule_uids"][&54331u32.to_ne_bytes().to_vec()],
+            e[crate::guard::maps::RULE_UIDS][&54331u32.to_ne_bytes().to_vec()],
             (1u64 << 5).to_ne_bytes().to_vec()
         );
         assert_eq!(
-            abi::parse_exe_value(&e["ag_rule_exes"][&exe(7).key()]),
+            abi::parse_exe_value(&e[crate::guard::maps::RULE_EXES][&exe(7).key()]),
             Some((1 << 5, abi::TOOL_QUERY))
         );
         assert_eq!(
-            abi::parse_place_value(&e["ag_places"][&99u64.to_ne_bytes().to_vec()]),
+            abi::parse_place_value(&e[crate::guard::maps::PLACES][&99u64.to_ne_bytes().to_vec()]),
             Some((1 << 9, 4)),
             "a rule's place, named by the larger container id"
         );
         assert_eq!(
-            abi::parse_place_value(&e["ag_places"][&100u64.to_ne_bytes().to_vec()]),
+            abi::parse_place_value(&e[crate::guard::maps::PLACES][&100u64.to_ne_bytes().to_vec()]),
             Some((0, 5)),
             "a place without a rule"
         );
@@ -436,7 +437,7 @@ mod tests {
             (vec![1u8, 0, 0, 0], 4u64.to_ne_bytes().to_vec()),
             (vec![2u8, 0, 0, 0], 4u64.to_ne_bytes().to_vec()),
         ]);
-        let u = union(&old, &new, "ag_rule_uids");
+        let u = union(&old, &new, crate::guard::maps::RULE_UIDS);
         assert_eq!(u[&vec![1u8, 0, 0, 0]], 5u64.to_ne_bytes().to_vec());
         assert_eq!(u.len(), 2);
     }
