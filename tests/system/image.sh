@@ -80,13 +80,8 @@ sys_ctr_rootfs() {
 	ln -s dash "$c/usr/bin/sh"
 	cp -L "$r/usr/lib/os-release" "$c/usr/lib/os-release"
 	ln -s ../usr/lib/os-release "$c/etc/os-release"
-	cat >"$c/etc/passwd" <<'PASSWD'
-root:x:0:0:root:/root:/bin/sh
-oracle:x:54321:54321:Oracle database owner:/home/oracle:/bin/sh
-grid:x:54331:54321:Oracle grid owner:/home/grid:/bin/sh
-intruder:x:1001:1001:not an Oracle user:/home/intruder:/bin/sh
-nobody:x:65534:65534:nobody:/nonexistent:/bin/sh
-PASSWD
+	printf 'root:x:0:0:root:/root:/bin/sh\n%s\n%s\nnobody:x:65534:65534:nobody:/nonexistent:/bin/sh\n' \
+		"$LAB_ORACLE_USERS" "$LAB_INTRUDER" >"$c/etc/passwd"
 	{
 		echo 'root:x:0:'
 		printf '%s\n' "$LAB_GROUPS"
@@ -104,14 +99,11 @@ sys_image_customize() {
 	local r=$1
 	# local groups (members named even where the user itself is a directory user)
 	printf '%s\n' "$LAB_GROUPS" >>"$r/etc/group"
-	echo 'intruder:x:1001:1001:not an Oracle user:/home/intruder:/bin/sh' >>"$r/etc/passwd"
+	printf '%s\n' "$LAB_INTRUDER" >>"$r/etc/passwd"
 	echo 'intruder:*:19000:0:99999:7:::' >>"$r/etc/shadow"
 	# grid and oracle: only in the directory stand-in
 	mkdir -p "$r/var/lib/extrausers"
-	cat >"$r/var/lib/extrausers/passwd" <<'PASSWD'
-oracle:x:54321:54321:Oracle database owner:/home/oracle:/bin/sh
-grid:x:54331:54321:Oracle grid owner:/home/grid:/bin/sh
-PASSWD
+	printf '%s\n' "$LAB_ORACLE_USERS" >"$r/var/lib/extrausers/passwd"
 	: >"$r/var/lib/extrausers/group"
 	sed -i -e 's/^passwd:.*/passwd:         files extrausers/' \
 		-e 's/^group:.*/group:          files extrausers/' "$r/etc/nsswitch.conf"

@@ -139,13 +139,8 @@ ir_build_common() {
 	ldconfig -r "$ir_stage" 2>/dev/null || true
 
 	# Users: the Oracle grid and oracle owners, and an outsider.
-	cat >"$ir_stage/etc/passwd" <<'PASSWD'
-root:x:0:0:root:/root:/bin/sh
-oracle:x:54321:54321:Oracle database owner:/home/oracle:/bin/sh
-grid:x:54331:54321:Oracle grid owner:/home/grid:/bin/sh
-intruder:x:1001:1001:not an Oracle user:/home/intruder:/bin/sh
-nobody:x:65534:65534:nobody:/nonexistent:/bin/false
-PASSWD
+	printf 'root:x:0:0:root:/root:/bin/sh\n%s\n%s\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' \
+		"$LAB_ORACLE_USERS" "$LAB_INTRUDER" >"$ir_stage/etc/passwd"
 	printf 'root:x:0:\n%s\nnogroup:x:65534:\n' "$LAB_GROUPS" >"$ir_stage/etc/group"
 	printf 'root:*:19000:0:99999:7:::\n' >"$ir_stage/etc/shadow"
 	chmod 600 "$ir_stage/etc/shadow"
