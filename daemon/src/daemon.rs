@@ -8,16 +8,19 @@
 //! [`Applier`] (one holder at a time: the one apply task), which takes it
 //! into the World and makes the system match; what it achieved
 //! ([`Applied`]) is published and every view reads that. The label
-//! operations are `crate::ops`, the views (`lsdsk`, `status`) `crate::views`.
+//! operations are `crate::ops`, the views (`lsdsk`, `status`) `crate::views`,
+//! the scans `crate::inputs::scan`.
 
 pub(crate) use crate::apply::filter::service::FilterService;
 pub(crate) use crate::apply::metrics::MetricsService;
 pub(crate) use crate::apply::{Applied, Applier, Busy, CLAIM_WAIT};
+pub mod scan;
+
 pub(crate) use crate::world::conf::Conf;
 pub(crate) use crate::world::model::{self, Disk, Model};
 pub(crate) use crate::world::{Containers, Input, World};
 pub(crate) use asmguard_config::Config;
-pub(crate) use asmguard_devices::discovery::{self, Observed};
+pub(crate) use asmguard_devices::discovery;
 pub(crate) use asmguard_devices::labelling::{self, LabelOpError, LabelOptions};
 pub(crate) use asmguard_devices::sysfs::{self, SysDev};
 pub(crate) use asmguard_devices::writer::{WriteOpen, Writer};
@@ -27,24 +30,12 @@ pub(crate) use asmguard_proto::{
     Conflict, ErrorBody, ErrorCode, LabelArgs, LabelResult, LsdskResult, RenameArgs, StatusResult,
     UnlabelArgs,
 };
+pub(crate) use scan::Scans;
 pub(crate) use std::collections::{BTreeMap, BTreeSet, HashSet};
 pub(crate) use std::os::unix::fs::{FileTypeExt, MetadataExt};
 pub(crate) use std::path::{Path, PathBuf};
 pub(crate) use std::sync::{Arc, Mutex, RwLock};
 pub(crate) use std::time::{Duration, Instant};
-
-/// What the label watch found changed on a device: what it read before and
-/// now, the label it lost to an overwrite, and (old, new) when one label
-/// replaced another.
-pub type LabelChange = (String, Option<String>, Option<(String, String)>);
-
-/// What the scans observed (the input side's cache: a refresh re-reads a few).
-#[derive(Debug, Default)]
-pub struct Observations {
-    /// Every block device as last observed.
-    pub devices: BTreeMap<String, Observed>,
-    pub last_scan_ms: u64,
-}
 
 /// What the daemon starts before its first scan.
 pub struct Started {
@@ -76,20 +67,6 @@ pub struct Site {
     pub started: Instant,
 }
 
-/// Full scans and refreshes, in order.
-#[derive(Debug, Default)]
-pub struct Scans {
-    /// Serialises full scans and refreshes, from reading sysfs to their
-    /// apply: a slow scan can never replace what a newer refresh found.
-    order: Mutex<()>,
-    /// Full scans started and finished (numbered from 1): `scan` requests that
-    /// arrive while one runs share the next one instead of each starting its own.
-    pub started: std::sync::atomic::AtomicU64,
-    pub done: std::sync::atomic::AtomicU64,
-    /// Where concurrent `scan` requests wait (asynchronously, no thread each).
-    pub gate: tokio::sync::Mutex<()>,
-}
-
 /// Reclaim's running jobs and discard counts.
 #[derive(Debug, Default)]
 pub struct Reclaims {
@@ -103,8 +80,6 @@ pub struct Reclaims {
 /// the services views read.
 pub struct Daemon {
     pub site: Site,
-    /// What the scans observed.
-    observed: RwLock<Observations>,
     /// The one apply task: whoever holds it applies (`submit`).
     applier: Mutex<Applier>,
     /// What the last apply achieved (every view reads it).
@@ -126,11 +101,6 @@ pub struct Daemon {
     pub(crate) labels_lost: Arc<Mutex<BTreeMap<String, u64>>>,
     pub reclaims: Reclaims,
 }
-
-/// Test hook: runs inside a full scan between reading the devices and storing
-/// them (simulates a slow scan).
-#[cfg(test)]
-static SCAN_HOOK: Mutex<Option<Box<dyn Fn() + Send>>> = Mutex::new(None);
 
 /// Holds claims on disks/labels; released on drop.
 pub struct Claim<'a> {
@@ -194,7 +164,6 @@ impl Daemon {
             settle,
         });
         Daemon {
-            observed: RwLock::default(),
             applied: Arc::new(RwLock::new(Arc::new(Applied::nothing(world)))),
             applier: Mutex::new(applier),
             filter,
@@ -338,52 +307,6 @@ impl Daemon {
         self.applied().world.model.clone()
     }
 
-    /// What the scans observed, read. Never while holding it already: a
-    /// writer waiting in between would leave the second read waiting for ever.
-    pub(crate) fn observed(&self) -> std::sync::RwLockReadGuard<'_, Observations> {
-        self.observed.read().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn observed_mut(&self) -> std::sync::RwLockWriteGuard<'_, Observations> {
-        self.observed.write().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Re-read every device, and send the World the new model.
-    pub fn full_scan(&self) -> std::io::Result<usize> {
-        use std::sync::atomic::Ordering::SeqCst;
-        let _order = self.scans.order.lock().unwrap_or_else(|p| p.into_inner());
-        let number = self.scans.started.fetch_add(1, SeqCst) + 1;
-        let t = Instant::now();
-        let conf = self.conf();
-        let observed = discovery::observe_all(&self.site.paths.sys, &conf.rules);
-        let devices = match observed {
-            Ok(d) => d,
-            Err(e) => {
-                self.scans.done.store(number, SeqCst);
-                return Err(e);
-            }
-        };
-        let grouping = discovery::group(&devices, &conf.rules);
-        let built = model::build(&self.site.paths.sys, &devices, &grouping);
-        let n = devices.len();
-        #[cfg(test)]
-        if let Some(h) = SCAN_HOOK.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
-            h();
-        }
-        {
-            let mut s = self.observed_mut();
-            s.devices = devices;
-            s.last_scan_ms = t.elapsed().as_millis() as u64;
-        }
-        self.submit(Input::Model(built));
-        self.scans.done.store(number, SeqCst);
-        tracing::debug!(
-            "full scan #{number}: {n} devices in {} ms",
-            t.elapsed().as_millis()
-        );
-        Ok(n)
-    }
-
     /// Fences the disks of `labels` (`on`: mode `fenced`, only the daemon's
     /// process writes them) or lifts their fence, through the World (the
     /// apply side records the fenced disks under the runtime directory:
@@ -427,121 +350,6 @@ impl Daemon {
         self.applied().world.model.disks.clone()
     }
 
-    /// The devices the label watch reads (`crate::inputs::watch`): the ones
-    /// a scan reads with nothing stacked on them.
-    pub fn watched(&self) -> Vec<String> {
-        self.observed()
-            .devices
-            .iter()
-            .filter(|(_, o)| o.included && o.read.is_some() && o.sys.holders.is_empty())
-            .map(|(n, _)| n.clone())
-            .collect()
-    }
-    /// Reads the label sector of `name` again; `Some((what, lost, replaced))`
-    /// when it reads differently from what the last scan or refresh found,
-    /// `lost` naming the label it no longer carries (overwritten, no tag),
-    /// `replaced` the label another one took the place of (old, new).
-    /// A disk this daemon is writing a label on right now is skipped: its
-    /// own write is not another host's.
-    pub fn label_changed(&self, name: &str) -> Option<LabelChange> {
-        let sys = self.observed().devices.get(name)?.sys.clone();
-        let busy = Busy::Dev(sys.dev);
-        if self
-            .inflight
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains(&busy)
-        {
-            return None;
-        }
-        let now = discovery::reread(&sys);
-        let s = self.observed();
-        let before = &s.devices.get(name)?.read;
-        if *before == now {
-            return None;
-        }
-        let word = |r: &Option<Result<discovery::LabelRead, String>>| match r {
-            None => "not read".to_string(),
-            Some(Err(e)) => format!("unreadable: {e}"),
-            Some(Ok(l)) => format!("{:?}", l.state),
-        };
-        let label = |r: &Option<Result<discovery::LabelRead, String>>| match r {
-            Some(Ok(l)) => l.state.label().map(|l| l.to_string()),
-            _ => None,
-        };
-        // an unlabel (ORCLCLRD, or ORCLDISK with the label bytes cleared) or a
-        // rename leaves a tag; a label sector with no tag was overwritten
-        let overwritten = !matches!(
-            &now,
-            Some(Ok(discovery::LabelRead {
-                state: asmguard_format::label::LabelState::Marked { .. }
-                    | asmguard_format::label::LabelState::Cleared,
-                ..
-            }))
-        );
-        let lost = label(before).filter(|_| overwritten);
-        let replaced = match (label(before), label(&now)) {
-            (Some(a), Some(b)) if a != b => Some((a, b)),
-            _ => None,
-        };
-        Some((
-            format!("{} -> {}", word(before), word(&now)),
-            lost,
-            replaced,
-        ))
-    }
-
-    /// Re-read the named devices (gone ones are dropped), the sysfs facts of the
-    /// devices they relate to (slaves, holders, partition parent), and regroup.
-    pub fn refresh(&self, names: &BTreeSet<String>) {
-        let _order = self.scans.order.lock().unwrap_or_else(|p| p.into_inner());
-        let mut fresh = Vec::new();
-        let mut related = BTreeSet::new();
-        let conf = self.conf();
-        let rules = &conf.rules;
-        for n in names {
-            let o = discovery::observe(&self.site.paths.sys, rules, n);
-            if let Some(o) = &o {
-                related.extend(o.sys.slaves.iter().cloned());
-                related.extend(o.sys.holders.iter().cloned());
-                related.extend(o.sys.parent.iter().cloned());
-            }
-            fresh.push((n.clone(), o));
-        }
-        let rel: Vec<(String, Option<SysDev>)> = related
-            .into_iter()
-            .filter(|r| !names.contains(r))
-            .map(|r| {
-                let s = sysfs::read(&self.site.paths.sys, &r).ok();
-                (r, s)
-            })
-            .collect();
-        let mut s = self.observed_mut();
-        for (n, o) in fresh {
-            match o {
-                Some(o) => {
-                    s.devices.insert(n, o);
-                }
-                None => {
-                    s.devices.remove(&n);
-                }
-            }
-        }
-        for (n, sd) in rel {
-            match (sd, s.devices.get_mut(&n)) {
-                (Some(sd), Some(o)) => o.sys = sd,
-                (None, Some(_)) => {
-                    s.devices.remove(&n);
-                }
-                _ => {}
-            }
-        }
-        let grouping = discovery::group(&s.devices, rules);
-        let built = model::build(&self.site.paths.sys, &s.devices, &grouping);
-        drop(s);
-        self.submit(Input::Model(built));
-    }
-
     /// Whether a label write is under way.
     pub fn writing(&self) -> bool {
         !self
@@ -549,56 +357,6 @@ impl Daemon {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .is_empty()
-    }
-}
-
-#[cfg(test)]
-mod scan_race_tests {
-    use super::*;
-
-    fn fake_dev(root: &Path, name: &str, minor: u32) {
-        let d = root.join("class/block").join(name);
-        std::fs::create_dir_all(&d).unwrap();
-        std::fs::write(d.join("dev"), format!("7:{minor}\n")).unwrap();
-        std::fs::write(d.join("size"), "0\n").unwrap();
-    }
-
-    /// A full scan that read sysfs before a device appeared, and stores its
-    /// result after the refresh that added it, must not lose the device.
-    #[test]
-    fn a_slow_full_scan_never_replaces_a_newer_refresh() {
-        let root = tempfile::tempdir().unwrap();
-        fake_dev(root.path(), "fake0", 200);
-        let paths = asmguard_paths::Paths {
-            sys: root.path().to_path_buf(),
-            ..Default::default()
-        };
-        let d = Arc::new(Daemon::for_tests_at(
-            Config::default(),
-            paths,
-            Path::new("/nonexistent"),
-        ));
-        let (computed, wait_computed) = std::sync::mpsc::channel::<()>();
-        let computed = Mutex::new(computed);
-        *SCAN_HOOK.lock().unwrap() = Some(Box::new(move || {
-            let _ = computed.lock().unwrap().send(());
-            // a slow scan: the refresh below runs (or waits) meanwhile
-            std::thread::sleep(std::time::Duration::from_millis(300));
-        }));
-        let d1 = Arc::clone(&d);
-        let scan = std::thread::spawn(move || d1.full_scan().unwrap());
-        wait_computed.recv().unwrap();
-        fake_dev(root.path(), "fake1", 201);
-        d.refresh(&BTreeSet::from(["fake1".to_string()]));
-        scan.join().unwrap();
-        *SCAN_HOOK.lock().unwrap() = None;
-        let s = d.observed();
-        assert!(s.devices.contains_key("fake0"));
-        assert!(
-            s.devices.contains_key("fake1"),
-            "the scan replaced the refresh's newer state: {:?}",
-            s.devices.keys().collect::<Vec<_>>()
-        );
     }
 }
 
@@ -632,7 +390,7 @@ mod fence_tests {
             ..Default::default()
         };
         let d = Daemon::for_tests_at(Config::default(), paths, run.path());
-        d.full_scan().unwrap();
+        d.scans.full(&d).unwrap();
         assert!(labels(&d).is_empty());
         assert_eq!(recorded(run.path()), None);
 
@@ -643,7 +401,7 @@ mod fence_tests {
         assert_eq!(labels(&d), ["DATA2"]);
         assert_eq!(recorded(run.path()).unwrap(), ["DATA2"]);
         // a scan brings a new model, not a new fence
-        d.full_scan().unwrap();
+        d.scans.full(&d).unwrap();
         assert_eq!(labels(&d), ["DATA2"]);
         let st = d.status();
         assert!(

@@ -216,7 +216,7 @@ async fn run(
     let d2 = d.clone();
     let _ = tokio::task::spawn_blocking(move || d2.resolve_containers()).await;
     let d2 = d.clone();
-    match tokio::task::spawn_blocking(move || d2.full_scan()).await {
+    match tokio::task::spawn_blocking(move || d2.scans.full(&d2)).await {
         Ok(Ok(_)) => {}
         Ok(Err(e)) => {
             tracing::error!("cannot read /sys/class/block: {e}");

@@ -668,7 +668,7 @@ async fn scan(d: Arc<Daemon>, id: u64) -> Response {
     let _gate = d.scans.gate.lock().await;
     if d.scans.done.load(SeqCst) < want {
         let d2 = d.clone();
-        match tokio::task::spawn_blocking(move || d2.full_scan()).await {
+        match tokio::task::spawn_blocking(move || d2.scans.full(&d2)).await {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => {
                 return Response::err(

@@ -129,11 +129,11 @@ pub fn device_events(d3: Arc<Daemon>, mut rx: tokio::sync::mpsc::UnboundedReceiv
             let d = d3.clone();
             let _ = tokio::task::spawn_blocking(move || {
                 if rescan {
-                    if let Err(e) = d.full_scan() {
+                    if let Err(e) = d.scans.full(&d) {
                         tracing::error!("rescan: {e}");
                     }
                 } else {
-                    d.refresh(&names);
+                    d.scans.refresh(&d, &names);
                 }
             })
             .await;
@@ -170,9 +170,9 @@ fn nvme_settle(d: &Daemon, controllers: &BTreeSet<String>) {
         },
         start.elapsed().as_millis()
     );
-    d.refresh(&BTreeSet::new());
+    d.scans.refresh(d, &BTreeSet::new());
     std::thread::sleep(Duration::from_secs(1));
-    d.refresh(&BTreeSet::new());
+    d.scans.refresh(d, &BTreeSet::new());
 }
 
 /// The systemd watchdog, fed while the runtime runs and the device monitor is alive.
@@ -354,7 +354,7 @@ pub fn reload_conf(d: &Daemon) {
         crate::apply::filter::reload_rules(&d.filter, &cfg, &d.site.paths, before.as_deref());
     d.submit(Input::Rules(Arc::new(rules)));
     d.resolve_containers();
-    if let Err(e) = d.full_scan() {
+    if let Err(e) = d.scans.full(d) {
         tracing::error!("SIGHUP: rescan: {e}");
     }
 }

@@ -36,14 +36,14 @@ pub fn spawn(d: Arc<Daemon>, interval: Duration) {
 fn run(d: &Daemon, interval: Duration) {
     loop {
         let round = Instant::now();
-        let names = d.watched();
+        let names = d.scans.watched();
         if names.is_empty() {
             std::thread::sleep(interval);
             continue;
         }
         let step = interval / names.len() as u32;
         for (i, name) in names.iter().enumerate() {
-            if let Some((changed, lost, replaced)) = d.label_changed(name) {
+            if let Some((changed, lost, replaced)) = d.scans.label_changed(d, name) {
                 if let Some(l) = &lost {
                     d.count_lost_label(l);
                 }
@@ -61,7 +61,7 @@ fn run(d: &Daemon, interval: Duration) {
                         "label watch: the label sector of {name} changed ({changed}): re-reading it"
                     ),
                 }
-                d.refresh(&BTreeSet::from([name.clone()]));
+                d.scans.refresh(d, &BTreeSet::from([name.clone()]));
                 d.submit(Input::Relink(name.clone()));
             }
             // the next read at its place in the round (never a burst after a slow one)

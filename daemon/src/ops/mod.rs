@@ -118,7 +118,7 @@ impl Daemon {
         let mut names = BTreeSet::new();
         names.insert(sd.name.clone());
         names.extend(sd.slaves.iter().cloned());
-        self.refresh(&names);
+        self.scans.refresh(self, &names);
         // Let udev re-probe (stable path) and every listener know.
         self.submit(Input::Relink(sd.name.clone()));
     }
@@ -364,7 +364,8 @@ impl Daemon {
             )
         })?;
         let top = d.top.name.clone();
-        self.observed()
+        self.scans
+            .observed()
             .devices
             .get(&top)
             .map(|o| o.sys.clone())

@@ -148,7 +148,7 @@ impl Daemon {
             ),
             config: self.site.cfg_source.clone(),
             events: self.site.monitor.clone(),
-            last_scan_ms: self.observed().last_scan_ms,
+            last_scan_ms: self.scans.observed().last_scan_ms,
             restart_needed: conf.restart_needed.clone(),
         }
     }
