@@ -1197,7 +1197,8 @@ pub struct FilterEventInfo {
     pub container: String,
     /// Set on an event the daemon noticed rather than one the kernel
     /// refused or audited: `exposed` (a mapping made before protection),
-    /// `exposure ended` (its process or mapping is gone).
+    /// `exposure ended` (its process or mapping is gone), `pin replaced: WHAT`
+    /// (a pinned link of the filter found not to be the daemon's at a start).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub note: String,
 }
