@@ -308,6 +308,9 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
     for e in &s.exposed {
         rows.push(("exposed", e.clone()));
     }
+    for w in &s.writers_before {
+        rows.push(("writer", w.clone()));
+    }
     rows.extend([
         ("kernel", s.kernel),
         ("bpf lsm", s.bpf_lsm),

@@ -1032,6 +1032,13 @@ pub struct StatusResult {
     /// with 7. A line goes when the process (or its mapping) does.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub exposed: Vec<String>,
+    /// Descriptors open for writing on a protected disk since before its
+    /// protection, one line each (`DATA1 writer open since before protection:
+    /// pid 1234 (sh) fd 5 on /dev/sdb (its writes are refused)`): the filter
+    /// judges each write (`file_permission`), so they do not make the disk
+    /// exposed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub writers_before: Vec<String>,
 }
 
 /// The filter's pinned maps and links (`status`'s `filter_pins`).
