@@ -308,6 +308,9 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
     for e in &s.exposed {
         rows.push(("exposed", e.clone()));
     }
+    for w in &s.writers_before {
+        rows.push(("writer", w.clone()));
+    }
     rows.extend([
         ("kernel", s.kernel),
         ("bpf lsm", s.bpf_lsm),
@@ -529,6 +532,10 @@ fn filter(c: &Cli, a: &cli::FilterArgs) -> Result<(), CliError> {
 pub fn event_text(e: &asmguard_proto::FilterEventInfo) -> String {
     let secs = e.time_ms / 1000;
     let (h, m, s) = ((secs / 3600) % 24, (secs / 60) % 60, secs % 60);
+    if let Some(what) = e.note.strip_prefix("pin replaced: ") {
+        // the daemon's own pins, found not to be its own at a start
+        return format!("{h:02}:{m:02}:{s:02}Z PIN REPLACED {what}");
+    }
     if !e.note.is_empty() {
         // noticed by the daemon, not refused by the kernel
         return format!(

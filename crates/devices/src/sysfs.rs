@@ -303,15 +303,44 @@ pub fn nvme_paths(root: &Path, name: &str) -> Vec<(String, Option<KernelDev>)> {
     out
 }
 
+/// The loop devices whose backing file is the block device `name`
+/// (`loop/backing_file`: `/dev/NAME`, or a node elsewhere of the same
+/// device). The loop driver keeps no `holders/` link to a block device it
+/// is bound to.
+pub fn loops_over(root: &Path, name: &str) -> Vec<String> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let dev = KernelDev::read_sysfs(&class_block(root).join(name).join("dev")).ok();
+    dir_names(&class_block(root))
+        .into_iter()
+        .filter(|l| l.starts_with("loop") && l != name)
+        .filter(|l| {
+            let Ok(b) = fs::read_to_string(class_block(root).join(l).join("loop/backing_file"))
+            else {
+                return false;
+            };
+            let b = b.trim();
+            b.strip_prefix("/dev/") == Some(name)
+                || fs::metadata(b).is_ok_and(|m| {
+                    m.file_type().is_block_device()
+                        && KernelDev::from_dev_t(m.rdev()).ok() == dev
+                        && dev.is_some()
+                })
+        })
+        .collect()
+}
+
 /// Every block device stacked on `name` (its `holders/`, recursively, at most
-/// eight levels deep): a device-mapper table or md array loaded over the disk.
+/// eight levels deep): a device-mapper table or md array loaded over the disk,
+/// a loop device bound to it ([`loops_over`]).
 pub fn stacked(root: &Path, name: &str) -> Vec<KernelDev> {
     fn walk(root: &Path, name: &str, out: &mut Vec<KernelDev>, seen: &mut Vec<String>, depth: u32) {
         if depth > 8 || seen.iter().any(|s| s == name) {
             return;
         }
         seen.push(name.to_string());
-        for h in dir_names(&class_block(root).join(name).join("holders")) {
+        let mut above = dir_names(&class_block(root).join(name).join("holders"));
+        above.extend(loops_over(root, name));
+        for h in above {
             if let Ok(d) = KernelDev::read_sysfs(&class_block(root).join(&h).join("dev")) {
                 out.push(d);
             }
@@ -573,6 +602,21 @@ mod tests {
         assert_eq!(stacked(r, "sdb"), vec![k(253, 0)]);
         assert!(stacked(r, "sdd1").is_empty());
         assert!(stacked(r, "dm-0").is_empty());
+        // a loop device bound to dm-0 by path (no holders/ link), one over a
+        // file, and a loop over that loop: stacked on sdb through dm-0
+        for (l, dev, backing) in [
+            ("loop3", "7:3", "/dev/dm-0\n"),
+            ("loop4", "7:4", "/var/tmp/x.img\n"),
+            ("loop5", "7:5", "/dev/loop3\n"),
+        ] {
+            let d = r.join("class/block").join(l);
+            fs::create_dir_all(d.join("loop")).unwrap();
+            fs::write(d.join("dev"), format!("{dev}\n")).unwrap();
+            fs::write(d.join("loop/backing_file"), backing).unwrap();
+        }
+        assert_eq!(loops_over(r, "dm-0"), vec!["loop3".to_string()]);
+        assert_eq!(stacked(r, "sdb"), vec![k(7, 3), k(7, 5), k(253, 0)]);
+        assert!(loops_over(r, "sdd1").is_empty());
     }
 
     /// A native multipath head nvme0n1 (subsystem nvme-subsys0) with two

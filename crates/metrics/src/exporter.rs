@@ -26,6 +26,7 @@
 //! | `asmguard_backend_info` | gauge (1) | backend |
 //! | `asmguard_protected` | gauge (0/1) | - |
 //! | `asmguard_filter_events_dropped_total` | counter | - |
+//! | `asmguard_pins_replaced_total` | counter | - |
 //! | `asmguard_labels_lost_total` | counter | label |
 //! | `asmguard_asm_header_unmanaged` | gauge (1) | device |
 //! | `asmguard_label_conflict` | gauge (1) | label, device, role |
@@ -152,6 +153,9 @@ pub struct Counters {
     pub discard: BTreeMap<(String, DiscardSource), u64>,
     /// Filter events the kernel could not queue (the denials are still counted).
     pub events_dropped: u64,
+    /// Pinned links found at a filter start not to be the daemon's (replaced
+    /// while no daemon ran) and replaced by its own, since the daemon started.
+    pub pins_replaced: u64,
     /// label -> times a managed disk lost that label to a write the daemon
     /// did not make (another host, or a writer the filter let through).
     pub labels_lost: BTreeMap<String, u64>,
@@ -406,6 +410,7 @@ const FAMILIES: &[Family] = &[
     backend_info,
     protected,
     filter_events_dropped,
+    pins_replaced,
     labels_lost,
     asm_header_unmanaged,
     label_conflict,
@@ -649,6 +654,17 @@ fn filter_events_dropped(
         MetricType::Counter,
     )?
     .encode_counter::<NoLabelSet, _, u64>(&s.counters.events_dropped, None)
+}
+
+fn pins_replaced(s: &Scrape<'_>, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+    enc.encode_descriptor(
+        "asmguard_pins_replaced",
+        "Pinned filter links found at a start not to be what asmguardd pinned \
+         (replaced while no daemon ran: writes may have landed) and replaced",
+        None,
+        MetricType::Counter,
+    )?
+    .encode_counter::<NoLabelSet, _, u64>(&s.counters.pins_replaced, None)
 }
 
 fn labels_lost(s: &Scrape<'_>, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
@@ -1259,9 +1275,11 @@ mod tests {
         let zero = m.encode_prometheus_text();
         assert!(zero.contains("asmguard_protected 0\n"), "{zero}");
         assert!(zero.contains("asmguard_filter_events_dropped_total 0\n"));
+        assert!(zero.contains("asmguard_pins_replaced_total 0\n"), "{zero}");
         assert!(!zero.contains("asmguard_writes_denied_total{"));
         let on = Counters {
             events_dropped: 5,
+            pins_replaced: 3,
             ..Counters::default()
         }
         .with_backend(BackendName::Lsm)
@@ -1291,6 +1309,7 @@ mod tests {
             text.contains("asmguard_filter_events_dropped_total 5\n"),
             "{text}"
         );
+        assert!(text.contains("asmguard_pins_replaced_total 3\n"), "{text}");
         // every backend that loads protects: fmod_ret too (it read 0 while
         // the metric knew only lsm and cgroup_device by name)
         for b in [BackendName::FmodRet, BackendName::CgroupDevice] {

@@ -1032,6 +1032,13 @@ pub struct StatusResult {
     /// with 7. A line goes when the process (or its mapping) does.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub exposed: Vec<String>,
+    /// Descriptors open for writing on a protected disk since before its
+    /// protection, one line each (`DATA1 writer open since before protection:
+    /// pid 1234 (sh) fd 5 on /dev/sdb (its writes are refused)`): the filter
+    /// judges each write (`file_permission`), so they do not make the disk
+    /// exposed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub writers_before: Vec<String>,
 }
 
 /// The filter's pinned maps and links (`status`'s `filter_pins`).
@@ -1197,7 +1204,8 @@ pub struct FilterEventInfo {
     pub container: String,
     /// Set on an event the daemon noticed rather than one the kernel
     /// refused or audited: `exposed` (a mapping made before protection),
-    /// `exposure ended` (its process or mapping is gone).
+    /// `exposure ended` (its process or mapping is gone), `pin replaced: WHAT`
+    /// (a pinned link of the filter found not to be the daemon's at a start).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub note: String,
 }

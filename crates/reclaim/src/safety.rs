@@ -86,6 +86,15 @@ pub fn writers(proc: &Path, devs: &[KernelDev], exclude_pid: u32) -> Vec<Opener>
     out
 }
 
+/// Every process but `exclude_pid` with a write-mode fd on one of `devs`
+/// (block devices), mappings aside: each of its writes is still judged
+/// (`file_permission`), whenever the fd was opened.
+pub fn write_descriptors(proc: &Path, devs: &[KernelDev], exclude_pid: u32) -> Vec<Opener> {
+    let mut out = write_fds(proc, &processes(proc, exclude_pid), devs);
+    out.sort_by_key(|o| (o.pid, o.fd));
+    out
+}
+
 /// Every process but `exclude_pid` holding a shared writable mapping of one
 /// of `devs` (one entry a process, `fd` 0). The kernel judges a mapping only
 /// when it is made: one made before the disk was protected keeps writing

@@ -270,6 +270,7 @@ impl CounterSource for LiveCounters {
         c.backend = Some(f.status().backend());
         c.filter_modes = crate::world::model::modes(&w.model.disks);
         c.events_dropped = f.events_dropped();
+        c.pins_replaced = f.pins_replaced();
         c.labels_lost = src
             .labels_lost
             .lock()

@@ -181,6 +181,7 @@ impl Applier {
             Input::Verify
                 | Input::Relink(_)
                 | Input::Exposed(_)
+                | Input::Writers(_)
                 | Input::Rules(_)
                 | Input::Conf(_)
                 | Input::Forget(_)

@@ -7,12 +7,14 @@
 //! periodic check (`crate::inputs::tasks::filter_verify`) looks for such mappings of
 //! every protected disk; a disk with one is "exposed" (`status` exits 7,
 //! `lsdsk`, an event, `asmguard_disk_exposed`) until the process or its
-//! mapping is gone.
+//! mapping is gone. Descriptors open for writing before protection are named
+//! in `status` too (`writers_before`), without making the disk exposed: the
+//! filter judges each of their writes.
 
 use crate::daemon::Daemon;
 use crate::world::{Exposed, Input};
 use asmguard_devices::KernelDev;
-use asmguard_reclaim::safety::shared_writable_mappings;
+use asmguard_reclaim::safety::{shared_writable_mappings, write_descriptors};
 use std::collections::BTreeMap;
 
 impl Daemon {
@@ -46,10 +48,14 @@ impl Daemon {
             .flat_map(|(l, devs)| devs.iter().map(move |d| (d.to_string(), l.as_str())))
             .collect();
         let all: Vec<KernelDev> = disks.iter().flat_map(|(_, d)| d.iter().copied()).collect();
-        let found = if all.is_empty() {
-            Vec::new() // nothing protected: no walk of /proc
+        let (found, fds) = if all.is_empty() {
+            (Vec::new(), Vec::new()) // nothing protected: no walk of /proc
         } else {
-            shared_writable_mappings(&self.site.paths.proc, &all, std::process::id())
+            let (proc, me) = (&self.site.paths.proc, std::process::id());
+            (
+                shared_writable_mappings(proc, &all, me),
+                write_descriptors(proc, &all, me),
+            )
         };
         let mut now: Exposed = BTreeMap::new();
         for o in found {
@@ -63,5 +69,26 @@ impl Daemon {
             }
         }
         self.submit(Input::Exposed(now));
+        // descriptors open for writing before protection: each write still
+        // judged, so named only. A disk's first check after it became
+        // protected (no entry yet) takes every one; later checks keep those
+        // still open (a write-open since protection was judged at its open).
+        let before = self.applied().world.writers.clone();
+        let mut writers: Exposed = disks.iter().map(|(l, _)| (l.clone(), Vec::new())).collect();
+        for o in fds {
+            let Some(l) = label_of.get(&o.device) else {
+                continue;
+            };
+            let known = match before.get(*l) {
+                None => true,
+                Some(v) => v
+                    .iter()
+                    .any(|x| x.pid == o.pid && x.fd == o.fd && x.device == o.device),
+            };
+            if known {
+                writers.entry(l.to_string()).or_default().push(o);
+            }
+        }
+        self.submit(Input::Writers(writers));
     }
 }

@@ -115,6 +115,7 @@ impl Daemon {
             ),
             oracle_homes: rules.homes.clone(),
             exposed: crate::world::exposed::lines(&s.world.exposed),
+            writers_before: crate::world::exposed::writer_lines(&s.world.writers),
             filter_pins: fst.pins,
             map_fds: fst.map_fds,
             protection,

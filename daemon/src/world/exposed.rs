@@ -19,6 +19,23 @@ pub fn line(label: &str, o: &Opener) -> String {
     )
 }
 
+/// One `status` line of a descriptor open for writing since before
+/// protection (`status`'s `writers_before`).
+pub fn writer_line(label: &str, o: &Opener) -> String {
+    format!(
+        "{label} writer open since before protection: pid {} ({}) fd {} on {} \
+         (its writes are refused)",
+        o.pid, o.comm, o.fd, o.path
+    )
+}
+
+/// `status`'s lines of descriptors open for writing since before protection.
+pub fn writer_lines(e: &Exposed) -> Vec<String> {
+    e.iter()
+        .flat_map(|(l, v)| v.iter().map(move |o| writer_line(l, o)))
+        .collect()
+}
+
 /// `status`'s lines, one per (disk, process).
 pub fn lines(e: &Exposed) -> Vec<String> {
     e.iter()
@@ -74,5 +91,23 @@ mod tests {
         let (n, g) = changes(&one, &Exposed::new());
         assert_eq!((n.len(), g[0].1.pid), (0, 12));
         assert!(lines(&Exposed::new()).is_empty());
+        // a descriptor's line names the process, its fd and the path
+        let fd = Exposed::from([(
+            "DATA1".to_string(),
+            vec![Opener {
+                fd: 5,
+                path: "/dev/sdb".into(),
+                ..o(13)
+            }],
+        )]);
+        assert_eq!(
+            writer_lines(&fd),
+            [
+                "DATA1 writer open since before protection: pid 13 (dd) fd 5 on /dev/sdb \
+              (its writes are refused)"
+            ]
+        );
+        // a protected disk with none: no line
+        assert!(writer_lines(&Exposed::from([("DATA2".to_string(), vec![])])).is_empty());
     }
 }

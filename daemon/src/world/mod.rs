@@ -85,6 +85,9 @@ pub struct World {
     pub fenced: Arc<BTreeSet<String>>,
     /// Protected disks written through a mapping made before protection.
     pub exposed: Arc<Exposed>,
+    /// Descriptors open for writing on protected disks, opened before
+    /// protection (their writes are refused: named in `status` only).
+    pub writers: Arc<Exposed>,
 }
 
 /// What changed, as an input sends it.
@@ -102,6 +105,8 @@ pub enum Input {
     Fence { labels: Vec<String>, on: bool },
     /// The periodic check found these exposures.
     Exposed(Exposed),
+    /// The periodic check found these descriptors open for writing.
+    Writers(Exposed),
     /// `asmguardctl filter ACTION [LABEL]` (checked against the World first:
     /// `modes::Modes::with`).
     Mode {
@@ -138,6 +143,7 @@ impl World {
             modes: Arc::default(),
             fenced: Arc::default(),
             exposed: Arc::default(),
+            writers: Arc::default(),
         }
     }
 }
@@ -189,6 +195,11 @@ pub fn next(w: &World, input: Input) -> World {
         Input::Exposed(e) => {
             if *w.exposed != e {
                 n.exposed = Arc::new(e);
+            }
+        }
+        Input::Writers(e) => {
+            if *w.writers != e {
+                n.writers = Arc::new(e);
             }
         }
         Input::Again | Input::Verify | Input::Relink(_) => {}

@@ -189,6 +189,10 @@ fn replaced_at_start(replaced: &[String]) -> Option<String> {
     })
 }
 
+/// The note of a replaced pin's event (`events`: `PIN REPLACED`), followed
+/// by `: ` and what was replaced.
+pub const PIN_REPLACED: &str = "pin replaced";
+
 /// Operation counts by (label, hook, mode).
 pub type Counts = BTreeMap<(String, Hook, Mode), u64>;
 
@@ -244,6 +248,9 @@ pub struct FilterService {
     seq: Arc<std::sync::atomic::AtomicU64>,
     /// Container id -> name, for events.
     ctr_names: Arc<Mutex<HashMap<u32, String>>>,
+    /// Pinned links replaced at a filter start because they were not this
+    /// daemon's (`asmguard_pins_replaced_total`), over the daemon's life.
+    pins_replaced: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for FilterService {
@@ -309,6 +316,7 @@ impl FilterService {
             recent: Arc::new(Mutex::new(VecDeque::new())),
             seq: Arc::new(std::sync::atomic::AtomicU64::new(0)),
             ctr_names: Arc::new(Mutex::new(HashMap::new())),
+            pins_replaced: Default::default(),
         }
     }
 
@@ -324,6 +332,11 @@ impl FilterService {
                         "write filter: pinned in {} by another process while no daemon ran: {what}",
                         self.opts.pin_dir.display()
                     );
+                }
+                // each one an event and a count too (the ERROR line scrolls away)
+                for what in g.replaced_links() {
+                    self.pins_replaced.fetch_add(1, Ordering::Relaxed);
+                    self.keep(self.daemon_event(format!("{PIN_REPLACED}: {what}")));
                 }
                 inner.guard = Some(g);
                 inner.why_none.clear();
@@ -785,11 +798,62 @@ impl FilterService {
             },
             note: note.into(),
         };
+        self.keep(fe);
+    }
+
+    /// An event the daemon noticed about itself (no process, no disk):
+    /// `note` says what.
+    fn daemon_event(&self, note: String) -> FilterEvent {
+        FilterEvent {
+            seq: self.seq.fetch_add(1, Ordering::Relaxed) + 1,
+            time_ms: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or(0),
+            label: String::new(),
+            container: String::new(),
+            event: asmguard_guard::DenialEvent {
+                ts_ns: 0,
+                pid: std::process::id(),
+                tid: std::process::id(),
+                uid: 0,
+                euid: 0,
+                fsuid: 0,
+                egid: 0,
+                comm: "asmguardd".into(),
+                exe: String::new(),
+                exe_id: ExeId {
+                    dev: Default::default(),
+                    ino: 0,
+                },
+                dev: DevKey {
+                    dev: Default::default(),
+                    chr: false,
+                },
+                disk_id: 0,
+                hook: Hook::Unknown(0),
+                op: 0,
+                mode: Mode::Enforce,
+                command: None,
+                ctr_id: 0,
+            },
+            note,
+        }
+    }
+
+    /// Keeps `fe` among the recent events (`events`), the oldest dropped.
+    fn keep(&self, fe: FilterEvent) {
         let mut r = lock(&self.recent);
         if r.len() >= RECENT {
             r.pop_front();
         }
         r.push_back(fe);
+    }
+
+    /// Pinned links replaced at a filter start since the daemon started
+    /// (`asmguard_pins_replaced_total`).
+    pub fn pins_replaced(&self) -> u64 {
+        self.pins_replaced.load(Ordering::Relaxed)
     }
 
     /// The kept events with a sequence number above `after` (oldest first).

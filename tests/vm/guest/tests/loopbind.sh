@@ -11,6 +11,10 @@
 # device), and so does an unmanaged disk's writable one (written through).
 # On the cgroup-device fallback (no ioctl hook): n/a. Both backends' ioctl hooks
 # are covered by the base lines (5.10: fmod_ret; the others: LSM): once per kernel.
+# A loop device set up by path over the managed disk while it was not protected
+# (root's `losetup`, across `filter disable` and `enable`) joins the disk's
+# devices: a write through it by a user no rule allows is refused, and nothing
+# lands (every backend: the loop device is judged at its own open).
 # lab-settings: once-per-kernel
 . /vmtests/lib.sh
 
@@ -49,6 +53,18 @@ else
 	holds unmanaged-written "written through the loop device" [ "$(first "$U")" != "$before_u" ]
 	exec 3<&- 4<&- 5<&-
 fi
+
+expect_ok filter-disable $C filter disable
+P=$(losetup -f --show "$L")
+[ -b "$P" ] || fail setup "no loop over $L: $P"
+chmod 666 "$P" # the filter, not the mode bits, must stop the writer
+expect_ok filter-enable $C filter enable
+sleep 1 # the refresh after the loop device's uevent
+before_p=$(first "$L")
+expect_fail loop-by-path-refused "Operation not permitted" \
+	as_user_past_modes nobody dd if=/dev/urandom of="$P" bs=4096 count=1 conv=notrunc oflag=direct
+expect loop-by-path-unchanged "$before_p" "$(first "$L")"
+losetup -d "$P" 2>/dev/null
 
 $C filter disable >/dev/null 2>&1
 kill "$agd" 2>/dev/null

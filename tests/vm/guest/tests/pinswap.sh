@@ -7,8 +7,10 @@
 # write lands (the attack). The restarted daemon does not adopt those links
 # (not the ones it recorded, nor its programs): it attaches its own in their
 # place, says so (an ERROR line; `status` degraded, naming them) and root's
-# write is refused again. The start after adopts what that one pinned, with
-# no ERROR, and says protected.
+# write is refused again; each replaced pin is an event (`events`: PIN
+# REPLACED, naming it) and counts in asmguard_pins_replaced_total. The start
+# after adopts what that one pinned, with no ERROR, no such event, and says
+# protected.
 # Both backends' links are covered by the base lines (5.10: fmod_ret; 6.1, 6.12,
 # newest: LSM): once per kernel.
 # lab-settings: once-per-kernel
@@ -23,7 +25,14 @@ COMP=ag_kernel_open
 [ -e "$PIN/links/$COMP" ] || COMP=ag_guardian_exit
 L=$(new_loop 16 ps-disk)
 [ -b "$L" ] || { fail setup "no loop device"; vm_exit; }
-agd_config /tmp/ps.toml "${L#/dev/}"
+PORT=19474
+agd_config /tmp/ps.toml "${L#/dev/}" "metrics.listen=\"127.0.0.1:$PORT\""
+lo_up # the metrics are served over loopback
+# asmguard_pins_replaced_total as the daemon serves it (empty: not served)
+replaced_total() {
+	asmguard-iolat scrape --url "http://127.0.0.1:$PORT/metrics" 2>&1 |
+		awk '/^asmguard_pins_replaced_total / {print $NF}'
+}
 : >/tmp/ps.log
 agd_start /tmp/ps.toml /tmp/ps.log || { fail setup "asmguardd did not answer: $(tail -n 5 /tmp/ps.log)"; vm_exit; }
 expect_ok label $C label PSDISK "$L"
@@ -57,6 +66,16 @@ else
 	st=$($C status 2>&1)
 	has_line status-degraded "^protection: *degraded" "$st"
 	has_line status-names-them "replaced at start" "$st" "$(echo "$st" | grep -i -m 2 'replaced at start' | cut -c1-250)"
+	ev=$($C events 2>&1)
+	n_sw=$(echo $swapped | wc -w)
+	n_ev=0
+	for n in $swapped; do
+		echo "$ev" | grep -q "PIN REPLACED $n:" && n_ev=$((n_ev + 1))
+	done
+	holds event-per-pin "$n_ev of $n_sw replaced pins named in events: $(echo "$ev" | grep -m 2 'PIN REPLACED' | cut -c1-200)" \
+		[ "$n_ev" = "$n_sw" ]
+	t=$(replaced_total)
+	holds counter "asmguard_pins_replaced_total=${t:-absent}, $n_sw replaced" [ "$t" = "$n_sw" ]
 	same=""
 	for n in $swapped; do [ "$PIN/links/$n" -ef "$PIN/links/$COMP" ] && same="$same $n"; done
 	holds pins-replaced "still the companion's link:${same:- none}" [ -z "$same" ]
@@ -69,6 +88,10 @@ else
 	has_line readopted "re-adopted" "$st" "$(echo "$st" | grep -i -m 2 filter)"
 	has_line protected-after "^protection: *protected" "$st"
 	holds no-error-after "$(grep -c ERROR /tmp/ps2.log) ERROR lines" [ "$(grep -c "not what this daemon's build pinned" /tmp/ps2.log)" = 0 ]
+	holds no-event-after "$($C events 2>&1 | grep -c 'PIN REPLACED') PIN REPLACED events" \
+		[ "$($C events 2>&1 | grep -c 'PIN REPLACED')" = 0 ]
+	t=$(replaced_total)
+	holds counter-after "asmguard_pins_replaced_total=${t:-absent}" [ "$t" = 0 ]
 	expect_fail refused-after-readoption "$EPERM" dd_root
 fi
 
