@@ -17,6 +17,9 @@ use asmguard_devices::KernelDev;
 use asmguard_reclaim::safety::{shared_writable_mappings, write_descriptors};
 use std::collections::BTreeMap;
 
+/// Whether this daemon checked once.
+static CHECKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 impl Daemon {
     /// Looks for shared-writable mappings of every protected disk (every
     /// path of it, the devices stacked on it too) by any process but this
@@ -75,6 +78,15 @@ impl Daemon {
         // still open (a write-open since protection was judged at its open).
         let before = self.applied().world.writers.clone();
         let mut writers: Exposed = disks.iter().map(|(l, _)| (l.clone(), Vec::new())).collect();
+        // the daemon's first check over a filter it re-adopted: the disks
+        // were protected all along (the pins kept them), so what is open now
+        // was judged at its open (an ASM instance's descriptors are not
+        // "since before protection")
+        let first = !CHECKED.swap(true, std::sync::atomic::Ordering::SeqCst);
+        if first && self.filter.status().adopted {
+            self.submit(Input::Writers(writers));
+            return;
+        }
         for o in fds {
             let Some(l) = label_of.get(&o.device) else {
                 continue;
