@@ -529,19 +529,8 @@ pub fn oracleasm(text: &str, file: &str, names: &Names) -> Result<Import, String
                 );
             }
             "ORACLEASM_ENABLE_IOFILTER" => {
-                let on = boolean(&v, file, n, &k)?;
-                b.set(
-                    "filter.mode",
-                    Val::Str(if on { "enforce" } else { "audit" }.into()),
-                    if on {
-                        format!("{src}: writes by anyone but the allowed users and groups are refused")
-                    } else {
-                        format!(
-                            "{src}: ASMLib did not filter; audit logs what enforce would refuse\n\
-                             (`asmguardctl events`) and lets it through: set enforce once that is empty"
-                        )
-                    },
-                );
+                let (mode, why) = filter_mode(boolean(&v, file, n, &k)?, Kind::Oracleasm, &src);
+                b.set("filter.mode", Val::Str(mode.into()), why);
             }
             "ORACLEASM_SCANBOOT" => {
                 boolean(&v, file, n, &k)?;
@@ -643,24 +632,38 @@ pub fn afd(text: &str, file: &str) -> Result<Import, String> {
                 );
             }
             "afd_filtering" => {
-                let on = boolean(&v, file, n, &k)?;
-                b.set(
-                    "filter.mode",
-                    Val::Str(if on { "enforce" } else { "audit" }.into()),
-                    if on {
-                        format!("{src}: writes by anyone but the allowed users and groups are refused")
-                    } else {
-                        format!(
-                            "{src}: AFD did not filter; audit logs what enforce would refuse\n\
-                             (`asmguardctl events`) and lets it through: set enforce once that is empty"
-                        )
-                    },
-                );
+                let (mode, why) = filter_mode(boolean(&v, file, n, &k)?, Kind::Afd, &src);
+                b.set("filter.mode", Val::Str(mode.into()), why);
             }
             _ => b.none(src, "not an AFD setting this importer knows"),
         }
     }
     b.finish(Kind::Afd, file)
+}
+
+/// The one mapping of an old driver's filtering switch (ASMLib's
+/// `ORACLEASM_ENABLE_IOFILTER`, AFD's `afd_filtering`) to an asmguard `filter.mode`
+/// and the comment that says why: on is enforce; off is audit, which logs what
+/// enforce would refuse and lets it through.
+fn filter_mode(on: bool, kind: Kind, src: &str) -> (&'static str, String) {
+    if on {
+        (
+            "enforce",
+            format!("{src}: writes by anyone but the allowed users and groups are refused"),
+        )
+    } else {
+        let driver = match kind {
+            Kind::Afd => "AFD",
+            _ => "ASMLib",
+        };
+        (
+            "audit",
+            format!(
+                "{src}: {driver} did not filter; audit logs what enforce would refuse\n\
+                 (`asmguardctl events`) and lets it through: set enforce once that is empty"
+            ),
+        )
+    }
 }
 
 /// One udev rule: its line and its `KEY{attr}OP"value"` terms.
@@ -1617,6 +1620,32 @@ ORACLEASM_ENABLE_IOFILTER=true
         }
         // the defaults already allow grid and asmadmin: not repeated
         assert!(!i.settings.iter().any(|s| s.key == "filter.allow_users"));
+    }
+
+    #[test]
+    fn one_filter_mode_mapping_for_asmlib_and_afd() {
+        for (on, mode) in [("true", "enforce"), ("false", "audit")] {
+            let a = oracleasm(&format!("ORACLEASM_ENABLE_IOFILTER={on}\n"), "f", &names()).unwrap();
+            let d = afd(
+                &format!(
+                    "afd_filtering={}\n",
+                    if on == "true" { "enable" } else { "disable" }
+                ),
+                "f",
+            )
+            .unwrap();
+            for (i, driver) in [(&a, "ASMLib"), (&d, "AFD")] {
+                let s = i.settings.iter().find(|s| s.key == "filter.mode").unwrap();
+                assert_eq!(s.value, Val::Str(mode.into()), "{driver} {on}");
+                if mode == "audit" {
+                    assert!(
+                        s.from.contains(&format!("{driver} did not filter")),
+                        "{}",
+                        s.from
+                    );
+                }
+            }
+        }
     }
 
     #[test]
