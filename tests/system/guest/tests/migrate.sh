@@ -18,12 +18,13 @@
 # multipath disk is managed as ASM_DISK1 (its rule's symlink name), its rule's
 # link, owner, group and mode stay; the null_blk disk by the disk name in its
 # header; lsdsk says how each is identified; every path refuses the intruder.
-# (d) the other udev shapes in one rules file and one switch (--allow-unprotected:
-# the NAME= rule's null_blk disk has no identity): the multipath recipe (DM_NAME,
-# owner/group/mode, no link: named after its alias), scsi_id's RESULT on the sd
-# paths (no link), NAME=, and two partitions of the data disk as two ASM disks (p1
-# by SYMLINK+=, p2 by the RUN+= mknod recipe), each keeping its own name; every
-# device refuses the intruder (the partitions' parent too), no byte changed.
+# (d) the other udev shapes in one rules file and one switch: the multipath
+# recipe (DM_NAME, owner/group/mode, no link: named after its alias), scsi_id's
+# RESULT on the sd paths and an ID_WWN rule (no link), NAME= on the null_blk disk
+# (no identity: its ASM header protects it), and two partitions of the data disk
+# as two ASM disks (p1 by SYMLINK+=, p2 by the RUN+= mknod recipe), each keeping
+# its own name; every device refuses the intruder (the partitions' parent too),
+# no byte changed.
 # Everything (disks' first MiB, configuration, rules) is put back at the end.
 # lab-settings: one-line
 . /vmtests/lib.sh
@@ -85,7 +86,7 @@ sums() {
 # (re)started protecting
 switch() {
 	systemctl stop asmguard.service
-	if ! out=$($C import "$1" "$2" --write --force ${import_flags:-} 2>&1); then
+	if ! out=$($C import "$1" "$2" --write --force 2>&1); then
 		fail "$1-import" "$out"
 		return 1
 	fi
@@ -210,12 +211,12 @@ fi
 
 # (d) the other shapes of udev rules, one file, one switch: the multipath recipe
 # (DM_NAME, OWNER/GROUP/MODE, no link), a KERNEL+RESULT scsi_id rule on the sd paths
-# (no link), a NAME= rule on the null_blk disk, two partitions p1/p2 of one disk (the
-# data disk, ID_SERIAL sysdata) as two ASM disks, p1 by SYMLINK+=, p2 by the RUN+=
-# mknod recipe. The import resolves the DM_NAME rule against udev's database (the
-# multipath device, named after its alias); the sd paths' rule names no link (the
-# disk name in its header); the null_blk disk has no identity: NOT protected, exit 8,
-# so the switch says --allow-unprotected, and its ASM header still protects it.
+# and an ID_WWN one (no link), a NAME= rule on the null_blk disk, two partitions
+# p1/p2 of one disk (the data disk, ID_SERIAL sysdata) as two ASM disks, p1 by
+# SYMLINK+=, p2 by the RUN+= mknod recipe. The import resolves the DM_NAME rule
+# against udev's database (the multipath device, named after its alias); the sd
+# paths' rules name no link (the disk name in its header); the null_blk disk has no
+# identity, and its ASM header protects it: every disk protected, exit 0.
 t_d=$(cut -d' ' -f1 /proc/uptime)
 vd=$(readlink -f /dev/disk/by-id/virtio-sysdata)
 dd if="$vd" of=/tmp/mg.vd bs=1M count=1 iflag=direct 2>/dev/null
@@ -232,6 +233,7 @@ blockdev --rereadpt "$vd"
 udevadm settle
 vd1=${vd}1 vd2=${vd}2
 dmname=${SYS_MPATH##*/}
+wwn=$(udevadm info -q property -n "/dev/$p1" | sed -n 's/^ID_WWN=//p')
 if [ -b "$vd1" ] && [ -b "$vd2" ]; then
 	put asm-disk-chk-pl-sdk1-first160.bin "$vd1"
 	put linux-dm39-first96.bin "$vd2"
@@ -241,6 +243,7 @@ KERNEL=="sd*", SUBSYSTEM=="block", PROGRAM=="/usr/lib/udev/scsi_id -g -u -d /dev
 KERNEL=="${nbdev#/dev/}", NAME="asm-nullb", OWNER="grid", GROUP="asmadmin", MODE="0660"
 KERNEL=="vd?1", ENV{ID_SERIAL}=="sysdata", SYMLINK+="asm-shared-p1", OWNER="grid", GROUP="asmadmin", MODE="0660"
 KERNEL=="vd?2", ENV{ID_SERIAL}=="sysdata", RUN+="/bin/sh -c 'mknod /dev/asm-shared2 b \$major \$minor; chown grid:asmadmin /dev/asm-shared2; chmod 0660 /dev/asm-shared2'"
+KERNEL=="sd*", ENV{ID_WWN}=="$wwn", OWNER="grid", GROUP="asmadmin", MODE="0660"
 EOF
 	# the old rules active first, as on the site
 	udevadm control --reload
@@ -253,13 +256,14 @@ EOF
 	}
 	before=$(sumsd)
 	imp=$($C import udev "$RULES" 2>&1; echo "exit $?")
-	expect shapes-import-exit "exit 8" "$(echo "$imp" | tail -n 1)"
+	expect shapes-import-exit "exit 0" "$(echo "$imp" | tail -n 1)"
 	has_line shapes-import-dm-name "line 1: .*DM_NAME.*protected as $(echo "$dmname" | tr a-z A-Z) (by rule)" "$imp" "$(echo "$imp" | grep '^line 1:')"
 	has_line shapes-import-result "line 2: .*RESULT==\"$wwid\": protected as the disk name in its ASM header" "$imp" "$(echo "$imp" | grep '^line 2:')"
-	has_line shapes-import-name "line 3: .*asm-nullb.*: NOT protected" "$imp" "$(echo "$imp" | grep '^line 3:')"
+	has_line shapes-import-name "line 3: .*asm-nullb.*: protected as the disk name in its ASM header" "$imp" "$(echo "$imp" | grep '^line 3:')"
 	has_line shapes-import-p1 "line 4: .*protected as ASM_SHARED_P1 (by rule)" "$imp" "$(echo "$imp" | grep '^line 4:')"
 	has_line shapes-import-p2 "line 5: .*protected as ASM_SHARED2 (by rule)" "$imp" "$(echo "$imp" | grep '^line 5:')"
-	if import_flags=--allow-unprotected switch udev "$RULES"; then
+	has_line shapes-import-wwn "line 6: .*ID_WWN}==\"$wwn\": protected as" "$imp" "$(echo "$imp" | grep '^line 6:')"
+	if switch udev "$RULES"; then
 		out=$($C lsdsk 2>&1)
 		has_line shapes-p1-managed "^ASM_SHARED_P1 .* $vd1" "$out"
 		has_line shapes-p2-managed "^ASM_SHARED2 .* $vd2" "$out"
