@@ -529,19 +529,8 @@ pub fn oracleasm(text: &str, file: &str, names: &Names) -> Result<Import, String
                 );
             }
             "ORACLEASM_ENABLE_IOFILTER" => {
-                let on = boolean(&v, file, n, &k)?;
-                b.set(
-                    "filter.mode",
-                    Val::Str(if on { "enforce" } else { "audit" }.into()),
-                    if on {
-                        format!("{src}: writes by anyone but the allowed users and groups are refused")
-                    } else {
-                        format!(
-                            "{src}: ASMLib did not filter; audit logs what enforce would refuse\n\
-                             (`asmguardctl events`) and lets it through: set enforce once that is empty"
-                        )
-                    },
-                );
+                let (mode, why) = filter_mode(boolean(&v, file, n, &k)?, Kind::Oracleasm, &src);
+                b.set("filter.mode", Val::Str(mode.into()), why);
             }
             "ORACLEASM_SCANBOOT" => {
                 boolean(&v, file, n, &k)?;
@@ -643,24 +632,38 @@ pub fn afd(text: &str, file: &str) -> Result<Import, String> {
                 );
             }
             "afd_filtering" => {
-                let on = boolean(&v, file, n, &k)?;
-                b.set(
-                    "filter.mode",
-                    Val::Str(if on { "enforce" } else { "audit" }.into()),
-                    if on {
-                        format!("{src}: writes by anyone but the allowed users and groups are refused")
-                    } else {
-                        format!(
-                            "{src}: AFD did not filter; audit logs what enforce would refuse\n\
-                             (`asmguardctl events`) and lets it through: set enforce once that is empty"
-                        )
-                    },
-                );
+                let (mode, why) = filter_mode(boolean(&v, file, n, &k)?, Kind::Afd, &src);
+                b.set("filter.mode", Val::Str(mode.into()), why);
             }
             _ => b.none(src, "not an AFD setting this importer knows"),
         }
     }
     b.finish(Kind::Afd, file)
+}
+
+/// The one mapping of an old driver's filtering switch (ASMLib's
+/// `ORACLEASM_ENABLE_IOFILTER`, AFD's `afd_filtering`) to an asmguard `filter.mode`
+/// and the comment that says why: on is enforce; off is audit, which logs what
+/// enforce would refuse and lets it through.
+fn filter_mode(on: bool, kind: Kind, src: &str) -> (&'static str, String) {
+    if on {
+        (
+            "enforce",
+            format!("{src}: writes by anyone but the allowed users and groups are refused"),
+        )
+    } else {
+        let driver = match kind {
+            Kind::Afd => "AFD",
+            _ => "ASMLib",
+        };
+        (
+            "audit",
+            format!(
+                "{src}: {driver} did not filter; audit logs what enforce would refuse\n\
+                 (`asmguardctl events`) and lets it through: set enforce once that is empty"
+            ),
+        )
+    }
 }
 
 /// One udev rule: its line and its `KEY{attr}OP"value"` terms.
@@ -885,8 +888,8 @@ pub struct HostDev {
     /// udev's properties (`E:` lines of its database entry).
     pub props: std::collections::BTreeMap<String, String>,
     /// Whether block 0 holds what the daemon manages a disk by (a label, or the
-    /// ASM disk header of a disk ASM knows); `None`: not read (no LUN key for a
-    /// rule to name it by) or unreadable.
+    /// ASM disk header of a disk ASM knows); `None`: unreadable (no node, an
+    /// error, a read that timed out).
     pub managed_block0: Option<bool>,
 }
 
@@ -958,13 +961,14 @@ pub fn host_devices(paths: &asmguard_paths::Paths) -> Vec<HostDev> {
         })
         .collect();
     out.sort_by(|a, b| a.name.cmp(&b.name));
-    // Block 0 of the devices a rule can name by LUN, read as the daemon reads
-    // it (O_DIRECT, in parallel; a read that hangs, such as a multipath device
-    // queueing with no path left, answers nothing after READ_TIMEOUT).
+    // Block 0 of every device, read as the daemon reads it (O_DIRECT, in
+    // parallel; a read that hangs, such as a multipath device queueing with no
+    // path left, answers nothing after READ_TIMEOUT): a rule names a device by
+    // its LUN, or matches one udev gives no identity that its ASM header still
+    // protects.
     use asmguard_devices::discovery::{read_label, run_reads, READ_TIMEOUT};
     let keyed = out
         .iter()
-        .filter(|d| d.key().is_some())
         .map(|d| (d.name.clone(), paths.dev.join(&d.name)))
         .collect();
     let mut read = run_reads(keyed, 16, READ_TIMEOUT, |p| {
@@ -1189,6 +1193,15 @@ pub fn udev_on(text: &str, file: &str, host: &[HostDev]) -> Result<Import, Strin
                             "the disk name in its ASM header",
                             "asm_header",
                         )),
+                        // no identity, yet an ASM header (or a label): the daemon
+                        // manages it as it is
+                        (None, _) if d.managed_block0 == Some(true) => {
+                            b.disks.push(DiskAnswer::protected(
+                                from,
+                                "the disk name in its ASM header",
+                                "asm_header",
+                            ))
+                        }
                         (None, _) => b.disks.push(DiskAnswer::unprotected(
                             from,
                             "udev reports no ID_SERIAL or multipath WWID for it",
@@ -1617,6 +1630,32 @@ ORACLEASM_ENABLE_IOFILTER=true
         }
         // the defaults already allow grid and asmadmin: not repeated
         assert!(!i.settings.iter().any(|s| s.key == "filter.allow_users"));
+    }
+
+    #[test]
+    fn one_filter_mode_mapping_for_asmlib_and_afd() {
+        for (on, mode) in [("true", "enforce"), ("false", "audit")] {
+            let a = oracleasm(&format!("ORACLEASM_ENABLE_IOFILTER={on}\n"), "f", &names()).unwrap();
+            let d = afd(
+                &format!(
+                    "afd_filtering={}\n",
+                    if on == "true" { "enable" } else { "disable" }
+                ),
+                "f",
+            )
+            .unwrap();
+            for (i, driver) in [(&a, "ASMLib"), (&d, "AFD")] {
+                let s = i.settings.iter().find(|s| s.key == "filter.mode").unwrap();
+                assert_eq!(s.value, Val::Str(mode.into()), "{driver} {on}");
+                if mode == "audit" {
+                    assert!(
+                        s.from.contains(&format!("{driver} did not filter")),
+                        "{}",
+                        s.from
+                    );
+                }
+            }
+        }
     }
 
     #[test]
@@ -2180,6 +2219,43 @@ KERNEL=="sd*", ENV{ID_SERIAL}=="3600c0ff*", SYMLINK+="asm-fra1", OWNER="grid", G
             let e: String = props.iter().map(|(k, v)| format!("E:{k}={v}\n")).collect();
             std::fs::write(db.join(format!("b{dev}")), format!("S:disk/x\n{e}")).unwrap();
         }
+    }
+
+    /// A device udev gives no identity (a null_blk disk) that a rule matches by
+    /// its kernel name is still protected when its block 0 is an ASM disk header:
+    /// the daemon manages it under the header's disk name. One with none is not.
+    #[test]
+    fn a_device_with_no_identity_but_an_asm_header_is_protected_by_it() {
+        let d = tempfile::tempdir().unwrap();
+        fake_host(
+            d.path(),
+            &[("mg1", "252:0", None, &[]), ("mg2", "252:1", None, &[])],
+        );
+        let dev = d.path().join("dev");
+        std::fs::create_dir_all(&dev).unwrap();
+        let v = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../crates/format/tests/vectors/linux-dm39-first96.bin");
+        let mut b = std::fs::read(v).unwrap();
+        b.resize(4096, 0);
+        std::fs::write(dev.join("mg1"), &b).unwrap();
+        std::fs::write(dev.join("mg2"), vec![0u8; 4096]).unwrap();
+        let host = host_devices(&asmguard_paths::Paths::under(d.path()));
+        let rules = "KERNEL==\"mg1\", NAME=\"asm-nullb\", OWNER=\"grid\", GROUP=\"asmadmin\", MODE=\"0660\"\n\
+                     KERNEL==\"mg2\", OWNER=\"grid\"\n";
+        let i = udev_on(rules, "r", &host).unwrap();
+        let lines: Vec<String> = i.disks.iter().map(DiskAnswer::line).collect();
+        assert_eq!(
+            lines,
+            [
+                "line 1: /dev/asm-nullb for KERNEL==\"mg1\": /dev/mg1: protected as the disk name in its ASM header (by asm header)",
+                "line 2: KERNEL==\"mg2\": /dev/mg2: NOT protected: udev reports no ID_SERIAL or multipath WWID for it; asmguardctl label NAME /dev/mg2 --migrate (keeps its ASM header)",
+            ],
+            "{lines:?}"
+        );
+        assert!(i
+            .settings
+            .iter()
+            .any(|s| s.key == "devices.manage_asm_members" && s.value == Val::Bool(true)));
     }
 
     #[test]

@@ -10,13 +10,21 @@
 # scandisks, listdisks, querydisk -p LABEL, status), and on a new blank disk its
 # createdisk (ASMLib's lines, the link with ASMLib's owner, refused to the intruder)
 # and a runbook's deletedisk (link gone).
-# (b) AFD: the same through /etc/oracleafd.conf and /dev/oracleafd/disks. (c) udev
+# (b) AFD: the same through /etc/oracleafd.conf (its diskstring naming udev symlinks,
+# /dev/disk/by-id/dm-name-*) and /dev/oracleafd/disks. (c) udev
 # rules: the multipath disk carries a real ASM member header and no label, a
 # null_blk disk another (a real dm dump); the site's rules file is kept and
 # `import udev` turns its rules into `manage_asm_members` + `member_names`: the
 # multipath disk is managed as ASM_DISK1 (its rule's symlink name), its rule's
 # link, owner, group and mode stay; the null_blk disk by the disk name in its
 # header; lsdsk says how each is identified; every path refuses the intruder.
+# (d) the other udev shapes in one rules file and one switch: the multipath
+# recipe (DM_NAME, owner/group/mode, no link: named after its alias), scsi_id's
+# RESULT on the sd paths and an ID_WWN rule (no link), NAME= on the null_blk disk
+# (no identity: its ASM header protects it), and two partitions of the data disk
+# as two ASM disks (p1 by SYMLINK+=, p2 by the RUN+= mknod recipe), each keeping
+# its own name; every device refuses the intruder (the partitions' parent too),
+# no byte changed.
 # Everything (disks' first MiB, configuration, rules) is put back at the end.
 # lab-settings: one-line
 . /vmtests/lib.sh
@@ -163,7 +171,7 @@ fi
 
 # (b) AFD
 cat >/etc/oracleafd.conf <<EOF
-afd_diskstring='/dev/mapper/mpath*'
+afd_diskstring='/dev/disk/by-id/dm-name-*'
 afd_filtering=enable
 EOF
 if switch afd /etc/oracleafd.conf; then
@@ -201,9 +209,87 @@ if switch udev "$RULES"; then
 	expect udev-no-byte-changed "$before" "$(sums)"
 fi
 
+# (d) the other shapes of udev rules, one file, one switch: the multipath recipe
+# (DM_NAME, OWNER/GROUP/MODE, no link), a KERNEL+RESULT scsi_id rule on the sd paths
+# and an ID_WWN one (no link), a NAME= rule on the null_blk disk, two partitions
+# p1/p2 of one disk (the data disk, ID_SERIAL sysdata) as two ASM disks, p1 by
+# SYMLINK+=, p2 by the RUN+= mknod recipe. The import resolves the DM_NAME rule
+# against udev's database (the multipath device, named after its alias); the sd
+# paths' rules name no link (the disk name in its header); the null_blk disk has no
+# identity, and its ASM header protects it: every disk protected, exit 0.
+t_d=$(cut -d' ' -f1 /proc/uptime)
+vd=$(readlink -f /dev/disk/by-id/virtio-sysdata)
+dd if="$vd" of=/tmp/mg.vd bs=1M count=1 iflag=direct 2>/dev/null
+# an MBR: p1 at 1 MiB, p2 at 17 MiB, 16 MiB each (type 83)
+{
+	dd if=/dev/zero bs=446 count=1 2>/dev/null
+	printf '\000\000\000\000\203\000\000\000\000\010\000\000\000\200\000\000'
+	printf '\000\000\000\000\203\000\000\000\000\210\000\000\000\200\000\000'
+	dd if=/dev/zero bs=32 count=1 2>/dev/null
+	printf '\125\252'
+} >/tmp/mg.mbr
+dd if=/tmp/mg.mbr of="$vd" bs=512 count=1 conv=notrunc oflag=direct 2>/dev/null
+blockdev --rereadpt "$vd"
+udevadm settle
+vd1=${vd}1 vd2=${vd}2
+dmname=${SYS_MPATH##*/}
+wwn=$(udevadm info -q property -n "/dev/$p1" | sed -n 's/^ID_WWN=//p')
+if [ -b "$vd1" ] && [ -b "$vd2" ]; then
+	put asm-disk-chk-pl-sdk1-first160.bin "$vd1"
+	put linux-dm39-first96.bin "$vd2"
+	cat >"$RULES" <<EOF
+ENV{DM_NAME}=="$dmname", OWNER:="grid", GROUP:="asmdba", MODE:="0640"
+KERNEL=="sd*", SUBSYSTEM=="block", PROGRAM=="/usr/lib/udev/scsi_id -g -u -d /dev/\$name", RESULT=="$wwid", OWNER="grid", GROUP="asmadmin", MODE="0660"
+KERNEL=="${nbdev#/dev/}", NAME="asm-nullb", OWNER="grid", GROUP="asmadmin", MODE="0660"
+KERNEL=="vd?1", ENV{ID_SERIAL}=="sysdata", SYMLINK+="asm-shared-p1", OWNER="grid", GROUP="asmadmin", MODE="0660"
+KERNEL=="vd?2", ENV{ID_SERIAL}=="sysdata", RUN+="/bin/sh -c 'mknod /dev/asm-shared2 b \$major \$minor; chown grid:asmadmin /dev/asm-shared2; chmod 0660 /dev/asm-shared2'"
+KERNEL=="sd*", ENV{ID_WWN}=="$wwn", OWNER="grid", GROUP="asmadmin", MODE="0660"
+EOF
+	# the old rules active first, as on the site
+	udevadm control --reload
+	udevadm trigger --settle --action=change "/sys/class/block/${dm#/dev/}" "/sys/class/block/${vd2#/dev/}"
+	expect shapes-old-rules-active "grid asmdba 640 grid asmadmin 660" \
+		"$(stat -c '%U %G %a' "$dm" 2>&1) $(stat -c '%U %G %a' /dev/asm-shared2 2>&1)"
+	# sumsd: sums, and both partitions
+	sumsd() {
+		echo "$(sums)$(for d in "$vd1" "$vd2"; do dd if="$d" bs=1M iflag=direct 2>/dev/null | sha256sum | cut -c1-16; done | tr '\n' ' ')"
+	}
+	before=$(sumsd)
+	imp=$($C import udev "$RULES" 2>&1; echo "exit $?")
+	expect shapes-import-exit "exit 0" "$(echo "$imp" | tail -n 1)"
+	has_line shapes-import-dm-name "line 1: .*DM_NAME.*protected as $(echo "$dmname" | tr a-z A-Z) (by rule)" "$imp" "$(echo "$imp" | grep '^line 1:')"
+	has_line shapes-import-result "line 2: .*RESULT==\"$wwid\": protected as the disk name in its ASM header" "$imp" "$(echo "$imp" | grep '^line 2:')"
+	has_line shapes-import-name "line 3: .*asm-nullb.*: protected as the disk name in its ASM header" "$imp" "$(echo "$imp" | grep '^line 3:')"
+	has_line shapes-import-p1 "line 4: .*protected as ASM_SHARED_P1 (by rule)" "$imp" "$(echo "$imp" | grep '^line 4:')"
+	has_line shapes-import-p2 "line 5: .*protected as ASM_SHARED2 (by rule)" "$imp" "$(echo "$imp" | grep '^line 5:')"
+	has_line shapes-import-wwn "line 6: .*ID_WWN}==\"$wwn\": protected as" "$imp" "$(echo "$imp" | grep '^line 6:')"
+	if switch udev "$RULES"; then
+		out=$($C lsdsk 2>&1)
+		has_line shapes-p1-managed "^ASM_SHARED_P1 .* $vd1" "$out"
+		has_line shapes-p2-managed "^ASM_SHARED2 .* $vd2" "$out"
+		has_line shapes-mpath-by-alias "^$(echo "$dmname" | tr a-z A-Z) .* $SYS_MPATH .*$p1(path),$p2(path)" "$out"
+		has_line shapes-nullb-by-header "^NCAS_DISK1_0000 .* $nbdev" "$out"
+		link_to shapes-p1-link /dev/asmguard/disks/ASM_SHARED_P1 "$vd1"
+		link_to shapes-p2-link /dev/asmguard/disks/ASM_SHARED2 "$vd2"
+		expect shapes-dm-rule-owner-kept "grid asmdba 640" "$(stat -c '%U %G %a' "$dm" 2>&1)"
+		refused shapes "${dm#/dev/}" "$p1" "$p2" "${nbdev#/dev/}" "${vd1#/dev/}" "${vd2#/dev/}" "${vd#/dev/}"
+		expect shapes-no-byte-changed "$before" "$(sumsd)"
+		[ -n "$out" ] && info "lsdsk: $out"
+	fi
+else
+	fail shapes-setup "no partitions $vd1 $vd2 on $vd"
+fi
+info "shapes (d): $(awk -v a="$t_d" '{printf "%.1f", $1 - a}' /proc/uptime) s"
+
 # put everything back
 $C filter disable >/dev/null
 dd if=/tmp/mg.head of="$SYS_MPATH" bs=1M count=1 conv=notrunc oflag=direct 2>/dev/null
+if [ -b "$vd1" ] && [ -b "$vd2" ]; then
+	dd if=/dev/zero of="$vd1" bs=4096 count=1 oflag=direct 2>/dev/null
+	dd if=/dev/zero of="$vd2" bs=4096 count=1 oflag=direct 2>/dev/null
+fi
+dd if=/tmp/mg.vd of="$vd" bs=1M count=1 conv=notrunc oflag=direct 2>/dev/null
+rm -f /dev/asm-shared2
 echo 0 >"$nb/power"
 rmdir "$nb"
 rm -f "$RULES" "$AG_RULES" /etc/sysconfig/oracleasm /etc/oracleafd.conf "$CFG".bak.*
@@ -211,6 +297,10 @@ rm -f "$RULES" "$AG_RULES" /etc/sysconfig/oracleasm /etc/oracleafd.conf "$CFG".b
 cp /tmp/mg.toml.orig "$CFG"
 udevadm control --reload
 systemctl stop asmguard.service
+# the data disk's partitions go once nothing holds them open
+blockdev --rereadpt "$vd"
+udevadm settle
+expect shapes-partitions-gone "none" "$(ls "$vd"[0-9] 2>/dev/null || echo none)"
 rm -f /run/asmguard/filter.state
 sys_service_up
 udevadm trigger --settle --action=change "/sys/class/block/${dm#/dev/}"
