@@ -967,8 +967,17 @@ pub fn host_devices(paths: &asmguard_paths::Paths) -> Vec<HostDev> {
     // its LUN, or matches one udev gives no identity that its ASM header still
     // protects.
     use asmguard_devices::discovery::{read_label, run_reads, READ_TIMEOUT};
+    // not optical or floppy drives (a read may spin one up or wait for a
+    // medium), RAM disks or empty devices: never an ASM disk
+    let readable = |name: &str| {
+        !["sr", "fd", "ram", "zram"].iter().any(|p| {
+            name.strip_prefix(p)
+                .is_some_and(|r| r.chars().all(|c| c.is_ascii_digit()))
+        }) && read(paths.class_block().join(name).join("size")).is_none_or(|s| s.trim() != "0")
+    };
     let keyed = out
         .iter()
+        .filter(|d| readable(&d.name))
         .map(|d| (d.name.clone(), paths.dev.join(&d.name)))
         .collect();
     let mut read = run_reads(keyed, 16, READ_TIMEOUT, |p| {
