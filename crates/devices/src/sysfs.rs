@@ -319,7 +319,7 @@ pub fn loops_over(root: &Path, name: &str) -> Vec<String> {
                 return false;
             };
             let b = b.trim();
-            b.strip_prefix("/dev/") == Some(name)
+            b.strip_prefix("/dev/") == Some(name) // literal path: the kernel's text of the backing file
                 || fs::metadata(b).is_ok_and(|m| {
                     m.file_type().is_block_device()
                         && KernelDev::from_dev_t(m.rdev()).ok() == dev
