@@ -55,10 +55,8 @@ pub trait Host {
     fn counters(&self) -> &DiscardCounters;
     /// The labels with a reclaim under way.
     fn running(&self) -> &Running;
-    /// `/proc`, for the writers check.
-    fn proc(&self) -> PathBuf {
-        asmguard_paths::Paths::default().proc
-    }
+    /// `/proc`, for the writers check (the caller's `Paths::proc`).
+    fn proc(&self) -> PathBuf;
     /// A line for the log (what each disk's execution did).
     fn note(&self, _line: &str) {}
     /// Who opens the disks for the discards (`asmguard_devices::writer`):

@@ -102,7 +102,6 @@ const ROOTS_BUILT_IN: &[&str] = &[
     "crates/metrics/src/bpf.rs",
     "crates/metrics/src/exporter.rs",
     "crates/metrics/src/stamps.rs",
-    "crates/reclaim/src/job.rs",
     "ctl/src/import.rs",
     "ctl/src/oracleasm.rs",
 ];
