@@ -223,10 +223,11 @@ fn under(root: &Path, p: &Path) -> PathBuf {
     root.join(rel)
 }
 
-/// A resolved path under the resolved root, as the host sees it.
+/// A resolved path under the resolved root, as the host sees it: a name
+/// for messages (the root component before `rel`), never read.
 pub(crate) fn shown(root_real: &Path, p: &Path) -> PathBuf {
     match p.strip_prefix(root_real) {
-        Ok(rel) => Path::new("/").join(rel),
+        Ok(rel) => Path::new(Component::RootDir.as_os_str()).join(rel),
         Err(_) => p.to_path_buf(),
     }
 }
@@ -260,7 +261,7 @@ fn candidates(
             }
         }
         Spec::Auto => {
-            let olr = under(root, Path::new("/").join(OLR_LOC).as_path());
+            let olr = root.join(OLR_LOC);
             inputs.paths.insert(olr.clone());
             let mut crs_home = None;
             match read_input(&olr) {
@@ -283,7 +284,7 @@ fn candidates(
                     source: format!("/{OLR_LOC} crs_home"),
                 });
             }
-            let oratab = under(root, Path::new("/").join(ORATAB).as_path());
+            let oratab = root.join(ORATAB);
             inputs.paths.insert(oratab.clone());
             match read_input(&oratab) {
                 Ok(None) => {}

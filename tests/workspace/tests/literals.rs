@@ -98,7 +98,6 @@ const ROOTS_BUILT_IN: &[&str] = &[
     "crates/guard/src/guard/ring.rs",
     "crates/guard/src/guard/rules.rs",
     "crates/guard/src/pins.rs",
-    "crates/homes/src/lib.rs",
     "crates/metrics/src/bpf.rs",
     "crates/metrics/src/exporter.rs",
     "crates/metrics/src/stamps.rs",
