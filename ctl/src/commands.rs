@@ -724,7 +724,8 @@ pub fn parse_args() -> Cli {
     Cli::from_arg_matches(&m).unwrap_or_else(|e| e.exit())
 }
 
-pub fn run(c: &Cli) -> Result<(), CliError> {
+/// `paths`: the system's roots, built once in `main`.
+pub fn run(c: &Cli, paths: &asmguard_paths::Paths) -> Result<(), CliError> {
     use asmguard_proto::{LabelArgs, RenameArgs, UnlabelArgs};
     match &c.command {
         Command::Inspect(a) => crate::inspect::run(a),
@@ -775,7 +776,7 @@ pub fn run(c: &Cli) -> Result<(), CliError> {
         Command::UdevRules(a) => {
             let (cfg, _) = asmguard_config::load(a.config.as_deref())
                 .map_err(|e| CliError::new(BAD_INPUT, e))?;
-            print!("{}", asmguard_config::udev_rules(&cfg));
+            print!("{}", asmguard_config::udev_rules(&cfg, paths));
             Ok(())
         }
         Command::Man => {

@@ -34,7 +34,8 @@ fn main() {
         }
     }
     let cli = commands::parse_args();
-    match commands::run(&cli) {
+    let paths = asmguard_paths::Paths::default();
+    match commands::run(&cli, &paths) {
         Ok(()) => std::process::exit(exit::OK),
         Err(e) => {
             if !e.message.is_empty() {

@@ -908,10 +908,11 @@ pub fn load(path: Option<&Path>) -> Result<(Config, String), String> {
 
 /// The udev rules for this configuration's owner, group and mode: what
 /// `asmguardctl udev-rules` prints and `udev-rules/99-asmguard.rules` holds (defaults).
-pub fn udev_rules(c: &Config) -> String {
+/// `paths` are the system's roots (the caller's): the rules name the
+/// directory the daemon writes each device's answer to (`Paths::links_dir`).
+pub fn udev_rules(c: &Config, paths: &asmguard_paths::Paths) -> String {
     let (o, g, m) = (&c.paths.owner, &c.paths.group, c.mode());
-    // the directory the daemon writes each device's answer to (`Paths::links_dir`)
-    let links = asmguard_paths::Paths::default().links_dir();
+    let links = paths.links_dir();
     let links = links.display();
     let compat: String = COMPAT_LINKS
         .iter()
@@ -960,13 +961,16 @@ mod tests {
     #[test]
     fn shipped_udev_rules_are_the_default_ones() {
         let shipped = include_str!("../../../udev-rules/99-asmguard.rules");
-        assert_eq!(shipped, udev_rules(&Config::default()));
+        assert_eq!(
+            shipped,
+            udev_rules(&Config::default(), &asmguard_paths::Paths::default())
+        );
         let c = parse(
             "[paths]\nowner = \"nobody\"\ngroup = \"nogroup\"\nmode = \"0640\"\n",
             "t",
         )
         .unwrap();
-        let r = udev_rules(&c);
+        let r = udev_rules(&c, &asmguard_paths::Paths::default());
         assert!(
             r.contains(r#"OWNER="nobody", GROUP="nogroup", MODE="0640""#),
             "{r}"
@@ -977,7 +981,7 @@ mod tests {
     #[test]
     fn compat_links_are_in_the_same_rule() {
         let c = parse("[paths]\ncompat = [\"oracleafd\", \"oracleasm\"]\n", "t").unwrap();
-        let r = udev_rules(&c);
+        let r = udev_rules(&c, &asmguard_paths::Paths::default());
         let own = r.find("OWNER=").unwrap();
         let ours = r
             .find(r#"SYMLINK+="asmguard/disks/$env{ASMGUARD_LABEL}""#)
