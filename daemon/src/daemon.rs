@@ -237,7 +237,7 @@ impl Daemon {
             &last,
             crate::apply::filter::containers::DEADLINE,
         );
-        crate::apply::filter::containers::log_changes(&last, &now);
+        crate::apply::filter::containers::log_changes(&last, &now, &self.site.paths.etc);
         self.submit(Input::Containers(Arc::new(now)));
     }
 

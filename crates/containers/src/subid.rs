@@ -9,6 +9,7 @@
 //! which owners' ranges its maps reach.
 
 use crate::{Found, IdMap};
+use std::path::Path;
 
 /// One line of a subordinate id file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,14 +61,15 @@ pub fn overlaps<'a>(map: &IdMap, entries: &'a [SubId]) -> Vec<&'a SubId> {
 }
 
 /// One warning per host user whose subordinate uid (`subuid`: the text of
-/// /etc/subuid) or gid range (`subgid`) the maps of container `f` reach.
-pub fn warnings(f: &Found, subuid: &str, subgid: &str) -> Vec<String> {
+/// /etc/subuid) or gid range (`subgid`) the maps of container `f` reach;
+/// `etc` (the caller's `Paths::etc`) names the files.
+pub fn warnings(f: &Found, etc: &Path, subuid: &str, subgid: &str) -> Vec<String> {
     let mut out = Vec::new();
     for (what, file, map, text) in [
         ("uid", "subuid", &f.uid_map, subuid),
         ("gid", "subgid", &f.gid_map, subgid),
     ] {
-        let file = asmguard_paths::Paths::default().etc.join(file);
+        let file = etc.join(file);
         let file = file.display();
         let entries = parse(text);
         for e in overlaps(map, &entries) {
@@ -100,11 +102,10 @@ fn extents(map: &IdMap) -> String {
 }
 
 /// [`warnings`] for /etc/subuid and /etc/subgid as they are now (a missing
-/// file has no entries).
-pub fn host_warnings(f: &Found) -> Vec<String> {
-    let etc = asmguard_paths::Paths::default().etc;
+/// file has no entries), under `etc` (the caller's `Paths::etc`).
+pub fn host_warnings(f: &Found, etc: &Path) -> Vec<String> {
     let read = |p: &str| std::fs::read_to_string(etc.join(p)).unwrap_or_default();
-    warnings(f, &read("subuid"), &read("subgid"))
+    warnings(f, etc, &read("subuid"), &read("subgid"))
 }
 
 #[cfg(test)]
@@ -132,17 +133,18 @@ mod tests {
         )
         .unwrap();
         let text = std::fs::read_to_string(&subuid).unwrap();
+        let etc = asmguard_paths::Paths::default().etc;
         let e = parse(&text);
         assert_eq!(e.len(), 3, "{e:?}");
         // the README's old LXC recipe: 0 100000 65536 -> alice's range
         let m = IdMap(vec![(0, 100000, 65536)]);
-        let w = warnings(&found(m.clone(), m.clone()), &text, "");
+        let w = warnings(&found(m.clone(), m.clone()), &etc, &text, "");
         assert_eq!(w.len(), 1, "{w:#?}");
         assert!(w[0].contains("host user alice"), "{}", w[0]);
         assert!(w[0].contains("0-65535 -> 100000-165535"), "{}", w[0]);
         assert!(w[0].contains("100000-165535 of /etc/subuid"), "{}", w[0]);
         // the same map for gids, against the subgid text
-        let w = warnings(&found(IdMap::default(), m), "", &text);
+        let w = warnings(&found(IdMap::default(), m), &etc, "", &text);
         assert_eq!(w.len(), 1);
         assert!(w[0].contains("gid map") && w[0].contains("/etc/subgid"));
         // an edge: the map ends one id before bob's range; root's own range is fine
@@ -154,8 +156,23 @@ mod tests {
         assert!(overlaps(&m, &e).is_empty(), "root's range");
         // a range no one owns, and a privileged container: nothing to say
         let m = IdMap(vec![(0, 2_000_000_000, 65536)]);
-        assert!(warnings(&found(m.clone(), m), &text, &text).is_empty());
+        assert!(warnings(&found(m.clone(), m), &etc, &text, &text).is_empty());
         let id = IdMap::identity();
-        assert!(warnings(&found(id.clone(), id), &text, &text).is_empty());
+        assert!(warnings(&found(id.clone(), id), &etc, &text, &text).is_empty());
+    }
+
+    #[test]
+    fn host_warnings_read_and_name_the_callers_etc() {
+        let dir = tempfile::tempdir().unwrap();
+        let etc = asmguard_paths::Paths::under(dir.path()).etc;
+        std::fs::create_dir_all(&etc).unwrap();
+        std::fs::write(etc.join("subuid"), "alice:100000:65536\n").unwrap();
+        std::fs::write(etc.join("subgid"), "alice:100000:65536\n").unwrap();
+        let m = IdMap(vec![(0, 100000, 65536)]);
+        let w = host_warnings(&found(m.clone(), m), &etc);
+        assert_eq!(w.len(), 2, "{w:#?}");
+        let named = etc.join("subuid").display().to_string();
+        assert!(w[0].contains(&named), "{} does not name {named}", w[0]);
+        assert!(w[1].contains(&etc.join("subgid").display().to_string()));
     }
 }

@@ -16,8 +16,10 @@ impl Daemon {
             .map(|r| {
                 let mut v = r.view.clone();
                 if r.found.pid.is_some() {
-                    v.problems
-                        .extend(asmguard_containers::subid::host_warnings(&r.found));
+                    v.problems.extend(asmguard_containers::subid::host_warnings(
+                        &r.found,
+                        &self.site.paths.etc,
+                    ));
                 }
                 v
             })

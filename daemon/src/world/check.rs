@@ -63,7 +63,7 @@ pub fn warnings(c: &Config, file: &str, paths: &asmguard_paths::Paths) -> Vec<St
             let f = asmguard_containers::find(&root, ctr);
             if f.pid.is_some() {
                 out.extend(
-                    asmguard_containers::subid::host_warnings(&f)
+                    asmguard_containers::subid::host_warnings(&f, &paths.etc)
                         .into_iter()
                         .map(|w| format!("{file}: [[container]] {}: {w}", ctr.name)),
                 );

@@ -383,7 +383,7 @@ pub fn resolve(
 /// Logs what changed between two resolutions: a container's line when it
 /// changed (a warning when it has problems), and a subordinate id range a
 /// host user owns once per new map.
-pub fn log_changes(before: &Containers, now: &Containers) {
+pub fn log_changes(before: &Containers, now: &Containers, etc: &std::path::Path) {
     for r in &now.each {
         let old = before.each.iter().find(|b| b.config.name == r.config.name);
         if old.map(|o| &o.view) != Some(&r.view) {
@@ -397,7 +397,7 @@ pub fn log_changes(before: &Containers, now: &Containers) {
             o.found.uid_map == r.found.uid_map && o.found.gid_map == r.found.gid_map
         });
         if r.found.pid.is_some() && !same_map {
-            for w in asmguard_containers::subid::host_warnings(&r.found) {
+            for w in asmguard_containers::subid::host_warnings(&r.found, etc) {
                 tracing::warn!("{w}");
             }
         }
