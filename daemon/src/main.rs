@@ -178,8 +178,9 @@ async fn run(
         };
     let trace_all = cfg.metrics.trace_all_disks;
     let single_block_bytes = cfg.metrics.single_block_bytes;
+    let metrics_paths = paths.clone();
     let metrics = match tokio::task::spawn_blocking(move || {
-        metrics::MetricsService::start(trace_all, single_block_bytes)
+        metrics::MetricsService::start(&metrics_paths, trace_all, single_block_bytes)
     })
     .await
     {

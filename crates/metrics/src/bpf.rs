@@ -84,6 +84,8 @@ struct Slots {
 /// programs (the links are the last references) and frees the maps.
 #[derive(Debug)]
 pub struct IoLat {
+    /// The system's roots (the caller's): the probe's disks, trace-all's disks.
+    paths: asmguard_paths::Paths,
     mode: AttachMode,
     stamps: Stamps,
     capacity: u32,
@@ -156,38 +158,52 @@ impl IoLat {
     /// Loads the programs and attaches them, with tp_btf, or raw_tp where tp_btf
     /// cannot be loaded or attached. Nothing is traced until a device is added
     /// ([`IoLat::add_device`]) or [`IoLat::set_trace_all`] is set.
-    pub fn load() -> Result<IoLat, Error> {
-        IoLat::load_sized(DEFAULT_SINGLE_BLOCK_BYTES)
+    /// `paths`: the system's roots (the caller's).
+    pub fn load(paths: &asmguard_paths::Paths) -> Result<IoLat, Error> {
+        IoLat::load_sized(paths, DEFAULT_SINGLE_BLOCK_BYTES)
     }
 
     /// [`IoLat::load`] with I/Os up to `single_block_bytes` counted as
     /// single-block ([`LoadOptions::single_block_bytes`]).
-    pub fn load_sized(single_block_bytes: u32) -> Result<IoLat, Error> {
+    pub fn load_sized(
+        paths: &asmguard_paths::Paths,
+        single_block_bytes: u32,
+    ) -> Result<IoLat, Error> {
         let opts = |mode| LoadOptions {
             mode,
             single_block_bytes,
             ..LoadOptions::default()
         };
-        match IoLat::load_opts(&opts(AttachMode::TpBtf)) {
+        match IoLat::load_opts(paths, &opts(AttachMode::TpBtf)) {
             Ok(l) => Ok(l),
-            Err(btf) => IoLat::load_opts(&opts(AttachMode::RawTp)).map_err(|raw| Error::Attach {
-                btf: Box::new(btf),
-                raw: Box::new(raw),
-            }),
+            Err(btf) => {
+                IoLat::load_opts(paths, &opts(AttachMode::RawTp)).map_err(|raw| Error::Attach {
+                    btf: Box::new(btf),
+                    raw: Box::new(raw),
+                })
+            }
         }
     }
 
     /// Loads and attaches with one mode only, with room for `max_disks` disks.
-    pub fn load_with(mode: AttachMode, max_disks: u32) -> Result<IoLat, Error> {
-        IoLat::load_opts(&LoadOptions {
-            mode,
-            max_disks,
-            ..LoadOptions::default()
-        })
+    pub fn load_with(
+        paths: &asmguard_paths::Paths,
+        mode: AttachMode,
+        max_disks: u32,
+    ) -> Result<IoLat, Error> {
+        IoLat::load_opts(
+            paths,
+            &LoadOptions {
+                mode,
+                max_disks,
+                ..LoadOptions::default()
+            },
+        )
     }
 
-    /// Loads and attaches with every option spelled out.
-    pub fn load_opts(opts: &LoadOptions) -> Result<IoLat, Error> {
+    /// Loads and attaches with every option spelled out; `paths`: the
+    /// system's roots (the caller's).
+    pub fn load_opts(paths: &asmguard_paths::Paths, opts: &LoadOptions) -> Result<IoLat, Error> {
         let LoadOptions {
             mode,
             max_disks,
@@ -204,7 +220,7 @@ impl IoLat {
             (true, Some(bit)) => Err(format!(
                 "QUEUE_FLAG_STATS = {bit} is not a bit of a 64-bit word"
             )),
-            (true, None) => crate::stamps::stats_bit().ok_or_else(|| {
+            (true, None) => crate::stamps::stats_bit(paths).ok_or_else(|| {
                 "QUEUE_FLAG_STATS is neither in this kernel's BTF nor in the table".to_string()
             }),
         };
@@ -263,6 +279,7 @@ impl IoLat {
             Err(why) => Stamps::Own(why),
         };
         let mut iolat = IoLat {
+            paths: paths.clone(),
             mode,
             stamps,
             capacity: max_disks,
@@ -291,10 +308,13 @@ impl IoLat {
                     Err(disk) => {
                         // The bit is wrong here: load again without it.
                         drop(iolat);
-                        let mut iolat = IoLat::load_opts(&LoadOptions {
-                            kernel_stamps: false,
-                            ..*opts
-                        })?;
+                        let mut iolat = IoLat::load_opts(
+                            paths,
+                            &LoadOptions {
+                                kernel_stamps: false,
+                                ..*opts
+                            },
+                        )?;
                         iolat.stamps = Stamps::Own(format!(
                             "QUEUE_FLAG_STATS = {bit} from {source} is wrong for this kernel: \
                              a probe read of {disk} completed without a kernel stamp"
@@ -314,10 +334,11 @@ impl IoLat {
     /// bit is wrong). Done right after load, while no other disk is traced, so
     /// that the own-stamps counter moves only for the probe's read.
     fn probe_stamps(&self) -> Result<Option<String>, String> {
-        for (name, node) in crate::stamps::probe_candidates().into_iter().take(8) {
-            let Ok(dev) =
-                asmguard_devices::sysfs::disk_of_path(&asmguard_paths::Paths::default().sys, &node)
-            else {
+        for (name, node) in crate::stamps::probe_candidates(&self.paths)
+            .into_iter()
+            .take(8)
+        {
+            let Ok(dev) = asmguard_devices::sysfs::disk_of_path(&self.paths.sys, &node) else {
                 continue;
             };
             match self.probe_read(dev, &node) {
@@ -547,7 +568,7 @@ impl IoLat {
     pub fn rescan(&self) -> Result<usize, Error> {
         let mut slots = self.slots();
         if slots.trace_all {
-            for dev in system_disks() {
+            for dev in system_disks(&self.paths) {
                 if !slots.by_dev.contains_key(&dev.raw()) || !self.is_filtered(dev.raw()) {
                     self.add(&mut slots, dev.raw(), false)?;
                 }
@@ -793,9 +814,10 @@ fn direct_read_4k(node: &std::path::Path) -> bool {
         .unwrap_or(false)
 }
 
-/// Whole disks of the system (not partitions), from /sys/class/block.
-fn system_disks() -> Vec<KernelDev> {
-    let Ok(dir) = std::fs::read_dir(asmguard_paths::Paths::default().class_block()) else {
+/// Whole disks of the system (not partitions), from /sys/class/block (under
+/// `paths`).
+fn system_disks(paths: &asmguard_paths::Paths) -> Vec<KernelDev> {
+    let Ok(dir) = std::fs::read_dir(paths.class_block()) else {
         return Vec::new();
     };
     dir.filter_map(|e| e.ok())

@@ -233,6 +233,8 @@ struct Shared {
     /// Names of disks the daemon did not describe (traced with `--all`),
     /// resolved once from /sys/dev/block.
     sysfs_names: Mutex<HashMap<KernelDev, String>>,
+    /// sysfs (the caller's `Paths::sys`), where those names are read.
+    sys: std::path::PathBuf,
 }
 
 impl Shared {
@@ -242,8 +244,7 @@ impl Shared {
         }
         let mut cache = self.sysfs_names.lock().unwrap_or_else(|e| e.into_inner());
         let name = cache.entry(dev).or_insert_with(|| {
-            asmguard_devices::sysfs::name_of(&asmguard_paths::Paths::default().sys, dev)
-                .unwrap_or_else(|| dev.to_string())
+            asmguard_devices::sysfs::name_of(&self.sys, dev).unwrap_or_else(|| dev.to_string())
         });
         (name.clone(), String::new())
     }
@@ -255,8 +256,7 @@ impl Shared {
         let (device, label) = self.names(state, dev);
         let path = match state.disks.get(&dev) {
             Some(d) if !d.path.is_empty() => d.path.clone(),
-            _ => asmguard_devices::sysfs::name_of(&asmguard_paths::Paths::default().sys, dev)
-                .unwrap_or_else(|| device.clone()),
+            _ => asmguard_devices::sysfs::name_of(&self.sys, dev).unwrap_or_else(|| device.clone()),
         };
         (if label.is_empty() { device } else { label }, path)
     }
@@ -854,21 +854,17 @@ pub struct Metrics {
     size_hint: Arc<std::sync::atomic::AtomicUsize>,
 }
 
-impl Default for Metrics {
-    fn default() -> Self {
-        Metrics::new()
-    }
-}
-
 impl Metrics {
     /// An exporter with no histogram source yet ([`Metrics::set_source`]) and
-    /// zero counters ([`Metrics::set_counter_source`]).
-    pub fn new() -> Metrics {
+    /// zero counters ([`Metrics::set_counter_source`]); `sys`: sysfs (the
+    /// caller's `Paths::sys`), where undescribed disks' names are read.
+    pub fn new(sys: &std::path::Path) -> Metrics {
         let shared = Arc::new(Shared {
             state: RwLock::default(),
             source: RwLock::new(None),
             counters: RwLock::new(Arc::new(Counters::default())),
             sysfs_names: Mutex::default(),
+            sys: sys.to_path_buf(),
         });
         let mut registry = Registry::default();
         registry.register_collector(Box::new(IoCollector(shared.clone())));
@@ -880,8 +876,9 @@ impl Metrics {
     }
 
     /// An exporter reading the histograms of `source` (usually an [`IoLat`]).
-    pub fn with_source(source: Arc<dyn HistSource>) -> Metrics {
-        let m = Metrics::new();
+    /// `sys`: as for [`Metrics::new`].
+    pub fn with_source(source: Arc<dyn HistSource>, sys: &std::path::Path) -> Metrics {
+        let m = Metrics::new(sys);
         m.set_source(Some(source));
         m
     }
@@ -1053,16 +1050,19 @@ mod tests {
     #[test]
     fn size_classes_are_series_of_their_own() {
         let d = KernelDev::new(8, 16).unwrap();
-        let m = Metrics::with_source(Arc::new(FakeSized(vec![
-            (
-                entry(d.raw(), Op::Read, &[(9, 20)], 20 * 8192),
-                SizeClass::Single,
-            ),
-            (
-                entry(d.raw(), Op::Read, &[(12, 4)], 4 << 20),
-                SizeClass::Multi,
-            ),
-        ])));
+        let m = Metrics::with_source(
+            Arc::new(FakeSized(vec![
+                (
+                    entry(d.raw(), Op::Read, &[(9, 20)], 20 * 8192),
+                    SizeClass::Single,
+                ),
+                (
+                    entry(d.raw(), Op::Read, &[(12, 4)], 4 << 20),
+                    SizeClass::Multi,
+                ),
+            ])),
+            &asmguard_paths::Paths::default().sys,
+        );
         m.set_disk(
             d,
             DiskInfo {
@@ -1100,11 +1100,14 @@ mod tests {
             KernelDev::new(8, 32).unwrap(),
             KernelDev::new(4095, 7).unwrap(),
         );
-        let m = Metrics::with_source(Arc::new(FakeErrors(vec![
-            (p0.raw(), IoErrorKind::Medium, 3),
-            (p1.raw(), IoErrorKind::Transport, 2),
-            (own.raw(), IoErrorKind::Timeout, 1),
-        ])));
+        let m = Metrics::with_source(
+            Arc::new(FakeErrors(vec![
+                (p0.raw(), IoErrorKind::Medium, 3),
+                (p1.raw(), IoErrorKind::Transport, 2),
+                (own.raw(), IoErrorKind::Timeout, 1),
+            ])),
+            &asmguard_paths::Paths::default().sys,
+        );
         for (dev, path) in [(p0, "sdb"), (p1, "sdc")] {
             m.set_disk(
                 dev,
@@ -1153,7 +1156,10 @@ mod tests {
             )],
             ..Counters::default()
         };
-        let m = Metrics::with_source(Arc::new(Fake(vec![])));
+        let m = Metrics::with_source(
+            Arc::new(Fake(vec![])),
+            &asmguard_paths::Paths::default().sys,
+        );
         m.set_counter_source(Arc::new(c));
         let text = m.encode_prometheus_text();
         assert!(
@@ -1165,17 +1171,39 @@ mod tests {
     }
 
     #[test]
+    fn an_undescribed_disk_is_named_from_the_callers_sysfs() {
+        let dir = tempfile::tempdir().unwrap();
+        let sys = asmguard_paths::Paths::under(dir.path()).sys;
+        let dev = KernelDev::new(259, 7).unwrap();
+        std::fs::create_dir_all(sys.join("dev/block")).unwrap();
+        std::os::unix::fs::symlink(
+            "../../devices/virtual/block/fakedisk9",
+            sys.join(format!("dev/block/{dev}")),
+        )
+        .unwrap();
+        let m = Metrics::with_source(
+            Arc::new(Fake(vec![entry(dev.raw(), Op::Read, &[(10, 2)], 2 * 8192)])),
+            &sys,
+        );
+        let text = m.encode_prometheus_text();
+        assert!(text.contains("device=\"fakedisk9\""), "{text}");
+    }
+
+    #[test]
     fn scrape_round_trips_through_the_parser() {
         let dev = KernelDev::new(8, 16).unwrap();
-        let m = Metrics::with_source(Arc::new(Fake(vec![
-            entry(
-                dev.raw(),
-                Op::Read,
-                &[(3, 5), (10, 2), (NSLOTS - 1, 1)],
-                8 * 4096,
-            ),
-            entry(dev.raw(), Op::Write, &[(12, 4)], 4 * 8192),
-        ])));
+        let m = Metrics::with_source(
+            Arc::new(Fake(vec![
+                entry(
+                    dev.raw(),
+                    Op::Read,
+                    &[(3, 5), (10, 2), (NSLOTS - 1, 1)],
+                    8 * 4096,
+                ),
+                entry(dev.raw(), Op::Write, &[(12, 4)], 4 * 8192),
+            ])),
+            &asmguard_paths::Paths::default().sys,
+        );
         m.set_disk(
             dev,
             DiskInfo {
@@ -1221,11 +1249,14 @@ mod tests {
             KernelDev::new(259, 3).unwrap(),
             KernelDev::new(259, 4).unwrap(),
         );
-        let m = Metrics::with_source(Arc::new(Fake(vec![
-            entry(p0.raw(), Op::Read, &[(10, 3)], 3 * 8192),
-            entry(p1.raw(), Op::Read, &[(10, 1), (12, 2)], 3 * 8192),
-            entry(p1.raw(), Op::Write, &[(11, 4)], 4 * 8192),
-        ])));
+        let m = Metrics::with_source(
+            Arc::new(Fake(vec![
+                entry(p0.raw(), Op::Read, &[(10, 3)], 3 * 8192),
+                entry(p1.raw(), Op::Read, &[(10, 1), (12, 2)], 3 * 8192),
+                entry(p1.raw(), Op::Write, &[(11, 4)], 4 * 8192),
+            ])),
+            &asmguard_paths::Paths::default().sys,
+        );
         for (dev, path) in [(p0, "nvme0c0n1"), (p1, "nvme0c1n1")] {
             m.set_disk(
                 dev,
@@ -1271,7 +1302,7 @@ mod tests {
 
     #[test]
     fn counters_and_info_metrics() {
-        let m = Metrics::new();
+        let m = Metrics::new(&asmguard_paths::Paths::default().sys);
         let zero = m.encode_prometheus_text();
         assert!(zero.contains("asmguard_protected 0\n"), "{zero}");
         assert!(zero.contains("asmguard_filter_events_dropped_total 0\n"));

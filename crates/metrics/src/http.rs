@@ -296,7 +296,7 @@ mod tests {
 
     #[tokio::test]
     async fn serves_both_formats_and_404() {
-        let m = Metrics::new();
+        let m = Metrics::new(&asmguard_paths::Paths::default().sys);
         m.set_counter_source(std::sync::Arc::new(
             crate::exporter::Counters::default().with_denied(
                 "DATA1",
@@ -331,9 +331,13 @@ mod tests {
             max_connections: 2,
             connection_time: Duration::from_millis(300),
         };
-        let (addr, health) = spawn_limited("127.0.0.1:0".parse().unwrap(), Metrics::new(), limits)
-            .await
-            .unwrap();
+        let (addr, health) = spawn_limited(
+            "127.0.0.1:0".parse().unwrap(),
+            Metrics::new(&asmguard_paths::Paths::default().sys),
+            limits,
+        )
+        .await
+        .unwrap();
         let idle: Vec<_> = futures_idle(addr, 2).await;
         let url = format!("http://{addr}/metrics");
         // Both slots are held: a scrape waits (no answer within 100 ms)...

@@ -144,12 +144,13 @@ pub fn btf_queue_flag(name: &str) -> Option<u32> {
     u32::try_from(value).ok().filter(|&v| v < 64)
 }
 
-/// QUEUE_FLAG_STATS of the running kernel: from the BTF, else from the table.
-pub fn stats_bit() -> Option<(u32, BitSource)> {
+/// QUEUE_FLAG_STATS of the running kernel: from the BTF, else from the table
+/// (the release read from the caller's `paths`).
+pub fn stats_bit(paths: &asmguard_paths::Paths) -> Option<(u32, BitSource)> {
     if let Some(bit) = btf_bit() {
         return Some((bit, BitSource::Btf));
     }
-    let release = std::fs::read_to_string(asmguard_paths::Paths::default().osrelease()).ok()?;
+    let release = std::fs::read_to_string(paths.osrelease()).ok()?;
     let (major, minor) = release_line(&release)?;
     table_bit(major, minor).map(|(bit, line)| (bit, BitSource::Table(line)))
 }
@@ -157,8 +158,8 @@ pub fn stats_bit() -> Option<(u32, BitSource)> {
 /// Whole request-based disks to probe, best first: those with a blk-mq queue
 /// (bio-based ones such as dm never reach the request tracepoints), a size,
 /// and, for SCSI, a running device (a read of a failed path could block).
-pub fn probe_candidates() -> Vec<(String, std::path::PathBuf)> {
-    let paths = asmguard_paths::Paths::default();
+/// `paths`: the caller's roots.
+pub fn probe_candidates(paths: &asmguard_paths::Paths) -> Vec<(String, std::path::PathBuf)> {
     let Ok(dir) = std::fs::read_dir(paths.sys.join("block")) else {
         return Vec::new();
     };
@@ -239,7 +240,7 @@ mod tests {
             return;
         };
         let has_btf = std::path::Path::new("/sys/kernel/btf/vmlinux").exists();
-        match stats_bit() {
+        match stats_bit(&asmguard_paths::Paths::default()) {
             Some((bit, source)) => {
                 assert!(bit < 64);
                 if line >= (6, 12) && has_btf {

@@ -54,7 +54,7 @@ impl HistSource for OneDisk {
 
 /// A live scrape of an exporter with every family populated.
 fn scrape_everything() -> String {
-    let m = Metrics::with_source(Arc::new(OneDisk));
+    let m = Metrics::with_source(Arc::new(OneDisk), &asmguard_paths::Paths::default().sys);
     common::populate_every_family(
         &m,
         KernelDev::new(7, 0).unwrap(),

@@ -116,7 +116,7 @@ fn promtool_accepts_every_family() {
         return;
     };
     let (disk, dev, iolat) = traced_disk("families", 32);
-    let m = Metrics::with_source(Arc::new(iolat));
+    let m = Metrics::with_source(Arc::new(iolat), &asmguard_paths::Paths::default().sys);
     common::populate_every_family(
         &m,
         dev,

@@ -30,12 +30,15 @@ fn exact_counts(mode: AttachMode, kernel_stamps: bool, n: u64, m: u64) {
     };
     let disk = LoopDev::new(&format!("exact-{}-{kernel_stamps}", mode.as_str()), 64);
     let dev = disk_of(&disk.path);
-    let iolat = IoLat::load_opts(&LoadOptions {
-        mode,
-        max_disks: 16,
-        kernel_stamps,
-        ..LoadOptions::default()
-    })
+    let iolat = IoLat::load_opts(
+        &asmguard_paths::Paths::default(),
+        &LoadOptions {
+            mode,
+            max_disks: 16,
+            kernel_stamps,
+            ..LoadOptions::default()
+        },
+    )
     .expect("loading the tracer");
     assert_eq!(iolat.mode(), mode);
     assert_eq!(iolat.kernel_stamps(), kernel_stamps);
@@ -107,7 +110,7 @@ fn kernel_stamps_are_verified_by_a_probe_read() {
         return;
     };
     let _disk = LoopDev::new("probe", 16);
-    let iolat = IoLat::load().expect("loading the tracer");
+    let iolat = IoLat::load(&asmguard_paths::Paths::default()).expect("loading the tracer");
     match iolat.stamps() {
         Stamps::Kernel {
             bit,
@@ -144,10 +147,13 @@ fn a_bit_no_queue_has_is_reported_unverified() {
     let _disk = LoopDev::new("probe-dying", 16);
     let dying = asmguard_metrics::stamps::btf_queue_flag("QUEUE_FLAG_DYING")
         .expect("QUEUE_FLAG_DYING in the BTF");
-    let iolat = IoLat::load_opts(&LoadOptions {
-        stats_bit: Some(dying),
-        ..LoadOptions::default()
-    })
+    let iolat = IoLat::load_opts(
+        &asmguard_paths::Paths::default(),
+        &LoadOptions {
+            stats_bit: Some(dying),
+            ..LoadOptions::default()
+        },
+    )
     .expect("loading the tracer");
     assert_eq!(
         iolat.stamps(),
@@ -167,10 +173,13 @@ fn an_impossible_bit_means_own_stamps() {
     let Some(_serial) = root_serial() else {
         return;
     };
-    let iolat = IoLat::load_opts(&LoadOptions {
-        stats_bit: Some(64),
-        ..LoadOptions::default()
-    })
+    let iolat = IoLat::load_opts(
+        &asmguard_paths::Paths::default(),
+        &LoadOptions {
+            stats_bit: Some(64),
+            ..LoadOptions::default()
+        },
+    )
     .expect("loading the tracer");
     assert!(!iolat.kernel_stamps());
     assert!(
@@ -201,11 +210,14 @@ fn disks_sharing_an_index_bucket_count_exactly() {
     // the tracer's own issue stamps: this test is about the index, and a
     // loop queue's kernel stamps depend on what earlier tests did to it
     // (writeback throttling off: no stamp on its first requests)
-    let iolat = IoLat::load_opts(&LoadOptions {
-        max_disks: 2,
-        kernel_stamps: false,
-        ..LoadOptions::default()
-    })
+    let iolat = IoLat::load_opts(
+        &asmguard_paths::Paths::default(),
+        &LoadOptions {
+            max_disks: 2,
+            kernel_stamps: false,
+            ..LoadOptions::default()
+        },
+    )
     .unwrap();
     iolat.add_device(devs[i].raw()).unwrap();
     iolat.add_device(devs[j].raw()).unwrap();
@@ -290,7 +302,7 @@ fn only_added_disks_unless_trace_all() {
     let other = LoopDev::new("other", 16);
     let tdev = disk_of(&traced.path);
     let odev = disk_of(&other.path);
-    let iolat = IoLat::load().unwrap();
+    let iolat = IoLat::load(&asmguard_paths::Paths::default()).unwrap();
     iolat.add_device(tdev.raw()).unwrap();
 
     direct_reads(&other.path, 5);
@@ -346,13 +358,16 @@ fn paths_of_one_disk_roll_up_with_exact_counts() {
         .collect();
     let devs: Vec<KernelDev> = paths.iter().map(|d| disk_of(&d.path)).collect();
     let iolat = std::sync::Arc::new(
-        IoLat::load_opts(&LoadOptions {
-            kernel_stamps: false,
-            ..LoadOptions::default()
-        })
+        IoLat::load_opts(
+            &asmguard_paths::Paths::default(),
+            &LoadOptions {
+                kernel_stamps: false,
+                ..LoadOptions::default()
+            },
+        )
         .unwrap(),
     );
-    let m = Metrics::with_source(iolat.clone());
+    let m = Metrics::with_source(iolat.clone(), &asmguard_paths::Paths::default().sys);
     for (i, dev) in devs.iter().enumerate() {
         iolat.add_device(dev.raw()).unwrap();
         m.set_disk(

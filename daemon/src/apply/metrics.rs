@@ -96,8 +96,12 @@ pub struct MetricsService {
 impl MetricsService {
     /// Loads the tracer (best effort: without it the counters are still
     /// exported); I/Os up to `single_block_bytes` are `size="single"`.
-    pub fn start(trace_all: bool, single_block_bytes: u32) -> MetricsService {
-        let (iolat, tracer) = match IoLat::load_sized(single_block_bytes) {
+    pub fn start(
+        paths: &asmguard_paths::Paths,
+        trace_all: bool,
+        single_block_bytes: u32,
+    ) -> MetricsService {
+        let (iolat, tracer) = match IoLat::load_sized(paths, single_block_bytes) {
             Ok(t) => {
                 let t = Arc::new(t);
                 let desc = format!("block tracepoints ({}, {})", t.mode().as_str(), t.stamps());
@@ -109,8 +113,8 @@ impl MetricsService {
             }
         };
         let metrics = match &iolat {
-            Some(t) => Metrics::with_source(t.clone()),
-            None => Metrics::new(),
+            Some(t) => Metrics::with_source(t.clone(), &paths.sys),
+            None => Metrics::new(&paths.sys),
         };
         if let (Some(t), true) = (&iolat, trace_all) {
             if let Err(e) = t.set_trace_all(true) {
@@ -132,7 +136,7 @@ impl MetricsService {
     #[cfg(test)]
     pub fn without_tracer() -> MetricsService {
         MetricsService {
-            metrics: Metrics::new(),
+            metrics: Metrics::new(&asmguard_paths::Paths::default().sys),
             iolat: None,
             tracer: "off (not loaded in this test)".into(),
             trace_all: false,

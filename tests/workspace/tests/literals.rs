@@ -96,9 +96,6 @@ const ROOTS_BUILT_IN: &[&str] = &[
     "crates/guard/src/guard/ring.rs",
     "crates/guard/src/guard/rules.rs",
     "crates/guard/src/pins.rs",
-    "crates/metrics/src/bpf.rs",
-    "crates/metrics/src/exporter.rs",
-    "crates/metrics/src/stamps.rs",
     "ctl/src/import.rs",
     "ctl/src/oracleasm.rs",
 ];

@@ -164,22 +164,29 @@ fn serve(args: ServeArgs) -> Result<()> {
         single_block_bytes: args.single_block_bytes,
         ..LoadOptions::default()
     };
+    let paths = asmguard_paths::Paths::default();
     let iolat = if args.raw_tp {
-        IoLat::load_opts(&LoadOptions {
-            mode: AttachMode::RawTp,
-            ..opts
-        })
-    } else {
-        IoLat::load_opts(&opts).or_else(|_| {
-            IoLat::load_opts(&LoadOptions {
+        IoLat::load_opts(
+            &paths,
+            &LoadOptions {
                 mode: AttachMode::RawTp,
                 ..opts
-            })
+            },
+        )
+    } else {
+        IoLat::load_opts(&paths, &opts).or_else(|_| {
+            IoLat::load_opts(
+                &paths,
+                &LoadOptions {
+                    mode: AttachMode::RawTp,
+                    ..opts
+                },
+            )
         })
     }
     .context("loading the BPF latency tracer")?;
     let iolat = Arc::new(iolat);
-    let metrics = Metrics::with_source(iolat.clone());
+    let metrics = Metrics::with_source(iolat.clone(), &paths.sys);
     for spec in &args.devices {
         let (path, label) = match spec.split_once('=') {
             Some((p, l)) => (PathBuf::from(p), l.to_string()),

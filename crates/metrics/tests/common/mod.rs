@@ -138,7 +138,8 @@ pub fn traced_disk(
 ) {
     let disk = LoopDev::new(tag, size_mib);
     let dev = disk_of(&disk.path);
-    let iolat = asmguard_metrics::IoLat::load().expect("loading the tracer");
+    let iolat = asmguard_metrics::IoLat::load(&asmguard_paths::Paths::default())
+        .expect("loading the tracer");
     iolat.add_device(dev.raw()).unwrap();
     (disk, dev, iolat)
 }
