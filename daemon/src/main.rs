@@ -148,7 +148,7 @@ async fn run(
     }
     // The monitor first, so nothing that happens during the first scan is missed.
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<DeviceEvent>();
-    let (monitor_desc, monitor_alive) = tasks::start_monitor(tx);
+    let (monitor_desc, monitor_alive) = tasks::start_monitor(tx, &paths);
     // The socket first: a second daemon that cannot bind it never touches the
     // filter or the disks.
     let listener = match server::bind(&socket) {

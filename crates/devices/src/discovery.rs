@@ -140,8 +140,9 @@ impl Observed {
 /// udev's properties of `name`, read only for the real sysfs (`/sys`): a test's
 /// synthetic tree has no udev database behind it.
 fn udev_props(root: &Path, name: &str) -> Option<UdevProps> {
-    (root == asmguard_paths::Paths::default().sys)
-        .then(|| udevdb::read(name))
+    let system = asmguard_paths::Paths::default();
+    (root == system.sys)
+        .then(|| udevdb::read(&system, name))
         .flatten()
 }
 

@@ -86,9 +86,10 @@ const RCVBUF: usize = 8 << 20;
 
 impl EventSource {
     /// Opens udev's monitor where udevd runs, else (or if that fails) the kernel's.
-    pub fn open() -> nix::Result<EventSource> {
+    /// `paths`: the caller's roots (whether udevd runs).
+    pub fn open(paths: &asmguard_paths::Paths) -> nix::Result<EventSource> {
         let mut udev_error = None;
-        if udevdb::udevd_running() {
+        if udevdb::udevd_running(paths) {
             match open_udev() {
                 Ok(socket) => {
                     return Ok(EventSource {
@@ -240,12 +241,13 @@ mod tests {
     fn opens_a_source_that_says_which() {
         // Where udevd runs this is udev, elsewhere (this host, the VM lab) the
         // kernel's uevents; either way it opens and names itself accordingly.
-        let s = EventSource::open().unwrap();
+        let paths = asmguard_paths::Paths::default();
+        let s = EventSource::open(&paths).unwrap();
         match s.kind() {
             SourceKind::Udev => assert_eq!(s.describe(), "udev"),
             SourceKind::Kernel => {
                 assert!(s.describe().starts_with("kernel uevents"));
-                assert_eq!(udevdb::udevd_running(), s.udev_error.is_some());
+                assert_eq!(udevdb::udevd_running(&paths), s.udev_error.is_some());
             }
         }
     }

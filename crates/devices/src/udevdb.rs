@@ -10,9 +10,10 @@
 
 use std::collections::BTreeMap;
 
-/// Whether udevd runs on this host (its control socket exists).
-pub fn udevd_running() -> bool {
-    asmguard_paths::Paths::default().udevd_control().exists()
+/// Whether udevd runs on this host (its control socket exists under the
+/// caller's `paths`).
+pub fn udevd_running(paths: &asmguard_paths::Paths) -> bool {
+    paths.udevd_control().exists()
 }
 
 /// The identity properties udev's rules gave one device (absent ones are `None`).
@@ -62,9 +63,9 @@ impl UdevProps {
 
 /// Reads the properties of block device `name` (kernel name, as in /sys/class/block)
 /// from the udev database. `None` where udevd does not run or the device is unknown
-/// to it.
-pub fn read(name: &str) -> Option<UdevProps> {
-    if !udevd_running() {
+/// to it. `paths`: the caller's roots.
+pub fn read(paths: &asmguard_paths::Paths, name: &str) -> Option<UdevProps> {
+    if !udevd_running(paths) {
         return None;
     }
     let d = udev::Device::from_subsystem_sysname("block".into(), name.into()).ok()?;
@@ -98,6 +99,17 @@ pub fn group_paths<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn udevd_runs_where_the_callers_run_has_its_control_socket() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = asmguard_paths::Paths::under(dir.path());
+        assert!(!udevd_running(&paths));
+        assert_eq!(read(&paths, "sda"), None);
+        std::fs::create_dir_all(paths.run.join("udev")).unwrap();
+        std::fs::write(paths.udevd_control(), "").unwrap();
+        assert!(udevd_running(&paths));
+    }
 
     fn props(kv: &[(&str, &str)]) -> UdevProps {
         UdevProps::from_lookup(|k| {

@@ -35,7 +35,7 @@ impl Links {
     /// Sends `ASMGUARD_LABEL` to every device whose value changed with `m`.
     pub fn follow(&self, paths: &Paths, m: &Model) {
         let dir = paths.links_dir();
-        if !udevdb::udevd_running() {
+        if !udevdb::udevd_running(paths) {
             return;
         }
         let mut told = self.told.lock().unwrap_or_else(|p| p.into_inner());
@@ -135,7 +135,7 @@ fn unlinked(paths: &Paths, m: &Model) -> Vec<String> {
 /// asynchronously, later on a busy boot. Returns the labels still without
 /// their link (none where udevd does not run).
 pub fn wait_linked(paths: &Paths, m: &Model, limit: std::time::Duration) -> Vec<String> {
-    if !udevdb::udevd_running() {
+    if !udevdb::udevd_running(paths) {
         return Vec::new();
     }
     let t0 = std::time::Instant::now();

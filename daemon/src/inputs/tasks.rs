@@ -44,6 +44,7 @@ pub fn notify(states: &[sd_notify::NotifyState]) {
 /// fed when it dies).
 pub fn start_monitor(
     tx: tokio::sync::mpsc::UnboundedSender<DeviceEvent>,
+    paths: &asmguard_paths::Paths,
 ) -> (String, Arc<AtomicBool>) {
     let monitor_alive = Arc::new(AtomicBool::new(false));
     let none = |e: &dyn std::fmt::Display| {
@@ -52,7 +53,7 @@ pub fn start_monitor(
         );
         format!("none ({e}): run `asmguardctl scan` after device changes")
     };
-    let mut src = match asmguard_devices::events::EventSource::open() {
+    let mut src = match asmguard_devices::events::EventSource::open(paths) {
         Ok(src) => src,
         Err(e) => return (none(&e), monitor_alive),
     };

@@ -88,7 +88,6 @@ const ROOTS_BUILT_IN: &[&str] = &[
     "crates/containers/src/lib.rs",
     "crates/devices/src/discovery.rs",
     "crates/devices/src/sysfs.rs",
-    "crates/devices/src/udevdb.rs",
     "crates/guard/src/guard/adopt.rs",
     "crates/guard/src/guard/loader.rs",
     "crates/guard/src/guard/pins.rs",
