@@ -762,7 +762,7 @@ pub fn run(c: &Cli, paths: &asmguard_paths::Paths) -> Result<(), CliError> {
             crate::oracleasm::afd_lsdsk(&c.global.socket, c.global.timeout)
         }
         Command::Status(a) if a.afd => {
-            crate::oracleasm::afd_state(&c.global.socket, c.global.timeout)
+            crate::oracleasm::afd_state(&c.global.socket, c.global.timeout, paths)
         }
         Command::Lsdsk(a) => list(c, Op::Lsdsk, a.json),
         Command::Scan(a) => list(c, Op::Scan, a.json),
@@ -771,8 +771,8 @@ pub fn run(c: &Cli, paths: &asmguard_paths::Paths) -> Result<(), CliError> {
         Command::Events(a) => events(c, a),
         Command::Reclaim(a) => crate::reclaim::run(&c.global, a),
         Command::Iostat(a) => crate::iostat::run(&c.global, a),
-        Command::Import(a) => crate::import::run(a),
-        Command::Oracleasm(a) => crate::oracleasm::run(&c.global, a),
+        Command::Import(a) => crate::import::run_on(a, paths),
+        Command::Oracleasm(a) => crate::oracleasm::run(&c.global, a, paths),
         Command::UdevRules(a) => {
             let (cfg, _) = asmguard_config::load(a.config.as_deref())
                 .map_err(|e| CliError::new(BAD_INPUT, e))?;

@@ -32,8 +32,9 @@ pub enum Kind {
 }
 
 impl Kind {
-    fn default_file(self) -> PathBuf {
-        asmguard_paths::Paths::default().etc.join(match self {
+    /// The kind's usual file under `etc` (the caller's `Paths::etc`).
+    fn default_file(self, etc: &Path) -> PathBuf {
+        etc.join(match self {
             Kind::Oracleasm => "sysconfig/oracleasm",
             Kind::Afd => "oracleafd.conf",
             Kind::Udev => "udev/rules.d/99-oracle-asmdevices.rules",
@@ -1457,13 +1458,13 @@ pub fn install(text: &str, path: &Path, force: bool) -> Result<String, CliError>
     })
 }
 
-pub fn run(a: &ImportArgs) -> Result<(), CliError> {
-    run_on(a, &asmguard_paths::Paths::default())
-}
-
-/// [`run`] on the host whose sysfs and udev database are under `paths`.
+/// `asmguardctl import` on the host whose configuration, sysfs and udev
+/// database are under `paths` (`main`'s, or a test's tree).
 pub fn run_on(a: &ImportArgs, paths: &asmguard_paths::Paths) -> Result<(), CliError> {
-    let file = a.file.clone().unwrap_or_else(|| a.kind.default_file());
+    let file = a
+        .file
+        .clone()
+        .unwrap_or_else(|| a.kind.default_file(&paths.etc));
     let shown = file.display().to_string();
     let text = std::fs::read_to_string(&file)
         .map_err(|e| CliError::new(BAD_INPUT, format!("{shown}: cannot read: {e}")))?;
@@ -1954,6 +1955,26 @@ KERNEL=="sd*", ENV{ID_SERIAL}=="3600c0ff*", SYMLINK+="asm-fra1", OWNER="grid", G
             json,
             allow_unprotected: false,
         }
+    }
+
+    #[test]
+    fn without_a_file_the_kinds_file_is_read_under_the_callers_etc() {
+        let d = tempfile::tempdir().unwrap();
+        let mut a = dm_permissions_import(d.path(), false, true);
+        let rules = a.file.take().unwrap();
+        a.allow_unprotected = true;
+        let bare = asmguard_paths::Paths::under(d.path());
+        // nothing under this tree's etc: the error names its file
+        let e = run_on(&a, &bare).unwrap_err();
+        let want = bare.etc.join("udev/rules.d/99-oracle-asmdevices.rules");
+        assert!(
+            e.message.contains(&want.display().to_string()),
+            "{}",
+            e.message
+        );
+        std::fs::create_dir_all(want.parent().unwrap()).unwrap();
+        std::fs::rename(&rules, &want).unwrap();
+        run_on(&a, &bare).unwrap();
     }
 
     #[test]

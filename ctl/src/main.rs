@@ -19,11 +19,13 @@ mod size;
 use clap::Parser;
 
 fn main() {
+    // The system's roots: built here once, passed down.
+    let paths = asmguard_paths::Paths::default();
     // Run as `oracleasm` (a symlink /usr/sbin/oracleasm): ASMLib's command line.
     let argv0 = std::env::args_os().next().unwrap_or_default();
     if std::path::Path::new(&argv0).file_name() == Some(std::ffi::OsStr::new("oracleasm")) {
         let a = oracleasm::Standalone::parse();
-        match oracleasm::run_standalone(&a) {
+        match oracleasm::run_standalone(&a, &paths) {
             Ok(()) => std::process::exit(exit::OK),
             Err(e) => {
                 if !e.message.is_empty() {
@@ -34,7 +36,6 @@ fn main() {
         }
     }
     let cli = commands::parse_args();
-    let paths = asmguard_paths::Paths::default();
     match commands::run(&cli, &paths) {
         Ok(()) => std::process::exit(exit::OK),
         Err(e) => {

@@ -203,15 +203,22 @@ fn steps(
     }
 }
 
-pub fn run_standalone(a: &Standalone) -> Result<(), CliError> {
-    run_cmd(&a.socket, a.timeout, &a.cmd)
+/// `paths`: the system's roots, built once in `main`.
+pub fn run_standalone(a: &Standalone, paths: &asmguard_paths::Paths) -> Result<(), CliError> {
+    run_cmd(&a.socket, a.timeout, &a.cmd, paths)
 }
 
-pub fn run(cli: &Global, a: &OracleasmArgs) -> Result<(), CliError> {
-    run_cmd(&cli.socket, cli.timeout, &a.cmd)
+/// `paths`: the system's roots, built once in `main`.
+pub fn run(cli: &Global, a: &OracleasmArgs, paths: &asmguard_paths::Paths) -> Result<(), CliError> {
+    run_cmd(&cli.socket, cli.timeout, &a.cmd, paths)
 }
 
-fn run_cmd(socket: &Path, timeout: u64, cmd: &Cmd) -> Result<(), CliError> {
+fn run_cmd(
+    socket: &Path,
+    timeout: u64,
+    cmd: &Cmd,
+    paths: &asmguard_paths::Paths,
+) -> Result<(), CliError> {
     let c = Ctx { socket, timeout };
     match cmd {
         Cmd::Createdisk { label, device, .. } => {
@@ -407,8 +414,8 @@ fn run_cmd(socket: &Path, timeout: u64, cmd: &Cmd) -> Result<(), CliError> {
             }
             Ok(())
         }
-        Cmd::Status { afd: true } => afd_state(socket, timeout),
-        Cmd::Status { afd: false } => status(&c),
+        Cmd::Status { afd: true } => afd_state(socket, timeout, paths),
+        Cmd::Status { afd: false } => status(&c, paths),
         Cmd::Lsdsk { .. } => afd_lsdsk(socket, timeout),
         Cmd::Configure {
             config,
@@ -446,16 +453,16 @@ pub fn afd_lsdsk(socket: &Path, timeout: u64) -> Result<(), CliError> {
 }
 
 /// `asmcmd afd_state`'s line: loaded, filtering ENABLED or DISABLED, host.
-pub fn afd_state(socket: &Path, timeout: u64) -> Result<(), CliError> {
+/// The host name is read under `paths` (the caller's roots).
+pub fn afd_state(
+    socket: &Path,
+    timeout: u64,
+    paths: &asmguard_paths::Paths,
+) -> Result<(), CliError> {
     let c = Ctx { socket, timeout };
     let s: StatusResult = decode(c.call(Op::Status)?)?;
     let on = !s.unprotected() && s.default_filter_mode == asmguard_filter_types::Mode::Enforce;
-    let host = std::fs::read_to_string(
-        asmguard_paths::Paths::default()
-            .proc
-            .join("sys/kernel/hostname"),
-    )
-    .unwrap_or_default();
+    let host = std::fs::read_to_string(paths.proc.join("sys/kernel/hostname")).unwrap_or_default();
     println!(
         "ASMCMD-9526: The AFD state is 'LOADED' and filtering is '{}' on host '{}'",
         if on { "ENABLED" } else { "DISABLED" },
@@ -491,7 +498,8 @@ pub fn configure_text(cfg: &asmguard_config::Config) -> String {
     )
 }
 
-fn status(c: &Ctx) -> Result<(), CliError> {
+/// The links are looked for under `paths` (the caller's roots).
+fn status(c: &Ctx, paths: &asmguard_paths::Paths) -> Result<(), CliError> {
     let mut ok = true;
     let mut check = |what: String, yes: bool, detail: String| {
         ok &= yes;
@@ -546,10 +554,7 @@ fn status(c: &Ctx) -> Result<(), CliError> {
     }
     for d in r.disks.iter().filter(|d| !d.conflict) {
         for dir in &dirs {
-            let link = asmguard_paths::Paths::default()
-                .dev
-                .join(dir)
-                .join(&d.label);
+            let link = paths.dev.join(dir).join(&d.label);
             use std::os::unix::fs::MetadataExt;
             let (yes, detail) = match std::fs::metadata(&link) {
                 Ok(m) => {

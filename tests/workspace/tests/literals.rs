@@ -95,8 +95,6 @@ const ROOTS_BUILT_IN: &[&str] = &[
     "crates/guard/src/guard/ring.rs",
     "crates/guard/src/guard/rules.rs",
     "crates/guard/src/pins.rs",
-    "ctl/src/import.rs",
-    "ctl/src/oracleasm.rs",
 ];
 
 /// The (line number, line) of every place `text` builds the system's roots
