@@ -129,7 +129,7 @@ async fn run(
     tracing::debug!("open-file limit: {nofile}");
     // Before anything is claimed, pinned or scanned: one daemon per pin directory.
     let pin_dir = bpf_pin_dir.clone().unwrap_or_else(|| paths.pin_dir());
-    let _pin_lock = match asmguard_guard::pins::lock(&paths.run_dir(), &pin_dir) {
+    let _pin_lock = match asmguard_guard::pins::lock(&paths.run_dir(), &pin_dir, &paths.proc) {
         Ok(l) => {
             if let Some(w) = &l.warning {
                 tracing::warn!("{w}");

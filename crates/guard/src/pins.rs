@@ -40,9 +40,9 @@ pub fn lock_path(lock_dir: &Path, dir: &Path) -> PathBuf {
 
 /// Takes the exclusive lock of pin directory `dir` (its file under
 /// `lock_dir`, [`lock_path`]). `Err`: another process holds it; the message
-/// names the directory and the holder's pid where `/proc/locks` shows it,
-/// and says what to do.
-pub fn lock(lock_dir: &Path, dir: &Path) -> Result<PinLock, String> {
+/// names the directory and the holder's pid where `/proc/locks` shows it
+/// (`proc`: the caller's `Paths::proc`), and says what to do.
+pub fn lock(lock_dir: &Path, dir: &Path, proc: &Path) -> Result<PinLock, String> {
     let path = lock_path(lock_dir, dir);
     if let Some(parent) = path.parent() {
         let _ = std::fs::create_dir_all(parent);
@@ -85,7 +85,7 @@ pub fn lock(lock_dir: &Path, dir: &Path) -> Result<PinLock, String> {
         });
     }
     let ino = f.metadata().map(|m| m.ino()).unwrap_or(0);
-    let holder = std::fs::read_to_string(asmguard_paths::Paths::default().proc.join("locks"))
+    let holder = std::fs::read_to_string(proc.join("locks"))
         .ok()
         .and_then(|t| flock_holder(&t, ino))
         .map(|pid| format!(" (pid {pid})"))
@@ -141,15 +141,24 @@ mod tests {
     fn a_second_lock_on_the_same_pins_is_refused_and_names_the_holder() {
         let run = tempfile::tempdir().unwrap();
         let pins = Path::new("/sys/fs/bpf/asmguard-unit-test");
-        let first = lock(run.path(), pins).unwrap();
+        let proc = asmguard_paths::Paths::default().proc;
+        let first = lock(run.path(), pins, &proc).unwrap();
         assert!(first.warning.is_none(), "{:?}", first.warning);
-        let e = lock(run.path(), pins).unwrap_err();
+        let e = lock(run.path(), pins, &proc).unwrap_err();
         assert!(e.contains("already uses this BPF pin directory"), "{e}");
         assert!(e.contains(&format!("(pid {})", std::process::id())), "{e}");
+        // the holder is read from the caller's procfs: none in an empty one
+        let empty = tempfile::tempdir().unwrap();
+        let e = lock(run.path(), pins, empty.path()).unwrap_err();
+        assert!(e.contains("already uses this BPF pin directory"), "{e}");
+        assert!(!e.contains("(pid "), "{e}");
         // other pins: another lock
-        let other = lock(run.path(), Path::new("/sys/fs/bpf/other")).unwrap();
+        let other = lock(run.path(), Path::new("/sys/fs/bpf/other"), &proc).unwrap();
         assert!(other.warning.is_none());
         drop(first);
-        assert!(lock(run.path(), pins).is_ok(), "released with its holder");
+        assert!(
+            lock(run.path(), pins, &proc).is_ok(),
+            "released with its holder"
+        );
     }
 }

@@ -94,7 +94,6 @@ const ROOTS_BUILT_IN: &[&str] = &[
     "crates/guard/src/guard/pinwatch.rs",
     "crates/guard/src/guard/ring.rs",
     "crates/guard/src/guard/rules.rs",
-    "crates/guard/src/pins.rs",
 ];
 
 /// The (line number, line) of every place `text` builds the system's roots
