@@ -227,7 +227,7 @@ fn under(root: &Path, p: &Path) -> PathBuf {
 /// for messages (the root component before `rel`), never read.
 pub(crate) fn shown(root_real: &Path, p: &Path) -> PathBuf {
     match p.strip_prefix(root_real) {
-        Ok(rel) => Path::new(Component::RootDir.as_os_str()).join(rel),
+        Ok(rel) => Path::new("/").join(rel), // literal path: the name the host gives it, for messages
         Err(_) => p.to_path_buf(),
     }
 }

@@ -101,6 +101,7 @@ const ROOTS_BUILT_IN: &[&str] = &[
 fn roots_built(text: &str) -> Vec<(usize, String)> {
     common::code_lines(text)
         .into_iter()
+        .filter(|(_, l)| !l.contains("// literal path:"))
         .filter(|(_, l)| l.contains("Paths::default()") || l.contains("Path::new(\"/\")"))
         .map(|(n, l)| (n, l.trim().to_string()))
         .collect()
