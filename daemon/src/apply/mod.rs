@@ -174,19 +174,7 @@ impl Applier {
             Input::Relink(n) => Some(n.clone()),
             _ => None,
         };
-        // the inputs that change nothing of the disks' part (a label write's
-        // end of a mode takes effect with the refresh that follows it)
-        let disks = !matches!(
-            input,
-            Input::Verify
-                | Input::Relink(_)
-                | Input::Exposed(_)
-                | Input::Writers(_)
-                | Input::Rules(_)
-                | Input::Conf(_)
-                | Input::Forget(_)
-                | Input::Renamed { .. }
-        );
+        let disks = input.touches_disks();
         // the whole filter on or off
         let turn = matches!(input, Input::Mode { label: None, .. });
         let w = next(&self.world, input);

@@ -131,6 +131,28 @@ pub enum Input {
     Verify,
 }
 
+impl Input {
+    /// Whether it can change the disks' part of the system (the filter's
+    /// set and modes, container rules, links, nodes, claims, the tracer):
+    /// the apply side makes that part match only then. Exhaustive, so a new
+    /// input says which it is (the periodic check's inputs never do: they
+    /// come every 2 s).
+    pub fn touches_disks(&self) -> bool {
+        match self {
+            Input::Model(_)
+            | Input::Containers(_)
+            | Input::Fence { .. }
+            | Input::Mode { .. }
+            | Input::Again => true,
+            // a label write's end of a mode takes effect with the refresh
+            // that follows it
+            Input::Forget(_) | Input::Renamed { .. } => false,
+            Input::Conf(_) | Input::Rules(_) => false,
+            Input::Exposed(_) | Input::Writers(_) | Input::Verify | Input::Relink(_) => false,
+        }
+    }
+}
+
 impl World {
     /// Before the first scan: no disk, no container resolved, no rules.
     pub fn empty(conf: Arc<Conf>) -> World {
@@ -242,6 +264,22 @@ mod tests {
         let conf = Arc::new(Conf::new(asmguard_config::Config::default()));
         let w4 = next(&w3, Input::Conf(conf.clone()));
         assert!(Arc::ptr_eq(&w4.conf, &conf) && Arc::ptr_eq(w4.rules.as_ref().unwrap(), &r));
+    }
+
+    /// The periodic check's inputs (every 2 s) never make the disks' part
+    /// match again: that reads the filter's maps, the links, the nodes and
+    /// the claims each time.
+    #[test]
+    fn the_periodic_inputs_leave_the_disks_alone() {
+        for i in [
+            Input::Exposed(Exposed::new()),
+            Input::Writers(Exposed::new()),
+            Input::Verify,
+        ] {
+            assert!(!i.touches_disks(), "{i:?}");
+        }
+        assert!(Input::Model(Model::default()).touches_disks());
+        assert!(Input::Again.touches_disks());
     }
 
     #[test]
