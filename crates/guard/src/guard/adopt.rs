@@ -255,9 +255,14 @@ pub(crate) fn judge(
         _ => false,
     };
     if !placed {
+        let kind = match &info.info {
+            LinkTypeInfo::Cgroup(_) => "a cgroup link",
+            LinkTypeInfo::Tracing(_) => "a tracing link",
+            LinkTypeInfo::RawTracepoint(_) => "a raw tracepoint link",
+            _ => "a link of another kind",
+        };
         return refuse(format!(
-            "a link of another type or place ({:?})",
-            std::mem::discriminant(&info.info)
+            "a link of another type or place ({kind} or another hook, where this daemon pins {attach:?})"
         ));
     }
     let Some(prog) = prog_facts_by_id(info.prog_id) else {
