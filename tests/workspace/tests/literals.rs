@@ -37,22 +37,36 @@ fn has_literal(line: &str) -> bool {
 
 /// The (line number, line) of every offending literal in a file's text.
 fn offenders(text: &str) -> Vec<(usize, String)> {
-    common::code_lines(text)
-        .into_iter()
-        .filter(|(_, line)| !line.contains("// literal path:"))
-        .filter(|(_, line)| has_literal(line.split(" // ").next().unwrap_or(line)))
-        .map(|(n, line)| (n, line.trim().to_string()))
-        .collect()
+    lines_where(text, |line| {
+        has_literal(line.split(" // ").next().unwrap_or(line))
+    })
 }
 
-#[test]
-fn no_absolute_path_literal_outside_the_defaults() {
+/// The workspace's root and its Rust sources (crates, daemon, ctl), sorted.
+fn sources() -> (std::path::PathBuf, Vec<std::path::PathBuf>) {
     let ws = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let mut files = Vec::new();
     for top in ["crates", "daemon", "ctl"] {
         rust_files(&ws.join(top), &mut files);
     }
     files.sort();
+    (ws, files)
+}
+
+/// The (line number, trimmed line) of every unmarked code line of `text`
+/// that `hit` holds for (tests, comments and `// literal path:` lines aside).
+fn lines_where(text: &str, hit: impl Fn(&str) -> bool) -> Vec<(usize, String)> {
+    common::code_lines(text)
+        .into_iter()
+        .filter(|(_, line)| !line.contains("// literal path:"))
+        .filter(|(_, line)| hit(line))
+        .map(|(n, line)| (n, line.trim().to_string()))
+        .collect()
+}
+
+#[test]
+fn no_absolute_path_literal_outside_the_defaults() {
+    let (ws, files) = sources();
     assert!(
         files.len() > 50,
         "found only {} Rust files under {}",
@@ -99,22 +113,14 @@ const ROOTS_BUILT_IN: &[&str] = &[
 /// The (line number, line) of every place `text` builds the system's roots
 /// in code that is not a test.
 fn roots_built(text: &str) -> Vec<(usize, String)> {
-    common::code_lines(text)
-        .into_iter()
-        .filter(|(_, l)| !l.contains("// literal path:"))
-        .filter(|(_, l)| l.contains("Paths::default()") || l.contains("Path::new(\"/\")"))
-        .map(|(n, l)| (n, l.trim().to_string()))
-        .collect()
+    lines_where(text, |l| {
+        l.contains("Paths::default()") || l.contains("Path::new(\"/\")")
+    })
 }
 
 #[test]
 fn the_roots_are_built_once_in_main_and_passed_down() {
-    let ws = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let mut files = Vec::new();
-    for top in ["crates", "daemon", "ctl"] {
-        rust_files(&ws.join(top), &mut files);
-    }
-    files.sort();
+    let (ws, files) = sources();
     let (mut bad, mut stale) = (Vec::new(), Vec::new());
     for f in &files {
         let rel = f.strip_prefix(&ws).unwrap_or(f);
