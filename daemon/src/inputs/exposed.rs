@@ -71,7 +71,6 @@ impl Daemon {
                 v.push(o);
             }
         }
-        self.submit(Input::Exposed(now));
         // descriptors open for writing before protection: each write still
         // judged, so named only. A disk's first check after it became
         // protected (no entry yet) takes every one; later checks keep those
@@ -83,10 +82,11 @@ impl Daemon {
         // was judged at its open (an ASM instance's descriptors are not
         // "since before protection")
         let first = !CHECKED.swap(true, std::sync::atomic::Ordering::SeqCst);
-        if first && self.filter.status().adopted {
-            self.submit(Input::Writers(writers));
-            return;
-        }
+        let fds = if first && self.filter.status().adopted {
+            Vec::new()
+        } else {
+            fds
+        };
         for o in fds {
             let Some(l) = label_of.get(&o.device) else {
                 continue;
@@ -101,6 +101,10 @@ impl Daemon {
                 writers.entry(l.to_string()).or_default().push(o);
             }
         }
-        self.submit(Input::Writers(writers));
+        // one input for both findings: one apply per check
+        self.submit(Input::Found {
+            exposed: now,
+            writers,
+        });
     }
 }

@@ -103,10 +103,10 @@ pub enum Input {
     Rules(Arc<HostRules>),
     /// A reclaim fences its disks (`on`) or its fence is lifted.
     Fence { labels: Vec<String>, on: bool },
-    /// The periodic check found these exposures.
-    Exposed(Exposed),
-    /// The periodic check found these descriptors open for writing.
-    Writers(Exposed),
+    /// The periodic check found these exposures (shared-writable mappings
+    /// made before protection) and these descriptors open for writing since
+    /// before protection.
+    Found { exposed: Exposed, writers: Exposed },
     /// `asmguardctl filter ACTION [LABEL]` (checked against the World first:
     /// `modes::Modes::with`).
     Mode {
@@ -148,7 +148,7 @@ impl Input {
             // that follows it
             Input::Forget(_) | Input::Renamed { .. } => false,
             Input::Conf(_) | Input::Rules(_) => false,
-            Input::Exposed(_) | Input::Writers(_) | Input::Verify | Input::Relink(_) => false,
+            Input::Found { .. } | Input::Verify | Input::Relink(_) => false,
         }
     }
 }
@@ -214,14 +214,12 @@ pub fn next(w: &World, input: Input) -> World {
             }
             n.fenced = Arc::new(f);
         }
-        Input::Exposed(e) => {
-            if *w.exposed != e {
-                n.exposed = Arc::new(e);
+        Input::Found { exposed, writers } => {
+            if *w.exposed != exposed {
+                n.exposed = Arc::new(exposed);
             }
-        }
-        Input::Writers(e) => {
-            if *w.writers != e {
-                n.writers = Arc::new(e);
+            if *w.writers != writers {
+                n.writers = Arc::new(writers);
             }
         }
         Input::Again | Input::Verify | Input::Relink(_) => {}
@@ -272,8 +270,10 @@ mod tests {
     #[test]
     fn the_periodic_inputs_leave_the_disks_alone() {
         for i in [
-            Input::Exposed(Exposed::new()),
-            Input::Writers(Exposed::new()),
+            Input::Found {
+                exposed: Exposed::new(),
+                writers: Exposed::new(),
+            },
             Input::Verify,
         ] {
             assert!(!i.touches_disks(), "{i:?}");
@@ -309,7 +309,13 @@ mod tests {
     #[test]
     fn an_unchanged_exposure_keeps_its_value_and_again_changes_nothing() {
         let w = world();
-        let e1 = next(&w, Input::Exposed(Exposed::new()));
+        let e1 = next(
+            &w,
+            Input::Found {
+                exposed: Exposed::new(),
+                writers: Exposed::new(),
+            },
+        );
         assert!(Arc::ptr_eq(&e1.exposed, &w.exposed));
         let c = next(&e1, Input::Again);
         assert!(Arc::ptr_eq(&c.exposed, &e1.exposed) && Arc::ptr_eq(&c.conf, &e1.conf));
