@@ -56,6 +56,32 @@ char LICENSE[] SEC("license") = "GPL";
 struct gendisk___iolat {
 	int major;
 	int first_minor;
+	char disk_name[32];
+} __attribute__((preserve_access_index));
+
+/* whether a disk is hidden (no device number for userspace: the paths of an
+ * NVMe multipath head) is read from its struct device's number, 0 when hidden
+ * (no `dev` in sysfs; the block device's own bd_dev is set all the same):
+ * inside a struct block_device pointed to by part0 since Linux 5.11, inside
+ * an embedded struct hd_struct before */
+struct device___iolat {
+	__u32 devt;
+} __attribute__((preserve_access_index));
+
+struct block_device___iolat {
+	struct device___iolat bd_device;
+} __attribute__((preserve_access_index));
+
+struct gendisk___new {
+	struct block_device___iolat *part0;
+} __attribute__((preserve_access_index));
+
+struct hd_struct___iolat {
+	struct device___iolat __dev;
+} __attribute__((preserve_access_index));
+
+struct gendisk___old {
+	struct hd_struct___iolat part0;
 } __attribute__((preserve_access_index));
 
 struct request_queue___iolat {
@@ -200,6 +226,47 @@ static __always_inline __u32 op_class(unsigned int cmd_flags)
 }
 
 #define IOLAT_NOT_TRACED (~0U)
+
+/* the major of the block layer's extended device numbers (BLOCK_EXT_MAJOR):
+ * NVMe namespaces, their partitions and the hidden paths of NVMe heads */
+#define IOLAT_EXT_MAJOR 259
+
+/*
+ * The key of a hidden NVMe path `nvme<S>c<C>n<N>` (S, C, N < 1024; see iolat.h
+ * IOLAT_HIDDEN_KEY), from its 32-byte name; 0 for any other name. The kernel
+ * gives such a disk a device number userspace never sees, so the tracer and
+ * userspace key it by its name instead.
+ */
+static __always_inline __u32 hidden_key(const char name[32])
+{
+	__u32 v[3] = {}, f = 0;
+	bool digits = false;
+
+	if (name[0] != 'n' || name[1] != 'v' || name[2] != 'm' || name[3] != 'e')
+		return 0;
+	for (int i = 4; i < 32; i++) {
+		char ch = name[i];
+
+		if (ch >= '0' && ch <= '9') {
+			if (f > 2)
+				return 0;
+			v[f] = v[f] * 10 + (ch - '0');
+			if (v[f] >= IOLAT_HIDDEN_MAX)
+				return 0;
+			digits = true;
+			continue;
+		}
+		if (!digits)
+			return 0;
+		if (f == 2)
+			return ch == 0 ? IOLAT_HIDDEN_KEY(v[0], v[1], v[2]) : 0;
+		if (ch != (f == 0 ? 'c' : 'n'))
+			return 0;
+		f++;
+		digits = false;
+	}
+	return 0;
+}
 
 /* the histogram slot of a traced disk, or IOLAT_NOT_TRACED: one array lookup,
  * and a hash lookup only in a bucket several traced disks share */

@@ -114,6 +114,20 @@ struct iolat_devent {
 
 #define IOLAT_IDX_SHARED (~0U)
 
+/*
+ * Hidden disks: the paths of an NVMe multipath head (`nvme<S>c<C>n<N>`: head
+ * N of subsystem S through controller C) have a device number inside the
+ * kernel only (no `dev` in sysfs, no node). The tracer keys them by their
+ * name instead: major IOLAT_HIDDEN_MAJOR + S (majors 3072..4095, above every
+ * block major the kernel hands out, at most 511), minor C * 1024 + N; S, C
+ * and N below IOLAT_HIDDEN_MAX, else not traced. Mirrored by
+ * asmguard_metrics::hidden_path_key.
+ */
+#define IOLAT_HIDDEN_MAJOR 3072
+#define IOLAT_HIDDEN_MAX 1024
+#define IOLAT_HIDDEN_KEY(s, c, n) \
+	((((__u32)IOLAT_HIDDEN_MAJOR + (s)) << 20) | ((__u32)(c) << 10) | (__u32)(n))
+
 /* Fibonacci hashing of a dev_t to `bits` (1..31) bits */
 #define IOLAT_BUCKET(dev, bits) ((__u32)((__u32)(dev) * 2654435761U) >> (32 - (bits)))
 

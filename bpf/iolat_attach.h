@@ -14,10 +14,28 @@
 #define IOLAT_FN(name) IOLAT_CAT(name, IOLAT_KIND, fn)
 #define IOLAT_NAME(hook) IOLAT_CAT(iolat, IOLAT_KIND, hook)
 
-/* the request's disk, as a kernel dev_t (0: none) */
+/* whether `disk` is hidden: its whole-disk device has no number (Linux
+ * 5.11+: part0 is a struct block_device pointer; before, an embedded
+ * hd_struct) */
+static __always_inline bool IOLAT_FN(hidden)(struct gendisk___iolat *disk)
+{
+	if (bpf_core_field_exists(((struct gendisk___new *)disk)->part0)) {
+		struct gendisk___new *d = (void *)disk;
+
+		return IOLAT_RD(d, part0, bd_device.devt) == 0;
+	} else {
+		struct gendisk___old *d = (void *)disk;
+
+		return IOLAT_RD(d, part0.__dev.devt) == 0;
+	}
+}
+
+/* the request's disk, as a kernel dev_t (0: none), or the name key of a
+ * hidden NVMe path (IOLAT_HIDDEN_KEY) */
 static __always_inline __u32 IOLAT_FN(dev)(struct request___iolat *rq)
 {
 	struct gendisk___iolat *disk;
+	__u32 major;
 
 	if (bpf_core_field_exists(rq->q->disk)) {
 		disk = IOLAT_RD(rq, q, disk);
@@ -28,7 +46,15 @@ static __always_inline __u32 IOLAT_FN(dev)(struct request___iolat *rq)
 	}
 	if (!disk)
 		return 0;
-	return MKDEV((__u32)IOLAT_RD(disk, major), (__u32)IOLAT_RD(disk, first_minor));
+	major = IOLAT_RD(disk, major);
+	if (major == IOLAT_EXT_MAJOR && IOLAT_FN(hidden)(disk)) {
+		char name[32];
+
+		if (bpf_core_read(name, sizeof(name), &disk->disk_name))
+			return 0;
+		return hidden_key(name);
+	}
+	return MKDEV(major, (__u32)IOLAT_RD(disk, first_minor));
 }
 
 /* the request's queue has the flag the issue programs take for

@@ -829,6 +829,32 @@ fn system_disks(paths: &asmguard_paths::Paths) -> Vec<KernelDev> {
 /// `bpf/iolat.h`'s IOLAT_IDX_SHARED.
 const IDX_SHARED: u32 = u32::MAX;
 
+/// `bpf/iolat.h`'s IOLAT_HIDDEN_MAJOR and IOLAT_HIDDEN_MAX.
+const HIDDEN_MAJOR: u32 = 3072;
+const HIDDEN_MAX: u32 = 1024;
+
+/// The tracer's key of a hidden NVMe path (`nvme<S>c<C>n<N>`, a path of a
+/// multipath head): such a disk has a device number inside the kernel only,
+/// so the tracer keys it by its name (`bpf/iolat.h` IOLAT_HIDDEN_KEY: major
+/// 3072 + S, minor C * 1024 + N). `None` for any other name, or a number of
+/// 1024 or more (not traced).
+pub fn hidden_path_key(name: &str) -> Option<KernelDev> {
+    let rest = name.strip_prefix("nvme")?;
+    let (s, rest) = rest.split_once('c')?;
+    let (c, n) = rest.split_once('n')?;
+    let num = |t: &str| -> Option<u32> {
+        if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        t.parse::<u32>().ok().filter(|v| *v < HIDDEN_MAX)
+    };
+    // the kernel's name is at most 31 bytes (DISK_NAME_LEN with its NUL)
+    if name.len() > 31 {
+        return None;
+    }
+    KernelDev::new(HIDDEN_MAJOR + num(s)?, (num(c)? << 10) | num(n)?).ok()
+}
+
 /// log2 of the index's size: the smallest power of two of at least twice the
 /// disk slots (at most one disk in most buckets).
 fn index_bits(max_disks: u32) -> u32 {
@@ -865,6 +891,48 @@ mod tests {
     use super::*;
     use crate::NSLOTS;
     use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+
+    /// A hidden NVMe path's key is the one `bpf/iolat.h` makes of its name:
+    /// each of subsystem, controller and head in its own bits, above every
+    /// major the kernel hands out; anything else is no key.
+    #[test]
+    fn hidden_path_keys_are_the_tracers() {
+        let k = |n| hidden_path_key(n).map(|d| (d.major(), d.minor()));
+        assert_eq!(k("nvme0c0n1"), Some((3072, 1)));
+        assert_eq!(k("nvme2c1n1"), Some((3074, 1024 + 1)));
+        assert_eq!(k("nvme12c345n678"), Some((3084, 345 * 1024 + 678)));
+        assert_eq!(k("nvme1023c1023n1023"), Some((4095, 1023 * 1024 + 1023)));
+        // raw: major << 20 | minor, as the BPF side builds it
+        assert_eq!(
+            hidden_path_key("nvme2c1n1").unwrap().raw(),
+            (3074 << 20) | (1 << 10) | 1
+        );
+        for bad in [
+            "nvme0n1",
+            "nvme0c1n1p1",
+            "nvme1024c0n1",
+            "nvme0c1024n1",
+            "nvme0c0n1024",
+            "nvmec1n1",
+            "nvme0cn1",
+            "nvme0c1n",
+            "sda",
+            "nvme0",
+            "nvme0c1x1",
+            "nvme-0c1n1",
+        ] {
+            assert_eq!(k(bad), None, "{bad}");
+        }
+        // distinct names, distinct keys
+        let mut seen = std::collections::BTreeSet::new();
+        for s in 0..4 {
+            for c in 0..4 {
+                for n in 1..4 {
+                    assert!(seen.insert(hidden_path_key(&format!("nvme{s}c{c}n{n}")).unwrap()));
+                }
+            }
+        }
+    }
 
     /// The production object holds the eight tracing programs (tp_btf and
     /// raw_tp, with cells and without, from one body) and no benchmark code.

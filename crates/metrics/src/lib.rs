@@ -36,7 +36,7 @@ pub use asmguard_iostat::{
     DiskOpStats, IostatReport, IostatRow, Op, OpHist, RawEntry, Snapshot, NSLOTS,
 };
 #[cfg(feature = "bpf")]
-pub use bpf::{AttachMode, IoLat, LoadOptions};
+pub use bpf::{hidden_path_key, AttachMode, IoLat, LoadOptions};
 pub use error::Error;
 pub use exporter::{
     CounterSource, Counters, DiscardSource, DiskInfo, HistSource, IoErrorKind, Metrics, SizeClass,

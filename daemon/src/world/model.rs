@@ -444,7 +444,8 @@ pub fn claims(disks: &[Disk]) -> Vec<Wanted> {
 /// I/O is counted on (conflicting labels are left out). A disk is traced on
 /// the request-based devices under it, where requests are issued: each path
 /// of a dm-multipath device, each hidden path of an NVMe head (the head is
-/// bio-based and issues none), else its whole disk. The exporter rolls the
+/// bio-based and issues none; a hidden path by its name's key,
+/// `asmguard_metrics::hidden_path_key`), else its whole disk. The exporter rolls the
 /// paths up into the disk's series; a request is issued on one of them only,
 /// so it is counted once.
 pub fn traced(disks: &[Disk]) -> BTreeMap<KernelDev, asmguard_metrics::DiskInfo> {
@@ -466,11 +467,14 @@ pub fn traced(disks: &[Disk]) -> BTreeMap<KernelDev, asmguard_metrics::DiskInfo>
             .filter(|p| p.role == Role::Path)
             .map(|p| (p.node.dev, p.node.name.clone()))
             .collect();
-        below.extend(
-            d.nvme_paths
-                .iter()
-                .filter_map(|(name, dev)| Some(((*dev)?, name.clone()))),
-        );
+        // a hidden path has no number userspace can read: the tracer keys
+        // it by its name
+        below.extend(d.nvme_paths.iter().filter_map(|(name, dev)| {
+            Some((
+                dev.or_else(|| asmguard_metrics::hidden_path_key(name))?,
+                name.clone(),
+            ))
+        }));
         if below.is_empty() {
             out.insert(whole.dev, info);
             continue;
@@ -761,16 +765,22 @@ pub mod tests {
     #[test]
     fn traced_disks_and_modes_from_the_model() {
         let t = traced(&model());
-        // the request-based paths under the multipath device (its sd paths, and
-        // the hidden NVMe path that has a number), not the bio-based top, and
-        // the parent of the labelled partition; conflicting labels are not
-        // described
+        // the request-based paths under the multipath device (its sd paths, the
+        // hidden NVMe path that has a number, and the one without, by its
+        // name's key), not the bio-based top, and the parent of the labelled
+        // partition; conflicting labels are not described
+        let hidden = asmguard_metrics::hidden_path_key("nvme0c0n1").unwrap();
         assert_eq!(
             t.keys().copied().collect::<Vec<_>>(),
-            vec![k("8:16"), k("8:32"), k("8:48"), k("259:4")]
+            vec![k("8:16"), k("8:32"), k("8:48"), k("259:4"), hidden]
         );
-        for (dev, path) in [("8:16", "sdb"), ("8:32", "sdc"), ("259:4", "nvme0c1n1")] {
-            let mp = &t[&k(dev)];
+        for (dev, path) in [
+            (k("8:16"), "sdb"),
+            (k("8:32"), "sdc"),
+            (k("259:4"), "nvme0c1n1"),
+            (hidden, "nvme0c0n1"),
+        ] {
+            let mp = &t[&dev];
             // rolled up to the disk: its device and label, each with its path
             assert_eq!((mp.device.as_str(), mp.label.as_str()), ("dm-2", "MDATA1"));
             assert_eq!(mp.path, path);

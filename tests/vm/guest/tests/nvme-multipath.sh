@@ -269,6 +269,56 @@ if vm_full; then
 fi
 tinfo "pci allowed done"
 
+# latency (issue 42): the head is bio-based and issues no requests; its reads
+# are issued on its hidden paths (no device number for userspace: the tracer
+# keys them by name), traced as the disk's paths. With the subsystem's I/O
+# policy round-robin, 300 direct reads through the head count >= 300 reads in
+# the disk's series, every hidden path carries some in its own path series,
+# and the paths add up to the disk (each request counted once). The default
+# exporter, 127.0.0.1:9465.
+# rsum NAME LABELS TEXT: the sum of the samples of metric NAME whose label set
+# holds every LABELS pattern (space-separated), empty if none
+rsum() {
+	printf '%s\n' "$3" | awk -v n="$1" -v l="$2" '
+		BEGIN { k = split(l, w, " ") }
+		index($0, n"{") == 1 { for (i = 1; i <= k; i++) if (index($0, w[i]) == 0) next; s += $NF; seen = 1 }
+		END { if (seen) print s }'
+}
+lo_up
+MURL=http://127.0.0.1:9465/metrics
+HP=$(paths_of "$H")
+pol=""
+for f in /sys/class/nvme-subsystem/*/iopolicy; do
+	# the head's subsystem: the one whose directory holds the head
+	[ -e "${f%/iopolicy}/${H#/dev/}" ] && pol=$f
+done
+old_pol=$(cat "$pol" 2>/dev/null)
+[ -n "$pol" ] && sysfs_write "$pol" round-robin
+m0=$(asmguard-iolat scrape --url "$MURL" 2>&1)
+dd if="$H" of=/dev/null bs=4096 count=300 iflag=direct status=none
+m1=$(asmguard-iolat scrape --url "$MURL" 2>&1)
+[ -n "$old_pol" ] && sysfs_write "$pol" "$old_pol"
+r0=$(rsum asmguard_io_latency_seconds_count 'label="MPPCI" op="read"' "$m0")
+r1=$(rsum asmguard_io_latency_seconds_count 'label="MPPCI" op="read"' "$m1")
+nread=$((${r1:-0} - ${r0:-0}))
+pdetail=""
+pmiss=""
+psum=0
+for p in $HP; do
+	c=$(rsum asmguard_path_io_latency_seconds_count "disk=\"MPPCI\" path=\"$p\" op=\"read\"" "$m1")
+	c0=$(rsum asmguard_path_io_latency_seconds_count "disk=\"MPPCI\" path=\"$p\" op=\"read\"" "$m0")
+	[ -n "$c" ] && [ $((c - ${c0:-0})) -gt 0 ] || pmiss="$pmiss $p"
+	psum=$((psum + ${c:-0}))
+	pdetail="$pdetail $p=${c:-none}"
+done
+[ "$nread" -ge 300 ] && pass pci-iolat.head-counted "$nread reads counted on MPPCI; paths:$pdetail" ||
+	fail pci-iolat.head-counted "want >= 300 reads on MPPCI, got $nread; paths:$pdetail :: $(printf '%s\n' "$m1" | grep -E '^asmguard_(path_)?io_latency_seconds_count' | tr '\n' ' ')"
+[ -n "$HP" ] && [ -z "$pmiss" ] && pass pci-iolat.paths "every hidden path carried reads (iopolicy ${pol:+round-robin, was $old_pol}):$pdetail" ||
+	fail pci-iolat.paths "no reads in the path series of:${pmiss:- (no hidden paths)} ($pdetail; iopolicy file ${pol:-none})"
+[ "$psum" = "${r1:-0}" ] && pass pci-iolat.once "the paths' reads add up to the disk's ($psum)" ||
+	fail pci-iolat.once "paths' reads $psum, the disk's ${r1:-0}"
+tinfo "pci latency done"
+
 # reappears TAG HEAD NSID OLD SINCE LABEL: waits for a controller of HEAD that is not
 # among OLD; then, as soon as root's Security Send through it is refused (the
 # filter manages it: the daemon saw it), checks root's io-passthru write and
