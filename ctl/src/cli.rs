@@ -89,6 +89,11 @@ pub struct IostatArgs {
     /// Stop after this many reports (0: until interrupted).
     #[arg(long, default_value_t = 0)]
     pub count: u64,
+    /// Also one row per path of each disk traced on its paths (the sd paths
+    /// of a dm-multipath device, the hidden paths of an NVMe head): a slow
+    /// or failing path stands out.
+    #[arg(long)]
+    pub paths: bool,
     /// Print one JSON object per report.
     #[arg(long)]
     pub json: bool,

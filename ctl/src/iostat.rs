@@ -41,7 +41,8 @@ pub fn run(c: &Global, a: &IostatArgs) -> Result<(), CliError> {
     loop {
         std::thread::sleep(Duration::from_secs_f64(a.interval));
         let (cur, at) = read()?;
-        let report = asmguard_iostat::iostat(&prev, &cur, at - prev_at, a.label.as_deref());
+        let report =
+            asmguard_iostat::iostat(&prev, &cur, at - prev_at, a.label.as_deref(), a.paths);
         if a.json {
             println!("{}", report.to_json());
         } else {

@@ -20,7 +20,7 @@ use std::time::Duration;
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 
-use crate::snapshot::{Op, Snapshot};
+use crate::snapshot::{DiskOpStats, Op, Snapshot};
 use crate::NSLOTS;
 
 /// Column titles of the wait histogram, in order.
@@ -68,6 +68,10 @@ pub struct IostatRow {
     pub device: String,
     /// asmguard label (empty: none).
     pub label: String,
+    /// The path of the disk this row is of (`sdc`, `nvme0c1n1`; `iostat
+    /// --paths`); empty (and absent from JSON) for the disk's own row.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub path: String,
     /// Operation class.
     pub op: Op,
     /// I/Os completed in the interval.
@@ -99,72 +103,90 @@ pub struct IostatReport {
 
 /// Builds the view from two snapshots `interval` apart. `filter` keeps the
 /// disks whose label or device name equals it. Every (disk, op) of `current`
-/// gets a row, idle ones too.
+/// gets a row, idle ones too; with `paths`, so does every (path, op) of the
+/// disks traced on their paths, right after its disk's rows.
 pub fn iostat(
     previous: &Snapshot,
     current: &Snapshot,
     interval: Duration,
     filter: Option<&str>,
+    paths: bool,
 ) -> IostatReport {
     let secs = interval.as_secs_f64();
-    let per_s = |n: f64| if secs > 0.0 { n / secs } else { 0.0 };
-    let mut rows = Vec::new();
-    for cur in &current.entries {
-        if let Some(f) = filter {
-            if cur.label != f && cur.device != f {
-                continue;
-            }
-        }
-        let d = match previous
-            .entries
-            .iter()
-            .find(|p| p.device == cur.device && p.op == cur.op)
-        {
-            Some(prev) => cur.hist.delta(&prev.hist),
-            None => cur.hist.clone(),
-        };
-        let ios = d.count();
-        let mut buckets = [0u64; 11];
-        for (k, &n) in d.lat.iter().enumerate().take(NSLOTS) {
-            buckets[wait_bucket(k)] += n;
-        }
-        let pct = |n: u64| {
-            if ios == 0 {
-                0.0
-            } else {
-                100.0 * n as f64 / ios as f64
-            }
-        };
-        let avg_ms = |sum_ns: u64| {
-            if ios == 0 {
-                0.0
-            } else {
-                sum_ns as f64 / ios as f64 / 1e6
-            }
-        };
-        let queued = d.queue_count();
-        let queued_ms = if queued == 0 {
-            0.0
-        } else {
-            d.queue_sum_ns as f64 / queued as f64 / 1e6
-        };
-        rows.push(IostatRow {
-            device: cur.device.clone(),
-            label: cur.label.clone(),
-            op: cur.op,
-            ios,
-            iops: per_s(ios as f64),
-            mb_per_s: per_s(d.bytes as f64 / (1024.0 * 1024.0)),
-            avg_ms: avg_ms(d.lat_sum_ns),
-            avg_queue_ms: avg_ms(d.queue_sum_ns),
-            await_ms: avg_ms(d.lat_sum_ns) + queued_ms,
-            wait_pct: WaitShares(buckets.map(pct)),
-        });
+    let kept = |e: &&DiskOpStats| filter.is_none_or(|f| e.label == f || e.device == f);
+    let mut rows: Vec<IostatRow> = current
+        .entries
+        .iter()
+        .filter(kept)
+        .map(|cur| {
+            let prev = previous
+                .entries
+                .iter()
+                .find(|p| p.device == cur.device && p.op == cur.op);
+            row(cur, prev, secs)
+        })
+        .collect();
+    if paths {
+        rows.extend(current.paths.iter().filter(kept).map(|cur| {
+            let prev = previous
+                .paths
+                .iter()
+                .find(|p| p.device == cur.device && p.path == cur.path && p.op == cur.op);
+            row(cur, prev, secs)
+        }));
     }
-    rows.sort_by(|a, b| (&a.device, a.op).cmp(&(&b.device, b.op)));
+    rows.sort_by(|a, b| (&a.device, &a.path, a.op).cmp(&(&b.device, &b.path, b.op)));
     IostatReport {
         interval_s: secs,
         rows,
+    }
+}
+
+/// One row: what `cur` added since `prev` (all of it without one) over
+/// `secs` seconds.
+fn row(cur: &DiskOpStats, prev: Option<&DiskOpStats>, secs: f64) -> IostatRow {
+    let per_s = |n: f64| if secs > 0.0 { n / secs } else { 0.0 };
+    let d = match prev {
+        Some(prev) => cur.hist.delta(&prev.hist),
+        None => cur.hist.clone(),
+    };
+    let ios = d.count();
+    let mut buckets = [0u64; 11];
+    for (k, &n) in d.lat.iter().enumerate().take(NSLOTS) {
+        buckets[wait_bucket(k)] += n;
+    }
+    let pct = |n: u64| {
+        if ios == 0 {
+            0.0
+        } else {
+            100.0 * n as f64 / ios as f64
+        }
+    };
+    let avg_ms = |sum_ns: u64| {
+        if ios == 0 {
+            0.0
+        } else {
+            sum_ns as f64 / ios as f64 / 1e6
+        }
+    };
+    let queued = d.queue_count();
+    let queued_ms = if queued == 0 {
+        0.0
+    } else {
+        d.queue_sum_ns as f64 / queued as f64 / 1e6
+    };
+    IostatRow {
+        device: cur.device.clone(),
+        label: cur.label.clone(),
+        path: cur.path.clone(),
+        op: cur.op,
+        ios,
+        iops: per_s(ios as f64),
+        mb_per_s: per_s(d.bytes as f64 / (1024.0 * 1024.0)),
+        avg_ms: avg_ms(d.lat_sum_ns),
+        avg_queue_ms: avg_ms(d.queue_sum_ns),
+        await_ms: avg_ms(d.lat_sum_ns) + queued_ms,
+        wait_pct: WaitShares(buckets.map(pct)),
     }
 }
 
@@ -176,11 +198,21 @@ impl IostatReport {
         };
         let dev_w = width(|r| r.device.len(), 6);
         let lab_w = width(|r| r.label.len(), 5);
+        // a PATH column only when a path has a row (`--paths`)
+        let path_w = if self.rows.iter().any(|r| !r.path.is_empty()) {
+            width(|r| r.path.len(), 4) + 1
+        } else {
+            0
+        };
         let mut out = String::new();
+        let _ = write!(out, "{:<dev_w$} {:<lab_w$} ", "DEVICE", "LABEL");
+        if path_w > 0 {
+            let _ = write!(out, "{:<path_w$}", "PATH");
+        }
         let _ = write!(
             out,
-            "{:<dev_w$} {:<lab_w$} {:<7} {:>9} {:>8} {:>8} {:>8}",
-            "DEVICE", "LABEL", "OP", "IOPS", "MB/s", "AVG ms", "AWAIT ms"
+            "{:<7} {:>9} {:>8} {:>8} {:>8}",
+            "OP", "IOPS", "MB/s", "AVG ms", "AWAIT ms"
         );
         for b in WAIT_BUCKETS {
             let _ = write!(out, " {b:>7}");
@@ -189,9 +221,20 @@ impl IostatReport {
         for r in &self.rows {
             let _ = write!(
                 out,
-                "{:<dev_w$} {:<lab_w$} {:<7} {:>9.1} {:>8.2} {:>8.3} {:>8.3}",
+                "{:<dev_w$} {:<lab_w$} ",
                 r.device,
                 if r.label.is_empty() { "-" } else { &r.label },
+            );
+            if path_w > 0 {
+                let _ = write!(
+                    out,
+                    "{:<path_w$}",
+                    if r.path.is_empty() { "-" } else { &r.path }
+                );
+            }
+            let _ = write!(
+                out,
+                "{:<7} {:>9.1} {:>8.2} {:>8.3} {:>8.3}",
                 r.op.as_str(),
                 r.iops,
                 r.mb_per_s,
@@ -220,7 +263,7 @@ impl IostatReport {
 mod tests {
     use super::*;
     use crate::hist::slot_of_ns;
-    use crate::snapshot::{DiskOpStats, OpHist};
+    use crate::snapshot::OpHist;
 
     fn snap(entries: Vec<(&str, &str, Op, &[u64], u64)>) -> Snapshot {
         Snapshot {
@@ -239,11 +282,13 @@ mod tests {
                     DiskOpStats {
                         device: device.into(),
                         label: label.into(),
+                        path: String::new(),
                         op,
                         hist,
                     }
                 })
                 .collect(),
+            paths: Vec::new(),
         }
     }
 
@@ -307,7 +352,13 @@ mod tests {
         lat.extend([1500 * US; 10]); // <2ms
         lat.extend([20 * MS; 5]); // <32ms
         let after = snap(vec![("sdb", "DATA1", Op::Read, &lat, 100 * 8192)]);
-        let r = iostat(&Snapshot::default(), &after, Duration::from_secs(1), None);
+        let r = iostat(
+            &Snapshot::default(),
+            &after,
+            Duration::from_secs(1),
+            None,
+            false,
+        );
         let row = &r.rows[0];
         assert_eq!(row.ios, 100);
         assert_eq!(
@@ -353,15 +404,18 @@ mod tests {
             entries: vec![DiskOpStats {
                 device: "sdb".into(),
                 label: "DATA1".into(),
+                path: String::new(),
                 op: Op::Read,
                 hist,
             }],
+            paths: Vec::new(),
         };
         let r = iostat(
             &Snapshot::default(),
             &entry(hist.clone()),
             Duration::from_secs(1),
             None,
+            false,
         );
         let row = &r.rows[0];
         assert!((row.avg_ms - 0.5).abs() < 1e-9, "{}", row.avg_ms);
@@ -381,6 +435,7 @@ mod tests {
             &entry(partial),
             Duration::from_secs(1),
             None,
+            false,
         );
         assert!(
             (r.rows[0].await_ms - 0.7).abs() < 1e-9,
@@ -413,7 +468,7 @@ mod tests {
             ("sdb", "DATA1", Op::Read, &lat, 110 * 16384),
             ("sdc", "DATA2", Op::Write, &[MS / 2], 4096),
         ]);
-        let r = iostat(&before, &after, Duration::from_secs(2), None);
+        let r = iostat(&before, &after, Duration::from_secs(2), None, false);
         assert_eq!(r.rows.len(), 2);
         let read = &r.rows[0];
         assert_eq!(
@@ -433,21 +488,94 @@ mod tests {
         // a disk absent from the first snapshot counts from zero
         assert_eq!(r.rows[1].ios, 1);
 
-        let only = iostat(&before, &after, Duration::from_secs(2), Some("DATA2"));
+        let only = iostat(
+            &before,
+            &after,
+            Duration::from_secs(2),
+            Some("DATA2"),
+            false,
+        );
         assert_eq!(only.rows.len(), 1);
         assert_eq!(only.rows[0].label, "DATA2");
         assert_eq!(
-            iostat(&before, &after, Duration::from_secs(2), Some("sdc"))
+            iostat(&before, &after, Duration::from_secs(2), Some("sdc"), false)
                 .rows
                 .len(),
             1
         );
     }
 
+    /// `--paths`: each path of a disk traced on its paths has its own rows,
+    /// right after the disk's, a slow path standing out; without it, the
+    /// disk's rows only and no PATH column.
+    #[test]
+    fn paths_have_their_own_rows() {
+        let path = |p: &str, lat: &[u64]| {
+            let mut e = snap(vec![(
+                "dm-2",
+                "MDATA1",
+                Op::Read,
+                lat,
+                8192 * lat.len() as u64,
+            )])
+            .entries
+            .remove(0);
+            e.path = p.into();
+            e
+        };
+        let mut after = snap(vec![
+            (
+                "dm-2",
+                "MDATA1",
+                Op::Read,
+                &[MS / 2, MS / 2, 40 * MS],
+                3 * 8192,
+            ),
+            ("sdb", "DATA1", Op::Read, &[MS / 2], 8192),
+        ]);
+        after.paths = vec![path("sdq", &[40 * MS]), path("sdr", &[MS / 2, MS / 2])];
+        let before = Snapshot::default();
+        let plain = iostat(&before, &after, Duration::from_secs(1), None, false);
+        assert_eq!(plain.rows.len(), 2);
+        assert!(!plain.to_text().contains("PATH"));
+        assert!(!plain.to_json().contains("\"path\""));
+        let r = iostat(&before, &after, Duration::from_secs(1), None, true);
+        let names: Vec<(&str, &str)> = r
+            .rows
+            .iter()
+            .map(|r| (r.device.as_str(), r.path.as_str()))
+            .collect();
+        assert_eq!(
+            names,
+            [("dm-2", ""), ("dm-2", "sdq"), ("dm-2", "sdr"), ("sdb", "")]
+        );
+        assert!((r.rows[1].avg_ms - 40.0).abs() < 1e-9);
+        assert!((r.rows[2].avg_ms - 0.5).abs() < 1e-9);
+        let text = r.to_text();
+        assert!(text.lines().next().unwrap().contains("PATH"), "{text}");
+        let sdq = text.lines().find(|l| l.contains("sdq")).unwrap();
+        assert!(sdq.contains("40.000"), "{text}");
+        let v: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+        assert_eq!(v["rows"][1]["path"], "sdq");
+        assert!(v["rows"][0].get("path").is_none());
+        // a label filter keeps its disk's paths
+        let only = iostat(
+            &before,
+            &after,
+            Duration::from_secs(1),
+            Some("MDATA1"),
+            true,
+        );
+        assert_eq!(only.rows.len(), 3);
+        // an answer from a daemon without paths still reads
+        let old: Snapshot = serde_json::from_str(r#"{"entries":[]}"#).unwrap();
+        assert!(old.paths.is_empty());
+    }
+
     #[test]
     fn idle_rows_and_output_formats() {
         let s = snap(vec![("sdb", "DATA1", Op::Read, &[MS / 2], 4096)]);
-        let r = iostat(&s, &s, Duration::from_secs(1), None);
+        let r = iostat(&s, &s, Duration::from_secs(1), None, false);
         assert_eq!(r.rows[0].ios, 0);
         assert_eq!(r.rows[0].wait_pct.as_array(), [0.0; 11]);
         let text = r.to_text();

@@ -178,6 +178,11 @@ pub struct DiskOpStats {
     pub device: String,
     /// asmguard label, empty for a disk that has none.
     pub label: String,
+    /// In [`Snapshot::paths`]: the kernel name of the path of the disk
+    /// (`sdc` under dm-multipath, `nvme0c1n1` under an NVMe head) these
+    /// histograms are of; empty for the disk itself.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub path: String,
     /// Operation class.
     pub op: Op,
     /// The histograms.
@@ -190,13 +195,21 @@ pub struct DiskOpStats {
 pub struct Snapshot {
     /// Sorted by device, then op.
     pub entries: Vec<DiskOpStats>,
+    /// The same per path of the disks traced on their paths (each path's
+    /// share of its disk's entry), sorted by device, path, then op. Absent
+    /// from the answers of daemons before it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<DiskOpStats>,
 }
 
 impl Snapshot {
-    /// Sorts the entries by device, then op.
+    /// Sorts the entries by device, then op, and the paths by device, path,
+    /// then op.
     pub fn sort(&mut self) {
         self.entries
             .sort_by(|a, b| (&a.device, a.op).cmp(&(&b.device, b.op)));
+        self.paths
+            .sort_by(|a, b| (&a.device, &a.path, a.op).cmp(&(&b.device, &b.path, b.op)));
     }
 
     /// The entry of a device (by kernel name or label) and op.

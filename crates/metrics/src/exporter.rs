@@ -307,13 +307,17 @@ impl Shared {
         let mut disks: BTreeMap<Key, OpHist> = BTreeMap::new();
         let mut sized: BTreeMap<(Key, Option<SizeClass>), OpHist> = BTreeMap::new();
         let mut paths: BTreeMap<Key, OpHist> = BTreeMap::new();
+        // per (device, label, path, op): the snapshot's paths
+        let mut snap_paths: BTreeMap<(String, String, String, Op), OpHist> = BTreeMap::new();
         for (e, size) in raw {
             let dev = KernelDev::from_raw(e.dev);
-            if state.disks.get(&dev).is_some_and(|d| !d.path.is_empty()) {
+            let (device, label) = self.names(&state, dev);
+            if let Some(d) = state.disks.get(&dev).filter(|d| !d.path.is_empty()) {
+                let key = (device.clone(), label.clone(), d.path.clone(), e.op);
+                snap_paths.entry(key).or_default().add(&e.hist);
                 let (disk, path) = self.disk_path(&state, dev);
                 paths.entry((disk, path, e.op)).or_default().add(&e.hist);
             }
-            let (device, label) = self.names(&state, dev);
             let key = (device, label, e.op);
             sized.entry((key.clone(), size)).or_default().add(&e.hist);
             disks.entry(key).or_default().add(&e.hist);
@@ -324,6 +328,17 @@ impl Shared {
                 .map(|((device, label, op), hist)| DiskOpStats {
                     device,
                     label,
+                    path: String::new(),
+                    op,
+                    hist,
+                })
+                .collect(),
+            paths: snap_paths
+                .into_iter()
+                .map(|((device, label, path, op), hist)| DiskOpStats {
+                    device,
+                    label,
+                    path,
                     op,
                     hist,
                 })

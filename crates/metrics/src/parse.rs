@@ -167,6 +167,7 @@ impl FromPrometheusText for Snapshot {
             snap.entries.push(DiskOpStats {
                 device,
                 label,
+                path: String::new(),
                 op,
                 hist,
             });

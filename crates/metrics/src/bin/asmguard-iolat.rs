@@ -319,7 +319,7 @@ fn run_iostat(label: Option<&str>, interval: f64, count: u64, json: bool, url: &
     loop {
         std::thread::sleep(Duration::from_secs_f64(interval));
         let (cur, at) = read()?;
-        let report = asmguard_metrics::iostat(&prev, &cur, at - prev_at, label);
+        let report = asmguard_metrics::iostat(&prev, &cur, at - prev_at, label, false);
         if json {
             println!("{}", report.to_json());
         } else {

@@ -317,6 +317,14 @@ done
 	fail pci-iolat.paths "no reads in the path series of:${pmiss:- (no hidden paths)} ($pdetail; iopolicy file ${pol:-none})"
 [ "$psum" = "${r1:-0}" ] && pass pci-iolat.once "the paths' reads add up to the disk's ($psum)" ||
 	fail pci-iolat.once "paths' reads $psum, the disk's ${r1:-0}"
+# iostat --paths: a row per hidden path, after the disk's
+ij=$($C iostat MPPCI --paths --interval 0.2 --count 1 --json 2>&1)
+imiss=""
+for p in $HP; do
+	printf '%s' "$ij" | grep -q "\"path\":\"$p\"" || imiss="$imiss $p"
+done
+[ -n "$HP" ] && [ -z "$imiss" ] && pass pci-iolat.iostat-paths "a row per path:$HP" ||
+	fail pci-iolat.iostat-paths "no row for:${imiss:- (no hidden paths)}: $(printf '%s' "$ij" | head -c 400)"
 tinfo "pci latency done"
 
 # reappears TAG HEAD NSID OLD SINCE LABEL: waits for a controller of HEAD that is not
