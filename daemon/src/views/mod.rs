@@ -158,12 +158,7 @@ impl Daemon {
 
     /// The filter's events after sequence number `a.after` (oldest first).
     pub fn events(&self, a: &asmguard_proto::EventsArgs) -> asmguard_proto::EventsResult {
-        let events: Vec<_> = self
-            .filter
-            .events_after(a.after)
-            .iter()
-            .map(crate::apply::filter::events::info)
-            .collect();
+        let events = self.filter.events_after(a.after);
         let last_seq = events.last().map(|e| e.seq).unwrap_or(a.after);
         asmguard_proto::EventsResult { events, last_seq }
     }

@@ -1,63 +1,29 @@
 //! A denial (or audited operation) as the daemon keeps it: the kernel's
-//! record with its label, sequence number and time ([`FilterEvent`]), the one
-//! journal line it becomes ([`log_event`]) and its protocol view ([`info`]).
+//! record becomes the protocol's [`FilterEventInfo`] once, when it is read
+//! ([`received`]), with its sequence number, time, label and container; the
+//! daemon's own notes are built in that shape too ([`noted`]); each becomes
+//! one journal line ([`log_event`]). The history, `events` and the journal
+//! read that one value.
 
-use asmguard_guard::{DenialEvent, Mode};
+use asmguard_guard::{DenialEvent, Hook, HookOperation, KernelDev, Mode};
 use asmguard_proto::FilterEventInfo;
+use std::time::{SystemTime, UNIX_EPOCH};
 
-/// A denial (or audited operation) with the label it concerns.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FilterEvent {
-    /// Sequence number (1, 2, ... for the daemon's life): `events --follow`
-    /// asks for the events after the last one it printed.
-    pub seq: u64,
-    /// Wall-clock time the daemon received it (ms since the epoch).
-    pub time_ms: u64,
-    /// The label of the disk (empty when the device left the managed set meanwhile).
-    pub label: String,
-    /// The configured container the task was in (empty: none).
-    pub container: String,
-    /// The kernel's record.
-    pub event: DenialEvent,
-    /// Set on an event the daemon noticed itself (`exposed`, `exposure
-    /// ended`): `event` then holds the process and device only.
-    pub note: String,
+/// Milliseconds since the epoch now (0 before it).
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
-/// One journal line per denial (or audited operation).
-pub fn log_event(e: &FilterEvent) {
-    let ev = &e.event;
-    let verb = match ev.mode {
-        Mode::Enforce => "write denied",
-        Mode::Fenced => "write denied by the reclaim's fence (a reclaim runs on the disk)",
-        _ => "write audited (allowed)",
-    };
-    tracing::warn!(
-        "{verb}: pid={} uid={} euid={} egid={} comm={:?} exe={:?} device={} label={} hook={} operation={}{}",
-        ev.pid,
-        ev.uid,
-        ev.euid,
-        ev.egid,
-        ev.comm,
-        if ev.exe.is_empty() { "?" } else { &ev.exe },
-        ev.dev,
-        if e.label.is_empty() { "?" } else { &e.label },
-        ev.hook,
-        ev.operation(),
-        if e.container.is_empty() {
-            String::new()
-        } else {
-            format!(" container={}", e.container)
-        }
-    );
-}
-
-/// The protocol's view of an event.
-pub fn info(e: &FilterEvent) -> FilterEventInfo {
-    let ev = &e.event;
+/// The kernel's record `ev`, numbered `seq`, about the disk `label` (empty
+/// when the device left the managed set meanwhile), its task in the
+/// configured `container` (empty: none).
+pub fn received(ev: &DenialEvent, seq: u64, label: String, container: String) -> FilterEventInfo {
     FilterEventInfo {
-        seq: e.seq,
-        time_ms: e.time_ms,
+        seq,
+        time_ms: now_ms(),
         pid: ev.pid,
         uid: ev.uid,
         euid: ev.euid,
@@ -66,11 +32,76 @@ pub fn info(e: &FilterEvent) -> FilterEventInfo {
         exe: ev.exe.clone(),
         device: ev.dev.dev.to_string(),
         device_type: if ev.dev.chr { "char" } else { "block" }.into(),
-        label: e.label.clone(),
+        label,
         hook: ev.hook,
         operation: ev.operation(),
         mode: ev.mode,
-        container: e.container.clone(),
-        note: e.note.clone(),
+        container,
+        note: String::new(),
     }
+}
+
+/// What the daemon noticed itself rather than the kernel refused: `note`
+/// (`exposed`, `exposure ended`, `pin replaced: WHAT`) about process `pid`
+/// (`comm`, `exe`) and block device `device` of `label` (empty and 0:0 for
+/// one about the daemon itself), seen at `hook`.
+pub struct Noted<'a> {
+    pub label: &'a str,
+    pub pid: u32,
+    pub comm: &'a str,
+    pub exe: String,
+    pub device: KernelDev,
+    pub hook: Hook,
+    pub mode: Mode,
+    pub note: String,
+}
+
+/// [`Noted`] as an event numbered `seq`.
+pub fn noted(n: Noted<'_>, seq: u64) -> FilterEventInfo {
+    FilterEventInfo {
+        seq,
+        time_ms: now_ms(),
+        pid: n.pid,
+        uid: 0,
+        euid: 0,
+        egid: 0,
+        comm: n.comm.into(),
+        exe: n.exe,
+        device: n.device.to_string(),
+        device_type: "block".into(),
+        label: n.label.into(),
+        hook: n.hook,
+        operation: n.hook.operation(0),
+        mode: n.mode,
+        container: String::new(),
+        note: n.note,
+    }
+}
+
+/// One journal line per denial (or audited operation) the kernel reported.
+pub fn log_event(e: &FilterEventInfo) {
+    let verb = match e.mode {
+        Mode::Enforce => "write denied",
+        Mode::Fenced => "write denied by the reclaim's fence (a reclaim runs on the disk)",
+        _ => "write audited (allowed)",
+    };
+    tracing::warn!(
+        "{verb}: pid={} uid={} euid={} egid={} comm={:?} exe={:?} device={}{} label={} hook={} operation={}{}",
+        e.pid,
+        e.uid,
+        e.euid,
+        e.egid,
+        e.comm,
+        if e.exe.is_empty() { "?" } else { &e.exe },
+        if e.device_type == "char" { "c" } else { "b" },
+        e.device,
+        if e.label.is_empty() { "?" } else { &e.label },
+        e.hook,
+        e.operation,
+        if e.container.is_empty() {
+            String::new()
+        } else {
+            format!(" container={}", e.container)
+        }
+    );
 }

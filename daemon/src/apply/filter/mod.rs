@@ -5,8 +5,8 @@
 //! - [`service`]: [`FilterService`], the loaded filter (asmguard-guard's
 //!   `Guard`) with the daemon's policy: per-disk modes, the runtime state
 //!   file, the event history;
-//! - [`events`]: a denial as the daemon keeps it ([`events::FilterEvent`]),
-//!   its journal line and its protocol view;
+//! - [`events`]: a denial as the daemon keeps it (the protocol's
+//!   `FilterEventInfo`, made once when it is read) and its journal line;
 //! - [`identity`]: the allow-list's names to ids (NSS);
 //! - [`containers`]: the `[[container]]` rules resolved (cgroups, users and
 //!   groups as host ids) and kept current as containers come and go.

@@ -19,11 +19,12 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use super::containers::ContainerRule;
-use super::events::FilterEvent;
+use super::events::{noted, received, Noted};
 use crate::world::modes::Modes;
+use asmguard_proto::FilterEventInfo;
 use asmguard_proto::{FilterScope, Protection};
 
 use asmguard_guard::{
@@ -244,7 +245,7 @@ pub struct FilterService {
     default_mode: Mode,
     inner: Mutex<Inner>,
     labels: Arc<Mutex<HashMap<u32, String>>>,
-    recent: Arc<Mutex<VecDeque<FilterEvent>>>,
+    recent: Arc<Mutex<VecDeque<FilterEventInfo>>>,
     seq: Arc<std::sync::atomic::AtomicU64>,
     /// Container id -> name, for events.
     ctr_names: Arc<Mutex<HashMap<u32, String>>>,
@@ -393,17 +394,12 @@ impl FilterService {
                                 .cloned()
                                 .unwrap_or_else(|| format!("container-{id}")),
                         };
-                        let fe = FilterEvent {
-                            seq: seq.fetch_add(1, Ordering::Relaxed) + 1,
-                            time_ms: SystemTime::now()
-                                .duration_since(UNIX_EPOCH)
-                                .map(|d| d.as_millis() as u64)
-                                .unwrap_or(0),
+                        let fe = received(
+                            &ev,
+                            seq.fetch_add(1, Ordering::Relaxed) + 1,
                             label,
                             container,
-                            event: ev,
-                            note: String::new(),
-                        };
+                        );
                         super::events::log_event(&fe);
                         let mut r = lock(&recent);
                         if r.len() >= RECENT {
@@ -768,81 +764,42 @@ impl FilterService {
         exe: String,
         note: &str,
     ) {
-        let dev = o.device.parse().unwrap_or_default();
-        let fe = FilterEvent {
-            seq: self.seq.fetch_add(1, Ordering::Relaxed) + 1,
-            time_ms: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map(|d| d.as_millis() as u64)
-                .unwrap_or(0),
-            label: label.into(),
-            container: String::new(),
-            event: asmguard_guard::DenialEvent {
-                ts_ns: 0,
+        let fe = noted(
+            Noted {
+                label,
                 pid: o.pid,
-                tid: o.pid,
-                uid: 0,
-                euid: 0,
-                fsuid: 0,
-                egid: 0,
-                comm: o.comm.clone(),
+                comm: &o.comm,
                 exe,
-                exe_id: ExeId { dev, ino: 0 },
-                dev: DevKey { dev, chr: false },
-                disk_id: 0,
+                device: o.device.parse().unwrap_or_default(),
                 hook: Hook::MmapFile,
-                op: 0,
                 mode: Mode::Audit,
-                command: None,
-                ctr_id: 0,
+                note: note.into(),
             },
-            note: note.into(),
-        };
+            self.seq.fetch_add(1, Ordering::Relaxed) + 1,
+        );
         self.keep(fe);
     }
 
     /// An event the daemon noticed about itself (no process, no disk):
     /// `note` says what.
-    fn daemon_event(&self, note: String) -> FilterEvent {
-        FilterEvent {
-            seq: self.seq.fetch_add(1, Ordering::Relaxed) + 1,
-            time_ms: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map(|d| d.as_millis() as u64)
-                .unwrap_or(0),
-            label: String::new(),
-            container: String::new(),
-            event: asmguard_guard::DenialEvent {
-                ts_ns: 0,
+    fn daemon_event(&self, note: String) -> FilterEventInfo {
+        noted(
+            Noted {
+                label: "",
                 pid: std::process::id(),
-                tid: std::process::id(),
-                uid: 0,
-                euid: 0,
-                fsuid: 0,
-                egid: 0,
-                comm: "asmguardd".into(),
+                comm: "asmguardd",
                 exe: String::new(),
-                exe_id: ExeId {
-                    dev: Default::default(),
-                    ino: 0,
-                },
-                dev: DevKey {
-                    dev: Default::default(),
-                    chr: false,
-                },
-                disk_id: 0,
+                device: Default::default(),
                 hook: Hook::Unknown(0),
-                op: 0,
                 mode: Mode::Enforce,
-                command: None,
-                ctr_id: 0,
+                note,
             },
-            note,
-        }
+            self.seq.fetch_add(1, Ordering::Relaxed) + 1,
+        )
     }
 
     /// Keeps `fe` among the recent events (`events`), the oldest dropped.
-    fn keep(&self, fe: FilterEvent) {
+    fn keep(&self, fe: FilterEventInfo) {
         let mut r = lock(&self.recent);
         if r.len() >= RECENT {
             r.pop_front();
@@ -857,7 +814,7 @@ impl FilterService {
     }
 
     /// The kept events with a sequence number above `after` (oldest first).
-    pub fn events_after(&self, after: u64) -> Vec<FilterEvent> {
+    pub fn events_after(&self, after: u64) -> Vec<FilterEventInfo> {
         lock(&self.recent)
             .iter()
             .filter(|e| e.seq > after)
