@@ -13,6 +13,7 @@ mod apply;
 mod daemon;
 mod inputs;
 mod ops;
+mod serve;
 mod views;
 mod world;
 

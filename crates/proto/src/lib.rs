@@ -45,12 +45,14 @@ pub struct Request {
     pub op: Op,
 }
 
-/// Declares the operations once: each row gives its wire name, its access and,
-/// for an operation that takes them, its arguments. The [`Op`] enum (serde-tagged
-/// by that name: `{"op":"label","args":{...}}`), [`Op::name`], [`Op::access`] and
-/// [`Op::NAMES`] all come from these rows.
+/// Declares the operations once: each row gives its wire name, its access,
+/// for an operation that takes them its arguments, and the method of
+/// [`Serve`] that answers it. The [`Op`] enum (serde-tagged by that name:
+/// `{"op":"label","args":{...}}`), [`Op::name`], [`Op::access`],
+/// [`Op::NAMES`], the [`Serve`] trait and the dispatch [`Op::serve`] all
+/// come from these rows.
 macro_rules! ops {
-    ($( $(#[$doc:meta])* $name:literal => $variant:ident $(($args:ty))? : $access:ident, )*) => {
+    ($( $(#[$doc:meta])* $name:literal => $variant:ident $(($args:ty))? : $access:ident => $method:ident, )*) => {
         /// The operations.
         #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
         #[serde(tag = "op", content = "args")]
@@ -72,38 +74,68 @@ macro_rules! ops {
             pub fn access(&self) -> Access {
                 match self { $( Op::$variant { .. } => Access::$access, )* }
             }
+
+            /// Serves the operation with `server`'s method of the same row,
+            /// its answer as JSON: the daemon's whole dispatch.
+            pub fn serve<S: Serve>(&self, server: &S, caller: &S::Caller) -> Result<Value, ErrorBody> {
+                match self {
+                    $( Op::$variant $((ops!(@bind args $args)))? =>
+                        answer(server.$method($(ops!(@bind args $args),)? caller)?), )*
+                }
+            }
+        }
+
+        /// What serves the operations: one method per row of [`Op`], named
+        /// in its row, with the row's arguments and the caller; its answer
+        /// is serialised as the response's `result`. A row added to [`Op`]
+        /// without its method here does not compile.
+        pub trait Serve {
+            /// Who asks (as the daemon's journal names the peer).
+            type Caller: ?Sized;
+            $(
+                $(#[$doc])*
+                fn $method(&self, $(args: &$args,)? caller: &Self::Caller)
+                    -> Result<impl Serialize, ErrorBody>;
+            )*
         }
     };
     (@takes $args:ty) => { true };
     (@takes) => { false };
+    (@bind $a:ident $args:ty) => { $a };
+}
+
+/// An operation's answer as the response's `result`.
+fn answer<T: Serialize>(v: T) -> Result<Value, ErrorBody> {
+    serde_json::to_value(v)
+        .map_err(|e| ErrorBody::new(ErrorCode::Internal, format!("encoding the answer: {e}")))
 }
 
 ops! {
     /// Liveness check; answers the daemon version.
-    "ping" => Ping: Read,
+    "ping" => Ping: Read => ping,
     /// The managed disks and label conflicts.
-    "lsdsk" => Lsdsk: Read,
+    "lsdsk" => Lsdsk: Read => lsdsk,
     /// Re-read every device, then answer like `lsdsk` (it changes nothing on
     /// the disks, so the admin group may ask for it).
-    "scan" => Scan: Read,
+    "scan" => Scan: Read => scan,
     /// Daemon, kernel and filter status.
-    "status" => Status: Read,
+    "status" => Status: Read => status,
     /// The latency histograms of every traced disk now (cumulative): a
     /// snapshot as JSON (asmguard-iostat's `Snapshot`), for `asmguardctl iostat`.
-    "iostat" => Iostat: Read,
+    "iostat" => Iostat: Read => iostat,
     /// `label LABEL DEVICE [--force] [--migrate]` (root only).
-    "label" => Label(LabelArgs): Write,
+    "label" => Label(LabelArgs): Write => label,
     /// `unlabel LABEL [--force]` (root only).
-    "unlabel" => Unlabel(UnlabelArgs): Write,
+    "unlabel" => Unlabel(UnlabelArgs): Write => unlabel,
     /// `rename OLD NEW` (root only).
-    "rename" => Rename(RenameArgs): Write,
+    "rename" => Rename(RenameArgs): Write => rename,
     /// `filter enable|disable|audit [LABEL]` (root only).
-    "filter" => Filter(FilterArgs): Write,
+    "filter" => Filter(FilterArgs): Write => filter,
     /// The write filter's events (denials, audited writes) after a sequence number.
-    "events" => Events(EventsArgs): Read,
+    "events" => Events(EventsArgs): Read => events,
     /// Give free ASM allocation units back to a thin-provisioned array (root only;
     /// streams progress lines before the response).
-    "reclaim" => Reclaim(ReclaimArgs): Write,
+    "reclaim" => Reclaim(ReclaimArgs): Write => reclaim,
 }
 
 /// `label LABEL DEVICE [--force] [--migrate]`.
@@ -1220,6 +1252,83 @@ pub struct EventsResult {
 
 #[cfg(test)]
 mod tests {
+
+    /// `Op::serve` answers each operation with the method its row names,
+    /// its arguments and the caller passed through, the answer as JSON; an
+    /// error is the method's own.
+    #[test]
+    fn serve_routes_each_row_to_its_method() {
+        use super::*;
+        struct Echo;
+        impl Serve for Echo {
+            type Caller = str;
+            fn ping(&self, c: &str) -> Result<impl Serialize, ErrorBody> {
+                Ok(format!("ping {c}"))
+            }
+            fn lsdsk(&self, _: &str) -> Result<impl Serialize, ErrorBody> {
+                Ok("lsdsk")
+            }
+            fn scan(&self, _: &str) -> Result<impl Serialize, ErrorBody> {
+                Ok("scan")
+            }
+            fn status(&self, _: &str) -> Result<impl Serialize, ErrorBody> {
+                Ok("status")
+            }
+            fn iostat(&self, _: &str) -> Result<impl Serialize, ErrorBody> {
+                Ok("iostat")
+            }
+            fn label(&self, a: &LabelArgs, _: &str) -> Result<impl Serialize, ErrorBody> {
+                Ok(format!("label {} {}", a.label, a.device))
+            }
+            fn unlabel(&self, a: &UnlabelArgs, _: &str) -> Result<impl Serialize, ErrorBody> {
+                Ok(format!("unlabel {}", a.label))
+            }
+            fn rename(&self, a: &RenameArgs, _: &str) -> Result<impl Serialize, ErrorBody> {
+                Ok(format!("rename {} {}", a.old, a.new))
+            }
+            fn filter(&self, _: &FilterArgs, c: &str) -> Result<impl Serialize, ErrorBody> {
+                Err::<(), _>(ErrorBody::new(
+                    ErrorCode::PermissionDenied,
+                    format!("no {c}"),
+                ))
+            }
+            fn events(&self, a: &EventsArgs, _: &str) -> Result<impl Serialize, ErrorBody> {
+                Ok(a.after)
+            }
+            fn reclaim(&self, _: &ReclaimArgs, _: &str) -> Result<impl Serialize, ErrorBody> {
+                Ok("reclaim")
+            }
+        }
+        let serve = |line: &str| {
+            let req = parse_request(line.as_bytes()).unwrap();
+            req.op.serve(&Echo, "uid 0 pid 1")
+        };
+        assert_eq!(
+            serve(r#"{"version":1,"id":1,"op":"ping"}"#).unwrap(),
+            "ping uid 0 pid 1"
+        );
+        for name in ["lsdsk", "scan", "status", "iostat"] {
+            let v = serve(&format!(r#"{{"version":1,"id":1,"op":"{name}"}}"#)).unwrap();
+            assert_eq!(v, name);
+        }
+        assert_eq!(
+            serve(
+                r#"{"version":1,"id":1,"op":"label","args":{"label":"DATA1","device":"/dev/sdb"}}"#
+            )
+            .unwrap(),
+            "label DATA1 /dev/sdb"
+        );
+        assert_eq!(
+            serve(r#"{"version":1,"id":1,"op":"events","args":{"after":7}}"#).unwrap(),
+            7
+        );
+        let e =
+            serve(r#"{"version":1,"id":1,"op":"filter","args":{"action":"enable"}}"#).unwrap_err();
+        assert_eq!(
+            (e.code, e.message.as_str()),
+            (ErrorCode::PermissionDenied, "no uid 0 pid 1")
+        );
+    }
     /// The typed words of `status` keep the JSON they had as strings (the
     /// labs, the Ansible role and scripts read them); an empty word from an
     /// older daemon reads as none.

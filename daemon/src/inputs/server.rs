@@ -644,12 +644,12 @@ async fn connection(stream: UnixStream, d: Arc<Daemon>, peer: Peer) {
     }
 }
 
-/// A peer's pid for the journal (`?` where the kernel gave none).
 /// Who asked, for the journal: `uid U pid P`.
 fn who(peer: &Peer) -> String {
     format!("uid {} pid {}", peer.uid, pid_shown(peer.pid))
 }
 
+/// A peer's pid for the journal (`?` where the kernel gave none).
 fn pid_shown(pid: Option<i32>) -> String {
     pid.map_or_else(|| "?".into(), |p| p.to_string())
 }
@@ -700,21 +700,7 @@ async fn dispatch(d: Arc<Daemon>, id: u64, op: Op, peer: Peer) -> Response {
     let audit = op.access() == Access::Write;
     let peer_ids = (peer.uid, peer.pid);
     let r = tokio::task::spawn_blocking(move || -> Result<serde_json::Value, ErrorBody> {
-        match &op {
-            Op::Ping => to_value(serde_json::json!({"daemon_version": env!("CARGO_PKG_VERSION")})),
-            Op::Lsdsk => to_value(d.lsdsk()),
-            Op::Status => to_value(d.status()),
-            Op::Iostat => to_value(d.metrics.snapshot()?),
-            Op::Label(a) => to_value(d.label(a)?),
-            Op::Unlabel(a) => to_value(d.unlabel(a)?),
-            Op::Rename(a) => to_value(d.rename(a)?),
-            Op::Filter(a) => to_value(d.filter_mode(a, &who(&peer))?),
-            Op::Events(a) => to_value(d.events(a)),
-            Op::Scan | Op::Reclaim(_) => Err(ErrorBody::new(
-                ErrorCode::Internal,
-                format!("`{name}` is served on its connection, not here (a bug)"),
-            )),
-        }
+        op.serve(&*d, &who(&peer))
     })
     .await;
     match r {
