@@ -368,14 +368,7 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
         ),
         ("oracle homes", joined_or(&s.oracle_homes, "none found")),
         ("rule notes", joined_or(&s.allow_notes, "none")),
-        (
-            "reclaim fence",
-            if s.reclaim_fence.is_empty() {
-                "none".to_string()
-            } else {
-                s.reclaim_fence.clone()
-            },
-        ),
+        ("reclaim fence", s.reclaim_fence.text()),
         (
             "filter mode",
             format!("{} (default)", s.default_filter_mode),

@@ -404,11 +404,9 @@ mod fence_tests {
         d.scans.full(&d).unwrap();
         assert_eq!(labels(&d), ["DATA2"]);
         let st = d.status();
-        assert!(
-            st.reclaim_fence.starts_with("DATA2: a reclaim runs"),
-            "{}",
-            st.reclaim_fence
-        );
+        assert_eq!(st.reclaim_fence.disks, ["DATA2"]);
+        let t = st.reclaim_fence.text();
+        assert!(t.starts_with("DATA2: a reclaim runs"), "{t}");
 
         // restarted with the record of a job that no longer runs
         let again = Daemon::for_tests_at(
@@ -424,6 +422,7 @@ mod fence_tests {
         d.set_fence(&["DATA2".into()], false);
         assert!(labels(&d).is_empty());
         assert_eq!(recorded(run.path()), None);
-        assert_eq!(d.status().reclaim_fence, "none (no reclaim runs)");
+        let none = d.status().reclaim_fence;
+        assert!(none.disks.is_empty() && none.refuses.is_none(), "{none:?}");
     }
 }

@@ -1028,7 +1028,7 @@ pub struct StatusResult {
     /// Where the claims outlive a restart: `systemd fd store`, or `none
     /// (re-taken on start)`.
     #[serde(default)]
-    pub claims_kept: String,
+    pub claims_kept: ClaimsKept,
     /// The last time taking the claims of a disk newly labelled or plugged
     /// in took long (`the exclusive claim of LABEL MAJ:MIN took N ms to
     /// take`); empty when it
@@ -1055,9 +1055,9 @@ pub struct StatusResult {
     #[serde(default)]
     pub restart_needed: Vec<String>,
     /// The disks a reclaim runs on and what their fence refuses on this
-    /// backend (`none`: no reclaim runs).
+    /// backend (no disks: no reclaim runs).
     #[serde(default)]
-    pub reclaim_fence: String,
+    pub reclaim_fence: ReclaimFence,
     /// Protected disks a process still writes to through a mapping made
     /// before protection, one line each (`DATA1 mapped shared-writable by pid
     /// 1234 (dd) since before protection`); `asmguardctl status` then exits
@@ -1191,6 +1191,88 @@ impl StatusResult {
     /// before protection.
     pub fn exposed(&self) -> bool {
         !self.exposed.is_empty()
+    }
+}
+
+/// Where the exclusive claims outlive a daemon restart (`status`'s
+/// `claims_kept`, with the words it had as a string).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ClaimsKept {
+    /// In systemd's file-descriptor store: a restart keeps them.
+    #[serde(rename = "systemd fd store")]
+    FdStore,
+    /// Nowhere (no `NOTIFY_SOCKET`): re-taken when the daemon starts.
+    #[default]
+    #[serde(
+        rename = "none (no NOTIFY_SOCKET: re-taken on start)",
+        alias = "none (re-taken on start)",
+        alias = ""
+    )]
+    OnStart,
+}
+
+impl std::fmt::Display for ClaimsKept {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ClaimsKept::FdStore => "systemd fd store",
+            ClaimsKept::OnStart => "none (no NOTIFY_SOCKET: re-taken on start)",
+        })
+    }
+}
+
+/// `status`'s reclaim fence: the disks a reclaim runs on (none: no reclaim
+/// runs) and what their fence refuses on the filter in force.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReclaimFence {
+    pub disks: Vec<String>,
+    /// `None` while no disk is fenced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refuses: Option<FenceRefuses>,
+}
+
+/// What a reclaim's fence refuses, by what the filter in force sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FenceRefuses {
+    /// Every write-open, write, write-class ioctl and shared-writable mapping
+    /// by any process but asmguardd, allow rules included (full coverage).
+    AllWrites,
+    /// Write-opens by any process but asmguardd, allow rules included (the
+    /// cgroup-device fallback: opens only).
+    OpensButDaemon,
+    /// Write-opens by processes no allow rule names (the fallback judging by
+    /// ids: asmguardd cannot be told from an allowed user).
+    OpensNotAllowed,
+    /// Nothing: no filter is loaded.
+    Nothing,
+}
+
+impl ReclaimFence {
+    /// `status`'s sentence.
+    pub fn text(&self) -> String {
+        let Some(what) = self.refuses.filter(|_| !self.disks.is_empty()) else {
+            return "none (no reclaim runs)".into();
+        };
+        let what = match what {
+            FenceRefuses::AllWrites => {
+                "every write-open, write, write-class ioctl and shared-writable mapping by any \
+                 process but asmguardd, allow rules included"
+            }
+            FenceRefuses::OpensButDaemon => {
+                "write-opens by any process but asmguardd, allow rules included (cgroup-device \
+                 fallback: only opens are seen; a file opened for writing before the fence \
+                 still writes)"
+            }
+            FenceRefuses::OpensNotAllowed => {
+                "write-opens by processes no allow rule names (cgroup-device fallback judging \
+                 by ids: asmguardd cannot be told from an allowed user, and a file opened for \
+                 writing before the fence still writes)"
+            }
+            FenceRefuses::Nothing => {
+                "nothing: no filter is loaded (other writers are not held off)"
+            }
+        };
+        format!("{}: a reclaim runs; refused: {what}", self.disks.join(", "))
     }
 }
 
@@ -1667,11 +1749,11 @@ mod json_names {
             "filter_other_programs":["other (id 7) on file_open"],
             "filter_program_runs":["ag_file_open 1200 3"],
             "filter_devices":2,"filter_majors":"blk=8 chr=21","allow_rules":["any process of user grid"],"allow_notes":["n"],"oracle_homes":["grid home /u01"],"filter_pins":"watched","map_fds":"periodic check only","protection":"unprotected","bpf_lsm_hint":"",
-            "claims":["DATA1 253:2"],"claims_kept":"none (re-taken on start)",
+            "claims":["DATA1 253:2"],"claims_kept":"none (no NOTIFY_SOCKET: re-taken on start)",
             "claims_slow":"the exclusive claim of DATA1 253:2 took 600 ms to take",
             "container_nodes":1,
             "restart_needed":["metrics.listen = \"127.0.0.1:9465\" -> \"0.0.0.0:9465\""],
-            "reclaim_fence":"DATA1: a reclaim runs; refused: every write-open",
+            "reclaim_fence":{"disks":["DATA1"],"refuses":"all_writes"},
             "not_presented":[{"container":"rac2","reason":"no process yet"}],
             "containers":[{"name":"rac1","cgroups":["lxc.payload.rac1"],
               "allow":{"users":[{"name":"grid","host_uid":154331}],

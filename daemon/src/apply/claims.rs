@@ -185,11 +185,11 @@ impl Claims {
     }
 
     /// Where the claims outlive a restart (for `status`).
-    pub fn kept(&self) -> &'static str {
+    pub fn kept(&self) -> asmguard_proto::ClaimsKept {
         if self.store {
-            "systemd fd store"
+            asmguard_proto::ClaimsKept::FdStore
         } else {
-            "none (no NOTIFY_SOCKET: re-taken on start)"
+            asmguard_proto::ClaimsKept::OnStart
         }
     }
 

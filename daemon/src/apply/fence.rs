@@ -97,38 +97,25 @@ pub fn kept(file: &Path, proc: &Path) -> Option<Record> {
     (r.pid != std::process::id() && start_ticks(proc, r.pid) == Some(r.start_ticks)).then_some(r)
 }
 
-/// `status`'s line: the fenced disks and what the fence refuses on the
+/// `status`'s fence: the fenced disks and what the fence refuses on the
 /// filter in force (`cover`; `by_task`: the filter can tell the daemon's
 /// process apart, not the 5.10 fallback that knows callers by ids alone).
-pub fn status_text(
+pub fn status(
     fenced: &BTreeSet<String>,
     cover: asmguard_guard::Coverage,
     by_task: bool,
-) -> String {
+) -> asmguard_proto::ReclaimFence {
     use asmguard_guard::Coverage;
-    if fenced.is_empty() {
-        return "none (no reclaim runs)".into();
+    use asmguard_proto::FenceRefuses;
+    asmguard_proto::ReclaimFence {
+        disks: fenced.iter().cloned().collect(),
+        refuses: (!fenced.is_empty()).then_some(match cover {
+            Coverage::Full(_) => FenceRefuses::AllWrites,
+            Coverage::OpenTimeOnly if by_task => FenceRefuses::OpensButDaemon,
+            Coverage::OpenTimeOnly => FenceRefuses::OpensNotAllowed,
+            Coverage::Disabled | Coverage::Unprotected => FenceRefuses::Nothing,
+        }),
     }
-    let who = fenced.iter().cloned().collect::<Vec<_>>().join(", ");
-    let what = match cover {
-        Coverage::Full(_) => "every write-open, write, write-class ioctl and shared-writable \
-                              mapping by any process but asmguardd, allow rules included"
-            .to_string(),
-        Coverage::OpenTimeOnly if by_task => "write-opens by any process but asmguardd, allow \
-                                              rules included (cgroup-device fallback: only opens \
-                                              are seen; a file opened for writing before the \
-                                              fence still writes)"
-            .to_string(),
-        Coverage::OpenTimeOnly => "write-opens by processes no allow rule names (cgroup-device \
-                                   fallback judging by ids: asmguardd cannot be told from an \
-                                   allowed user, and a file opened for writing before the fence \
-                                   still writes)"
-            .to_string(),
-        Coverage::Disabled | Coverage::Unprotected => {
-            "nothing: no filter is loaded (other writers are not held off)".to_string()
-        }
-    };
-    format!("{who}: a reclaim runs; refused: {what}")
 }
 
 #[cfg(test)]
@@ -136,27 +123,42 @@ mod tests {
     use super::*;
 
     /// `status` names the fenced disks and what the backend refuses: all
-    /// write-class operations in full, opens only under the fallback.
+    /// write-class operations in full, opens only under the fallback; its
+    /// sentence says so.
     #[test]
     fn status_says_what_the_fence_covers() {
         use asmguard_guard::{Backend, Coverage};
-        assert_eq!(
-            status_text(&BTreeSet::new(), Coverage::Full(Backend::Lsm), true),
-            "none (no reclaim runs)"
-        );
+        use asmguard_proto::FenceRefuses;
+        let none = status(&BTreeSet::new(), Coverage::Full(Backend::Lsm), true);
+        assert_eq!((none.disks.len(), none.refuses), (0, None));
+        assert_eq!(none.text(), "none (no reclaim runs)");
         let f = set(&["DATA1"]);
-        let full = status_text(&f, Coverage::Full(Backend::Lsm), true);
-        assert!(full.starts_with("DATA1: a reclaim runs"), "{full}");
-        assert!(full.contains("write-class ioctl") && full.contains("allow rules included"));
-        let open = status_text(&f, Coverage::OpenTimeOnly, true);
-        assert!(
-            open.contains("only opens are seen") && !open.contains("ioctl"),
-            "{open}"
+        let full = status(&f, Coverage::Full(Backend::Lsm), true);
+        assert_eq!(
+            (full.disks.clone(), full.refuses),
+            (vec!["DATA1".to_string()], Some(FenceRefuses::AllWrites))
         );
-        let ids = status_text(&f, Coverage::OpenTimeOnly, false);
-        assert!(ids.contains("no allow rule names"), "{ids}");
-        let none = status_text(&f, Coverage::Unprotected, true);
-        assert!(none.contains("nothing"), "{none}");
+        let t = full.text();
+        assert!(t.starts_with("DATA1: a reclaim runs"), "{t}");
+        assert!(t.contains("write-class ioctl") && t.contains("allow rules included"));
+        let open = status(&f, Coverage::OpenTimeOnly, true);
+        assert_eq!(open.refuses, Some(FenceRefuses::OpensButDaemon));
+        let t = open.text();
+        assert!(
+            t.contains("only opens are seen") && !t.contains("ioctl"),
+            "{t}"
+        );
+        let ids = status(&f, Coverage::OpenTimeOnly, false);
+        assert!(ids.text().contains("no allow rule names"), "{}", ids.text());
+        let unprotected = status(&f, Coverage::Unprotected, true);
+        assert_eq!(unprotected.refuses, Some(FenceRefuses::Nothing));
+        assert!(unprotected.text().contains("nothing"));
+        // the JSON: the disks and a word
+        let v = serde_json::to_value(&ids).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"disks": ["DATA1"], "refuses": "opens_not_allowed"})
+        );
     }
 
     fn set(l: &[&str]) -> BTreeSet<String> {

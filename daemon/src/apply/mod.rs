@@ -72,7 +72,7 @@ pub struct Applied {
     /// `status`: the exclusive claims held, how they are kept, and the last
     /// time taking them was slow (empty when never).
     pub claims: Vec<String>,
-    pub claims_kept: &'static str,
+    pub claims_kept: asmguard_proto::ClaimsKept,
     pub claims_slow: String,
     /// The devices whose exclusive claim is held.
     pub claimed: BTreeSet<KernelDev>,
@@ -86,7 +86,7 @@ impl Applied {
             world,
             presented: present::Outcome::default(),
             claims: Vec::new(),
-            claims_kept: "",
+            claims_kept: asmguard_proto::ClaimsKept::OnStart,
             claims_slow: String::new(),
             claimed: BTreeSet::new(),
         }

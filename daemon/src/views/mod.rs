@@ -110,7 +110,7 @@ impl Daemon {
             filter_majors: fst.majors,
             allow_rules: rules.lines.clone(),
             allow_notes: rules.notes.clone(),
-            reclaim_fence: crate::apply::fence::status_text(
+            reclaim_fence: crate::apply::fence::status(
                 &s.world.fenced,
                 fst.cover,
                 self.filter.containers_enforced(),
@@ -129,7 +129,7 @@ impl Daemon {
                 _ => String::new(),
             },
             claims: s.claims.clone(),
-            claims_kept: s.claims_kept.into(),
+            claims_kept: s.claims_kept,
             claims_slow: s.claims_slow.clone(),
             containers,
             containers_enforced: self.filter.containers_enforced(),
