@@ -172,7 +172,7 @@ qemu=(qemu-system-x86_64 -accel "${SYS_ACCEL:-tcg,thread=single}" -cpu max -m "$
 # the one-line tests' line (migrate) also has a real ATA disk (ata_piix, the default
 # IDE bus): udev's ID_SERIAL from ata_id, scsi_id's 1ATA_<model>_<serial>
 if [ "$line" = "${SYS_ONE_LINE:-6.12}" ]; then
-	truncate -s 16M "$w/ata.img"
+	truncate -s 1M "$w/ata.img"
 	qemu+=(-drive "file=$w/ata.img,if=none,id=ata,format=raw" -device ide-hd,drive=ata,bus=ide.0,serial=sysata)
 fi
 # the guest's two serial ports go to one pair of files per boot, then to the run's
