@@ -20,7 +20,9 @@ pub const EXIT_CODES: &str = "Exit codes: 0 success; 1 the operation failed (I/O
      protected disk is exposed (a process mapped it shared-writable before it was protected: \
      named with its pid); \
      8 (import) a disk the old configuration gave to ASM is left unprotected (each is \
-     named with the command that fixes it; --allow-unprotected when that is intended).";
+     named with the command that fixes it; --allow-unprotected when that is intended); \
+     9 (import) every disk is protected, but two rules give one disk two names: it is \
+     named after its first rule (NAME CONFLICT on its line; --write still writes).";
 
 /// The options every subcommand takes: the daemon's socket and how long to
 /// wait for its answer.

@@ -27,6 +27,10 @@ pub const UNPROTECTED: i32 = 7;
 /// the imported configuration (each is named with the command that fixes it);
 /// `--allow-unprotected` says that is intended.
 pub const IMPORT_UNPROTECTED: i32 = 8;
+/// `import`: every disk is protected, but two rules give one disk two names: the
+/// configuration names it after its first rule (written with `--write`); the
+/// per-disk line says NAME CONFLICT and which rule's name was left out.
+pub const IMPORT_NAME_CONFLICT: i32 = 9;
 
 /// An error to print as one line, with the exit code to leave with.
 #[derive(Debug)]

@@ -14,7 +14,7 @@
 //! resolved through a function the caller passes, the host's devices are passed
 //! in, read under injected roots), so it is tested without a host.
 
-use crate::exit::{CliError, BAD_INPUT, FAILED, IMPORT_UNPROTECTED, REFUSED};
+use crate::exit::{CliError, BAD_INPUT, FAILED, IMPORT_NAME_CONFLICT, IMPORT_UNPROTECTED, REFUSED};
 use asmguard_devices::pattern;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -143,6 +143,8 @@ pub struct DiskAnswer {
     pub by: String,
     /// The command that protects it (not protected only).
     pub fix: Option<String>,
+    /// Another rule gives the same disk another name: which, and the name kept.
+    pub conflict: Option<String>,
 }
 
 impl DiskAnswer {
@@ -152,6 +154,7 @@ impl DiskAnswer {
             protected_as: Some(name.into()),
             by: by.into(),
             fix: None,
+            conflict: None,
         }
     }
     fn unprotected(
@@ -164,11 +167,12 @@ impl DiskAnswer {
             protected_as: None,
             by: why.into(),
             fix: Some(fix.into()),
+            conflict: None,
         }
     }
     /// The per-disk line the import prints.
     pub fn line(&self) -> String {
-        match (&self.protected_as, &self.fix) {
+        let line = match (&self.protected_as, &self.fix) {
             (Some(n), _) => {
                 let by = self.by.replace('_', " ");
                 format!("{}: protected as {n} (by {by})", self.from)
@@ -179,6 +183,10 @@ impl DiskAnswer {
                 self.by,
                 f.as_deref().unwrap_or("")
             ),
+        };
+        match &self.conflict {
+            Some(c) => format!("{line}; NAME CONFLICT: {c}"),
+            None => line,
         }
     }
 }
@@ -758,6 +766,25 @@ fn label_for(symlink: &str) -> Option<String> {
         .map(|x| x.as_str().to_string())
 }
 
+/// `want`, or (taken) `want_2`, `want_3`...: a label no name of `taken` has.
+fn free_label(want: &str, taken: &[&str]) -> String {
+    let base: String = want.chars().take(21).collect();
+    std::iter::once(want.to_string())
+        .chain((2..).map(|n| format!("{base}_{n}")))
+        .find(|l| !taken.contains(&l.as_str()))
+        .unwrap_or_default()
+}
+
+/// The label a fix command gives device `d` when no rule names it: its multipath
+/// alias (`asmdata1` -> `ASMDATA1`), else `ASM_` and its kernel name (`ASM_SDC`).
+fn device_label(d: &HostDev) -> String {
+    d.props
+        .get("DM_NAME")
+        .and_then(|n| label_for(n))
+        .or_else(|| label_for(&format!("asm_{}", d.name)))
+        .unwrap_or_else(|| "ASM_DISK".into())
+}
+
 /// The LUN one rule names, as udev's properties spell it, and the match it came
 /// from: `RESULT=="<wwid>"` of `scsi_id` (`1ATA_<model>_<serial>`, scsi_id's
 /// form for an ATA disk, is udev's `ID_SERIAL` `<model>_<serial>`),
@@ -1036,7 +1063,7 @@ fn headerless_answer(from: String, d: &HostDev, name: Option<&str>) -> DiskAnswe
         ),
         format!(
             "asmguardctl label {} /dev/{}",
-            name.unwrap_or("NAME"),
+            name.map(String::from).unwrap_or_else(|| device_label(d)),
             d.name
         ),
     )
@@ -1084,6 +1111,9 @@ pub fn udev_on(text: &str, file: &str, host: &[HostDev]) -> Result<Import, Strin
     let mut perms: Vec<(usize, [Option<String>; 3])> = Vec::new();
     // (LUN, name, line, the match it came from, symlink) of rules naming one LUN
     let mut names: Vec<(String, String, usize, String, String)> = Vec::new();
+    // (LUN, index in b.disks, name, line) of each LUN a rule gives ASM: a second
+    // rule for it is answered on the same line.
+    let mut seen: Vec<(String, usize, Option<String>, usize)> = Vec::new();
     // Some disks are protected by their ASM header only (manage_asm_members).
     let mut by_header = false;
     for r in &rules {
@@ -1137,110 +1167,198 @@ pub fn udev_on(text: &str, file: &str, host: &[HostDev]) -> Result<Import, Strin
             Some(l) => format!("line {}: /dev/{l} for {what}", r.line),
             None => format!("line {}: {what}", r.line),
         };
-        match (rule_lun(r), name) {
-            (Some((lun, by)), Some(name)) => {
-                if let Some(other) = names.iter().find(|(_, n, ..)| *n == name) {
-                    b.disks.push(DiskAnswer::unprotected(
-                        src,
-                        format!("the name {name} is taken by line {}", other.2),
-                        "label this disk: asmguardctl label NAME DEVICE --migrate",
-                    ));
-                } else {
-                    b.disks.push(match headerless(host, &lun) {
-                        Some(d) => headerless_answer(src, d, Some(&name)),
-                        None => DiskAnswer::protected(src, &name, "rule"),
+        let lun = rule_lun(r);
+        // A LUN an earlier rule gives ASM: one answer for the disk, both rules in it.
+        let before = lun
+            .as_ref()
+            .and_then(|(l, _)| seen.iter_mut().find(|s| s.0 == *l));
+        if let Some((l, i, first, first_line)) = before {
+            let a = &mut b.disks[*i];
+            a.from = format!("{} and {src}", a.from);
+            match (first.as_deref(), name) {
+                (Some(f), Some(n)) if f != n => {
+                    let c = format!(
+                        "line {} names this disk {n}, line {first_line} {f}: asmguard gives a disk one name, its first rule's ({f}); both rules' links stay (the rules file is kept)",
+                        r.line
+                    );
+                    a.conflict = Some(match a.conflict.take() {
+                        Some(o) => format!("{o}; {c}"),
+                        None => c,
                     });
+                }
+                // the first rule gave it no name: this one does
+                (None, Some(n)) if a.by == "asm_header" && !names.iter().any(|x| x.1 == n) => {
+                    a.protected_as = Some(n.clone());
+                    a.by = "rule".into();
                     let shown = link.clone().or(dm_name.map(|d| format!("mapper/{d}")));
-                    names.push((lun, name, r.line, by, shown.unwrap_or_default()));
+                    let by = lun.map(|x| x.1).unwrap_or_default();
+                    names.push((l.clone(), n.clone(), r.line, by, shown.unwrap_or_default()));
+                    *first = Some(n);
                 }
+                _ => {}
             }
-            (Some((lun, _)), None) => {
-                by_header = true;
-                b.disks.push(match headerless(host, &lun) {
-                    Some(d) => headerless_answer(src, d, None),
-                    None => {
-                        DiskAnswer::protected(src, "the disk name in its ASM header", "asm_header")
-                    }
-                });
+        } else {
+            if let Some((l, _)) = &lun {
+                seen.push((l.clone(), b.disks.len(), name.clone(), r.line));
             }
-            (None, _) if !host.is_empty() && host.iter().all(|d| rule_matches(r, d).is_some()) => {
-                by_header = true;
-                let hit: Vec<&HostDev> = host
-                    .iter()
-                    .filter(|d| rule_matches(r, d) == Some(true))
-                    .collect();
-                if hit.is_empty() {
-                    b.disks.push(DiskAnswer::unprotected(
-                        src.clone(),
-                        "it matches no device on this host",
-                        "run the import where the disks are attached",
-                    ));
-                }
-                for d in hit {
-                    let from = format!("{src}: /dev/{}", d.name);
-                    // Its own name: the multipath alias, else the rule's one link.
-                    let own = d
-                        .props
-                        .get("DM_NAME")
-                        .and_then(|n| label_for(n))
-                        .or_else(|| {
-                            link.as_deref()
-                                .filter(|l| !l.contains('%'))
-                                .and_then(label_for)
+            match (lun, name) {
+                (Some((lun, by)), Some(name)) => {
+                    if let Some(other) = names.iter().find(|(_, n, ..)| *n == name) {
+                        // another name: the link's whole path (`other/disk1` -> OTHER_DISK1)
+                        let taken: Vec<&str> = names.iter().map(|x| x.1.as_str()).collect();
+                        let want = link
+                            .as_deref()
+                            .filter(|l| !l.contains('%'))
+                            .and_then(|l| label_for(&l.replace('/', "_")))
+                            .unwrap_or_else(|| name.clone());
+                        let dev = match (
+                            host.iter().find(|d| d.name_keys().contains(&lun)),
+                            &link,
+                            &dm_name,
+                        ) {
+                            (Some(d), ..) => format!("/dev/{}", d.name), // literal path: shown, not opened
+                            (None, Some(l), _) if !l.contains('%') => format!("/dev/{l}"), // literal path: shown
+                            (None, _, Some(d)) => format!("/dev/mapper/{d}"), // literal path: shown
+                            _ => "DEVICE".into(),
+                        };
+                        b.disks.push(DiskAnswer::unprotected(
+                            src,
+                            format!("the name {name} is taken by line {}", other.2),
+                            format!(
+                                "label this disk: asmguardctl label {} {dev} --migrate",
+                                free_label(&want, &taken)
+                            ),
+                        ));
+                        // the answer is for this rule: a later one for its LUN joins it
+                        if let Some(s) = seen.last_mut() {
+                            s.2 = None;
+                        }
+                    } else {
+                        b.disks.push(match headerless(host, &lun) {
+                            Some(d) => headerless_answer(src, d, Some(&name)),
+                            None => DiskAnswer::protected(src, &name, "rule"),
                         });
-                    match (d.key(), own) {
-                        (Some(key), own) if headerless(host, &key).is_some() => {
-                            b.disks.push(headerless_answer(from, d, own.as_deref()))
-                        }
-                        (Some(key), Some(n)) if !names.iter().any(|x| x.1 == n || x.0 == key) => {
-                            b.disks.push(DiskAnswer::protected(from, &n, "rule"));
-                            let shown =
-                                format!("{} ({})", link.clone().unwrap_or_default(), d.name);
-                            names.push((key, n, r.line, what.clone(), shown));
-                        }
-                        (Some(_), _) => b.disks.push(DiskAnswer::protected(
-                            from,
+                        let shown = link.clone().or(dm_name.map(|d| format!("mapper/{d}")));
+                        names.push((lun, name, r.line, by, shown.unwrap_or_default()));
+                    }
+                }
+                (Some((lun, _)), None) => {
+                    by_header = true;
+                    b.disks.push(match headerless(host, &lun) {
+                        Some(d) => headerless_answer(src, d, None),
+                        None => DiskAnswer::protected(
+                            src,
                             "the disk name in its ASM header",
                             "asm_header",
-                        )),
-                        // no identity, yet an ASM header (or a label): the daemon
-                        // manages it as it is
-                        (None, _) if d.managed_block0 == Some(true) => {
-                            b.disks.push(DiskAnswer::protected(
+                        ),
+                    });
+                }
+                (None, _)
+                    if !host.is_empty() && host.iter().all(|d| rule_matches(r, d).is_some()) =>
+                {
+                    by_header = true;
+                    let hit: Vec<&HostDev> = host
+                        .iter()
+                        .filter(|d| rule_matches(r, d) == Some(true))
+                        .collect();
+                    if hit.is_empty() {
+                        b.disks.push(DiskAnswer::unprotected(
+                            src.clone(),
+                            "it matches no device on this host",
+                            "run the import where the disks are attached",
+                        ));
+                    }
+                    for d in hit {
+                        let from = format!("{src}: /dev/{}", d.name);
+                        // Its own name: the multipath alias, else the rule's one link.
+                        let own = d
+                            .props
+                            .get("DM_NAME")
+                            .and_then(|n| label_for(n))
+                            .or_else(|| {
+                                link.as_deref()
+                                    .filter(|l| !l.contains('%'))
+                                    .and_then(label_for)
+                            });
+                        match (d.key(), own) {
+                            (Some(key), own) if headerless(host, &key).is_some() => {
+                                b.disks.push(headerless_answer(from, d, own.as_deref()))
+                            }
+                            (Some(key), Some(n))
+                                if !names.iter().any(|x| x.1 == n || x.0 == key) =>
+                            {
+                                b.disks.push(DiskAnswer::protected(from, &n, "rule"));
+                                let shown =
+                                    format!("{} ({})", link.clone().unwrap_or_default(), d.name);
+                                names.push((key, n, r.line, what.clone(), shown));
+                            }
+                            (Some(_), _) => b.disks.push(DiskAnswer::protected(
                                 from,
                                 "the disk name in its ASM header",
                                 "asm_header",
+                            )),
+                            // no identity, yet an ASM header (or a label): the daemon
+                            // manages it as it is
+                            (None, _) if d.managed_block0 == Some(true) => {
+                                b.disks.push(DiskAnswer::protected(
+                                    from,
+                                    "the disk name in its ASM header",
+                                    "asm_header",
+                                ))
+                            }
+                            (None, own) => {
+                                let taken: Vec<&str> = names.iter().map(|x| x.1.as_str()).collect();
+                                let l = free_label(&own.unwrap_or_else(|| device_label(d)), &taken);
+                                b.disks.push(DiskAnswer::unprotected(
+                                from,
+                                "udev reports no ID_SERIAL or multipath WWID for it",
+                                format!(
+                                    "asmguardctl label {l} /dev/{} --migrate (keeps its ASM header)",
+                                    d.name
+                                ),
                             ))
+                            }
                         }
-                        (None, _) => b.disks.push(DiskAnswer::unprotected(
-                            from,
-                            "udev reports no ID_SERIAL or multipath WWID for it",
-                            format!(
-                                "asmguardctl label NAME /dev/{} --migrate (keeps its ASM header)",
-                                d.name
-                            ),
-                        )),
                     }
                 }
-            }
-            (None, name) => {
-                by_header = true;
-                let l = name.unwrap_or_else(|| "NAME".into());
-                let dev = match &dm_name {
-                    Some(d) => format!("/dev/mapper/{d}"), // literal path: shown, not opened
-                    None => "DEVICE".to_string(),
+                (None, name) => {
+                    by_header = true;
+                    // The multipath aliases it matches (`ENV{DM_NAME}=="asm*"`, nothing
+                    // else): each device under /dev/mapper named after its alias.
+                    let alias_glob = r
+                        .terms
+                        .iter()
+                        .filter(|(k, op, _)| op == "==" && k != "SUBSYSTEM" && k != "ACTION")
+                        .map(|(k, _, v)| {
+                            (k == "ENV{DM_NAME}"
+                                && !v.contains(['[', '|', '/', '"', '$', '`', ' ']))
+                            .then_some(v)
+                        })
+                        .collect::<Option<Vec<_>>>()
+                        .filter(|v| v.len() == 1)
+                        .map(|v| v[0].clone());
+                    let fix = match (name, &dm_name, alias_glob) {
+                    (Some(l), Some(d), _) => format!(
+                        "asmguardctl label {l} /dev/mapper/{d} --migrate (keeps its ASM header)" // literal path: shown, not opened
+                    ),
+                    (None, None, Some(g)) => format!(
+                        "for d in /dev/mapper/{g}; do asmguardctl label \"$(basename \"$d\" | tr a-z A-Z | tr -c 'A-Z0-9\\n' _)\" \"$d\" --migrate; done (each disk named after its alias; keeps its ASM header)" // literal path: shown, not opened
+                    ),
+                    (l, _, _) => format!(
+                        "asmguardctl label {} DEVICE --migrate for each disk it matches (keeps its ASM header)",
+                        l.unwrap_or_else(|| "NAME".into())
+                    ),
                 };
-                b.disks.push(DiskAnswer::unprotected(
+                    b.disks.push(DiskAnswer::unprotected(
                     src,
                     format!(
                         "it matches {what}, not one LUN by its identity: the disks it gives ASM are \
                          protected (under the disk name in their ASM header) only once ASM has written \
                          one, and the import cannot tell which they are"
                     ),
-                    format!(
-                        "asmguardctl label {l} {dev} --migrate for each disk it matches (keeps its ASM header)"
-                    ),
+                    fix,
                 ));
+                }
             }
         }
         for (k, op, v) in &r.terms {
@@ -1520,7 +1638,24 @@ pub fn run_on(a: &ImportArgs, paths: &asmguard_paths::Paths) -> Result<(), CliEr
         }
     }
     if !refused {
-        return Ok(());
+        let conflicts: Vec<&DiskAnswer> =
+            imp.disks.iter().filter(|d| d.conflict.is_some()).collect();
+        if conflicts.is_empty() {
+            return Ok(());
+        }
+        let named: Vec<String> = conflicts
+            .iter()
+            .map(|d| format!("{}: {}", d.from, d.conflict.as_deref().unwrap_or("")))
+            .collect();
+        return Err(CliError::new(
+            IMPORT_NAME_CONFLICT,
+            format!(
+                "{shown}: {} disks are named differently by two rules, each protected under its first rule's name ({}){}",
+                conflicts.len(),
+                named.join("; "),
+                if a.write { "; the configuration was written" } else { "" }
+            ),
+        ));
     }
     let unwritten = if a.write {
         format!("; {} was not written", a.config.display())
@@ -1885,7 +2020,14 @@ KERNEL=="sd*", ENV{ID_SERIAL}=="3600c0ff*", SYMLINK+="asm-fra1", OWNER="grid", G
             Err(e) => return format!("error: {e}\n"),
         };
         let left = i.disks.iter().any(|d| d.protected_as.is_none());
-        let mut out = format!("exit: {}\n", if left { IMPORT_UNPROTECTED } else { 0 });
+        let code = if left {
+            IMPORT_UNPROTECTED
+        } else if i.disks.iter().any(|d| d.conflict.is_some()) {
+            IMPORT_NAME_CONFLICT
+        } else {
+            0
+        };
+        let mut out = format!("exit: {code}\n");
         for st in &i.settings {
             out.push_str(&format!("set {} = {}\n", st.key, st.value.toml()));
         }
@@ -2000,6 +2142,40 @@ KERNEL=="sd*", ENV{ID_SERIAL}=="3600c0ff*", SYMLINK+="asm-fra1", OWNER="grid", G
         )
         .unwrap();
         a.allow_unprotected = false;
+        run_on(&a, &bare).unwrap();
+    }
+
+    /// Two rules naming one LUN differently: one answer for the disk, protected
+    /// under its first rule's name, the configuration written, exit 9 with one line
+    /// naming both rules and both names.
+    #[test]
+    fn run_exits_9_when_two_rules_name_one_disk_differently_and_still_writes() {
+        let d = tempfile::tempdir().unwrap();
+        let mut a = dm_permissions_import(d.path(), true, false);
+        std::fs::write(
+            a.file.as_ref().unwrap(),
+            "ENV{DM_UUID}==\"mpath-3600a\", SYMLINK+=\"asm-d1\", OWNER=\"grid\"\n\
+             ENV{DM_UUID}==\"mpath-3600a\", SYMLINK+=\"asm-data1\"\n",
+        )
+        .unwrap();
+        let bare = asmguard_paths::Paths::under(d.path());
+        let e = run_on(&a, &bare).unwrap_err();
+        assert_eq!(e.code, IMPORT_NAME_CONFLICT, "{}", e.message);
+        assert!(!e.message.contains('\n'), "{}", e.message);
+        for w in ["line 1", "line 2", "ASM_D1", "ASM_DATA1"] {
+            assert!(e.message.contains(w), "{w}: {}", e.message);
+        }
+        let conf = std::fs::read_to_string(&a.config).unwrap();
+        assert!(conf.contains("\"3600a\" = \"ASM_D1\""), "{conf}");
+        assert!(!conf.contains("= \"ASM_DATA1\""), "{conf}");
+        // the same names: no conflict, exit 0
+        std::fs::write(
+            a.file.as_ref().unwrap(),
+            "ENV{DM_UUID}==\"mpath-3600a\", SYMLINK+=\"asm-d1\", OWNER=\"grid\"\n\
+             ENV{DM_UUID}==\"mpath-3600a\", SYMLINK+=\"other/asm-d1\"\n",
+        )
+        .unwrap();
+        a.write = false;
         run_on(&a, &bare).unwrap();
     }
 
@@ -2218,7 +2394,7 @@ KERNEL=="sd*", ENV{ID_SERIAL}=="3600c0ff*", SYMLINK+="asm-fra1", OWNER="grid", G
             "{lines:?}"
         );
         assert!(
-            not(&lines[1], "sdc", "asmguardctl label NAME /dev/sdc"),
+            not(&lines[1], "sdc", "asmguardctl label ASM_SDC /dev/sdc"),
             "{lines:?}"
         );
         assert!(
@@ -2278,7 +2454,7 @@ KERNEL=="sd*", ENV{ID_SERIAL}=="3600c0ff*", SYMLINK+="asm-fra1", OWNER="grid", G
             lines,
             [
                 "line 1: /dev/asm-nullb for KERNEL==\"mg1\": /dev/mg1: protected as the disk name in its ASM header (by asm header)",
-                "line 2: KERNEL==\"mg2\": /dev/mg2: NOT protected: udev reports no ID_SERIAL or multipath WWID for it; asmguardctl label NAME /dev/mg2 --migrate (keeps its ASM header)",
+                "line 2: KERNEL==\"mg2\": /dev/mg2: NOT protected: udev reports no ID_SERIAL or multipath WWID for it; asmguardctl label ASM_MG2 /dev/mg2 --migrate (keeps its ASM header)",
             ],
             "{lines:?}"
         );
@@ -2343,7 +2519,7 @@ KERNEL=="sd*", ENV{ID_SERIAL}=="3600c0ff*", SYMLINK+="asm-fra1", OWNER="grid", G
                 "line 1: ENV{DM_NAME}==\"asm*\": /dev/dm-0: protected as ASMDATA1 (by rule)",
                 "line 1: ENV{DM_NAME}==\"asm*\": /dev/dm-1: protected as ASMFRA1 (by rule)",
                 "line 2: /dev/asm-disk2 for KERNEL==\"vdb2\": /dev/vdb2: protected as ASM_DISK2 (by rule)",
-                "line 3: KERNEL==\"vdc\": /dev/vdc: NOT protected: udev reports no ID_SERIAL or multipath WWID for it; asmguardctl label NAME /dev/vdc --migrate (keeps its ASM header)",
+                "line 3: KERNEL==\"vdc\": /dev/vdc: NOT protected: udev reports no ID_SERIAL or multipath WWID for it; asmguardctl label ASM_VDC /dev/vdc --migrate (keeps its ASM header)",
                 "line 4: KERNEL==\"sdz\": NOT protected: it matches no device on this host; run the import where the disks are attached",
                 "line 5: KERNEL==\"vd*\", ATTR{size}==\"1024\": NOT protected: it matches KERNEL==\"vd*\", ATTR{size}==\"1024\", not one LUN by its identity: the disks it gives ASM are protected (under the disk name in their ASM header) only once ASM has written one, and the import cannot tell which they are; asmguardctl label NAME DEVICE --migrate for each disk it matches (keeps its ASM header)",
             ],

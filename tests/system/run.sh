@@ -128,6 +128,9 @@ cp "$SYS_DIR"/guest/tests/*.sh "$r/vmtests/tests/"
 mkdir -p "$r/vmtests/vectors"
 cp "$SYS_ROOT"/crates/format/tests/vectors/*.bin "$r/vmtests/vectors/"
 cp "$SYS_DIR/guest/sys-lab.service" "$r/etc/systemd/system/"
+# a single SATA disk is no multipath device (the ATA disk of the one-line tests' line)
+mkdir -p "$r/etc/multipath/conf.d"
+printf 'blacklist {\n\tdevice {\n\t\tvendor "ATA"\n\t\tproduct ".*"\n\t}\n}\n' >"$r/etc/multipath/conf.d/lab-ata.conf"
 chmod 0755 "$r/vmtests/init"
 systemctl --root="$r" enable sys-lab.service >/dev/null 2>&1
 # Prometheus is started by the test that needs it (TCG time is scarce)
@@ -166,6 +169,12 @@ qemu=(qemu-system-x86_64 -accel "${SYS_ACCEL:-tcg,thread=single}" -cpu max -m "$
 	-drive "file=$w/disk.img,if=none,id=root,format=raw" -drive "file=$w/data.img,if=none,id=data,format=raw"
 	-device nvme,id=nvme0,serial=sysroot -device nvme-ns,bus=nvme0,drive=root,nsid=1
 	-device virtio-blk-pci,drive=data,serial=sysdata)
+# the one-line tests' line (migrate) also has a real ATA disk (ata_piix, the default
+# IDE bus): udev's ID_SERIAL from ata_id, scsi_id's 1ATA_<model>_<serial>
+if [ "$line" = "${SYS_ONE_LINE:-6.12}" ]; then
+	truncate -s 1M "$w/ata.img"
+	qemu+=(-drive "file=$w/ata.img,if=none,id=ata,format=raw" -device ide-hd,drive=ata,bus=ide.0,serial=sysata)
+fi
 # the guest's two serial ports go to one pair of files per boot, then to the run's
 # logs, in boot order
 : >"$console"

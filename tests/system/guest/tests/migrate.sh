@@ -23,8 +23,10 @@
 # RESULT on the sd paths and an ID_WWN rule (no link), NAME= on the null_blk disk
 # (no identity: its ASM header protects it), and two partitions of the data disk
 # as two ASM disks (p1 by SYMLINK+=, p2 by the RUN+= mknod recipe), each keeping
-# its own name; every device refuses the intruder (the partitions' parent too),
-# no byte changed.
+# its own name; and, on the lab's ATA disk (the 6.12 line), scsi_id's RESULT
+# 1ATA_<model>_<serial> (udev's ID_SERIAL is <model>_<serial>, from ata_id) with a
+# link: managed under the link's name; every device refuses the intruder (the
+# partitions' parent too), no byte changed.
 # Everything (disks' first MiB, configuration, rules) is put back at the end.
 # lab-settings: one-line
 . /vmtests/lib.sh
@@ -234,6 +236,18 @@ udevadm settle
 vd1=${vd}1 vd2=${vd}2
 dmname=${SYS_MPATH##*/}
 wwn=$(udevadm info -q property -n "/dev/$p1" | sed -n 's/^ID_WWN=//p')
+# the ATA disk (tests/system/run.sh gives the 6.12 line one): a rule on scsi_id's
+# 1ATA_ answer, as VirtualBox and SATA sites write it
+ata=$(readlink -f /dev/disk/by-id/ata-QEMU_HARDDISK_sysata 2>/dev/null) ata_rule="" ataid=""
+if [ -b "$ata" ]; then
+	ataid=$(/usr/lib/udev/scsi_id -g -u -d "$ata" 2>&1)
+	expect shapes-ata-scsi-id "1ATA_$(udevadm info -q property -n "$ata" | sed -n 's/^ID_SERIAL=//p')" "$ataid" \
+		"scsi_id $ataid, udev ID_SERIAL (ata_id) the same after 1ATA_"
+	put linux-dm39-first96.bin "$ata"
+	ata_rule="KERNEL==\"sd*\", PROGRAM==\"scsi_id -g -u -d /dev/%k\", RESULT==\"$ataid\", SYMLINK+=\"asm-ata1\", OWNER=\"grid\", GROUP=\"asmadmin\", MODE=\"0660\""
+else
+	na shapes-ata "no ATA disk on this line (tests/system/run.sh gives the ${SYS_ONE_LINE:-6.12} line one)"
+fi
 if [ -b "$vd1" ] && [ -b "$vd2" ]; then
 	put asm-disk-chk-pl-sdk1-first160.bin "$vd1"
 	put linux-dm39-first96.bin "$vd2"
@@ -244,15 +258,17 @@ KERNEL=="${nbdev#/dev/}", NAME="asm-nullb", OWNER="grid", GROUP="asmadmin", MODE
 KERNEL=="vd?1", ENV{ID_SERIAL}=="sysdata", SYMLINK+="asm-shared-p1", OWNER="grid", GROUP="asmadmin", MODE="0660"
 KERNEL=="vd?2", ENV{ID_SERIAL}=="sysdata", RUN+="/bin/sh -c 'mknod /dev/asm-shared2 b \$major \$minor; chown grid:asmadmin /dev/asm-shared2; chmod 0660 /dev/asm-shared2'"
 KERNEL=="sd*", ENV{ID_WWN}=="$wwn", OWNER="grid", GROUP="asmadmin", MODE="0660"
+$ata_rule
 EOF
 	# the old rules active first, as on the site
 	udevadm control --reload
-	udevadm trigger --settle --action=change "/sys/class/block/${dm#/dev/}" "/sys/class/block/${vd2#/dev/}"
+	udevadm trigger --settle --action=change "/sys/class/block/${dm#/dev/}" "/sys/class/block/${vd2#/dev/}" ${ata_rule:+"/sys/class/block/${ata#/dev/}"}
+	[ -z "$ata_rule" ] || link_to shapes-ata-old-link /dev/asm-ata1 "$ata"
 	expect shapes-old-rules-active "grid asmdba 640 grid asmadmin 660" \
 		"$(stat -c '%U %G %a' "$dm" 2>&1) $(stat -c '%U %G %a' /dev/asm-shared2 2>&1)"
 	# sumsd: sums, and both partitions
 	sumsd() {
-		echo "$(sums)$(for d in "$vd1" "$vd2"; do dd if="$d" bs=1M iflag=direct 2>/dev/null | sha256sum | cut -c1-16; done | tr '\n' ' ')"
+		echo "$(sums)$(for d in "$vd1" "$vd2" ${ata_rule:+"$ata"}; do dd if="$d" bs=1M iflag=direct 2>/dev/null | sha256sum | cut -c1-16; done | tr '\n' ' ')"
 	}
 	before=$(sumsd)
 	imp=$($C import udev "$RULES" 2>&1; echo "exit $?")
@@ -263,16 +279,21 @@ EOF
 	has_line shapes-import-p1 "line 4: .*protected as ASM_SHARED_P1 (by rule)" "$imp" "$(echo "$imp" | grep '^line 4:')"
 	has_line shapes-import-p2 "line 5: .*protected as ASM_SHARED2 (by rule)" "$imp" "$(echo "$imp" | grep '^line 5:')"
 	has_line shapes-import-wwn "line 6: .*ID_WWN}==\"$wwn\": protected as" "$imp" "$(echo "$imp" | grep '^line 6:')"
+	[ -z "$ata_rule" ] || has_line shapes-import-ata "line 7: .*RESULT==\"$ataid\": protected as ASM_ATA1 (by rule)" "$imp" "$(echo "$imp" | grep '^line 7:')"
 	if switch udev "$RULES"; then
 		out=$($C lsdsk 2>&1)
 		has_line shapes-p1-managed "^ASM_SHARED_P1 .* $vd1" "$out"
 		has_line shapes-p2-managed "^ASM_SHARED2 .* $vd2" "$out"
 		has_line shapes-mpath-by-alias "^$(echo "$dmname" | tr a-z A-Z) .* $SYS_MPATH .*$p1(path),$p2(path)" "$out"
 		has_line shapes-nullb-by-header "^NCAS_DISK1_0000 .* $nbdev" "$out"
+		if [ -n "$ata_rule" ]; then
+			has_line shapes-ata-managed "^ASM_ATA1 .* $ata " "$out"
+			link_to shapes-ata-link /dev/asmguard/disks/ASM_ATA1 "$ata"
+		fi
 		link_to shapes-p1-link /dev/asmguard/disks/ASM_SHARED_P1 "$vd1"
 		link_to shapes-p2-link /dev/asmguard/disks/ASM_SHARED2 "$vd2"
 		expect shapes-dm-rule-owner-kept "grid asmdba 640" "$(stat -c '%U %G %a' "$dm" 2>&1)"
-		refused shapes "${dm#/dev/}" "$p1" "$p2" "${nbdev#/dev/}" "${vd1#/dev/}" "${vd2#/dev/}" "${vd#/dev/}"
+		refused shapes "${dm#/dev/}" "$p1" "$p2" "${nbdev#/dev/}" "${vd1#/dev/}" "${vd2#/dev/}" "${vd#/dev/}" ${ata_rule:+"${ata#/dev/}"}
 		expect shapes-no-byte-changed "$before" "$(sumsd)"
 		[ -n "$out" ] && info "lsdsk: $out"
 	fi
@@ -289,6 +310,7 @@ if [ -b "$vd1" ] && [ -b "$vd2" ]; then
 	dd if=/dev/zero of="$vd2" bs=4096 count=1 oflag=direct 2>/dev/null
 fi
 dd if=/tmp/mg.vd of="$vd" bs=1M count=1 conv=notrunc oflag=direct 2>/dev/null
+[ -z "$ata_rule" ] || dd if=/dev/zero of="$ata" bs=4096 count=1 oflag=direct 2>/dev/null
 rm -f /dev/asm-shared2
 echo 0 >"$nb/power"
 rmdir "$nb"
