@@ -88,6 +88,9 @@ pub struct World {
     /// Descriptors open for writing on protected disks, opened before
     /// protection (their writes are refused: named in `status` only).
     pub writers: Arc<Exposed>,
+    /// Loop devices over protected disks, set up before protection (they
+    /// joined the disk's devices: named in `status`, `lsdsk`, an event).
+    pub loops: Arc<exposed::Loops>,
 }
 
 /// What changed, as an input sends it.
@@ -105,8 +108,13 @@ pub enum Input {
     Fence { labels: Vec<String>, on: bool },
     /// The periodic check found these exposures (shared-writable mappings
     /// made before protection) and these descriptors open for writing since
-    /// before protection.
-    Found { exposed: Exposed, writers: Exposed },
+    /// before protection, and these loop devices set up over a protected
+    /// disk before its protection.
+    Found {
+        exposed: Exposed,
+        writers: Exposed,
+        loops: exposed::Loops,
+    },
     /// `asmguardctl filter ACTION [LABEL]` (checked against the World first:
     /// `modes::Modes::with`).
     Mode {
@@ -166,6 +174,7 @@ impl World {
             fenced: Arc::default(),
             exposed: Arc::default(),
             writers: Arc::default(),
+            loops: Arc::default(),
         }
     }
 }
@@ -214,12 +223,19 @@ pub fn next(w: &World, input: Input) -> World {
             }
             n.fenced = Arc::new(f);
         }
-        Input::Found { exposed, writers } => {
+        Input::Found {
+            exposed,
+            writers,
+            loops,
+        } => {
             if *w.exposed != exposed {
                 n.exposed = Arc::new(exposed);
             }
             if *w.writers != writers {
                 n.writers = Arc::new(writers);
+            }
+            if *w.loops != loops {
+                n.loops = Arc::new(loops);
             }
         }
         Input::Again | Input::Verify | Input::Relink(_) => {}
@@ -273,6 +289,7 @@ mod tests {
             Input::Found {
                 exposed: Exposed::new(),
                 writers: Exposed::new(),
+                loops: exposed::Loops::new(),
             },
             Input::Verify,
         ] {
@@ -314,6 +331,7 @@ mod tests {
             Input::Found {
                 exposed: Exposed::new(),
                 writers: Exposed::new(),
+                loops: exposed::Loops::new(),
             },
         );
         assert!(Arc::ptr_eq(&e1.exposed, &w.exposed));

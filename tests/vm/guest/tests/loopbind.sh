@@ -14,7 +14,8 @@
 # A loop device set up by path over the managed disk while it was not protected
 # (root's `losetup`, across `filter disable` and `enable`) joins the disk's
 # devices: a write through it by a user no rule allows is refused, and nothing
-# lands (every backend: the loop device is judged at its own open).
+# lands (every backend: the loop device is judged at its own open); status
+# (text and --json), lsdsk and an event name it as set up before protection.
 # lab-settings: once-per-kernel
 . /vmtests/lib.sh
 
@@ -64,6 +65,20 @@ before_p=$(first "$L")
 expect_fail loop-by-path-refused "Operation not permitted" \
 	as_user_past_modes nobody dd if=/dev/urandom of="$P" bs=4096 count=1 conv=notrunc oflag=direct
 expect loop-by-path-unchanged "$before_p" "$(first "$L")"
+# status, lsdsk and an event name the loop device that predates protection
+# (the periodic check, every 2 s, finds it)
+PN=${P#/dev/}
+st=
+for _ in 1 2 3 4 5 6 7 8; do
+	st=$($C status 2>&1)
+	case "$st" in *"$PN over LBDISK"*) break ;; esac
+	sleep 0.5
+done
+has_line status-names-loop "^ *loop.*$PN over LBDISK (backing file $L), set up before protection" "$st"
+has_line status-json-names-loop "\"$PN over LBDISK (backing file $L)" "$($C status --json 2>&1)"
+has_line lsdsk-names-loop "^LBDISK .*$PN(loop-before)" "$($C lsdsk 2>&1)"
+has_line lsdsk-json-names-loop '"loops_before":\["'"$PN"'"\]' "$($C lsdsk --json 2>&1 | tr -d ' \n')"
+has_line event-names-loop "LOOP BEFORE PROTECTION: $PN over LBDISK" "$($C events 2>&1 | grep "$PN")"
 losetup -d "$P" 2>/dev/null
 
 $C filter disable >/dev/null 2>&1
