@@ -390,10 +390,17 @@ impl Applier {
             );
         }
         for (l, lo) in gone {
-            let line = format!("{} over {l} (backing file {}) is gone", lo.name, lo.backing);
+            let line = format!(
+                "{} over {l} (backing file {}): detached, or the disk is no longer protected",
+                lo.name, lo.backing
+            );
             tracing::info!("{line}");
-            self.filter
-                .note_loop(&l, &lo.name, &lo.device, format!("loop gone: {line}"));
+            self.filter.note_loop(
+                &l,
+                &lo.name,
+                &lo.device,
+                format!("loop no longer named: {line}"),
+            );
         }
     }
 

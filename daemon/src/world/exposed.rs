@@ -96,6 +96,22 @@ pub fn loop_changes(before: &Loops, now: &Loops) -> (Vec<LoopOf>, Vec<LoopOf>) {
     )
 }
 
+/// `m` without `label`'s entry (every entry: `None`): its next check takes
+/// what it finds as predating protection.
+pub fn without<T: Clone>(
+    m: &BTreeMap<String, Vec<T>>,
+    label: Option<&str>,
+) -> BTreeMap<String, Vec<T>> {
+    match label {
+        None => BTreeMap::new(),
+        Some(l) => m
+            .iter()
+            .filter(|(k, _)| *k != l)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+    }
+}
+
 /// What appeared and what went from `before` to `now`.
 pub fn changes(before: &Exposed, now: &Exposed) -> (Vec<Found>, Vec<Found>) {
     let flat = |m: &Exposed| -> BTreeSet<(String, u32)> {
@@ -195,5 +211,15 @@ mod tests {
         let (n, g) = loop_changes(&one, &Loops::new());
         assert_eq!((n.len(), g[0].1.name.as_str()), (0, "loop0"));
         assert!(loop_lines(&Loops::from([("DATA2".to_string(), vec![])])).is_empty());
+        // a protection change forgets the label's entry (all: every one)
+        let two = Loops::from([
+            ("DATA1".to_string(), vec![lo("loop0", "/dev/sdb", false)]),
+            ("DATA2".to_string(), vec![]),
+        ]);
+        assert_eq!(
+            without(&two, Some("DATA2")).keys().collect::<Vec<_>>(),
+            ["DATA1"]
+        );
+        assert!(without(&two, None).is_empty());
     }
 }

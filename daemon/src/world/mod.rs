@@ -197,6 +197,13 @@ pub fn next(w: &World, input: Input) -> World {
         Input::Mode { label, action } => {
             let cfg = w.conf.cfg.filter.mode;
             if let Ok(m) = w.modes.with(label.as_deref(), action, &tops(&w.model), cfg) {
+                if m != *w.modes {
+                    // protection changed (`filter enable` after a disable, say):
+                    // what is open or set up now predates it, as the next
+                    // check finds (a check between two changes may not run)
+                    n.writers = Arc::new(exposed::without(&w.writers, label.as_deref()));
+                    n.loops = Arc::new(exposed::without(&w.loops, label.as_deref()));
+                }
                 n.modes = Arc::new(m);
             }
         }
@@ -297,6 +304,45 @@ mod tests {
         }
         assert!(Input::Model(Model::default()).touches_disks());
         assert!(Input::Again.touches_disks());
+    }
+
+    /// `filter disable` then `enable` between two checks: the writers and
+    /// loop devices found before are forgotten, so the next check takes what
+    /// it finds as predating protection.
+    #[test]
+    fn a_protection_change_forgets_what_was_found_before() {
+        let lo = exposed::LoopBefore {
+            name: "loop4".into(),
+            device: "7:4".into(),
+            backing: "/dev/sdb".into(),
+            read_only: false,
+        };
+        let found = next(
+            &world(),
+            Input::Found {
+                exposed: Exposed::new(),
+                writers: Exposed::from([("DATA1".to_string(), vec![])]),
+                loops: exposed::Loops::from([("DATA1".to_string(), vec![lo])]),
+            },
+        );
+        assert_eq!((found.writers.len(), found.loops.len()), (1, 1));
+        let off = next(
+            &found,
+            Input::Mode {
+                label: None,
+                action: asmguard_proto::FilterAction::Disable,
+            },
+        );
+        assert!(off.writers.is_empty() && off.loops.is_empty());
+        // the same mode again: nothing forgotten
+        let kept = next(
+            &found,
+            Input::Mode {
+                label: None,
+                action: asmguard_proto::FilterAction::Enable,
+            },
+        );
+        assert_eq!(*kept.modes == *found.modes, kept.loops.len() == 1);
     }
 
     #[test]
