@@ -132,9 +132,10 @@ static __always_inline void stat_add(__u32 idx)
 
 /* The verdict for a write-like operation on a managed device: 0 or -EPERM.
  * `reader`: how the caller is read (bpf/rules.h: AG_IDS for programs that
- * may call only bpf_get_current_uid_gid). */
-static __always_inline int verdict(struct ag_disk *d, __u32 dev, __u32 flags, __u32 hook, __u32 op,
-				   enum ag_reader reader)
+ * may call only bpf_get_current_uid_gid). `allowable`: whether an allow rule
+ * lets it through (not for binding a loop device: loop_bind_rule). */
+static __always_inline int verdict_of(struct ag_disk *d, __u32 dev, __u32 flags, __u32 hook,
+				      __u32 op, enum ag_reader reader, bool allowable)
 {
 	struct ag_event e = {};
 	struct ag_event *r;
@@ -159,7 +160,7 @@ static __always_inline int verdict(struct ag_disk *d, __u32 dev, __u32 flags, __
 			 * already judged. */
 			if (hook == AG_HOOK_FILE_PERMISSION && task_kthread(&k))
 				return 0;
-			if (task_allowed(&k, &e.ctr_id, hook))
+			if (allowable && task_allowed(&k, &e.ctr_id, hook))
 				return 0;
 		}
 		who(&e);
@@ -189,6 +190,12 @@ static __always_inline int verdict(struct ag_disk *d, __u32 dev, __u32 flags, __
 		stat_add(AG_STAT_RB_DROPS);
 	}
 	return mode != AG_MODE_AUDIT ? -EPERM : 0;
+}
+
+static __always_inline int verdict(struct ag_disk *d, __u32 dev, __u32 flags, __u32 hook, __u32 op,
+				   enum ag_reader reader)
+{
+	return verdict_of(d, dev, flags, hook, op, reader, true);
 }
 
 static __always_inline int check_file(struct file *file, __u32 hook, __u32 op)
@@ -312,8 +319,11 @@ static __always_inline int ioctl_by_class_rule(struct file *file, unsigned int c
  * the opener). A descriptor opened for writing before the disk was protected,
  * or taken from another process (pidfd_getfd), would make a writable loop
  * device over the disk: binding one to a managed block device opened for
- * writing is judged as a write of that disk, by the caller's rules. A
- * read-only backing descriptor makes a read-only loop device: not judged.
+ * writing is refused, to a caller an allow rule lets write the disk too: the
+ * loop device would give the disk to anyone who can open it, from the bind
+ * until the daemon adds it to the managed set (the refresh after its
+ * uevent). A read-only backing descriptor makes a read-only loop device: not
+ * judged.
  * A LOOP_CONFIGURE whose config cannot be read without faulting (not
  * sleepable) is refused: losetup's own is on its stack. The descriptor is
  * read from the caller's fd table before the kernel's own fdget (another
@@ -364,7 +374,8 @@ static __always_inline int loop_bind_rule(struct file *file, unsigned int cmd, u
 	d = managed_dev(dev, false);
 	if (!d)
 		return 0;
-	return verdict(d, dev, 0, AG_HOOK_FILE_IOCTL, cmd, sleepable ? AG_TASK : AG_TASK_BTF);
+	return verdict_of(d, dev, 0, AG_HOOK_FILE_IOCTL, cmd, sleepable ? AG_TASK : AG_TASK_BTF,
+			  false);
 }
 
 /* ---- The programs ----

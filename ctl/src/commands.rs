@@ -95,6 +95,7 @@ pub fn lsdsk_text(r: &LsdskResult) -> String {
             .skip(1)
             .map(|p| format!("{}({})", p.name, p.role))
             .chain(d.nvme_paths.iter().map(|n| format!("{n}(nvme-path)")))
+            .chain(d.loops_before.iter().map(|n| format!("{n}(loop-before)")))
             .chain(
                 d.nvme_controllers
                     .iter()
@@ -310,6 +311,9 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
     }
     for w in &s.writers_before {
         rows.push(("writer", w.clone()));
+    }
+    for l in &s.loops_before {
+        rows.push(("loop", l.clone()));
     }
     rows.extend([
         ("kernel", s.kernel),
@@ -528,6 +532,14 @@ pub fn event_text(e: &asmguard_proto::FilterEventInfo) -> String {
     if let Some(what) = e.note.strip_prefix("pin replaced: ") {
         // the daemon's own pins, found not to be its own at a start
         return format!("{h:02}:{m:02}:{s:02}Z PIN REPLACED {what}");
+    }
+    if let Some((what, line)) = e
+        .note
+        .split_once(": ")
+        .filter(|(w, _)| w.starts_with("loop "))
+    {
+        // a loop device over a protected disk, set up before its protection
+        return format!("{h:02}:{m:02}:{s:02}Z {}: {line}", what.to_uppercase());
     }
     if !e.note.is_empty() {
         // noticed by the daemon, not refused by the kernel

@@ -808,6 +808,12 @@ pub struct DiskInfo {
     /// mapping still land. `StatusResult::exposed` names the processes.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub exposed: bool,
+    /// Loop devices set up over it before it was protected (by path, or
+    /// bound to a descriptor of it), by kernel name: they joined its devices,
+    /// so their writes are judged as the disk's. `StatusResult::loops_before`
+    /// says more.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub loops_before: Vec<String>,
     /// The LUN's serial (udev's `ID_SERIAL`; for SCSI, the WWID multipathd uses),
     /// where udevd runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1071,6 +1077,12 @@ pub struct StatusResult {
     /// exposed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub writers_before: Vec<String>,
+    /// Loop devices set up over a protected disk before its protection, one
+    /// line each (`loop0 over DATA1 (backing file /dev/sdb), set up before
+    /// protection: its writes are judged as the disk's`): they joined the
+    /// disk's devices, so they do not make it exposed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub loops_before: Vec<String>,
 }
 
 /// The filter's pinned maps and links (`status`'s `filter_pins`).

@@ -215,6 +215,9 @@ impl Applier {
         if !Arc::ptr_eq(&before.exposed, &w.exposed) {
             self.exposures(&before, &w);
         }
+        if !Arc::ptr_eq(&before.loops, &w.loops) {
+            self.loops_before(&before, &w);
+        }
         if verify {
             self.filter.verify();
         }
@@ -369,6 +372,35 @@ impl Applier {
                 return;
             }
             std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Logs and records (the filter's event history) each loop device set
+    /// up before protection that was found or went between `before` and `w`.
+    fn loops_before(&self, before: &World, w: &World) {
+        let (new, gone) = crate::world::exposed::loop_changes(&before.loops, &w.loops);
+        for (l, lo) in new {
+            let line = crate::world::exposed::loop_line(&l, &lo);
+            tracing::warn!("{line}");
+            self.filter.note_loop(
+                &l,
+                &lo.name,
+                &lo.device,
+                format!("loop before protection: {line}"),
+            );
+        }
+        for (l, lo) in gone {
+            let line = format!(
+                "{} over {l} (backing file {}): detached, or the disk is no longer protected",
+                lo.name, lo.backing
+            );
+            tracing::info!("{line}");
+            self.filter.note_loop(
+                &l,
+                &lo.name,
+                &lo.device,
+                format!("loop no longer named: {line}"),
+            );
         }
     }
 

@@ -9,13 +9,17 @@
 //! `lsdsk`, an event, `asmguard_disk_exposed`) until the process or its
 //! mapping is gone. Descriptors open for writing before protection are named
 //! in `status` too (`writers_before`), without making the disk exposed: the
-//! filter judges each of their writes.
+//! filter judges each of their writes. So are loop devices set up over a
+//! protected disk before its protection (they joined its devices: their
+//! writes are judged as the disk's).
 
 use crate::daemon::Daemon;
+use crate::world::exposed::{LoopBefore, LoopOf, Loops};
 use crate::world::{Exposed, Input};
 use asmguard_devices::KernelDev;
 use asmguard_reclaim::safety::{shared_writable_mappings, write_descriptors};
 use std::collections::BTreeMap;
+use std::path::Path;
 
 /// Whether this daemon checked once.
 static CHECKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
@@ -101,10 +105,146 @@ impl Daemon {
                 writers.entry(l.to_string()).or_default().push(o);
             }
         }
-        // one input for both findings: one apply per check
+        // loop devices over a protected disk: named when there at the
+        // disk's first check after it became protected (set up before), kept
+        // while they stay bound to the same file. Read from sysfs here, not
+        // the model's holders: a loop set up just before protection may not
+        // have reached the model yet.
+        let was = self.applied().world.loops.clone();
+        let mut loops: Loops = disks.iter().map(|(l, _)| (l.clone(), Vec::new())).collect();
+        let found = if disks.is_empty() || (first && self.filter.status().adopted) {
+            Vec::new()
+        } else {
+            loops_over_disks(&self.site.paths.sys, &disks)
+        };
+        for (l, lo) in found {
+            let known = match was.get(&l) {
+                None => true,
+                Some(v) => v.contains(&lo),
+            };
+            if known {
+                loops.entry(l).or_default().push(lo);
+            }
+        }
+        // one input for the findings: one apply per check
         self.submit(Input::Found {
             exposed: now,
             writers,
+            loops,
         });
+    }
+}
+
+/// Every loop device (`SYS/class/block/loop*`) whose backing file is one of
+/// a disk's devices, or a loop device over one, with the disk's label. A
+/// loop device bound to a disk's block device keeps no `holders/` link.
+fn loops_over_disks(sys: &Path, disks: &[(String, Vec<KernelDev>)]) -> Vec<LoopOf> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let block = sys.join("class/block");
+    let dev_of = |name: &str| KernelDev::read_sysfs(&block.join(name).join("dev")).ok();
+    let mut all: Vec<(LoopBefore, Option<KernelDev>, KernelDev)> = Vec::new();
+    let Ok(rd) = std::fs::read_dir(&block) else {
+        return Vec::new();
+    };
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.starts_with("loop") {
+            continue;
+        }
+        let Ok(b) = std::fs::read_to_string(block.join(&name).join("loop/backing_file")) else {
+            continue; // not bound
+        };
+        let (Some(me), backing) = (dev_of(&name), b.trim().to_string()) else {
+            continue;
+        };
+        let in_dev = backing.strip_prefix("/dev/"); // literal path: the kernel's text
+        let under = match in_dev {
+            Some(n) if !n.contains('/') => dev_of(n),
+            _ => None,
+        }
+        .or_else(|| {
+            std::fs::metadata(&backing)
+                .ok()
+                .filter(|m| m.file_type().is_block_device())
+                .and_then(|m| KernelDev::from_dev_t(m.rdev()).ok())
+        });
+        let read_only =
+            std::fs::read_to_string(block.join(&name).join("ro")).is_ok_and(|r| r.trim() == "1");
+        all.push((
+            LoopBefore {
+                name,
+                device: me.to_string(),
+                backing,
+                read_only,
+            },
+            under,
+            me,
+        ));
+    }
+    all.sort();
+    let mut out = Vec::new();
+    for (label, devs) in disks {
+        let mut devs = devs.clone();
+        // a loop over a loop over the disk: until nothing more joins
+        loop {
+            let more: Vec<&(LoopBefore, Option<KernelDev>, KernelDev)> = all
+                .iter()
+                .filter(|(_, u, me)| u.is_some_and(|u| devs.contains(&u)) && !devs.contains(me))
+                .collect();
+            if more.is_empty() {
+                break;
+            }
+            devs.extend(more.iter().map(|(_, _, me)| *me));
+        }
+        out.extend(
+            all.iter()
+                .filter(|(_, u, _)| u.is_some_and(|u| devs.contains(&u)))
+                .map(|(lo, _, _)| (label.clone(), lo.clone())),
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// loop4 over the disk loop2 by path, loop5 (read-only) over loop4,
+    /// loop6 over a file, loop7 not bound: the first two are over the disk.
+    #[test]
+    fn loops_over_a_disk_and_over_its_loops() {
+        let sys = tempfile::tempdir().unwrap();
+        let block = sys.path().join("class/block");
+        for (n, dev, backing, ro) in [
+            ("loop2", "7:2", Some("/var/tmp/disk.img"), "0"),
+            ("loop4", "7:4", Some("/dev/loop2"), "0"),
+            ("loop5", "7:5", Some("/dev/loop4"), "1"),
+            ("loop6", "7:6", Some("/var/tmp/other.img"), "0"),
+            ("loop7", "7:7", None, "0"),
+        ] {
+            let d = block.join(n);
+            std::fs::create_dir_all(d.join("loop")).unwrap();
+            std::fs::write(d.join("dev"), format!("{dev}\n")).unwrap();
+            std::fs::write(d.join("ro"), format!("{ro}\n")).unwrap();
+            if let Some(b) = backing {
+                std::fs::write(d.join("loop/backing_file"), format!("{b}\n")).unwrap();
+            }
+        }
+        let disk = vec![("DATA1".to_string(), vec![KernelDev::new(7, 2).unwrap()])];
+        let found = loops_over_disks(sys.path(), &disk);
+        let named: Vec<(&str, &str, &str, bool)> = found
+            .iter()
+            .map(|(l, o)| (l.as_str(), o.name.as_str(), o.backing.as_str(), o.read_only))
+            .collect();
+        assert_eq!(
+            named,
+            [
+                ("DATA1", "loop4", "/dev/loop2", false),
+                ("DATA1", "loop5", "/dev/loop4", true)
+            ]
+        );
+        // another disk: none of them
+        let other = vec![("DATA2".to_string(), vec![KernelDev::new(8, 16).unwrap()])];
+        assert!(loops_over_disks(sys.path(), &other).is_empty());
     }
 }

@@ -34,6 +34,12 @@ impl Daemon {
         let exposed = &s.world.exposed;
         for d in &mut disks {
             d.exposed = exposed.contains_key(&d.label);
+            d.loops_before = s
+                .world
+                .loops
+                .get(&d.label)
+                .map(|v| v.iter().map(|l| l.name.clone()).collect())
+                .unwrap_or_default();
             d.presented = shown
                 .of_label(&d.label)
                 .map(crate::apply::present::Node::info)
@@ -118,6 +124,7 @@ impl Daemon {
             oracle_homes: rules.homes.clone(),
             exposed: crate::world::exposed::lines(&s.world.exposed),
             writers_before: crate::world::exposed::writer_lines(&s.world.writers),
+            loops_before: crate::world::exposed::loop_lines(&s.world.loops),
             filter_pins: fst.pins,
             map_fds: fst.map_fds,
             protection,

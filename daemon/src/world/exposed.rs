@@ -1,6 +1,7 @@
 //! Protected disks written through a mapping made before protection (the
-//! World's `exposed`, found by `crate::inputs::exposed`): `status`'s lines
-//! and what appeared and went between two findings.
+//! World's `exposed`, found by `crate::inputs::exposed`), descriptors open
+//! for writing and loop devices set up over them before protection:
+//! `status`'s lines and what appeared and went between two findings.
 
 use asmguard_reclaim::safety::Opener;
 use std::collections::{BTreeMap, BTreeSet};
@@ -41,6 +42,74 @@ pub fn lines(e: &Exposed) -> Vec<String> {
     e.iter()
         .flat_map(|(l, v)| v.iter().map(move |o| line(l, o)))
         .collect()
+}
+
+/// A loop device over a protected disk, set up before its protection (by
+/// path, or bound to a descriptor of the disk).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct LoopBefore {
+    /// Its kernel name (`loop0`).
+    pub name: String,
+    /// `major:minor`.
+    pub device: String,
+    /// What it reads and writes (`loop/backing_file`).
+    pub backing: String,
+    /// Set up read-only (`loop/ro`).
+    pub read_only: bool,
+}
+
+/// Label -> the loop devices over it set up before its protection.
+pub type Loops = BTreeMap<String, Vec<LoopBefore>>;
+
+/// One `status` line of a loop device set up before protection.
+pub fn loop_line(label: &str, l: &LoopBefore) -> String {
+    format!(
+        "{} over {label} (backing file {}{}), set up before protection: \
+         its writes are judged as the disk's",
+        l.name,
+        l.backing,
+        if l.read_only { ", read-only" } else { "" }
+    )
+}
+
+/// `status`'s lines of loop devices set up before protection.
+pub fn loop_lines(e: &Loops) -> Vec<String> {
+    e.iter()
+        .flat_map(|(l, v)| v.iter().map(move |o| loop_line(l, o)))
+        .collect()
+}
+
+/// A loop device with its disk's label.
+pub type LoopOf = (String, LoopBefore);
+
+/// The loop devices that appeared and went from `before` to `now`.
+pub fn loop_changes(before: &Loops, now: &Loops) -> (Vec<LoopOf>, Vec<LoopOf>) {
+    let flat = |m: &Loops| -> BTreeSet<LoopOf> {
+        m.iter()
+            .flat_map(|(l, v)| v.iter().map(move |o| (l.clone(), o.clone())))
+            .collect()
+    };
+    let (b, a) = (flat(before), flat(now));
+    (
+        a.difference(&b).cloned().collect(),
+        b.difference(&a).cloned().collect(),
+    )
+}
+
+/// `m` without `label`'s entry (every entry: `None`): its next check takes
+/// what it finds as predating protection.
+pub fn without<T: Clone>(
+    m: &BTreeMap<String, Vec<T>>,
+    label: Option<&str>,
+) -> BTreeMap<String, Vec<T>> {
+    match label {
+        None => BTreeMap::new(),
+        Some(l) => m
+            .iter()
+            .filter(|(k, _)| *k != l)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+    }
 }
 
 /// What appeared and what went from `before` to `now`.
@@ -109,5 +178,48 @@ mod tests {
         );
         // a protected disk with none: no line
         assert!(writer_lines(&Exposed::from([("DATA2".to_string(), vec![])])).is_empty());
+    }
+
+    #[test]
+    fn loops_appear_and_go() {
+        let lo = |name: &str, backing: &str, read_only| LoopBefore {
+            name: name.into(),
+            device: "7:0".into(),
+            backing: backing.into(),
+            read_only,
+        };
+        let one = Loops::from([("DATA1".to_string(), vec![lo("loop0", "/dev/sdb", false)])]);
+        assert_eq!(
+            loop_lines(&one),
+            [
+                "loop0 over DATA1 (backing file /dev/sdb), set up before protection: \
+              its writes are judged as the disk's"
+            ]
+        );
+        let ro = Loops::from([("DATA1".to_string(), vec![lo("loop0", "/dev/sdb", true)])]);
+        assert!(loop_lines(&ro)[0].contains("(backing file /dev/sdb, read-only)"));
+        let (n, g) = loop_changes(&Loops::new(), &one);
+        assert_eq!((n.len(), g.len(), n[0].0.as_str()), (1, 0, "DATA1"));
+        assert_eq!(loop_changes(&one, &one.clone()), (vec![], vec![]));
+        // the same name bound again to another file: one went, one came
+        let again = Loops::from([("DATA1".to_string(), vec![lo("loop0", "/dev/sdc", false)])]);
+        let (n, g) = loop_changes(&one, &again);
+        assert_eq!(
+            (n[0].1.backing.as_str(), g[0].1.backing.as_str()),
+            ("/dev/sdc", "/dev/sdb")
+        );
+        let (n, g) = loop_changes(&one, &Loops::new());
+        assert_eq!((n.len(), g[0].1.name.as_str()), (0, "loop0"));
+        assert!(loop_lines(&Loops::from([("DATA2".to_string(), vec![])])).is_empty());
+        // a protection change forgets the label's entry (all: every one)
+        let two = Loops::from([
+            ("DATA1".to_string(), vec![lo("loop0", "/dev/sdb", false)]),
+            ("DATA2".to_string(), vec![]),
+        ]);
+        assert_eq!(
+            without(&two, Some("DATA2")).keys().collect::<Vec<_>>(),
+            ["DATA1"]
+        );
+        assert!(without(&two, None).is_empty());
     }
 }

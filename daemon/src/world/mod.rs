@@ -88,6 +88,9 @@ pub struct World {
     /// Descriptors open for writing on protected disks, opened before
     /// protection (their writes are refused: named in `status` only).
     pub writers: Arc<Exposed>,
+    /// Loop devices over protected disks, set up before protection (they
+    /// joined the disk's devices: named in `status`, `lsdsk`, an event).
+    pub loops: Arc<exposed::Loops>,
 }
 
 /// What changed, as an input sends it.
@@ -105,8 +108,13 @@ pub enum Input {
     Fence { labels: Vec<String>, on: bool },
     /// The periodic check found these exposures (shared-writable mappings
     /// made before protection) and these descriptors open for writing since
-    /// before protection.
-    Found { exposed: Exposed, writers: Exposed },
+    /// before protection, and these loop devices set up over a protected
+    /// disk before its protection.
+    Found {
+        exposed: Exposed,
+        writers: Exposed,
+        loops: exposed::Loops,
+    },
     /// `asmguardctl filter ACTION [LABEL]` (checked against the World first:
     /// `modes::Modes::with`).
     Mode {
@@ -166,6 +174,7 @@ impl World {
             fenced: Arc::default(),
             exposed: Arc::default(),
             writers: Arc::default(),
+            loops: Arc::default(),
         }
     }
 }
@@ -188,6 +197,13 @@ pub fn next(w: &World, input: Input) -> World {
         Input::Mode { label, action } => {
             let cfg = w.conf.cfg.filter.mode;
             if let Ok(m) = w.modes.with(label.as_deref(), action, &tops(&w.model), cfg) {
+                if m != *w.modes {
+                    // protection changed (`filter enable` after a disable, say):
+                    // what is open or set up now predates it, as the next
+                    // check finds (a check between two changes may not run)
+                    n.writers = Arc::new(exposed::without(&w.writers, label.as_deref()));
+                    n.loops = Arc::new(exposed::without(&w.loops, label.as_deref()));
+                }
                 n.modes = Arc::new(m);
             }
         }
@@ -214,12 +230,19 @@ pub fn next(w: &World, input: Input) -> World {
             }
             n.fenced = Arc::new(f);
         }
-        Input::Found { exposed, writers } => {
+        Input::Found {
+            exposed,
+            writers,
+            loops,
+        } => {
             if *w.exposed != exposed {
                 n.exposed = Arc::new(exposed);
             }
             if *w.writers != writers {
                 n.writers = Arc::new(writers);
+            }
+            if *w.loops != loops {
+                n.loops = Arc::new(loops);
             }
         }
         Input::Again | Input::Verify | Input::Relink(_) => {}
@@ -273,6 +296,7 @@ mod tests {
             Input::Found {
                 exposed: Exposed::new(),
                 writers: Exposed::new(),
+                loops: exposed::Loops::new(),
             },
             Input::Verify,
         ] {
@@ -280,6 +304,45 @@ mod tests {
         }
         assert!(Input::Model(Model::default()).touches_disks());
         assert!(Input::Again.touches_disks());
+    }
+
+    /// `filter disable` then `enable` between two checks: the writers and
+    /// loop devices found before are forgotten, so the next check takes what
+    /// it finds as predating protection.
+    #[test]
+    fn a_protection_change_forgets_what_was_found_before() {
+        let lo = exposed::LoopBefore {
+            name: "loop4".into(),
+            device: "7:4".into(),
+            backing: "/dev/sdb".into(),
+            read_only: false,
+        };
+        let found = next(
+            &world(),
+            Input::Found {
+                exposed: Exposed::new(),
+                writers: Exposed::from([("DATA1".to_string(), vec![])]),
+                loops: exposed::Loops::from([("DATA1".to_string(), vec![lo])]),
+            },
+        );
+        assert_eq!((found.writers.len(), found.loops.len()), (1, 1));
+        let off = next(
+            &found,
+            Input::Mode {
+                label: None,
+                action: asmguard_proto::FilterAction::Disable,
+            },
+        );
+        assert!(off.writers.is_empty() && off.loops.is_empty());
+        // the same mode again: nothing forgotten
+        let kept = next(
+            &found,
+            Input::Mode {
+                label: None,
+                action: asmguard_proto::FilterAction::Enable,
+            },
+        );
+        assert_eq!(*kept.modes == *found.modes, kept.loops.len() == 1);
     }
 
     #[test]
@@ -314,6 +377,7 @@ mod tests {
             Input::Found {
                 exposed: Exposed::new(),
                 writers: Exposed::new(),
+                loops: exposed::Loops::new(),
             },
         );
         assert!(Arc::ptr_eq(&e1.exposed, &w.exposed));

@@ -393,6 +393,7 @@ pub fn lsdsk_rows(disks: &[Disk], paths: &asmguard_paths::Paths) -> Vec<DiskInfo
                 conflict: d.conflict,
                 // the daemon's periodic check sets it (`crate::exposed`)
                 exposed: false,
+                loops_before: Vec::new(),
                 serial: d.serial.clone(),
                 wwn: d.wwn.clone(),
                 // the daemon adds the containers' nodes (`crate::apply::present`)

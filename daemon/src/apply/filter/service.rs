@@ -780,6 +780,26 @@ impl FilterService {
         self.keep(fe);
     }
 
+    /// Keeps an event the daemon noticed about loop device `name`
+    /// (`device`) over `label` (`note`: `loop before protection: ...`,
+    /// `loop gone: ...`): no process to name.
+    pub fn note_loop(&self, label: &str, name: &str, device: &str, note: String) {
+        let fe = noted(
+            Noted {
+                label,
+                pid: 0,
+                comm: name,
+                exe: String::new(),
+                device: device.parse().unwrap_or_default(),
+                hook: Hook::Unknown(0),
+                mode: Mode::Audit,
+                note,
+            },
+            self.seq.fetch_add(1, Ordering::Relaxed) + 1,
+        );
+        self.keep(fe);
+    }
+
     /// An event the daemon noticed about itself (no process, no disk):
     /// `note` says what.
     fn daemon_event(&self, note: String) -> FilterEventInfo {

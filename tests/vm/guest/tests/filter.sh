@@ -195,6 +195,16 @@ else
 fi
 if [ "$IDS_ONLY" = yes ]; then
 	na losetup-backing.allowed-ok "this kernel's fallback knows callers by uid/gid only: executables cannot be allow-listed"
+elif vm_full; then
+	# binding a loop device to a managed disk is refused to an allowed
+	# caller too: the loop device would be anyone's until the daemon adds it
+	if l=$(/opt/ag/losetup -f --show "$S" 2>&1); then
+		losetup -d "$l"
+		fail losetup-backing.allowed-bind-refused "an allowed executable bound $l to the managed disk"
+	else
+		expect losetup-backing.allowed-bind-refused "Operation not permitted" \
+			"$(printf '%s' "$l" | grep -o 'Operation not permitted')" "$l"
+	fi
 elif l=$(/opt/ag/losetup -f --show "$S" 2>&1); then
 	allow losetup-backing dd if=/tmp/junk of="$l" bs=4096 count=1 oflag=direct conv=notrunc
 	losetup -d "$l"

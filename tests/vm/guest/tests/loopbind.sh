@@ -14,7 +14,8 @@
 # A loop device set up by path over the managed disk while it was not protected
 # (root's `losetup`, across `filter disable` and `enable`) joins the disk's
 # devices: a write through it by a user no rule allows is refused, and nothing
-# lands (every backend: the loop device is judged at its own open).
+# lands (every backend: the loop device is judged at its own open); status
+# (text and --json), lsdsk and an event name it as set up before protection.
 # lab-settings: once-per-kernel
 . /vmtests/lib.sh
 
@@ -64,7 +65,58 @@ before_p=$(first "$L")
 expect_fail loop-by-path-refused "Operation not permitted" \
 	as_user_past_modes nobody dd if=/dev/urandom of="$P" bs=4096 count=1 conv=notrunc oflag=direct
 expect loop-by-path-unchanged "$before_p" "$(first "$L")"
+# status, lsdsk and an event name the loop device that predates protection
+# (the periodic check, every 2 s, finds it)
+PN=${P#/dev/}
+st=
+for _ in 1 2 3 4 5 6 7 8; do
+	st=$($C status 2>&1)
+	case "$st" in *"$PN over LBDISK"*) break ;; esac
+	sleep 0.5
+done
+has_line status-names-loop "^ *loop.*$PN over LBDISK (backing file $L), set up before protection" "$st"
+has_line status-json-names-loop "\"$PN over LBDISK (backing file $L)" "$($C status --json 2>&1)"
+has_line lsdsk-names-loop "^LBDISK .*$PN(loop-before)" "$($C lsdsk 2>&1)"
+has_line lsdsk-json-names-loop '"loops_before":\["'"$PN"'"\]' "$($C lsdsk --json 2>&1 | tr -d ' \n')"
+has_line event-names-loop "LOOP BEFORE PROTECTION: $PN over LBDISK" "$($C events 2>&1 | grep "$PN")"
 losetup -d "$P" 2>/dev/null
+
+# the gap: a user a rule allows (grid) sets up a loop device over the
+# protected disk. It would join the disk's devices only at the refresh after
+# its uevent; a user no rule allows writes through it from the moment it is
+# bound (dd oflag=direct, over and over, until refused or told to stop): the
+# bind itself is refused, to grid too, and nothing lands (ioctl hook: full
+# backends only)
+if vm_full; then
+	N=$(losetup -f)
+	second() { dd if="$1" bs=4096 skip=1 count=1 2>/dev/null | sha256sum | cut -d' ' -f1; }
+	before_g=$(second "$L")
+	rm -f /tmp/lb-race-stop
+	as_user_past_modes nobody sh -c '
+		n=0 landed=0 end=stopped
+		while [ $n -lt 100 ] && [ ! -e /tmp/lb-race-stop ]; do
+			n=$((n + 1))
+			if o=$(dd if=/dev/urandom of='"$N"' bs=4096 seek=1 count=1 conv=notrunc oflag=direct 2>&1); then
+				landed=$((landed + 1))
+			else
+				case $o in *"not permitted"*) end=refused && break ;; esac
+			fi
+		done
+		echo "landed $landed, $end after $n tries"' >/tmp/lb-race 2>&1 &
+	race=$!
+	sleep 0.1
+	expect_fail grid-loop-refused "Operation not permitted" \
+		as_user_past_modes grid "$(command -v losetup)" "$N" "$L"
+	sleep 0.3 # the writer keeps trying past the refresh a bound device would bring
+	touch /tmp/lb-race-stop
+	wait "$race"
+	expect loop-gap-none-landed "landed 0," "$(cut -d' ' -f1-2 /tmp/lb-race)" "$(cat /tmp/lb-race)"
+	expect loop-gap-unchanged "$before_g" "$(second "$L")"
+	has_line grid-loop-event "LOOP_CONFIGURE label=LBDISK.*comm=losetup" "$($C events 2>&1 | grep LOOP_CONFIGURE)"
+	losetup -d "$N" 2>/dev/null
+else
+	na loop-gap "$VM_FALLBACK_WHY: no ioctl hook sees LOOP_CONFIGURE"
+fi
 
 $C filter disable >/dev/null 2>&1
 kill "$agd" 2>/dev/null
