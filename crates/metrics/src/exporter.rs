@@ -288,8 +288,8 @@ impl Shared {
 
     /// The BPF histograms with names: rolled up per disk (the snapshot, size
     /// classes added up), per disk and size class, and per path of the disks
-    /// traced on their paths (`DiskInfo::path`, keyed by `disk`, `path` and
-    /// op, see [`Shared::disk_path`]).
+    /// traced on their paths (`DiskInfo::path`: the snapshot's `paths`, and
+    /// the path series keyed by `disk`, `path` and op made of them).
     fn read_io(&self) -> Result<IoRead, Error> {
         let source = self
             .source
@@ -306,8 +306,8 @@ impl Shared {
         type Key = (String, String, Op);
         let mut disks: BTreeMap<Key, OpHist> = BTreeMap::new();
         let mut sized: BTreeMap<(Key, Option<SizeClass>), OpHist> = BTreeMap::new();
-        let mut paths: BTreeMap<Key, OpHist> = BTreeMap::new();
-        // per (device, label, path, op): the snapshot's paths
+        // per (device, label, path, op): the snapshot's paths, and the path
+        // series made of them
         let mut snap_paths: BTreeMap<(String, String, String, Op), OpHist> = BTreeMap::new();
         for (e, size) in raw {
             let dev = KernelDev::from_raw(e.dev);
@@ -315,8 +315,6 @@ impl Shared {
             if let Some(d) = state.disks.get(&dev).filter(|d| !d.path.is_empty()) {
                 let key = (device.clone(), label.clone(), d.path.clone(), e.op);
                 snap_paths.entry(key).or_default().add(&e.hist);
-                let (disk, path) = self.disk_path(&state, dev);
-                paths.entry((disk, path, e.op)).or_default().add(&e.hist);
             }
             let key = (device, label, e.op);
             sized.entry((key.clone(), size)).or_default().add(&e.hist);
@@ -355,15 +353,22 @@ impl Shared {
                 (labels, hist)
             })
             .collect();
-        let paths = paths
-            .into_iter()
-            .map(|((disk, path, op), hist)| {
+        // `disk`: the disk's label, its device name when it has none
+        let paths = snap
+            .paths
+            .iter()
+            .map(|e| {
+                let disk = if e.label.is_empty() {
+                    &e.device
+                } else {
+                    &e.label
+                };
                 let labels = vec![
-                    ("disk", disk),
-                    ("path", path),
-                    ("op", op.as_str().to_string()),
+                    ("disk", disk.clone()),
+                    ("path", e.path.clone()),
+                    ("op", e.op.as_str().to_string()),
                 ];
-                (labels, hist)
+                (labels, e.hist.clone())
             })
             .collect();
         Ok(IoRead { snap, sized, paths })
