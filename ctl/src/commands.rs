@@ -8,8 +8,8 @@ use crate::client::call;
 use crate::exit::{CliError, BAD_INPUT, FAILED};
 use crate::size::human;
 use asmguard_proto::{
-    DiskInfo, FilterAction, FilterScope, LabelAction, LabelResult, LsdskResult, MapFds, Op, Pins,
-    Protection, StatusResult,
+    ClaimsKept, DiskInfo, FenceRefuses, FilterAction, FilterScope, LabelAction, LabelResult,
+    LsdskResult, MapFds, Op, Pins, Protection, ReclaimFence, StatusResult,
 };
 use clap::{CommandFactory, Parser, Subcommand};
 use serde::de::DeserializeOwned;
@@ -372,7 +372,7 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
         ),
         ("oracle homes", joined_or(&s.oracle_homes, "none found")),
         ("rule notes", joined_or(&s.allow_notes, "none")),
-        ("reclaim fence", s.reclaim_fence.text()),
+        ("reclaim fence", fence_text(&s.reclaim_fence)),
         (
             "filter mode",
             format!("{} (default)", s.default_filter_mode),
@@ -385,7 +385,7 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
                     "{} disk(s), kernel consumers get EBUSY: {}; kept across restarts: {}",
                     s.claims.len(),
                     s.claims.join(", "),
-                    s.claims_kept
+                    claims_kept_text(s.claims_kept)
                 )
             };
             if s.claims_slow.is_empty() {
@@ -835,9 +835,68 @@ fn pins_text(p: Pins) -> String {
     }
 }
 
+/// `status`'s exclusive claims' keeping.
+fn claims_kept_text(k: ClaimsKept) -> &'static str {
+    match k {
+        ClaimsKept::FdStore => "systemd fd store",
+        ClaimsKept::OnStart => "none (no NOTIFY_SOCKET: re-taken on start)",
+    }
+}
+
+/// `status`'s reclaim fence line: the fenced disks and what the fence
+/// refuses.
+fn fence_text(f: &ReclaimFence) -> String {
+    let Some(what) = f.refuses.filter(|_| !f.disks.is_empty()) else {
+        return "none (no reclaim runs)".into();
+    };
+    let what = match what {
+        FenceRefuses::AllWrites => {
+            "every write-open, write, write-class ioctl and shared-writable mapping by any \
+             process but asmguardd, allow rules included"
+        }
+        FenceRefuses::OpensButDaemon => {
+            "write-opens by any process but asmguardd, allow rules included (cgroup-device \
+             fallback: only opens are seen; a file opened for writing before the fence \
+             still writes)"
+        }
+        FenceRefuses::OpensNotAllowed => {
+            "write-opens by processes no allow rule names (cgroup-device fallback judging \
+             by ids: asmguardd cannot be told from an allowed user, and a file opened for \
+             writing before the fence still writes)"
+        }
+        FenceRefuses::Nothing => "nothing: no filter is loaded (other writers are not held off)",
+    };
+    format!("{}: a reclaim runs; refused: {what}", f.disks.join(", "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The fence line names the fenced disks and what the backend refuses:
+    /// all write-class operations in full, opens only under the fallback.
+    #[test]
+    fn fence_line_says_what_the_fence_covers() {
+        let f = |refuses| ReclaimFence {
+            disks: vec!["DATA1".into()],
+            refuses: Some(refuses),
+        };
+        assert_eq!(
+            fence_text(&ReclaimFence::default()),
+            "none (no reclaim runs)"
+        );
+        let t = fence_text(&f(FenceRefuses::AllWrites));
+        assert!(t.starts_with("DATA1: a reclaim runs"), "{t}");
+        assert!(t.contains("write-class ioctl") && t.contains("allow rules included"));
+        let t = fence_text(&f(FenceRefuses::OpensButDaemon));
+        assert!(
+            t.contains("only opens are seen") && !t.contains("ioctl"),
+            "{t}"
+        );
+        let t = fence_text(&f(FenceRefuses::OpensNotAllowed));
+        assert!(t.contains("no allow rule names"), "{t}");
+        assert!(fence_text(&f(FenceRefuses::Nothing)).contains("nothing"));
+    }
 
     #[test]
     fn import_help_offers_no_daemon_options_and_the_others_keep_them() {

@@ -1223,15 +1223,6 @@ pub enum ClaimsKept {
     OnStart,
 }
 
-impl std::fmt::Display for ClaimsKept {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            ClaimsKept::FdStore => "systemd fd store",
-            ClaimsKept::OnStart => "none (no NOTIFY_SOCKET: re-taken on start)",
-        })
-    }
-}
-
 /// `status`'s reclaim fence: the disks a reclaim runs on (none: no reclaim
 /// runs) and what their fence refuses on the filter in force.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -1257,35 +1248,6 @@ pub enum FenceRefuses {
     OpensNotAllowed,
     /// Nothing: no filter is loaded.
     Nothing,
-}
-
-impl ReclaimFence {
-    /// `status`'s sentence.
-    pub fn text(&self) -> String {
-        let Some(what) = self.refuses.filter(|_| !self.disks.is_empty()) else {
-            return "none (no reclaim runs)".into();
-        };
-        let what = match what {
-            FenceRefuses::AllWrites => {
-                "every write-open, write, write-class ioctl and shared-writable mapping by any \
-                 process but asmguardd, allow rules included"
-            }
-            FenceRefuses::OpensButDaemon => {
-                "write-opens by any process but asmguardd, allow rules included (cgroup-device \
-                 fallback: only opens are seen; a file opened for writing before the fence \
-                 still writes)"
-            }
-            FenceRefuses::OpensNotAllowed => {
-                "write-opens by processes no allow rule names (cgroup-device fallback judging \
-                 by ids: asmguardd cannot be told from an allowed user, and a file opened for \
-                 writing before the fence still writes)"
-            }
-            FenceRefuses::Nothing => {
-                "nothing: no filter is loaded (other writers are not held off)"
-            }
-        };
-        format!("{}: a reclaim runs; refused: {what}", self.disks.join(", "))
-    }
 }
 
 /// The answer to `filter`.

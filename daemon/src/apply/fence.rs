@@ -123,36 +123,26 @@ mod tests {
     use super::*;
 
     /// `status` names the fenced disks and what the backend refuses: all
-    /// write-class operations in full, opens only under the fallback; its
-    /// sentence says so.
+    /// write-class operations in full, opens only under the fallback (ctl
+    /// writes the sentence: `fence_line_says_what_the_fence_covers`).
     #[test]
     fn status_says_what_the_fence_covers() {
         use asmguard_guard::{Backend, Coverage};
         use asmguard_proto::FenceRefuses;
         let none = status(&BTreeSet::new(), Coverage::Full(Backend::Lsm), true);
         assert_eq!((none.disks.len(), none.refuses), (0, None));
-        assert_eq!(none.text(), "none (no reclaim runs)");
         let f = set(&["DATA1"]);
         let full = status(&f, Coverage::Full(Backend::Lsm), true);
         assert_eq!(
             (full.disks.clone(), full.refuses),
             (vec!["DATA1".to_string()], Some(FenceRefuses::AllWrites))
         );
-        let t = full.text();
-        assert!(t.starts_with("DATA1: a reclaim runs"), "{t}");
-        assert!(t.contains("write-class ioctl") && t.contains("allow rules included"));
         let open = status(&f, Coverage::OpenTimeOnly, true);
         assert_eq!(open.refuses, Some(FenceRefuses::OpensButDaemon));
-        let t = open.text();
-        assert!(
-            t.contains("only opens are seen") && !t.contains("ioctl"),
-            "{t}"
-        );
         let ids = status(&f, Coverage::OpenTimeOnly, false);
-        assert!(ids.text().contains("no allow rule names"), "{}", ids.text());
+        assert_eq!(ids.refuses, Some(FenceRefuses::OpensNotAllowed));
         let unprotected = status(&f, Coverage::Unprotected, true);
         assert_eq!(unprotected.refuses, Some(FenceRefuses::Nothing));
-        assert!(unprotected.text().contains("nothing"));
         // the JSON: the disks and a word
         let v = serde_json::to_value(&ids).unwrap();
         assert_eq!(
