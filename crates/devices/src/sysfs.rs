@@ -303,29 +303,70 @@ pub fn nvme_paths(root: &Path, name: &str) -> Vec<(String, Option<KernelDev>)> {
     out
 }
 
-/// The loop devices whose backing file is the block device `name`
-/// (`loop/backing_file`: `/dev/NAME`, or a node elsewhere of the same
-/// device). The loop driver keeps no `holders/` link to a block device it
-/// is bound to.
-pub fn loops_over(root: &Path, name: &str) -> Vec<String> {
+/// A bound loop device as sysfs shows it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct LoopDev {
+    /// Its kernel name (`loop4`).
+    pub name: String,
+    /// Its device number.
+    pub dev: KernelDev,
+    /// What it reads and writes, as the kernel gives it (`loop/backing_file`).
+    pub backing: String,
+    /// The block device the backing file is (`/dev/NAME`, or a node
+    /// elsewhere), `None` for a regular file.
+    pub backing_dev: Option<KernelDev>,
+    /// Set up read-only (`ro`).
+    pub read_only: bool,
+}
+
+/// Every bound loop device, in one pass over `class/block` (an unbound one
+/// has no `loop/backing_file`). The loop driver keeps no `holders/` link to
+/// a block device it is bound to: this is where such a binding shows.
+pub fn loop_devices(root: &Path) -> Vec<LoopDev> {
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
-    let dev = KernelDev::read_sysfs(&class_block(root).join(name).join("dev")).ok();
-    dir_names(&class_block(root))
+    let block = class_block(root);
+    let dev_of = |name: &str| KernelDev::read_sysfs(&block.join(name).join("dev")).ok();
+    let mut out: Vec<LoopDev> = dir_names(&block)
         .into_iter()
-        .filter(|l| l.starts_with("loop") && l != name)
-        .filter(|l| {
-            let Ok(b) = fs::read_to_string(class_block(root).join(l).join("loop/backing_file"))
-            else {
-                return false;
-            };
-            let b = b.trim();
-            b.strip_prefix("/dev/") == Some(name) // literal path: the kernel's text of the backing file
-                || fs::metadata(b).is_ok_and(|m| {
-                    m.file_type().is_block_device()
-                        && KernelDev::from_dev_t(m.rdev()).ok() == dev
-                        && dev.is_some()
-                })
+        .filter(|n| n.starts_with("loop"))
+        .filter_map(|name| {
+            let backing = fs::read_to_string(block.join(&name).join("loop/backing_file")).ok()?;
+            let backing = backing.trim().to_string();
+            let dev = dev_of(&name)?;
+            let in_dev = backing.strip_prefix("/dev/"); // literal path: the kernel's text
+            let backing_dev = match in_dev {
+                Some(n) if !n.contains('/') => dev_of(n),
+                _ => None,
+            }
+            .or_else(|| {
+                fs::metadata(&backing)
+                    .ok()
+                    .filter(|m| m.file_type().is_block_device())
+                    .and_then(|m| KernelDev::from_dev_t(m.rdev()).ok())
+            });
+            let read_only =
+                fs::read_to_string(block.join(&name).join("ro")).is_ok_and(|r| r.trim() == "1");
+            Some(LoopDev {
+                name,
+                dev,
+                backing,
+                backing_dev,
+                read_only,
+            })
         })
+        .collect();
+    out.sort();
+    out
+}
+
+/// The loop devices whose backing file is the block device `name`
+/// (`/dev/NAME`, or a node elsewhere of the same device).
+pub fn loops_over(root: &Path, name: &str) -> Vec<String> {
+    let dev = KernelDev::read_sysfs(&class_block(root).join(name).join("dev")).ok();
+    loop_devices(root)
+        .into_iter()
+        .filter(|l| l.name != name && dev.is_some() && l.backing_dev == dev)
+        .map(|l| l.name)
         .collect()
 }
 

@@ -135,71 +135,40 @@ impl Daemon {
     }
 }
 
-/// Every loop device (`SYS/class/block/loop*`) whose backing file is one of
-/// a disk's devices, or a loop device over one, with the disk's label. A
-/// loop device bound to a disk's block device keeps no `holders/` link.
+/// Every loop device whose backing file is one of a disk's devices, or a
+/// loop device over one, with the disk's label (one pass over sysfs:
+/// `asmguard_devices::sysfs::loop_devices`).
 fn loops_over_disks(sys: &Path, disks: &[(String, Vec<KernelDev>)]) -> Vec<LoopOf> {
-    use std::os::unix::fs::{FileTypeExt, MetadataExt};
-    let block = sys.join("class/block");
-    let dev_of = |name: &str| KernelDev::read_sysfs(&block.join(name).join("dev")).ok();
-    let mut all: Vec<(LoopBefore, Option<KernelDev>, KernelDev)> = Vec::new();
-    let Ok(rd) = std::fs::read_dir(&block) else {
-        return Vec::new();
-    };
-    for e in rd.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if !name.starts_with("loop") {
-            continue;
-        }
-        let Ok(b) = std::fs::read_to_string(block.join(&name).join("loop/backing_file")) else {
-            continue; // not bound
-        };
-        let (Some(me), backing) = (dev_of(&name), b.trim().to_string()) else {
-            continue;
-        };
-        let in_dev = backing.strip_prefix("/dev/"); // literal path: the kernel's text
-        let under = match in_dev {
-            Some(n) if !n.contains('/') => dev_of(n),
-            _ => None,
-        }
-        .or_else(|| {
-            std::fs::metadata(&backing)
-                .ok()
-                .filter(|m| m.file_type().is_block_device())
-                .and_then(|m| KernelDev::from_dev_t(m.rdev()).ok())
-        });
-        let read_only =
-            std::fs::read_to_string(block.join(&name).join("ro")).is_ok_and(|r| r.trim() == "1");
-        all.push((
-            LoopBefore {
-                name,
-                device: me.to_string(),
-                backing,
-                read_only,
-            },
-            under,
-            me,
-        ));
-    }
-    all.sort();
+    let all = asmguard_devices::sysfs::loop_devices(sys);
     let mut out = Vec::new();
     for (label, devs) in disks {
         let mut devs = devs.clone();
         // a loop over a loop over the disk: until nothing more joins
         loop {
-            let more: Vec<&(LoopBefore, Option<KernelDev>, KernelDev)> = all
+            let more: Vec<KernelDev> = all
                 .iter()
-                .filter(|(_, u, me)| u.is_some_and(|u| devs.contains(&u)) && !devs.contains(me))
+                .filter(|l| {
+                    l.backing_dev.is_some_and(|u| devs.contains(&u)) && !devs.contains(&l.dev)
+                })
+                .map(|l| l.dev)
                 .collect();
             if more.is_empty() {
                 break;
             }
-            devs.extend(more.iter().map(|(_, _, me)| *me));
+            devs.extend(more);
         }
         out.extend(
             all.iter()
-                .filter(|(_, u, _)| u.is_some_and(|u| devs.contains(&u)))
-                .map(|(lo, _, _)| (label.clone(), lo.clone())),
+                .filter(|l| l.backing_dev.is_some_and(|u| devs.contains(&u)))
+                .map(|l| {
+                    let lo = LoopBefore {
+                        name: l.name.clone(),
+                        device: l.dev.to_string(),
+                        backing: l.backing.clone(),
+                        read_only: l.read_only,
+                    };
+                    (label.clone(), lo)
+                }),
         );
     }
     out
