@@ -317,32 +317,40 @@ mod tests {
             backing: "/dev/sdb".into(),
             read_only: false,
         };
-        let found = next(
-            &world(),
-            Input::Found {
-                exposed: Exposed::new(),
-                writers: Exposed::from([("DATA1".to_string(), vec![])]),
-                loops: exposed::Loops::from([("DATA1".to_string(), vec![lo])]),
-            },
-        );
-        assert_eq!((found.writers.len(), found.loops.len()), (1, 1));
-        let off = next(
-            &found,
-            Input::Mode {
-                label: None,
-                action: asmguard_proto::FilterAction::Disable,
-            },
-        );
+        let found = |w: &World| {
+            next(
+                w,
+                Input::Found {
+                    exposed: Exposed::new(),
+                    writers: Exposed::from([("DATA1".to_string(), vec![])]),
+                    loops: exposed::Loops::from([("DATA1".to_string(), vec![lo.clone()])]),
+                },
+            )
+        };
+        let mode = |w: &World, action| {
+            next(
+                w,
+                Input::Mode {
+                    label: None,
+                    action,
+                },
+            )
+        };
+        use asmguard_proto::FilterAction::{Disable, Enable};
+        let before = found(&world());
+        assert_eq!((before.writers.len(), before.loops.len()), (1, 1));
+        let off = mode(&before, Disable);
         assert!(off.writers.is_empty() && off.loops.is_empty());
-        // the same mode again: nothing forgotten
-        let kept = next(
-            &found,
-            Input::Mode {
-                label: None,
-                action: asmguard_proto::FilterAction::Enable,
-            },
-        );
-        assert_eq!(*kept.modes == *found.modes, kept.loops.len() == 1);
+        // enabled again: a change, forgotten again
+        let on = found(&off);
+        let on = mode(&on, Enable);
+        assert_ne!(*on.modes, *off.modes);
+        assert!(on.writers.is_empty() && on.loops.is_empty());
+        // the same mode once more: no change, nothing forgotten
+        let found_on = found(&on);
+        let kept = mode(&found_on, Enable);
+        assert_eq!(*kept.modes, *found_on.modes);
+        assert_eq!((kept.writers.len(), kept.loops.len()), (1, 1));
     }
 
     #[test]
