@@ -200,6 +200,13 @@ if [ "${ct_fail:-0}" != 0 ]; then
     grep -E '^test .* FAILED$' "$logs/cargo-test.log" | head -n 10 | sed 's/^/    /'
     grep -E 'panicked at' -A1 "$logs/cargo-test.log" | grep -v '^--$' | head -n 12 | sed 's/^/    /'
 fi
+# The labs' failing checks once more at the end too (their own lines scroll by
+# with thousands of PASS lines): the check's name and the start of its detail.
+lab_fails=$(cat "$logs"/vm.log "$logs"/system.log 2>/dev/null | grep -E '^FAIL ' | cut -c1-240 || true)
+if [ -n "$lab_fails" ]; then
+    echo "lab checks that failed (details: $logs/vm.log, $logs/system.log):"
+    head -n 10 <<<"$lab_fails" | sed 's/^/    /'
+fi
 gaps=$(cat "$logs"/vm.log "$logs"/system.log 2>/dev/null | grep -c '^XFAIL' || true)
 [ "${gaps:-0}" = 0 ] || echo "known gaps: $gaps (XFAIL lines: protections still missing, their issues open)"
 echo "total: $passed passed, $failed failed"

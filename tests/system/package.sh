@@ -63,7 +63,7 @@ case ", $dep," in
 esac
 if command -v lintian >/dev/null; then
 	lint=$(lintian "$deb" 2>/dev/null)
-	if echo "$lint" | grep -q '^E:'; then
+	if grep -q '^E:' <<<"$lint"; then
 		sys_fail lintian "$(echo "$lint" | grep '^E:' | paste -sd' ')"
 	else
 		sys_pass lintian "no errors; $(echo "$lint" | grep -c '^W:') warnings: $(echo "$lint" | grep '^W:' | cut -d' ' -f3 | paste -sd' ')"

@@ -224,6 +224,10 @@ on() {
 	send "$1" ". /vmtests/pairlib.sh; $2"
 	recv "$1" "${3:-120}"
 }
+# Matching an answer: `grep -q PATTERN <<<"$OUT"`, never `printf '%s' "$OUT" | grep -q`:
+# bash writes a builtin's output a line at a time, and under pipefail the pipe
+# fails whenever grep has matched and quit before printf wrote the last line
+# (printf dies of SIGPIPE): a flaky FAIL on a loaded machine.
 one() { printf '%s' "$*" | tr '\n\r\t' '   ' | cut -c1-300; }
 # pass/fail CHECK [DETAIL]: one result line in the labs' contract
 RESULTS=$w/results.log
@@ -235,7 +239,7 @@ info() { echo "INFO $name $*" >&2; }
 ok() { if [ "$RC" = 0 ]; then pass "$1" "${2:-$OUT}"; else fail "$1" "exit $RC: $OUT"; fi; }
 # refused CHECK PATTERN: PASS when the last command failed and its output matches PATTERN.
 refused() {
-	if [ "$RC" != 0 ] && printf '%s' "$OUT" | grep -Eq -- "$2"; then pass "$1" "$OUT"; else fail "$1" "want a failure matching /$2/, got exit $RC: $OUT"; fi
+	if [ "$RC" != 0 ] && grep -Eq -- "$2" <<<"$OUT"; then pass "$1" "$OUT"; else fail "$1" "want a failure matching /$2/, got exit $RC: $OUT"; fi
 }
 # same CHECK WANT GOT [DETAIL]
 same() { if [ "$3" = "$2" ]; then pass "$1" "${4:-$3}"; else fail "$1" "want '$2', got '$3'${4:+ :: $4}"; fi; }

@@ -202,7 +202,7 @@ vm_pick_modules() {
 			}
 		}' "$src/modules.dep" "$src/modules.builtin" "$src/modules.softdep") || return 1
 
-	if echo "$plan" | grep -q '^missing '; then
+	if grep -q '^missing ' <<<"$plan"; then
 		vm_log "modules missing in $src: $(echo "$plan" | awk '/^missing /{printf "%s ", $2}')"
 		return 1
 	fi

@@ -19,11 +19,11 @@ check() { # check NAME CONDITION-RESULT DETAIL
 	if [ "$2" = 0 ]; then echo "PASS vm-selftest $1"; passed=$((passed + 1)); else
 		echo "FAIL vm-selftest $1 $3"; failed=$((failed + 1)); fi
 }
-echo "$out" | grep -q "^RETRY vm-$line guest panicked before /init"
+grep -q "^RETRY vm-$line guest panicked before /init" <<<"$out"
 check panic-retried $? "no RETRY line: $(echo "$out" | tail -n 5 | tr '\n' ' ')"
 [ "$(echo "$out" | grep -c '^RETRY ')" = 1 ]
 check retried-once $? "$(echo "$out" | grep -c '^RETRY ') RETRY lines"
-echo "$out" | grep -Eq "^vm-$line: 0 passed, [1-9][0-9]* failed$"
+grep -Eq "^vm-$line: 0 passed, [1-9][0-9]* failed$" <<<"$out"
 check summary-fails $? "$(echo "$out" | grep "^vm-$line:")"
 [ "$rc" != 0 ]
 check exit-non-zero $? "exit $rc"

@@ -19,6 +19,12 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+/// How long a test waits for the daemon's 2 s check to notice a change.
+/// Ample on purpose: under `make test` the labs' guests take both cores while
+/// the host tests run, and an apply queued ahead of the check (a rescan after
+/// udev's events) can take seconds; each wait prints the time it took.
+pub const CHECK_WITHIN: Duration = Duration::from_secs(20);
+
 /// Serialise tests that use loop devices or global state. `None`: skip the test.
 pub use asmguard_testkit::root_lock as lock;
 
@@ -578,6 +584,27 @@ impl Daemon {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
+    }
+
+    /// Polls `f` until it holds for something the daemon's 2 s check does
+    /// (a pin, a map, an exposure noticed): panics after [`CHECK_WITHIN`],
+    /// naming `what` and the log's last lines; prints how long it took.
+    pub fn until_check(&self, what: &str, f: &dyn Fn() -> bool) {
+        let t0 = Instant::now();
+        while !f() {
+            if t0.elapsed() > CHECK_WITHIN {
+                let log = self.log_text();
+                let tail: Vec<&str> = log.lines().rev().take(30).collect();
+                let tail: Vec<&str> = tail.into_iter().rev().collect();
+                panic!(
+                    "{what}: not within {} s of the daemon's 2 s check; the log's end:\n{}",
+                    CHECK_WITHIN.as_secs(),
+                    tail.join("\n")
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        eprintln!("{what}: {} ms", t0.elapsed().as_millis());
     }
 
     pub fn stop(&mut self) -> Option<std::process::ExitStatus> {

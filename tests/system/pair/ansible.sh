@@ -104,7 +104,7 @@ pair_ansible_run() {
 	ans_play '{"asmguard_install_package": false, "asmguard_metrics_listen": "0.0.0.0:9465",
 		"asmguard_disks": [{"label": "PAIRANX", "device": "/dev/vdj"}]}'
 	after=$(sha256sum <"$w/sh10.img" | cut -d' ' -f1)
-	if [ "$RC" != 0 ] && printf '%s' "$OUT" | grep -q '/dev/vdj: .*holds data'; then
+	if [ "$RC" != 0 ] && grep -q '/dev/vdj: .*holds data' <<<"$OUT"; then
 		pass ansible.data-disk-fails-the-play "$(printf '%s\n' "$OUT" | grep -m1 'holds data')"
 	else
 		fail ansible.data-disk-fails-the-play "exit $RC: $(printf '%s\n' "$OUT" | tail -n 15)"

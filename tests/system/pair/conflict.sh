@@ -20,7 +20,7 @@ pair_conflict_run() {
 	4:0) win=PAIRC2 lose=PAIRC1 lost=$out_a ;;
 	*) win="" lose="" lost="" ;;
 	esac
-	if [ -n "$win" ] && printf '%s' "$lost" | grep -q "$win"; then
+	if [ -n "$win" ] && grep -q "$win" <<<"$lost"; then
 		pass conflict.one-disk-two-names-one-refused "$win stands; the other was refused naming it: $lost"
 	else
 		fail conflict.one-disk-two-names-one-refused "a: exit $rc_a $out_a :: b: exit $rc_b $out_b"
@@ -38,7 +38,7 @@ pair_conflict_run() {
 	rc_a=$RC out_a=$OUT
 	on b "bg_wait force 30"
 	ok conflict.forced-b-label
-	if [ "$rc_a" = 4 ] && printf '%s' "$out_a" | grep -q "carries label PAIRF2"; then
+	if [ "$rc_a" = 4 ] && grep -q "carries label PAIRF2" <<<"$out_a"; then
 		pass conflict.forced-a-told "$out_a"
 		info "conflict: b's forced label landed within a's confirmation: a answered label_conflict"
 	else
@@ -68,7 +68,7 @@ pair_conflict_run() {
 			on $n "i=0; until $C lsdsk | grep -q 'CONFLICT: label PAIRDUP' || [ \$i -ge 100 ]; do i=\$((i+1)); sleep 0.1; done; $C lsdsk | grep 'CONFLICT: label PAIRDUP'"
 			same "conflict.two-disks-$n-reports" "CONFLICT: label PAIRDUP is on $D4 and $D5: neither is used until one is relabelled" "$OUT"
 			on $n "$C status | grep -i conflict; journalctl -u asmguard -o cat | grep -c 'label PAIRDUP is on more than one disk'"
-			if [ "$RC" = 0 ] && printf '%s' "$OUT" | grep -q "1 label conflicts" && [ "$(printf '%s' "$OUT" | tail -n 1)" -ge 1 ]; then
+			if [ "$RC" = 0 ] && grep -q "1 label conflicts" <<<"$OUT" && [ "$(printf '%s' "$OUT" | tail -n 1)" -ge 1 ]; then
 				pass "conflict.two-disks-$n-status-and-journal" "$OUT"
 			else
 				fail "conflict.two-disks-$n-status-and-journal" "exit $RC: $OUT"
@@ -92,8 +92,8 @@ pair_conflict_run() {
 		done
 	else
 		# b's daemon had already read a's label: one refused, naming the other disk
-		if { [ "$rc_a:$rc_b" = 0:4 ] && printf '%s' "$out_b" | grep -q "$D4"; } ||
-			{ [ "$rc_a:$rc_b" = 4:0 ] && printf '%s' "$out_a" | grep -q "$D5"; }; then
+		if { [ "$rc_a:$rc_b" = 0:4 ] && grep -q "$D4" <<<"$out_b"; } ||
+			{ [ "$rc_a:$rc_b" = 4:0 ] && grep -q "$D5" <<<"$out_a"; }; then
 			pass conflict.two-disks-one-name-both-written "one was refused, naming the other disk: a: $out_a; b: $out_b"
 		else
 			fail conflict.two-disks-one-name-both-written "a: exit $rc_a $out_a; b: exit $rc_b $out_b"

@@ -55,7 +55,7 @@ pair_reclaim_stop_rule() {
 	rc=$RC
 	out=$OUT
 	[ "$rc" = 4 ] && pass reclaim.stop-a-exit-4 "exit 4" || fail reclaim.stop-a-exit-4 "exit $rc: $(one "$out")"
-	printf '%s' "$out" | grep -q 'heartbeat changed at [0-9:]* (mounted on another host?): stopped after' &&
+	grep -q 'heartbeat changed at [0-9:]* (mounted on another host?): stopped after' <<<"$out" &&
 		pass reclaim.stop-a-names-heartbeat "$(printf '%s' "$out" | grep -o 'heartbeat changed[^"]*' | head -n 1)" ||
 		fail reclaim.stop-a-names-heartbeat "$(one "$out")"
 	on b "dd if=$D bs=1M skip=90 count=1 iflag=direct 2>/dev/null | sha256sum | cut -d' ' -f1"

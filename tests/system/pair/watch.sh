@@ -28,7 +28,7 @@ pair_watch_run() {
 	on b "i=0; until $C status | grep -q '${LB#/dev/} over PAIRW1'; do i=\$((i+1)); [ \$i -lt 50 ] || break; sleep 0.1; done; $C status | grep '^ *loop:'; losetup -d $LB"
 	same watch.b-status-names-loop "loop: ${LB#/dev/} over PAIRW1 (backing file $D), set up before protection: its writes are judged as the disk's" "$(echo "$OUT" | sed 's/^ *//; s/  */ /g')"
 	on b "i=0; until $C status | grep -q '(sh) fd 3 on $D'; do i=\$((i+1)); [ \$i -lt 30 ] || break; sleep 0.1; done; $C status | grep 'writer open since before protection'; touch /tmp/hold.stop; bg_wait hold 10"
-	same watch.b-status-names-writer yes "$(printf '%s' "$OUT" | grep -q "PAIRW1 writer open since before protection: pid [0-9]* (sh) fd 3 on $D" && echo yes)" "$OUT"
+	same watch.b-status-names-writer yes "$(grep -q "PAIRW1 writer open since before protection: pid [0-9]* (sh) fd 3 on $D" <<<"$OUT" && echo yes)" "$OUT"
 	refused watch.b-writer-before-label-denied "Operation not permitted"
 	on b "link_of PAIRW1 10"
 	same watch.b-link-owner-mode "$D grid:asmadmin 660" "$OUT" "udevd on b linked it after the daemon's change event: $OUT"
