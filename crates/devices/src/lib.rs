@@ -16,6 +16,7 @@ pub mod blockdev;
 pub mod devt;
 pub mod discovery;
 pub mod events;
+pub mod holders;
 pub mod labelling;
 pub mod pattern;
 pub mod sysfs;

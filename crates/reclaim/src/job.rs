@@ -315,7 +315,7 @@ pub fn disk_result(x: &Target, p: &DiskPlan, method: Method) -> ReclaimDisk {
 pub fn check_writers(host: &dyn Host, plans: &[(&Target, DiskPlan)]) -> Result<(), ErrorBody> {
     let me = std::process::id();
     for (x, _) in plans {
-        let w = safety::writers(&host.proc(), &x.devs, me);
+        let w = asmguard_devices::holders::writers(&host.proc(), &x.devs, me);
         if !w.is_empty() {
             let list: Vec<String> = w.iter().take(4).map(|o| o.to_string()).collect();
             return Err(err(

@@ -16,8 +16,8 @@
 use crate::daemon::Daemon;
 use crate::world::exposed::{LoopBefore, LoopOf, Loops};
 use crate::world::{Exposed, Input};
+use asmguard_devices::holders::holders;
 use asmguard_devices::KernelDev;
-use asmguard_reclaim::safety::{shared_writable_mappings, write_descriptors};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -55,17 +55,10 @@ impl Daemon {
             .flat_map(|(l, devs)| devs.iter().map(move |d| (d.to_string(), l.as_str())))
             .collect();
         let all: Vec<KernelDev> = disks.iter().flat_map(|(_, d)| d.iter().copied()).collect();
-        let (found, fds) = if all.is_empty() {
-            (Vec::new(), Vec::new()) // nothing protected: no walk of /proc
-        } else {
-            let (proc, me) = (&self.site.paths.proc, std::process::id());
-            (
-                shared_writable_mappings(proc, &all, me),
-                write_descriptors(proc, &all, me),
-            )
-        };
+        // one walk of /proc for both kinds (none when nothing is protected)
+        let held = holders(&self.site.paths.proc, &all, std::process::id());
         let mut now: Exposed = BTreeMap::new();
-        for o in found {
+        for o in held.mappings {
             let Some(l) = label_of.get(&o.device) else {
                 continue;
             };
@@ -89,7 +82,7 @@ impl Daemon {
         let fds = if first && self.filter.status().adopted {
             Vec::new()
         } else {
-            fds
+            held.descriptors
         };
         for o in fds {
             let Some(l) = label_of.get(&o.device) else {

@@ -448,12 +448,15 @@ impl Daemon {
 
 /// Every process but this one holding `sd` open for writing: through the
 /// device itself, a path below it (multipath) or the disk it is a partition of.
-fn writers_of(paths: &asmguard_paths::Paths, sd: &SysDev) -> Vec<asmguard_reclaim::safety::Opener> {
+fn writers_of(
+    paths: &asmguard_paths::Paths,
+    sd: &SysDev,
+) -> Vec<asmguard_devices::holders::Opener> {
     let mut devs = vec![sd.dev];
     for n in sd.slaves.iter().chain(sd.parent.iter()) {
         if let Ok(o) = sysfs::read(&paths.sys, n) {
             devs.push(o.dev);
         }
     }
-    asmguard_reclaim::safety::writers(&paths.proc, &devs, std::process::id())
+    asmguard_devices::holders::writers(&paths.proc, &devs, std::process::id())
 }

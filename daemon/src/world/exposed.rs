@@ -3,7 +3,7 @@
 //! for writing and loop devices set up over them before protection:
 //! `status`'s lines and what appeared and went between two findings.
 
-use asmguard_reclaim::safety::Opener;
+use asmguard_devices::holders::Opener;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Label -> the processes.

@@ -760,7 +760,7 @@ impl FilterService {
     pub fn note_event(
         &self,
         label: &str,
-        o: &asmguard_reclaim::safety::Opener,
+        o: &asmguard_devices::holders::Opener,
         exe: String,
         note: &str,
     ) {
