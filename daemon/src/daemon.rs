@@ -100,6 +100,10 @@ pub struct Daemon {
     /// (`asmguard_labels_lost_total`).
     pub(crate) labels_lost: Arc<Mutex<BTreeMap<String, u64>>>,
     pub reclaims: Reclaims,
+    /// Whether the periodic check of protected disks ran once (its first run
+    /// over a filter re-adopted from pins names nothing as "before
+    /// protection": `crate::inputs::exposed`).
+    pub(crate) checked_once: std::sync::atomic::AtomicBool,
 }
 
 /// Holds claims on disks/labels; released on drop.
@@ -173,6 +177,7 @@ impl Daemon {
             inflight,
             labels_lost: Arc::default(),
             reclaims: Reclaims::default(),
+            checked_once: Default::default(),
             site: Site {
                 cfg_source,
                 paths,

@@ -21,9 +21,6 @@ use asmguard_devices::KernelDev;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// Whether this daemon checked once.
-static CHECKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
 impl Daemon {
     /// Looks for shared-writable mappings of every protected disk (every
     /// path of it, the devices stacked on it too) by any process but this
@@ -78,7 +75,7 @@ impl Daemon {
         // were protected all along (the pins kept them), so what is open now
         // was judged at its open (an ASM instance's descriptors are not
         // "since before protection")
-        let first = !CHECKED.swap(true, std::sync::atomic::Ordering::SeqCst);
+        let first = !self.checked_once.swap(true, std::sync::atomic::Ordering::SeqCst);
         let fds = if first && self.filter.status().adopted {
             Vec::new()
         } else {
