@@ -137,6 +137,11 @@ impl Paths {
         self.dev.join("asmguard/disks")
     }
 
+    /// The stable link of one labelled disk (`/dev/asmguard/disks/LABEL`).
+    pub fn disk_link(&self, label: &str) -> PathBuf {
+        self.disks_dir().join(label)
+    }
+
     /// The nodes made for containers (`/dev/asmguard/containers`).
     pub fn containers_dir(&self) -> PathBuf {
         self.dev.join("asmguard/containers")

@@ -45,16 +45,16 @@ pub struct Kept {
     settle: Duration,
     /// Whether a model was recorded yet (the first one is the start's).
     started: std::sync::atomic::AtomicBool,
-    /// Where the stable links are (`/dev/asmguard/disks`).
-    links: PathBuf,
+    /// The roots (the stable links: `Paths::disk_link`).
+    paths: asmguard_paths::Paths,
 }
 
 impl Kept {
     /// Records under `<runtime_dir>/kept`; a claimant younger than `settle`
     /// keeps nothing (see the module).
-    pub fn new(runtime_dir: &Path, settle: Duration, links: &Path) -> Kept {
+    pub fn new(runtime_dir: &Path, settle: Duration, paths: &asmguard_paths::Paths) -> Kept {
         Kept {
-            links: links.to_path_buf(),
+            paths: paths.clone(),
             dir: runtime_dir.join("kept"),
             told: Mutex::default(),
             appeared: Mutex::default(),
@@ -112,7 +112,7 @@ impl Kept {
             }
             let first = before
                 .or_else(|| self.recorded(&label))
-                .or_else(|| linked(&self.links, &label));
+                .or_else(|| linked(&self.paths, &label));
             let Some(first) = first else { continue };
             if let Some(d) = m
                 .disks
@@ -179,9 +179,9 @@ impl Kept {
 }
 
 /// The device the stable link of `label` reaches now.
-fn linked(links: &Path, label: &str) -> Option<KernelDev> {
+fn linked(paths: &asmguard_paths::Paths, label: &str) -> Option<KernelDev> {
     let l = asmguard_format::label::Label::new(label).ok()?;
-    let m = std::fs::metadata(links.join(l.as_str())).ok()?;
+    let m = std::fs::metadata(paths.disk_link(l.as_str())).ok()?;
     m.file_type()
         .is_block_device()
         .then(|| KernelDev::from_dev_t(m.rdev()).ok())?
@@ -222,7 +222,11 @@ mod tests {
     #[test]
     fn the_first_claimant_keeps_its_label_across_a_restart() {
         let dir = tempfile::tempdir().unwrap();
-        let k = Kept::new(dir.path(), Duration::ZERO, Path::new("/nonexistent/links"));
+        let k = Kept::new(
+            dir.path(),
+            Duration::ZERO,
+            &asmguard_paths::Paths::under(Path::new("/nonexistent")),
+        );
         let a = disk_for_tests("PLANT1", "loop3", KernelDev::new(7, 3).unwrap());
         let b = disk_for_tests("PLANT1", "loop4", KernelDev::new(7, 4).unwrap());
         // one disk: used and recorded
@@ -239,7 +243,11 @@ mod tests {
         assert!(!m.disks[1].conflict && m.disks[0].conflict);
         assert_eq!(m.disk("PLANT1").unwrap().top.name, "loop3");
         // a restart: no previous model; the record says who was first
-        let k2 = Kept::new(dir.path(), Duration::ZERO, Path::new("/nonexistent/links"));
+        let k2 = Kept::new(
+            dir.path(),
+            Duration::ZERO,
+            &asmguard_paths::Paths::under(Path::new("/nonexistent")),
+        );
         let mut m = model(vec![b.clone(), a.clone()]);
         k2.resolve(&Model::default(), &mut m);
         assert_eq!(m.kept["PLANT1"], "/dev/loop3");
@@ -247,7 +255,7 @@ mod tests {
         let k3 = Kept::new(
             &dir.path().join("elsewhere"),
             Duration::ZERO,
-            Path::new("/nonexistent/links"),
+            &asmguard_paths::Paths::under(Path::new("/nonexistent")),
         );
         let mut m = model(vec![b, a]);
         k3.resolve(&Model::default(), &mut m);
@@ -266,7 +274,7 @@ mod tests {
         let k = Kept::new(
             dir.path(),
             Duration::from_millis(300),
-            Path::new("/nonexistent/links"),
+            &asmguard_paths::Paths::under(Path::new("/nonexistent")),
         );
         let a = disk_for_tests("PAIRDUP", "vdc", KernelDev::new(254, 32).unwrap());
         let b = disk_for_tests("PAIRDUP", "vdd", KernelDev::new(254, 48).unwrap());
@@ -287,7 +295,7 @@ mod tests {
         let k2 = Kept::new(
             dir.path(),
             Duration::from_millis(300),
-            Path::new("/nonexistent/links"),
+            &asmguard_paths::Paths::under(Path::new("/nonexistent")),
         );
         let mut restarted = model(vec![a.clone(), b.clone()]);
         k2.resolve(&Model::default(), &mut restarted);
@@ -297,7 +305,7 @@ mod tests {
         let k3 = Kept::new(
             &dir.path().join("other"),
             Duration::from_millis(300),
-            Path::new("/nonexistent/links"),
+            &asmguard_paths::Paths::under(Path::new("/nonexistent")),
         );
         k3.record(&Model::default());
         k3.record(&labelled);

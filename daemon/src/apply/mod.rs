@@ -144,7 +144,7 @@ impl Applier {
             metrics: p.metrics,
             links: Default::default(),
             presenter: present::Presenter::at(p.paths.containers_dir()),
-            kept: kept::Kept::new(&p.runtime_dir, p.settle, &p.paths.disks_dir()),
+            kept: kept::Kept::new(&p.runtime_dir, p.settle, &p.paths),
             claims: claims::Claims::from_environment(),
             failing: BTreeSet::new(),
             synced: false,

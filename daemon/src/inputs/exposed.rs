@@ -75,7 +75,9 @@ impl Daemon {
         // were protected all along (the pins kept them), so what is open now
         // was judged at its open (an ASM instance's descriptors are not
         // "since before protection")
-        let first = !self.checked_once.swap(true, std::sync::atomic::Ordering::SeqCst);
+        let first = !self
+            .checked_once
+            .swap(true, std::sync::atomic::Ordering::SeqCst);
         let fds = if first && self.filter.status().adopted {
             Vec::new()
         } else {

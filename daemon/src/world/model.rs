@@ -334,7 +334,7 @@ fn role(r: Role) -> asmguard_proto::Role {
 
 /// The udev link of a label.
 pub fn stable_path(paths: &asmguard_paths::Paths, label: &Label) -> PathBuf {
-    paths.disks_dir().join(label.as_str())
+    paths.disk_link(label.as_str())
 }
 
 /// The `lsdsk` rows (the protocol's view of the model).
