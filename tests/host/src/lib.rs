@@ -586,6 +586,21 @@ impl Daemon {
         }
     }
 
+    /// The daemon's threads' stacks on stderr, where `gdb` is installed (a
+    /// check that never came: where is it stuck?).
+    pub fn dump_threads(&self) {
+        let pid = self.pid().to_string();
+        let o = Command::new("gdb")
+            .args(["-p", &pid, "-batch", "-ex", "thread apply all bt 30"])
+            .output();
+        if let Ok(o) = o {
+            eprintln!(
+                "the daemon's threads (gdb):\n{}",
+                String::from_utf8_lossy(&o.stdout)
+            );
+        }
+    }
+
     /// Polls `f` until it holds for something the daemon's 2 s check does
     /// (a pin, a map, an exposure noticed): panics after [`CHECK_WITHIN`],
     /// naming `what` and the log's last lines; prints how long it took.
@@ -593,6 +608,7 @@ impl Daemon {
         let t0 = Instant::now();
         while !f() {
             if t0.elapsed() > CHECK_WITHIN {
+                self.dump_threads();
                 let log = self.log_text();
                 let tail: Vec<&str> = log.lines().rev().take(30).collect();
                 let tail: Vec<&str> = tail.into_iter().rev().collect();

@@ -393,7 +393,8 @@ fn pinned_map_id(pin: &std::path::Path) -> Option<u32> {
 /// asmguardd out, not bpftool or an older daemon) changes the filter under
 /// the daemon: it deletes the disk from the pinned device map (the disk is
 /// writable at once), then pins a map of its own at the device map's path.
-/// The daemon notices each within its 2 s check: an ERROR line, protection
+/// The daemon notices each within its 2 s check, or at its next write of the
+/// maps (a rescan right after the deletion): an ERROR line, protection
 /// `degraded` with the reason in `status`, and its own put back (the disk is
 /// refused again, the pin names its map again).
 #[test]
@@ -441,6 +442,10 @@ fn the_daemon_notices_its_pinned_filter_changed_under_it() {
     args.extend(hex.iter().map(String::as_str));
     sh("bpftool", &args).ok();
     assert!(write_open(&dev).is_ok(), "the deletion took effect");
+    // a rescan writes the maps right after the change (the label's own
+    // device event did, by chance, and its write put the entry back without
+    // a word): the write says what it found, not only the 2 s check
+    d.ctl(&["scan"]).ok();
     d.until_check("the deletion noticed and undone", &|| {
         changed(1) && denied(&dev)
     });

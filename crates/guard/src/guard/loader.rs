@@ -895,8 +895,12 @@ impl Guard {
         read_majors(&self.majors)
     }
 
-    /// Writes the words of `ag_majors` that differ from `words`.
+    /// Writes the words of `ag_majors` that differ from `words` (a word
+    /// another process changed since this daemon's last write is put back
+    /// and reported by the next check first: no write hides it).
     fn write_majors(&self, words: &[u64]) -> Result<(), Error> {
+        self.desired
+            .repair(crate::guard::maps::MAJORS, &self.majors);
         for (k, (old, new)) in self.majors()?.iter().zip(words).enumerate() {
             if old != new {
                 self.majors

@@ -237,6 +237,11 @@ struct Inner {
     /// The disks a reclaim runs on (the World's `fenced`): mode `fenced`
     /// whatever mode is set for them.
     fenced: std::collections::BTreeSet<String>,
+    /// The managed-device maps as this daemon last left them (read back
+    /// after each write; `None` until its first write to these programs'
+    /// maps: a re-adopted map holds the previous daemon's). Any other
+    /// content found before the next write was another process's doing.
+    written: Option<BTreeMap<DevKey, (Mode, u32)>>,
 }
 
 /// The daemon's filter.
@@ -312,6 +317,7 @@ impl FilterService {
                 changed: None,
                 containers: None,
                 fenced: Default::default(),
+                written: None,
             }),
             labels: Arc::new(Mutex::new(HashMap::new())),
             recent: Arc::new(Mutex::new(VecDeque::new())),
@@ -340,6 +346,7 @@ impl FilterService {
                     self.keep(self.daemon_event(format!("{PIN_REPLACED}: {what}")));
                 }
                 inner.guard = Some(g);
+                inner.written = None;
                 inner.why_none.clear();
                 // A re-adopted filter keeps its maps exactly as they are until
                 // the daemon knows better: the first sync adds the current
@@ -452,6 +459,14 @@ impl FilterService {
         // New and changed entries first, then the stale ones leave: a device
         // that stays is never out of the map.
         let current = g.disks().unwrap_or_default();
+        // what another process changed since this daemon's last write: put
+        // right below like the rest, and said (a write that follows a
+        // change at once, a device event's, must not hide it from the check)
+        let tampered = inner
+            .written
+            .as_ref()
+            .map(|w| differing(w, &current))
+            .filter(|d| !d.is_empty());
         for (d, (mode, id)) in &wanted {
             if current.get(d) != Some(&(*mode, *id)) {
                 if let Err(e) = g.set_disk(&[*d], *mode, *id) {
@@ -467,6 +482,32 @@ impl FilterService {
         if full || !stale.is_empty() {
             let _ = g.remove_disk(&stale);
         }
+        inner.written = g.disks().ok();
+        if let Some(d) = tampered {
+            self.changed_under(
+                inner,
+                vec![format!(
+                    "the managed-device map differs from what this daemon last wrote on {} device{} ({}): written again",
+                    d.len(),
+                    if d.len() == 1 { "" } else { "s" },
+                    d.iter().take(4).map(|d| d.to_string()).collect::<Vec<_>>().join(", ")
+                )],
+            );
+        }
+    }
+
+    /// What another process changed of this filter (`found`, each a
+    /// sentence): an ERROR line, and protection `degraded` with the reason.
+    fn changed_under(&self, inner: &mut Inner, found: Vec<String>) {
+        if found.is_empty() {
+            return;
+        }
+        let what = found.join("; ");
+        tracing::error!(
+            "write filter: changed under this daemon by another process (a second filter loader on {}?): {what}",
+            self.opts.pin_dir.display()
+        );
+        inner.changed = Some(what);
     }
 
     /// The managed set as the kernel maps should hold it: device -> (mode, disk id).
@@ -497,35 +538,15 @@ impl FilterService {
             return;
         }
         let Some(g) = &inner.guard else { return };
-        let mut found = g.reassert_pins();
-        let current = g.disks().unwrap_or_default();
-        let wanted = self.wanted(&inner);
-        if current != wanted {
-            let differ = current
-                .keys()
-                .chain(wanted.keys())
-                .filter(|d| current.get(d) != wanted.get(d))
-                .collect::<BTreeSet<_>>();
-            found.push(format!(
-                "the managed-device map differs from this daemon's set on {} device{} ({}): written again",
-                differ.len(),
-                if differ.len() == 1 { "" } else { "s" },
-                differ.iter().take(4).map(|d| d.to_string()).collect::<Vec<_>>().join(", ")
-            ));
-            self.apply(&mut inner, true);
-        }
+        let found = g.reassert_pins();
+        self.changed_under(&mut inner, found);
+        // the managed-device maps: compared with what this daemon last
+        // wrote, put right and said by the write itself
+        self.apply(&mut inner, true);
         if let Some(g) = &inner.guard {
-            found.extend(g.check_maps());
+            let found = g.check_maps();
+            self.changed_under(&mut inner, found);
         }
-        if found.is_empty() {
-            return;
-        }
-        let what = found.join("; ");
-        tracing::error!(
-            "write filter: changed under this daemon by another process (a second filter loader on {}?): {what}",
-            self.opts.pin_dir.display()
-        );
-        inner.changed = Some(what);
     }
 
     /// Whether the kernel's managed set holds every device of `label` as the
@@ -641,6 +662,7 @@ impl FilterService {
             self.write_maps(&mut inner, false, true);
         }
         Self::stop_reader(&mut inner);
+        inner.written = None;
         if let Some(g) = inner.guard.take() {
             if let Err(e) = g.uninstall() {
                 inner.disabled = true;
@@ -957,6 +979,18 @@ fn label_counts(kernel: BTreeMap<(u32, Hook, Mode), u64>, labels: &HashMap<u32, 
         *out.entry((label, hook, mode)).or_insert(0) += n;
     }
     out
+}
+
+/// The devices on which two readings of the managed-device maps differ.
+fn differing(
+    a: &BTreeMap<DevKey, (Mode, u32)>,
+    b: &BTreeMap<DevKey, (Mode, u32)>,
+) -> BTreeSet<DevKey> {
+    a.keys()
+        .chain(b.keys())
+        .filter(|d| a.get(d) != b.get(d))
+        .copied()
+        .collect()
 }
 
 #[cfg(test)]
