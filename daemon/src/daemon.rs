@@ -232,6 +232,7 @@ impl Daemon {
         let conf = self.conf();
         let last = self.containers();
         let now = crate::apply::filter::containers::resolve(
+            &self.site.paths.proc,
             self.site.cgroup_root.as_deref(),
             &conf.cfg,
             &last,

@@ -60,7 +60,7 @@ pub fn warnings(c: &Config, file: &str, paths: &asmguard_paths::Paths) -> Vec<St
         asmguard_guard::guard::cgroup2_root(),
     ) {
         for ctr in &c.container {
-            let f = asmguard_containers::find(&root, ctr);
+            let f = asmguard_containers::find(&paths.proc, &root, ctr);
             if f.pid.is_some() {
                 out.extend(
                     asmguard_containers::subid::host_warnings(&f, &paths.etc)
