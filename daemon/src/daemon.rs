@@ -175,10 +175,10 @@ impl Daemon {
             reclaims: Reclaims::default(),
             site: Site {
                 cfg_source,
+                cgroup_root: asmguard_guard::guard::cgroup2_root(&paths.proc).ok(),
                 paths,
                 socket,
                 runtime_dir,
-                cgroup_root: asmguard_guard::guard::cgroup2_root().ok(),
                 monitor,
                 started: Instant::now(),
             },

@@ -407,7 +407,7 @@ pub fn spawn_rules(d: std::sync::Arc<Daemon>) {
                     changed = true;
                 }
                 if tick % 4 == 0 {
-                    let now = crate::apply::filter::resolve_places(&cfg);
+                    let now = crate::apply::filter::resolve_places(&d.site.paths.proc, &cfg);
                     if now != places {
                         places = now;
                         changed = true;

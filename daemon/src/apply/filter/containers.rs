@@ -406,9 +406,10 @@ pub fn log_changes(before: &Containers, now: &Containers, etc: &std::path::Path)
     }
 }
 
-/// The cgroup2 mount the patterns are relative to.
-pub fn cgroup_root() -> Option<PathBuf> {
-    asmguard_guard::guard::cgroup2_root().ok()
+/// The cgroup2 mount the patterns are relative to (in the procfs `proc`'s
+/// mounts).
+pub fn cgroup_root(proc: &Path) -> Option<PathBuf> {
+    asmguard_guard::guard::cgroup2_root(proc).ok()
 }
 
 /// The watch on what `cs`'s patterns can match (`None`: no container, or it
