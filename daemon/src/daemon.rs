@@ -180,10 +180,10 @@ impl Daemon {
             checked_once: Default::default(),
             site: Site {
                 cfg_source,
+                cgroup_root: asmguard_guard::guard::cgroup2_root(&paths.proc).ok(),
                 paths,
                 socket,
                 runtime_dir,
-                cgroup_root: asmguard_guard::guard::cgroup2_root().ok(),
                 monitor,
                 started: Instant::now(),
             },
@@ -237,6 +237,7 @@ impl Daemon {
         let conf = self.conf();
         let last = self.containers();
         let now = crate::apply::filter::containers::resolve(
+            &self.site.paths.proc,
             self.site.cgroup_root.as_deref(),
             &conf.cfg,
             &last,

@@ -70,7 +70,7 @@ fn main() {
     // the filesystem roots: built once here, passed down
     let paths = asmguard_paths::Paths::default();
     if let Some(a) = &args.read_container_db {
-        std::process::exit(tasks::print_container_db(a));
+        std::process::exit(tasks::print_container_db(&paths.proc, a));
     }
     let (cfg, source) = match config::load(args.config.as_deref()) {
         Ok(x) => x,

@@ -100,6 +100,9 @@ pub struct Found {
     pub gid_map: IdMap,
     /// How many processes its cgroups hold (0: stopped, or not started).
     pub tasks: usize,
+    /// The procfs `pid` was found in (the caller's `Paths::proc`): where its
+    /// container's files are read.
+    pub proc: PathBuf,
 }
 
 /// Whether `path` matches `pattern`: the same number of `/`-separated components,
@@ -198,14 +201,15 @@ fn procs_below(dir: &Path, out: &mut BTreeSet<u32>, depth: usize) {
     }
 }
 
-/// `/proc/<pid>` (the system's procfs: [`asmguard_paths::Paths`]).
-fn proc_of(pid: u32) -> PathBuf {
-    asmguard_paths::Paths::default().pid(pid)
+/// `<proc>/<pid>`: process `pid` in the procfs `proc` (the caller's
+/// `Paths::proc`).
+fn proc_of(proc: &Path, pid: u32) -> PathBuf {
+    proc.join(pid.to_string())
 }
 
-/// `/proc/self`.
-fn own() -> PathBuf {
-    asmguard_paths::Paths::default().own()
+/// `<proc>/self`: this process.
+fn own(proc: &Path) -> PathBuf {
+    proc.join("self")
 }
 
 /// (device, inode) of a namespace file: the namespace's identity.
@@ -219,8 +223,8 @@ const NS_GET_PARENT: libc::c_ulong = 0xb702;
 
 /// How many levels the user namespace of `pid` is below ours: 0 when it is ours,
 /// `None` when it is not below ours (or the process is gone).
-fn userns_depth(pid: u32, ours: (u64, u64)) -> Option<u32> {
-    let path = proc_of(pid).join("ns/user");
+fn userns_depth(proc: &Path, pid: u32, ours: (u64, u64)) -> Option<u32> {
+    let path = proc_of(proc, pid).join("ns/user");
     if ns_id(&path)? == ours {
         return Some(0);
     }
@@ -243,12 +247,13 @@ fn userns_depth(pid: u32, ours: (u64, u64)) -> Option<u32> {
     None
 }
 
-fn read_map(pid: u32, which: &str) -> Option<IdMap> {
-    let t = std::fs::read_to_string(proc_of(pid).join(which)).ok()?;
+fn read_map(proc: &Path, pid: u32, which: &str) -> Option<IdMap> {
+    let t = std::fs::read_to_string(proc_of(proc, pid).join(which)).ok()?;
     IdMap::parse(&t).ok()
 }
 
-/// Find container `c` below the cgroup2 mount `cgroup_root`: the cgroups its
+/// Find container `c` below the cgroup2 mount `cgroup_root`, its processes in
+/// the procfs `proc` (the caller's `Paths::proc`): the cgroups its
 /// patterns match, and a process whose maps translate the container's ids.
 ///
 /// Which process: only processes outside the host's (the daemon's) pid
@@ -260,7 +265,7 @@ fn read_map(pid: u32, which: &str) -> Option<IdMap> {
 /// made a user namespace of its own in which it calls itself grid), else the
 /// outermost below it whose maps are written (a map read as empty, not written
 /// by the runtime yet, gives no process); never a deeper one.
-pub fn find(cgroup_root: &Path, c: &Container) -> Found {
+pub fn find(proc: &Path, cgroup_root: &Path, c: &Container) -> Found {
     let cgroups = matched_cgroups(cgroup_root, c);
     let mut pids = BTreeSet::new();
     for (p, _) in &cgroups {
@@ -273,11 +278,12 @@ pub fn find(cgroup_root: &Path, c: &Container) -> Found {
         uid_map: IdMap::default(),
         gid_map: IdMap::default(),
         tasks: pids.len(),
+        proc: proc.to_path_buf(),
     };
-    let Some(ours) = ns_id(&own().join("ns/user")) else {
+    let Some(ours) = ns_id(&own(proc).join("ns/user")) else {
         return found;
     };
-    let our_pid = ns_id(&own().join("ns/pid"));
+    let our_pid = ns_id(&own(proc).join("ns/pid"));
     // Depth by namespace: a container's processes share a few namespaces.
     let mut depth_of: HashMap<(u64, u64), Option<u32>> = HashMap::new();
     let mut best: Option<(u32, u32)> = None; // (depth, pid)
@@ -285,15 +291,15 @@ pub fn find(cgroup_root: &Path, c: &Container) -> Found {
         // A process in the host's pid namespace is a runtime's (nspawn's
         // supervisor, a first process that has not made its namespaces yet),
         // never the container's.
-        if ns_id(&proc_of(pid).join("ns/pid")) == our_pid {
+        if ns_id(&proc_of(proc, pid).join("ns/pid")) == our_pid {
             continue;
         }
-        let Some(ns) = ns_id(&proc_of(pid).join("ns/user")) else {
+        let Some(ns) = ns_id(&proc_of(proc, pid).join("ns/user")) else {
             continue;
         };
         let depth = *depth_of
             .entry(ns)
-            .or_insert_with(|| userns_depth(pid, ours));
+            .or_insert_with(|| userns_depth(proc, pid, ours));
         match depth {
             Some(d) if best.is_none_or(|(bd, _)| d < bd) => best = Some((d, pid)),
             _ => {}
@@ -312,13 +318,16 @@ pub fn find(cgroup_root: &Path, c: &Container) -> Found {
         // deeper one.
         Some((d, _)) => {
             for &pid in &pids {
-                let Some(ns) = ns_id(&proc_of(pid).join("ns/user")) else {
+                let Some(ns) = ns_id(&proc_of(proc, pid).join("ns/user")) else {
                     continue;
                 };
                 if depth_of.get(&ns) != Some(&Some(d)) {
                     continue;
                 }
-                if let (Some(u), Some(g)) = (read_map(pid, "uid_map"), read_map(pid, "gid_map")) {
+                if let (Some(u), Some(g)) = (
+                    read_map(proc, pid, "uid_map"),
+                    read_map(proc, pid, "gid_map"),
+                ) {
                     if !u.0.is_empty() && !g.0.is_empty() {
                         found.pid = Some(pid);
                         found.uid_map = u;
@@ -391,13 +400,13 @@ pub fn set_db_reader(f: DbReader) {
 }
 
 /// `etc/passwd` or `etc/group` (`file`) of the container that process `pid`
-/// runs in, read here (what a [`set_db_reader`] child does): symlinks and
-/// anything but a regular file refused, at most 16 MiB.
-pub fn read_container_db(pid: u32, file: &str) -> Result<String, String> {
+/// runs in (in the procfs `proc`), read here (what a [`set_db_reader`] child
+/// does): symlinks and anything but a regular file refused, at most 16 MiB.
+pub fn read_container_db(proc: &Path, pid: u32, file: &str) -> Result<String, String> {
     if file != "passwd" && file != "group" {
         return Err(format!("{file}: only passwd and group are read"));
     }
-    read_db(&proc_of(pid).join("root"), file)
+    read_db(&proc_of(proc, pid).join("root"), file)
 }
 
 /// `name` (or a number) as the container below `root` sees it: its id there.
@@ -411,14 +420,14 @@ pub(crate) fn inside_id(root: &Path, file: &str, name: &str) -> Result<u32, Stri
 }
 
 /// `name` (or a number) as process `pid`'s container sees it (read through
-/// [`set_db_reader`]'s way).
-fn inside_id_of(pid: u32, file: &str, name: &str) -> Result<u32, String> {
+/// [`set_db_reader`]'s way, else in the procfs `proc`).
+fn inside_id_of(proc: &Path, pid: u32, file: &str, name: &str) -> Result<u32, String> {
     if let Ok(n) = name.parse::<u32>() {
         return Ok(n);
     }
     let text = match DB_READER.get() {
         Some(read) => read(pid, file)?,
-        None => read_container_db(pid, file)?,
+        None => read_container_db(proc, pid, file)?,
     };
     named_id(&text, file, name)
 }
@@ -441,7 +450,8 @@ fn to_host(f: &Found, name: &str, file: &str) -> Result<u32, String> {
             f.name
         )
     })?;
-    let inside = inside_id_of(pid, file, name).map_err(|e| format!("container {}: {e}", f.name))?;
+    let inside =
+        inside_id_of(&f.proc, pid, file, name).map_err(|e| format!("container {}: {e}", f.name))?;
     map.to_host(inside).ok_or_else(|| {
         format!(
             "container {}: {name} ({what} {inside} inside) is not mapped to a host {what}",
@@ -588,8 +598,8 @@ pub fn within_or_last(
 }
 
 /// The cgroup-v2 path of `pid` (relative to the cgroup2 mount), from /proc/PID/cgroup.
-fn cgroup_of(pid: u32) -> Option<String> {
-    let t = std::fs::read_to_string(proc_of(pid).join("cgroup")).ok()?;
+fn cgroup_of(proc: &Path, pid: u32) -> Option<String> {
+    let t = std::fs::read_to_string(proc_of(proc, pid).join("cgroup")).ok()?;
     t.lines()
         .find_map(|l| l.strip_prefix("0::"))
         .map(|p| p.trim().trim_start_matches('/').to_string())
@@ -606,13 +616,15 @@ pub fn path_in(c: &Container, path: &str) -> bool {
 
 /// The configured container a process is in (by /proc/PID/cgroup against the
 /// patterns), if any. `cgroup_root` is the cgroup2 mount the patterns are relative
-/// to; a process whose cgroup is no longer there (it moved) is in none.
+/// to, `proc` the procfs; a process whose cgroup is no longer there (it moved)
+/// is in none.
 pub fn container_of<'a>(
+    proc: &Path,
     cgroup_root: &Path,
     cs: &'a [Container],
     pid: u32,
 ) -> Option<&'a Container> {
-    let path = cgroup_of(pid)?;
+    let path = cgroup_of(proc, pid)?;
     if !cgroup_root.join(&path).is_dir() {
         return None;
     }
@@ -622,10 +634,10 @@ pub fn container_of<'a>(
 /// Whether pid runs outside the host's namespaces (its pid namespace is not the
 /// daemon's). A process whose namespace cannot be read counts as in a container:
 /// the answer gates rights, and the restrictive one is the safe one.
-pub fn in_container(pid: u32) -> bool {
+pub fn in_container(proc: &Path, pid: u32) -> bool {
     match (
-        ns_id(&proc_of(pid).join("ns/pid")),
-        ns_id(&own().join("ns/pid")),
+        ns_id(&proc_of(proc, pid).join("ns/pid")),
+        ns_id(&own(proc).join("ns/pid")),
     ) {
         (Some(a), Some(b)) => a != b,
         _ => true,
@@ -639,11 +651,11 @@ pub fn in_container(pid: u32) -> bool {
 /// namespaces are not asked: systemd gives host services their own
 /// (`PrivateTmp=`, `PrivateNetwork=`). A namespace that cannot be read is not
 /// the host's (the answer gates rights: the restrictive one is the safe one).
-pub fn on_host(pid: u32) -> bool {
+pub fn on_host(proc: &Path, pid: u32) -> bool {
     ["pid", "user", "cgroup"].iter().all(|ns| {
         match (
-            ns_id(&proc_of(pid).join("ns").join(ns)),
-            ns_id(&own().join("ns").join(ns)),
+            ns_id(&proc_of(proc, pid).join("ns").join(ns)),
+            ns_id(&own(proc).join("ns").join(ns)),
         ) {
             (Some(a), Some(b)) => a == b,
             _ => false,
@@ -654,10 +666,10 @@ pub fn on_host(pid: u32) -> bool {
 /// Whether pid holds `CAP_SYS_ADMIN` in its effective set (`CapEff` of
 /// /proc/PID/status, a capability of the process's own user namespace: of
 /// the host's only when [`on_host`] says so). Unreadable: no.
-pub fn has_sys_admin(pid: u32) -> bool {
+pub fn has_sys_admin(proc: &Path, pid: u32) -> bool {
     /// linux/capability.h
     const CAP_SYS_ADMIN: u32 = 21;
-    std::fs::read_to_string(proc_of(pid).join("status"))
+    std::fs::read_to_string(proc_of(proc, pid).join("status"))
         .ok()
         .and_then(|t| {
             t.lines()

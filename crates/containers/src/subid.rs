@@ -120,6 +120,7 @@ mod tests {
             uid_map: uid,
             gid_map: gid,
             tasks: 1,
+            proc: std::path::PathBuf::new(),
         }
     }
 

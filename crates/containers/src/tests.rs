@@ -1,6 +1,11 @@
 use super::*;
 use std::fs;
 
+/// The running system's procfs.
+fn proc() -> PathBuf {
+    asmguard_paths::Paths::default().proc
+}
+
 fn ctr(name: &str, patterns: &[&str]) -> Container {
     Container {
         name: name.into(),
@@ -144,6 +149,7 @@ fn found_translates_through_its_maps() {
         uid_map: IdMap::parse("0 100000 65536").unwrap(),
         gid_map: IdMap::parse("0 200000 1000").unwrap(),
         tasks: 1,
+        proc: proc(),
     };
     // Our own root's passwd has root (0).
     assert_eq!(host_uid(&f, "root"), Ok(100000));
@@ -175,7 +181,7 @@ fn find_in_a_tree() {
     )
     .unwrap();
     let c = ctr("pods", &["machine.slice/libpod-*.scope", "nothing/here"]);
-    let f = find(r, &c);
+    let f = find(&proc(), r, &c);
     let paths: Vec<&str> = f.cgroups.iter().map(|(p, _)| p.as_str()).collect();
     assert_eq!(
         paths,
@@ -191,7 +197,7 @@ fn find_in_a_tree() {
     assert_eq!(f.cgroups[0].1, ino);
     // Empty cgroups: no process yet.
     let c = ctr("rac1", &["lxc.payload.rac1"]);
-    let f = find(r, &c);
+    let f = find(&proc(), r, &c);
     assert_eq!(f.cgroups.len(), 1);
     assert_eq!(f.pid, None);
     assert!(f.uid_map.0.is_empty());
@@ -201,7 +207,7 @@ fn find_in_a_tree() {
     let me = std::process::id();
     let procs = r.join("lxc.payload.rac1/init.scope/cgroup.procs");
     fs::write(&procs, format!("{me}\n")).unwrap();
-    let f = find(r, &c);
+    let f = find(&proc(), r, &c);
     assert_eq!(f.pid, None);
     // A privileged container's process (the host's user namespace, a pid
     // namespace of its own): the identity maps, even beside a process of the
@@ -248,12 +254,12 @@ fn find_in_a_tree() {
         let n = nested.as_ref().expect("unshare --pid --user (root)").1;
         // the nested one alone: its own maps (the outermost non-host)
         fs::write(&procs, format!("{me}\n{n}\n")).unwrap();
-        let f = find(r, &c);
+        let f = find(&proc(), r, &c);
         assert_eq!(f.pid, Some(n));
         assert!(!f.uid_map.is_identity());
         // beside a process of the host's user namespace: the identity maps
         fs::write(&procs, format!("{me}\n{n}\n{p}\n")).unwrap();
-        let f = find(r, &c);
+        let f = find(&proc(), r, &c);
         assert_eq!(f.pid, Some(p));
         assert!(f.uid_map.is_identity() && f.gid_map.is_identity());
         assert_eq!(host_uid(&f, "root"), Ok(0));
@@ -262,20 +268,23 @@ fn find_in_a_tree() {
         let _ = child.kill();
         let _ = child.wait();
     }
-    assert!(find(r, &ctr("x", &["absent"])).cgroups.is_empty());
+    assert!(find(&proc(), r, &ctr("x", &["absent"])).cgroups.is_empty());
 }
 
 #[test]
 fn namespaces_of_ourselves() {
     let me = std::process::id();
-    assert!(!in_container(me));
+    assert!(!in_container(&proc(), me));
     // A pid that cannot exist: counted as in a container (the restrictive answer).
-    assert!(in_container(u32::MAX));
-    assert!(on_host(me) && !on_host(u32::MAX));
-    assert!(!has_sys_admin(u32::MAX));
+    assert!(in_container(&proc(), u32::MAX));
+    assert!(on_host(&proc(), me) && !on_host(&proc(), u32::MAX));
+    assert!(!has_sys_admin(&proc(), u32::MAX));
     let ours = ns_id(Path::new("/proc/self/ns/user")).unwrap();
-    assert_eq!(userns_depth(me, ours), Some(0));
-    assert_eq!(container_of(Path::new("/sys/fs/cgroup"), &[], me), None);
+    assert_eq!(userns_depth(&proc(), me, ours), Some(0));
+    assert_eq!(
+        container_of(&proc(), Path::new("/sys/fs/cgroup"), &[], me),
+        None
+    );
 }
 
 /// A process in a user namespace of its own (mapped to root) or a cgroup
@@ -284,11 +293,11 @@ fn namespaces_of_ourselves() {
 #[test]
 fn on_host_asks_every_namespace_and_capabilities() {
     use std::process::{Command, Stdio};
-    if !has_sys_admin(std::process::id()) {
+    if !has_sys_admin(&proc(), std::process::id()) {
         eprintln!("skipped: needs CAP_SYS_ADMIN");
         return;
     }
-    assert!(has_sys_admin(std::process::id()));
+    assert!(has_sys_admin(&proc(), std::process::id()));
     let spawn = |args: &[&str]| {
         Command::new(args[0])
             .args(&args[1..])
@@ -332,8 +341,8 @@ fn on_host_asks_every_namespace_and_capabilities() {
             );
             std::thread::sleep(Duration::from_millis(5));
         }
-        assert_eq!(on_host(pid), host, "{args:?}");
-        assert_eq!(has_sys_admin(pid), admin, "{args:?}");
+        assert_eq!(on_host(&proc(), pid), host, "{args:?}");
+        assert_eq!(has_sys_admin(&proc(), pid), admin, "{args:?}");
         let _ = c.kill();
         let _ = c.wait();
     }
@@ -493,4 +502,51 @@ fn a_read_without_answer_in_time_gets_the_last_answer_and_a_refusal_forgets_it()
         Ok(10)
     })
     .is_err());
+}
+
+/// The process lookups read the procfs their caller names (its
+/// `Paths::proc`), never the running system's: a pid no system has is on the
+/// host, an administrator and in a container in a tree that says so.
+#[test]
+fn process_lookups_read_the_callers_procfs() {
+    let d = tempfile::tempdir().unwrap();
+    let fake = asmguard_paths::Paths::under(d.path()).proc;
+    let pid = u32::MAX - 1;
+    let (me, it) = (fake.join("self/ns"), fake.join(format!("{pid}/ns")));
+    fs::create_dir_all(&me).unwrap();
+    fs::create_dir_all(&it).unwrap();
+    for ns in ["pid", "user", "cgroup"] {
+        fs::write(me.join(ns), ns).unwrap();
+        fs::hard_link(me.join(ns), it.join(ns)).unwrap();
+    }
+    fs::write(
+        fake.join(format!("{pid}/status")),
+        "CapEff:\t0000000000200000\n",
+    )
+    .unwrap();
+    fs::write(fake.join(format!("{pid}/cgroup")), "0::/lxc.payload.rac1\n").unwrap();
+    let cgroups = d.path().join("cgroup");
+    fs::create_dir_all(cgroups.join("lxc.payload.rac1")).unwrap();
+    let cs = [ctr("rac1", &["lxc.payload.rac1"])];
+    assert!(on_host(&fake, pid) && has_sys_admin(&fake, pid) && !in_container(&fake, pid));
+    assert_eq!(container_of(&fake, &cgroups, &cs, pid), Some(&cs[0]));
+    // the running system has no such process
+    assert!(!on_host(&proc(), pid) && !has_sys_admin(&proc(), pid));
+    assert_eq!(container_of(&proc(), &cgroups, &cs, pid), None);
+    // a container's files are read below the procfs it was found in
+    fs::create_dir_all(fake.join(format!("{pid}/root/etc"))).unwrap();
+    fs::write(
+        fake.join(format!("{pid}/root/etc/passwd")),
+        "grid:x:54321:54321::/:/bin/sh\n",
+    )
+    .unwrap();
+    let f = Found {
+        name: "rac1".into(),
+        pid: Some(pid),
+        uid_map: IdMap::parse("0 100000 65536").unwrap(),
+        proc: fake.clone(),
+        ..Found::default()
+    };
+    assert_eq!(host_uid(&f, "grid"), Ok(154321));
+    assert!(read_container_db(&proc(), pid, "passwd").is_err());
 }

@@ -137,13 +137,10 @@ impl Observed {
     }
 }
 
-/// udev's properties of `name`, read only for the real sysfs (`/sys`): a test's
-/// synthetic tree has no udev database behind it.
-fn udev_props(root: &Path, name: &str) -> Option<UdevProps> {
-    let system = asmguard_paths::Paths::default();
-    (root == system.sys)
-        .then(|| udevdb::read(&system, name))
-        .flatten()
+/// udev's properties of `name`, read only where udevd runs in `paths`' `/run`:
+/// a test's synthetic tree has no udev database behind it.
+fn udev_props(paths: &asmguard_paths::Paths, name: &str) -> Option<UdevProps> {
+    udevdb::read(paths, name)
 }
 
 /// Read the label sector of a device (read-only, `O_DIRECT`, aligned to its logical
@@ -254,9 +251,10 @@ pub fn reread(sys: &SysDev) -> Option<Result<LabelRead, String>> {
     }
 }
 
-/// Observe one device by kernel name. `None` when it is gone from sysfs.
-pub fn observe(root: &Path, rules: &Rules, name: &str) -> Option<Observed> {
-    let sys = sysfs::read(root, name).ok()?;
+/// Observe one device by kernel name in `paths`' sysfs. `None` when it is gone
+/// from sysfs.
+pub fn observe(paths: &asmguard_paths::Paths, rules: &Rules, name: &str) -> Option<Observed> {
+    let sys = sysfs::read(paths, name).ok()?;
     let included = rules.included(&sys.name, sys.dm_name.as_deref());
     let read = match wants_read(&sys, included) {
         None => None,
@@ -270,7 +268,7 @@ pub fn observe(root: &Path, rules: &Rules, name: &str) -> Option<Observed> {
         .remove(name),
     };
     Some(Observed {
-        udev: udev_props(root, name),
+        udev: udev_props(paths, name),
         sys,
         included,
         read,
@@ -278,11 +276,14 @@ pub fn observe(root: &Path, rules: &Rules, name: &str) -> Option<Observed> {
 }
 
 /// Observe every block device: sysfs first, then the label sectors, read in parallel.
-pub fn observe_all(root: &Path, rules: &Rules) -> std::io::Result<BTreeMap<String, Observed>> {
+pub fn observe_all(
+    paths: &asmguard_paths::Paths,
+    rules: &Rules,
+) -> std::io::Result<BTreeMap<String, Observed>> {
     let mut out = BTreeMap::new();
     let mut todo = Vec::new();
-    for n in sysfs::list(root)? {
-        let Ok(sys) = sysfs::read(root, &n) else {
+    for n in sysfs::list(&paths.sys)? {
+        let Ok(sys) = sysfs::read(paths, &n) else {
             continue;
         };
         let included = rules.included(&sys.name, sys.dm_name.as_deref());
@@ -294,7 +295,7 @@ pub fn observe_all(root: &Path, rules: &Rules) -> std::io::Result<BTreeMap<Strin
                 None
             }
         };
-        let udev = udev_props(root, &n);
+        let udev = udev_props(paths, &n);
         out.insert(
             n,
             Observed {
@@ -614,6 +615,7 @@ mod tests {
             size: 1 << 30,
             logical_block_size: 512,
             physical_block_size: 4096,
+            dev_dir: asmguard_paths::Paths::default().dev,
             ..Default::default()
         }
     }

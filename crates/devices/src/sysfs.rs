@@ -1,8 +1,9 @@
 //! What `/sys/class/block` says about a block device: numbers, size, sector sizes,
 //! partition parent, holders and slaves (device-mapper, md), dm name/uuid, WWID.
 //!
-//! Every function takes the sysfs root (`/sys` in production) so tests can point it at
-//! a synthetic tree.
+//! Every function takes the sysfs root (`/sys` in production), or the caller's
+//! [`asmguard_paths::Paths`] where it needs more, so tests can point it at a
+//! synthetic tree.
 
 use std::fs;
 use std::io;
@@ -32,21 +33,22 @@ pub struct SysDev {
     pub read_only: bool,
     /// A suspended device-mapper device (I/O to it blocks until it is resumed).
     pub dm_suspended: bool,
+    /// The directory of the device nodes (the reader's `Paths::dev`): where
+    /// [`SysDev::dev_path`] and [`SysDev::display_path`] are.
+    pub dev_dir: PathBuf,
 }
 
 impl SysDev {
     /// `/dev/<name>` (a `!` in a kernel name is a `/` in /dev: `cciss!c0d0`).
     pub fn dev_path(&self) -> PathBuf {
-        asmguard_paths::Paths::default()
-            .dev
-            .join(self.name.replace('!', "/"))
+        self.dev_dir.join(self.name.replace('!', "/"))
     }
 
     /// The name a DBA knows: `/dev/mapper/<dm name>` for a dm device when that node
     /// exists, else `/dev/<name>`.
     pub fn display_path(&self) -> String {
         if let Some(d) = &self.dm_name {
-            let p = asmguard_paths::Paths::default().dev.join("mapper").join(d);
+            let p = self.dev_dir.join("mapper").join(d);
             if p.exists() {
                 return p.display().to_string();
             }
@@ -96,8 +98,10 @@ fn dir_names(p: &Path) -> Vec<String> {
     v
 }
 
-/// Read one device. `NotFound` when it is gone.
-pub fn read(root: &Path, name: &str) -> io::Result<SysDev> {
+/// Read one device from `paths`' sysfs (its nodes in `paths`' `/dev`).
+/// `NotFound` when it is gone.
+pub fn read(paths: &asmguard_paths::Paths, name: &str) -> io::Result<SysDev> {
+    let root = paths.sys.as_path();
     if name.is_empty() || name.contains('/') || name.starts_with('.') {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -144,6 +148,7 @@ pub fn read(root: &Path, name: &str) -> io::Result<SysDev> {
         wwid,
         read_only: read_num::<u8>(&d.join("ro")).unwrap_or(0) == 1,
         dm_suspended: read_num::<u8>(&d.join("dm/suspended")).unwrap_or(0) == 1,
+        dev_dir: paths.dev.clone(),
     })
 }
 
@@ -480,6 +485,41 @@ pub fn in_use(paths: &asmguard_paths::Paths, dev: &SysDev) -> Option<String> {
 mod tests {
     use super::*;
 
+    /// A test's roots around the synthetic sysfs `sys` (the rest below
+    /// `sys/root`).
+    fn at(sys: &Path) -> asmguard_paths::Paths {
+        asmguard_paths::Paths {
+            sys: sys.to_path_buf(),
+            ..asmguard_paths::Paths::under(&sys.join("root"))
+        }
+    }
+
+    /// A device's node and the name a DBA knows are in the reader's `/dev`,
+    /// never the running system's.
+    #[test]
+    fn nodes_are_in_the_readers_dev() {
+        let t = fake_sysfs();
+        let r = t.path();
+        let paths = at(r);
+        let sdb = read(&paths, "sdb").unwrap();
+        assert_eq!(sdb.dev_path(), paths.dev.join("sdb"));
+        assert_eq!(
+            sdb.display_path(),
+            paths.dev.join("sdb").display().to_string()
+        );
+        let dm = read(&paths, "dm-0").unwrap();
+        assert_eq!(
+            dm.display_path(),
+            paths.dev.join("dm-0").display().to_string()
+        );
+        fs::create_dir_all(paths.dev.join("mapper")).unwrap();
+        fs::write(paths.dev.join("mapper/mpatha"), "").unwrap();
+        assert_eq!(
+            dm.display_path(),
+            paths.dev.join("mapper/mpatha").display().to_string()
+        );
+    }
+
     /// A synthetic sysfs: sdb and sdc under multipath dm-0, sdd with partition sdd1
     /// held by md0.
     fn fake_sysfs() -> tempfile::TempDir {
@@ -549,11 +589,11 @@ mod tests {
         let t = fake_sysfs();
         let r = t.path();
         assert_eq!(list(r).unwrap(), vec!["dm-0", "sdb", "sdc", "sdd", "sdd1"]);
-        let dm = read(r, "dm-0").unwrap();
+        let dm = read(&at(r), "dm-0").unwrap();
         assert_eq!(dm.slaves, vec!["sdb", "sdc"]);
         assert!(dm.is_multipath());
         assert_eq!(dm.dev, KernelDev::new(253, 0).unwrap());
-        let sdb = read(r, "sdb").unwrap();
+        let sdb = read(&at(r), "sdb").unwrap();
         assert_eq!(
             (sdb.logical_block_size, sdb.physical_block_size),
             (512, 4096)
@@ -569,14 +609,14 @@ mod tests {
             why.contains("/dev/mapper/mpatha") && why.contains("label that instead"),
             "{why}"
         );
-        let p = read(r, "sdd1").unwrap();
+        let p = read(&at(r), "sdd1").unwrap();
         assert_eq!(p.parent.as_deref(), Some("sdd"));
         assert_eq!(
             p.logical_block_size, 4096,
             "a partition has its disk's sector size"
         );
         assert_eq!(partitions(r, "sdd"), vec!["sdd1"]);
-        let why = in_use(&paths, &read(r, "sdd").unwrap()).unwrap();
+        let why = in_use(&paths, &read(&at(r), "sdd").unwrap()).unwrap();
         assert!(why.contains("partition sdd1 is held by md0"), "{why}");
         assert!(in_use(&paths, &dm).is_none());
         // mounts and swap as the given procfs has them
@@ -609,12 +649,12 @@ mod tests {
         let t = fake_sysfs();
         let r = t.path();
         fs::write(r.join("class/block/sdb/dev"), "8:1048576\n").unwrap();
-        let e = read(r, "sdb").unwrap_err();
+        let e = read(&at(r), "sdb").unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::InvalidData);
         assert!(e.to_string().contains("8:1048576"), "{e}");
         fs::write(r.join("class/block/sdb/dev"), "8:x\n").unwrap();
         assert_eq!(
-            read(r, "sdb").unwrap_err().kind(),
+            read(&at(r), "sdb").unwrap_err().kind(),
             io::ErrorKind::InvalidData
         );
     }
@@ -759,9 +799,9 @@ mod tests {
         // Whatever the machine has, reading it must not fail or panic.
         if let Ok(names) = list(Path::new("/sys")) {
             for n in names {
-                let _ = read(Path::new("/sys"), &n);
+                let _ = read(&asmguard_paths::Paths::default(), &n);
             }
         }
-        assert!(read(Path::new("/sys"), "../etc").is_err());
+        assert!(read(&asmguard_paths::Paths::default(), "../etc").is_err());
     }
 }

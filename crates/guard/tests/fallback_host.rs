@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use asmguard_guard::{pinned_backend, remove_pins};
 use asmguard_guard::{Backend, DenialEvent, DevKey, EventReader, Guard, Hook, Mode, Options};
+use asmguard_paths::Paths;
 
 use asmguard_testkit::root_lock as lock;
 
@@ -82,11 +83,12 @@ impl Pins {
             "/sys/fs/bpf/asmguard-test-{tag}-{}",
             std::process::id()
         ));
-        let _ = remove_pins(&p);
+        let _ = remove_pins(&Paths::default(), &p);
         Pins(p)
     }
     fn opts(&self) -> Options {
         Options {
+            paths: Paths::default(),
             pin_dir: self.0.clone(),
             backend: Some(Backend::CgroupDevice),
             cgroup: None,
@@ -97,7 +99,7 @@ impl Pins {
 
 impl Drop for Pins {
     fn drop(&mut self) {
-        if let Err(e) = remove_pins(&self.0) {
+        if let Err(e) = remove_pins(&Paths::default(), &self.0) {
             eprintln!("removing {}: {e}", self.0.display());
         }
     }
@@ -533,7 +535,7 @@ fn fallback_rules_are_conjunctions() {
     let mut perm = std::fs::metadata(dir.path()).unwrap().permissions();
     std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
     std::fs::set_permissions(dir.path(), perm).unwrap();
-    let cg = asmguard_guard::guard::cgroup2_root()
+    let cg = asmguard_guard::guard::cgroup2_root(&Paths::default().proc)
         .unwrap()
         .join("agtest-conj-place");
     let _ = std::fs::remove_dir(&cg);
@@ -554,7 +556,7 @@ fn fallback_rules_are_conjunctions() {
                 ..Rule::default()
             },
         ],
-        daemon: Some(SelfId::current().unwrap()),
+        daemon: Some(SelfId::current(&Paths::default().proc).unwrap()),
         ..Rules::default()
     };
     g.set_rules(&rules).unwrap();
@@ -667,7 +669,9 @@ fn allow_all_link() -> std::os::fd::OwnedFd {
     assert!(prog >= 0, "loading the intruder's program: {prog}");
     // SAFETY: prog is a new fd of ours.
     let prog = unsafe { OwnedFd::from_raw_fd(prog) };
-    let cg = std::fs::File::open(asmguard_guard::guard::cgroup2_root().unwrap()).unwrap();
+    let cg =
+        std::fs::File::open(asmguard_guard::guard::cgroup2_root(&Paths::default().proc).unwrap())
+            .unwrap();
     // SAFETY: plain fds and an attach type; no options.
     let link = unsafe {
         sys::bpf_link_create(

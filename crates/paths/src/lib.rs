@@ -13,10 +13,12 @@
 //! is text, not a place on this host, says so with `// literal path: why`);
 //! a test gives [`Paths::under`] a directory of its own instead.
 //!
-//! The daemon holds one `Paths` (`Daemon::paths`) and hands its roots to the
-//! stable links, the containers' nodes, the views and the writers checks;
-//! the leaf crates' kernel probes (`/proc/self/fdinfo`, BTF, securityfs) and
-//! the containers crate's process lookups read `Paths::default()`.
+//! Each program builds its `Paths` once, where it starts (`main`), and
+//! passes it down: the daemon holds one (`Daemon::paths`) and hands its
+//! roots to the stable links, the containers' nodes and process lookups, the
+//! device reads, the filter (`asmguard_guard::Options::new`), the views and
+//! the writers checks. Library code never builds its own
+//! (`tests/workspace/tests/literals.rs`).
 
 use std::path::{Path, PathBuf};
 

@@ -440,7 +440,7 @@ impl Applier {
 /// udev probe the disk again (its rules link `/dev/asmguard/disks/<LABEL>`
 /// and set owner, group and mode, as after a label written here).
 fn relink(paths: &asmguard_paths::Paths, name: &str) {
-    let Ok(sd) = asmguard_devices::sysfs::read(&paths.sys, name) else {
+    let Ok(sd) = asmguard_devices::sysfs::read(paths, name) else {
         return; // gone: its remove event takes the link
     };
     let path = sd.dev_path();

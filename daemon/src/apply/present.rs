@@ -778,6 +778,7 @@ mod tests {
             uid_map: Default::default(),
             gid_map: Default::default(),
             tasks: 1,
+            proc: Default::default(),
         };
         assert!(super::owner_of(&cfg, &cfg.container[0], &f).is_err());
         // presenting nothing needs no ids

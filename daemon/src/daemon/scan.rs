@@ -65,7 +65,7 @@ impl Scans {
         let number = self.started.fetch_add(1, SeqCst) + 1;
         let t = Instant::now();
         let conf = d.conf();
-        let observed = discovery::observe_all(&d.site.paths.sys, &conf.rules);
+        let observed = discovery::observe_all(&d.site.paths, &conf.rules);
         let devices = match observed {
             Ok(d) => d,
             Err(e) => {
@@ -166,7 +166,7 @@ impl Scans {
         let conf = d.conf();
         let rules = &conf.rules;
         for n in names {
-            let o = discovery::observe(&d.site.paths.sys, rules, n);
+            let o = discovery::observe(&d.site.paths, rules, n);
             if let Some(o) = &o {
                 related.extend(o.sys.slaves.iter().cloned());
                 related.extend(o.sys.holders.iter().cloned());
@@ -178,7 +178,7 @@ impl Scans {
             .into_iter()
             .filter(|r| !names.contains(r))
             .map(|r| {
-                let s = sysfs::read(&d.site.paths.sys, &r).ok();
+                let s = sysfs::read(&d.site.paths, &r).ok();
                 (r, s)
             })
             .collect();

@@ -220,9 +220,9 @@ fn place_of(d: &Daemon, fd: std::os::fd::BorrowedFd<'_>, pid: Option<i32>) -> (P
     let cs = d.conf().cfg.container.clone();
     let section = root
         .as_deref()
-        .and_then(|r| asmguard_containers::container_of(r, &cs, pid));
-    let host = asmguard_containers::on_host(pid);
-    let sys_admin = host && asmguard_containers::has_sys_admin(pid);
+        .and_then(|r| asmguard_containers::container_of(&d.site.paths.proc, r, &cs, pid));
+    let host = asmguard_containers::on_host(&d.site.paths.proc, pid);
+    let sys_admin = host && asmguard_containers::has_sys_admin(&d.site.paths.proc, pid);
     let place = match section {
         Some(c) => container_place(d, root.as_deref(), c),
         None if host => Place::Host,
@@ -271,10 +271,16 @@ fn container_place(d: &Daemon, root: Option<&Path>, c: &asmguard_config::Contain
                 .cloned()
                 .filter(|f| {
                     f.pid.is_some_and(|p| {
-                        asmguard_containers::container_of(r, std::slice::from_ref(c), p).is_some()
+                        asmguard_containers::container_of(
+                            &d.site.paths.proc,
+                            r,
+                            std::slice::from_ref(c),
+                            p,
+                        )
+                        .is_some()
                     })
                 })
-                .unwrap_or_else(|| asmguard_containers::find(r, c));
+                .unwrap_or_else(|| asmguard_containers::find(&d.site.paths.proc, r, c));
             let u = asmguard_containers::host_uid(&f, "0");
             // the container's /etc/group may never answer (FUSE): the accept
             // loop waits for it at most CONTAINER_READ, once per stall

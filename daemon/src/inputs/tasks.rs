@@ -287,15 +287,16 @@ pub fn read_container_db(pid: u32, file: &str) -> Result<String, String> {
     }
 }
 
-/// The child's side of [`read_container_db`]: `args` = PID FILE; the file on
-/// stdout (status 0), or one line on stderr (status 1).
-pub fn print_container_db(args: &[String]) -> i32 {
+/// The child's side of [`read_container_db`]: `args` = PID FILE, the process
+/// in the procfs `proc`; the file on stdout (status 0), or one line on stderr
+/// (status 1).
+pub fn print_container_db(proc: &std::path::Path, args: &[String]) -> i32 {
     use std::io::Write;
     let read = match args {
         [pid, file] => pid
             .parse::<u32>()
             .map_err(|_| format!("{pid}: not a process id"))
-            .and_then(|pid| asmguard_containers::read_container_db(pid, file)),
+            .and_then(|pid| asmguard_containers::read_container_db(proc, pid, file)),
         _ => Err("--read-container-db takes PID FILE".to_string()),
     };
     match read {
@@ -406,7 +407,7 @@ pub fn spawn_rules(d: std::sync::Arc<Daemon>) {
                     changed = true;
                 }
                 if tick % 4 == 0 {
-                    let now = crate::apply::filter::resolve_places(&cfg);
+                    let now = crate::apply::filter::resolve_places(&d.site.paths.proc, &cfg);
                     if now != places {
                         places = now;
                         changed = true;

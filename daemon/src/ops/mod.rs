@@ -110,7 +110,7 @@ impl Daemon {
                 format!("{device}: block device {dev} is not in sysfs"),
             )
         })?;
-        sysfs::read(&self.site.paths.sys, &name)
+        sysfs::read(&self.site.paths, &name)
             .map_err(|e| err(ErrorCode::NotFound, format!("{device}: {name}: {e}")))
     }
 
@@ -454,7 +454,7 @@ fn writers_of(
 ) -> Vec<asmguard_devices::holders::Opener> {
     let mut devs = vec![sd.dev];
     for n in sd.slaves.iter().chain(sd.parent.iter()) {
-        if let Ok(o) = sysfs::read(&paths.sys, n) {
+        if let Ok(o) = sysfs::read(paths, n) {
             devs.push(o.dev);
         }
     }

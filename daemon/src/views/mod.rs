@@ -131,7 +131,7 @@ impl Daemon {
             // how to get full coverage: only where it is missing (fmod_ret has it)
             bpf_lsm_hint: match protection {
                 asmguard_proto::Protection::Degraded | asmguard_proto::Protection::Unprotected => {
-                    asmguard_guard::bpf_lsm_hint().unwrap_or_default()
+                    asmguard_guard::bpf_lsm_hint(&self.site.paths).unwrap_or_default()
                 }
                 _ => String::new(),
             },

@@ -57,10 +57,10 @@ pub fn warnings(c: &Config, file: &str, paths: &asmguard_paths::Paths) -> Vec<St
     // containers running now whose maps reach a host user's subordinate ids
     if let (false, Ok(root)) = (
         c.container.is_empty(),
-        asmguard_guard::guard::cgroup2_root(),
+        asmguard_guard::guard::cgroup2_root(&paths.proc),
     ) {
         for ctr in &c.container {
-            let f = asmguard_containers::find(&root, ctr);
+            let f = asmguard_containers::find(&paths.proc, &root, ctr);
             if f.pid.is_some() {
                 out.extend(
                     asmguard_containers::subid::host_warnings(&f, &paths.etc)

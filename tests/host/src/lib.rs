@@ -366,7 +366,9 @@ pub fn remove_leftover_test_pins() {
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
             if name.starts_with("asmguard-") && name.contains("test") {
-                if let Err(err) = asmguard_guard::remove_pins(&e.path()) {
+                if let Err(err) =
+                    asmguard_guard::remove_pins(&asmguard_paths::Paths::default(), &e.path())
+                {
                     eprintln!("leftover {name}: {err}");
                 }
             }
@@ -645,7 +647,9 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         self.stop();
         // The filter's programs outlive the daemon by design: detach them.
-        if let Err(e) = asmguard_guard::remove_pins(&self.pin_dir) {
+        if let Err(e) =
+            asmguard_guard::remove_pins(&asmguard_paths::Paths::default(), &self.pin_dir)
+        {
             eprintln!("removing {}: {e}", self.pin_dir.display());
         }
     }
@@ -724,7 +728,8 @@ impl TestCgroup {
     /// A fresh, empty cgroup `asmguard-hosttest-<pid>-<name>` at the top of the
     /// cgroup2 hierarchy.
     pub fn new(name: &str) -> TestCgroup {
-        let root = asmguard_guard::guard::cgroup2_root().expect("a cgroup2 mount");
+        let root = asmguard_guard::guard::cgroup2_root(&asmguard_paths::Paths::default().proc)
+            .expect("a cgroup2 mount");
         let rel = format!("asmguard-hosttest-{}-{name}", std::process::id());
         let path = root.join(&rel);
         std::fs::create_dir(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));

@@ -92,24 +92,6 @@ fn no_absolute_path_literal_outside_the_defaults() {
     );
 }
 
-/// Where the running system's roots may still be built (`Paths::default()`,
-/// `Path::new("/")`) in code that is not a test: every program's entry
-/// point (`main.rs`, `src/bin/`) builds them once and passes them down; the
-/// files listed here are the library code that still builds its own (to be
-/// emptied: a file leaves the list when it stops, and the test fails until
-/// it does, so the list only shrinks).
-const ROOTS_BUILT_IN: &[&str] = &[
-    "crates/containers/src/lib.rs",
-    "crates/devices/src/discovery.rs",
-    "crates/devices/src/sysfs.rs",
-    "crates/guard/src/guard/adopt.rs",
-    "crates/guard/src/guard/loader.rs",
-    "crates/guard/src/guard/pins.rs",
-    "crates/guard/src/guard/pinwatch.rs",
-    "crates/guard/src/guard/ring.rs",
-    "crates/guard/src/guard/rules.rs",
-];
-
 /// The (line number, line) of every place `text` builds the system's roots
 /// in code that is not a test.
 fn roots_built(text: &str) -> Vec<(usize, String)> {
@@ -118,36 +100,30 @@ fn roots_built(text: &str) -> Vec<(usize, String)> {
     })
 }
 
+/// The running system's roots (`Paths::default()`, `Path::new("/")`) are
+/// built only where a program starts (`main.rs`, `src/bin/`) and in tests:
+/// every library function takes a `&Paths` (or the one root it needs) from
+/// its caller. No library file is excepted any more (the list of those that
+/// still built their own is empty and gone): a new one fails here.
 #[test]
 fn the_roots_are_built_once_in_main_and_passed_down() {
     let (ws, files) = sources();
-    let (mut bad, mut stale) = (Vec::new(), Vec::new());
+    let mut bad = Vec::new();
     for f in &files {
         let rel = f.strip_prefix(&ws).unwrap_or(f);
         let r = rel.to_string_lossy();
         let entry =
             r.ends_with("/main.rs") || r.contains("/src/bin/") || r == "crates/paths/src/lib.rs";
-        let found = roots_built(&std::fs::read_to_string(f).unwrap());
-        let listed = ROOTS_BUILT_IN.contains(&r.as_ref());
         if entry {
             continue;
         }
-        if listed && found.is_empty() {
-            stale.push(r.to_string());
-        }
-        if !listed {
-            bad.extend(found.iter().map(|(n, l)| format!("{r}:{n}: {l}")));
-        }
+        let found = roots_built(&std::fs::read_to_string(f).unwrap());
+        bad.extend(found.iter().map(|(n, l)| format!("{r}:{n}: {l}")));
     }
     assert!(
         bad.is_empty(),
         "the system's roots built outside a main (take a &Paths from the caller):\n{}",
         bad.join("\n")
-    );
-    assert!(
-        stale.is_empty(),
-        "no longer builds its own roots: remove from ROOTS_BUILT_IN: {}",
-        stale.join(", ")
     );
 }
 

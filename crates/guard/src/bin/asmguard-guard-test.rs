@@ -33,9 +33,32 @@ fn main() -> ExitCode {
     }
 }
 
+/// The guard's options below the running system's roots (this program's
+/// entry point builds them).
+struct Opts(Options);
+
+impl Default for Opts {
+    fn default() -> Opts {
+        Opts(Options::new(&asmguard_paths::Paths::default()))
+    }
+}
+
+impl std::ops::Deref for Opts {
+    type Target = Options;
+    fn deref(&self) -> &Options {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Opts {
+    fn deref_mut(&mut self) -> &mut Options {
+        &mut self.0
+    }
+}
+
 #[derive(Default)]
 struct Args {
-    opts: Options,
+    opts: Opts,
     uids: Vec<u32>,
     gids: Vec<u32>,
     exes: Vec<PathBuf>,
@@ -215,7 +238,7 @@ fn run() -> Result<(), String> {
             println!("majors {}", asmguard_guard::majors_text(&m));
             Ok(())
         }
-        "unload" => asmguard_guard::remove_pins(&a.opts.pin_dir).map_err(|e| e.to_string()),
+        "unload" => asmguard_guard::remove_pins(&a.opts.paths, &a.opts.pin_dir).map_err(|e| e.to_string()),
         _ => Err(
             "usage: asmguard-guard-test load|hold|events|stats|disks|majors|unload [OPTIONS] [DEVICE...]"
                 .into(),

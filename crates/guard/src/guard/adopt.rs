@@ -84,17 +84,15 @@ fn prog_facts_by_id(id: u32) -> Option<ProgFacts> {
 pub(crate) type Entry = (u32, u32, [u8; 8]);
 
 /// Where the record of the links pinned in `pin_dir` is kept: below
-/// `/run/asmguard/pins` (root's, 0700), named after the pin directory.
-pub(crate) fn record_path(pin_dir: &Path) -> PathBuf {
+/// `/run/asmguard/pins` (root's, 0700; `paths`' run directory), named after
+/// the pin directory.
+pub(crate) fn record_path(paths: &asmguard_paths::Paths, pin_dir: &Path) -> PathBuf {
     let name: String = pin_dir
         .to_string_lossy()
         .chars()
         .map(|c| if c == '/' { '%' } else { c })
         .collect();
-    asmguard_paths::Paths::default()
-        .run_dir()
-        .join("pins")
-        .join(name)
+    paths.run_dir().join("pins").join(name)
 }
 
 fn hex(tag: &[u8; 8]) -> String {
@@ -133,8 +131,11 @@ pub(crate) fn parse_record(text: &str) -> BTreeMap<String, Entry> {
 }
 
 /// The record of `pin_dir`'s links (empty: none, or unreadable).
-pub(crate) fn load_record(pin_dir: &Path) -> BTreeMap<String, Entry> {
-    let p = record_path(pin_dir);
+pub(crate) fn load_record(
+    paths: &asmguard_paths::Paths,
+    pin_dir: &Path,
+) -> BTreeMap<String, Entry> {
+    let p = record_path(paths, pin_dir);
     // only a record root alone could have written counts
     let trusted = std::fs::symlink_metadata(&p).is_ok_and(|m| {
         use std::os::unix::fs::MetadataExt;
@@ -149,7 +150,11 @@ pub(crate) fn load_record(pin_dir: &Path) -> BTreeMap<String, Entry> {
 }
 
 /// Writes the record of `links` (atomically; root-only directory and file).
-pub(crate) fn save_record(pin_dir: &Path, links: &[(String, Link)]) -> std::io::Result<()> {
+pub(crate) fn save_record(
+    paths: &asmguard_paths::Paths,
+    pin_dir: &Path,
+    links: &[(String, Link)],
+) -> std::io::Result<()> {
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
     let mut r = BTreeMap::new();
     for (name, link) in links {
@@ -159,7 +164,7 @@ pub(crate) fn save_record(pin_dir: &Path, links: &[(String, Link)]) -> std::io::
         };
         r.insert(name.clone(), (info.id, info.prog_id, p.tag));
     }
-    let path = record_path(pin_dir);
+    let path = record_path(paths, pin_dir);
     let dir = path.parent().expect("the record has a directory");
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -346,7 +351,8 @@ mod tests {
 
     #[test]
     fn record_named_after_the_pin_dir() {
-        let p = record_path(Path::new("/sys/fs/bpf/asmguard"));
-        assert!(p.ends_with("pins/%sys%fs%bpf%asmguard"), "{}", p.display());
+        let paths = asmguard_paths::Paths::under(Path::new("/t"));
+        let p = record_path(&paths, Path::new("/sys/fs/bpf/asmguard"));
+        assert_eq!(p, Path::new("/t/run/asmguard/pins/%sys%fs%bpf%asmguard"));
     }
 }

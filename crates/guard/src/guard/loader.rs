@@ -70,10 +70,13 @@ impl Stats {
     }
 }
 
-/// How to open the guard.
+/// How to open the guard: [`Options::new`] with the caller's roots.
 #[derive(Debug, Clone)]
 pub struct Options {
-    /// Pin directory (default `/sys/fs/bpf/asmguard`: [`asmguard_paths::Paths::pin_dir`]).
+    /// The system's roots (the caller's: bpffs, securityfs, procfs, BTF, the
+    /// record of the pinned links below `/run/asmguard`).
+    pub paths: asmguard_paths::Paths,
+    /// Pin directory (by default `paths`' [`asmguard_paths::Paths::pin_dir`]).
     pub pin_dir: PathBuf,
     /// Force a backend instead of choosing (tests; `None`: choose).
     pub backend: Option<Backend>,
@@ -88,10 +91,13 @@ pub struct Options {
     pub claim: bool,
 }
 
-impl Default for Options {
-    fn default() -> Self {
+impl Options {
+    /// The daemon's way below `paths`: its pin directory, the best backend
+    /// that loads, the cgroup2 mount, the claim taken.
+    pub fn new(paths: &asmguard_paths::Paths) -> Options {
         Options {
-            pin_dir: asmguard_paths::Paths::default().pin_dir(),
+            paths: paths.clone(),
+            pin_dir: paths.pin_dir(),
             backend: None,
             cgroup: None,
             claim: true,
@@ -108,6 +114,8 @@ pub struct Guard {
     /// ([`Guard::replaced_links`]).
     replaced: Vec<String>,
     upgraded_from: Option<Backend>,
+    /// The roots it was opened with ([`Options::paths`]).
+    paths: asmguard_paths::Paths,
     pin_dir: PathBuf,
     links: Vec<(String, Link)>,
     blk: MapHandle,
@@ -181,7 +189,7 @@ fn attach_companions(
         .map_err(|e| e.source.to_string())?;
     let dir = match &opts.cgroup {
         Some(d) => d.clone(),
-        None => cgroup2_root().map_err(|e| e.to_string())?,
+        None => cgroup2_root(&opts.paths.proc).map_err(|e| e.to_string())?,
     };
     let cg = std::fs::File::open(&dir).map_err(|e| format!("opening {}: {e}", dir.display()))?;
     let cg_id = cg
@@ -278,7 +286,7 @@ impl Guard {
     /// maps, and the old links go only once it is ([`Guard::upgraded_from`]),
     /// so the disks are never unfiltered in between.
     pub fn open(opts: &Options) -> Result<Guard, Error> {
-        ensure_bpffs(&opts.pin_dir);
+        ensure_bpffs(&opts.paths, &opts.pin_dir);
         std::fs::create_dir_all(opts.pin_dir.join("maps"))
             .map_err(io_err("creating the pin directory"))?;
         std::fs::create_dir_all(opts.pin_dir.join("links"))
@@ -337,7 +345,7 @@ impl Guard {
             }
             r
         };
-        let mut why = match active_lsms() {
+        let mut why = match active_lsms(&opts.paths) {
             Ok(l) if l.split(',').any(|x| x == "bpf") => {
                 match quiet(Backend::Lsm, format!("bpf is an active LSM ({l})")) {
                     Ok(g) => return Ok(g),
@@ -402,7 +410,7 @@ impl Guard {
         pick: usize,
         reason: String,
     ) -> Result<Guard, Error> {
-        let btf = std::fs::read(asmguard_paths::Paths::default().vmlinux_btf()).unwrap_or_default();
+        let btf = std::fs::read(opts.paths.vmlinux_btf()).unwrap_or_default();
         let mut open = asmguard_bpfload::open_object(GUARD_OBJ, "opening the guard BPF object")?;
         for mut prog in open.progs_mut() {
             let name = prog.name().to_string_lossy().into_owned();
@@ -457,7 +465,7 @@ impl Guard {
             Backend::CgroupDevice => {
                 let dir = match &opts.cgroup {
                     Some(d) => d.clone(),
-                    None => cgroup2_root()?,
+                    None => cgroup2_root(&opts.paths.proc)?,
                 };
                 Some(std::fs::File::open(&dir).map_err(io_err("opening the cgroup2 root"))?)
             }
@@ -467,7 +475,7 @@ impl Guard {
         // what the daemon that pinned the links recorded of them
         let record = adopt::Known {
             judge: opts.claim,
-            record: adopt::load_record(&opts.pin_dir),
+            record: adopt::load_record(&opts.paths, &opts.pin_dir),
             maps: crate::guard::maps::pinned()
                 .filter_map(|n| handle(n).ok()?.info().ok().map(|i| i.info.id))
                 .collect(),
@@ -524,7 +532,7 @@ impl Guard {
             Backend::CgroupDevice => reason,
         };
         let saved = match opts.claim {
-            true => adopt::save_record(&opts.pin_dir, &links),
+            true => adopt::save_record(&opts.paths, &opts.pin_dir, &links),
             false => Ok(()),
         };
         let reason = match saved {
@@ -532,7 +540,7 @@ impl Guard {
             Err(e) => format!(
                 "{reason}; cannot record the pinned links in {}: {e} (the next start \
                  replaces them)",
-                adopt::record_path(&opts.pin_dir).display()
+                adopt::record_path(&opts.paths, &opts.pin_dir).display()
             ),
         };
         let (foreign, earlier): (Vec<_>, Vec<_>) = replaced
@@ -559,6 +567,7 @@ impl Guard {
             adopted: false,
             replaced,
             upgraded_from: None,
+            paths: opts.paths.clone(),
             pin_dir: opts.pin_dir.clone(),
             links,
             blk,
@@ -612,14 +621,12 @@ impl Guard {
         let mut out: Vec<String> = crate::guard::maps::pinned()
             .filter_map(|n| {
                 let m = self.map(n)?;
-                reassert(m.as_fd(), &dir("maps", n), Kind::Map)
+                reassert(&self.paths.proc, m.as_fd(), &dir("maps", n), Kind::Map)
             })
             .collect();
-        out.extend(
-            self.links
-                .iter()
-                .filter_map(|(n, l)| reassert(l.as_fd(), &dir("links", n), Kind::Link)),
-        );
+        out.extend(self.links.iter().filter_map(|(n, l)| {
+            reassert(&self.paths.proc, l.as_fd(), &dir("links", n), Kind::Link)
+        }));
         out
     }
 
@@ -1108,7 +1115,7 @@ impl Guard {
     /// A reader of the denial events (its own handle on the ring buffer; move
     /// it to a thread).
     pub fn event_reader(&self) -> Result<EventReader, Error> {
-        EventReader::new(&self.events)
+        EventReader::new(&self.paths.proc, &self.events)
     }
 
     /// Detaches the programs and removes every pin: the filter is off.
@@ -1118,7 +1125,7 @@ impl Guard {
         for (_, link) in self.links.drain(..) {
             let _ = link.detach();
         }
-        remove_pins(&self.pin_dir)
+        remove_pins(&self.paths, &self.pin_dir)
     }
 }
 

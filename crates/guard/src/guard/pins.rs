@@ -30,10 +30,10 @@ pub(crate) fn kernel_btf_has(btf: &[u8], name: &str) -> bool {
     btf.windows(needle.len()).any(|w| w == needle.as_slice())
 }
 
-/// The active LSM list (`/sys/kernel/security/lsm`), mounting securityfs if
-/// needed.
-pub fn active_lsms() -> Result<String, String> {
-    let securityfs = asmguard_paths::Paths::default().securityfs();
+/// The active LSM list (`/sys/kernel/security/lsm` in `paths`' sysfs),
+/// mounting securityfs if needed.
+pub fn active_lsms(paths: &asmguard_paths::Paths) -> Result<String, String> {
+    let securityfs = paths.securityfs();
     let path = securityfs.join("lsm");
     if !path.exists() {
         mount_fs("securityfs", &securityfs);
@@ -46,14 +46,13 @@ pub fn active_lsms() -> Result<String, String> {
 /// How to turn the BPF LSM on, when the kernel has it built in but `bpf` is not
 /// in its active LSM list; `None` when it is active or not built in. Built in:
 /// `CONFIG_BPF_LSM=y` in `/boot/config-$(uname -r)`, or its hook functions
-/// (`bpf_lsm_file_open`) in the kernel's BTF.
-pub fn bpf_lsm_hint() -> Option<String> {
-    let lsms = active_lsms().ok()?;
-    bpf_lsm_hint_for(&lsms, bpf_lsm_built_in())
+/// (`bpf_lsm_file_open`) in the kernel's BTF. All read below `paths`.
+pub fn bpf_lsm_hint(paths: &asmguard_paths::Paths) -> Option<String> {
+    let lsms = active_lsms(paths).ok()?;
+    bpf_lsm_hint_for(&lsms, bpf_lsm_built_in(paths))
 }
 
-fn bpf_lsm_built_in() -> bool {
-    let paths = asmguard_paths::Paths::default();
+fn bpf_lsm_built_in(paths: &asmguard_paths::Paths) -> bool {
     let release = std::fs::read_to_string(paths.osrelease()).unwrap_or_default();
     let config = std::fs::read_to_string(paths.boot.join(format!("config-{}", release.trim())))
         .unwrap_or_default();
@@ -102,11 +101,11 @@ fn mount_fs(fstype: &str, target: &Path) {
     }
 }
 
-/// Makes sure a bpffs is mounted at /sys/fs/bpf when the pin directory is
-/// below it.
-pub(crate) fn ensure_bpffs(pin_dir: &Path) {
+/// Makes sure a bpffs is mounted at /sys/fs/bpf (`paths`' bpffs) when the
+/// pin directory is below it.
+pub(crate) fn ensure_bpffs(paths: &asmguard_paths::Paths, pin_dir: &Path) {
     const BPF_FS_MAGIC: i64 = 0xcafe_4a11;
-    let bpffs = asmguard_paths::Paths::default().bpffs();
+    let bpffs = paths.bpffs();
     if !pin_dir.starts_with(&bpffs) {
         return;
     }
@@ -124,10 +123,11 @@ pub(crate) fn ensure_bpffs(pin_dir: &Path) {
     }
 }
 
-/// The first cgroup-v2 mount point in /proc/mounts.
-pub fn cgroup2_root() -> Result<PathBuf, Error> {
-    let mounts = std::fs::read_to_string(asmguard_paths::Paths::default().proc.join("mounts"))
-        .map_err(io_err("reading /proc/mounts"))?;
+/// The first cgroup-v2 mount point in the `mounts` of the procfs `proc` (the
+/// caller's `Paths::proc`).
+pub fn cgroup2_root(proc: &Path) -> Result<PathBuf, Error> {
+    let mounts =
+        std::fs::read_to_string(proc.join("mounts")).map_err(io_err("reading /proc/mounts"))?;
     mounts
         .lines()
         .filter_map(|l| {
@@ -172,7 +172,9 @@ pub fn pinned_backend(pin_dir: &Path) -> Option<Backend> {
 
 /// Removes every pin (links first: detaching the programs) under `pin_dir`.
 /// The filter is off once this returns. Not an error if nothing was pinned.
-pub fn remove_pins(pin_dir: &Path) -> Result<(), Error> {
+/// `paths`: the caller's roots (the record of the links below its `/run`,
+/// the links' ids in its procfs).
+pub fn remove_pins(paths: &asmguard_paths::Paths, pin_dir: &Path) -> Result<(), Error> {
     // The managed set first: programs that stay attached a moment longer (or,
     // on a kernel that cannot detach them, until reboot) then find no device.
     for name in [crate::guard::maps::BLK, crate::guard::maps::CHR] {
@@ -207,8 +209,11 @@ pub fn remove_pins(pin_dir: &Path) -> Result<(), Error> {
     }
     let _ = std::fs::remove_dir(pin_dir);
     // (the record of the links: nothing pinned to adopt any more)
-    let _ = std::fs::remove_file(super::adopt::record_path(pin_dir));
-    let ids: Vec<u32> = held.iter().filter_map(link_id).collect();
+    let _ = std::fs::remove_file(super::adopt::record_path(paths, pin_dir));
+    let ids: Vec<u32> = held
+        .iter()
+        .filter_map(|l| link_id(&paths.proc, l))
+        .collect();
     for link in held {
         // Cgroup links detach at once; for LSM (tracing) links the kernel has
         // no detach operation and the close below does it.
@@ -218,9 +223,10 @@ pub fn remove_pins(pin_dir: &Path) -> Result<(), Error> {
     wait_links_gone(&ids, Duration::from_secs(5))
 }
 
-/// The kernel's id of a link, from its fd's `/proc/self/fdinfo` (`link_id:`).
-fn link_id(link: &Link) -> Option<u32> {
-    super::pinwatch::fd_id(link.as_fd().as_raw_fd(), super::pinwatch::Kind::Link)
+/// The kernel's id of a link, from its fd's `/proc/self/fdinfo` (`link_id:`)
+/// in the procfs `proc`.
+fn link_id(proc: &Path, link: &Link) -> Option<u32> {
+    super::pinwatch::fd_id(proc, link.as_fd().as_raw_fd(), super::pinwatch::Kind::Link)
 }
 
 /// Whether a link with this id still exists.
@@ -295,6 +301,27 @@ pub(crate) fn delete_quiet(map: &MapHandle, key: &[u8]) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The cgroup2 mount and the active LSMs are read below the caller's
+    /// roots, never the running system's.
+    #[test]
+    fn cgroup2_and_lsms_are_read_below_the_callers_roots() {
+        let d = tempfile::tempdir().unwrap();
+        let paths = asmguard_paths::Paths::under(d.path());
+        assert!(cgroup2_root(&paths.proc).is_err(), "no mounts: no cgroup2");
+        std::fs::create_dir_all(&paths.proc).unwrap();
+        std::fs::write(
+            paths.proc.join("mounts"),
+            "cgroup2 /t/cg\\040x/y cgroup2 rw 0 0\ncgroup2 /t/cg\\040x cgroup2 rw 0 0\n",
+        )
+        .unwrap();
+        assert_eq!(cgroup2_root(&paths.proc).unwrap(), Path::new("/t/cg x"));
+        let sec = paths.securityfs();
+        std::fs::create_dir_all(&sec).unwrap();
+        std::fs::write(sec.join("lsm"), "capability,yama,bpf\n").unwrap();
+        assert_eq!(active_lsms(&paths).unwrap(), "capability,yama,bpf");
+        assert_eq!(bpf_lsm_hint(&paths), None, "bpf is active");
+    }
 
     #[test]
     fn btf_string_search() {

@@ -35,40 +35,35 @@ impl Kind {
 }
 
 /// The kernel id of the map or link behind this process's `fd`.
-pub(crate) fn fd_id(fd: RawFd, kind: Kind) -> Option<u32> {
-    std::fs::read_to_string(
-        asmguard_paths::Paths::default()
-            .own()
-            .join("fdinfo")
-            .join(fd.to_string()),
-    )
-    .ok()?
-    .lines()
-    .find_map(|l| l.strip_prefix(kind.key()))
-    .and_then(|v| v.trim().parse().ok())
+pub(crate) fn fd_id(proc: &Path, fd: RawFd, kind: Kind) -> Option<u32> {
+    std::fs::read_to_string(proc.join("self/fdinfo").join(fd.to_string()))
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix(kind.key()))
+        .and_then(|v| v.trim().parse().ok())
 }
 
 /// The id of the map or link pinned at `pin` (`None`: no pin, or another
 /// kind of object).
-fn pinned_id(pin: &Path, kind: Kind) -> Option<u32> {
+fn pinned_id(proc: &Path, pin: &Path, kind: Kind) -> Option<u32> {
     match kind {
         Kind::Map => {
             let map = libbpf_rs::MapHandle::from_pinned_path(pin).ok()?;
-            fd_id(map.as_fd().as_raw_fd(), kind)
+            fd_id(proc, map.as_fd().as_raw_fd(), kind)
         }
         // (an opened pinned link only closes its fd when dropped)
         Kind::Link => {
             let link = libbpf_rs::Link::open(pin).ok()?;
-            fd_id(link.as_fd().as_raw_fd(), kind)
+            fd_id(proc, link.as_fd().as_raw_fd(), kind)
         }
     }
 }
 
 /// `None` when `pin` names the object behind `fd`; else it is pinned there
 /// again and the answer says what was found (one phrase).
-pub(crate) fn reassert(fd: BorrowedFd<'_>, pin: &Path, kind: Kind) -> Option<String> {
-    let own = fd_id(fd.as_raw_fd(), kind)?;
-    let found = pinned_id(pin, kind);
+pub(crate) fn reassert(proc: &Path, fd: BorrowedFd<'_>, pin: &Path, kind: Kind) -> Option<String> {
+    let own = fd_id(proc, fd.as_raw_fd(), kind)?;
+    let found = pinned_id(proc, pin, kind);
     if found == Some(own) {
         return None;
     }

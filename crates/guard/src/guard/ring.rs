@@ -29,7 +29,10 @@ impl fmt::Debug for EventReader {
 }
 
 impl EventReader {
-    pub(crate) fn new(events: &MapHandle) -> Result<EventReader, Error> {
+    /// A reader of `events`; a denying process's executable is read in the
+    /// procfs `proc` (the caller's `Paths::proc`).
+    pub(crate) fn new(proc: &std::path::Path, events: &MapHandle) -> Result<EventReader, Error> {
+        let proc = proc.to_path_buf();
         let map = MapHandle::try_from(events).map_err(Error::bpf("duplicating a map fd"))?;
         let queue = Arc::new(Mutex::new(VecDeque::new()));
         let q = Arc::clone(&queue);
@@ -39,17 +42,15 @@ impl EventReader {
                 if let Some(mut ev) = DenialEvent::parse(data) {
                     // Best effort: the caller has often exited (dd gives up
                     // at once); then the kernel's inode identifies the binary.
-                    ev.exe = std::fs::read_link(
-                        asmguard_paths::Paths::default().pid(ev.pid).join("exe"),
-                    )
-                    .map(|p| p.display().to_string())
-                    .unwrap_or_else(|_| {
-                        if ev.exe_id.ino == 0 {
-                            String::new()
-                        } else {
-                            format!("(exited: inode {} on {})", ev.exe_id.ino, ev.exe_id.dev)
-                        }
-                    });
+                    ev.exe = std::fs::read_link(proc.join(ev.pid.to_string()).join("exe"))
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_else(|_| {
+                            if ev.exe_id.ino == 0 {
+                                String::new()
+                            } else {
+                                format!("(exited: inode {} on {})", ev.exe_id.ino, ev.exe_id.dev)
+                            }
+                        });
                     queue_push(&q, ev);
                 }
                 0

@@ -71,13 +71,13 @@ pub struct SelfId {
 }
 
 impl SelfId {
-    /// The calling process.
-    pub fn current() -> Result<SelfId, Error> {
-        let stat = std::fs::read_to_string(asmguard_paths::Paths::default().own().join("stat"))
-            .map_err(|source| Error::Io {
-                what: "reading /proc/self/stat",
-                source,
-            })?;
+    /// The calling process, as the procfs `proc` (the caller's `Paths::proc`)
+    /// shows it.
+    pub fn current(proc: &std::path::Path) -> Result<SelfId, Error> {
+        let stat = std::fs::read_to_string(proc.join("self/stat")).map_err(|source| Error::Io {
+            what: "reading /proc/self/stat",
+            source,
+        })?;
         parse_stat(&stat).ok_or_else(|| Error::Io {
             what: "parsing /proc/self/stat",
             source: std::io::Error::from(std::io::ErrorKind::InvalidData),
@@ -349,7 +349,7 @@ mod tests {
                 start_ticks: 987654
             })
         );
-        let me = SelfId::current().unwrap();
+        let me = SelfId::current(&asmguard_paths::Paths::default().proc).unwrap();
         assert_eq!(me.tgid, std::process::id());
         assert!(me.start_ticks > 0);
     }

@@ -195,6 +195,7 @@ fn translate(f: &Found, c: &Container, cfg: &Config) -> Translated {
 /// before. `.1`: it runs but its maps could not be read yet (worth another
 /// try soon).
 fn resolve_one(
+    proc: &Path,
     root: &Path,
     cfg: &Config,
     c: &Container,
@@ -202,7 +203,7 @@ fn resolve_one(
     last: Option<&Resolved>,
     deadline: Duration,
 ) -> (Resolved, bool) {
-    let f: Found = find(root, c);
+    let f: Found = find(proc, root, c);
     let running = !f.cgroups.is_empty();
     let picked = f.pid.is_some();
     let wait = running && !picked && (!c.allow_all || !c.present.is_empty());
@@ -314,11 +315,12 @@ fn resolve_one(
 }
 
 /// Every container of `cs` resolved (container ids 1.. in configuration
-/// order) below the cgroup2 mount `root`, retrying those whose maps are not
-/// written yet; `last`: the resolution before (what a stall or a failed pick
-/// keeps). Only reads; each container's files are waited for at most
+/// order) below the cgroup2 mount `root` (their processes in the procfs
+/// `proc`), retrying those whose maps are not written yet; `last`: the
+/// resolution before (what a stall or a failed pick keeps). Only reads; each container's files are waited for at most
 /// `deadline`.
 pub fn resolve(
+    proc: &Path,
     root: Option<&Path>,
     cfg: &Config,
     last: &Containers,
@@ -362,7 +364,7 @@ pub fn resolve(
     let mut out: Vec<(Resolved, bool)> = cs
         .iter()
         .enumerate()
-        .map(|(i, c)| resolve_one(root, cfg, c, i as u32 + 1, before(&c.name), deadline))
+        .map(|(i, c)| resolve_one(proc, root, cfg, c, i as u32 + 1, before(&c.name), deadline))
         .collect();
     for _ in 1..TRIES {
         if !out.iter().any(|(_, wait)| *wait) {
@@ -371,7 +373,7 @@ pub fn resolve(
         std::thread::sleep(RETRY);
         for (i, c) in cs.iter().enumerate() {
             if out[i].1 {
-                out[i] = resolve_one(root, cfg, c, i as u32 + 1, before(&c.name), deadline);
+                out[i] = resolve_one(proc, root, cfg, c, i as u32 + 1, before(&c.name), deadline);
             }
         }
     }
@@ -404,9 +406,10 @@ pub fn log_changes(before: &Containers, now: &Containers, etc: &std::path::Path)
     }
 }
 
-/// The cgroup2 mount the patterns are relative to.
-pub fn cgroup_root() -> Option<PathBuf> {
-    asmguard_guard::guard::cgroup2_root().ok()
+/// The cgroup2 mount the patterns are relative to (in the procfs `proc`'s
+/// mounts).
+pub fn cgroup_root(proc: &Path) -> Option<PathBuf> {
+    asmguard_guard::guard::cgroup2_root(proc).ok()
 }
 
 /// The watch on what `cs`'s patterns can match (`None`: no container, or it

@@ -27,7 +27,7 @@ use asmguard_guard::{Coverage, ExeId, IdentityReach, Mode, Options};
 use asmguard_guard::{Rule, Rules, SelfId, Tool};
 use service::FilterService;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Starts the filter: loads the programs (or re-adopts the pinned ones, with
 /// no moment without protection) and resolves the host's allow rules from
@@ -44,16 +44,16 @@ pub fn start(
     let mode: Mode = cfg.filter.mode;
     let opts = Options {
         pin_dir: pin_dir.unwrap_or_else(|| paths.pin_dir()),
-        ..Options::default()
+        ..Options::new(paths)
     };
     // what an administrator set, kept across restarts (the apply side writes it)
     let modes = Modes::parse(&std::fs::read_to_string(&state_file).unwrap_or_default());
     let svc = FilterService::start(opts, mode, modes.disabled);
     let homes = asmguard_homes::discover(&paths.root, &homes_spec(&cfg.filter));
-    let rules = resolve_rules(&svc, cfg, homes, resolve_places(cfg));
+    let rules = resolve_rules(&svc, cfg, homes, resolve_places(&paths.proc, cfg));
     let (uids, gids) = rules.ids();
     if !cfg.container.is_empty() {
-        if containers::cgroup_root().is_none() {
+        if containers::cgroup_root(&paths.proc).is_none() {
             tracing::error!("filter: no cgroup2 file system: container rules cannot apply");
         }
         if !svc.containers_enforced() && svc.status().cover != Coverage::Unprotected {
@@ -95,7 +95,7 @@ pub fn start(
         tracing::error!(
             "UNPROTECTED: no write filter could load: {}; managed disks are open to every writer{}",
             st.reason,
-            asmguard_guard::bpf_lsm_hint()
+            asmguard_guard::bpf_lsm_hint(paths)
                 .map(|h| format!("; {h}"))
                 .unwrap_or_default()
         );
@@ -114,7 +114,7 @@ pub fn start(
         );
         if st.cover == Coverage::OpenTimeOnly {
             tracing::warn!("write filter degraded: open-time only (writes on file descriptors opened before it, ioctls and mappings are not filtered)");
-            if let Some(h) = asmguard_guard::bpf_lsm_hint() {
+            if let Some(h) = asmguard_guard::bpf_lsm_hint(paths) {
                 tracing::warn!("{h}");
             }
         }
@@ -157,6 +157,7 @@ fn id_of(name: &str, lookup: fn(&str) -> Result<u32, String>) -> Result<u32, Str
 /// and the daemon's own process. Returns the rules and what could not be
 /// used (one line each).
 pub fn host_rules(
+    proc: &Path,
     cfg: &Config,
     homes: &asmguard_homes::Found,
     places: &BTreeMap<String, Vec<u64>>,
@@ -251,7 +252,7 @@ pub fn host_rules(
             }
         }
     }
-    match SelfId::current() {
+    match SelfId::current(proc) {
         Ok(me) => r.daemon = Some(me),
         Err(e) => problems.push(format!("cannot allow the daemon's own label writes: {e}")),
     }
@@ -378,7 +379,7 @@ pub fn resolve_rules(
     found: asmguard_homes::Found,
     places: BTreeMap<String, Vec<u64>>,
 ) -> HostRules {
-    let (rules, problems) = host_rules(cfg, &found, &places, ids_only(svc));
+    let (rules, problems) = host_rules(&svc.paths().proc, cfg, &found, &places, ids_only(svc));
     for p in &problems {
         tracing::warn!("filter allow rules: {p}");
     }
@@ -454,7 +455,7 @@ pub fn reload_rules(
     before: Option<&HostRules>,
 ) -> HostRules {
     let found = asmguard_homes::discover(&paths.root, &homes_spec(&cfg.filter));
-    let now = resolve_rules(svc, cfg, found, resolve_places(cfg));
+    let now = resolve_rules(svc, cfg, found, resolve_places(&paths.proc, cfg));
     let (was, is) = (before.map(HostRules::ids).unwrap_or_default(), now.ids());
     if was == is {
         tracing::info!(
@@ -476,9 +477,9 @@ pub fn reload_rules(
 
 /// The places of the configuration's `[[rule]]`s: rule name -> the ids of
 /// the cgroups its units and cgroup patterns match now (empty without a
-/// cgroup2 mount).
-pub fn resolve_places(cfg: &Config) -> BTreeMap<String, Vec<u64>> {
-    let Some(root) = containers::cgroup_root() else {
+/// cgroup2 mount in the procfs `proc`'s mounts).
+pub fn resolve_places(proc: &Path, cfg: &Config) -> BTreeMap<String, Vec<u64>> {
+    let Some(root) = containers::cgroup_root(proc) else {
         return BTreeMap::new();
     };
     cfg.rule

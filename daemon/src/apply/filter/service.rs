@@ -295,9 +295,17 @@ impl FilterService {
     /// daemon under test that must not touch the kernel's filter.
     #[cfg(test)]
     pub fn inert(why: &str) -> FilterService {
-        let svc = Self::new(Options::default(), Mode::Enforce);
+        let svc = Self::new(
+            Options::new(&asmguard_paths::Paths::default()),
+            Mode::Enforce,
+        );
         lock(&svc.inner).why_none = why.into();
         svc
+    }
+
+    /// The roots the filter was opened with (the daemon's).
+    pub fn paths(&self) -> &asmguard_paths::Paths {
+        &self.opts.paths
     }
 
     fn new(opts: Options, default_mode: Mode) -> FilterService {
@@ -673,7 +681,7 @@ impl FilterService {
                 return Ok(());
             }
         } else {
-            remove_pins(&self.opts.pin_dir).map_err(|e| e.to_string())?;
+            remove_pins(&self.opts.paths, &self.opts.pin_dir).map_err(|e| e.to_string())?;
         }
         inner.disabled = true;
         inner.why_none = "disabled (asmguardctl filter disable)".into();
