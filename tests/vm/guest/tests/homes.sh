@@ -16,6 +16,9 @@
 #   injection uses registers only: ag-ptrace-write --image) is refused;
 # - with oracle_homes = "auto", the Grid home is found from olr.loc, and a new
 #   database home (owner oracle) added to oratab writes within 1 s.
+# - root's crsd.bin writes no more once another task traced it, took an fd
+#   from it (pidfd_getfd) or wrote its /proc/PID/mem (agmem; readers of its
+#   mem, stack and maps cost it nothing).
 # On main before issue 29, the daemon knows no oracle_homes: every check fails.
 . /vmtests/lib.sh
 

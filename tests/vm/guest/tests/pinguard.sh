@@ -10,7 +10,9 @@
 # pidfd_getfd, then writes ag_majors with a socket-filter program of its own
 # run by BPF_PROG_TEST_RUN: on main before it every one of those writes
 # landed), reading a map through its pin included (the ids are read in a
-# vacancy: the daemon stopped once); `status` says "guarded" and
+# vacancy: the daemon stopped once), and no fd onto its links from their pins
+# (aglinkrace: the dup2 race on BPF_LINK_DETACH/UPDATE, link_race below);
+# `status` says "guarded" and
 # "map fds: refused by the kernel". The
 # daemon restarted (SIGTERM, then kill -9) re-adopts and guards again (the
 # kernel frees the claim when the daemon exits); `filter disable` through the
