@@ -32,6 +32,7 @@ EMPTY_LSM(file_permission)
 EMPTY_LSM(file_ioctl)
 EMPTY_LSM(mmap_file)
 EMPTY_LSM(file_mprotect)
+EMPTY_LSM(inode_permission)
 
 /* An empty program bench_fr_HOOK on fmod_ret/security_HOOK: the floor of the
  * filter's fmod_ret programs (ag_fr_HOOK), where bpf is not an active LSM. */
@@ -47,6 +48,7 @@ EMPTY_FMOD_RET(file_permission)
 EMPTY_FMOD_RET(file_ioctl)
 EMPTY_FMOD_RET(mmap_file)
 EMPTY_FMOD_RET(file_mprotect)
+EMPTY_FMOD_RET(inode_permission)
 
 #define MAY_WRITE 0x2
 

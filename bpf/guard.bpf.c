@@ -219,6 +219,7 @@ static __always_inline int file_open_rule(struct file *file)
 {
 	if (!(file->f_mode & FMODE_WRITE))
 		return 0;
+	mem_open_rule(file); /* records, never refuses (identity.h) */
 	return check_file(file, AG_HOOK_FILE_OPEN, file->f_mode);
 }
 

@@ -39,7 +39,8 @@
 #define AG_HOOK_BPF_PROG 16 /* an fd onto one of its programs */
 #define AG_HOOK_FILE_RECEIVE 17 /* one of its objects' fds received (pidfd_getfd, SCM_RIGHTS) */
 #define AG_HOOK_PTRACE_ACCESS_CHECK 18 /* root's allowed executables borrowed (identity.h) */
-#define AG_NHOOKS 19
+#define AG_HOOK_INODE_PERMISSION 19 /* a pin of one of its links opened (guardian.h) */
+#define AG_NHOOKS 20
 
 /* The hooks that judge disks (codes below AG_DISK_HOOKS) are counted per disk
  * in ag_counts: idx = the code for a denial, AG_DISK_HOOKS + the code for an

@@ -329,6 +329,77 @@ static __always_inline int guardian_receive_rule(struct file *file)
 	return guardian_object_rule(AG_OBJ_LINK, BPF_CORE_READ((struct bpf_link *)priv, id));
 }
 
+/* ---- A link's pin opened (issue 41, point 3) ----
+ *
+ * BPF_OBJ_GET on a pinned link makes an fd with no hook on the way
+ * (bpf_link_new_fd), and BPF_LINK_DETACH and BPF_LINK_UPDATE are judged
+ * above from the caller's fd table before the command's own fdget: a second
+ * thread's dup2(link fd, /dev/null's fd) in between made the guardian judge
+ * /dev/null and the kernel detach asmguard's cgroup-device link (the lab's
+ * pinguard test, link-race). The pin's open is where the kernel looks at the
+ * object first: bpf_obj_do_get's permission check of the pin's inode
+ * (path_permission -> security_inode_permission, with MAY_READ and/or
+ * MAY_WRITE: the fd's mode). A link of asmguard's (its id and its program's
+ * both in ag_guarded: a map's or program's inode read as a link matches
+ * neither) is the daemon's alone; the link fd no one else gets is the race
+ * no one else runs. Path walks (MAY_EXEC alone) pay one test. */
+#define AG_BPF_FS_MAGIC 0xcafe4a11UL
+#define AG_MAY_WRITE 0x2
+#define AG_MAY_READ 0x4
+#define AG_S_IFREG 0100000
+
+struct super_block___agg {
+	unsigned long s_magic;
+} __attribute__((preserve_access_index));
+
+struct inode___agg {
+	umode_t i_mode;
+	struct super_block___agg *i_sb;
+	void *i_private;
+} __attribute__((preserve_access_index));
+
+struct bpf_link___agg {
+	__u32 id;
+	struct bpf_prog *prog;
+} __attribute__((preserve_access_index));
+
+static __always_inline int guardian_pin_open_rule(struct inode *inode, int mask)
+{
+	struct inode___agg *i = (void *)inode;
+	struct bpf_link___agg *l;
+	struct ag_obj_key k = { .kind = AG_OBJ_LINK };
+
+	if (!(mask & (AG_MAY_READ | AG_MAY_WRITE)) || !i)
+		return 0;
+	if (i->i_sb->s_magic != AG_BPF_FS_MAGIC || (i->i_mode & S_IFMT) != AG_S_IFREG)
+		return 0;
+	l = BPF_CORE_READ(i, i_private);
+	if (!l)
+		return 0;
+	k.id = BPF_CORE_READ(l, id);
+	if (k.id == 0 || !bpf_map_lookup_elem(&ag_guarded, &k))
+		return 0;
+	k.kind = AG_OBJ_PROG;
+	k.id = BPF_CORE_READ(l, prog, aux, id);
+	if (k.id == 0 || !bpf_map_lookup_elem(&ag_guarded, &k))
+		return 0;
+	if (guardian_allows())
+		return 0;
+	return -EPERM;
+}
+
+SEC("lsm/inode_permission")
+int BPF_PROG(ag_inode_permission, struct inode *inode, int mask, int ret)
+{
+	return ret ?: guardian_pin_open_rule(inode, mask);
+}
+
+SEC("fmod_ret/security_inode_permission")
+int BPF_PROG(ag_fr_inode_permission, struct inode *inode, int mask, int ret)
+{
+	return ret ?: guardian_pin_open_rule(inode, mask);
+}
+
 SEC("lsm/bpf_map")
 int BPF_PROG(ag_bpf_map, struct bpf_map *map, unsigned int fmode, int ret)
 {

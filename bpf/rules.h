@@ -231,10 +231,12 @@ static __always_inline struct ag_place *task_place(struct ag_task *k)
  * ever after another task got attach-level access to it through a system
  * call (ptrace attach, pidfd_getfd, process_vm_readv/writev: the kernel's
  * PTRACE_MODE_ATTACH_REALCREDS check; ag_ptrace_access_check records it in
- * ag_borrowed by tgid and start). /proc/PID/mem and the like are checked
- * with the opener's fs credentials (..._FSCREDS), which /proc/PID/stack
- * readers share: not recorded. A rule's binary run by its home's owner (not
- * root) is not touched: `strace -p` of a running oracle costs it no write. */
+ * ag_borrowed by tgid and start). /proc/PID/mem is checked with the
+ * opener's fs credentials (..._FSCREDS), which /proc/PID/stack readers
+ * share: not recorded there, but opened for writing it is, by file_open
+ * (identity.h, mem_open_rule); its readers cost nothing. A rule's binary run
+ * by its home's owner (not root) is not touched: `strace -p` of a running
+ * oracle costs it no write. */
 #define AG_PTRACE_MODE_ATTACH 0x02
 #define AG_PTRACE_MODE_REALCREDS 0x10
 

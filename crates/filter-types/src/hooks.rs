@@ -127,6 +127,9 @@ hook_table! {
     /// `pidfd_getfd`): recorded, that task's rules of executables no longer
     /// hold (never denies).
     PtraceAccessCheck = 18, "ptrace_access_check", true, Op::Fixed("ptrace-attach");
+    /// `lsm/inode_permission`: a pin of one of asmguard's links opened by a
+    /// task that is not the daemon (`BPF_OBJ_GET`; denied, not reported).
+    InodePermission = 19, "inode_permission", false, Op::Fixed("open-link-pin");
 }
 
 impl HookDef {
@@ -343,6 +346,10 @@ program_table! {
         sleepable false, LSM, companion false, variant 0;
     "ag_fr_ptrace_access_check": PtraceAccessCheck, "fmod_ret/security_ptrace_access_check",
         FmodRet, sleepable false, FMOD_RET, companion false, variant 0;
+    "ag_inode_permission": InodePermission, "lsm/inode_permission", Lsm, sleepable false, LSM,
+        companion false, variant 0;
+    "ag_fr_inode_permission": InodePermission, "fmod_ret/security_inode_permission", FmodRet,
+        sleepable false, FMOD_RET, companion false, variant 0;
     "ag_guardian_exit": TaskExit, "tp_btf/sched_process_exit", TpBtf, sleepable false,
         SECURITY, companion false, variant 0;
 }

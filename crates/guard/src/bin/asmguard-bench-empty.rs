@@ -1,7 +1,8 @@
 //! `asmguard-bench-empty`: a benchmark tool, never used by the product.
 //!
 //! Loads the empty programs of `bpf/bench.bpf.c` on the write filter's
-//! hooks (file_open, file_permission, file_ioctl, mmap_file, file_mprotect):
+//! hooks (file_open, file_permission, file_ioctl, mmap_file, file_mprotect,
+//! inode_permission):
 //! the LSM ones where `bpf` is an active LSM, else the `fmod_ret` ones on the
 //! `security_*` functions (the filter's backend there); attaches them, prints
 //! `ready` and holds them until it is killed. Their bpf_stats figures are the

@@ -94,6 +94,10 @@ if vm_full; then
 	measure tmpfs syscall-bench tmpfs /tmp/bench-file "$N"
 	measure pipe syscall-bench pipe "$N"
 	measure null syscall-bench null "$N"
+	# opens of /dev/null: a path walk (inode_permission with MAY_EXEC alone,
+	# the guardian's pin rule's early return) and the open's own check
+	# (MAY_READ: the superblock compared with bpffs')
+	measure open-null syscall-bench open /dev/null "$N"
 	kill "$empty" 2>/dev/null
 	wait "$empty" 2>/dev/null
 else

@@ -16,6 +16,9 @@
 #   injection uses registers only: ag-ptrace-write --image) is refused;
 # - with oracle_homes = "auto", the Grid home is found from olr.loc, and a new
 #   database home (owner oracle) added to oratab writes within 1 s.
+# - root's crsd.bin writes no more once another task traced it, took an fd
+#   from it (pidfd_getfd) or wrote its /proc/PID/mem (agmem; readers of its
+#   mem, stack and maps cost it nothing).
 # On main before issue 29, the daemon knows no oracle_homes: every check fails.
 . /vmtests/lib.sh
 
@@ -140,6 +143,34 @@ holds crsd-after-pidfd-getfd-refused "$((n1 - n0)) writes after the fd was taken
 	[ $((n1 - n0)) -le 1 -a "$(grep -c FAIL /tmp/homes.crsd)" -ge 3 ]
 kill "$crsd" 2>/dev/null
 wait "$crsd" 2>/dev/null
+
+# ---- crsd.bin's memory written through /proc/PID/mem (issue 41, point 4) ----------------
+# /proc/PID/mem is opened with the opener's fs credentials (PTRACE_MODE_FSCREDS,
+# as /proc/PID/stack is read): the attach record above does not see it. Its
+# readers (mem read-only, stack, maps) cost crsd.bin nothing; once root opened
+# its mem for writing and wrote a byte, it writes no more
+if vm_full; then
+	$GH/bin/crsd.bin "$D" $((6 * M)) --loop >/tmp/homes.crsd 2>&1 &
+	crsd=$!
+	wait_for_line /tmp/homes.crsd '^write 2 ' 20
+	has_line crsd-mem-read "^MEM read OK" "$(agmem read "$crsd" 2>&1)"
+	cat /proc/$crsd/stack /proc/$crsd/maps /proc/$crsd/status >/dev/null 2>&1
+	n0=$(grep -c ' ok$' /tmp/homes.crsd)
+	sleep 0.6
+	n1=$(grep -c ' ok$' /tmp/homes.crsd)
+	holds crsd-readers-cost-nothing "$((n1 - n0)) writes after the readers, $(grep -c FAIL /tmp/homes.crsd) refused: $(grep -m 1 FAIL /tmp/homes.crsd)" \
+		[ $((n1 - n0)) -ge 3 -a "$(grep -c FAIL /tmp/homes.crsd)" = 0 ]
+	has_line crsd-mem-written "^MEM write OK" "$(agmem write "$crsd" 2>&1)"
+	n0=$(grep -c ' ok$' /tmp/homes.crsd)
+	sleep 0.6
+	n1=$(grep -c ' ok$' /tmp/homes.crsd)
+	holds crsd-after-mem-write-refused "$((n1 - n0)) writes after the mem write, $(grep -c FAIL /tmp/homes.crsd) refused: $(grep -m 1 FAIL /tmp/homes.crsd)" \
+		[ $((n1 - n0)) -le 1 -a "$(grep -c FAIL /tmp/homes.crsd)" -ge 3 ]
+	kill "$crsd" 2>/dev/null
+	wait "$crsd" 2>/dev/null
+else
+	na crsd-mem "$VM_FALLBACK_WHY"
+fi
 
 kill "$agd"
 wait "$agd" 2>/dev/null

@@ -10,7 +10,9 @@
 # pidfd_getfd, then writes ag_majors with a socket-filter program of its own
 # run by BPF_PROG_TEST_RUN: on main before it every one of those writes
 # landed), reading a map through its pin included (the ids are read in a
-# vacancy: the daemon stopped once); `status` says "guarded" and
+# vacancy: the daemon stopped once), and no fd onto its links from their pins
+# (aglinkrace: the dup2 race on BPF_LINK_DETACH/UPDATE, link_race below);
+# `status` says "guarded" and
 # "map fds: refused by the kernel". The
 # daemon restarted (SIGTERM, then kill -9) re-adopts and guards again (the
 # kernel frees the claim when the daemon exits); `filter disable` through the
@@ -106,6 +108,44 @@ attacks() { # attacks ROUND: every attack refused, no fd onto the filter's objec
 	expect_fail "guardian-read-refused.$r" "$EPERM" bpftool map dump pinned $PIN/maps/ag_guardian
 }
 
+# The daemon's links as it holds them: id, program, cgroup (cgroup links) per line
+links_state() {
+	for f in $(grep -l "^link_id:" /proc/$agd/fdinfo/* 2>/dev/null); do
+		grep -h "^link_id:\|^prog_id:\|^cgroup_id:" "$f" | tr -s ' \t\n' '  '
+		echo
+	done | sort
+}
+# The fd-table race (issue 41, point 3): BPF_OBJ_GET on a link's pin makes an
+# fd with no bpf hook on the way, and the guardian judges BPF_LINK_DETACH and
+# BPF_LINK_UPDATE from the caller's fd table before the command's own fdget:
+# aglinkrace's second thread dup2()s the link's fd and /dev/null over the fd
+# named. Before the pin's open was judged (inode_permission, guardian.h) the
+# pins gave anyone an fd and, on 6.12, 19 of 745k detaches of ag_kernel_open
+# (a cgroup-device link: the kernel has detach and update for those; the
+# tracing links of lsm/, fmod_ret/ and tp_btf/ programs have neither) landed
+# within 3 s. Now: every link pin refuses its fd; the cgroup link raced 3 s
+# each way all the same (instant while the fd is refused; a race run again
+# if it is not) lands nothing; the daemon's links unchanged (link, program,
+# cgroup), the disk refused, its sha256 unchanged.
+link_race() {
+	before=$(links_state)
+	b=$(sha "$L")
+	for p in $PIN/links/*; do
+		expect_fail "link-pin-refused.$(basename "$p")" "^GET FAIL 1 " aglinkrace detach "$p" 0
+	done
+	for p in $PIN/links/ag_kernel_open; do
+		[ -e "$p" ] || { info "no cgroup link pinned"; continue; }
+		for how in detach update; do
+			out=$(aglinkrace $how "$p" 3 2>&1)
+			rc=$?
+			holds "link-race-$how.$(basename "$p")" "exit $rc: $(echo "$out" | tr '\n' ' ')" [ $rc = 0 -o $rc = 1 ]
+		done
+	done
+	expect "link-race.links-unchanged" "$before" "$(links_state)"
+	expect_fail "link-race.still-refused" "$EPERM" dd if=/dev/zero of="$L" $DDW
+	expect "link-race.sha-unchanged" "$b" "$(sha "$L")"
+}
+
 # the hook's arguments on this kernel (the rule reads cmd and attr, the first
 # two everywhere; newer kernels add `bool kernel` after size)
 hook_fn=bpf_lsm_bpf
@@ -135,6 +175,7 @@ if vm_full; then
 		expect "pins-guarded-$how" guarded "$(pins_word)"
 	done
 	attacks 2
+	link_race
 	has_line "no-tamper-seen" "^protection: *protected" "$($C status 2>&1)"
 else
 	expect pins-watched watched "$(pins_word)" "$($C status 2>&1 | grep -i pins)"
