@@ -139,8 +139,10 @@ pub struct DiskAnswer {
     pub from: String,
     /// The name asmguard manages it under (`None`: not protected).
     pub protected_as: Option<String>,
-    /// How it is known: `label`, `asm_header`, `rule` (protected), or why not.
-    pub by: String,
+    /// How the daemon knows it (protected only).
+    pub by: Option<By>,
+    /// Why it is not protected (not protected only).
+    pub why: Option<String>,
     /// The command that protects it (not protected only).
     pub fix: Option<String>,
     /// Another rule gives the same disk another name: which, and the name kept.
@@ -148,11 +150,12 @@ pub struct DiskAnswer {
 }
 
 impl DiskAnswer {
-    fn protected(from: impl Into<String>, name: impl Into<String>, by: &str) -> Self {
+    fn protected(from: impl Into<String>, name: impl Into<String>, by: By) -> Self {
         DiskAnswer {
             from: from.into(),
             protected_as: Some(name.into()),
-            by: by.into(),
+            by: Some(by),
+            why: None,
             fix: None,
             conflict: None,
         }
@@ -165,7 +168,8 @@ impl DiskAnswer {
         DiskAnswer {
             from: from.into(),
             protected_as: None,
-            by: why.into(),
+            by: None,
+            why: Some(why.into()),
             fix: Some(fix.into()),
             conflict: None,
         }
@@ -173,14 +177,15 @@ impl DiskAnswer {
     /// The per-disk line the import prints.
     pub fn line(&self) -> String {
         let line = match (&self.protected_as, &self.fix) {
-            (Some(n), _) => {
-                let by = self.by.replace('_', " ");
-                format!("{}: protected as {n} (by {by})", self.from)
-            }
+            (Some(n), _) => format!(
+                "{}: protected as {n} (by {})",
+                self.from,
+                self.by.map_or("", By::words)
+            ),
             (None, f) => format!(
                 "{}: NOT protected: {}; {}",
                 self.from,
-                self.by,
+                self.why.as_deref().unwrap_or(""),
                 f.as_deref().unwrap_or("")
             ),
         };
@@ -189,6 +194,51 @@ impl DiskAnswer {
             None => line,
         }
     }
+}
+
+/// How the daemon knows a disk the import protects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum By {
+    /// Its ORCLDISK label (ASMLib's, AFD's, asmguard's).
+    Label,
+    /// The disk name in its ASM header (`devices.manage_asm_members`).
+    AsmHeader,
+    /// A rule's name for its LUN (`[devices.member_names]`).
+    Rule,
+}
+
+impl By {
+    /// The words of the per-disk line.
+    pub fn words(self) -> &'static str {
+        match self {
+            By::Label => "label",
+            By::AsmHeader => "asm header",
+            By::Rule => "rule",
+        }
+    }
+}
+
+/// A name one rule gives one LUN: what `[devices.member_names]` is made of.
+struct Named {
+    /// The LUN key the daemon finds the disk by.
+    lun: String,
+    name: String,
+    /// The rule's line.
+    line: usize,
+    /// The match the LUN came from (`RESULT=="..."`).
+    matched: String,
+    /// The node or link the rule makes, as the comment shows it.
+    shown: String,
+}
+
+/// A LUN a rule gave ASM: its answer's place in the list, and the first
+/// rule's name for it and line (a later rule for it joins that answer).
+struct SeenLun {
+    lun: String,
+    answer: usize,
+    name: Option<String>,
+    line: usize,
 }
 
 /// Resolves a user or group number to its name (the host's passwd/group).
@@ -569,7 +619,7 @@ pub fn oracleasm(text: &str, file: &str, names: &Names) -> Result<Import, String
     b.disks.push(DiskAnswer::protected(
         "every disk ASMLib scans that carries an ASMLib label (ORCLDISK)",
         "its label",
-        "label",
+        By::Label,
     ));
     b.finish(Kind::Oracleasm, file)
 }
@@ -626,13 +676,13 @@ pub fn afd(text: &str, file: &str) -> Result<Import, String> {
                     b.disks.push(DiskAnswer::protected(
                         format!("{what}, when they carry an AFD label"),
                         "its label",
-                        "label",
+                        By::Label,
                     ));
                 }
                 b.disks.push(DiskAnswer::protected(
                     format!("AFD-labelled disks outside {src}"),
                     "its label",
-                    "label",
+                    By::Label,
                 ));
                 b.none(
                     src,
@@ -1109,11 +1159,10 @@ pub fn udev_on(text: &str, file: &str, host: &[HostDev]) -> Result<Import, Strin
     let rules = udev_rules(text, file)?;
     // (line, [OWNER, GROUP, MODE]) of the rules that make ASM disk nodes.
     let mut perms: Vec<(usize, [Option<String>; 3])> = Vec::new();
-    // (LUN, name, line, the match it came from, symlink) of rules naming one LUN
-    let mut names: Vec<(String, String, usize, String, String)> = Vec::new();
-    // (LUN, index in b.disks, name, line) of each LUN a rule gives ASM: a second
-    // rule for it is answered on the same line.
-    let mut seen: Vec<(String, usize, Option<String>, usize)> = Vec::new();
+    // the names rules give one LUN each
+    let mut names: Vec<Named> = Vec::new();
+    // each LUN a rule gives ASM: a second rule for it is answered on the same line
+    let mut seen: Vec<SeenLun> = Vec::new();
     // Some disks are protected by their ASM header only (manage_asm_members).
     let mut by_header = false;
     for r in &rules {
@@ -1171,8 +1220,14 @@ pub fn udev_on(text: &str, file: &str, host: &[HostDev]) -> Result<Import, Strin
         // A LUN an earlier rule gives ASM: one answer for the disk, both rules in it.
         let before = lun
             .as_ref()
-            .and_then(|(l, _)| seen.iter_mut().find(|s| s.0 == *l));
-        if let Some((l, i, first, first_line)) = before {
+            .and_then(|(l, _)| seen.iter_mut().find(|s| s.lun == *l));
+        if let Some(SeenLun {
+            lun: l,
+            answer: i,
+            name: first,
+            line: first_line,
+        }) = before
+        {
             let a = &mut b.disks[*i];
             a.from = format!("{} and {src}", a.from);
             match (first.as_deref(), name) {
@@ -1187,25 +1242,38 @@ pub fn udev_on(text: &str, file: &str, host: &[HostDev]) -> Result<Import, Strin
                     });
                 }
                 // the first rule gave it no name: this one does
-                (None, Some(n)) if a.by == "asm_header" && !names.iter().any(|x| x.1 == n) => {
+                (None, Some(n))
+                    if a.by == Some(By::AsmHeader) && !names.iter().any(|x| x.name == n) =>
+                {
                     a.protected_as = Some(n.clone());
-                    a.by = "rule".into();
+                    a.by = Some(By::Rule);
                     let shown = link.clone().or(dm_name.map(|d| format!("mapper/{d}")));
                     let by = lun.map(|x| x.1).unwrap_or_default();
-                    names.push((l.clone(), n.clone(), r.line, by, shown.unwrap_or_default()));
+                    names.push(Named {
+                        lun: l.clone(),
+                        name: n.clone(),
+                        line: r.line,
+                        matched: by,
+                        shown: shown.unwrap_or_default(),
+                    });
                     *first = Some(n);
                 }
                 _ => {}
             }
         } else {
             if let Some((l, _)) = &lun {
-                seen.push((l.clone(), b.disks.len(), name.clone(), r.line));
+                seen.push(SeenLun {
+                    lun: l.clone(),
+                    answer: b.disks.len(),
+                    name: name.clone(),
+                    line: r.line,
+                });
             }
             match (lun, name) {
                 (Some((lun, by)), Some(name)) => {
-                    if let Some(other) = names.iter().find(|(_, n, ..)| *n == name) {
+                    if let Some(other) = names.iter().find(|x| x.name == name) {
                         // another name: the link's whole path (`other/disk1` -> OTHER_DISK1)
-                        let taken: Vec<&str> = names.iter().map(|x| x.1.as_str()).collect();
+                        let taken: Vec<&str> = names.iter().map(|x| x.name.as_str()).collect();
                         let want = link
                             .as_deref()
                             .filter(|l| !l.contains('%'))
@@ -1223,7 +1291,7 @@ pub fn udev_on(text: &str, file: &str, host: &[HostDev]) -> Result<Import, Strin
                         };
                         b.disks.push(DiskAnswer::unprotected(
                             src,
-                            format!("the name {name} is taken by line {}", other.2),
+                            format!("the name {name} is taken by line {}", other.line),
                             format!(
                                 "label this disk: asmguardctl label {} {dev} --migrate",
                                 free_label(&want, &taken)
@@ -1231,15 +1299,21 @@ pub fn udev_on(text: &str, file: &str, host: &[HostDev]) -> Result<Import, Strin
                         ));
                         // the answer is for this rule: a later one for its LUN joins it
                         if let Some(s) = seen.last_mut() {
-                            s.2 = None;
+                            s.name = None;
                         }
                     } else {
                         b.disks.push(match headerless(host, &lun) {
                             Some(d) => headerless_answer(src, d, Some(&name)),
-                            None => DiskAnswer::protected(src, &name, "rule"),
+                            None => DiskAnswer::protected(src, &name, By::Rule),
                         });
                         let shown = link.clone().or(dm_name.map(|d| format!("mapper/{d}")));
-                        names.push((lun, name, r.line, by, shown.unwrap_or_default()));
+                        names.push(Named {
+                            lun,
+                            name,
+                            line: r.line,
+                            matched: by,
+                            shown: shown.unwrap_or_default(),
+                        });
                     }
                 }
                 (Some((lun, _)), None) => {
@@ -1249,7 +1323,7 @@ pub fn udev_on(text: &str, file: &str, host: &[HostDev]) -> Result<Import, Strin
                         None => DiskAnswer::protected(
                             src,
                             "the disk name in its ASM header",
-                            "asm_header",
+                            By::AsmHeader,
                         ),
                     });
                 }
@@ -1285,17 +1359,23 @@ pub fn udev_on(text: &str, file: &str, host: &[HostDev]) -> Result<Import, Strin
                                 b.disks.push(headerless_answer(from, d, own.as_deref()))
                             }
                             (Some(key), Some(n))
-                                if !names.iter().any(|x| x.1 == n || x.0 == key) =>
+                                if !names.iter().any(|x| x.name == n || x.lun == key) =>
                             {
-                                b.disks.push(DiskAnswer::protected(from, &n, "rule"));
+                                b.disks.push(DiskAnswer::protected(from, &n, By::Rule));
                                 let shown =
                                     format!("{} ({})", link.clone().unwrap_or_default(), d.name);
-                                names.push((key, n, r.line, what.clone(), shown));
+                                names.push(Named {
+                                    lun: key,
+                                    name: n,
+                                    line: r.line,
+                                    matched: what.clone(),
+                                    shown,
+                                });
                             }
                             (Some(_), _) => b.disks.push(DiskAnswer::protected(
                                 from,
                                 "the disk name in its ASM header",
-                                "asm_header",
+                                By::AsmHeader,
                             )),
                             // no identity, yet an ASM header (or a label): the daemon
                             // manages it as it is
@@ -1303,11 +1383,12 @@ pub fn udev_on(text: &str, file: &str, host: &[HostDev]) -> Result<Import, Strin
                                 b.disks.push(DiskAnswer::protected(
                                     from,
                                     "the disk name in its ASM header",
-                                    "asm_header",
+                                    By::AsmHeader,
                                 ))
                             }
                             (None, own) => {
-                                let taken: Vec<&str> = names.iter().map(|x| x.1.as_str()).collect();
+                                let taken: Vec<&str> =
+                                    names.iter().map(|x| x.name.as_str()).collect();
                                 let l = free_label(&own.unwrap_or_else(|| device_label(d)), &taken);
                                 b.disks.push(DiskAnswer::unprotected(
                                 from,
@@ -1398,8 +1479,11 @@ pub fn udev_on(text: &str, file: &str, host: &[HostDev]) -> Result<Import, Strin
         );
         let from: Vec<String> = names
             .iter()
-            .map(|(_, n, l, by, link)| {
-                format!("line {l}: /dev/{link} for {by} -> /dev/asmguard/disks/{n}")
+            .map(|x| {
+                format!(
+                    "line {}: /dev/{} for {} -> /dev/asmguard/disks/{}",
+                    x.line, x.shown, x.matched, x.name
+                )
             })
             .collect();
         b.set(
@@ -1407,7 +1491,7 @@ pub fn udev_on(text: &str, file: &str, host: &[HostDev]) -> Result<Import, Strin
             Val::Table(
                 names
                     .iter()
-                    .map(|(lun, n, ..)| (lun.clone(), n.clone()))
+                    .map(|x| (x.lun.clone(), x.name.clone()))
                     .collect(),
             ),
             from.join("\n"),
@@ -1461,7 +1545,7 @@ pub fn udev_on(text: &str, file: &str, host: &[HostDev]) -> Result<Import, Strin
             format!("{what}=\"{best}\" (line {})", lines.join(", ")),
         );
         for (l, v) in vals.iter().filter(|(_, v)| *v != best) {
-            let why = if names.iter().any(|n| n.2 == *l) {
+            let why = if names.iter().any(|n| n.line == *l) {
                 format!(
                     "asmguard has one {} for every disk ({best}); the rule, kept, still sets {v} on its disk's node (it runs after asmguard's rules)",
                     what.to_lowercase()
@@ -1677,6 +1761,28 @@ pub fn run_on(a: &ImportArgs, paths: &asmguard_paths::Paths) -> Result<(), CliEr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `--json`'s per-disk answer: how a protected disk is known (`by`, a
+    /// word), why another is not (`why`), never both.
+    #[test]
+    fn a_disk_answer_is_either_how_or_why() {
+        let p = DiskAnswer::protected("line 1: /dev/asm-d1", "ASM_D1", By::AsmHeader);
+        let j = serde_json::to_value(&p).unwrap();
+        assert_eq!(j["by"], "asm_header");
+        assert!(j["why"].is_null() && j["fix"].is_null());
+        assert_eq!(
+            p.line(),
+            "line 1: /dev/asm-d1: protected as ASM_D1 (by asm header)"
+        );
+        let u = DiskAnswer::unprotected("line 2: sdc", "no key", "asmguardctl label X /dev/sdc");
+        let j = serde_json::to_value(&u).unwrap();
+        assert!(j["by"].is_null() && j["protected_as"].is_null());
+        assert_eq!(j["why"], "no key");
+        assert_eq!(
+            u.line(),
+            "line 2: sdc: NOT protected: no key; asmguardctl label X /dev/sdc"
+        );
+    }
 
     fn names() -> Names<'static> {
         Names {
@@ -1959,9 +2065,10 @@ KERNEL=="sd*", ENV{ID_SERIAL}=="3600c0ff*", SYMLINK+="asm-fra1", OWNER="grid", G
                    KERNEL==\"sd*\", ENV{ID_SERIAL}==\"A2\", SYMLINK+=\"x/d1\", OWNER=\"grid\"\n";
         let i2 = udev_on(two, "r", &[]).unwrap();
         assert!(
-            i2.disks
-                .iter()
-                .any(|u| u.from.starts_with("line 2:") && u.by.contains("taken by line 1")),
+            i2.disks.iter().any(|u| u.from.starts_with("line 2:")
+                && u.why
+                    .as_deref()
+                    .is_some_and(|w| w.contains("taken by line 1"))),
             "{:?}",
             i2.disks
         );
