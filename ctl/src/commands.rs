@@ -7,6 +7,7 @@ use crate::cli;
 use crate::client::call;
 use crate::exit::{CliError, BAD_INPUT, FAILED};
 use crate::size::human;
+use asmguard_filter_types::PassthroughRule;
 use asmguard_proto::{
     ClaimsKept, DiskInfo, FenceRefuses, FilterAction, FilterScope, LabelAction, LabelResult,
     LsdskResult, MapFds, Op, Pins, Protection, ReclaimFence, StatusResult,
@@ -296,6 +297,7 @@ fn status(c: &Cli, json: bool) -> Result<(), CliError> {
 fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
     let containers = container_rows(&s);
     let nodes = node_row(&s);
+    let coverage = coverage_text(&s);
     let mut rows = vec![
         (
             "daemon",
@@ -320,13 +322,7 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
         ("bpf lsm", s.bpf_lsm),
         (
             "filter backend",
-            if s.filter_coverage.is_empty()
-                || s.filter_backend == asmguard_filter_types::BackendName::None
-            {
-                format!("{} ({})", s.filter_backend, s.filter_reason)
-            } else {
-                format!("{} ({})", s.filter_backend, s.filter_coverage)
-            },
+            format!("{} ({coverage})", s.filter_backend),
         ),
         (
             "filter",
@@ -348,7 +344,10 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
                 )
             },
         ),
-        ("sg_io / nvme", s.filter_passthrough),
+        (
+            "sg_io / nvme",
+            passthrough_text(s.filter_passthrough).into(),
+        ),
         ("pins", pins_text(s.filter_pins)),
         (
             "map fds",
@@ -459,6 +458,49 @@ fn container_rows(s: &StatusResult) -> Vec<(&'static str, String)> {
     )];
     rows.extend(s.containers.iter().map(|c| ("container", c.summary())));
     rows
+}
+
+/// What the filter covers, in `status`'s `filter backend` row: `full`,
+/// `degraded: open-time only`, or why there is no filter.
+fn coverage_text(s: &StatusResult) -> String {
+    match s.filter_coverage {
+        _ if s.filter_backend == asmguard_filter_types::BackendName::None => {
+            s.filter_reason.clone()
+        }
+        FilterScope::Full => "full".into(),
+        FilterScope::OpenTimeOnly => "degraded: open-time only".into(),
+        FilterScope::Disabled | FilterScope::Unprotected | FilterScope::NoFilter => {
+            s.filter_reason.clone()
+        }
+    }
+}
+
+/// The rule SG_IO and NVMe passthrough get, in `status`'s `sg_io / nvme`
+/// row.
+fn passthrough_text(rule: Option<PassthroughRule>) -> &'static str {
+    match rule {
+        Some(PassthroughRule::ByClass) => {
+            "by command class (read-class SCSI and NVMe admin commands pass; writes, \
+             format, sanitize, vendor commands refused); a caller holding CAP_SYS_RAWIO \
+             (SG_IO) or CAP_SYS_ADMIN (NVMe) gets none unless it runs a disk-query tool \
+             as root (its command could be changed after this check)"
+        }
+        Some(PassthroughRule::ByClassInMemory) => {
+            "by command class, read without faulting (read-class SCSI and NVMe admin \
+             commands pass; writes, format, sanitize, vendor commands and a command \
+             that is not in memory refused); a caller holding CAP_SYS_RAWIO (SG_IO) or \
+             CAP_SYS_ADMIN (NVMe) gets none unless it runs a disk-query tool as root"
+        }
+        Some(PassthroughRule::AllOrNothing) => {
+            "all-or-nothing (the kernel cannot read the CDB: every SG_IO and NVMe \
+             passthrough refused)"
+        }
+        Some(PassthroughRule::OpenOnly) => {
+            "not filtered (cgroup-device fallback sees opens only: write-opens refused, \
+             ioctls on read-only opens pass)"
+        }
+        None => "not filtered (no filter)",
+    }
 }
 
 /// The protection line of `status`.
@@ -896,6 +938,63 @@ mod tests {
         let t = fence_text(&f(FenceRefuses::OpensNotAllowed));
         assert!(t.contains("no allow rule names"), "{t}");
         assert!(fence_text(&f(FenceRefuses::Nothing)).contains("nothing"));
+    }
+
+    /// A `status` answer with `extra`'s fields over a minimal one.
+    fn status_with(extra: serde_json::Value) -> StatusResult {
+        let mut v = serde_json::json!({"daemon_version":"0.1.0","protocol_version":1,
+            "pid":1,"uptime_seconds":2,"kernel":"6.12.0","bpf_lsm":"yes (lsm=bpf)",
+            "filter_backend":"lsm","default_filter_mode":"enforce","disks":1,
+            "conflicts":0,"devices_scanned":3,"socket":"s","metrics_address":"m",
+            "config":"c","events":"udev","last_scan_ms":4,"protection":"protected"});
+        for (k, x) in extra.as_object().unwrap() {
+            v[k] = x.clone();
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
+    /// The text of one row of `status`.
+    fn row(s: StatusResult, key: &str) -> String {
+        let rows = status_rows(s);
+        let r = rows.iter().find(|(k, _)| *k == key);
+        r.unwrap_or_else(|| panic!("no row {key}: {rows:?}"))
+            .1
+            .clone()
+    }
+
+    /// `filter_coverage` and `filter_passthrough` are words on the wire; the
+    /// `filter backend` and `sg_io / nvme` rows say them as they always did.
+    #[test]
+    fn coverage_and_passthrough_rows_from_their_words() {
+        use serde_json::json;
+        let s = |backend, cover, pt| {
+            status_with(json!({"filter_backend":backend,"filter_coverage":cover,
+                "filter_passthrough":pt,"filter_reason":"why"}))
+        };
+        let t = |backend, cover, pt| {
+            let st = s(backend, cover, pt);
+            (row(st.clone(), "filter backend"), row(st, "sg_io / nvme"))
+        };
+        let (b, p) = t("lsm", "full", json!("by_class"));
+        assert_eq!(b, "lsm (full)");
+        assert!(p.starts_with("by command class (read-class"), "{p}");
+        let (b, p) = t("cgroup_device", "open_time_only", json!("open_only"));
+        assert_eq!(b, "cgroup_device (degraded: open-time only)");
+        assert!(p.starts_with("not filtered (cgroup-device fallback"), "{p}");
+        let (_, p) = t("fmod_ret", "full", json!("by_class_in_memory"));
+        assert!(p.contains("read without faulting"), "{p}");
+        let (_, p) = t("lsm", "full", json!("all_or_nothing"));
+        assert!(
+            p.starts_with("all-or-nothing (the kernel cannot read"),
+            "{p}"
+        );
+        let (b, p) = t("none", "unprotected", json!(null));
+        assert_eq!(
+            (b.as_str(), p.as_str()),
+            ("none (why)", "not filtered (no filter)")
+        );
+        let (b, _) = t("none", "disabled", json!(null));
+        assert_eq!(b, "none (why)");
     }
 
     #[test]

@@ -962,16 +962,21 @@ pub struct StatusResult {
     #[serde(alias = "monitor")]
     pub events: String,
     pub last_scan_ms: u64,
-    /// `full` (LSM), `degraded: open-time only` (cgroup device), or why there is no filter.
+    /// What the filter covers: `full` (the security-hook backends),
+    /// `open_time_only` (the cgroup-device fallback), `disabled` or
+    /// `unprotected` (no filter: `filter_reason` says why). It was a
+    /// sentence (`degraded: open-time only`, or the reason).
     #[serde(default)]
-    pub filter_coverage: String,
+    pub filter_coverage: FilterScope,
     /// Why this backend.
     #[serde(default)]
     pub filter_reason: String,
-    /// The rule SG_IO and NVMe passthrough get: `by command class (...)`,
-    /// `all-or-nothing (...)` or `not filtered (...)`.
+    /// The rule SG_IO and NVMe passthrough get: `by_class`,
+    /// `by_class_in_memory`, `all_or_nothing`, `open_only`, or `null` (no
+    /// filter); `asmguardctl status` says what each means. It was that
+    /// sentence.
     #[serde(default)]
-    pub filter_passthrough: String,
+    pub filter_passthrough: Option<asmguard_filter_types::PassthroughRule>,
     /// The attached BPF programs.
     #[serde(default)]
     pub filter_programs: Vec<String>,
@@ -1718,8 +1723,8 @@ mod json_names {
             "kernel":"6.12.0","bpf_lsm":"yes (lsm=bpf)","filter_backend":"lsm",
             "default_filter_mode":"enforce","disks":1,"conflicts":0,"devices_scanned":3,
             "socket":"/run/asmguard/asmguard.sock","metrics_address":"x","config":"y",
-            "events":"udev","last_scan_ms":4,"filter_coverage":"full",
-            "filter_reason":"r","filter_passthrough":"p","filter_programs":["ag_file_open"],
+            "events":"udev","last_scan_ms":4,"filter_coverage":"open_time_only",
+            "filter_reason":"r","filter_passthrough":"by_class_in_memory","filter_programs":["ag_file_open"],
             "filter_other_programs":["other (id 7) on file_open"],
             "filter_program_runs":["ag_file_open 1200 3"],
             "filter_devices":2,"filter_majors":"blk=8 chr=21","allow_rules":["any process of user grid"],"allow_notes":["n"],"oracle_homes":["grid home /u01"],"filter_pins":"watched","map_fds":"periodic check only","protection":"unprotected","bpf_lsm_hint":"",

@@ -106,7 +106,7 @@ impl Daemon {
                 .unwrap_or_else(|_| "unknown".into()),
             bpf_lsm,
             filter_backend: fst.backend(),
-            filter_coverage: fst.coverage(),
+            filter_coverage: crate::apply::filter::service::scope_of(fst.cover),
             filter_reason: fst.reason,
             filter_passthrough: fst.passthrough,
             filter_programs: fst.programs,

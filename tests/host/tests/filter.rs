@@ -58,7 +58,7 @@ fn daemon_filter_protects_labelled_disks() {
     // status names the backend and says it is degraded
     let st = d.ctl(&["status", "--json"]).ok().json();
     assert_eq!(st["filter_backend"], "cgroup_device", "{st:#}");
-    assert_eq!(st["filter_coverage"], "degraded: open-time only");
+    assert_eq!(st["filter_coverage"], "open_time_only");
     let text = d.ctl(&["status"]).ok().stdout;
     assert!(
         text.contains("cgroup_device (degraded: open-time only)"),
