@@ -9,8 +9,8 @@ use crate::exit::{CliError, BAD_INPUT, FAILED};
 use crate::size::human;
 use asmguard_filter_types::PassthroughRule;
 use asmguard_proto::{
-    ClaimsKept, DiskInfo, FenceRefuses, FilterAction, FilterScope, LabelAction, LabelResult,
-    LsdskResult, MapFds, Op, Pins, Protection, ReclaimFence, StatusResult,
+    BpfLsm, ClaimsKept, DiskInfo, FenceRefuses, FilterAction, FilterScope, LabelAction,
+    LabelResult, LsdskResult, MapFds, Op, Pins, Protection, ReclaimFence, StatusResult,
 };
 use clap::{CommandFactory, Parser, Subcommand};
 use serde::de::DeserializeOwned;
@@ -319,7 +319,7 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
     }
     rows.extend([
         ("kernel", s.kernel),
-        ("bpf lsm", s.bpf_lsm),
+        ("bpf lsm", bpf_lsm_text(&s.bpf_lsm)),
         (
             "filter backend",
             format!("{} ({coverage})", s.filter_backend),
@@ -500,6 +500,16 @@ fn passthrough_text(rule: Option<PassthroughRule>) -> &'static str {
              ioctls on read-only opens pass)"
         }
         None => "not filtered (no filter)",
+    }
+}
+
+/// The `bpf lsm` row of `status`: `yes (lsm=...)`, `no (lsm=...)` or
+/// `unknown (securityfs not mounted)`.
+fn bpf_lsm_text(b: &BpfLsm) -> String {
+    match b.active {
+        Some(true) => format!("yes (lsm={})", b.lsm.join(",")),
+        Some(false) => format!("no (lsm={})", b.lsm.join(",")),
+        None => "unknown (securityfs not mounted)".into(),
     }
 }
 
@@ -943,7 +953,8 @@ mod tests {
     /// A `status` answer with `extra`'s fields over a minimal one.
     fn status_with(extra: serde_json::Value) -> StatusResult {
         let mut v = serde_json::json!({"daemon_version":"0.1.0","protocol_version":1,
-            "pid":1,"uptime_seconds":2,"kernel":"6.12.0","bpf_lsm":"yes (lsm=bpf)",
+            "pid":1,"uptime_seconds":2,"kernel":"6.12.0",
+            "bpf_lsm":{"active":true,"lsm":["capability","bpf"]},
             "filter_backend":"lsm","default_filter_mode":"enforce","disks":1,
             "conflicts":0,"devices_scanned":3,"socket":"s","metrics_address":"m",
             "config":"c","events":"udev","last_scan_ms":4,"protection":"protected"});
@@ -995,6 +1006,25 @@ mod tests {
         );
         let (b, _) = t("none", "disabled", json!(null));
         assert_eq!(b, "none (why)");
+    }
+
+    /// `bpf_lsm` is whether and the list; the row says it as it did.
+    #[test]
+    fn bpf_lsm_row_from_its_facts() {
+        let t = |v| row(status_with(serde_json::json!({ "bpf_lsm": v })), "bpf lsm");
+        let lsm = ["lockdown", "capability", "bpf"];
+        assert_eq!(
+            t(serde_json::json!({"active":true,"lsm":lsm})),
+            "yes (lsm=lockdown,capability,bpf)"
+        );
+        assert_eq!(
+            t(serde_json::json!({"active":false,"lsm":["capability"]})),
+            "no (lsm=capability)"
+        );
+        assert_eq!(
+            t(serde_json::json!({"active":null})),
+            "unknown (securityfs not mounted)"
+        );
     }
 
     #[test]

@@ -946,8 +946,9 @@ pub struct StatusResult {
     pub pid: u32,
     pub uptime_seconds: u64,
     pub kernel: String,
-    /// `yes`, `no`, or `unknown (...)`.
-    pub bpf_lsm: String,
+    /// Whether `bpf` is an active LSM, and the kernel's active LSMs. It was
+    /// a sentence (`yes (lsm=...)`, `no (lsm=...)`, `unknown (...)`).
+    pub bpf_lsm: BpfLsm,
     pub filter_backend: asmguard_filter_types::BackendName,
     /// `[filter] mode`: `enforce`, `audit` or `off`.
     pub default_filter_mode: asmguard_filter_types::Mode,
@@ -1088,6 +1089,17 @@ pub struct StatusResult {
     /// disk's devices, so they do not make it exposed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub loops_before: Vec<String>,
+}
+
+/// `status`'s `bpf_lsm`: whether `bpf` is an active LSM, from the kernel's
+/// list of active LSMs (`/sys/kernel/security/lsm`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BpfLsm {
+    /// `null` when the list cannot be read (securityfs not mounted).
+    pub active: Option<bool>,
+    /// The active LSMs in the kernel's order; empty when unknown.
+    #[serde(default)]
+    pub lsm: Vec<String>,
 }
 
 /// The filter's pinned maps and links (`status`'s `filter_pins`).
@@ -1720,7 +1732,7 @@ mod json_names {
         );
         pinned::<StatusResult>(
             r#"{"daemon_version":"0.1.0","protocol_version":1,"pid":1,"uptime_seconds":2,
-            "kernel":"6.12.0","bpf_lsm":"yes (lsm=bpf)","filter_backend":"lsm",
+            "kernel":"6.12.0","bpf_lsm":{"active":true,"lsm":["capability","bpf"]},"filter_backend":"lsm",
             "default_filter_mode":"enforce","disks":1,"conflicts":0,"devices_scanned":3,
             "socket":"/run/asmguard/asmguard.sock","metrics_address":"x","config":"y",
             "events":"udev","last_scan_ms":4,"filter_coverage":"open_time_only",

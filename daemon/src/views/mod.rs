@@ -87,9 +87,14 @@ impl Daemon {
         let containers = self.container_views();
         let s = self.applied();
         let bpf_lsm = match std::fs::read_to_string(self.site.paths.securityfs().join("lsm")) {
-            Ok(l) if l.trim().split(',').any(|x| x == "bpf") => format!("yes (lsm={})", l.trim()),
-            Ok(l) => format!("no (lsm={})", l.trim()),
-            Err(_) => "unknown (securityfs not mounted)".into(),
+            Ok(l) => {
+                let lsm: Vec<String> = l.trim().split(',').map(str::to_string).collect();
+                asmguard_proto::BpfLsm {
+                    active: Some(lsm.iter().any(|x| x == "bpf")),
+                    lsm,
+                }
+            }
+            Err(_) => asmguard_proto::BpfLsm::default(),
         };
         let fst = self.filter.status();
         let rules = s.world.rules.clone().unwrap_or_default();
