@@ -9,7 +9,7 @@ use crate::exit::{CliError, BAD_INPUT, FAILED};
 use crate::size::human;
 use asmguard_filter_types::PassthroughRule;
 use asmguard_proto::{
-    BpfLsm, ClaimsKept, DiskInfo, FenceRefuses, FilterAction, FilterScope, LabelAction,
+    BpfLsm, ClaimsKept, ClaimsSlow, DiskInfo, FenceRefuses, FilterAction, FilterScope, LabelAction,
     LabelResult, LsdskResult, MapFds, Op, Pins, Protection, ReclaimFence, StatusResult,
 };
 use clap::{CommandFactory, Parser, Subcommand};
@@ -387,10 +387,9 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
                     claims_kept_text(s.claims_kept)
                 )
             };
-            if s.claims_slow.is_empty() {
-                v
-            } else {
-                format!("{v}; last slow: {}", s.claims_slow)
+            match &s.claims_slow {
+                None => v,
+                Some(slow) => format!("{v}; last slow: {}", claims_slow_text(slow)),
             }
         }),
         (
@@ -511,6 +510,21 @@ fn bpf_lsm_text(b: &BpfLsm) -> String {
         Some(false) => format!("no (lsm={})", b.lsm.join(",")),
         None => "unknown (securityfs not mounted)".into(),
     }
+}
+
+/// The last slow taking of the exclusive claims, in `status`'s `exclusive
+/// claims` row: `the exclusive claim of LABEL MAJ:MIN took N ms to take`.
+fn claims_slow_text(slow: &ClaimsSlow) -> String {
+    format!(
+        "the exclusive claim of {} took {} ms{}",
+        slow.disks.join(", "),
+        slow.ms,
+        if slow.all_taken {
+            " to take"
+        } else {
+            ": not all taken"
+        }
+    )
 }
 
 /// The protection line of `status`.
@@ -1025,6 +1039,29 @@ mod tests {
             t(serde_json::json!({"active":null})),
             "unknown (securityfs not mounted)"
         );
+    }
+
+    /// `claims_slow` is the disks, the time and whether all were taken; the
+    /// `exclusive claims` row says it as a sentence, and nothing when absent.
+    #[test]
+    fn slow_claims_row_from_its_facts() {
+        use serde_json::json;
+        let t = |slow| {
+            row(
+                status_with(json!({"claims":["DATA1 253:2"],"claims_slow":slow})),
+                "exclusive claims",
+            )
+        };
+        let r = t(json!({"disks":["DATA1 253:2","DATA2 8:16"],"ms":600,"all_taken":true}));
+        assert!(
+            r.ends_with(
+                "; last slow: the exclusive claim of DATA1 253:2, DATA2 8:16 took 600 ms to take"
+            ),
+            "{r}"
+        );
+        let r = t(json!({"disks":["DATA1 253:2"],"ms":5000,"all_taken":false}));
+        assert!(r.ends_with("took 5000 ms: not all taken"), "{r}");
+        assert!(!t(json!(null)).contains("last slow"));
     }
 
     #[test]

@@ -1042,11 +1042,11 @@ pub struct StatusResult {
     #[serde(default)]
     pub claims_kept: ClaimsKept,
     /// The last time taking the claims of a disk newly labelled or plugged
-    /// in took long (`the exclusive claim of LABEL MAJ:MIN took N ms to
-    /// take`); empty when it
-    /// never did.
-    #[serde(default)]
-    pub claims_slow: String,
+    /// in took long: the disks waited for, how long, whether all were taken;
+    /// absent when it never did. It was a sentence (`the exclusive claim of
+    /// LABEL MAJ:MIN took N ms to take`), empty when it never did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claims_slow: Option<ClaimsSlow>,
     /// The configured containers as the filter resolved them (`[[container]]`).
     #[serde(default)]
     pub containers: Vec<ContainerStatus>,
@@ -1238,6 +1238,18 @@ pub enum ClaimsKept {
         alias = ""
     )]
     OnStart,
+}
+
+/// `status`'s `claims_slow`: the last time taking the exclusive claims took
+/// long.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClaimsSlow {
+    /// The disks waited for (`LABEL MAJ:MIN`).
+    pub disks: Vec<String>,
+    /// How long it took, in milliseconds.
+    pub ms: u64,
+    /// Whether every claim was taken in the end.
+    pub all_taken: bool,
 }
 
 /// `status`'s reclaim fence: the disks a reclaim runs on (none: no reclaim
@@ -1741,7 +1753,7 @@ mod json_names {
             "filter_program_runs":["ag_file_open 1200 3"],
             "filter_devices":2,"filter_majors":"blk=8 chr=21","allow_rules":["any process of user grid"],"allow_notes":["n"],"oracle_homes":["grid home /u01"],"filter_pins":"watched","map_fds":"periodic check only","protection":"unprotected","bpf_lsm_hint":"",
             "claims":["DATA1 253:2"],"claims_kept":"none (no NOTIFY_SOCKET: re-taken on start)",
-            "claims_slow":"the exclusive claim of DATA1 253:2 took 600 ms to take",
+            "claims_slow":{"disks":["DATA1 253:2"],"ms":600,"all_taken":true},
             "container_nodes":1,
             "restart_needed":["metrics.listen = \"127.0.0.1:9465\" -> \"0.0.0.0:9465\""],
             "reclaim_fence":{"disks":["DATA1"],"refuses":"all_writes"},
