@@ -10,7 +10,8 @@ use crate::size::human;
 use asmguard_filter_types::PassthroughRule;
 use asmguard_proto::{
     BpfLsm, ClaimsKept, ClaimsSlow, DiskInfo, FenceRefuses, FilterAction, FilterScope, LabelAction,
-    LabelResult, LsdskResult, MapFds, Op, Pins, Protection, ReclaimFence, StatusResult,
+    LabelResult, LoopBefore, LsdskResult, MapFds, Op, OpenedBefore, Pins, Protection, ReclaimFence,
+    StatusResult,
 };
 use clap::{CommandFactory, Parser, Subcommand};
 use serde::de::DeserializeOwned;
@@ -309,13 +310,13 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
         ("protection", protection_text(&s)),
     ];
     for e in &s.exposed {
-        rows.push(("exposed", e.clone()));
+        rows.push(("exposed", exposed_text(e)));
     }
     for w in &s.writers_before {
-        rows.push(("writer", w.clone()));
+        rows.push(("writer", writer_text(w)));
     }
     for l in &s.loops_before {
-        rows.push(("loop", l.clone()));
+        rows.push(("loop", loop_text(l)));
     }
     rows.extend([
         ("kernel", s.kernel),
@@ -527,6 +528,37 @@ fn claims_slow_text(slow: &ClaimsSlow) -> String {
     )
 }
 
+/// An `exposed` row of `status`: `DATA1 mapped shared-writable by pid 1234
+/// (dd) since before protection`.
+fn exposed_text(o: &OpenedBefore) -> String {
+    format!(
+        "{} mapped shared-writable by pid {} ({}) since before protection",
+        o.label, o.pid, o.comm
+    )
+}
+
+/// A `writer` row of `status`: a descriptor open for writing since before
+/// protection.
+fn writer_text(o: &OpenedBefore) -> String {
+    format!(
+        "{} writer open since before protection: pid {} ({}) fd {} on {} \
+         (its writes are refused)",
+        o.label, o.pid, o.comm, o.fd, o.path
+    )
+}
+
+/// A `loop` row of `status`: a loop device set up before protection.
+fn loop_text(l: &LoopBefore) -> String {
+    format!(
+        "{} over {} (backing file {}{}), set up before protection: \
+         its writes are judged as the disk's",
+        l.name,
+        l.label,
+        l.backing,
+        if l.read_only { ", read-only" } else { "" }
+    )
+}
+
 /// The protection line of `status`.
 fn protection_text(s: &StatusResult) -> String {
     match s.protection {
@@ -552,7 +584,11 @@ fn unprotected(s: &StatusResult) -> Result<(), CliError> {
             format!(
                 "exposed: {} (the kernel judges a mapping when it is made; \
                  end the process to close it)",
-                s.exposed.join("; ")
+                s.exposed
+                    .iter()
+                    .map(exposed_text)
+                    .collect::<Vec<_>>()
+                    .join("; ")
             ),
         ));
     }
@@ -1062,6 +1098,41 @@ mod tests {
         let r = t(json!({"disks":["DATA1 253:2"],"ms":5000,"all_taken":false}));
         assert!(r.ends_with("took 5000 ms: not all taken"), "{r}");
         assert!(!t(json!(null)).contains("last slow"));
+    }
+
+    /// `exposed`, `writers_before` and `loops_before` are facts; the rows
+    /// say them as the sentences they were, and an exposure exits with 7.
+    #[test]
+    fn rows_of_what_predates_protection() {
+        use serde_json::json;
+        let o = |pid, comm, fd| {
+            json!({"label":"DATA1","pid":pid,"comm":comm,"fd":fd,
+            "path":"/dev/sdb","device":"8:16"})
+        };
+        let s = status_with(json!({
+            "exposed":[o(12, "dd", 3)],
+            "writers_before":[o(13, "sh", 5)],
+            "loops_before":[{"label":"DATA1","name":"loop0","device":"7:0",
+                             "backing":"/dev/sdb","read_only":true}]}));
+        assert_eq!(
+            row(s.clone(), "exposed"),
+            "DATA1 mapped shared-writable by pid 12 (dd) since before protection"
+        );
+        assert_eq!(
+            row(s.clone(), "writer"),
+            "DATA1 writer open since before protection: pid 13 (sh) fd 5 on /dev/sdb \
+             (its writes are refused)"
+        );
+        assert_eq!(
+            row(s.clone(), "loop"),
+            "loop0 over DATA1 (backing file /dev/sdb, read-only), set up before \
+             protection: its writes are judged as the disk's"
+        );
+        let e = unprotected(&s).unwrap_err();
+        assert!(
+            format!("{e:?}").contains("exposed: DATA1 mapped shared-writable by pid 12 (dd)"),
+            "{e:?}"
+        );
     }
 
     #[test]

@@ -1071,24 +1071,58 @@ pub struct StatusResult {
     #[serde(default)]
     pub reclaim_fence: ReclaimFence,
     /// Protected disks a process still writes to through a mapping made
-    /// before protection, one line each (`DATA1 mapped shared-writable by pid
-    /// 1234 (dd) since before protection`); `asmguardctl status` then exits
-    /// with 7. A line goes when the process (or its mapping) does.
+    /// before protection, one per (disk, process); `asmguardctl status` then
+    /// exits with 7. One goes when the process (or its mapping) does.
+    /// (Each was a sentence: `DATA1 mapped shared-writable by pid 1234 (dd)
+    /// since before protection`.)
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub exposed: Vec<String>,
+    pub exposed: Vec<OpenedBefore>,
     /// Descriptors open for writing on a protected disk since before its
-    /// protection, one line each (`DATA1 writer open since before protection:
-    /// pid 1234 (sh) fd 5 on /dev/sdb (its writes are refused)`): the filter
-    /// judges each write (`file_permission`), so they do not make the disk
-    /// exposed.
+    /// protection: the filter judges each write (`file_permission`), so they
+    /// do not make the disk exposed. (Each was a sentence: `DATA1 writer open
+    /// since before protection: pid 1234 (sh) fd 5 on /dev/sdb (its writes
+    /// are refused)`.)
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub writers_before: Vec<String>,
-    /// Loop devices set up over a protected disk before its protection, one
-    /// line each (`loop0 over DATA1 (backing file /dev/sdb), set up before
-    /// protection: its writes are judged as the disk's`): they joined the
-    /// disk's devices, so they do not make it exposed.
+    pub writers_before: Vec<OpenedBefore>,
+    /// Loop devices set up over a protected disk before its protection: they
+    /// joined the disk's devices, so they do not make it exposed. (Each was a
+    /// sentence: `loop0 over DATA1 (backing file /dev/sdb), set up before
+    /// protection: its writes are judged as the disk's`.)
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub loops_before: Vec<String>,
+    pub loops_before: Vec<LoopBefore>,
+}
+
+/// A process's mapping or descriptor of a protected disk made before its
+/// protection (`status`'s `exposed`, `writers_before`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpenedBefore {
+    /// The disk's label.
+    pub label: String,
+    pub pid: u32,
+    /// The process's name (`comm`).
+    pub comm: String,
+    /// The descriptor (a mapping: the one it was made from, when still open).
+    pub fd: u32,
+    /// The node it was opened through.
+    pub path: String,
+    /// `major:minor`.
+    pub device: String,
+}
+
+/// A loop device set up over a protected disk before its protection
+/// (`status`'s `loops_before`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoopBefore {
+    /// The disk's label.
+    pub label: String,
+    /// Its kernel name (`loop0`).
+    pub name: String,
+    /// `major:minor`.
+    pub device: String,
+    /// What it reads and writes (`loop/backing_file`).
+    pub backing: String,
+    /// Set up read-only.
+    pub read_only: bool,
 }
 
 /// `status`'s `bpf_lsm`: whether `bpf` is an active LSM, from the kernel's
@@ -1757,6 +1791,9 @@ mod json_names {
             "container_nodes":1,
             "restart_needed":["metrics.listen = \"127.0.0.1:9465\" -> \"0.0.0.0:9465\""],
             "reclaim_fence":{"disks":["DATA1"],"refuses":"all_writes"},
+            "exposed":[{"label":"DATA1","pid":12,"comm":"dd","fd":3,"path":"/dev/sdb","device":"8:16"}],
+            "writers_before":[{"label":"DATA1","pid":13,"comm":"sh","fd":5,"path":"/dev/sdb","device":"8:16"}],
+            "loops_before":[{"label":"DATA1","name":"loop0","device":"7:0","backing":"/dev/sdb","read_only":false}],
             "not_presented":[{"container":"rac2","reason":"no process yet"}],
             "containers":[{"name":"rac1","cgroups":["lxc.payload.rac1"],
               "allow":{"users":[{"name":"grid","host_uid":154331}],
