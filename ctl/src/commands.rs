@@ -7,9 +7,11 @@ use crate::cli;
 use crate::client::call;
 use crate::exit::{CliError, BAD_INPUT, FAILED};
 use crate::size::human;
+use asmguard_filter_types::PassthroughRule;
 use asmguard_proto::{
-    ClaimsKept, DiskInfo, FenceRefuses, FilterAction, FilterScope, LabelAction, LabelResult,
-    LsdskResult, MapFds, Op, Pins, Protection, ReclaimFence, StatusResult,
+    BpfLsm, ClaimsKept, ClaimsSlow, DiskInfo, FenceRefuses, FilterAction, FilterScope, LabelAction,
+    LabelResult, LoopBefore, LsdskResult, MapFds, Op, OpenedBefore, Pins, Protection, ReclaimFence,
+    StatusResult,
 };
 use clap::{CommandFactory, Parser, Subcommand};
 use serde::de::DeserializeOwned;
@@ -296,6 +298,7 @@ fn status(c: &Cli, json: bool) -> Result<(), CliError> {
 fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
     let containers = container_rows(&s);
     let nodes = node_row(&s);
+    let coverage = coverage_text(&s);
     let mut rows = vec![
         (
             "daemon",
@@ -307,26 +310,20 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
         ("protection", protection_text(&s)),
     ];
     for e in &s.exposed {
-        rows.push(("exposed", e.clone()));
+        rows.push(("exposed", exposed_text(e)));
     }
     for w in &s.writers_before {
-        rows.push(("writer", w.clone()));
+        rows.push(("writer", writer_text(w)));
     }
     for l in &s.loops_before {
-        rows.push(("loop", l.clone()));
+        rows.push(("loop", loop_text(l)));
     }
     rows.extend([
         ("kernel", s.kernel),
-        ("bpf lsm", s.bpf_lsm),
+        ("bpf lsm", bpf_lsm_text(&s.bpf_lsm)),
         (
             "filter backend",
-            if s.filter_coverage.is_empty()
-                || s.filter_backend == asmguard_filter_types::BackendName::None
-            {
-                format!("{} ({})", s.filter_backend, s.filter_reason)
-            } else {
-                format!("{} ({})", s.filter_backend, s.filter_coverage)
-            },
+            format!("{} ({coverage})", s.filter_backend),
         ),
         (
             "filter",
@@ -348,7 +345,10 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
                 )
             },
         ),
-        ("sg_io / nvme", s.filter_passthrough),
+        (
+            "sg_io / nvme",
+            passthrough_text(s.filter_passthrough).into(),
+        ),
         ("pins", pins_text(s.filter_pins)),
         (
             "map fds",
@@ -388,10 +388,9 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
                     claims_kept_text(s.claims_kept)
                 )
             };
-            if s.claims_slow.is_empty() {
-                v
-            } else {
-                format!("{v}; last slow: {}", s.claims_slow)
+            match &s.claims_slow {
+                None => v,
+                Some(slow) => format!("{v}; last slow: {}", claims_slow_text(slow)),
             }
         }),
         (
@@ -461,6 +460,105 @@ fn container_rows(s: &StatusResult) -> Vec<(&'static str, String)> {
     rows
 }
 
+/// What the filter covers, in `status`'s `filter backend` row: `full`,
+/// `degraded: open-time only`, or why there is no filter.
+fn coverage_text(s: &StatusResult) -> String {
+    match s.filter_coverage {
+        _ if s.filter_backend == asmguard_filter_types::BackendName::None => {
+            s.filter_reason.clone()
+        }
+        FilterScope::Full => "full".into(),
+        FilterScope::OpenTimeOnly => "degraded: open-time only".into(),
+        FilterScope::Disabled | FilterScope::Unprotected | FilterScope::NoFilter => {
+            s.filter_reason.clone()
+        }
+    }
+}
+
+/// The rule SG_IO and NVMe passthrough get, in `status`'s `sg_io / nvme`
+/// row.
+fn passthrough_text(rule: Option<PassthroughRule>) -> &'static str {
+    match rule {
+        Some(PassthroughRule::ByClass) => {
+            "by command class (read-class SCSI and NVMe admin commands pass; writes, \
+             format, sanitize, vendor commands refused); a caller holding CAP_SYS_RAWIO \
+             (SG_IO) or CAP_SYS_ADMIN (NVMe) gets none unless it runs a disk-query tool \
+             as root (its command could be changed after this check)"
+        }
+        Some(PassthroughRule::ByClassInMemory) => {
+            "by command class, read without faulting (read-class SCSI and NVMe admin \
+             commands pass; writes, format, sanitize, vendor commands and a command \
+             that is not in memory refused); a caller holding CAP_SYS_RAWIO (SG_IO) or \
+             CAP_SYS_ADMIN (NVMe) gets none unless it runs a disk-query tool as root"
+        }
+        Some(PassthroughRule::AllOrNothing) => {
+            "all-or-nothing (the kernel cannot read the CDB: every SG_IO and NVMe \
+             passthrough refused)"
+        }
+        Some(PassthroughRule::OpenOnly) => {
+            "not filtered (cgroup-device fallback sees opens only: write-opens refused, \
+             ioctls on read-only opens pass)"
+        }
+        None => "not filtered (no filter)",
+    }
+}
+
+/// The `bpf lsm` row of `status`: `yes (lsm=...)`, `no (lsm=...)` or
+/// `unknown (securityfs not mounted)`.
+fn bpf_lsm_text(b: &BpfLsm) -> String {
+    match b.active {
+        Some(true) => format!("yes (lsm={})", b.lsm.join(",")),
+        Some(false) => format!("no (lsm={})", b.lsm.join(",")),
+        None => "unknown (securityfs not mounted)".into(),
+    }
+}
+
+/// The last slow taking of the exclusive claims, in `status`'s `exclusive
+/// claims` row: `the exclusive claim of LABEL MAJ:MIN took N ms to take`.
+fn claims_slow_text(slow: &ClaimsSlow) -> String {
+    format!(
+        "the exclusive claim of {} took {} ms{}",
+        slow.disks.join(", "),
+        slow.ms,
+        if slow.all_taken {
+            " to take"
+        } else {
+            ": not all taken"
+        }
+    )
+}
+
+/// An `exposed` row of `status`: `DATA1 mapped shared-writable by pid 1234
+/// (dd) since before protection`.
+fn exposed_text(o: &OpenedBefore) -> String {
+    format!(
+        "{} mapped shared-writable by pid {} ({}) since before protection",
+        o.label, o.pid, o.comm
+    )
+}
+
+/// A `writer` row of `status`: a descriptor open for writing since before
+/// protection.
+fn writer_text(o: &OpenedBefore) -> String {
+    format!(
+        "{} writer open since before protection: pid {} ({}) fd {} on {} \
+         (its writes are refused)",
+        o.label, o.pid, o.comm, o.fd, o.path
+    )
+}
+
+/// A `loop` row of `status`: a loop device set up before protection.
+fn loop_text(l: &LoopBefore) -> String {
+    format!(
+        "{} over {} (backing file {}{}), set up before protection: \
+         its writes are judged as the disk's",
+        l.name,
+        l.label,
+        l.backing,
+        if l.read_only { ", read-only" } else { "" }
+    )
+}
+
 /// The protection line of `status`.
 fn protection_text(s: &StatusResult) -> String {
     match s.protection {
@@ -486,7 +584,11 @@ fn unprotected(s: &StatusResult) -> Result<(), CliError> {
             format!(
                 "exposed: {} (the kernel judges a mapping when it is made; \
                  end the process to close it)",
-                s.exposed.join("; ")
+                s.exposed
+                    .iter()
+                    .map(exposed_text)
+                    .collect::<Vec<_>>()
+                    .join("; ")
             ),
         ));
     }
@@ -896,6 +998,141 @@ mod tests {
         let t = fence_text(&f(FenceRefuses::OpensNotAllowed));
         assert!(t.contains("no allow rule names"), "{t}");
         assert!(fence_text(&f(FenceRefuses::Nothing)).contains("nothing"));
+    }
+
+    /// A `status` answer with `extra`'s fields over a minimal one.
+    fn status_with(extra: serde_json::Value) -> StatusResult {
+        let mut v = serde_json::json!({"daemon_version":"0.1.0","protocol_version":1,
+            "pid":1,"uptime_seconds":2,"kernel":"6.12.0",
+            "bpf_lsm":{"active":true,"lsm":["capability","bpf"]},
+            "filter_backend":"lsm","default_filter_mode":"enforce","disks":1,
+            "conflicts":0,"devices_scanned":3,"socket":"s","metrics_address":"m",
+            "config":"c","events":"udev","last_scan_ms":4,"protection":"protected"});
+        for (k, x) in extra.as_object().unwrap() {
+            v[k] = x.clone();
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
+    /// The text of one row of `status`.
+    fn row(s: StatusResult, key: &str) -> String {
+        let rows = status_rows(s);
+        let r = rows.iter().find(|(k, _)| *k == key);
+        r.unwrap_or_else(|| panic!("no row {key}: {rows:?}"))
+            .1
+            .clone()
+    }
+
+    /// `filter_coverage` and `filter_passthrough` are words on the wire; the
+    /// `filter backend` and `sg_io / nvme` rows say them as they always did.
+    #[test]
+    fn coverage_and_passthrough_rows_from_their_words() {
+        use serde_json::json;
+        let s = |backend, cover, pt| {
+            status_with(json!({"filter_backend":backend,"filter_coverage":cover,
+                "filter_passthrough":pt,"filter_reason":"why"}))
+        };
+        let t = |backend, cover, pt| {
+            let st = s(backend, cover, pt);
+            (row(st.clone(), "filter backend"), row(st, "sg_io / nvme"))
+        };
+        let (b, p) = t("lsm", "full", json!("by_class"));
+        assert_eq!(b, "lsm (full)");
+        assert!(p.starts_with("by command class (read-class"), "{p}");
+        let (b, p) = t("cgroup_device", "open_time_only", json!("open_only"));
+        assert_eq!(b, "cgroup_device (degraded: open-time only)");
+        assert!(p.starts_with("not filtered (cgroup-device fallback"), "{p}");
+        let (_, p) = t("fmod_ret", "full", json!("by_class_in_memory"));
+        assert!(p.contains("read without faulting"), "{p}");
+        let (_, p) = t("lsm", "full", json!("all_or_nothing"));
+        assert!(
+            p.starts_with("all-or-nothing (the kernel cannot read"),
+            "{p}"
+        );
+        let (b, p) = t("none", "unprotected", json!(null));
+        assert_eq!(
+            (b.as_str(), p.as_str()),
+            ("none (why)", "not filtered (no filter)")
+        );
+        let (b, _) = t("none", "disabled", json!(null));
+        assert_eq!(b, "none (why)");
+    }
+
+    /// `bpf_lsm` is whether and the list; the row says it as it did.
+    #[test]
+    fn bpf_lsm_row_from_its_facts() {
+        let t = |v| row(status_with(serde_json::json!({ "bpf_lsm": v })), "bpf lsm");
+        let lsm = ["lockdown", "capability", "bpf"];
+        assert_eq!(
+            t(serde_json::json!({"active":true,"lsm":lsm})),
+            "yes (lsm=lockdown,capability,bpf)"
+        );
+        assert_eq!(
+            t(serde_json::json!({"active":false,"lsm":["capability"]})),
+            "no (lsm=capability)"
+        );
+        assert_eq!(
+            t(serde_json::json!({"active":null})),
+            "unknown (securityfs not mounted)"
+        );
+    }
+
+    /// `claims_slow` is the disks, the time and whether all were taken; the
+    /// `exclusive claims` row says it as a sentence, and nothing when absent.
+    #[test]
+    fn slow_claims_row_from_its_facts() {
+        use serde_json::json;
+        let t = |slow| {
+            row(
+                status_with(json!({"claims":["DATA1 253:2"],"claims_slow":slow})),
+                "exclusive claims",
+            )
+        };
+        let r = t(json!({"disks":["DATA1 253:2","DATA2 8:16"],"ms":600,"all_taken":true}));
+        assert!(
+            r.ends_with(
+                "; last slow: the exclusive claim of DATA1 253:2, DATA2 8:16 took 600 ms to take"
+            ),
+            "{r}"
+        );
+        let r = t(json!({"disks":["DATA1 253:2"],"ms":5000,"all_taken":false}));
+        assert!(r.ends_with("took 5000 ms: not all taken"), "{r}");
+        assert!(!t(json!(null)).contains("last slow"));
+    }
+
+    /// `exposed`, `writers_before` and `loops_before` are facts; the rows
+    /// say them as the sentences they were, and an exposure exits with 7.
+    #[test]
+    fn rows_of_what_predates_protection() {
+        use serde_json::json;
+        let o = |pid, comm, fd| {
+            json!({"label":"DATA1","pid":pid,"comm":comm,"fd":fd,
+            "path":"/dev/sdb","device":"8:16"})
+        };
+        let s = status_with(json!({
+            "exposed":[o(12, "dd", 3)],
+            "writers_before":[o(13, "sh", 5)],
+            "loops_before":[{"label":"DATA1","name":"loop0","device":"7:0",
+                             "backing":"/dev/sdb","read_only":true}]}));
+        assert_eq!(
+            row(s.clone(), "exposed"),
+            "DATA1 mapped shared-writable by pid 12 (dd) since before protection"
+        );
+        assert_eq!(
+            row(s.clone(), "writer"),
+            "DATA1 writer open since before protection: pid 13 (sh) fd 5 on /dev/sdb \
+             (its writes are refused)"
+        );
+        assert_eq!(
+            row(s.clone(), "loop"),
+            "loop0 over DATA1 (backing file /dev/sdb, read-only), set up before \
+             protection: its writes are judged as the disk's"
+        );
+        let e = unprotected(&s).unwrap_err();
+        assert!(
+            format!("{e:?}").contains("exposed: DATA1 mapped shared-writable by pid 12 (dd)"),
+            "{e:?}"
+        );
     }
 
     #[test]

@@ -195,6 +195,48 @@ impl fmt::Display for Applied {
     }
 }
 
+/// Which rule the running filter applies to SG_IO and NVMe passthrough
+/// (`status`'s `filter_passthrough`: these words; `asmguardctl` renders what
+/// each means).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PassthroughRule {
+    /// The sleepable `lsm.s/file_ioctl` program reads each command: the read
+    /// class passes, the rest is refused to callers not allow-listed.
+    ByClass,
+    /// `fmod_ret/security_file_ioctl` reads each command without faulting
+    /// (the kernel lets no `fmod_ret` program on a security function sleep):
+    /// the read class passes, the rest, and a command not in memory, are
+    /// refused to callers not allow-listed.
+    ByClassInMemory,
+    /// `lsm/file_ioctl`: every SG_IO and NVMe passthrough ioctl on a managed
+    /// disk is refused to callers not allow-listed (the kernel cannot read
+    /// the command: no sleepable file_ioctl or bpf_copy_from_user).
+    AllOrNothing,
+    /// The cgroup-device fallback sees opens only: a read-only open passes
+    /// and so does every ioctl on it.
+    OpenOnly,
+}
+
+impl PassthroughRule {
+    /// `by_class`, `by_class_in_memory`, `all_or_nothing`, `open_only` (the
+    /// wire words of `status --json`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PassthroughRule::ByClass => "by_class",
+            PassthroughRule::ByClassInMemory => "by_class_in_memory",
+            PassthroughRule::AllOrNothing => "all_or_nothing",
+            PassthroughRule::OpenOnly => "open_only",
+        }
+    }
+}
+
+impl fmt::Display for PassthroughRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -216,5 +258,11 @@ mod tests {
         assert_eq!(Applied::Unprotected.to_string(), "UNPROTECTED");
         let names: Vec<&str> = Backend::ALL.iter().map(|b| b.as_str()).collect();
         assert_eq!(names, ["lsm", "fmod_ret", "cgroup_device"]);
+        use PassthroughRule::*;
+        for r in [ByClass, ByClassInMemory, AllOrNothing, OpenOnly] {
+            let json = serde_json::to_value(r).unwrap();
+            assert_eq!(json, r.as_str());
+            assert_eq!(serde_json::from_value::<PassthroughRule>(json).unwrap(), r);
+        }
     }
 }

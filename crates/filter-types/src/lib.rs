@@ -12,7 +12,7 @@ use std::fmt;
 pub mod backend;
 pub mod hooks;
 
-pub use backend::{Applied, Backend, BackendName, Coverage};
+pub use backend::{Applied, Backend, BackendName, Coverage, PassthroughRule};
 pub use hooks::{Hook, HookDef, Op, HOOKS};
 
 use serde::{Deserialize, Serialize};

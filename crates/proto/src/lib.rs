@@ -946,8 +946,9 @@ pub struct StatusResult {
     pub pid: u32,
     pub uptime_seconds: u64,
     pub kernel: String,
-    /// `yes`, `no`, or `unknown (...)`.
-    pub bpf_lsm: String,
+    /// Whether `bpf` is an active LSM, and the kernel's active LSMs. It was
+    /// a sentence (`yes (lsm=...)`, `no (lsm=...)`, `unknown (...)`).
+    pub bpf_lsm: BpfLsm,
     pub filter_backend: asmguard_filter_types::BackendName,
     /// `[filter] mode`: `enforce`, `audit` or `off`.
     pub default_filter_mode: asmguard_filter_types::Mode,
@@ -962,16 +963,21 @@ pub struct StatusResult {
     #[serde(alias = "monitor")]
     pub events: String,
     pub last_scan_ms: u64,
-    /// `full` (LSM), `degraded: open-time only` (cgroup device), or why there is no filter.
+    /// What the filter covers: `full` (the security-hook backends),
+    /// `open_time_only` (the cgroup-device fallback), `disabled` or
+    /// `unprotected` (no filter: `filter_reason` says why). It was a
+    /// sentence (`degraded: open-time only`, or the reason).
     #[serde(default)]
-    pub filter_coverage: String,
+    pub filter_coverage: FilterScope,
     /// Why this backend.
     #[serde(default)]
     pub filter_reason: String,
-    /// The rule SG_IO and NVMe passthrough get: `by command class (...)`,
-    /// `all-or-nothing (...)` or `not filtered (...)`.
+    /// The rule SG_IO and NVMe passthrough get: `by_class`,
+    /// `by_class_in_memory`, `all_or_nothing`, `open_only`, or `null` (no
+    /// filter); `asmguardctl status` says what each means. It was that
+    /// sentence.
     #[serde(default)]
-    pub filter_passthrough: String,
+    pub filter_passthrough: Option<asmguard_filter_types::PassthroughRule>,
     /// The attached BPF programs.
     #[serde(default)]
     pub filter_programs: Vec<String>,
@@ -1036,11 +1042,11 @@ pub struct StatusResult {
     #[serde(default)]
     pub claims_kept: ClaimsKept,
     /// The last time taking the claims of a disk newly labelled or plugged
-    /// in took long (`the exclusive claim of LABEL MAJ:MIN took N ms to
-    /// take`); empty when it
-    /// never did.
-    #[serde(default)]
-    pub claims_slow: String,
+    /// in took long: the disks waited for, how long, whether all were taken;
+    /// absent when it never did. It was a sentence (`the exclusive claim of
+    /// LABEL MAJ:MIN took N ms to take`), empty when it never did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claims_slow: Option<ClaimsSlow>,
     /// The configured containers as the filter resolved them (`[[container]]`).
     #[serde(default)]
     pub containers: Vec<ContainerStatus>,
@@ -1065,24 +1071,69 @@ pub struct StatusResult {
     #[serde(default)]
     pub reclaim_fence: ReclaimFence,
     /// Protected disks a process still writes to through a mapping made
-    /// before protection, one line each (`DATA1 mapped shared-writable by pid
-    /// 1234 (dd) since before protection`); `asmguardctl status` then exits
-    /// with 7. A line goes when the process (or its mapping) does.
+    /// before protection, one per (disk, process); `asmguardctl status` then
+    /// exits with 7. One goes when the process (or its mapping) does.
+    /// (Each was a sentence: `DATA1 mapped shared-writable by pid 1234 (dd)
+    /// since before protection`.)
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub exposed: Vec<String>,
+    pub exposed: Vec<OpenedBefore>,
     /// Descriptors open for writing on a protected disk since before its
-    /// protection, one line each (`DATA1 writer open since before protection:
-    /// pid 1234 (sh) fd 5 on /dev/sdb (its writes are refused)`): the filter
-    /// judges each write (`file_permission`), so they do not make the disk
-    /// exposed.
+    /// protection: the filter judges each write (`file_permission`), so they
+    /// do not make the disk exposed. (Each was a sentence: `DATA1 writer open
+    /// since before protection: pid 1234 (sh) fd 5 on /dev/sdb (its writes
+    /// are refused)`.)
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub writers_before: Vec<String>,
-    /// Loop devices set up over a protected disk before its protection, one
-    /// line each (`loop0 over DATA1 (backing file /dev/sdb), set up before
-    /// protection: its writes are judged as the disk's`): they joined the
-    /// disk's devices, so they do not make it exposed.
+    pub writers_before: Vec<OpenedBefore>,
+    /// Loop devices set up over a protected disk before its protection: they
+    /// joined the disk's devices, so they do not make it exposed. (Each was a
+    /// sentence: `loop0 over DATA1 (backing file /dev/sdb), set up before
+    /// protection: its writes are judged as the disk's`.)
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub loops_before: Vec<String>,
+    pub loops_before: Vec<LoopBefore>,
+}
+
+/// A process's mapping or descriptor of a protected disk made before its
+/// protection (`status`'s `exposed`, `writers_before`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpenedBefore {
+    /// The disk's label.
+    pub label: String,
+    pub pid: u32,
+    /// The process's name (`comm`).
+    pub comm: String,
+    /// The descriptor (a mapping: the one it was made from, when still open).
+    pub fd: u32,
+    /// The node it was opened through.
+    pub path: String,
+    /// `major:minor`.
+    pub device: String,
+}
+
+/// A loop device set up over a protected disk before its protection
+/// (`status`'s `loops_before`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoopBefore {
+    /// The disk's label.
+    pub label: String,
+    /// Its kernel name (`loop0`).
+    pub name: String,
+    /// `major:minor`.
+    pub device: String,
+    /// What it reads and writes (`loop/backing_file`).
+    pub backing: String,
+    /// Set up read-only.
+    pub read_only: bool,
+}
+
+/// `status`'s `bpf_lsm`: whether `bpf` is an active LSM, from the kernel's
+/// list of active LSMs (`/sys/kernel/security/lsm`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BpfLsm {
+    /// `null` when the list cannot be read (securityfs not mounted).
+    pub active: Option<bool>,
+    /// The active LSMs in the kernel's order; empty when unknown.
+    #[serde(default)]
+    pub lsm: Vec<String>,
 }
 
 /// The filter's pinned maps and links (`status`'s `filter_pins`).
@@ -1221,6 +1272,18 @@ pub enum ClaimsKept {
         alias = ""
     )]
     OnStart,
+}
+
+/// `status`'s `claims_slow`: the last time taking the exclusive claims took
+/// long.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClaimsSlow {
+    /// The disks waited for (`LABEL MAJ:MIN`).
+    pub disks: Vec<String>,
+    /// How long it took, in milliseconds.
+    pub ms: u64,
+    /// Whether every claim was taken in the end.
+    pub all_taken: bool,
 }
 
 /// `status`'s reclaim fence: the disks a reclaim runs on (none: no reclaim
@@ -1715,19 +1778,22 @@ mod json_names {
         );
         pinned::<StatusResult>(
             r#"{"daemon_version":"0.1.0","protocol_version":1,"pid":1,"uptime_seconds":2,
-            "kernel":"6.12.0","bpf_lsm":"yes (lsm=bpf)","filter_backend":"lsm",
+            "kernel":"6.12.0","bpf_lsm":{"active":true,"lsm":["capability","bpf"]},"filter_backend":"lsm",
             "default_filter_mode":"enforce","disks":1,"conflicts":0,"devices_scanned":3,
             "socket":"/run/asmguard/asmguard.sock","metrics_address":"x","config":"y",
-            "events":"udev","last_scan_ms":4,"filter_coverage":"full",
-            "filter_reason":"r","filter_passthrough":"p","filter_programs":["ag_file_open"],
+            "events":"udev","last_scan_ms":4,"filter_coverage":"open_time_only",
+            "filter_reason":"r","filter_passthrough":"by_class_in_memory","filter_programs":["ag_file_open"],
             "filter_other_programs":["other (id 7) on file_open"],
             "filter_program_runs":["ag_file_open 1200 3"],
             "filter_devices":2,"filter_majors":"blk=8 chr=21","allow_rules":["any process of user grid"],"allow_notes":["n"],"oracle_homes":["grid home /u01"],"filter_pins":"watched","map_fds":"periodic check only","protection":"unprotected","bpf_lsm_hint":"",
             "claims":["DATA1 253:2"],"claims_kept":"none (no NOTIFY_SOCKET: re-taken on start)",
-            "claims_slow":"the exclusive claim of DATA1 253:2 took 600 ms to take",
+            "claims_slow":{"disks":["DATA1 253:2"],"ms":600,"all_taken":true},
             "container_nodes":1,
             "restart_needed":["metrics.listen = \"127.0.0.1:9465\" -> \"0.0.0.0:9465\""],
             "reclaim_fence":{"disks":["DATA1"],"refuses":"all_writes"},
+            "exposed":[{"label":"DATA1","pid":12,"comm":"dd","fd":3,"path":"/dev/sdb","device":"8:16"}],
+            "writers_before":[{"label":"DATA1","pid":13,"comm":"sh","fd":5,"path":"/dev/sdb","device":"8:16"}],
+            "loops_before":[{"label":"DATA1","name":"loop0","device":"7:0","backing":"/dev/sdb","read_only":false}],
             "not_presented":[{"container":"rac2","reason":"no process yet"}],
             "containers":[{"name":"rac1","cgroups":["lxc.payload.rac1"],
               "allow":{"users":[{"name":"grid","host_uid":154331}],

@@ -73,7 +73,7 @@ pub struct Applied {
     /// time taking them was slow (empty when never).
     pub claims: Vec<String>,
     pub claims_kept: asmguard_proto::ClaimsKept,
-    pub claims_slow: String,
+    pub claims_slow: Option<asmguard_proto::ClaimsSlow>,
     /// The devices whose exclusive claim is held.
     pub claimed: BTreeSet<KernelDev>,
 }
@@ -87,7 +87,7 @@ impl Applied {
             presented: present::Outcome::default(),
             claims: Vec::new(),
             claims_kept: asmguard_proto::ClaimsKept::OnStart,
-            claims_slow: String::new(),
+            claims_slow: None,
             claimed: BTreeSet::new(),
         }
     }
@@ -112,7 +112,7 @@ pub struct Applier {
     /// start) waits for none (a disk that is mounted or mapped now stays so,
     /// and a restart must not wait for each).
     synced: bool,
-    claims_slow: String,
+    claims_slow: Option<asmguard_proto::ClaimsSlow>,
     /// Disks and labels being written right now (shared with the label
     /// operations: their disk keeps its claim as it is meanwhile).
     inflight: Arc<Mutex<HashSet<Busy>>>,
@@ -148,7 +148,7 @@ impl Applier {
             claims: claims::Claims::from_environment(),
             failing: BTreeSet::new(),
             synced: false,
-            claims_slow: String::new(),
+            claims_slow: None,
             inflight: p.inflight,
             fence_file: fence::path(&p.runtime_dir),
             modes_file: modes_file(&p.runtime_dir),
@@ -346,17 +346,21 @@ impl Applier {
             if failed.is_empty() || !new || t0.elapsed() >= CLAIM_WAIT {
                 let ms = t0.elapsed().as_millis();
                 if ms >= CLAIM_SLOW.as_millis() {
-                    let m = format!(
+                    let slow = asmguard_proto::ClaimsSlow {
+                        disks: waited.iter().cloned().collect(),
+                        ms: u64::try_from(ms).unwrap_or(u64::MAX),
+                        all_taken: failed.is_empty(),
+                    };
+                    tracing::warn!(
                         "the exclusive claim of {} took {ms} ms{}",
-                        waited.iter().cloned().collect::<Vec<_>>().join(", "),
-                        if failed.is_empty() {
+                        slow.disks.join(", "),
+                        if slow.all_taken {
                             " to take"
                         } else {
                             ": not all taken"
                         }
                     );
-                    tracing::warn!("{m}");
-                    self.claims_slow = m;
+                    self.claims_slow = Some(slow);
                 }
                 for (w, e) in &failed {
                     if failing.insert(w.dev) {

@@ -87,9 +87,14 @@ impl Daemon {
         let containers = self.container_views();
         let s = self.applied();
         let bpf_lsm = match std::fs::read_to_string(self.site.paths.securityfs().join("lsm")) {
-            Ok(l) if l.trim().split(',').any(|x| x == "bpf") => format!("yes (lsm={})", l.trim()),
-            Ok(l) => format!("no (lsm={})", l.trim()),
-            Err(_) => "unknown (securityfs not mounted)".into(),
+            Ok(l) => {
+                let lsm: Vec<String> = l.trim().split(',').map(str::to_string).collect();
+                asmguard_proto::BpfLsm {
+                    active: Some(lsm.iter().any(|x| x == "bpf")),
+                    lsm,
+                }
+            }
+            Err(_) => asmguard_proto::BpfLsm::default(),
         };
         let fst = self.filter.status();
         let rules = s.world.rules.clone().unwrap_or_default();
@@ -106,7 +111,7 @@ impl Daemon {
                 .unwrap_or_else(|_| "unknown".into()),
             bpf_lsm,
             filter_backend: fst.backend(),
-            filter_coverage: fst.coverage(),
+            filter_coverage: crate::apply::filter::service::scope_of(fst.cover),
             filter_reason: fst.reason,
             filter_passthrough: fst.passthrough,
             filter_programs: fst.programs,
@@ -122,9 +127,9 @@ impl Daemon {
                 self.filter.containers_enforced(),
             ),
             oracle_homes: rules.homes.clone(),
-            exposed: crate::world::exposed::lines(&s.world.exposed),
-            writers_before: crate::world::exposed::writer_lines(&s.world.writers),
-            loops_before: crate::world::exposed::loop_lines(&s.world.loops),
+            exposed: crate::world::exposed::opened(&s.world.exposed),
+            writers_before: crate::world::exposed::opened(&s.world.writers),
+            loops_before: crate::world::exposed::loops(&s.world.loops),
             filter_pins: fst.pins,
             map_fds: fst.map_fds,
             protection,

@@ -12,7 +12,7 @@ pub type Exposed = BTreeMap<String, Vec<Opener>>;
 /// A process's mapping of a disk (by label).
 pub type Found = (String, Opener);
 
-/// One `status` line.
+/// One line of the log of an exposure.
 pub fn line(label: &str, o: &Opener) -> String {
     format!(
         "{label} mapped shared-writable by pid {} ({}) since before protection",
@@ -20,27 +20,19 @@ pub fn line(label: &str, o: &Opener) -> String {
     )
 }
 
-/// One `status` line of a descriptor open for writing since before
-/// protection (`status`'s `writers_before`).
-pub fn writer_line(label: &str, o: &Opener) -> String {
-    format!(
-        "{label} writer open since before protection: pid {} ({}) fd {} on {} \
-         (its writes are refused)",
-        o.pid, o.comm, o.fd, o.path
-    )
-}
-
-/// `status`'s lines of descriptors open for writing since before protection.
-pub fn writer_lines(e: &Exposed) -> Vec<String> {
+/// `status`'s `exposed` or `writers_before`: one per (disk, process).
+pub fn opened(e: &Exposed) -> Vec<asmguard_proto::OpenedBefore> {
     e.iter()
-        .flat_map(|(l, v)| v.iter().map(move |o| writer_line(l, o)))
-        .collect()
-}
-
-/// `status`'s lines, one per (disk, process).
-pub fn lines(e: &Exposed) -> Vec<String> {
-    e.iter()
-        .flat_map(|(l, v)| v.iter().map(move |o| line(l, o)))
+        .flat_map(|(l, v)| {
+            v.iter().map(move |o| asmguard_proto::OpenedBefore {
+                label: l.clone(),
+                pid: o.pid,
+                comm: o.comm.clone(),
+                fd: o.fd,
+                path: o.path.clone(),
+                device: o.device.clone(),
+            })
+        })
         .collect()
 }
 
@@ -61,7 +53,7 @@ pub struct LoopBefore {
 /// Label -> the loop devices over it set up before its protection.
 pub type Loops = BTreeMap<String, Vec<LoopBefore>>;
 
-/// One `status` line of a loop device set up before protection.
+/// One line of the log of a loop device set up before protection.
 pub fn loop_line(label: &str, l: &LoopBefore) -> String {
     format!(
         "{} over {label} (backing file {}{}), set up before protection: \
@@ -72,10 +64,18 @@ pub fn loop_line(label: &str, l: &LoopBefore) -> String {
     )
 }
 
-/// `status`'s lines of loop devices set up before protection.
-pub fn loop_lines(e: &Loops) -> Vec<String> {
+/// `status`'s `loops_before`: the loop devices set up before protection.
+pub fn loops(e: &Loops) -> Vec<asmguard_proto::LoopBefore> {
     e.iter()
-        .flat_map(|(l, v)| v.iter().map(move |o| loop_line(l, o)))
+        .flat_map(|(l, v)| {
+            v.iter().map(move |o| asmguard_proto::LoopBefore {
+                label: l.clone(),
+                name: o.name.clone(),
+                device: o.device.clone(),
+                backing: o.backing.clone(),
+                read_only: o.read_only,
+            })
+        })
         .collect()
 }
 
@@ -150,17 +150,22 @@ mod tests {
         let one = Exposed::from([("DATA1".to_string(), vec![o(12)])]);
         let (n, g) = changes(&Exposed::new(), &one);
         assert_eq!((n.len(), g.len()), (1, 0));
+        let v = opened(&one);
         assert_eq!(
-            lines(&one),
-            ["DATA1 mapped shared-writable by pid 12 (dd) since before protection"]
+            (v.len(), v[0].label.as_str(), v[0].pid, v[0].comm.as_str()),
+            (1, "DATA1", 12, "dd")
+        );
+        assert_eq!(
+            line("DATA1", &o(12)),
+            "DATA1 mapped shared-writable by pid 12 (dd) since before protection"
         );
         // the same again: nothing new
         let (n, g) = changes(&one, &one.clone());
         assert_eq!((n.len(), g.len()), (0, 0));
         let (n, g) = changes(&one, &Exposed::new());
         assert_eq!((n.len(), g[0].1.pid), (0, 12));
-        assert!(lines(&Exposed::new()).is_empty());
-        // a descriptor's line names the process, its fd and the path
+        assert!(opened(&Exposed::new()).is_empty());
+        // a descriptor names the process, its fd and the path
         let fd = Exposed::from([(
             "DATA1".to_string(),
             vec![Opener {
@@ -169,15 +174,13 @@ mod tests {
                 ..o(13)
             }],
         )]);
+        let v = opened(&fd);
         assert_eq!(
-            writer_lines(&fd),
-            [
-                "DATA1 writer open since before protection: pid 13 (dd) fd 5 on /dev/sdb \
-              (its writes are refused)"
-            ]
+            (v[0].pid, v[0].fd, v[0].path.as_str(), v[0].device.as_str()),
+            (13, 5, "/dev/sdb", "7:0")
         );
-        // a protected disk with none: no line
-        assert!(writer_lines(&Exposed::from([("DATA2".to_string(), vec![])])).is_empty());
+        // a protected disk with none: no entry
+        assert!(opened(&Exposed::from([("DATA2".to_string(), vec![])])).is_empty());
     }
 
     #[test]
@@ -190,14 +193,22 @@ mod tests {
         };
         let one = Loops::from([("DATA1".to_string(), vec![lo("loop0", "/dev/sdb", false)])]);
         assert_eq!(
-            loop_lines(&one),
-            [
-                "loop0 over DATA1 (backing file /dev/sdb), set up before protection: \
-              its writes are judged as the disk's"
-            ]
+            loops(&one),
+            [asmguard_proto::LoopBefore {
+                label: "DATA1".into(),
+                name: "loop0".into(),
+                device: "7:0".into(),
+                backing: "/dev/sdb".into(),
+                read_only: false,
+            }]
+        );
+        assert_eq!(
+            loop_line("DATA1", &lo("loop0", "/dev/sdb", false)),
+            "loop0 over DATA1 (backing file /dev/sdb), set up before protection: \
+             its writes are judged as the disk's"
         );
         let ro = Loops::from([("DATA1".to_string(), vec![lo("loop0", "/dev/sdb", true)])]);
-        assert!(loop_lines(&ro)[0].contains("(backing file /dev/sdb, read-only)"));
+        assert!(loops(&ro)[0].read_only);
         let (n, g) = loop_changes(&Loops::new(), &one);
         assert_eq!((n.len(), g.len(), n[0].0.as_str()), (1, 0, "DATA1"));
         assert_eq!(loop_changes(&one, &one.clone()), (vec![], vec![]));
@@ -210,7 +221,7 @@ mod tests {
         );
         let (n, g) = loop_changes(&one, &Loops::new());
         assert_eq!((n.len(), g[0].1.name.as_str()), (0, "loop0"));
-        assert!(loop_lines(&Loops::from([("DATA2".to_string(), vec![])])).is_empty());
+        assert!(loops(&Loops::from([("DATA2".to_string(), vec![])])).is_empty());
         // a protection change forgets the label's entry (all: every one)
         let two = Loops::from([
             ("DATA1".to_string(), vec![lo("loop0", "/dev/sdb", false)]),

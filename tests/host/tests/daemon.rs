@@ -255,18 +255,21 @@ fn status_reports_the_facts() {
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
     assert_eq!(s["kernel"], kernel.trim());
     let lsm = std::fs::read_to_string("/sys/kernel/security/lsm");
-    let b = s["bpf_lsm"].as_str().unwrap();
+    let b = &s["bpf_lsm"];
     match lsm {
-        Ok(l) if l.split(',').any(|x| x.trim() == "bpf") => assert!(b.starts_with("yes"), "{b}"),
-        Ok(_) => assert!(b.starts_with("no"), "{b}"),
-        Err(_) => assert_eq!(b, "unknown (securityfs not mounted)"),
+        Ok(l) => {
+            let names: Vec<&str> = l.trim().split(',').collect();
+            assert_eq!(b["lsm"], serde_json::json!(names), "{b}");
+            assert_eq!(b["active"], names.contains(&"bpf"), "{b}");
+        }
+        Err(_) => assert_eq!(b["active"], serde_json::Value::Null, "{b}"),
     }
     // The host refuses BPF LSM programs: the cgroup-device fallback, and status says
     // so (`lsm` where the BPF LSM works).
     let backend = s["filter_backend"].as_str().unwrap();
     assert!(matches!(backend, "lsm" | "cgroup_device"), "{s:#}");
     if backend == "cgroup_device" {
-        assert_eq!(s["filter_coverage"], "degraded: open-time only");
+        assert_eq!(s["filter_coverage"], "open_time_only");
     }
     assert_eq!(s["socket"], d.socket.display().to_string());
     // The configured endpoint (a free port the harness chose), served.
@@ -300,6 +303,15 @@ fn status_reports_the_facts() {
             .any(|l| l.starts_with("events:") && l.ends_with(" kernel uevents (no udevd)")),
         "{t}"
     );
+    // the text view says the facts of `bpf_lsm` as a sentence
+    if let Some(active) = b["active"].as_bool() {
+        let want = format!("{} (lsm=", if active { "yes" } else { "no" });
+        assert!(
+            t.lines()
+                .any(|l| l.starts_with("bpf lsm:") && l.contains(&want)),
+            "{t}"
+        );
+    }
 }
 
 #[test]

@@ -14,8 +14,6 @@
 //! (`bpf/guard.bpf.c`, `ag_file_ioctl_s`), which rule a kernel gets
 //! ([`PassthroughRule`], chosen by the loader).
 
-use std::fmt;
-
 /// A command set (`AG_CMD_*` in `bpf/passthrough.h`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CmdSet {
@@ -104,70 +102,7 @@ pub fn read_class(set: CmdSet, opcode: u8, sa: u8) -> bool {
     })
 }
 
-/// Which rule the running filter applies to SG_IO and NVMe passthrough.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PassthroughRule {
-    /// The sleepable `lsm.s/file_ioctl` program reads each command: the read
-    /// class passes, the rest is refused to callers not allow-listed.
-    ByClass,
-    /// `fmod_ret/security_file_ioctl` reads each command without faulting
-    /// (the kernel lets no `fmod_ret` program on a security function sleep):
-    /// the read class passes, the rest, and a command not in memory, are
-    /// refused to callers not allow-listed.
-    ByClassInMemory,
-    /// `lsm/file_ioctl`: every SG_IO and NVMe passthrough ioctl on a managed
-    /// disk is refused to callers not allow-listed (the kernel cannot read
-    /// the command: no sleepable file_ioctl or bpf_copy_from_user).
-    AllOrNothing,
-    /// The cgroup-device fallback sees opens only: a read-only open passes
-    /// and so does every ioctl on it.
-    OpenOnly,
-}
-
-impl PassthroughRule {
-    /// `by_class`, `by_class_in_memory`, `all_or_nothing`, `open_only` (for
-    /// `status --json`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PassthroughRule::ByClass => "by_class",
-            PassthroughRule::ByClassInMemory => "by_class_in_memory",
-            PassthroughRule::AllOrNothing => "all_or_nothing",
-            PassthroughRule::OpenOnly => "open_only",
-        }
-    }
-
-    /// What it means, for `status`.
-    pub fn describe(self) -> &'static str {
-        match self {
-            PassthroughRule::ByClass => {
-                "by command class (read-class SCSI and NVMe admin commands pass; writes, \
-                 format, sanitize, vendor commands refused); a caller holding CAP_SYS_RAWIO \
-                 (SG_IO) or CAP_SYS_ADMIN (NVMe) gets none unless it runs a disk-query tool \
-                 as root (its command could be changed after this check)"
-            }
-            PassthroughRule::ByClassInMemory => {
-                "by command class, read without faulting (read-class SCSI and NVMe admin \
-                 commands pass; writes, format, sanitize, vendor commands and a command \
-                 that is not in memory refused); a caller holding CAP_SYS_RAWIO (SG_IO) or \
-                 CAP_SYS_ADMIN (NVMe) gets none unless it runs a disk-query tool as root"
-            }
-            PassthroughRule::AllOrNothing => {
-                "all-or-nothing (the kernel cannot read the CDB: every SG_IO and NVMe \
-                 passthrough refused)"
-            }
-            PassthroughRule::OpenOnly => {
-                "not filtered (cgroup-device fallback sees opens only: write-opens refused, \
-                 ioctls on read-only opens pass)"
-            }
-        }
-    }
-}
-
-impl fmt::Display for PassthroughRule {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.describe())
-    }
-}
+pub use asmguard_filter_types::PassthroughRule;
 
 /// The name of a passthrough command seen in an event: `opcode 0x2a`, or its
 /// name when it is a read-class one.

@@ -109,9 +109,8 @@ pub struct FilterStatus {
     pub cover: Coverage,
     /// Why this backend (or why none).
     pub reason: String,
-    /// The rule SG_IO and NVMe passthrough get (`PassthroughRule`'s
-    /// description; why none when there is no filter).
-    pub passthrough: String,
+    /// The rule SG_IO and NVMe passthrough get (`None`: no filter).
+    pub passthrough: Option<asmguard_guard::PassthroughRule>,
     /// Whether pinned programs were re-adopted at start.
     pub adopted: bool,
     /// Attached programs.
@@ -141,7 +140,7 @@ impl FilterStatus {
         FilterStatus {
             cover: Coverage::Unprotected,
             reason: "not started".into(),
-            passthrough: "not filtered (not started)".into(),
+            passthrough: None,
             adopted: false,
             programs: vec![],
             devices: 0,
@@ -748,7 +747,7 @@ impl FilterService {
                     None => g.reason().into(),
                 },
                 changed: inner.changed.is_some(),
-                passthrough: g.passthrough_rule().describe().into(),
+                passthrough: Some(g.passthrough_rule()),
                 adopted: g.adopted(),
                 programs: g.programs(),
                 devices: g.disks().map(|d| d.len()).unwrap_or(0),
@@ -772,11 +771,11 @@ impl FilterService {
                 cover,
                 reason: inner.why_none.clone(),
                 changed: false,
-                passthrough: "not filtered (no filter)".into(),
+                passthrough: None,
                 adopted: false,
                 programs: vec![],
                 devices: 0,
-            majors: String::new(),
+                majors: String::new(),
                 reach: IdentityReach::Full,
                 pins: asmguard_proto::Pins::None,
                 map_fds: asmguard_proto::MapFds::None,

@@ -75,7 +75,8 @@ for _ in 1 2 3 4 5 6 7 8; do
 	sleep 0.5
 done
 has_line status-names-loop "^ *loop.*$PN over LBDISK (backing file $L), set up before protection" "$st"
-has_line status-json-names-loop "\"$PN over LBDISK (backing file $L)" "$($C status --json 2>&1)"
+# (--json's keys come sorted)
+has_line status-json-names-loop '"loops_before":\[{"backing":"'"$L"'","device":"[0-9]*:[0-9]*","label":"LBDISK","name":"'"$PN"'"' "$($C status --json 2>&1 | tr -d ' \n')"
 has_line lsdsk-names-loop "^LBDISK .*$PN(loop-before)" "$($C lsdsk 2>&1)"
 has_line lsdsk-json-names-loop '"loops_before":\["'"$PN"'"\]' "$($C lsdsk --json 2>&1 | tr -d ' \n')"
 has_line event-names-loop "LOOP BEFORE PROTECTION: $PN over LBDISK" "$($C events 2>&1 | grep "$PN")"
