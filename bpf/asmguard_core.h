@@ -91,19 +91,35 @@ enum {
 #define MINORBITS 20
 #define MKDEV(ma, mi) (((ma) << MINORBITS) | (mi))
 
-/* ---- kernel structs: only the fields asmguard reads ---- */
+/* ---- kernel structs: only the fields asmguard reads ----
+ * One declaration per kernel type for every program (CO-RE relocates each
+ * field read by name: a field listed here costs nothing where it is not
+ * read). A header needing a type's other shape (a member embedded at an
+ * offset, a union member) declares a ___ag flavour of its own. */
 struct super_block;
+struct dentry;
 struct inode {
 	umode_t i_mode;
 	dev_t i_rdev;
 	unsigned long i_ino;
 	struct super_block *i_sb;
+	void *i_private; /* bpffs: the pinned object */
+} __attribute__((preserve_access_index));
+
+struct qstr {
+	const unsigned char *name;
+} __attribute__((preserve_access_index));
+
+struct path {
+	struct dentry *dentry;
 } __attribute__((preserve_access_index));
 
 struct file {
 	struct inode *f_inode;
 	fmode_t f_mode;
 	unsigned int f_flags;
+	struct path f_path;
+	void *private_data; /* a BPF object's file: the map, program or link */
 } __attribute__((preserve_access_index));
 
 /*
@@ -120,6 +136,7 @@ typedef struct {
 
 struct super_block {
 	dev_t s_dev;
+	unsigned long s_magic;
 } __attribute__((preserve_access_index));
 
 /* The supplementary groups (atomic_t usage in 5.10, refcount_t later: not read). */
@@ -204,6 +221,7 @@ struct pid {
 
 struct dentry {
 	struct inode *d_inode;
+	struct qstr d_name;
 } __attribute__((preserve_access_index));
 
 struct task_struct {

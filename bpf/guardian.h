@@ -110,16 +110,15 @@ struct task_struct___ag {
 	struct files_struct *files;
 } __attribute__((preserve_access_index));
 
-struct file___ag {
-	void *private_data;
-} __attribute__((preserve_access_index));
-
 struct bpf_map {
 	__u32 id;
 } __attribute__((preserve_access_index));
 
+struct bpf_prog;
+
 struct bpf_link {
 	__u32 id;
+	struct bpf_prog *prog;
 } __attribute__((preserve_access_index));
 
 /* Whether the calling task may touch asmguard's objects: it is the daemon,
@@ -154,7 +153,7 @@ static __always_inline __u32 fd_object_id(__u32 fd, __u32 kind)
 	struct task_struct___ag *t = (void *)bpf_get_current_task();
 	struct fdtable *fdt = BPF_CORE_READ(t, files, fdt);
 	struct file **fds;
-	struct file___ag *f = NULL;
+	struct file *f = NULL;
 	void *priv;
 
 	if (!fdt || fd >= BPF_CORE_READ(fdt, max_fds))
@@ -266,23 +265,6 @@ struct bpf_prog {
 	struct bpf_prog_aux *aux;
 } __attribute__((preserve_access_index));
 
-struct qstr___ag {
-	const unsigned char *name;
-} __attribute__((preserve_access_index));
-
-struct dentry___ag {
-	struct qstr___ag d_name;
-} __attribute__((preserve_access_index));
-
-struct path___ag {
-	struct dentry___ag *dentry;
-} __attribute__((preserve_access_index));
-
-struct file___agp {
-	struct path___ag f_path;
-	void *private_data;
-} __attribute__((preserve_access_index));
-
 /* -EPERM when {kind, id} is one of asmguard's objects and the caller is not
  * the daemon. */
 static __always_inline int guardian_object_rule(__u32 kind, __u32 id)
@@ -307,8 +289,7 @@ static __always_inline int guardian_object_rule(__u32 kind, __u32 id)
  * asmguard's maps, programs or links is the daemon's alone. */
 static __always_inline int guardian_receive_rule(struct file *file)
 {
-	struct file___agp *f = (void *)file;
-	const unsigned char *name = BPF_CORE_READ(f, f_path.dentry, d_name.name);
+	const unsigned char *name = BPF_CORE_READ(file, f_path.dentry, d_name.name);
 	__u64 w = 0;
 	__u8 nul = 1;
 	void *priv;
@@ -319,7 +300,7 @@ static __always_inline int guardian_receive_rule(struct file *file)
 		return 0;
 	if (w != AG_ANON_BPF_MAP && (bpf_probe_read_kernel(&nul, 1, name + 8) || nul))
 		return 0;
-	priv = BPF_CORE_READ(f, private_data);
+	priv = BPF_CORE_READ(file, private_data);
 	if (!priv)
 		return 0;
 	if (w == AG_ANON_BPF_MAP)
@@ -348,25 +329,10 @@ static __always_inline int guardian_receive_rule(struct file *file)
 #define AG_MAY_READ 0x4
 #define AG_S_IFREG 0100000
 
-struct super_block___agg {
-	unsigned long s_magic;
-} __attribute__((preserve_access_index));
-
-struct inode___agg {
-	umode_t i_mode;
-	struct super_block___agg *i_sb;
-	void *i_private;
-} __attribute__((preserve_access_index));
-
-struct bpf_link___agg {
-	__u32 id;
-	struct bpf_prog *prog;
-} __attribute__((preserve_access_index));
-
 static __always_inline int guardian_pin_open_rule(struct inode *inode, int mask)
 {
-	struct inode___agg *i = (void *)inode;
-	struct bpf_link___agg *l;
+	struct inode *i = inode;
+	struct bpf_link *l;
 	struct ag_obj_key k = { .kind = AG_OBJ_LINK };
 
 	if (!(mask & (AG_MAY_READ | AG_MAY_WRITE)) || !i)

@@ -86,31 +86,6 @@ static __always_inline int ptrace_access_rule(struct task_struct *child, unsigne
 #define AG_PROC_SUPER_MAGIC 0x9fa0
 #define AG_NAME_MEM 0x006d656dU /* "mem\0", little-endian */
 
-struct super_block___agm {
-	unsigned long s_magic;
-} __attribute__((preserve_access_index));
-
-struct inode___agm {
-	struct super_block___agm *i_sb;
-} __attribute__((preserve_access_index));
-
-struct qstr___agm {
-	const unsigned char *name;
-} __attribute__((preserve_access_index));
-
-struct dentry___agm {
-	struct qstr___agm d_name;
-} __attribute__((preserve_access_index));
-
-struct path___agm {
-	struct dentry___agm *dentry;
-} __attribute__((preserve_access_index));
-
-struct file___agm {
-	struct path___agm f_path;
-	struct inode___agm *f_inode;
-} __attribute__((preserve_access_index));
-
 struct hlist_node___agm {
 	struct hlist_node___agm *next;
 } __attribute__((preserve_access_index));
@@ -125,7 +100,7 @@ struct pid___agm {
 
 struct proc_inode___agm {
 	struct pid___agm *pid;
-	struct inode___agm vfs_inode;
+	struct inode vfs_inode;
 } __attribute__((preserve_access_index));
 
 struct task_struct___agm {
@@ -134,19 +109,18 @@ struct task_struct___agm {
 
 static __always_inline void mem_open_rule(struct file *file)
 {
-	struct file___agm *f = (void *)file;
 	const unsigned char *name;
 	struct pid___agm *pid;
 	struct hlist_node___agm *first;
 	__u64 inode;
 	__u32 w = 0;
 
-	if (BPF_CORE_READ(f, f_inode, i_sb, s_magic) != AG_PROC_SUPER_MAGIC)
+	if (BPF_CORE_READ(file, f_inode, i_sb, s_magic) != AG_PROC_SUPER_MAGIC)
 		return;
-	name = BPF_CORE_READ(f, f_path.dentry, d_name.name);
+	name = BPF_CORE_READ(file, f_path.dentry, d_name.name);
 	if (!name || bpf_probe_read_kernel(&w, sizeof(w), name) || w != AG_NAME_MEM)
 		return;
-	inode = (__u64)BPF_CORE_READ(f, f_inode);
+	inode = (__u64)BPF_CORE_READ(file, f_inode);
 	if (!inode)
 		return;
 	pid = BPF_CORE_READ((struct proc_inode___agm *)(inode - bpf_core_field_offset(struct proc_inode___agm, vfs_inode)),

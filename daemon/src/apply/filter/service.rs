@@ -547,9 +547,14 @@ impl FilterService {
         let Some(g) = &inner.guard else { return };
         let found = g.reassert_pins();
         self.changed_under(&mut inner, found);
-        // the managed-device maps: compared with what this daemon last
-        // wrote, put right and said by the write itself
-        self.apply(&mut inner, true);
+        // the managed-device maps: one read; written again (the write says
+        // what another process changed) only when they are not what this
+        // daemon last wrote or wants
+        let Some(g) = &inner.guard else { return };
+        let current = g.disks().unwrap_or_default();
+        if inner.written.as_ref() != Some(&current) || current != self.wanted(&inner) {
+            self.apply(&mut inner, true);
+        }
         if let Some(g) = &inner.guard {
             let found = g.check_maps();
             self.changed_under(&mut inner, found);

@@ -55,6 +55,9 @@ D=$(new_loop 8 borrow) || { fail setup "losetup: $D"; vm_exit; }
 S=$VM_SCSI
 [ -b "$S" ] || { fail setup "no scsi_debug disk (fixture scsi_debug): '$S'"; vm_exit; }
 dd if=/dev/urandom of="$D" bs=1M seek=1 count=3 conv=notrunc 2>/dev/null
+# the scsi_debug disk blank whatever ran before in this boot (filter-daemon
+# leaves it labelled DATA1): this test labels it itself
+dd if=/dev/zero of="$S" bs=4096 count=1 conv=notrunc oflag=direct 2>/dev/null
 dd if=/dev/zero bs=4096 count=1 2>/dev/null | tr '\0' 'B' >/tmp/borrow.junk
 agd_config /tmp/borrow.toml "${D#/dev/} ${S#/dev/}"
 : >$LOG
