@@ -156,7 +156,15 @@ HID=6f1d0d4e-31a1-4c6e-9b5c-5a3a4c0d0031
 CFG=/sys/kernel/config
 T=""
 tcp_connect() { # tcp_connect PORT: one more controller of the TCP subsystem
-	"$NVME" connect -t tcp -a 127.0.0.1 -s "$1" -n "$TNQN" --hostnqn="$HNQN" --hostid="$HID"
+	# up to three tries: under TCG a connect to the just-enabled loopback port
+	# was once reset by the peer (5.10); a failed connect adds no controller
+	local i
+	for i in 1 2 3; do
+		"$NVME" connect -t tcp -a 127.0.0.1 -s "$1" -n "$TNQN" --hostnqn="$HNQN" --hostid="$HID" && return 0
+		echo "connect to port $1: try $i failed"
+		sleep 1
+	done
+	return 1
 }
 tcp_setup() {
 	modprobe nvmet-tcp && modprobe nvme-tcp || return 2
