@@ -450,13 +450,15 @@ impl FilterService {
     /// every map entry that is not a device of a current label (after a
     /// re-adoption the maps hold the previous daemon's set).
     fn apply(&self, inner: &mut Inner, full: bool) {
-        self.write_maps(inner, full, false);
+        let found = self.write_maps(inner, full, false);
+        self.changed_under(inner, found.into_iter().collect());
     }
 
     /// [`Self::apply`]; with `all_off`, every disk's mode off (the first
     /// step of `filter disable`).
-    fn write_maps(&self, inner: &mut Inner, full: bool, all_off: bool) {
-        let Some(g) = &inner.guard else { return };
+    /// Returns what another process changed since the last write (put right).
+    fn write_maps(&self, inner: &mut Inner, full: bool, all_off: bool) -> Option<String> {
+        let Some(g) = &inner.guard else { return None };
         let mut wanted = self.wanted(inner);
         if all_off {
             for v in wanted.values_mut() {
@@ -490,17 +492,14 @@ impl FilterService {
             let _ = g.remove_disk(&stale);
         }
         inner.written = g.disks().ok();
-        if let Some(d) = tampered {
-            self.changed_under(
-                inner,
-                vec![format!(
-                    "the managed-device map differs from what this daemon last wrote on {} device{} ({}): written again",
-                    d.len(),
-                    if d.len() == 1 { "" } else { "s" },
-                    d.iter().take(4).map(|d| d.to_string()).collect::<Vec<_>>().join(", ")
-                )],
-            );
-        }
+        tampered.map(|d| {
+            format!(
+                "the managed-device map differs from what this daemon last wrote on {} device{} ({}): written again",
+                d.len(),
+                if d.len() == 1 { "" } else { "s" },
+                d.iter().take(4).map(|d| d.to_string()).collect::<Vec<_>>().join(", ")
+            )
+        })
     }
 
     /// What another process changed of this filter (`found`, each a
@@ -545,20 +544,19 @@ impl FilterService {
             return;
         }
         let Some(g) = &inner.guard else { return };
-        let found = g.reassert_pins();
-        self.changed_under(&mut inner, found);
+        // every finding of this check in one ERROR line and one reason
+        let mut found = g.reassert_pins();
         // the managed-device maps: one read; written again (the write says
         // what another process changed) only when they are not what this
         // daemon last wrote or wants
-        let Some(g) = &inner.guard else { return };
         let current = g.disks().unwrap_or_default();
         if inner.written.as_ref() != Some(&current) || current != self.wanted(&inner) {
-            self.apply(&mut inner, true);
+            found.extend(self.write_maps(&mut inner, true, false));
         }
         if let Some(g) = &inner.guard {
-            let found = g.check_maps();
-            self.changed_under(&mut inner, found);
+            found.extend(g.check_maps());
         }
+        self.changed_under(&mut inner, found);
     }
 
     /// Whether the kernel's managed set holds every device of `label` as the
@@ -671,7 +669,8 @@ impl FilterService {
             return Ok(());
         }
         if inner.guard.is_some() {
-            self.write_maps(&mut inner, false, true);
+            let found = self.write_maps(&mut inner, false, true);
+            self.changed_under(&mut inner, found.into_iter().collect());
         }
         Self::stop_reader(&mut inner);
         inner.written = None;
