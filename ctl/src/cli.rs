@@ -10,7 +10,9 @@ use clap::Args;
 use std::path::PathBuf;
 
 pub const EXIT_CODES: &str = "Exit codes: 0 success; 1 the operation failed (I/O error, \
-     read-back mismatch, daemon bug); 2 bad usage; 3 unusable input (no such device or \
+     read-back mismatch, daemon bug, or the output could not be written: a full disk; a \
+     reader that quits early, as grep -q or head, is no error and keeps the command's \
+     code); 2 bad usage; 3 unusable input (no such device or \
      label, not a block device, excluded by the configuration, invalid label, too small, \
      permission denied on a file); 4 refused (the disk holds data, an ASM disk header or \
      another label, is in use, the label is taken, or the socket peer may not do this); \

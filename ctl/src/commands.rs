@@ -22,7 +22,7 @@ fn decode<T: DeserializeOwned>(v: serde_json::Value) -> Result<T, CliError> {
 }
 
 fn print_json(v: &serde_json::Value) {
-    println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+    outln!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
 }
 
 fn label_text(r: &LabelResult) -> String {
@@ -56,7 +56,7 @@ fn show<T: DeserializeOwned>(
     if json {
         print_json(&v);
     } else {
-        print!("{}", text(&decode(v)?));
+        out!("{}", text(&decode(v)?));
     }
     Ok(())
 }
@@ -264,7 +264,7 @@ fn list(c: &Cli, op: Op, json: bool) -> Result<(), CliError> {
     let mut v = call(&c.global.socket, c.global.timeout, op)?;
     let r: LsdskResult = decode(v.clone())?;
     if !json {
-        print!("{}", lsdsk_text(&r));
+        out!("{}", lsdsk_text(&r));
         return Ok(());
     }
     // the answer as it came, each disk with its sentence beside the words
@@ -287,10 +287,10 @@ fn status(c: &Cli, json: bool) -> Result<(), CliError> {
         return unprotected(&s);
     }
     for (k, v) in status_rows(s.clone()) {
-        println!("{:<15} {v}", format!("{k}:"));
+        outln!("{:<15} {v}", format!("{k}:"));
     }
     if !s.bpf_lsm_hint.is_empty() {
-        println!("{:<15} {}", "hint:", s.bpf_lsm_hint);
+        outln!("{:<15} {}", "hint:", s.bpf_lsm_hint);
     }
     unprotected(&s)
 }
@@ -616,14 +616,14 @@ fn filter(c: &Cli, a: &cli::FilterArgs) -> Result<(), CliError> {
     };
     match (&a.label, r.action) {
         (None, FilterAction::Disable) => {
-            println!("filter disabled: programs detached and unpinned")
+            outln!("filter disabled: programs detached and unpinned")
         }
-        (None, _) => println!(
+        (None, _) => outln!(
             "filter {what} on all disks ({}): {}",
             r.backend,
             joined_or(&r.labels, "none yet")
         ),
-        (Some(l), _) => println!("filter {what} on {l} ({})", r.backend),
+        (Some(l), _) => outln!("filter {what} on {l} ({})", r.backend),
     }
     Ok(())
 }
@@ -677,7 +677,6 @@ pub fn event_text(e: &asmguard_proto::FilterEventInfo) -> String {
 }
 
 fn events(c: &Cli, a: &cli::EventsArgs) -> Result<(), CliError> {
-    use std::io::Write;
     let mut after = 0u64;
     loop {
         let v = call(
@@ -686,18 +685,16 @@ fn events(c: &Cli, a: &cli::EventsArgs) -> Result<(), CliError> {
             Op::Events(asmguard_proto::EventsArgs { after }),
         )?;
         let r: asmguard_proto::EventsResult = decode(v)?;
-        let mut out = std::io::stdout().lock();
         for e in &r.events {
-            let line = if a.json {
-                serde_json::to_string(e).unwrap_or_default()
+            if a.json {
+                outln!("{}", serde_json::to_string(e).unwrap_or_default());
             } else {
-                event_text(e)
-            };
-            if writeln!(out, "{line}").is_err() {
-                return Ok(()); // stdout closed (a pager or head quit)
+                outln!("{}", event_text(e));
             }
         }
-        let _ = out.flush();
+        if crate::out::stopped() {
+            return Ok(()); // a pager or head quit, or the disk is full
+        }
         after = after.max(r.last_seq);
         if !a.follow {
             return Ok(());
@@ -883,7 +880,7 @@ pub fn run(c: &Cli, paths: &asmguard_paths::Paths) -> Result<(), CliError> {
         Command::UdevRules(a) => {
             let (cfg, _) = asmguard_config::load(a.config.as_deref())
                 .map_err(|e| CliError::new(BAD_INPUT, e))?;
-            print!("{}", asmguard_config::udev_rules(&cfg, paths));
+            out!("{}", asmguard_config::udev_rules(&cfg, paths));
             Ok(())
         }
         Command::Man => {
@@ -911,14 +908,14 @@ pub fn run(c: &Cli, paths: &asmguard_paths::Paths) -> Result<(), CliError> {
                 m.render_options_section(&mut out)
                     .map_err(|e| CliError::new(FAILED, e.to_string()))?;
             }
-            use std::io::Write;
-            std::io::stdout()
-                .write_all(&out)
-                .map_err(|e| CliError::new(FAILED, e.to_string()))
+            crate::out::stdout_bytes(&out);
+            Ok(())
         }
         Command::Completions(a) => {
             let mut cmd = cli_command();
-            clap_complete::generate(a.shell, &mut cmd, "asmguardctl", &mut std::io::stdout());
+            let mut out = Vec::new();
+            clap_complete::generate(a.shell, &mut cmd, "asmguardctl", &mut out);
+            crate::out::stdout_bytes(&out);
             Ok(())
         }
     }

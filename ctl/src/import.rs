@@ -1706,19 +1706,19 @@ pub fn run_on(a: &ImportArgs, paths: &asmguard_paths::Paths) -> Result<(), CliEr
         if let Some(d) = &done {
             v["written"] = serde_json::Value::String(d.clone());
         }
-        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        outln!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
     } else if let Some(d) = done {
-        println!("{d}");
-        println!(
+        outln!("{d}");
+        outln!(
             "next: asmguardd --check-config --config {}; systemctl restart asmguard",
             a.config.display()
         );
     } else {
-        print!("{}", imp.config);
+        out!("{}", imp.config);
     }
     if !a.json {
         for d in &imp.disks {
-            eprintln!("{}", d.line());
+            errln!("{}", d.line());
         }
     }
     if !refused {
@@ -2174,7 +2174,7 @@ KERNEL=="sd*", ENV{ID_SERIAL}=="3600c0ff*", SYMLINK+="asm-fra1", OWNER="grid", G
             };
             let got = corpus_answer(kind, &std::fs::read_to_string(f).unwrap(), &name);
             if show {
-                println!("==> {name}\n{got}");
+                outln!("==> {name}\n{got}");
             }
             let want = std::fs::read_to_string(dir.join(format!("{name}.expected")))
                 .unwrap_or_else(|e| format!("({name}.expected: {e})\n"));

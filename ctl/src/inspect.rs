@@ -75,12 +75,12 @@ pub fn run(args: &InspectArgs) -> Result<(), CliError> {
     };
     let r = report(&dev)?;
     if args.json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&r).map_err(|e| CliError::new(FAILED, e.to_string()))?
         );
     } else {
-        print!("{}", text(&r));
+        out!("{}", text(&r));
     }
     Ok(())
 }

@@ -44,15 +44,15 @@ pub fn run(c: &Global, a: &IostatArgs) -> Result<(), CliError> {
         let report =
             asmguard_iostat::iostat(&prev, &cur, at - prev_at, a.label.as_deref(), a.paths);
         if a.json {
-            println!("{}", report.to_json());
+            outln!("{}", report.to_json());
         } else {
-            print!("{}", report.to_text());
+            out!("{}", report.to_text());
             if a.count != 1 {
-                println!();
+                outln!();
             }
         }
         n += 1;
-        if a.count != 0 && n >= a.count {
+        if (a.count != 0 && n >= a.count) || crate::out::stopped() {
             return Ok(());
         }
         (prev, prev_at) = (cur, at);

@@ -5,6 +5,9 @@
 //! device or an image file without the daemon. Every error is one line on stderr and
 //! a documented exit code (see `exit.rs` and the man page).
 
+#[macro_use]
+mod out;
+
 mod cli;
 mod client;
 mod commands;
@@ -25,22 +28,25 @@ fn main() {
     let argv0 = std::env::args_os().next().unwrap_or_default();
     if std::path::Path::new(&argv0).file_name() == Some(std::ffi::OsStr::new("oracleasm")) {
         let a = oracleasm::Standalone::parse();
-        match oracleasm::run_standalone(&a, &paths) {
-            Ok(()) => std::process::exit(exit::OK),
-            Err(e) => {
-                if !e.message.is_empty() {
-                    eprintln!("oracleasm: {}", e.message);
-                }
-                std::process::exit(e.code);
-            }
-        }
+        leave("oracleasm", oracleasm::run_standalone(&a, &paths));
     }
     let cli = commands::parse_args();
-    match commands::run(&cli, &paths) {
+    leave("asmguardctl", commands::run(&cli, &paths));
+}
+
+/// Exits with the command's code, after its one-line error if it failed; an
+/// output that could not be written (but to a reader that quit early) is that
+/// error: `NAME: cannot write the output: WHY`, exit 1.
+fn leave(name: &str, r: Result<(), exit::CliError>) -> ! {
+    if let Some(why) = out::failure() {
+        errln!("{name}: cannot write the output: {why}");
+        std::process::exit(exit::FAILED);
+    }
+    match r {
         Ok(()) => std::process::exit(exit::OK),
         Err(e) => {
             if !e.message.is_empty() {
-                eprintln!("asmguardctl: {}", e.message);
+                errln!("{name}: {}", e.message);
             }
             std::process::exit(e.code);
         }

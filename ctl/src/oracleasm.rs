@@ -191,13 +191,13 @@ fn steps(
     match r {
         Ok(_) => {
             for s in steps {
-                println!("{s}: done");
+                outln!("{s}: done");
             }
             Ok(())
         }
         Err(e) => {
-            println!("{}: failed", steps[0]);
-            println!("{failed}");
+            outln!("{}: failed", steps[0]);
+            outln!("{failed}");
             Err(e)
         }
     }
@@ -312,9 +312,9 @@ fn run_cmd(
                 let Some(d) = d else {
                     failed += 1;
                     if is_device(s) {
-                        println!("Device \"{s}\" is not marked as an ASM disk");
+                        outln!("Device \"{s}\" is not marked as an ASM disk");
                     } else {
-                        println!(
+                        outln!(
                             "Disk \"{}\" does not exist or is not instantiated",
                             s.to_ascii_uppercase()
                         );
@@ -333,15 +333,15 @@ fn run_cmd(
                     String::new()
                 };
                 if is_device(s) {
-                    println!(
+                    outln!(
                         "Device \"{s}\" is marked an ASM disk with the label \"{}\"{on}",
                         d.label
                     );
                 } else {
-                    println!("Disk \"{}\" is a valid ASM disk{on}", d.label);
+                    outln!("Disk \"{}\" is a valid ASM disk{on}", d.label);
                 }
                 if *identity {
-                    println!(
+                    outln!(
                         "ASM header status: {}; disk group: {}; ASM disk name: {}",
                         d.header_status,
                         d.disk_group.as_deref().unwrap_or("-"),
@@ -350,7 +350,7 @@ fn run_cmd(
                 }
                 if *paths {
                     for p in d.paths.iter().filter(|p| p.role != Role::Parent) {
-                        println!("{}: LABEL=\"{}\" TYPE=\"oracleasm\"", p.dev, d.label);
+                        outln!("{}: LABEL=\"{}\" TYPE=\"oracleasm\"", p.dev, d.label);
                     }
                 }
             }
@@ -370,14 +370,14 @@ fn run_cmd(
             labels.sort();
             labels.dedup();
             for l in labels {
-                println!("{l}");
+                outln!("{l}");
             }
             Ok(())
         }
         Cmd::Scandisks { .. } => {
-            println!("Reloading disk partitions: done");
-            println!("Cleaning any stale ASM disks...");
-            println!("Scanning system for ASM disks...");
+            outln!("Reloading disk partitions: done");
+            outln!("Cleaning any stale ASM disks...");
+            outln!("Scanning system for ASM disks...");
             let before: Vec<String> = c
                 .lsdsk()
                 .map(|r| r.disks.into_iter().map(|d| d.label).collect())
@@ -388,16 +388,16 @@ fn run_cmd(
                 .iter()
                 .filter(|d| !d.conflict && !before.contains(&d.label))
             {
-                println!("Instantiating disk \"{}\"", d.label);
+                outln!("Instantiating disk \"{}\"", d.label);
             }
             Ok(())
         }
         Cmd::Discover { long, .. } => {
             let r = c.lsdsk()?;
-            println!("Using asmguard (asmguardd at {})", c.socket.display());
+            outln!("Using asmguard (asmguardd at {})", c.socket.display());
             for d in r.disks.iter().filter(|d| !d.conflict) {
                 let lb = d.logical_block_size.max(1) as u64;
-                println!(
+                outln!(
                     "Discovered disk: ORCL:{} [{} blocks ({} bytes), maxio 512]",
                     d.label,
                     d.size_bytes / lb,
@@ -409,7 +409,7 @@ fn run_cmd(
                         .iter()
                         .map(|p| format!("{}({})", p.dev, p.role))
                         .collect();
-                    println!("    device {}, paths {}", d.top, paths.join(" "));
+                    outln!("    device {}, paths {}", d.top, paths.join(" "));
                 }
             }
             Ok(())
@@ -429,7 +429,7 @@ fn run_cmd(
             }
             let (cfg, _) =
                 asmguard_config::load(config.as_deref()).map_err(|e| CliError::new(FAIL, e))?;
-            print!("{}", configure_text(&cfg));
+            out!("{}", configure_text(&cfg));
             Ok(())
         }
     }
@@ -439,15 +439,15 @@ fn run_cmd(
 pub fn afd_lsdsk(socket: &Path, timeout: u64) -> Result<(), CliError> {
     let c = Ctx { socket, timeout };
     let r = c.lsdsk()?;
-    println!("{:<24}{:<12}Path", "Label", "Filtering");
-    println!("{}", "=".repeat(72));
+    outln!("{:<24}{:<12}Path", "Label", "Filtering");
+    outln!("{}", "=".repeat(72));
     for d in r.disks.iter().filter(|d| !d.conflict) {
         let f = if d.filter_mode == "enforce" {
             "ENABLED"
         } else {
             "DISABLED"
         };
-        println!("{:<24}{f:<12}{}", d.label, d.top);
+        outln!("{:<24}{f:<12}{}", d.label, d.top);
     }
     Ok(())
 }
@@ -463,7 +463,7 @@ pub fn afd_state(
     let s: StatusResult = decode(c.call(Op::Status)?)?;
     let on = !s.unprotected() && s.default_filter_mode == asmguard_filter_types::Mode::Enforce;
     let host = std::fs::read_to_string(paths.proc.join("sys/kernel/hostname")).unwrap_or_default();
-    println!(
+    outln!(
         "ASMCMD-9526: The AFD state is 'LOADED' and filtering is '{}' on host '{}'",
         if on { "ENABLED" } else { "DISABLED" },
         host.trim()
@@ -508,7 +508,7 @@ fn status(c: &Ctx, paths: &asmguard_paths::Paths) -> Result<(), CliError> {
         } else {
             format!(" ({detail})")
         };
-        println!("Checking if {what}: {}{d}", if yes { "yes" } else { "no" });
+        outln!("Checking if {what}: {}{d}", if yes { "yes" } else { "no" });
     };
     let s: Result<StatusResult, CliError> = c.call(Op::Status).and_then(decode);
     let s = match s {

@@ -193,17 +193,17 @@ pub fn run(c: &Global, a: &ReclaimArgs) -> Result<(), CliError> {
             let p: ProgressLine = serde_json::from_value(v)
                 .map_err(|e| CliError::new(FAILED, format!("bad progress line: {e}")))?;
             if a.json {
-                eprintln!("{}", serde_json::to_string(&p.progress).unwrap_or_default());
+                errln!("{}", serde_json::to_string(&p.progress).unwrap_or_default());
             } else if tty {
-                eprint!("\r\x1b[K{}", progress_text(&p.progress));
+                err!("\r\x1b[K{}", progress_text(&p.progress));
                 shown_progress = true;
             } else {
-                eprintln!("{}", progress_text(&p.progress));
+                errln!("{}", progress_text(&p.progress));
             }
             continue;
         }
         if shown_progress {
-            eprintln!();
+            errln!();
         }
         let resp: Response = serde_json::from_value(v)
             .map_err(|e| CliError::new(UNREACHABLE, format!("not a response: {e}")))?;
@@ -211,9 +211,9 @@ pub fn run(c: &Global, a: &ReclaimArgs) -> Result<(), CliError> {
         let res: ReclaimResult = serde_json::from_value(v.clone())
             .map_err(|e| CliError::new(FAILED, format!("unexpected answer: {e}")))?;
         if a.json {
-            println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+            outln!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
         } else {
-            print!("{}", result_text(&res));
+            out!("{}", result_text(&res));
         }
         // The stop rule: the disk changed under the run (exit 4, what and when).
         let stops: Vec<&str> = res
