@@ -159,7 +159,7 @@ impl Daemon {
             ..World::empty(conf)
         };
         let applier = Applier::new(crate::apply::Parts {
-            world: world.clone(),
+            world,
             filter: filter.clone(),
             metrics: metrics.clone(),
             inflight: inflight.clone(),
@@ -168,7 +168,7 @@ impl Daemon {
             settle,
         });
         Daemon {
-            applied: Arc::new(RwLock::new(Arc::new(Applied::nothing(world)))),
+            applied: Arc::new(RwLock::new(applier.last())),
             applier: Mutex::new(applier),
             filter,
             writer,
@@ -193,10 +193,25 @@ impl Daemon {
     /// Hands `input` to the one apply task (waiting for it while another
     /// input is applied) and publishes what it achieved.
     pub fn submit(&self, input: Input) -> Arc<Applied> {
+        match self.try_submit(input) {
+            Ok(done) => done,
+            Err(r) => {
+                // only an operation's input can be refused, and those are
+                // sent with `try_submit`
+                tracing::error!("an input the World refused: {r}");
+                self.applied()
+            }
+        }
+    }
+
+    /// [`Daemon::submit`] for an operation's input the World may refuse
+    /// (`filter ACTION LABEL` for a label no disk carries): the refusal
+    /// changes nothing and publishes nothing.
+    pub fn try_submit(&self, input: Input) -> Result<Arc<Applied>, crate::world::modes::Refused> {
         let mut a = self.applier.lock().unwrap_or_else(|p| p.into_inner());
-        let done = Arc::new(a.apply(input));
+        let done = a.apply(input)?;
         *self.applied.write().unwrap_or_else(|p| p.into_inner()) = done.clone();
-        done
+        Ok(done)
     }
 
     /// What the last apply achieved.

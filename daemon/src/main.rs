@@ -275,10 +275,7 @@ async fn run(
     };
     tasks::notify(&[
         sd_notify::NotifyState::Ready,
-        sd_notify::NotifyState::Status(&format!(
-            "{} disks, {} conflicts; filter {} ({})",
-            st.disks, st.conflicts, st.filter_backend, st.filter_coverage
-        )),
+        sd_notify::NotifyState::Status(&d.service_line().to_string()),
     ]);
 
     tasks::device_events(d.clone(), rx);

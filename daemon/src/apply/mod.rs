@@ -23,6 +23,7 @@ pub mod metrics;
 pub mod present;
 
 use crate::world::model::{self, Model};
+use crate::world::modes::Refused;
 use crate::world::{next, Input, World};
 use asmguard_devices::KernelDev;
 use filter::service::FilterService;
@@ -96,9 +97,9 @@ impl Applied {
 /// The one apply task's state: the World as last applied and every effector.
 pub struct Applier {
     world: World,
-    /// The World's model as last applied, each disk's mode as the filter
-    /// applies it.
-    shown: Model,
+    /// What the last input achieved (the World's model with each disk's
+    /// mode as the filter applies it): the value the daemon publishes.
+    last: Arc<Applied>,
     filter: Arc<FilterService>,
     metrics: Arc<MetricsService>,
     links: links::Links,
@@ -138,7 +139,7 @@ pub struct Parts {
 impl Applier {
     pub fn new(p: Parts) -> Applier {
         Applier {
-            shown: p.world.model.clone(),
+            last: Arc::new(Applied::nothing(p.world.clone())),
             world: p.world,
             filter: p.filter,
             metrics: p.metrics,
@@ -156,9 +157,15 @@ impl Applier {
         }
     }
 
+    /// What the last input achieved.
+    pub fn last(&self) -> Arc<Applied> {
+        self.last.clone()
+    }
+
     /// Takes `input` into the World and makes the system match it; returns
-    /// what was achieved.
-    pub fn apply(&mut self, input: Input) -> Applied {
+    /// what was achieved. An input the World refuses (a mode for a label no
+    /// disk carries) changes nothing and is answered with why.
+    pub fn apply(&mut self, input: Input) -> Result<Arc<Applied>, Refused> {
         let input = match input {
             // first come, first kept: the label conflicts' keepers resolved
             // against the World as last applied (the record is read here)
@@ -177,7 +184,7 @@ impl Applier {
         let disks = input.touches_disks();
         // the whole filter on or off
         let turn = matches!(input, Input::Mode { label: None, .. });
-        let w = next(&self.world, input);
+        let w = next(&self.world, input)?;
         let before = std::mem::replace(&mut self.world, w.clone());
         let mut shown = w.clone();
         let mut last_error = None;
@@ -202,7 +209,7 @@ impl Applier {
             self.disks(&before, &w, &mut shown.model);
         } else {
             // the modes as last applied
-            shown.model = self.shown.clone();
+            shown.model = self.last.world.model.clone();
         }
         if !Arc::ptr_eq(&before.fenced, &w.fenced) {
             if let Err(e) = fence::save(&self.fence_file, &self.paths.proc, &w.fenced) {
@@ -224,8 +231,7 @@ impl Applier {
         if let Some(name) = relinked {
             relink(&self.paths, &name);
         }
-        self.shown = shown.model.clone();
-        Applied {
+        self.last = Arc::new(Applied {
             last_error,
             presented: self.presenter.outcome(),
             claims: self.claims.list(),
@@ -237,7 +243,8 @@ impl Applier {
                 .filter(|d| self.claims.holds(*d))
                 .collect(),
             world: shown,
-        }
+        });
+        Ok(self.last.clone())
     }
 
     /// The disks' part: the filter's set and modes, the container rules, the

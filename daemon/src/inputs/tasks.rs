@@ -21,10 +21,19 @@ use std::time::{Duration, Instant};
 pub fn filter_verify(d: Arc<Daemon>) {
     let spawned = std::thread::Builder::new()
         .name("filter-verify".into())
-        .spawn(move || loop {
-            std::thread::sleep(Duration::from_secs(2));
-            d.submit(Input::Verify);
-            d.check_exposed();
+        .spawn(move || {
+            let mut shown = d.service_line();
+            loop {
+                std::thread::sleep(Duration::from_secs(2));
+                d.submit(Input::Verify);
+                d.check_exposed();
+                // the service's state line, when it changed
+                let line = d.service_line();
+                if line != shown {
+                    notify(&[sd_notify::NotifyState::Status(&line.to_string())]);
+                    shown = line;
+                }
+            }
         });
     if let Err(e) = spawned {
         tracing::error!("write filter: cannot start the thread that checks its pins: {e}");

@@ -1,6 +1,6 @@
-//! `asmguardctl filter enable|audit|disable [LABEL]`: checked against the
-//! World as applied, sent as an `Input::Mode`, answered with what the apply
-//! side achieved.
+//! `asmguardctl filter enable|audit|disable [LABEL]`: sent as an
+//! `Input::Mode`; the World refuses a label no disk carries (one check, where
+//! the change is made), else the answer is what the apply side achieved.
 
 use crate::daemon::Daemon;
 use crate::world::Input;
@@ -12,19 +12,16 @@ impl Daemon {
     /// (`not_found`) and changes nothing; programs that cannot be installed
     /// or pins that cannot be removed answer `io_error`.
     pub fn filter_mode(&self, a: &FilterArgs, who: &str) -> Result<FilterResult, ErrorBody> {
-        let w = self.applied().world.clone();
-        let tops = crate::world::tops(&w.model);
-        w.modes
-            .with(a.label.as_deref(), a.action, &tops, w.conf.cfg.filter.mode)
+        let done = self
+            .try_submit(Input::Mode {
+                label: a.label.clone(),
+                action: a.action,
+            })
             .map_err(|e| ErrorBody::new(ErrorCode::NotFound, e.to_string()))?;
         let labels = match &a.label {
             Some(l) => vec![l.clone()],
-            None => tops.into_keys().collect(),
+            None => crate::world::tops(&done.world.model).into_keys().collect(),
         };
-        let done = self.submit(Input::Mode {
-            label: a.label.clone(),
-            action: a.action,
-        });
         if let Some(e) = &done.last_error {
             return Err(ErrorBody::new(ErrorCode::IoError, e.clone()));
         }

@@ -6,6 +6,8 @@
 
 use crate::daemon::*;
 
+pub mod service;
+
 impl Daemon {
     /// The configured containers as last resolved, each with the host
     /// users whose subordinate id ranges its maps reach among its problems.

@@ -181,7 +181,7 @@ impl World {
 
 /// The World after `input`: the part it brings replaced, the rest as it was.
 /// Pure: reads nothing but its arguments.
-pub fn next(w: &World, input: Input) -> World {
+pub fn next(w: &World, input: Input) -> Result<World, modes::Refused> {
     let mut n = w.clone();
     match input {
         Input::Conf(c) => n.conf = c,
@@ -196,14 +196,15 @@ pub fn next(w: &World, input: Input) -> World {
         }
         Input::Mode { label, action } => {
             let cfg = w.conf.cfg.filter.mode;
-            if let Ok(m) = w.modes.with(label.as_deref(), action, &tops(&w.model), cfg) {
-                if m != *w.modes {
-                    // protection changed (`filter enable` after a disable, say):
-                    // what is open or set up now predates it, as the next
-                    // check finds (a check between two changes may not run)
-                    n.writers = Arc::new(exposed::without(&w.writers, label.as_deref()));
-                    n.loops = Arc::new(exposed::without(&w.loops, label.as_deref()));
-                }
+            let m = w
+                .modes
+                .with(label.as_deref(), action, &tops(&w.model), cfg)?;
+            if m != *w.modes {
+                // protection changed (`filter enable` after a disable, say):
+                // what is open or set up now predates it, as the next
+                // check finds (a check between two changes may not run)
+                n.writers = Arc::new(exposed::without(&w.writers, label.as_deref()));
+                n.loops = Arc::new(exposed::without(&w.loops, label.as_deref()));
                 n.modes = Arc::new(m);
             }
         }
@@ -247,7 +248,7 @@ pub fn next(w: &World, input: Input) -> World {
         }
         Input::Again | Input::Verify | Input::Relink(_) => {}
     }
-    n
+    Ok(n)
 }
 
 /// Each label's disk (its top device) in `m`: what a mode is bound to.
@@ -264,6 +265,38 @@ mod tests {
 
     fn world() -> World {
         World::empty(Arc::new(Conf::new(asmguard_config::Config::default())))
+    }
+
+    /// The next World of an input that cannot be refused.
+    fn next(w: &World, i: Input) -> World {
+        super::next(w, i).expect("not refused")
+    }
+
+    /// `filter enable LABEL` for a label no disk carries is refused by the
+    /// World itself (the operation answers with it: one check, where the
+    /// change is made), and the World is left as it was.
+    #[test]
+    fn a_mode_for_an_unknown_label_is_refused_and_changes_nothing() {
+        use asmguard_proto::FilterAction::Audit;
+        let w = next(&world(), Input::Model(Model::default()));
+        let r = super::next(
+            &w,
+            Input::Mode {
+                label: Some("NOSUCH".into()),
+                action: Audit,
+            },
+        );
+        assert_eq!(r.err(), Some(modes::Refused::UnknownLabel("NOSUCH".into())));
+        // the whole filter at once is never refused
+        let all = super::next(
+            &w,
+            Input::Mode {
+                label: None,
+                action: asmguard_proto::FilterAction::Disable,
+            },
+        )
+        .expect("all disks");
+        assert!(all.modes.disabled && !w.modes.disabled);
     }
 
     #[test]

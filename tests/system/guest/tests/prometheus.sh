@@ -56,6 +56,17 @@ check_protected() {
 	esac
 }
 check_protected protected-query
+# service_status CHECK PREFIX: the line systemd shows for the service
+# (`systemctl status`: Status) starts with PREFIX within 5 s (the daemon
+# sends it again within its 2 s check when protection changes)
+service_status() {
+	i=0
+	until st=$(systemctl show -p StatusText --value asmguard.service) && [ "${st#"$2"}" != "$st" ] || [ $i -ge 50 ]; do
+		i=$((i + 1)); sleep 0.1
+	done
+	if [ "${st#"$2"}" != "$st" ]; then pass "$1" "Status: $st"; else fail "$1" "want Status: $2..., got '$st'"; fi
+}
+service_status service-status-protected "protected: "
 
 # ---- the alert rules ----------------------------------------------------------
 # every alert the file defines is loaded, and no rule reports an evaluation error
@@ -92,6 +103,7 @@ s=$(alert_state "$alert")
 
 t0=$(date +%s)
 expect_ok filter-disable $C filter disable
+service_status service-status-off "PROTECTION OFF (filter disabled): "
 i=0
 while [ "$(alert_state "$alert")" != firing ] && [ $i -lt 150 ]; do i=$((i + 1)); sleep 1; done
 s=$(alert_state "$alert")
@@ -113,5 +125,6 @@ else
 	fail alert-resolves "$alert still '$s' 60 s after filter enable"
 fi
 check_protected protected-again
+service_status service-status-protected-again "protected: "
 systemctl stop prometheus.service
 vm_exit
