@@ -10,8 +10,8 @@ use crate::size::human;
 use asmguard_filter_types::PassthroughRule;
 use asmguard_proto::{
     BpfLsm, ClaimsKept, ClaimsSlow, DiskInfo, FenceRefuses, FilterAction, FilterScope, LabelAction,
-    LabelResult, LoopBefore, LsdskResult, MapFds, Op, OpenedBefore, Pins, Protection, ReclaimFence,
-    StatusResult,
+    LabelResult, LoopBefore, LsdskResult, MapFds, Noticed, Op, OpenedBefore, Pins, Protection,
+    ReclaimFence, StatusResult,
 };
 use clap::{CommandFactory, Parser, Subcommand};
 use serde::de::DeserializeOwned;
@@ -631,33 +631,42 @@ fn filter(c: &Cli, a: &cli::FilterArgs) -> Result<(), CliError> {
 pub fn event_text(e: &asmguard_proto::FilterEventInfo) -> String {
     let secs = e.time_ms / 1000;
     let (h, m, s) = ((secs / 3600) % 24, (secs / 60) % 60, secs % 60);
-    if let Some(what) = e.note.strip_prefix("pin replaced: ") {
+    let t = format!("{h:02}:{m:02}:{s:02}Z");
+    let exe = if e.exe.is_empty() { "?" } else { &e.exe };
+    match &e.noticed {
         // the daemon's own pins, found not to be its own at a start
-        return format!("{h:02}:{m:02}:{s:02}Z PIN REPLACED {what}");
-    }
-    if let Some((what, line)) = e
-        .note
-        .split_once(": ")
-        .filter(|(w, _)| w.starts_with("loop "))
-    {
+        Some(Noticed::PinReplaced { what }) => return format!("{t} PIN REPLACED {what}"),
         // a loop device over a protected disk, set up before its protection
-        return format!("{h:02}:{m:02}:{s:02}Z {}: {line}", what.to_uppercase());
-    }
-    if !e.note.is_empty() {
+        Some(Noticed::LoopBefore { device }) => {
+            return format!("{t} LOOP BEFORE PROTECTION: {}", loop_text(device))
+        }
+        Some(Noticed::LoopGone { device: l }) => {
+            return format!(
+                "{t} LOOP NO LONGER NAMED: {} over {} (backing file {}): detached, or the \
+                 disk is no longer protected",
+                l.name, l.label, l.backing
+            )
+        }
         // noticed by the daemon, not refused by the kernel
-        return format!(
-            "{h:02}:{m:02}:{s:02}Z {} label={} device=b{} pid={} comm={} exe={} \
-             mmap-shared-write made before protection",
-            e.note.to_uppercase(),
-            e.label,
-            e.device,
-            e.pid,
-            e.comm,
-            if e.exe.is_empty() { "?" } else { &e.exe },
-        );
+        Some(n @ (Noticed::Exposed | Noticed::ExposureEnded)) => {
+            return format!(
+                "{t} {} label={} device=b{} pid={} comm={} exe={exe} \
+                 mmap-shared-write made before protection",
+                if *n == Noticed::Exposed {
+                    "EXPOSED"
+                } else {
+                    "EXPOSURE ENDED"
+                },
+                e.label,
+                e.device,
+                e.pid,
+                e.comm,
+            )
+        }
+        None => {}
     }
     format!(
-        "{h:02}:{m:02}:{s:02}Z {} {} label={} device={}{} pid={} uid={} egid={} comm={} exe={} hook={}",
+        "{t} {} {} label={} device={}{} pid={} uid={} egid={} comm={} exe={exe} hook={}",
         match e.mode {
             asmguard_filter_types::Mode::Enforce => "DENIED ",
             asmguard_filter_types::Mode::Fenced => "DENIED (reclaim fence)",
@@ -665,13 +674,16 @@ pub fn event_text(e: &asmguard_proto::FilterEventInfo) -> String {
         },
         e.operation,
         if e.label.is_empty() { "?" } else { &e.label },
-        if e.device_type == "char" { "c" } else { "b" },
+        if e.device_type == asmguard_proto::DeviceType::Char {
+            "c"
+        } else {
+            "b"
+        },
         e.device,
         e.pid,
         e.uid,
         e.egid,
         e.comm,
-        if e.exe.is_empty() { "?" } else { &e.exe },
         e.hook
     )
 }
@@ -1217,5 +1229,60 @@ mod tests {
                 "{scope:?} {backend} {mode}"
             );
         }
+    }
+
+    /// Each thing the daemon noticed has its own line, from its facts (the
+    /// labs grep these words: LOOP BEFORE PROTECTION, PIN REPLACED,
+    /// EXPOSED, EXPOSURE ENDED).
+    #[test]
+    fn event_lines_of_what_the_daemon_noticed() {
+        let lo = LoopBefore {
+            label: "LBDISK".into(),
+            name: "loop3".into(),
+            device: "7:3".into(),
+            backing: "/dev/sdb".into(),
+            read_only: false,
+        };
+        let ev = |noticed| asmguard_proto::FilterEventInfo {
+            seq: 1,
+            time_ms: 3_723_000,
+            pid: 42,
+            uid: 0,
+            euid: 0,
+            egid: 0,
+            comm: "dd".into(),
+            exe: String::new(),
+            device: "8:16".into(),
+            device_type: asmguard_proto::DeviceType::Block,
+            label: "EXDISK".into(),
+            hook: asmguard_filter_types::Hook::MmapFile,
+            operation: "mmap-shared-write".into(),
+            mode: asmguard_filter_types::Mode::Audit,
+            container: String::new(),
+            noticed,
+        };
+        assert_eq!(
+            event_text(&ev(Some(Noticed::LoopBefore { device: lo.clone() }))),
+            "01:02:03Z LOOP BEFORE PROTECTION: loop3 over LBDISK (backing file /dev/sdb), \
+             set up before protection: its writes are judged as the disk's"
+        );
+        assert!(event_text(&ev(Some(Noticed::LoopGone { device: lo })))
+            .starts_with("01:02:03Z LOOP NO LONGER NAMED: loop3 over LBDISK"));
+        assert_eq!(
+            event_text(&ev(Some(Noticed::PinReplaced {
+                what: "ag_file_open: x".into()
+            }))),
+            "01:02:03Z PIN REPLACED ag_file_open: x"
+        );
+        assert_eq!(
+            event_text(&ev(Some(Noticed::Exposed))),
+            "01:02:03Z EXPOSED label=EXDISK device=b8:16 pid=42 comm=dd exe=? \
+             mmap-shared-write made before protection"
+        );
+        assert!(
+            event_text(&ev(Some(Noticed::ExposureEnded))).contains("EXPOSURE ENDED label=EXDISK")
+        );
+        assert!(event_text(&ev(None))
+            .starts_with("01:02:03Z AUDITED mmap-shared-write label=EXDISK device=b8:16"));
     }
 }

@@ -1342,7 +1342,7 @@ pub struct FilterEventInfo {
     /// `major:minor`.
     pub device: String,
     /// `block` or `char`.
-    pub device_type: String,
+    pub device_type: DeviceType,
     pub label: String,
     /// `file_open`, `file_permission`, `file_ioctl`, `mmap_file`, `cgroup_device` ...
     pub hook: asmguard_filter_types::Hook,
@@ -1354,11 +1354,39 @@ pub struct FilterEventInfo {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub container: String,
     /// Set on an event the daemon noticed rather than one the kernel
-    /// refused or audited: `exposed` (a mapping made before protection),
-    /// `exposure ended` (its process or mapping is gone), `pin replaced: WHAT`
-    /// (a pinned link of the filter found not to be the daemon's at a start).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub note: String,
+    /// refused or audited (`{"kind":"exposed"}`, ...). It was a sentence
+    /// (`note`: `exposed`, `pin replaced: WHAT`, `loop before protection:
+    /// ...`) that `asmguardctl` matched as text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noticed: Option<Noticed>,
+}
+
+/// The kind of device node an event is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeviceType {
+    #[default]
+    Block,
+    Char,
+}
+
+/// What the daemon noticed itself (an event no hook of the kernel raised).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Noticed {
+    /// A protected disk is mapped shared-writable since before its
+    /// protection (the event's process and device).
+    Exposed,
+    /// That mapping, or its process, is gone.
+    ExposureEnded,
+    /// A loop device set up over the protected disk before its protection:
+    /// its writes are judged as the disk's.
+    LoopBefore { device: LoopBefore },
+    /// That loop device is detached, or the disk is no longer protected.
+    LoopGone { device: LoopBefore },
+    /// A pinned link of the filter, found at a start not to be the
+    /// daemon's own (`what`: the pin and what was there instead).
+    PinReplaced { what: String },
 }
 
 /// The answer to `events`.
@@ -1810,8 +1838,17 @@ mod json_names {
         pinned::<EventsResult>(
             r#"{"events":[{"seq":1,"time_ms":2,"pid":3,"uid":0,"euid":0,"egid":0,
             "comm":"dd","exe":"/usr/bin/dd","device":"7:0","device_type":"block",
-            "label":"DATA1","hook":"file_open","operation":"write-open","mode":"enforce"}],
-            "last_seq":1}"#,
+            "label":"DATA1","hook":"file_open","operation":"write-open","mode":"enforce"},
+            {"seq":2,"time_ms":3,"pid":0,"uid":0,"euid":0,"egid":0,
+            "comm":"loop0","exe":"","device":"7:0","device_type":"block",
+            "label":"DATA1","hook":"unknown","operation":"?","mode":"audit",
+            "noticed":{"kind":"loop_before","device":{"label":"DATA1","name":"loop0",
+            "device":"7:0","backing":"/dev/sdb","read_only":false}}},
+            {"seq":3,"time_ms":4,"pid":5,"uid":0,"euid":0,"egid":0,
+            "comm":"asmguardd","exe":"","device":"0:0","device_type":"block",
+            "label":"","hook":"unknown","operation":"?","mode":"enforce",
+            "noticed":{"kind":"pin_replaced","what":"ag_link_file_open: a link of another program"}}],
+            "last_seq":3}"#,
         );
         pinned::<ReclaimResult>(
             r#"{"dry_run":true,"planned_bytes":1,"reclaimed_bytes":0,

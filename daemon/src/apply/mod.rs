@@ -391,27 +391,20 @@ impl Applier {
     fn loops_before(&self, before: &World, w: &World) {
         let (new, gone) = crate::world::exposed::loop_changes(&before.loops, &w.loops);
         for (l, lo) in new {
-            let line = crate::world::exposed::loop_line(&l, &lo);
-            tracing::warn!("{line}");
-            self.filter.note_loop(
-                &l,
-                &lo.name,
-                &lo.device,
-                format!("loop before protection: {line}"),
-            );
+            tracing::warn!("{}", crate::world::exposed::loop_line(&l, &lo));
+            self.filter.note_loop(asmguard_proto::Noticed::LoopBefore {
+                device: crate::world::exposed::loop_info(&l, &lo),
+            });
         }
         for (l, lo) in gone {
-            let line = format!(
+            tracing::info!(
                 "{} over {l} (backing file {}): detached, or the disk is no longer protected",
-                lo.name, lo.backing
+                lo.name,
+                lo.backing
             );
-            tracing::info!("{line}");
-            self.filter.note_loop(
-                &l,
-                &lo.name,
-                &lo.device,
-                format!("loop no longer named: {line}"),
-            );
+            self.filter.note_loop(asmguard_proto::Noticed::LoopGone {
+                device: crate::world::exposed::loop_info(&l, &lo),
+            });
         }
     }
 
@@ -432,7 +425,8 @@ impl Applier {
                 crate::world::exposed::line(&l, &o),
                 o.path
             );
-            self.filter.note_event(&l, &o, exe(o.pid), "exposed");
+            self.filter
+                .note_event(&l, &o, exe(o.pid), asmguard_proto::Noticed::Exposed);
         }
         for (l, o) in gone {
             tracing::warn!(
@@ -440,7 +434,8 @@ impl Applier {
                 o.pid,
                 o.comm
             );
-            self.filter.note_event(&l, &o, exe(o.pid), "exposure ended");
+            self.filter
+                .note_event(&l, &o, exe(o.pid), asmguard_proto::Noticed::ExposureEnded);
         }
     }
 }

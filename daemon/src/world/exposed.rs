@@ -64,18 +64,21 @@ pub fn loop_line(label: &str, l: &LoopBefore) -> String {
     )
 }
 
+/// Loop device `l` over `label`, as the protocol has it.
+pub fn loop_info(label: &str, l: &LoopBefore) -> asmguard_proto::LoopBefore {
+    asmguard_proto::LoopBefore {
+        label: label.to_string(),
+        name: l.name.clone(),
+        device: l.device.clone(),
+        backing: l.backing.clone(),
+        read_only: l.read_only,
+    }
+}
+
 /// `status`'s `loops_before`: the loop devices set up before protection.
 pub fn loops(e: &Loops) -> Vec<asmguard_proto::LoopBefore> {
     e.iter()
-        .flat_map(|(l, v)| {
-            v.iter().map(move |o| asmguard_proto::LoopBefore {
-                label: l.clone(),
-                name: o.name.clone(),
-                device: o.device.clone(),
-                backing: o.backing.clone(),
-                read_only: o.read_only,
-            })
-        })
+        .flat_map(|(l, v)| v.iter().map(move |o| loop_info(l, o)))
         .collect()
 }
 

@@ -766,7 +766,7 @@ fn a_mapping_made_before_protection_makes_the_disk_exposed() {
     );
     assert_eq!(disk(&d.lsdsk(), "EXPOSE1")["exposed"], true);
     assert!(d.ctl(&["lsdsk"]).ok().stdout.contains("exposed"));
-    let e = wait_event(&d, |e| e["note"] == "exposed" && e["pid"] == pid);
+    let e = wait_event(&d, |e| e["noticed"]["kind"] == "exposed" && e["pid"] == pid);
     assert_eq!(e["label"], "EXPOSE1", "{e}");
     let text = d.ctl(&["events"]).ok().stdout;
     assert!(
@@ -795,7 +795,9 @@ fn a_mapping_made_before_protection_makes_the_disk_exposed() {
     d.until_check("no longer exposed", &|| d.ctl(&["status"]).code == 0);
     assert_ne!(disk(&d.lsdsk(), "EXPOSE1")["exposed"], true);
     assert!(!metrics().contains("asmguard_disk_exposed{"));
-    wait_event(&d, |e| e["note"] == "exposure ended" && e["pid"] == pid);
+    wait_event(&d, |e| {
+        e["noticed"]["kind"] == "exposure_ended" && e["pid"] == pid
+    });
     eprintln!(
         "exposed seen after {seen:?}, cleared after {:?}",
         t0.elapsed()

@@ -6,7 +6,7 @@
 //! read that one value.
 
 use asmguard_guard::{DenialEvent, Hook, HookOperation, KernelDev, Mode};
-use asmguard_proto::FilterEventInfo;
+use asmguard_proto::{DeviceType, FilterEventInfo, Noticed};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Milliseconds since the epoch now (0 before it).
@@ -31,18 +31,22 @@ pub fn received(ev: &DenialEvent, seq: u64, label: String, container: String) ->
         comm: ev.comm.clone(),
         exe: ev.exe.clone(),
         device: ev.dev.dev.to_string(),
-        device_type: if ev.dev.chr { "char" } else { "block" }.into(),
+        device_type: if ev.dev.chr {
+            DeviceType::Char
+        } else {
+            DeviceType::Block
+        },
         label,
         hook: ev.hook,
         operation: ev.operation(),
         mode: ev.mode,
         container,
-        note: String::new(),
+        noticed: None,
     }
 }
 
-/// What the daemon noticed itself rather than the kernel refused: `note`
-/// (`exposed`, `exposure ended`, `pin replaced: WHAT`) about process `pid`
+/// What the daemon noticed itself rather than the kernel refused: `noticed`
+/// (an exposure, a loop device, a replaced pin) about process `pid`
 /// (`comm`, `exe`) and block device `device` of `label` (empty and 0:0 for
 /// one about the daemon itself), seen at `hook`.
 pub struct Noted<'a> {
@@ -53,7 +57,7 @@ pub struct Noted<'a> {
     pub device: KernelDev,
     pub hook: Hook,
     pub mode: Mode,
-    pub note: String,
+    pub noticed: Noticed,
 }
 
 /// [`Noted`] as an event numbered `seq`.
@@ -68,13 +72,13 @@ pub fn noted(n: Noted<'_>, seq: u64) -> FilterEventInfo {
         comm: n.comm.into(),
         exe: n.exe,
         device: n.device.to_string(),
-        device_type: "block".into(),
+        device_type: DeviceType::Block,
         label: n.label.into(),
         hook: n.hook,
         operation: n.hook.operation(0),
         mode: n.mode,
         container: String::new(),
-        note: n.note,
+        noticed: Some(n.noticed),
     }
 }
 
@@ -93,7 +97,11 @@ pub fn log_event(e: &FilterEventInfo) {
         e.egid,
         e.comm,
         if e.exe.is_empty() { "?" } else { &e.exe },
-        if e.device_type == "char" { "c" } else { "b" },
+        if e.device_type == DeviceType::Char {
+            "c"
+        } else {
+            "b"
+        },
         e.device,
         if e.label.is_empty() { "?" } else { &e.label },
         e.hook,

@@ -189,10 +189,6 @@ fn replaced_at_start(replaced: &[String]) -> Option<String> {
     })
 }
 
-/// The note of a replaced pin's event (`events`: `PIN REPLACED`), followed
-/// by `: ` and what was replaced.
-pub const PIN_REPLACED: &str = "pin replaced";
-
 /// Operation counts by (label, hook, mode).
 pub type Counts = BTreeMap<(String, Hook, Mode), u64>;
 
@@ -350,7 +346,11 @@ impl FilterService {
                 // each one an event and a count too (the ERROR line scrolls away)
                 for what in g.replaced_links() {
                     self.pins_replaced.fetch_add(1, Ordering::Relaxed);
-                    self.keep(self.daemon_event(format!("{PIN_REPLACED}: {what}")));
+                    self.keep(
+                        self.daemon_event(asmguard_proto::Noticed::PinReplaced {
+                            what: what.clone(),
+                        }),
+                    );
                 }
                 inner.guard = Some(g);
                 inner.written = None;
@@ -787,15 +787,15 @@ impl FilterService {
         }
     }
 
-    /// Keeps an event the daemon noticed itself (`note`: `exposed`,
-    /// `exposure ended`) about `o`'s shared-writable mapping of `label`.
+    /// Keeps an event the daemon noticed itself (`Exposed`,
+    /// `ExposureEnded`) about `o`'s shared-writable mapping of `label`.
     /// `exe`: the process's executable (`/proc/PID/exe`), read by the caller.
     pub fn note_event(
         &self,
         label: &str,
         o: &asmguard_devices::holders::Opener,
         exe: String,
-        note: &str,
+        noticed: asmguard_proto::Noticed,
     ) {
         let fe = noted(
             Noted {
@@ -806,36 +806,41 @@ impl FilterService {
                 device: o.device.parse().unwrap_or_default(),
                 hook: Hook::MmapFile,
                 mode: Mode::Audit,
-                note: note.into(),
+                noticed,
             },
             self.seq.fetch_add(1, Ordering::Relaxed) + 1,
         );
         self.keep(fe);
     }
 
-    /// Keeps an event the daemon noticed about loop device `name`
-    /// (`device`) over `label` (`note`: `loop before protection: ...`,
-    /// `loop gone: ...`): no process to name.
-    pub fn note_loop(&self, label: &str, name: &str, device: &str, note: String) {
+    /// Keeps an event the daemon noticed about a loop device over a
+    /// protected disk (`LoopBefore`, `LoopGone`): no process to name.
+    pub fn note_loop(&self, noticed: asmguard_proto::Noticed) {
+        let (label, name, device) = match &noticed {
+            asmguard_proto::Noticed::LoopBefore { device: l }
+            | asmguard_proto::Noticed::LoopGone { device: l } => {
+                (l.label.clone(), l.name.clone(), l.device.clone())
+            }
+            _ => Default::default(),
+        };
         let fe = noted(
             Noted {
-                label,
+                label: &label,
                 pid: 0,
-                comm: name,
+                comm: &name,
                 exe: String::new(),
                 device: device.parse().unwrap_or_default(),
                 hook: Hook::Unknown(0),
                 mode: Mode::Audit,
-                note,
+                noticed,
             },
             self.seq.fetch_add(1, Ordering::Relaxed) + 1,
         );
         self.keep(fe);
     }
 
-    /// An event the daemon noticed about itself (no process, no disk):
-    /// `note` says what.
-    fn daemon_event(&self, note: String) -> FilterEventInfo {
+    /// An event the daemon noticed about itself (no process, no disk).
+    fn daemon_event(&self, noticed: asmguard_proto::Noticed) -> FilterEventInfo {
         noted(
             Noted {
                 label: "",
@@ -845,7 +850,7 @@ impl FilterService {
                 device: Default::default(),
                 hook: Hook::Unknown(0),
                 mode: Mode::Enforce,
-                note,
+                noticed,
             },
             self.seq.fetch_add(1, Ordering::Relaxed) + 1,
         )
