@@ -365,7 +365,7 @@ impl FilterService {
                     }
                 }
                 if inner.synced {
-                    self.apply(inner, true);
+                    self.write_set(inner, true);
                     self.start_reader(inner);
                 }
             }
@@ -449,7 +449,7 @@ impl FilterService {
     /// Writes the managed set into the kernel maps. With `full`, also removes
     /// every map entry that is not a device of a current label (after a
     /// re-adoption the maps hold the previous daemon's set).
-    fn apply(&self, inner: &mut Inner, full: bool) {
+    fn write_set(&self, inner: &mut Inner, full: bool) {
         let found = self.write_maps(inner, full, false);
         self.changed_under(inner, found.into_iter().collect());
     }
@@ -593,7 +593,7 @@ impl FilterService {
         }
         inner.disks = disks;
         let full = !inner.synced;
-        self.apply(&mut inner, full);
+        self.write_set(&mut inner, full);
         if !inner.synced {
             inner.synced = true;
             if inner.guard.is_some() && inner.reader.is_none() {
