@@ -104,6 +104,8 @@ pub struct Daemon {
     /// over a filter re-adopted from pins names nothing as "before
     /// protection": `crate::inputs::exposed`).
     pub(crate) checked_once: std::sync::atomic::AtomicBool,
+    /// When the periodic check last walked every process (`crate::inputs::exposed`).
+    pub(crate) walked_all: Mutex<Option<Instant>>,
 }
 
 /// Holds claims on disks/labels; released on drop.
@@ -178,6 +180,7 @@ impl Daemon {
             labels_lost: Arc::default(),
             reclaims: Reclaims::default(),
             checked_once: Default::default(),
+            walked_all: Mutex::new(None),
             site: Site {
                 cfg_source,
                 cgroup_root: asmguard_guard::guard::cgroup2_root(&paths.proc).ok(),
