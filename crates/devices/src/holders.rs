@@ -12,7 +12,6 @@
 use crate::KernelDev;
 use serde::Serialize;
 use std::collections::HashSet;
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
 
 /// A process holding a path of the disk open for writing.
@@ -58,12 +57,15 @@ fn processes(proc: &Path, exclude_pid: u32) -> Vec<(u32, String, std::path::Path
 
 /// The block device `path` leads to, if it is one.
 fn block_dev(path: &Path) -> Option<KernelDev> {
-    let m = std::fs::metadata(path).ok()?;
-    if !m.file_type().is_block_device() {
+    // the attributes the kernel has cached (AT_STATX_DONT_SYNC): a descriptor
+    // of a file on NFS is not asked of its server (a server that is down
+    // would hang the check); a device node's type and number are never stale
+    let flags = rustix::fs::AtFlags::STATX_DONT_SYNC;
+    let st = rustix::fs::statx(rustix::fs::CWD, path, flags, rustix::fs::StatxFlags::TYPE).ok()?;
+    if u32::from(st.stx_mode) & libc::S_IFMT != libc::S_IFBLK {
         return None;
     }
-    let r = m.rdev();
-    KernelDev::from_dev_t(r).ok()
+    KernelDev::new(st.stx_rdev_major, st.stx_rdev_minor).ok()
 }
 
 /// A process's `comm` (empty when it is gone).
