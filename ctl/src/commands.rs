@@ -465,12 +465,12 @@ fn container_rows(s: &StatusResult) -> Vec<(&'static str, String)> {
 fn coverage_text(s: &StatusResult) -> String {
     match s.filter_coverage {
         _ if s.filter_backend == asmguard_filter_types::BackendName::None => {
-            s.filter_reason.clone()
+            s.filter_reason.to_string()
         }
         FilterScope::Full => "full".into(),
         FilterScope::OpenTimeOnly => "degraded: open-time only".into(),
         FilterScope::Disabled | FilterScope::Unprotected | FilterScope::NoFilter => {
-            s.filter_reason.clone()
+            s.filter_reason.to_string()
         }
     }
 }
@@ -1030,7 +1030,8 @@ mod tests {
         use serde_json::json;
         let s = |backend, cover, pt| {
             status_with(json!({"filter_backend":backend,"filter_coverage":cover,
-                "filter_passthrough":pt,"filter_reason":"why"}))
+                "filter_passthrough":pt,
+                "filter_reason":{"none":{"why":"load_failed","error":"why"}}}))
         };
         let t = |backend, cover, pt| {
             let st = s(backend, cover, pt);
@@ -1052,10 +1053,10 @@ mod tests {
         let (b, p) = t("none", "unprotected", json!(null));
         assert_eq!(
             (b.as_str(), p.as_str()),
-            ("none (why)", "not filtered (no filter)")
+            ("none (no filter: why)", "not filtered (no filter)")
         );
         let (b, _) = t("none", "disabled", json!(null));
-        assert_eq!(b, "none (why)");
+        assert_eq!(b, "none (no filter: why)");
     }
 
     /// `bpf_lsm` is whether and the list; the row says it as it did.

@@ -280,7 +280,7 @@ impl Daemon {
             runtime_dir.to_path_buf(),
             "none".into(),
             Started {
-                filter: FilterService::inert("not loaded in this test"),
+                filter: FilterService::inert(),
                 writer: Writer::default(),
                 metrics: MetricsService::without_tracer(),
                 modes: Default::default(),

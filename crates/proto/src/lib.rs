@@ -969,9 +969,13 @@ pub struct StatusResult {
     /// sentence (`degraded: open-time only`, or the reason).
     #[serde(default)]
     pub filter_coverage: FilterScope,
-    /// Why this backend.
+    /// Why this backend, or why none: how it was chosen (`requested`,
+    /// `readopted`, `best` with the kernel's LSM list and the better
+    /// backends refused), what the load found (`notes`), why there is no
+    /// filter (`none`), what another process changed (`changed`). It was a
+    /// sentence; `asmguardctl status` writes it from these.
     #[serde(default)]
-    pub filter_reason: String,
+    pub filter_reason: asmguard_filter_types::FilterReason,
     /// The rule SG_IO and NVMe passthrough get: `by_class`,
     /// `by_class_in_memory`, `all_or_nothing`, `open_only`, or `null` (no
     /// filter); `asmguardctl status` says what each means. It was that
@@ -1782,7 +1786,7 @@ mod json_names {
             "default_filter_mode":"enforce","disks":1,"conflicts":0,"devices_scanned":3,
             "socket":"/run/asmguard/asmguard.sock","metrics_address":"x","config":"y",
             "events":"udev","last_scan_ms":4,"filter_coverage":"open_time_only",
-            "filter_reason":"r","filter_passthrough":"by_class_in_memory","filter_programs":["ag_file_open"],
+            "filter_reason":{"chosen":{"how":"best","backend":"fmod_ret","lsm":{"bpf":"inactive","list":"capability"},"refused":[{"backend":"lsm","error":"e"}]},"notes":[{"note":"kernel_opens_not_judged","error":"e"}],"changed":"ag_majors"},"filter_passthrough":"by_class_in_memory","filter_programs":["ag_file_open"],
             "filter_other_programs":["other (id 7) on file_open"],
             "filter_program_runs":["ag_file_open 1200 3"],
             "filter_devices":2,"filter_majors":"blk=8 chr=21","allow_rules":["any process of user grid"],"allow_notes":["n"],"oracle_homes":["grid home /u01"],"filter_pins":"watched","map_fds":"periodic check only","protection":"unprotected","bpf_lsm_hint":"",
