@@ -403,7 +403,7 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
         ("events", s.events),
         ("last full scan", format!("{} ms", s.last_scan_ms)),
         ("socket", s.socket),
-        ("metrics", s.metrics_address),
+        ("metrics", metrics_text(&s.metrics)),
         ("config", s.config),
     ]);
     if !s.restart_needed.is_empty() {
@@ -458,6 +458,20 @@ fn container_rows(s: &StatusResult) -> Vec<(&'static str, String)> {
     )];
     rows.extend(s.containers.iter().map(|c| ("container", c.summary())));
     rows
+}
+
+/// The endpoint and the tracer, in `status`'s `metrics` row: `http://ADDR/metrics
+/// (serving) (latency: block tracepoints (...))`, as the daemon wrote it.
+fn metrics_text(m: &asmguard_proto::MetricsEndpoint) -> String {
+    use asmguard_proto::EndpointState;
+    let at = m.address.as_deref().unwrap_or("");
+    let served = match &m.state {
+        EndpointState::NotYet => "not served yet".to_string(),
+        EndpointState::Serving => format!("{at} (serving)"),
+        EndpointState::Failing { error } => format!("{at} (failing: {error}; retrying)"),
+        EndpointState::NotServed { error } => format!("{at} (not served: {error})"),
+    };
+    format!("{served} (latency: {})", m.tracer)
 }
 
 /// What the filter covers, in `status`'s `filter backend` row: `full`,
@@ -1006,7 +1020,7 @@ mod tests {
             "pid":1,"uptime_seconds":2,"kernel":"6.12.0",
             "bpf_lsm":{"active":true,"lsm":["capability","bpf"]},
             "filter_backend":"lsm","default_filter_mode":"enforce","disks":1,
-            "conflicts":0,"devices_scanned":3,"socket":"s","metrics_address":"m",
+            "conflicts":0,"devices_scanned":3,"socket":"s",
             "config":"c","events":"udev","last_scan_ms":4,"protection":"protected"});
         for (k, x) in extra.as_object().unwrap() {
             v[k] = x.clone();
@@ -1057,6 +1071,35 @@ mod tests {
         );
         let (b, _) = t("none", "disabled", json!(null));
         assert_eq!(b, "none (no filter: why)");
+    }
+
+    /// `metrics` is the endpoint's and the tracer's state; the row says them
+    /// as the daemon's sentence did.
+    #[test]
+    fn metrics_row_from_its_state() {
+        use serde_json::json;
+        let r = |m| row(status_with(json!({ "metrics": m })), "metrics");
+        let at = "http://127.0.0.1:9465/metrics";
+        let on = json!({"state":"attached","attach":"tp_btf","stamps":"own"});
+        assert_eq!(
+            r(json!({"address":at,"state":"serving","tracer":on})),
+            format!("{at} (serving) (latency: block tracepoints (tp_btf, own))")
+        );
+        assert_eq!(
+            r(json!({"address":at,"state":"failing","error":"EMFILE","tracer":on})),
+            format!("{at} (failing: EMFILE; retrying) (latency: block tracepoints (tp_btf, own))")
+        );
+        let off = json!({"state":"off","reason":"no BTF"});
+        assert_eq!(
+            r(
+                json!({"address":"1.2.3.4:1","state":"not_served","error":"EADDRINUSE","tracer":off})
+            ),
+            "1.2.3.4:1 (not served: EADDRINUSE) (latency: off (no BTF))"
+        );
+        assert_eq!(
+            r(json!({"state":"not_yet","tracer":off})),
+            "not served yet (latency: off (no BTF))"
+        );
     }
 
     /// `bpf_lsm` is whether and the list; the row says it as it did.

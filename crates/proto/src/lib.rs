@@ -956,7 +956,11 @@ pub struct StatusResult {
     pub conflicts: usize,
     pub devices_scanned: usize,
     pub socket: String,
-    pub metrics_address: String,
+    /// The Prometheus endpoint (where it listens, whether it serves) and the
+    /// I/O latency tracer's state. It was the sentence `metrics_address`
+    /// (`http://ADDR/metrics (serving) (latency: block tracepoints (...))`).
+    #[serde(default)]
+    pub metrics: MetricsEndpoint,
     pub config: String,
     /// Where device events come from: `udev` (udevd runs: its events, after its
     /// rules), `kernel uevents (no udevd)`, or `none (...)` with the reason.
@@ -1276,6 +1280,66 @@ pub enum ClaimsKept {
         alias = ""
     )]
     OnStart,
+}
+
+/// `status`'s `metrics`: the Prometheus endpoint and the I/O latency tracer.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct MetricsEndpoint {
+    /// `http://ADDR/metrics` where it listens; the configured address where
+    /// it could not; absent before it was served.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    /// Whether it serves.
+    #[serde(flatten)]
+    pub state: EndpointState,
+    /// The I/O latency tracer that feeds its histograms.
+    pub tracer: TracerState,
+}
+
+/// Whether the metrics endpoint serves (`state`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum EndpointState {
+    /// Not started yet.
+    #[default]
+    NotYet,
+    /// Listening and accepting connections.
+    Serving,
+    /// Listening, but accepting fails now (the listener retries).
+    Failing { error: String },
+    /// It could not listen (a bad address, the port taken).
+    NotServed { error: String },
+}
+
+/// The I/O latency tracer (`asmguard-metrics`' block tracepoint programs).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum TracerState {
+    /// Attached: `attach` is `tp_btf` or `raw_tp`; `stamps` whose start
+    /// times it uses (the kernel's or its own, and why).
+    Attached { attach: String, stamps: String },
+    /// Not loaded: the latency histograms are off.
+    Off { reason: String },
+}
+
+impl Default for TracerState {
+    fn default() -> TracerState {
+        TracerState::Off {
+            reason: "unknown".into(),
+        }
+    }
+}
+
+/// `block tracepoints (tp_btf, ...)` or `off (why)`.
+impl std::fmt::Display for TracerState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TracerState::Attached { attach, stamps } => {
+                write!(f, "block tracepoints ({attach}, {stamps})")
+            }
+            TracerState::Off { reason } => write!(f, "off ({reason})"),
+        }
+    }
 }
 
 /// `status`'s `claims_slow`: the last time taking the exclusive claims took
@@ -1784,7 +1848,9 @@ mod json_names {
             r#"{"daemon_version":"0.1.0","protocol_version":1,"pid":1,"uptime_seconds":2,
             "kernel":"6.12.0","bpf_lsm":{"active":true,"lsm":["capability","bpf"]},"filter_backend":"lsm",
             "default_filter_mode":"enforce","disks":1,"conflicts":0,"devices_scanned":3,
-            "socket":"/run/asmguard/asmguard.sock","metrics_address":"x","config":"y",
+            "socket":"/run/asmguard/asmguard.sock","config":"y",
+            "metrics":{"address":"http://127.0.0.1:9465/metrics","state":"failing","error":"e",
+                       "tracer":{"state":"attached","attach":"tp_btf","stamps":"s"}},
             "events":"udev","last_scan_ms":4,"filter_coverage":"open_time_only",
             "filter_reason":{"chosen":{"how":"best","backend":"fmod_ret","lsm":{"bpf":"inactive","list":"capability"},"refused":[{"backend":"lsm","error":"e"}]},"notes":[{"note":"kernel_opens_not_judged","error":"e"}],"changed":"ag_majors"},"filter_passthrough":"by_class_in_memory","filter_programs":["ag_file_open"],
             "filter_other_programs":["other (id 7) on file_open"],

@@ -156,11 +156,7 @@ impl Daemon {
             conflicts: s.world.model.conflicts.len(),
             devices_scanned: s.world.model.devices_scanned,
             socket: self.site.socket.display().to_string(),
-            metrics_address: format!(
-                "{} (latency: {})",
-                self.metrics.address(),
-                self.metrics.tracer
-            ),
+            metrics: self.metrics.endpoint(),
             config: self.site.cfg_source.clone(),
             events: self.site.monitor.clone(),
             last_scan_ms: self.scans.observed().last_scan_ms,
