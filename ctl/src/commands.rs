@@ -289,8 +289,8 @@ fn status(c: &Cli, json: bool) -> Result<(), CliError> {
     for (k, v) in status_rows(s.clone()) {
         println!("{:<15} {v}", format!("{k}:"));
     }
-    if !s.bpf_lsm_hint.is_empty() {
-        println!("{:<15} {}", "hint:", s.bpf_lsm_hint);
+    if let Some(h) = &s.bpf_lsm_hint {
+        println!("{:<15} {h}", "hint:");
     }
     unprotected(&s)
 }
@@ -400,7 +400,7 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
                 s.disks, s.conflicts, s.devices_scanned
             ),
         ),
-        ("events", s.events),
+        ("events", s.events.to_string()),
         ("last full scan", format!("{} ms", s.last_scan_ms)),
         ("socket", s.socket),
         ("metrics", metrics_text(&s.metrics)),
@@ -1021,7 +1021,7 @@ mod tests {
             "bpf_lsm":{"active":true,"lsm":["capability","bpf"]},
             "filter_backend":"lsm","default_filter_mode":"enforce","disks":1,
             "conflicts":0,"devices_scanned":3,"socket":"s",
-            "config":"c","events":"udev","last_scan_ms":4,"protection":"protected"});
+            "config":"c","events":{"source":"udev"},"last_scan_ms":4,"protection":"protected"});
         for (k, x) in extra.as_object().unwrap() {
             v[k] = x.clone();
         }
@@ -1071,6 +1071,36 @@ mod tests {
         );
         let (b, _) = t("none", "disabled", json!(null));
         assert_eq!(b, "none (no filter: why)");
+    }
+
+    /// `events` is the source; the row says it as the daemon's words did.
+    #[test]
+    fn events_row_from_its_source() {
+        use serde_json::json;
+        let r = |e| row(status_with(json!({ "events": e })), "events");
+        assert_eq!(r(json!({"source":"udev"})), "udev");
+        assert_eq!(r(json!({"source":"kernel"})), "kernel uevents (no udevd)");
+        assert_eq!(
+            r(json!({"source":"kernel","udev_failed":"EACCES"})),
+            "kernel uevents (udevd runs, but its monitor failed: EACCES)"
+        );
+        assert_eq!(
+            r(json!({"source":"none","reason":"EPERM"})),
+            "none (EPERM): run `asmguardctl scan` after device changes"
+        );
+        // the hint is the argument; the sentence names it and both tools
+        let h = status_with(json!({"bpf_lsm_hint":{"lsm_param":"lsm=yama,bpf"}}))
+            .bpf_lsm_hint
+            .unwrap()
+            .to_string();
+        assert!(
+            h.starts_with(
+                "this kernel has the BPF LSM but it is not active: boot with lsm=yama,bpf "
+            ) && h.contains("grubby --update-kernel=ALL --args=\"lsm=yama,bpf\"")
+                && h.contains("GRUB_CMDLINE_LINUX"),
+            "{h}"
+        );
+        assert_eq!(status_with(json!({})).bpf_lsm_hint, None);
     }
 
     /// `metrics` is the endpoint's and the tracer's state; the row says them

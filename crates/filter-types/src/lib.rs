@@ -15,7 +15,7 @@ pub mod reason;
 
 pub use backend::{Applied, Backend, BackendName, Coverage, PassthroughRule};
 pub use hooks::{Hook, HookDef, Op, HOOKS};
-pub use reason::{Chosen, FilterReason, LoadNote, LsmList, NoFilter, Refused};
+pub use reason::{Chosen, FilterReason, LoadNote, LsmHint, LsmList, NoFilter, Refused};
 
 use serde::{Deserialize, Serialize};
 

@@ -127,6 +127,29 @@ impl FilterReason {
     }
 }
 
+/// How to turn the BPF LSM on where the kernel has it built in but `bpf` is
+/// not an active LSM: the kernel command-line argument to boot with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LsmHint {
+    /// `lsm=...,bpf`: the active list with `bpf` added.
+    pub lsm_param: String,
+}
+
+/// The sentence `asmguardctl status`'s `hint:` line and the daemon's log
+/// show: the argument and how to add it with either distribution's tool.
+impl fmt::Display for LsmHint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let arg = &self.lsm_param;
+        write!(
+            f,
+            "this kernel has the BPF LSM but it is not active: boot with {arg} \
+             (RHEL/Oracle Linux: grubby --update-kernel=ALL --args=\"{arg}\"; \
+             Debian/Ubuntu: add {arg} to GRUB_CMDLINE_LINUX in /etc/default/grub, run \
+             update-grub) and reboot"
+        )
+    }
+}
+
 /// The sentence of a best-backend choice: the LSM list's verdict or the LSM
 /// programs' error, then the `fmod_ret` clause. `backend` is `None` when no
 /// backend was taken (none better than a pinned one loads).

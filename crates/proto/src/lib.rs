@@ -962,10 +962,13 @@ pub struct StatusResult {
     #[serde(default)]
     pub metrics: MetricsEndpoint,
     pub config: String,
-    /// Where device events come from: `udev` (udevd runs: its events, after its
-    /// rules), `kernel uevents (no udevd)`, or `none (...)` with the reason.
+    /// Where device events come from: `{"source": "udev"}` (udevd runs: its
+    /// events, after its rules), `{"source": "kernel"}` (no udevd; with
+    /// `udev_failed` when udevd runs but its monitor failed), or `{"source":
+    /// "none", "reason": ...}`. It was a sentence (`udev`, `kernel uevents (no
+    /// udevd)`, `none (...)`).
     #[serde(alias = "monitor")]
-    pub events: String,
+    pub events: EventSource,
     pub last_scan_ms: u64,
     /// What the filter covers: `full` (the security-hook backends),
     /// `open_time_only` (the cgroup-device fallback), `disabled` or
@@ -1038,9 +1041,12 @@ pub struct StatusResult {
     /// administrator) or `unprotected` (no filter backend could load:
     /// `filter_reason` says why; `asmguardctl status` then exits with 7).
     pub protection: Protection,
-    /// How to turn the BPF LSM on, when the kernel has it but it is off.
-    #[serde(default)]
-    pub bpf_lsm_hint: String,
+    /// How to turn the BPF LSM on, when the kernel has it but it is off and
+    /// the filter lacks full coverage: `{"lsm_param": "lsm=...,bpf"}`, the
+    /// kernel command-line argument to boot with; absent otherwise. It was
+    /// the sentence `asmguardctl status`'s `hint:` line shows (empty: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bpf_lsm_hint: Option<asmguard_filter_types::LsmHint>,
     /// The exclusive claims the daemon holds on managed disks (`LABEL MAJ:MIN`):
     /// the kernel's consumers (dm, md, mount, swap ...) get EBUSY on them.
     #[serde(default)]
@@ -1280,6 +1286,43 @@ pub enum ClaimsKept {
         alias = ""
     )]
     OnStart,
+}
+
+/// `status`'s `events`: where device events come from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "source", rename_all = "snake_case")]
+pub enum EventSource {
+    /// udevd's events, after its rules.
+    Udev,
+    /// The kernel's uevents: no udevd, or (`udev_failed`) udevd runs but
+    /// listening to it failed.
+    Kernel {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        udev_failed: Option<String>,
+    },
+    /// None: device changes need `asmguardctl scan`.
+    None { reason: String },
+}
+
+/// `udev`, `kernel uevents (no udevd)`, `none (why): run ...`: the words
+/// `asmguardctl status` and the daemon's log show.
+impl std::fmt::Display for EventSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EventSource::Udev => f.write_str("udev"),
+            EventSource::Kernel { udev_failed: None } => f.write_str("kernel uevents (no udevd)"),
+            EventSource::Kernel {
+                udev_failed: Some(e),
+            } => write!(
+                f,
+                "kernel uevents (udevd runs, but its monitor failed: {e})"
+            ),
+            EventSource::None { reason } => write!(
+                f,
+                "none ({reason}): run `asmguardctl scan` after device changes"
+            ),
+        }
+    }
 }
 
 /// `status`'s `metrics`: the Prometheus endpoint and the I/O latency tracer.
@@ -1851,11 +1894,11 @@ mod json_names {
             "socket":"/run/asmguard/asmguard.sock","config":"y",
             "metrics":{"address":"http://127.0.0.1:9465/metrics","state":"failing","error":"e",
                        "tracer":{"state":"attached","attach":"tp_btf","stamps":"s"}},
-            "events":"udev","last_scan_ms":4,"filter_coverage":"open_time_only",
+            "events":{"source":"kernel","udev_failed":"e"},"last_scan_ms":4,"filter_coverage":"open_time_only",
             "filter_reason":{"chosen":{"how":"best","backend":"fmod_ret","lsm":{"bpf":"inactive","list":"capability"},"refused":[{"backend":"lsm","error":"e"}]},"notes":[{"note":"kernel_opens_not_judged","error":"e"}],"changed":"ag_majors"},"filter_passthrough":"by_class_in_memory","filter_programs":["ag_file_open"],
             "filter_other_programs":["other (id 7) on file_open"],
             "filter_program_runs":["ag_file_open 1200 3"],
-            "filter_devices":2,"filter_majors":"blk=8 chr=21","allow_rules":["any process of user grid"],"allow_notes":["n"],"oracle_homes":["grid home /u01"],"filter_pins":"watched","map_fds":"periodic check only","protection":"unprotected","bpf_lsm_hint":"",
+            "filter_devices":2,"filter_majors":"blk=8 chr=21","allow_rules":["any process of user grid"],"allow_notes":["n"],"oracle_homes":["grid home /u01"],"filter_pins":"watched","map_fds":"periodic check only","protection":"unprotected","bpf_lsm_hint":{"lsm_param":"lsm=yama,bpf"},
             "claims":["DATA1 253:2"],"claims_kept":"none (no NOTIFY_SOCKET: re-taken on start)",
             "claims_slow":{"disks":["DATA1 253:2"],"ms":600,"all_taken":true},
             "container_nodes":1,

@@ -136,9 +136,9 @@ impl Daemon {
             // how to get full coverage: only where it is missing (fmod_ret has it)
             bpf_lsm_hint: match protection {
                 asmguard_proto::Protection::Degraded | asmguard_proto::Protection::Unprotected => {
-                    asmguard_guard::bpf_lsm_hint(&self.site.paths).unwrap_or_default()
+                    asmguard_guard::bpf_lsm_hint(&self.site.paths)
                 }
-                _ => String::new(),
+                _ => None,
             },
             claims: s.claims.clone(),
             claims_kept: s.claims_kept,
