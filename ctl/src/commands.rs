@@ -1110,14 +1110,22 @@ mod tests {
         use serde_json::json;
         let r = |m| row(status_with(json!({ "metrics": m })), "metrics");
         let at = "http://127.0.0.1:9465/metrics";
-        let on = json!({"state":"attached","attach":"tp_btf","stamps":"own"});
+        let on = json!({"state":"attached","attach":"tp_btf","stamps":{"by":"own","reason":"r"}});
         assert_eq!(
             r(json!({"address":at,"state":"serving","tracer":on})),
-            format!("{at} (serving) (latency: block tracepoints (tp_btf, own))")
+            format!("{at} (serving) (latency: block tracepoints (tp_btf, own stamps (r)))")
         );
         assert_eq!(
             r(json!({"address":at,"state":"failing","error":"EMFILE","tracer":on})),
-            format!("{at} (failing: EMFILE; retrying) (latency: block tracepoints (tp_btf, own))")
+            format!("{at} (failing: EMFILE; retrying) (latency: block tracepoints (tp_btf, own stamps (r)))")
+        );
+        let kernel = "kernel stamps (QUEUE_FLAG_STATS = 20 from the table for Linux 5.4-6.11, \
+                      not verified: no probe read reached a queue with stats)";
+        let k = json!({"state":"attached","attach":"raw_tp","stamps":{"by":"kernel","stats_bit":20,
+            "bit_from":{"from":"table","lines":"5.4-6.11"}}});
+        assert_eq!(
+            r(json!({"address":at,"state":"serving","tracer":k})),
+            format!("{at} (serving) (latency: block tracepoints (raw_tp, {kernel}))")
         );
         let off = json!({"state":"off","reason":"no BTF"});
         assert_eq!(

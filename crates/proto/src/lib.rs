@@ -1358,11 +1358,72 @@ pub enum EndpointState {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum TracerState {
-    /// Attached: `attach` is `tp_btf` or `raw_tp`; `stamps` whose start
-    /// times it uses (the kernel's or its own, and why).
-    Attached { attach: String, stamps: String },
+    /// Attached: `attach` is `tp_btf` or `raw_tp`; `stamps` whose issue
+    /// times it uses.
+    Attached {
+        attach: String,
+        stamps: TracerStamps,
+    },
     /// Not loaded: the latency histograms are off.
     Off { reason: String },
+}
+
+/// Whose issue times the latency tracer uses (`by`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "by", rename_all = "snake_case")]
+pub enum TracerStamps {
+    /// The kernel's, on queues with QUEUE_FLAG_STATS (bit `stats_bit`, read
+    /// from `bit_from`); `verified_on`: the disk whose probe read the kernel
+    /// stamped (absent: no probe read reached a queue with stats).
+    Kernel {
+        stats_bit: u32,
+        bit_from: StatsBitFrom,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        verified_on: Option<String>,
+    },
+    /// Its own, and why.
+    Own { reason: String },
+}
+
+/// Where the QUEUE_FLAG_STATS bit number came from (`from`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "from", rename_all = "snake_case")]
+pub enum StatsBitFrom {
+    /// The kernel's BTF.
+    Btf,
+    /// The per-kernel table, for the kernel `lines` named.
+    Table { lines: String },
+    /// The configuration.
+    Configuration,
+}
+
+/// `kernel stamps (QUEUE_FLAG_STATS = N from ..., verified on sdb)` or `own
+/// stamps (why)`.
+impl std::fmt::Display for TracerStamps {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TracerStamps::Kernel {
+                stats_bit,
+                bit_from,
+                verified_on,
+            } => {
+                let from = match bit_from {
+                    StatsBitFrom::Btf => "the kernel's BTF".to_string(),
+                    StatsBitFrom::Table { lines } => format!("the table for Linux {lines}"),
+                    StatsBitFrom::Configuration => "the configuration".to_string(),
+                };
+                write!(
+                    f,
+                    "kernel stamps (QUEUE_FLAG_STATS = {stats_bit} from {from}, "
+                )?;
+                match verified_on {
+                    Some(disk) => write!(f, "verified on {disk})"),
+                    None => f.write_str("not verified: no probe read reached a queue with stats)"),
+                }
+            }
+            TracerStamps::Own { reason } => write!(f, "own stamps ({reason})"),
+        }
+    }
 }
 
 impl Default for TracerState {
@@ -1893,7 +1954,8 @@ mod json_names {
             "default_filter_mode":"enforce","disks":1,"conflicts":0,"devices_scanned":3,
             "socket":"/run/asmguard/asmguard.sock","config":"y",
             "metrics":{"address":"http://127.0.0.1:9465/metrics","state":"failing","error":"e",
-                       "tracer":{"state":"attached","attach":"tp_btf","stamps":"s"}},
+                       "tracer":{"state":"attached","attach":"tp_btf","stamps":{"by":"kernel",
+                       "stats_bit":20,"bit_from":{"from":"table","lines":"5.4-6.11"},"verified_on":"sdb"}}},
             "events":{"source":"kernel","udev_failed":"e"},"last_scan_ms":4,"filter_coverage":"open_time_only",
             "filter_reason":{"chosen":{"how":"best","backend":"fmod_ret","lsm":{"bpf":"inactive","list":"capability"},"refused":[{"backend":"lsm","error":"e"}]},"notes":[{"note":"kernel_opens_not_judged","error":"e"}],"changed":"ag_majors"},"filter_passthrough":"by_class_in_memory","filter_programs":["ag_file_open"],
             "filter_other_programs":["other (id 7) on file_open"],
