@@ -289,8 +289,8 @@ fn status(c: &Cli, json: bool) -> Result<(), CliError> {
     for (k, v) in status_rows(s.clone()) {
         outln!("{:<15} {v}", format!("{k}:"));
     }
-    if !s.bpf_lsm_hint.is_empty() {
-        outln!("{:<15} {}", "hint:", s.bpf_lsm_hint);
+    if let Some(h) = &s.bpf_lsm_hint {
+        outln!("{:<15} {h}", "hint:");
     }
     unprotected(&s)
 }
@@ -400,10 +400,10 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
                 s.disks, s.conflicts, s.devices_scanned
             ),
         ),
-        ("events", s.events),
+        ("events", s.events.to_string()),
         ("last full scan", format!("{} ms", s.last_scan_ms)),
         ("socket", s.socket),
-        ("metrics", s.metrics_address),
+        ("metrics", metrics_text(&s.metrics)),
         ("config", s.config),
     ]);
     if !s.restart_needed.is_empty() {
@@ -460,17 +460,31 @@ fn container_rows(s: &StatusResult) -> Vec<(&'static str, String)> {
     rows
 }
 
+/// The endpoint and the tracer, in `status`'s `metrics` row: `http://ADDR/metrics
+/// (serving) (latency: block tracepoints (...))`, as the daemon wrote it.
+fn metrics_text(m: &asmguard_proto::MetricsEndpoint) -> String {
+    use asmguard_proto::EndpointState;
+    let at = m.address.as_deref().unwrap_or("");
+    let served = match &m.state {
+        EndpointState::NotYet => "not served yet".to_string(),
+        EndpointState::Serving => format!("{at} (serving)"),
+        EndpointState::Failing { error } => format!("{at} (failing: {error}; retrying)"),
+        EndpointState::NotServed { error } => format!("{at} (not served: {error})"),
+    };
+    format!("{served} (latency: {})", m.tracer)
+}
+
 /// What the filter covers, in `status`'s `filter backend` row: `full`,
 /// `degraded: open-time only`, or why there is no filter.
 fn coverage_text(s: &StatusResult) -> String {
     match s.filter_coverage {
         _ if s.filter_backend == asmguard_filter_types::BackendName::None => {
-            s.filter_reason.clone()
+            s.filter_reason.to_string()
         }
         FilterScope::Full => "full".into(),
         FilterScope::OpenTimeOnly => "degraded: open-time only".into(),
         FilterScope::Disabled | FilterScope::Unprotected | FilterScope::NoFilter => {
-            s.filter_reason.clone()
+            s.filter_reason.to_string()
         }
     }
 }
@@ -1015,8 +1029,8 @@ mod tests {
             "pid":1,"uptime_seconds":2,"kernel":"6.12.0",
             "bpf_lsm":{"active":true,"lsm":["capability","bpf"]},
             "filter_backend":"lsm","default_filter_mode":"enforce","disks":1,
-            "conflicts":0,"devices_scanned":3,"socket":"s","metrics_address":"m",
-            "config":"c","events":"udev","last_scan_ms":4,"protection":"protected"});
+            "conflicts":0,"devices_scanned":3,"socket":"s",
+            "config":"c","events":{"source":"udev"},"last_scan_ms":4,"protection":"protected"});
         for (k, x) in extra.as_object().unwrap() {
             v[k] = x.clone();
         }
@@ -1039,7 +1053,8 @@ mod tests {
         use serde_json::json;
         let s = |backend, cover, pt| {
             status_with(json!({"filter_backend":backend,"filter_coverage":cover,
-                "filter_passthrough":pt,"filter_reason":"why"}))
+                "filter_passthrough":pt,
+                "filter_reason":{"none":{"why":"load_failed","error":"why"}}}))
         };
         let t = |backend, cover, pt| {
             let st = s(backend, cover, pt);
@@ -1061,10 +1076,77 @@ mod tests {
         let (b, p) = t("none", "unprotected", json!(null));
         assert_eq!(
             (b.as_str(), p.as_str()),
-            ("none (why)", "not filtered (no filter)")
+            ("none (no filter: why)", "not filtered (no filter)")
         );
         let (b, _) = t("none", "disabled", json!(null));
-        assert_eq!(b, "none (why)");
+        assert_eq!(b, "none (no filter: why)");
+    }
+
+    /// `events` is the source; the row says it as the daemon's words did.
+    #[test]
+    fn events_row_from_its_source() {
+        use serde_json::json;
+        let r = |e| row(status_with(json!({ "events": e })), "events");
+        assert_eq!(r(json!({"source":"udev"})), "udev");
+        assert_eq!(r(json!({"source":"kernel"})), "kernel uevents (no udevd)");
+        assert_eq!(
+            r(json!({"source":"kernel","udev_failed":"EACCES"})),
+            "kernel uevents (udevd runs, but its monitor failed: EACCES)"
+        );
+        assert_eq!(
+            r(json!({"source":"none","reason":"EPERM"})),
+            "none (EPERM): run `asmguardctl scan` after device changes"
+        );
+        // the hint is the argument; the sentence names it and both tools
+        let h = status_with(json!({"bpf_lsm_hint":{"lsm_param":"lsm=yama,bpf"}}))
+            .bpf_lsm_hint
+            .unwrap()
+            .to_string();
+        assert!(
+            h.starts_with(
+                "this kernel has the BPF LSM but it is not active: boot with lsm=yama,bpf "
+            ) && h.contains("grubby --update-kernel=ALL --args=\"lsm=yama,bpf\"")
+                && h.contains("GRUB_CMDLINE_LINUX"),
+            "{h}"
+        );
+        assert_eq!(status_with(json!({})).bpf_lsm_hint, None);
+    }
+
+    /// `metrics` is the endpoint's and the tracer's state; the row says them
+    /// as the daemon's sentence did.
+    #[test]
+    fn metrics_row_from_its_state() {
+        use serde_json::json;
+        let r = |m| row(status_with(json!({ "metrics": m })), "metrics");
+        let at = "http://127.0.0.1:9465/metrics";
+        let on = json!({"state":"attached","attach":"tp_btf","stamps":{"by":"own","reason":"r"}});
+        assert_eq!(
+            r(json!({"address":at,"state":"serving","tracer":on})),
+            format!("{at} (serving) (latency: block tracepoints (tp_btf, own stamps (r)))")
+        );
+        assert_eq!(
+            r(json!({"address":at,"state":"failing","error":"EMFILE","tracer":on})),
+            format!("{at} (failing: EMFILE; retrying) (latency: block tracepoints (tp_btf, own stamps (r)))")
+        );
+        let kernel = "kernel stamps (QUEUE_FLAG_STATS = 20 from the table for Linux 5.4-6.11, \
+                      not verified: no probe read reached a queue with stats)";
+        let k = json!({"state":"attached","attach":"raw_tp","stamps":{"by":"kernel","stats_bit":20,
+            "bit_from":{"from":"table","lines":"5.4-6.11"}}});
+        assert_eq!(
+            r(json!({"address":at,"state":"serving","tracer":k})),
+            format!("{at} (serving) (latency: block tracepoints (raw_tp, {kernel}))")
+        );
+        let off = json!({"state":"off","reason":"no BTF"});
+        assert_eq!(
+            r(
+                json!({"address":"1.2.3.4:1","state":"not_served","error":"EADDRINUSE","tracer":off})
+            ),
+            "1.2.3.4:1 (not served: EADDRINUSE) (latency: off (no BTF))"
+        );
+        assert_eq!(
+            r(json!({"state":"not_yet","tracer":off})),
+            "not served yet (latency: off (no BTF))"
+        );
     }
 
     /// `bpf_lsm` is whether and the list; the row says it as it did.

@@ -63,7 +63,7 @@ pub struct Site {
     /// The cgroup2 mount the `[[container]]` patterns are relative to.
     pub cgroup_root: Option<PathBuf>,
     /// Where device events come from (`status`).
-    pub monitor: String,
+    pub monitor: asmguard_proto::EventSource,
     pub started: Instant,
 }
 
@@ -136,7 +136,7 @@ impl Daemon {
         paths: asmguard_paths::Paths,
         socket: PathBuf,
         runtime_dir: PathBuf,
-        monitor: String,
+        monitor: asmguard_proto::EventSource,
         started: Started,
     ) -> Daemon {
         let Started {
@@ -296,9 +296,11 @@ impl Daemon {
             paths,
             PathBuf::from("/nonexistent/asmguard.sock"),
             runtime_dir.to_path_buf(),
-            "none".into(),
+            asmguard_proto::EventSource::None {
+                reason: "not listened to in this test".into(),
+            },
             Started {
-                filter: FilterService::inert("not loaded in this test"),
+                filter: FilterService::inert(),
                 writer: Writer::default(),
                 metrics: MetricsService::without_tracer(),
                 modes: Default::default(),

@@ -343,7 +343,7 @@ async fn start_filter(
         let (f, writer, rules, modes) = filter::start(&cfg2, &paths2, bpf_pin_dir, state_file);
         let st = f.status();
         if require && st.cover == asmguard_guard::Coverage::Unprotected {
-            return Err(st.reason);
+            return Err(st.reason.to_string());
         }
         Ok((f, writer, rules, modes))
     })

@@ -109,6 +109,12 @@ impl EventSource {
         })
     }
 
+    /// Why listening to udevd failed, where it runs but its events are the
+    /// kernel's.
+    pub fn udev_error(&self) -> Option<&str> {
+        self.udev_error.as_deref()
+    }
+
     pub fn kind(&self) -> SourceKind {
         match self.inner {
             Inner::Udev { .. } => SourceKind::Udev,

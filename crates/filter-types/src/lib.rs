@@ -11,9 +11,11 @@ use std::fmt;
 
 pub mod backend;
 pub mod hooks;
+pub mod reason;
 
 pub use backend::{Applied, Backend, BackendName, Coverage, PassthroughRule};
 pub use hooks::{Hook, HookDef, Op, HOOKS};
+pub use reason::{Chosen, FilterReason, LoadNote, LsmHint, LsmList, NoFilter, Refused};
 
 use serde::{Deserialize, Serialize};
 

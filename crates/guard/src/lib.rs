@@ -18,6 +18,7 @@ pub mod guard;
 pub mod pins;
 pub mod smoke;
 pub use asmguard_devices::devt::{DevtError, KernelDev};
+pub use asmguard_filter_types::{FilterReason, LsmHint, NoFilter};
 pub use guard::{
     bpf_lsm_hint, majors_text, pinned_backend, pinned_majors, remove_pins, Applied, Backend,
     BackendName, Coverage, DenialEvent, DevKey, EventReader, ExeId, Guard, Hook, HookOperation,

@@ -409,7 +409,7 @@ fn choice_says_why_the_better_backends_did_not_load() {
         .collect();
     match g.backend() {
         Backend::CgroupDevice => {
-            let why = g.reason();
+            let why = g.reason().to_string();
             let fmod = why
                 .split_once("fmod_ret programs did not load: ")
                 .map(|(_, e)| e.trim());
@@ -422,7 +422,10 @@ fn choice_says_why_the_better_backends_did_not_load() {
             let again = Guard::open(&opts).unwrap();
             assert!(again.adopted());
             assert!(
-                again.reason().contains("(no better backend loads: "),
+                again
+                    .reason()
+                    .to_string()
+                    .contains("(no better backend loads: "),
                 "{}",
                 again.reason()
             );
@@ -808,6 +811,7 @@ fn fallback_foreign_link_pinned_in_place_is_replaced() {
     assert!(g.replaced_links().is_empty(), "{:?}", g.replaced_links());
     assert!(
         g.reason()
+            .to_string()
             .contains("1 program of an earlier build replaced"),
         "{}",
         g.reason()

@@ -956,12 +956,19 @@ pub struct StatusResult {
     pub conflicts: usize,
     pub devices_scanned: usize,
     pub socket: String,
-    pub metrics_address: String,
+    /// The Prometheus endpoint (where it listens, whether it serves) and the
+    /// I/O latency tracer's state. It was the sentence `metrics_address`
+    /// (`http://ADDR/metrics (serving) (latency: block tracepoints (...))`).
+    #[serde(default)]
+    pub metrics: MetricsEndpoint,
     pub config: String,
-    /// Where device events come from: `udev` (udevd runs: its events, after its
-    /// rules), `kernel uevents (no udevd)`, or `none (...)` with the reason.
+    /// Where device events come from: `{"source": "udev"}` (udevd runs: its
+    /// events, after its rules), `{"source": "kernel"}` (no udevd; with
+    /// `udev_failed` when udevd runs but its monitor failed), or `{"source":
+    /// "none", "reason": ...}`. It was a sentence (`udev`, `kernel uevents (no
+    /// udevd)`, `none (...)`).
     #[serde(alias = "monitor")]
-    pub events: String,
+    pub events: EventSource,
     pub last_scan_ms: u64,
     /// What the filter covers: `full` (the security-hook backends),
     /// `open_time_only` (the cgroup-device fallback), `disabled` or
@@ -969,9 +976,13 @@ pub struct StatusResult {
     /// sentence (`degraded: open-time only`, or the reason).
     #[serde(default)]
     pub filter_coverage: FilterScope,
-    /// Why this backend.
+    /// Why this backend, or why none: how it was chosen (`requested`,
+    /// `readopted`, `best` with the kernel's LSM list and the better
+    /// backends refused), what the load found (`notes`), why there is no
+    /// filter (`none`), what another process changed (`changed`). It was a
+    /// sentence; `asmguardctl status` writes it from these.
     #[serde(default)]
-    pub filter_reason: String,
+    pub filter_reason: asmguard_filter_types::FilterReason,
     /// The rule SG_IO and NVMe passthrough get: `by_class`,
     /// `by_class_in_memory`, `all_or_nothing`, `open_only`, or `null` (no
     /// filter); `asmguardctl status` says what each means. It was that
@@ -1030,9 +1041,12 @@ pub struct StatusResult {
     /// administrator) or `unprotected` (no filter backend could load:
     /// `filter_reason` says why; `asmguardctl status` then exits with 7).
     pub protection: Protection,
-    /// How to turn the BPF LSM on, when the kernel has it but it is off.
-    #[serde(default)]
-    pub bpf_lsm_hint: String,
+    /// How to turn the BPF LSM on, when the kernel has it but it is off and
+    /// the filter lacks full coverage: `{"lsm_param": "lsm=...,bpf"}`, the
+    /// kernel command-line argument to boot with; absent otherwise. It was
+    /// the sentence `asmguardctl status`'s `hint:` line shows (empty: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bpf_lsm_hint: Option<asmguard_filter_types::LsmHint>,
     /// The exclusive claims the daemon holds on managed disks (`LABEL MAJ:MIN`):
     /// the kernel's consumers (dm, md, mount, swap ...) get EBUSY on them.
     #[serde(default)]
@@ -1272,6 +1286,164 @@ pub enum ClaimsKept {
         alias = ""
     )]
     OnStart,
+}
+
+/// `status`'s `events`: where device events come from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "source", rename_all = "snake_case")]
+pub enum EventSource {
+    /// udevd's events, after its rules.
+    Udev,
+    /// The kernel's uevents: no udevd, or (`udev_failed`) udevd runs but
+    /// listening to it failed.
+    Kernel {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        udev_failed: Option<String>,
+    },
+    /// None: device changes need `asmguardctl scan`.
+    None { reason: String },
+}
+
+/// `udev`, `kernel uevents (no udevd)`, `none (why): run ...`: the words
+/// `asmguardctl status` and the daemon's log show.
+impl std::fmt::Display for EventSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EventSource::Udev => f.write_str("udev"),
+            EventSource::Kernel { udev_failed: None } => f.write_str("kernel uevents (no udevd)"),
+            EventSource::Kernel {
+                udev_failed: Some(e),
+            } => write!(
+                f,
+                "kernel uevents (udevd runs, but its monitor failed: {e})"
+            ),
+            EventSource::None { reason } => write!(
+                f,
+                "none ({reason}): run `asmguardctl scan` after device changes"
+            ),
+        }
+    }
+}
+
+/// `status`'s `metrics`: the Prometheus endpoint and the I/O latency tracer.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct MetricsEndpoint {
+    /// `http://ADDR/metrics` where it listens; the configured address where
+    /// it could not; absent before it was served.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    /// Whether it serves.
+    #[serde(flatten)]
+    pub state: EndpointState,
+    /// The I/O latency tracer that feeds its histograms.
+    pub tracer: TracerState,
+}
+
+/// Whether the metrics endpoint serves (`state`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum EndpointState {
+    /// Not started yet.
+    #[default]
+    NotYet,
+    /// Listening and accepting connections.
+    Serving,
+    /// Listening, but accepting fails now (the listener retries).
+    Failing { error: String },
+    /// It could not listen (a bad address, the port taken).
+    NotServed { error: String },
+}
+
+/// The I/O latency tracer (`asmguard-metrics`' block tracepoint programs).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum TracerState {
+    /// Attached: `attach` is `tp_btf` or `raw_tp`; `stamps` whose issue
+    /// times it uses.
+    Attached {
+        attach: String,
+        stamps: TracerStamps,
+    },
+    /// Not loaded: the latency histograms are off.
+    Off { reason: String },
+}
+
+/// Whose issue times the latency tracer uses (`by`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "by", rename_all = "snake_case")]
+pub enum TracerStamps {
+    /// The kernel's, on queues with QUEUE_FLAG_STATS (bit `stats_bit`, read
+    /// from `bit_from`); `verified_on`: the disk whose probe read the kernel
+    /// stamped (absent: no probe read reached a queue with stats).
+    Kernel {
+        stats_bit: u32,
+        bit_from: StatsBitFrom,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        verified_on: Option<String>,
+    },
+    /// Its own, and why.
+    Own { reason: String },
+}
+
+/// Where the QUEUE_FLAG_STATS bit number came from (`from`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "from", rename_all = "snake_case")]
+pub enum StatsBitFrom {
+    /// The kernel's BTF.
+    Btf,
+    /// The per-kernel table, for the kernel `lines` named.
+    Table { lines: String },
+    /// The configuration.
+    Configuration,
+}
+
+/// `kernel stamps (QUEUE_FLAG_STATS = N from ..., verified on sdb)` or `own
+/// stamps (why)`.
+impl std::fmt::Display for TracerStamps {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TracerStamps::Kernel {
+                stats_bit,
+                bit_from,
+                verified_on,
+            } => {
+                let from = match bit_from {
+                    StatsBitFrom::Btf => "the kernel's BTF".to_string(),
+                    StatsBitFrom::Table { lines } => format!("the table for Linux {lines}"),
+                    StatsBitFrom::Configuration => "the configuration".to_string(),
+                };
+                write!(
+                    f,
+                    "kernel stamps (QUEUE_FLAG_STATS = {stats_bit} from {from}, "
+                )?;
+                match verified_on {
+                    Some(disk) => write!(f, "verified on {disk})"),
+                    None => f.write_str("not verified: no probe read reached a queue with stats)"),
+                }
+            }
+            TracerStamps::Own { reason } => write!(f, "own stamps ({reason})"),
+        }
+    }
+}
+
+impl Default for TracerState {
+    fn default() -> TracerState {
+        TracerState::Off {
+            reason: "unknown".into(),
+        }
+    }
+}
+
+/// `block tracepoints (tp_btf, ...)` or `off (why)`.
+impl std::fmt::Display for TracerState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TracerState::Attached { attach, stamps } => {
+                write!(f, "block tracepoints ({attach}, {stamps})")
+            }
+            TracerState::Off { reason } => write!(f, "off ({reason})"),
+        }
+    }
 }
 
 /// `status`'s `claims_slow`: the last time taking the exclusive claims took
@@ -1808,12 +1980,15 @@ mod json_names {
             r#"{"daemon_version":"0.1.0","protocol_version":1,"pid":1,"uptime_seconds":2,
             "kernel":"6.12.0","bpf_lsm":{"active":true,"lsm":["capability","bpf"]},"filter_backend":"lsm",
             "default_filter_mode":"enforce","disks":1,"conflicts":0,"devices_scanned":3,
-            "socket":"/run/asmguard/asmguard.sock","metrics_address":"x","config":"y",
-            "events":"udev","last_scan_ms":4,"filter_coverage":"open_time_only",
-            "filter_reason":"r","filter_passthrough":"by_class_in_memory","filter_programs":["ag_file_open"],
+            "socket":"/run/asmguard/asmguard.sock","config":"y",
+            "metrics":{"address":"http://127.0.0.1:9465/metrics","state":"failing","error":"e",
+                       "tracer":{"state":"attached","attach":"tp_btf","stamps":{"by":"kernel",
+                       "stats_bit":20,"bit_from":{"from":"table","lines":"5.4-6.11"},"verified_on":"sdb"}}},
+            "events":{"source":"kernel","udev_failed":"e"},"last_scan_ms":4,"filter_coverage":"open_time_only",
+            "filter_reason":{"chosen":{"how":"best","backend":"fmod_ret","lsm":{"bpf":"inactive","list":"capability"},"refused":[{"backend":"lsm","error":"e"}]},"notes":[{"note":"kernel_opens_not_judged","error":"e"}],"changed":"ag_majors"},"filter_passthrough":"by_class_in_memory","filter_programs":["ag_file_open"],
             "filter_other_programs":["other (id 7) on file_open"],
             "filter_program_runs":["ag_file_open 1200 3"],
-            "filter_devices":2,"filter_majors":"blk=8 chr=21","allow_rules":["any process of user grid"],"allow_notes":["n"],"oracle_homes":["grid home /u01"],"filter_pins":"watched","map_fds":"periodic check only","protection":"unprotected","bpf_lsm_hint":"",
+            "filter_devices":2,"filter_majors":"blk=8 chr=21","allow_rules":["any process of user grid"],"allow_notes":["n"],"oracle_homes":["grid home /u01"],"filter_pins":"watched","map_fds":"periodic check only","protection":"unprotected","bpf_lsm_hint":{"lsm_param":"lsm=yama,bpf"},
             "claims":["DATA1 253:2"],"claims_kept":"none (no NOTIFY_SOCKET: re-taken on start)",
             "claims_slow":{"disks":["DATA1 253:2"],"ms":600,"all_taken":true},
             "container_nodes":1,

@@ -79,16 +79,43 @@ fn nofile() -> std::io::Result<(u64, u64)> {
     }
 }
 
+/// The tracer's stamps as `status` carries them.
+fn stamps_of(s: &asmguard_metrics::Stamps) -> asmguard_proto::TracerStamps {
+    use asmguard_metrics::{BitSource, Stamps};
+    use asmguard_proto::{StatsBitFrom, TracerStamps};
+    match s {
+        Stamps::Kernel {
+            bit,
+            source,
+            verified_on,
+        } => TracerStamps::Kernel {
+            stats_bit: *bit,
+            bit_from: match source {
+                BitSource::Btf => StatsBitFrom::Btf,
+                BitSource::Table(lines) => StatsBitFrom::Table {
+                    lines: lines.to_string(),
+                },
+                BitSource::Given => StatsBitFrom::Configuration,
+            },
+            verified_on: verified_on.clone(),
+        },
+        Stamps::Own(why) => TracerStamps::Own {
+            reason: why.clone(),
+        },
+    }
+}
+
 pub struct MetricsService {
     pub metrics: Metrics,
     iolat: Option<Arc<IoLat>>,
-    /// Why there are no histograms, when `iolat` is `None`.
-    pub tracer: String,
+    /// Attached, or why there are no histograms (`iolat` is `None`).
+    pub tracer: asmguard_proto::TracerState,
     trace_all: bool,
     /// Traced disks (the whole disk their I/O is counted on).
     traced: Mutex<std::collections::BTreeSet<KernelDev>>,
-    /// Where the endpoint listens, or why it does not.
-    pub address: Mutex<String>,
+    /// Where the endpoint listens, or the configured address and why it
+    /// does not (`None`: not served yet).
+    address: Mutex<Option<(String, Option<String>)>>,
     /// Whether it accepts connections now (set once it listens).
     health: std::sync::OnceLock<asmguard_metrics::http::Health>,
 }
@@ -104,12 +131,20 @@ impl MetricsService {
         let (iolat, tracer) = match IoLat::load_sized(paths, single_block_bytes) {
             Ok(t) => {
                 let t = Arc::new(t);
-                let desc = format!("block tracepoints ({}, {})", t.mode().as_str(), t.stamps());
-                (Some(t), desc)
+                let state = asmguard_proto::TracerState::Attached {
+                    attach: t.mode().as_str().into(),
+                    stamps: stamps_of(t.stamps()),
+                };
+                (Some(t), state)
             }
             Err(e) => {
                 tracing::error!("I/O latency tracer: {e}: latency histograms are off");
-                (None, format!("off ({e})"))
+                (
+                    None,
+                    asmguard_proto::TracerState::Off {
+                        reason: e.to_string(),
+                    },
+                )
             }
         };
         let metrics = match &iolat {
@@ -127,7 +162,7 @@ impl MetricsService {
             tracer,
             trace_all,
             traced: Mutex::default(),
-            address: Mutex::new("not served yet".into()),
+            address: Mutex::new(None),
             health: std::sync::OnceLock::new(),
         }
     }
@@ -138,10 +173,12 @@ impl MetricsService {
         MetricsService {
             metrics: Metrics::new(&asmguard_paths::Paths::default().sys),
             iolat: None,
-            tracer: "off (not loaded in this test)".into(),
+            tracer: asmguard_proto::TracerState::Off {
+                reason: "not loaded in this test".into(),
+            },
             trace_all: false,
             traced: Mutex::default(),
-            address: Mutex::new("not served".into()),
+            address: Mutex::new(None),
             health: std::sync::OnceLock::new(),
         }
     }
@@ -156,30 +193,45 @@ impl MetricsService {
                     Ok((bound, health)) => {
                         let _ = self.health.set(health);
                         tracing::info!("metrics on http://{bound}/metrics");
-                        format!("http://{bound}/metrics")
+                        (format!("http://{bound}/metrics"), None)
                     }
                     Err(e) => {
                         tracing::error!("metrics endpoint {a}: {e}: not served");
-                        format!("{a} (not served: {e})")
+                        (a.to_string(), Some(e.to_string()))
                     }
                 }
             }
-            Err(e) => format!("{addr} (not served: {e})"),
+            Err(e) => (addr.to_string(), Some(e.to_string())),
         };
-        *self.address.lock().unwrap_or_else(|p| p.into_inner()) = text;
+        *self.address.lock().unwrap_or_else(|p| p.into_inner()) = Some(text);
     }
 
-    /// Where the endpoint listens and whether it serves now, or why not.
-    pub fn address(&self) -> String {
-        let a = self
+    /// Where the endpoint listens and whether it serves now, or why not;
+    /// the tracer's state.
+    pub fn endpoint(&self) -> asmguard_proto::MetricsEndpoint {
+        use asmguard_proto::EndpointState;
+        let served = self
             .address
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        match self.health.get().map(|h| h.failing()) {
-            Some(None) => format!("{a} (serving)"),
-            Some(Some(e)) => format!("{a} (failing: {e}; retrying)"),
-            None => a,
+        let (address, state) = match served {
+            None => (None, EndpointState::NotYet),
+            Some((a, Some(error))) => (Some(a), EndpointState::NotServed { error }),
+            Some((a, None)) => (
+                Some(a),
+                match self.health.get().map(|h| h.failing()) {
+                    Some(Some(e)) => EndpointState::Failing {
+                        error: e.to_string(),
+                    },
+                    _ => EndpointState::Serving,
+                },
+            ),
+        };
+        asmguard_proto::MetricsEndpoint {
+            address,
+            state,
+            tracer: self.tracer.clone(),
         }
     }
 
@@ -343,4 +395,36 @@ fn conflicts(m: &crate::world::model::Model) -> Vec<(String, String, String)> {
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `status` carries the tracer's stamps as facts; the words
+    /// `asmguardctl` writes from them are the metrics crate's.
+    #[test]
+    fn stamps_carry_their_facts_and_words() {
+        use asmguard_metrics::{BitSource, Stamps};
+        for s in [
+            Stamps::Kernel {
+                bit: 20,
+                source: BitSource::Table("5.4-6.11"),
+                verified_on: None,
+            },
+            Stamps::Kernel {
+                bit: 22,
+                source: BitSource::Btf,
+                verified_on: Some("sdb".into()),
+            },
+            Stamps::Kernel {
+                bit: 7,
+                source: BitSource::Given,
+                verified_on: Some("vda".into()),
+            },
+            Stamps::Own("no queue has stats".into()),
+        ] {
+            assert_eq!(stamps_of(&s).to_string(), s.to_string());
+        }
+    }
 }

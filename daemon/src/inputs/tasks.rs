@@ -54,19 +54,26 @@ pub fn notify(states: &[sd_notify::NotifyState]) {
 pub fn start_monitor(
     tx: tokio::sync::mpsc::UnboundedSender<DeviceEvent>,
     paths: &asmguard_paths::Paths,
-) -> (String, Arc<AtomicBool>) {
+) -> (asmguard_proto::EventSource, Arc<AtomicBool>) {
     let monitor_alive = Arc::new(AtomicBool::new(false));
     let none = |e: &dyn std::fmt::Display| {
         tracing::warn!(
             "cannot listen to device events: {e}: device changes need `asmguardctl scan`"
         );
-        format!("none ({e}): run `asmguardctl scan` after device changes")
+        asmguard_proto::EventSource::None {
+            reason: e.to_string(),
+        }
     };
     let mut src = match asmguard_devices::events::EventSource::open(paths) {
         Ok(src) => src,
         Err(e) => return (none(&e), monitor_alive),
     };
-    let desc = src.describe();
+    let desc = match src.kind() {
+        asmguard_devices::events::SourceKind::Udev => asmguard_proto::EventSource::Udev,
+        asmguard_devices::events::SourceKind::Kernel => asmguard_proto::EventSource::Kernel {
+            udev_failed: src.udev_error().map(str::to_string),
+        },
+    };
     tracing::info!("device events: {desc}");
     monitor_alive.store(true, Ordering::SeqCst);
     let alive = monitor_alive.clone();

@@ -138,9 +138,9 @@ impl Daemon {
             // how to get full coverage: only where it is missing (fmod_ret has it)
             bpf_lsm_hint: match protection {
                 asmguard_proto::Protection::Degraded | asmguard_proto::Protection::Unprotected => {
-                    asmguard_guard::bpf_lsm_hint(&self.site.paths).unwrap_or_default()
+                    asmguard_guard::bpf_lsm_hint(&self.site.paths)
                 }
-                _ => String::new(),
+                _ => None,
             },
             claims: s.claims.clone(),
             claims_kept: s.claims_kept,
@@ -158,11 +158,7 @@ impl Daemon {
             conflicts: s.world.model.conflicts.len(),
             devices_scanned: s.world.model.devices_scanned,
             socket: self.site.socket.display().to_string(),
-            metrics_address: format!(
-                "{} (latency: {})",
-                self.metrics.address(),
-                self.metrics.tracer
-            ),
+            metrics: self.metrics.endpoint(),
             config: self.site.cfg_source.clone(),
             events: self.site.monitor.clone(),
             last_scan_ms: self.scans.observed().last_scan_ms,

@@ -273,17 +273,22 @@ fn status_reports_the_facts() {
     }
     assert_eq!(s["socket"], d.socket.display().to_string());
     // The configured endpoint (a free port the harness chose), served.
-    let m = s["metrics_address"].as_str().unwrap();
+    let m = &s["metrics"];
     let port = d.metrics_port.expect("the harness chose the metrics port");
+    let url = format!("http://127.0.0.1:{port}/metrics");
+    assert_eq!(m["address"], url.as_str(), "{s:#}");
+    assert_eq!(m["state"], "serving", "{s:#}");
     assert!(
-        m.starts_with(&format!(
-            "http://127.0.0.1:{port}/metrics (serving) (latency: "
-        )),
-        "{m}"
+        matches!(m["tracer"]["state"].as_str(), Some("attached" | "off")),
+        "{s:#}"
     );
     assert_eq!(s["devices_scanned"], 1);
     // This host runs no udevd: the kernel's uevents are the source.
-    assert_eq!(s["events"], "kernel uevents (no udevd)", "{s:#}");
+    assert_eq!(
+        s["events"],
+        serde_json::json!({"source": "kernel"}),
+        "{s:#}"
+    );
     let t = d.ctl(&["status"]).ok().stdout;
     asmguard_testkit::assert_contains_all(
         &t,
@@ -301,6 +306,13 @@ fn status_reports_the_facts() {
     assert!(
         t.lines()
             .any(|l| l.starts_with("events:") && l.ends_with(" kernel uevents (no udevd)")),
+        "{t}"
+    );
+    // the text view writes the endpoint's and the tracer's state as before
+    assert!(
+        t.lines()
+            .any(|l| l.starts_with("metrics:")
+                && l.contains(&format!(" {url} (serving) (latency: "))),
         "{t}"
     );
     // the text view says the facts of `bpf_lsm` as a sentence

@@ -560,10 +560,9 @@ fn sighup_reloads_the_whole_configuration() {
     );
     // the exporter still listens where it did
     assert!(
-        st["metrics_address"]
+        st["metrics"]["address"]
             .as_str()
-            .unwrap()
-            .contains(&port.to_string()),
+            .is_some_and(|a| a.contains(&port.to_string())),
         "{st:#}"
     );
     let human = d.ctl(&["status"]).ok().stdout;

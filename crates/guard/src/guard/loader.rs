@@ -30,6 +30,7 @@ use super::ring::EventReader;
 use super::rules::{encode, free_bits, read_all, union, write_add, write_exact, Rules, RULE_MAPS};
 use super::types::{Backend, DevKey, ExeId, IdentityReach, Mode};
 use crate::{Error, KernelDev};
+use asmguard_filter_types::{Chosen, FilterReason, LoadNote, LsmList, Refused};
 
 /// The compiled `bpf/guard.bpf.c` (CO-RE: relocated at load time).
 pub(crate) static GUARD_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/guard.bpf.o"));
@@ -108,7 +109,7 @@ impl Options {
 /// The loaded, attached and pinned filter.
 pub struct Guard {
     backend: Backend,
-    reason: String,
+    reason: FilterReason,
     adopted: bool,
     /// The pinned links found not to be the daemon's and replaced at open
     /// ([`Guard::replaced_links`]).
@@ -293,35 +294,36 @@ impl Guard {
             .map_err(io_err("creating the pin directory"))?;
 
         if let Some(pinned) = pinned_backend(&opts.pin_dir) {
-            let mut why_kept = "re-adopted the pinned filter".to_string();
+            let mut no_better = None;
             // Better than fmod_ret is only the BPF LSM, which no daemon start
             // can activate: only an open-time-only filter is worth replacing.
             if opts.backend.is_none() && pinned == Backend::CgroupDevice {
                 match Guard::best(opts, Some(pinned)) {
                     Ok(mut g) if g.backend < pinned => {
                         remove_links_of(&opts.pin_dir, pinned)?;
-                        g.reason = format!(
-                            "{}; replaced the pinned {pinned} filter, which stayed attached \
-                             until this one was",
-                            g.reason
-                        );
+                        g.reason.notes.push(LoadNote::ReplacedPinned {
+                            backend: pinned.into(),
+                        });
                         g.upgraded_from = Some(pinned);
                         return Ok(g);
                     }
                     Ok(_) => {}
-                    Err(e) => why_kept = format!("{why_kept} (no better backend loads: {e})"),
+                    Err(e) => no_better = Some(e.to_string()),
                 }
             }
             // The variants whose links are pinned.
             let pick = pinned_variant(&opts.pin_dir, pinned);
+            let why_kept = FilterReason::chosen(Chosen::Readopted { no_better });
             let mut g = Guard::load_with(opts, pinned, pick, why_kept)?;
             g.adopted = true;
             return Ok(g);
         }
         match opts.backend {
-            Some(b) => Guard::load(opts, b, "requested".into()).inspect_err(|_| {
-                let _ = remove_links_of(&opts.pin_dir, b);
-            }),
+            Some(b) => {
+                Guard::load(opts, b, FilterReason::chosen(Chosen::Requested)).inspect_err(|_| {
+                    let _ = remove_links_of(&opts.pin_dir, b);
+                })
+            }
             None => Guard::best(opts, None),
         }
     }
@@ -335,7 +337,7 @@ impl Guard {
         let worth = |b: Backend| stop.is_none_or(|s| b < s);
         // libbpf's own complaints (a verifier log, "try raising ulimit -l")
         // would only confuse: the reason says it.
-        let quiet = |b: Backend, why: String| {
+        let quiet = |b: Backend, why: FilterReason| {
             let r = {
                 let _quiet = asmguard_bpfload::Quiet::new();
                 Guard::load(opts, b, why)
@@ -345,27 +347,47 @@ impl Guard {
             }
             r
         };
-        let mut why = match active_lsms(&opts.paths) {
-            Ok(l) if l.split(',').any(|x| x == "bpf") => {
-                match quiet(Backend::Lsm, format!("bpf is an active LSM ({l})")) {
-                    Ok(g) => return Ok(g),
-                    Err(e) => format!("the BPF LSM programs could not load or attach: {e}"),
-                }
-            }
-            Ok(l) => format!("bpf is not an active LSM ({l})"),
-            Err(e) => e,
+        let lsm = match active_lsms(&opts.paths) {
+            Ok(l) if l.split(',').any(|x| x == "bpf") => LsmList::Active { list: l },
+            Ok(l) => LsmList::Inactive { list: l },
+            Err(error) => LsmList::Unreadable { error },
         };
-        if worth(Backend::FmodRet) {
-            let fmod = format!("{why}: fmod_ret programs on the kernel's security_* functions");
-            match quiet(Backend::FmodRet, fmod) {
+        let mut refused: Vec<Refused> = Vec::new();
+        let why = |backend: Backend, refused: &[Refused]| {
+            FilterReason::chosen(Chosen::Best {
+                backend: backend.into(),
+                lsm: lsm.clone(),
+                refused: refused.to_vec(),
+            })
+        };
+        if matches!(lsm, LsmList::Active { .. }) {
+            match quiet(Backend::Lsm, why(Backend::Lsm, &refused)) {
                 Ok(g) => return Ok(g),
-                Err(e) => why = format!("{why}; fmod_ret programs did not load: {e}"),
+                Err(e) => refused.push(Refused {
+                    backend: Backend::Lsm.into(),
+                    error: e.to_string(),
+                }),
+            }
+        }
+        if worth(Backend::FmodRet) {
+            match quiet(Backend::FmodRet, why(Backend::FmodRet, &refused)) {
+                Ok(g) => return Ok(g),
+                Err(e) => refused.push(Refused {
+                    backend: Backend::FmodRet.into(),
+                    error: e.to_string(),
+                }),
             }
         }
         if !worth(Backend::CgroupDevice) {
-            return Err(Error::NoBetterBackend(why));
+            return Err(Error::NoBetterBackend(
+                asmguard_filter_types::reason::best_sentence(&lsm, &refused, None),
+            ));
         }
-        Guard::load(opts, Backend::CgroupDevice, why)
+        Guard::load(
+            opts,
+            Backend::CgroupDevice,
+            why(Backend::CgroupDevice, &refused),
+        )
     }
 
     /// Loads `backend` with the preferred programs; where the kernel refuses
@@ -375,7 +397,7 @@ impl Guard {
     /// - LSM: a kernel without sleepable `lsm.s/file_ioctl` or
     ///   bpf_copy_from_user gets the all-or-nothing SG_IO rule
     ///   (`ag_file_ioctl`).
-    fn load(opts: &Options, backend: Backend, reason: String) -> Result<Guard, Error> {
+    fn load(opts: &Options, backend: Backend, reason: FilterReason) -> Result<Guard, Error> {
         let preferred = {
             let _quiet = asmguard_bpfload::Quiet::new();
             Guard::load_with(opts, backend, 0, reason.clone())
@@ -387,18 +409,14 @@ impl Guard {
         // Links a half-attached first try pinned belong to programs that
         // are gone with it (a fresh load: nothing was pinned before).
         let _ = remove_links_of(&opts.pin_dir, backend);
-        let why = match backend {
+        let error = e.to_string();
+        let mut why = reason;
+        why.notes.push(match backend {
             // one program per row: nothing else to try
             Backend::FmodRet => return Err(e),
-            Backend::CgroupDevice => format!(
-                "{reason}; identity from uid and gid only (this kernel refuses the task \
-                 helpers to cgroup-device programs: {e})"
-            ),
-            Backend::Lsm => format!(
-                "{reason}; SG_IO and NVMe passthrough all-or-nothing (this kernel refuses \
-                 the sleepable file_ioctl program that reads the command: {e})"
-            ),
-        };
+            Backend::CgroupDevice => LoadNote::UidGidOnly { error },
+            Backend::Lsm => LoadNote::PassthroughAllOrNothing { error },
+        });
         Guard::load_with(opts, backend, 1, why)
     }
 
@@ -408,7 +426,7 @@ impl Guard {
         opts: &Options,
         backend: Backend,
         pick: usize,
-        reason: String,
+        mut reason: FilterReason,
     ) -> Result<Guard, Error> {
         let btf = std::fs::read(opts.paths.vmlinux_btf()).unwrap_or_default();
         let mut open = asmguard_bpfload::open_object(GUARD_OBJ, "opening the guard BPF object")?;
@@ -517,32 +535,28 @@ impl Guard {
             )?;
             links.push((name, link));
         }
-        let reason = match backend {
-            Backend::Lsm | Backend::FmodRet => {
+        if backend.security_hooks() {
+            reason.notes.push(
                 match attach_companions(opts, &mut links, &record, &mut replaced) {
-                    Ok(()) => format!(
-                    "{reason}; in-kernel opens by device number (nvmet): judged by ag_kernel_open"
-                ),
-                    Err(e) => format!(
-                    "{reason}; in-kernel opens by device number (nvmet) not judged (this kernel \
-                     refuses ag_kernel_open: {e})"
-                ),
-                }
-            }
-            Backend::CgroupDevice => reason,
-        };
+                    Ok(()) => LoadNote::KernelOpensJudged,
+                    Err(e) => LoadNote::KernelOpensNotJudged {
+                        error: e.to_string(),
+                    },
+                },
+            );
+        }
         let saved = match opts.claim {
             true => adopt::save_record(&opts.paths, &opts.pin_dir, &links),
             false => Ok(()),
         };
-        let reason = match saved {
-            Ok(()) => reason,
-            Err(e) => format!(
-                "{reason}; cannot record the pinned links in {}: {e} (the next start \
-                 replaces them)",
-                adopt::record_path(&opts.paths, &opts.pin_dir).display()
-            ),
-        };
+        if let Err(e) = saved {
+            reason.notes.push(LoadNote::LinksNotRecorded {
+                path: adopt::record_path(&opts.paths, &opts.pin_dir)
+                    .display()
+                    .to_string(),
+                error: e.to_string(),
+            });
+        }
         let (foreign, earlier): (Vec<_>, Vec<_>) = replaced
             .into_iter()
             .partition(|r| matches!(r, adopt::Refusal::Foreign(_)));
@@ -552,15 +566,11 @@ impl Guard {
                 adopt::Refusal::Foreign(s) | adopt::Refusal::Earlier(s) => s,
             })
             .collect();
-        let reason = if earlier.is_empty() {
-            reason
-        } else {
-            format!(
-                "{reason}; {} program{} of an earlier build replaced",
-                earlier.len(),
-                if earlier.len() == 1 { "" } else { "s" }
-            )
-        };
+        if !earlier.is_empty() {
+            reason.notes.push(LoadNote::EarlierReplaced {
+                programs: earlier.len(),
+            });
+        }
         let g = Guard {
             backend,
             reason,
@@ -607,7 +617,7 @@ impl Guard {
     }
 
     /// Why this backend.
-    pub fn reason(&self) -> &str {
+    pub fn reason(&self) -> &FilterReason {
         &self.reason
     }
 

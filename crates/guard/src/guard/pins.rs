@@ -15,6 +15,7 @@ use libbpf_rs::{Link, MapCore, MapHandle};
 use super::programs::PROGRAMS;
 use super::types::Backend;
 use crate::Error;
+use asmguard_filter_types::LsmHint;
 
 pub(crate) fn io_err(what: &'static str) -> impl FnOnce(std::io::Error) -> Error {
     move |e| Error::Io { what, source: e }
@@ -47,7 +48,7 @@ pub fn active_lsms(paths: &asmguard_paths::Paths) -> Result<String, String> {
 /// in its active LSM list; `None` when it is active or not built in. Built in:
 /// `CONFIG_BPF_LSM=y` in `/boot/config-$(uname -r)`, or its hook functions
 /// (`bpf_lsm_file_open`) in the kernel's BTF. All read below `paths`.
-pub fn bpf_lsm_hint(paths: &asmguard_paths::Paths) -> Option<String> {
+pub fn bpf_lsm_hint(paths: &asmguard_paths::Paths) -> Option<LsmHint> {
     let lsms = active_lsms(paths).ok()?;
     bpf_lsm_hint_for(&lsms, bpf_lsm_built_in(paths))
 }
@@ -64,7 +65,7 @@ fn bpf_lsm_built_in(paths: &asmguard_paths::Paths) -> bool {
 }
 
 /// The hint for an active list `lsms` (as in `/sys/kernel/security/lsm`).
-pub fn bpf_lsm_hint_for(lsms: &str, built_in: bool) -> Option<String> {
+pub fn bpf_lsm_hint_for(lsms: &str, built_in: bool) -> Option<LsmHint> {
     let list: Vec<&str> = lsms.trim().split(',').filter(|l| !l.is_empty()).collect();
     if !built_in || list.contains(&"bpf") {
         return None;
@@ -72,13 +73,9 @@ pub fn bpf_lsm_hint_for(lsms: &str, built_in: bool) -> Option<String> {
     // capability is always first and implicit: the lsm= list names the others.
     let mut want: Vec<&str> = list.into_iter().filter(|l| *l != "capability").collect();
     want.push("bpf");
-    let arg = format!("lsm={}", want.join(","));
-    Some(format!(
-        "this kernel has the BPF LSM but it is not active: boot with {arg} \
-         (RHEL/Oracle Linux: grubby --update-kernel=ALL --args=\"{arg}\"; \
-         Debian/Ubuntu: add {arg} to GRUB_CMDLINE_LINUX in /etc/default/grub, run update-grub) \
-         and reboot"
-    ))
+    Some(LsmHint {
+        lsm_param: format!("lsm={}", want.join(",")),
+    })
 }
 
 /// `mount -t FSTYPE FSTYPE TARGET`, best effort.
@@ -361,6 +358,8 @@ mod tests {
     #[test]
     fn bpf_lsm_hint_names_the_list_and_both_tools() {
         let h = bpf_lsm_hint_for("lockdown,capability,yama,apparmor", true).unwrap();
+        assert_eq!(h.lsm_param, "lsm=lockdown,yama,apparmor,bpf");
+        let h = h.to_string();
         assert!(h.contains("lsm=lockdown,yama,apparmor,bpf"), "{h}");
         assert!(h.contains("grubby --update-kernel=ALL --args=\"lsm=lockdown,yama,apparmor,bpf\""));
         assert!(h.contains("GRUB_CMDLINE_LINUX"));

@@ -24,6 +24,7 @@ use std::time::Duration;
 use super::containers::ContainerRule;
 use super::events::{noted, received, Noted};
 use crate::world::modes::Modes;
+use asmguard_guard::{FilterReason, NoFilter};
 use asmguard_proto::FilterEventInfo;
 use asmguard_proto::{FilterScope, Protection};
 
@@ -108,7 +109,7 @@ pub struct FilterStatus {
     /// What the filter covers (which backend, or why none).
     pub cover: Coverage,
     /// Why this backend (or why none).
-    pub reason: String,
+    pub reason: FilterReason,
     /// The rule SG_IO and NVMe passthrough get (`None`: no filter).
     pub passthrough: Option<asmguard_guard::PassthroughRule>,
     /// Whether pinned programs were re-adopted at start.
@@ -139,7 +140,7 @@ impl FilterStatus {
     pub fn not_started() -> FilterStatus {
         FilterStatus {
             cover: Coverage::Unprotected,
-            reason: "not started".into(),
+            reason: FilterReason::none(NoFilter::NotStarted),
             passthrough: None,
             adopted: false,
             programs: vec![],
@@ -159,7 +160,7 @@ impl FilterStatus {
 
     /// `full`, `degraded: open-time only`, or why there is no filter.
     pub fn coverage(&self) -> String {
-        self.cover.describe(&self.reason)
+        self.cover.describe(&self.reason.to_string())
     }
 
     /// The state of protection (`StatusResult::protection`; the reason is
@@ -204,7 +205,7 @@ pub struct Managed {
 
 struct Inner {
     guard: Option<Guard>,
-    why_none: String,
+    why_none: NoFilter,
     /// label -> devices, as last synced.
     disks: BTreeMap<String, Managed>,
     /// label -> disk id (stable for the daemon's life).
@@ -278,7 +279,7 @@ impl FilterService {
             let mut inner = lock(&svc.inner);
             if disabled {
                 inner.disabled = true;
-                inner.why_none = "disabled (asmguardctl filter disable)".into();
+                inner.why_none = NoFilter::Disabled;
             } else {
                 svc.install(&mut inner);
             }
@@ -289,12 +290,12 @@ impl FilterService {
     /// A service that loads nothing (no backend; `status` gives `why`): for a
     /// daemon under test that must not touch the kernel's filter.
     #[cfg(test)]
-    pub fn inert(why: &str) -> FilterService {
+    pub fn inert() -> FilterService {
         let svc = Self::new(
             Options::new(&asmguard_paths::Paths::default()),
             Mode::Enforce,
         );
-        lock(&svc.inner).why_none = why.into();
+        lock(&svc.inner).why_none = NoFilter::NotStarted;
         svc
     }
 
@@ -309,7 +310,7 @@ impl FilterService {
             default_mode,
             inner: Mutex::new(Inner {
                 guard: None,
-                why_none: String::new(),
+                why_none: NoFilter::NotStarted,
                 disks: BTreeMap::new(),
                 ids: HashMap::new(),
                 modes: Modes::default(),
@@ -354,7 +355,6 @@ impl FilterService {
                 }
                 inner.guard = Some(g);
                 inner.written = None;
-                inner.why_none.clear();
                 // A re-adopted filter keeps its maps exactly as they are until
                 // the daemon knows better: the first sync adds the current
                 // devices, then removes the stale ones, so no managed device
@@ -371,7 +371,9 @@ impl FilterService {
             }
             Err(e) => {
                 inner.guard = None;
-                inner.why_none = format!("no filter: {e}");
+                inner.why_none = NoFilter::LoadFailed {
+                    error: e.to_string(),
+                };
             }
         }
     }
@@ -663,7 +665,7 @@ impl FilterService {
             if inner.guard.is_none() {
                 self.install(&mut inner);
                 if inner.guard.is_none() {
-                    return Err(inner.why_none.clone());
+                    return Err(inner.why_none.to_string());
                 }
             }
             return Ok(());
@@ -677,9 +679,9 @@ impl FilterService {
         if let Some(g) = inner.guard.take() {
             if let Err(e) = g.uninstall() {
                 inner.disabled = true;
-                inner.why_none = format!(
-                    "disabled; {e}: they stay attached until reboot, with every disk's mode off"
-                );
+                inner.why_none = NoFilter::DisabledStillAttached {
+                    error: e.to_string(),
+                };
                 tracing::error!("filter disable: {}", inner.why_none);
                 return Ok(());
             }
@@ -687,7 +689,7 @@ impl FilterService {
             remove_pins(&self.opts.paths, &self.opts.pin_dir).map_err(|e| e.to_string())?;
         }
         inner.disabled = true;
-        inner.why_none = "disabled (asmguardctl filter disable)".into();
+        inner.why_none = NoFilter::Disabled;
         Ok(())
     }
 
@@ -743,12 +745,9 @@ impl FilterService {
         match &inner.guard {
             Some(g) => FilterStatus {
                 cover,
-                reason: match &inner.changed {
-                    Some(c) => format!(
-                        "{}; CHANGED BY ANOTHER PROCESS (put back; reload with `asmguardctl filter disable` and `enable`, or restart, once it is found): {c}",
-                        g.reason()
-                    ),
-                    None => g.reason().into(),
+                reason: FilterReason {
+                    changed: inner.changed.clone(),
+                    ..g.reason().clone()
                 },
                 changed: inner.changed.is_some(),
                 passthrough: Some(g.passthrough_rule()),
@@ -773,7 +772,7 @@ impl FilterService {
             },
             None => FilterStatus {
                 cover,
-                reason: inner.why_none.clone(),
+                reason: FilterReason::none(inner.why_none.clone()),
                 changed: false,
                 passthrough: None,
                 adopted: false,
@@ -1119,7 +1118,9 @@ mod tests {
         for (cover, backend, coverage, protection) in rows {
             let st = FilterStatus {
                 cover,
-                reason: why.into(),
+                reason: FilterReason::none(NoFilter::LoadFailed {
+                    error: "EPERM".into(),
+                }),
                 ..FilterStatus::not_started()
             };
             assert_eq!(st.backend().as_str(), backend);
@@ -1186,7 +1187,7 @@ mod tests {
     /// mode once the World lifts the fence.
     #[test]
     fn a_fenced_disk_is_fenced_whatever_its_mode() {
-        let f = FilterService::inert("test");
+        let f = FilterService::inert();
         let fenced = BTreeSet::from(["R1".to_string()]);
         let tops = BTreeMap::from([("R1".to_string(), "7:1".parse().unwrap())]);
         let audit = Modes::default()
@@ -1210,7 +1211,7 @@ mod tests {
     #[test]
     fn colliding_labels_get_distinct_ids() {
         assert_eq!(disk_id("D689639"), disk_id("D1656782"));
-        let f = FilterService::inert("test");
+        let f = FilterService::inert();
         let mut disks = one("D689639", "7:1");
         disks.extend(one("D1656782", "7:2"));
         f.sync(disks, &Modes::default(), &Default::default());

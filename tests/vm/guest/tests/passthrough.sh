@@ -102,7 +102,7 @@ open/*) jwant=open_only ;;
 *) jwant="(no rule in the text view: $rule)" ;;
 esac
 expect status-json "$jwant" "$jrule"
-info "rule: $rule; reason: $($C status --json 2>&1 | sed -n 's/^ *"filter_reason": "\(.*\)",*$/\1/p')"
+info "rule: $rule; filter: $($C status 2>&1 | sed -n 's/^filter: *//p')"
 
 # NVMe passthrough from a process without CAP_SYS_ADMIN: 6.2 and later
 NVME_UNPRIV=yes
