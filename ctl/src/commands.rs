@@ -62,6 +62,18 @@ fn show<T: DeserializeOwned>(
 }
 
 /// `items` joined with commas, or `none` when there are none.
+/// Another tool's program on one of the filter's kernel functions: `NAME
+/// (id N) on HOOK`.
+fn other_program_text(p: &asmguard_proto::Program) -> String {
+    match p.hook {
+        Some(h) => format!("{} (id {}) on {h}", p.name, p.id),
+        None => format!(
+            "{} (id {}) on a security function (this kernel does not say which)",
+            p.name, p.id
+        ),
+    }
+}
+
 fn joined_or(items: &[String], none: &str) -> String {
     if items.is_empty() {
         none.to_string()
@@ -330,7 +342,13 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
             format!(
                 "{} devices protected; programs: {}; {}",
                 s.filter_devices,
-                joined_or(&s.filter_programs, "none"),
+                joined_or(
+                    &s.filter_programs
+                        .iter()
+                        .map(|p| p.name.clone())
+                        .collect::<Vec<_>>(),
+                    "none"
+                ),
                 s.filter_reason
             ),
         ),
@@ -341,7 +359,11 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
             } else {
                 format!(
                     "{} (the first refusal on a function wins)",
-                    s.filter_other_programs.join(", ")
+                    s.filter_other_programs
+                        .iter()
+                        .map(other_program_text)
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 )
             },
         ),
@@ -1074,6 +1096,34 @@ mod tests {
         assert_eq!(
             t(serde_json::json!({"active":null})),
             "unknown (securityfs not mounted)"
+        );
+    }
+
+    /// `filter_programs` and `filter_other_programs` are names, ids and
+    /// hooks; the rows say them as they did (`NAME (id N) on HOOK`).
+    #[test]
+    fn program_rows_from_their_facts() {
+        use serde_json::json;
+        let st = status_with(json!({
+            "filter_programs":[{"name":"ag_file_open","id":5,"hook":"file_open"},
+                               {"name":"ag_file_permission","id":6,"hook":"file_permission"}],
+            "filter_other_programs":[{"name":"other","id":7,"hook":"file_open"},
+                                     {"name":"old","id":8,"hook":null}]}));
+        let f = row(st.clone(), "filter");
+        assert!(
+            f.contains("; programs: ag_file_open, ag_file_permission;"),
+            "{f}"
+        );
+        assert_eq!(
+            row(st, "other programs"),
+            "other (id 7) on file_open, old (id 8) on a security function (this kernel \
+             does not say which) (the first refusal on a function wins)"
+        );
+        let none = status_with(json!({}));
+        assert!(row(none.clone(), "filter").contains("programs: none;"));
+        assert_eq!(
+            row(none, "other programs"),
+            "none on the filter's kernel functions"
         );
     }
 

@@ -13,7 +13,7 @@ pub mod backend;
 pub mod hooks;
 
 pub use backend::{Applied, Backend, BackendName, Coverage, PassthroughRule};
-pub use hooks::{Hook, HookDef, Op, HOOKS};
+pub use hooks::{Hook, HookDef, Op, Program, ProgramRuns, HOOKS};
 
 use serde::{Deserialize, Serialize};
 

@@ -21,6 +21,8 @@
 #![forbid(unsafe_code)]
 
 use serde::{Deserialize, Serialize};
+
+pub use asmguard_filter_types::{Program, ProgramRuns};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -978,21 +980,23 @@ pub struct StatusResult {
     /// sentence.
     #[serde(default)]
     pub filter_passthrough: Option<asmguard_filter_types::PassthroughRule>,
-    /// The attached BPF programs.
+    /// The attached BPF programs: name, kernel id, hook.
     #[serde(default)]
-    pub filter_programs: Vec<String>,
+    pub filter_programs: Vec<Program>,
     /// Other BPF programs attached to the same kernel functions as the
-    /// filter's (`NAME (id N) on HOOK`): another security tool, a second
-    /// instance. The first non-zero verdict of the programs on one function
-    /// wins.
+    /// filter's (another security tool, a second instance): name, kernel id
+    /// and hook (`null`: the kernel does not say which security function).
+    /// The first non-zero verdict of the programs on one function wins.
+    /// (Each was a sentence: `NAME (id N) on HOOK`.)
     #[serde(default)]
-    pub filter_other_programs: Vec<String>,
-    /// What each of the filter's programs has run, `NAME RUN_TIME_NS
-    /// RUN_CNT` (counted while `kernel.bpf_stats_enabled` is 1; `--json`
+    pub filter_other_programs: Vec<Program>,
+    /// What each of the filter's programs has run: name, `run_time_ns`,
+    /// `run_cnt` (counted while `kernel.bpf_stats_enabled` is 1; `--json`
     /// only: the lab's cost benches read it, since where the pins are guarded
-    /// `bpftool prog show` cannot open the filter's programs).
+    /// `bpftool prog show` cannot open the filter's programs). (Each was a
+    /// sentence: `NAME RUN_TIME_NS RUN_CNT`.)
     #[serde(default)]
-    pub filter_program_runs: Vec<String>,
+    pub filter_program_runs: Vec<ProgramRuns>,
     /// Devices in the kernel's managed set.
     #[serde(default)]
     pub filter_devices: usize,
@@ -1782,9 +1786,9 @@ mod json_names {
             "default_filter_mode":"enforce","disks":1,"conflicts":0,"devices_scanned":3,
             "socket":"/run/asmguard/asmguard.sock","metrics_address":"x","config":"y",
             "events":"udev","last_scan_ms":4,"filter_coverage":"open_time_only",
-            "filter_reason":"r","filter_passthrough":"by_class_in_memory","filter_programs":["ag_file_open"],
-            "filter_other_programs":["other (id 7) on file_open"],
-            "filter_program_runs":["ag_file_open 1200 3"],
+            "filter_reason":"r","filter_passthrough":"by_class_in_memory","filter_programs":[{"name":"ag_file_open","id":6,"hook":"file_open"}],
+            "filter_other_programs":[{"name":"other","id":7,"hook":"file_open"},{"name":"old","id":8,"hook":null}],
+            "filter_program_runs":[{"name":"ag_file_open","run_time_ns":1200,"run_cnt":3}],
             "filter_devices":2,"filter_majors":"blk=8 chr=21","allow_rules":["any process of user grid"],"allow_notes":["n"],"oracle_homes":["grid home /u01"],"filter_pins":"watched","map_fds":"periodic check only","protection":"unprotected","bpf_lsm_hint":"",
             "claims":["DATA1 253:2"],"claims_kept":"none (no NOTIFY_SOCKET: re-taken on start)",
             "claims_slow":{"disks":["DATA1 253:2"],"ms":600,"all_taken":true},

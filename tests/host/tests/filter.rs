@@ -523,26 +523,28 @@ fn a_zeroed_majors_word_is_put_back_within_the_check() {
     assert_eq!(st["protection"], "degraded", "the fallback: {st:#}");
     let text = d.ctl(&["status"]).ok().stdout;
     assert!(text.contains("watched, not guarded"), "{text}");
-    // what each attached program ran, `NAME RUN_TIME_NS RUN_CNT` (the lab's
+    // what each attached program ran: name, run time and count (the lab's
     // cost benches read it where bpftool cannot open guarded programs)
     let progs: Vec<&str> = st["filter_programs"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|p| p.as_str().unwrap())
+        .map(|p| p["name"].as_str().unwrap())
         .collect();
-    let runs: Vec<&str> = st["filter_program_runs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r.as_str().unwrap())
-        .collect();
+    let runs = st["filter_program_runs"].as_array().unwrap();
     assert!(!progs.is_empty(), "{st:#}");
+    assert!(
+        st["filter_programs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p["id"].as_u64().is_some_and(|i| i > 0) && p["hook"].is_string()),
+        "{st:#}"
+    );
     for p in &progs {
-        let row = runs.iter().find(|r| r.split(' ').next() == Some(p));
-        let fields: Vec<&str> = row.map(|r| r.split(' ').collect()).unwrap_or_default();
+        let row = runs.iter().find(|r| r["name"] == *p);
         assert!(
-            fields.len() == 3 && fields[1..].iter().all(|f| f.parse::<u64>().is_ok()),
+            row.is_some_and(|r| r["run_time_ns"].is_u64() && r["run_cnt"].is_u64()),
             "{p}: {runs:?}"
         );
     }

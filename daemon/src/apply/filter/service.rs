@@ -114,7 +114,7 @@ pub struct FilterStatus {
     /// Whether pinned programs were re-adopted at start.
     pub adopted: bool,
     /// Attached programs.
-    pub programs: Vec<String>,
+    pub programs: Vec<asmguard_proto::Program>,
     /// Devices in the kernel's managed set.
     pub devices: usize,
     /// `ag_majors` as the kernel has it (`blk=8 chr=21`).
@@ -720,7 +720,7 @@ impl FilterService {
     /// Other BPF programs on the kernel functions of the loaded filter
     /// ([`Guard::other_programs`]: a walk of every program and link, so for
     /// `status` only, never the scrape path).
-    pub fn other_programs(&self) -> Vec<String> {
+    pub fn other_programs(&self) -> Vec<asmguard_proto::Program> {
         lock(&self.inner)
             .guard
             .as_ref()
@@ -729,7 +729,7 @@ impl FilterService {
 
     /// What each of the filter's programs has run ([`Guard::program_runs`]:
     /// a walk of every program, for `status` only).
-    pub fn program_runs(&self) -> Vec<String> {
+    pub fn program_runs(&self) -> Vec<asmguard_proto::ProgramRuns> {
         lock(&self.inner)
             .guard
             .as_ref()
@@ -753,7 +753,7 @@ impl FilterService {
                 changed: inner.changed.is_some(),
                 passthrough: Some(g.passthrough_rule()),
                 adopted: g.adopted(),
-                programs: g.programs(),
+                programs: g.attached(),
                 devices: g.disks().map(|d| d.len()).unwrap_or(0),
                 majors: match g.managed_majors() {
                     Ok(m) => asmguard_guard::majors_text(&m),
