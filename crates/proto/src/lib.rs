@@ -1001,9 +1001,10 @@ pub struct StatusResult {
     #[serde(default)]
     pub filter_devices: usize,
     /// The majors the filter's programs look devices up under, as the kernel
-    /// has them (`ag_majors`): `blk=8,259 chr=21`; empty without a filter.
+    /// has them (`ag_majors`): block and character; `null` without a filter.
+    /// (It was a sentence: `blk=8,259 chr=21`.)
     #[serde(default)]
-    pub filter_majors: String,
+    pub filter_majors: Option<Majors>,
     /// Who may write, one rule a line (`any process of user grid`,
     /// `user grid AND executable /u01/.../bin/oracle`, `in container rac1
     /// AND ...`), then the daemon's own process.
@@ -1094,6 +1095,20 @@ pub struct StatusResult {
     /// protection: its writes are judged as the disk's`.)
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub loops_before: Vec<LoopBefore>,
+}
+
+/// The majors the filter's programs look devices up under (`status`'s
+/// `filter_majors`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Majors {
+    /// Block majors (`sd` is 8, NVMe 259).
+    pub blk: Vec<u32>,
+    /// Character majors (`sg` is 21).
+    pub chr: Vec<u32>,
+    /// Why the kernel's map could not be read (the lists are then empty);
+    /// absent when it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unreadable: Option<String>,
 }
 
 /// A process's mapping or descriptor of a protected disk made before its
@@ -1789,7 +1804,7 @@ mod json_names {
             "filter_reason":"r","filter_passthrough":"by_class_in_memory","filter_programs":[{"name":"ag_file_open","id":6,"hook":"file_open"}],
             "filter_other_programs":[{"name":"other","id":7,"hook":"file_open"},{"name":"old","id":8,"hook":null}],
             "filter_program_runs":[{"name":"ag_file_open","run_time_ns":1200,"run_cnt":3}],
-            "filter_devices":2,"filter_majors":"blk=8 chr=21","allow_rules":["any process of user grid"],"allow_notes":["n"],"oracle_homes":["grid home /u01"],"filter_pins":"watched","map_fds":"periodic check only","protection":"unprotected","bpf_lsm_hint":"",
+            "filter_devices":2,"filter_majors":{"blk":[8,259],"chr":[21]},"allow_rules":["any process of user grid"],"allow_notes":["n"],"oracle_homes":["grid home /u01"],"filter_pins":"watched","map_fds":"periodic check only","protection":"unprotected","bpf_lsm_hint":"",
             "claims":["DATA1 253:2"],"claims_kept":"none (no NOTIFY_SOCKET: re-taken on start)",
             "claims_slow":{"disks":["DATA1 253:2"],"ms":600,"all_taken":true},
             "container_nodes":1,

@@ -117,8 +117,8 @@ pub struct FilterStatus {
     pub programs: Vec<asmguard_proto::Program>,
     /// Devices in the kernel's managed set.
     pub devices: usize,
-    /// `ag_majors` as the kernel has it (`blk=8 chr=21`).
-    pub majors: String,
+    /// `ag_majors` as the kernel has it (`None`: no filter).
+    pub majors: Option<asmguard_proto::Majors>,
     /// What of a caller the filter can judge (`Full` without a filter).
     pub reach: IdentityReach,
     /// Another process changed the filter's pins or maps (put back since):
@@ -144,7 +144,7 @@ impl FilterStatus {
             adopted: false,
             programs: vec![],
             devices: 0,
-            majors: String::new(),
+            majors: None,
             reach: IdentityReach::Full,
             changed: false,
             pins: asmguard_proto::Pins::None,
@@ -755,10 +755,17 @@ impl FilterService {
                 adopted: g.adopted(),
                 programs: g.attached(),
                 devices: g.disks().map(|d| d.len()).unwrap_or(0),
-                majors: match g.managed_majors() {
-                    Ok(m) => asmguard_guard::majors_text(&m),
-                    Err(e) => format!("unreadable: {e}"),
-                },
+                majors: Some(match g.managed_majors() {
+                    Ok((blk, chr)) => asmguard_proto::Majors {
+                        blk,
+                        chr,
+                        unreadable: None,
+                    },
+                    Err(e) => asmguard_proto::Majors {
+                        unreadable: Some(e.to_string()),
+                        ..Default::default()
+                    },
+                }),
                 reach: g.identity_reach(),
                 pins: if g.pins_guarded() {
                     asmguard_proto::Pins::Guarded
@@ -779,7 +786,7 @@ impl FilterService {
                 adopted: false,
                 programs: vec![],
                 devices: 0,
-                majors: String::new(),
+                majors: None,
                 reach: IdentityReach::Full,
                 pins: asmguard_proto::Pins::None,
                 map_fds: asmguard_proto::MapFds::None,
