@@ -406,7 +406,11 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
                 format!(
                     "{} disk(s), kernel consumers get EBUSY: {}; kept across restarts: {}",
                     s.claims.len(),
-                    s.claims.join(", "),
+                    s.claims
+                        .iter()
+                        .map(|c| format!("{} {}:{}", c.label, c.major, c.minor))
+                        .collect::<Vec<_>>()
+                        .join(", "),
                     claims_kept_text(s.claims_kept)
                 )
             };
@@ -1134,7 +1138,9 @@ mod tests {
         use serde_json::json;
         let t = |slow| {
             row(
-                status_with(json!({"claims":["DATA1 253:2"],"claims_slow":slow})),
+                status_with(
+                    json!({"claims":[{"label":"DATA1","major":253,"minor":2}],"claims_slow":slow}),
+                ),
                 "exclusive claims",
             )
         };

@@ -1038,10 +1038,11 @@ pub struct StatusResult {
     /// How to turn the BPF LSM on, when the kernel has it but it is off.
     #[serde(default)]
     pub bpf_lsm_hint: String,
-    /// The exclusive claims the daemon holds on managed disks (`LABEL MAJ:MIN`):
-    /// the kernel's consumers (dm, md, mount, swap ...) get EBUSY on them.
+    /// The exclusive claims the daemon holds on managed disks: the kernel's
+    /// consumers (dm, md, mount, swap ...) get EBUSY on them. (Each was a
+    /// sentence: `LABEL MAJ:MIN`.)
     #[serde(default)]
-    pub claims: Vec<String>,
+    pub claims: Vec<Claim>,
     /// Where the claims outlive a restart: `systemd fd store`, or `none
     /// (re-taken on start)`.
     #[serde(default)]
@@ -1095,6 +1096,16 @@ pub struct StatusResult {
     /// protection: its writes are judged as the disk's`.)
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub loops_before: Vec<LoopBefore>,
+}
+
+/// An exclusive claim the daemon holds (`status`'s `claims`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Claim {
+    /// The disk's label.
+    pub label: String,
+    /// The claimed device's major and minor.
+    pub major: u32,
+    pub minor: u32,
 }
 
 /// The majors the filter's programs look devices up under (`status`'s
@@ -1805,7 +1816,7 @@ mod json_names {
             "filter_other_programs":[{"name":"other","id":7,"hook":"file_open"},{"name":"old","id":8,"hook":null}],
             "filter_program_runs":[{"name":"ag_file_open","run_time_ns":1200,"run_cnt":3}],
             "filter_devices":2,"filter_majors":{"blk":[8,259],"chr":[21]},"allow_rules":["any process of user grid"],"allow_notes":["n"],"oracle_homes":["grid home /u01"],"filter_pins":"watched","map_fds":"periodic check only","protection":"unprotected","bpf_lsm_hint":"",
-            "claims":["DATA1 253:2"],"claims_kept":"none (no NOTIFY_SOCKET: re-taken on start)",
+            "claims":[{"label":"DATA1","major":253,"minor":2}],"claims_kept":"none (no NOTIFY_SOCKET: re-taken on start)",
             "claims_slow":{"disks":["DATA1 253:2"],"ms":600,"all_taken":true},
             "container_nodes":1,
             "restart_needed":["metrics.listen = \"127.0.0.1:9465\" -> \"0.0.0.0:9465\""],

@@ -71,7 +71,7 @@ pub struct Applied {
     pub presented: present::Outcome,
     /// `status`: the exclusive claims held, how they are kept, and the last
     /// time taking them was slow (empty when never).
-    pub claims: Vec<String>,
+    pub claims: Vec<asmguard_proto::Claim>,
     pub claims_kept: asmguard_proto::ClaimsKept,
     pub claims_slow: Option<asmguard_proto::ClaimsSlow>,
     /// The devices whose exclusive claim is held.

@@ -221,9 +221,19 @@ fn managed_disks_are_claimed_exclusively_until_unlabelled() {
     assert_eq!(e.raw_os_error(), Some(libc::EBUSY), "{e}");
     let st = d.ctl(&["status", "--json"]).ok().json();
     let devno = std::fs::read_to_string(format!("/sys/class/block/{}/dev", l.name)).unwrap();
+    let (maj, min) = devno.trim().split_once(':').unwrap();
+    let (maj, min): (u32, u32) = (maj.parse().unwrap(), min.parse().unwrap());
     assert_eq!(
         st["claims"],
-        serde_json::json!([format!("CLAIM1 {}", devno.trim())])
+        serde_json::json!([{"label": "CLAIM1", "major": maj, "minor": min}])
+    );
+    let text = d.ctl(&["status"]).ok().stdout;
+    assert!(
+        text.contains(&format!(
+            "1 disk(s), kernel consumers get EBUSY: CLAIM1 {}",
+            devno.trim()
+        )),
+        "{text}"
     );
     assert_eq!(st["claims_kept"], "systemd fd store", "{st:#}");
     // opens without O_EXCL (ASM, the database, multipathd) are not in its way
