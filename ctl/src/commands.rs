@@ -62,6 +62,83 @@ fn show<T: DeserializeOwned>(
 }
 
 /// `items` joined with commas, or `none` when there are none.
+/// One rule of `who may write`: `any process of user grid`, `rule db: user
+/// grid AND unit db.service`, `oracle homes: uid 54331 AND executable ...`.
+fn allow_rule_text(r: &asmguard_proto::AllowRule) -> String {
+    use asmguard_proto::AllowRule as R;
+    match r {
+        R::Users { users } => format!("any process of user {}", users.join(", ")),
+        R::Groups { groups } => format!("any process in group {}", groups.join(", ")),
+        R::Executable { path } => format!("any process running {path}"),
+        R::Rule {
+            name,
+            users,
+            groups,
+            executables,
+            units,
+            cgroups,
+        } => {
+            let mut who = Vec::new();
+            if !users.is_empty() {
+                who.push(format!("user {}", users.join(", ")));
+            }
+            if !groups.is_empty() {
+                who.push(format!("group {}", groups.join(", ")));
+            }
+            let mut parts = Vec::new();
+            if !who.is_empty() {
+                parts.push(who.join(" or "));
+            }
+            for (what, v) in [
+                ("executable", executables),
+                ("unit", units),
+                ("cgroup", cgroups),
+            ] {
+                if !v.is_empty() {
+                    parts.push(format!("{what} {}", v.join(", ")));
+                }
+            }
+            format!("rule {name}: {}", parts.join(" AND "))
+        }
+        R::OracleHomes { uid, executables } => format!(
+            "oracle homes: uid {uid} AND executable {}",
+            executables.join(", ")
+        ),
+        R::Daemon => "the daemon's own process (label and reclaim writes)".into(),
+    }
+}
+
+/// The `oracle homes` row: `grid home /u01/app/19c/grid: oracle (uid
+/// 54331), ...`, then the binaries replaced but still running.
+fn homes_text(
+    homes: &[asmguard_proto::OracleHome],
+    retired: &[asmguard_proto::OracleBinary],
+) -> String {
+    let name = |p: &str| p.rsplit('/').next().unwrap_or(p).to_string();
+    let mut lines: Vec<String> = homes
+        .iter()
+        .map(|h| {
+            let bins = if h.binaries.is_empty() {
+                "no binary allowed".to_string()
+            } else {
+                h.binaries
+                    .iter()
+                    .map(|b| format!("{} (uid {})", name(&b.path), b.uid))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            format!("{} home {}: {bins}", h.kind, h.path)
+        })
+        .collect();
+    lines.extend(retired.iter().map(|b| {
+        format!(
+            "replaced but still running (allowed until its processes exit): {} (uid {})",
+            b.path, b.uid
+        )
+    }));
+    joined_or(&lines, "none found")
+}
+
 /// Another tool's program on one of the filter's kernel functions: `NAME
 /// (id N) on HOOK`.
 fn other_program_text(p: &asmguard_proto::Program) -> String {
@@ -389,11 +466,27 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
             if s.allow_rules.is_empty() {
                 "nobody (no rule)".to_string()
             } else {
-                s.allow_rules.join("; ")
+                s.allow_rules
+                    .iter()
+                    .map(allow_rule_text)
+                    .collect::<Vec<_>>()
+                    .join("; ")
             },
         ),
-        ("oracle homes", joined_or(&s.oracle_homes, "none found")),
-        ("rule notes", joined_or(&s.allow_notes, "none")),
+        (
+            "oracle homes",
+            homes_text(&s.oracle_homes, &s.oracle_retired),
+        ),
+        (
+            "rule notes",
+            joined_or(
+                &s.allow_notes
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>(),
+                "none",
+            ),
+        ),
         ("reclaim fence", fence_text(&s.reclaim_fence)),
         (
             "filter mode",
@@ -1129,6 +1222,49 @@ mod tests {
             row(none, "other programs"),
             "none on the filter's kernel functions"
         );
+    }
+
+    /// `allow_rules`, `allow_notes` and `oracle_homes` are facts; the rows say
+    /// them as they did.
+    #[test]
+    fn rule_rows_from_their_facts() {
+        use serde_json::json;
+        let st = status_with(json!({
+            "allow_rules":[{"kind":"users","users":["grid","oracle"]},
+                           {"kind":"groups","groups":["asmadmin"]},
+                           {"kind":"executable","path":"/bin/x"},
+                           {"kind":"rule","name":"ohasd","users":["grid"],"groups":["dba"],
+                            "executables":["/u01/bin/ohasd.bin"],"units":["oracle-ohasd.service"],"cgroups":[]},
+                           {"kind":"oracle_homes","uid":54331,"executables":["/u01/bin/oracle","/u01/bin/ocssd.bin"]},
+                           {"kind":"daemon"}],
+            "allow_notes":[{"kind":"rule_users_alone","rule":"a"},
+                           {"kind":"unresolved","problem":"rule c: no user x"}],
+            "oracle_homes":[{"kind":"grid","path":"/u01","binaries":[
+                {"path":"/u01/bin/oracle","uid":54331},{"path":"/u01/bin/crsd.bin","uid":0}]},
+                {"kind":"database","path":"/u02","binaries":[]}],
+            "oracle_retired":[{"path":"/u03/bin/oracle","uid":54321}]}));
+        assert_eq!(
+            row(st.clone(), "who may write"),
+            "any process of user grid, oracle; any process in group asmadmin; any process \
+             running /bin/x; rule ohasd: user grid or group dba AND executable \
+             /u01/bin/ohasd.bin AND unit oracle-ohasd.service; oracle homes: uid 54331 AND \
+             executable /u01/bin/oracle, /u01/bin/ocssd.bin; the daemon's own process (label \
+             and reclaim writes)"
+        );
+        assert_eq!(
+            row(st.clone(), "rule notes"),
+            "rule a: users and groups alone: any process of them may write, rule c: no user x"
+        );
+        assert_eq!(
+            row(st, "oracle homes"),
+            "grid home /u01: oracle (uid 54331), crsd.bin (uid 0), database home /u02: no \
+             binary allowed, replaced but still running (allowed until its processes exit): \
+             /u03/bin/oracle (uid 54321)"
+        );
+        let none = status_with(json!({}));
+        assert_eq!(row(none.clone(), "who may write"), "nobody (no rule)");
+        assert_eq!(row(none.clone(), "rule notes"), "none");
+        assert_eq!(row(none, "oracle homes"), "none found");
     }
 
     /// `claims_slow` is the disks, the time and whether all were taken; the
