@@ -530,7 +530,11 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
             "restart needed",
             format!(
                 "changed in the file, in force at the next start: {}",
-                s.restart_needed.join("; ")
+                s.restart_needed
+                    .iter()
+                    .map(|k| format!("{} = {} -> {}", k.key, k.in_force, k.in_file))
+                    .collect::<Vec<_>>()
+                    .join("; ")
             ),
         ));
     }
@@ -1265,6 +1269,24 @@ mod tests {
         assert_eq!(row(none.clone(), "who may write"), "nobody (no rule)");
         assert_eq!(row(none.clone(), "rule notes"), "none");
         assert_eq!(row(none, "oracle homes"), "none found");
+    }
+
+    /// `restart_needed` is the key and both values; the row says them as it did.
+    #[test]
+    fn restart_row_from_its_facts() {
+        let st = status_with(serde_json::json!({"restart_needed":[
+            {"key":"metrics.listen","in_force":"\"127.0.0.1:9465\"","in_file":"\"0.0.0.0:9465\""},
+            {"key":"filter.mode","in_force":"Enforce","in_file":"Audit"}]}));
+        assert_eq!(
+            row(st, "restart needed"),
+            "changed in the file, in force at the next start: metrics.listen = \
+             \"127.0.0.1:9465\" -> \"0.0.0.0:9465\"; filter.mode = Enforce -> Audit"
+        );
+        let rows = status_rows(status_with(serde_json::json!({})));
+        assert!(
+            !rows.iter().any(|(k, _)| *k == "restart needed"),
+            "{rows:?}"
+        );
     }
 
     /// `claims_slow` is the disks, the time and whether all were taken; the

@@ -1079,9 +1079,10 @@ pub struct StatusResult {
     pub not_presented: Vec<NotPresented>,
     /// Configuration keys whose value in the file differs from the one in
     /// force and that take effect only when the daemon restarts (SIGHUP
-    /// applied every other key): `section.key = in force -> in the file`.
+    /// applied every other key): the key, the value in force, the file's.
+    /// (Each was a sentence: `section.key = in force -> in the file`.)
     #[serde(default)]
-    pub restart_needed: Vec<String>,
+    pub restart_needed: Vec<RestartNeeded>,
     /// The disks a reclaim runs on and what their fence refuses on this
     /// backend (no disks: no reclaim runs).
     #[serde(default)]
@@ -1207,6 +1208,18 @@ pub struct OracleBinary {
     pub path: String,
     /// The owner: the uid the process must run as.
     pub uid: u32,
+}
+
+/// A configuration key the file changed that takes effect only when the
+/// daemon restarts (`status`'s `restart_needed`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RestartNeeded {
+    /// `section.key` (`metrics.listen`).
+    pub key: String,
+    /// The value in force, as the daemon prints it (a string in quotes).
+    pub in_force: String,
+    /// The value in the file, likewise.
+    pub in_file: String,
 }
 
 /// An exclusive claim the daemon holds (`status`'s `claims`).
@@ -1940,7 +1953,7 @@ mod json_names {
             "claims":[{"label":"DATA1","major":253,"minor":2}],"claims_kept":"none (no NOTIFY_SOCKET: re-taken on start)",
             "claims_slow":{"disks":["DATA1 253:2"],"ms":600,"all_taken":true},
             "container_nodes":1,
-            "restart_needed":["metrics.listen = \"127.0.0.1:9465\" -> \"0.0.0.0:9465\""],
+            "restart_needed":[{"key":"metrics.listen","in_force":"\"127.0.0.1:9465\"","in_file":"\"0.0.0.0:9465\""}],
             "reclaim_fence":{"disks":["DATA1"],"refuses":"all_writes"},
             "exposed":[{"label":"DATA1","pid":12,"comm":"dd","fd":3,"path":"/dev/sdb","device":"8:16"}],
             "writers_before":[{"label":"DATA1","pid":13,"comm":"sh","fd":5,"path":"/dev/sdb","device":"8:16"}],
