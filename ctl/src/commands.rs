@@ -501,7 +501,7 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
                     s.claims.len(),
                     s.claims
                         .iter()
-                        .map(|c| format!("{} {}:{}", c.label, c.major, c.minor))
+                        .map(claim_text)
                         .collect::<Vec<_>>()
                         .join(", "),
                     claims_kept_text(s.claims_kept)
@@ -638,10 +638,19 @@ fn bpf_lsm_text(b: &BpfLsm) -> String {
 
 /// The last slow taking of the exclusive claims, in `status`'s `exclusive
 /// claims` row: `the exclusive claim of LABEL MAJ:MIN took N ms to take`.
+/// A claim: `LABEL MAJ:MIN`.
+fn claim_text(c: &asmguard_proto::Claim) -> String {
+    format!("{} {}:{}", c.label, c.major, c.minor)
+}
+
 fn claims_slow_text(slow: &ClaimsSlow) -> String {
     format!(
         "the exclusive claim of {} took {} ms{}",
-        slow.disks.join(", "),
+        slow.disks
+            .iter()
+            .map(claim_text)
+            .collect::<Vec<_>>()
+            .join(", "),
         slow.ms,
         if slow.all_taken {
             " to take"
@@ -1302,14 +1311,15 @@ mod tests {
                 "exclusive claims",
             )
         };
-        let r = t(json!({"disks":["DATA1 253:2","DATA2 8:16"],"ms":600,"all_taken":true}));
+        let d = |label, major, minor| json!({"label":label,"major":major,"minor":minor});
+        let r = t(json!({"disks":[d("DATA1",253,2),d("DATA2",8,16)],"ms":600,"all_taken":true}));
         assert!(
             r.ends_with(
                 "; last slow: the exclusive claim of DATA1 253:2, DATA2 8:16 took 600 ms to take"
             ),
             "{r}"
         );
-        let r = t(json!({"disks":["DATA1 253:2"],"ms":5000,"all_taken":false}));
+        let r = t(json!({"disks":[d("DATA1",253,2)],"ms":5000,"all_taken":false}));
         assert!(r.ends_with("took 5000 ms: not all taken"), "{r}");
         assert!(!t(json!(null)).contains("last slow"));
     }

@@ -1222,8 +1222,9 @@ pub struct RestartNeeded {
     pub in_file: String,
 }
 
-/// An exclusive claim the daemon holds (`status`'s `claims`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// An exclusive claim the daemon holds (`status`'s `claims`), or one waited
+/// for (`claims_slow`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Claim {
     /// The disk's label.
     pub label: String,
@@ -1432,8 +1433,8 @@ pub enum ClaimsKept {
 /// long.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClaimsSlow {
-    /// The disks waited for (`LABEL MAJ:MIN`).
-    pub disks: Vec<String>,
+    /// The disks waited for: label, major, minor (each was `LABEL MAJ:MIN`).
+    pub disks: Vec<Claim>,
     /// How long it took, in milliseconds.
     pub ms: u64,
     /// Whether every claim was taken in the end.
@@ -1951,7 +1952,7 @@ mod json_names {
             "oracle_homes":[{"kind":"database","path":"/u01","binaries":[]}],
             "oracle_retired":[{"path":"/u02/bin/oracle","uid":54321}],"filter_pins":"watched","map_fds":"periodic check only","protection":"unprotected","bpf_lsm_hint":"",
             "claims":[{"label":"DATA1","major":253,"minor":2}],"claims_kept":"none (no NOTIFY_SOCKET: re-taken on start)",
-            "claims_slow":{"disks":["DATA1 253:2"],"ms":600,"all_taken":true},
+            "claims_slow":{"disks":[{"label":"DATA1","major":253,"minor":2}],"ms":600,"all_taken":true},
             "container_nodes":1,
             "restart_needed":[{"key":"metrics.listen","in_force":"\"127.0.0.1:9465\"","in_file":"\"0.0.0.0:9465\""}],
             "reclaim_fence":{"disks":["DATA1"],"refuses":"all_writes"},
