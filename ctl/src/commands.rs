@@ -62,6 +62,95 @@ fn show<T: DeserializeOwned>(
 }
 
 /// `items` joined with commas, or `none` when there are none.
+/// One rule of `who may write`: `any process of user grid`, `rule db: user
+/// grid AND unit db.service`, `oracle homes: uid 54331 AND executable ...`.
+fn allow_rule_text(r: &asmguard_proto::AllowRule) -> String {
+    use asmguard_proto::AllowRule as R;
+    match r {
+        R::Users { users } => format!("any process of user {}", users.join(", ")),
+        R::Groups { groups } => format!("any process in group {}", groups.join(", ")),
+        R::Executable { path } => format!("any process running {path}"),
+        R::Rule {
+            name,
+            users,
+            groups,
+            executables,
+            units,
+            cgroups,
+        } => {
+            let mut who = Vec::new();
+            if !users.is_empty() {
+                who.push(format!("user {}", users.join(", ")));
+            }
+            if !groups.is_empty() {
+                who.push(format!("group {}", groups.join(", ")));
+            }
+            let mut parts = Vec::new();
+            if !who.is_empty() {
+                parts.push(who.join(" or "));
+            }
+            for (what, v) in [
+                ("executable", executables),
+                ("unit", units),
+                ("cgroup", cgroups),
+            ] {
+                if !v.is_empty() {
+                    parts.push(format!("{what} {}", v.join(", ")));
+                }
+            }
+            format!("rule {name}: {}", parts.join(" AND "))
+        }
+        R::OracleHomes { uid, executables } => format!(
+            "oracle homes: uid {uid} AND executable {}",
+            executables.join(", ")
+        ),
+        R::Daemon => "the daemon's own process (label and reclaim writes)".into(),
+    }
+}
+
+/// The `oracle homes` row: `grid home /u01/app/19c/grid: oracle (uid
+/// 54331), ...`, then the binaries replaced but still running.
+fn homes_text(
+    homes: &[asmguard_proto::OracleHome],
+    retired: &[asmguard_proto::OracleBinary],
+) -> String {
+    let name = |p: &str| p.rsplit('/').next().unwrap_or(p).to_string();
+    let mut lines: Vec<String> = homes
+        .iter()
+        .map(|h| {
+            let bins = if h.binaries.is_empty() {
+                "no binary allowed".to_string()
+            } else {
+                h.binaries
+                    .iter()
+                    .map(|b| format!("{} (uid {})", name(&b.path), b.uid))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            format!("{} home {}: {bins}", h.kind, h.path)
+        })
+        .collect();
+    lines.extend(retired.iter().map(|b| {
+        format!(
+            "replaced but still running (allowed until its processes exit): {} (uid {})",
+            b.path, b.uid
+        )
+    }));
+    joined_or(&lines, "none found")
+}
+
+/// Another tool's program on one of the filter's kernel functions: `NAME
+/// (id N) on HOOK`.
+fn other_program_text(p: &asmguard_proto::Program) -> String {
+    match p.hook {
+        Some(h) => format!("{} (id {}) on {h}", p.name, p.id),
+        None => format!(
+            "{} (id {}) on a security function (this kernel does not say which)",
+            p.name, p.id
+        ),
+    }
+}
+
 fn joined_or(items: &[String], none: &str) -> String {
     if items.is_empty() {
         none.to_string()
@@ -330,7 +419,13 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
             format!(
                 "{} devices protected; programs: {}; {}",
                 s.filter_devices,
-                joined_or(&s.filter_programs, "none"),
+                joined_or(
+                    &s.filter_programs
+                        .iter()
+                        .map(|p| p.name.clone())
+                        .collect::<Vec<_>>(),
+                    "none"
+                ),
                 s.filter_reason
             ),
         ),
@@ -341,7 +436,11 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
             } else {
                 format!(
                     "{} (the first refusal on a function wins)",
-                    s.filter_other_programs.join(", ")
+                    s.filter_other_programs
+                        .iter()
+                        .map(other_program_text)
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 )
             },
         ),
@@ -367,11 +466,27 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
             if s.allow_rules.is_empty() {
                 "nobody (no rule)".to_string()
             } else {
-                s.allow_rules.join("; ")
+                s.allow_rules
+                    .iter()
+                    .map(allow_rule_text)
+                    .collect::<Vec<_>>()
+                    .join("; ")
             },
         ),
-        ("oracle homes", joined_or(&s.oracle_homes, "none found")),
-        ("rule notes", joined_or(&s.allow_notes, "none")),
+        (
+            "oracle homes",
+            homes_text(&s.oracle_homes, &s.oracle_retired),
+        ),
+        (
+            "rule notes",
+            joined_or(
+                &s.allow_notes
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>(),
+                "none",
+            ),
+        ),
         ("reclaim fence", fence_text(&s.reclaim_fence)),
         (
             "filter mode",
@@ -384,7 +499,11 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
                 format!(
                     "{} disk(s), kernel consumers get EBUSY: {}; kept across restarts: {}",
                     s.claims.len(),
-                    s.claims.join(", "),
+                    s.claims
+                        .iter()
+                        .map(claim_text)
+                        .collect::<Vec<_>>()
+                        .join(", "),
                     claims_kept_text(s.claims_kept)
                 )
             };
@@ -411,7 +530,11 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
             "restart needed",
             format!(
                 "changed in the file, in force at the next start: {}",
-                s.restart_needed.join("; ")
+                s.restart_needed
+                    .iter()
+                    .map(|k| format!("{} = {} -> {}", k.key, k.in_force, k.in_file))
+                    .collect::<Vec<_>>()
+                    .join("; ")
             ),
         ));
     }
@@ -529,10 +652,19 @@ fn bpf_lsm_text(b: &BpfLsm) -> String {
 
 /// The last slow taking of the exclusive claims, in `status`'s `exclusive
 /// claims` row: `the exclusive claim of LABEL MAJ:MIN took N ms to take`.
+/// A claim: `LABEL MAJ:MIN`.
+fn claim_text(c: &asmguard_proto::Claim) -> String {
+    format!("{} {}:{}", c.label, c.major, c.minor)
+}
+
 fn claims_slow_text(slow: &ClaimsSlow) -> String {
     format!(
         "the exclusive claim of {} took {} ms{}",
-        slow.disks.join(", "),
+        slow.disks
+            .iter()
+            .map(claim_text)
+            .collect::<Vec<_>>()
+            .join(", "),
         slow.ms,
         if slow.all_taken {
             " to take"
@@ -1168,6 +1300,95 @@ mod tests {
         );
     }
 
+    /// `filter_programs` and `filter_other_programs` are names, ids and
+    /// hooks; the rows say them as they did (`NAME (id N) on HOOK`).
+    #[test]
+    fn program_rows_from_their_facts() {
+        use serde_json::json;
+        let st = status_with(json!({
+            "filter_programs":[{"name":"ag_file_open","id":5,"hook":"file_open"},
+                               {"name":"ag_file_permission","id":6,"hook":"file_permission"}],
+            "filter_other_programs":[{"name":"other","id":7,"hook":"file_open"},
+                                     {"name":"old","id":8,"hook":null}]}));
+        let f = row(st.clone(), "filter");
+        assert!(
+            f.contains("; programs: ag_file_open, ag_file_permission;"),
+            "{f}"
+        );
+        assert_eq!(
+            row(st, "other programs"),
+            "other (id 7) on file_open, old (id 8) on a security function (this kernel \
+             does not say which) (the first refusal on a function wins)"
+        );
+        let none = status_with(json!({}));
+        assert!(row(none.clone(), "filter").contains("programs: none;"));
+        assert_eq!(
+            row(none, "other programs"),
+            "none on the filter's kernel functions"
+        );
+    }
+
+    /// `allow_rules`, `allow_notes` and `oracle_homes` are facts; the rows say
+    /// them as they did.
+    #[test]
+    fn rule_rows_from_their_facts() {
+        use serde_json::json;
+        let st = status_with(json!({
+            "allow_rules":[{"kind":"users","users":["grid","oracle"]},
+                           {"kind":"groups","groups":["asmadmin"]},
+                           {"kind":"executable","path":"/bin/x"},
+                           {"kind":"rule","name":"ohasd","users":["grid"],"groups":["dba"],
+                            "executables":["/u01/bin/ohasd.bin"],"units":["oracle-ohasd.service"],"cgroups":[]},
+                           {"kind":"oracle_homes","uid":54331,"executables":["/u01/bin/oracle","/u01/bin/ocssd.bin"]},
+                           {"kind":"daemon"}],
+            "allow_notes":[{"kind":"rule_users_alone","rule":"a"},
+                           {"kind":"unresolved","problem":"rule c: no user x"}],
+            "oracle_homes":[{"kind":"grid","path":"/u01","binaries":[
+                {"path":"/u01/bin/oracle","uid":54331},{"path":"/u01/bin/crsd.bin","uid":0}]},
+                {"kind":"database","path":"/u02","binaries":[]}],
+            "oracle_retired":[{"path":"/u03/bin/oracle","uid":54321}]}));
+        assert_eq!(
+            row(st.clone(), "who may write"),
+            "any process of user grid, oracle; any process in group asmadmin; any process \
+             running /bin/x; rule ohasd: user grid or group dba AND executable \
+             /u01/bin/ohasd.bin AND unit oracle-ohasd.service; oracle homes: uid 54331 AND \
+             executable /u01/bin/oracle, /u01/bin/ocssd.bin; the daemon's own process (label \
+             and reclaim writes)"
+        );
+        assert_eq!(
+            row(st.clone(), "rule notes"),
+            "rule a: users and groups alone: any process of them may write, rule c: no user x"
+        );
+        assert_eq!(
+            row(st, "oracle homes"),
+            "grid home /u01: oracle (uid 54331), crsd.bin (uid 0), database home /u02: no \
+             binary allowed, replaced but still running (allowed until its processes exit): \
+             /u03/bin/oracle (uid 54321)"
+        );
+        let none = status_with(json!({}));
+        assert_eq!(row(none.clone(), "who may write"), "nobody (no rule)");
+        assert_eq!(row(none.clone(), "rule notes"), "none");
+        assert_eq!(row(none, "oracle homes"), "none found");
+    }
+
+    /// `restart_needed` is the key and both values; the row says them as it did.
+    #[test]
+    fn restart_row_from_its_facts() {
+        let st = status_with(serde_json::json!({"restart_needed":[
+            {"key":"metrics.listen","in_force":"\"127.0.0.1:9465\"","in_file":"\"0.0.0.0:9465\""},
+            {"key":"filter.mode","in_force":"Enforce","in_file":"Audit"}]}));
+        assert_eq!(
+            row(st, "restart needed"),
+            "changed in the file, in force at the next start: metrics.listen = \
+             \"127.0.0.1:9465\" -> \"0.0.0.0:9465\"; filter.mode = Enforce -> Audit"
+        );
+        let rows = status_rows(status_with(serde_json::json!({})));
+        assert!(
+            !rows.iter().any(|(k, _)| *k == "restart needed"),
+            "{rows:?}"
+        );
+    }
+
     /// `claims_slow` is the disks, the time and whether all were taken; the
     /// `exclusive claims` row says it as a sentence, and nothing when absent.
     #[test]
@@ -1175,18 +1396,21 @@ mod tests {
         use serde_json::json;
         let t = |slow| {
             row(
-                status_with(json!({"claims":["DATA1 253:2"],"claims_slow":slow})),
+                status_with(
+                    json!({"claims":[{"label":"DATA1","major":253,"minor":2}],"claims_slow":slow}),
+                ),
                 "exclusive claims",
             )
         };
-        let r = t(json!({"disks":["DATA1 253:2","DATA2 8:16"],"ms":600,"all_taken":true}));
+        let d = |label, major, minor| json!({"label":label,"major":major,"minor":minor});
+        let r = t(json!({"disks":[d("DATA1",253,2),d("DATA2",8,16)],"ms":600,"all_taken":true}));
         assert!(
             r.ends_with(
                 "; last slow: the exclusive claim of DATA1 253:2, DATA2 8:16 took 600 ms to take"
             ),
             "{r}"
         );
-        let r = t(json!({"disks":["DATA1 253:2"],"ms":5000,"all_taken":false}));
+        let r = t(json!({"disks":[d("DATA1",253,2)],"ms":5000,"all_taken":false}));
         assert!(r.ends_with("took 5000 ms: not all taken"), "{r}");
         assert!(!t(json!(null)).contains("last slow"));
     }

@@ -389,6 +389,32 @@ pub fn companions() -> impl Iterator<Item = &'static ProgDef> {
     PROGRAMS.iter().filter(|p| p.companion)
 }
 
+/// A BPF program attached to a security function: one of the filter's
+/// (`status`'s `filter_programs`) or another tool's on the same function
+/// (`filter_other_programs`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Program {
+    /// Its name (`ag_file_open`; another tool's as the kernel has it).
+    pub name: String,
+    /// The kernel's program id (0: not known).
+    pub id: u32,
+    /// The hook it sits on; `null` where the kernel does not say which
+    /// security function (before 5.13: every other LSM or `fmod_ret` program).
+    pub hook: Option<Hook>,
+}
+
+/// What one of the filter's programs has run (`status`'s
+/// `filter_program_runs`; counted while `kernel.bpf_stats_enabled` is 1).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ProgramRuns {
+    /// The program's name.
+    pub name: String,
+    /// Its total run time, in nanoseconds.
+    pub run_time_ns: u64,
+    /// How many times it ran.
+    pub run_cnt: u64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

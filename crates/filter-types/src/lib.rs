@@ -14,7 +14,7 @@ pub mod hooks;
 pub mod reason;
 
 pub use backend::{Applied, Backend, BackendName, Coverage, PassthroughRule};
-pub use hooks::{Hook, HookDef, Op, HOOKS};
+pub use hooks::{Hook, HookDef, Op, Program, ProgramRuns, HOOKS};
 pub use reason::{Chosen, FilterReason, LoadNote, LsmHint, LsmList, NoFilter, Refused};
 
 use serde::{Deserialize, Serialize};

@@ -21,6 +21,8 @@
 #![forbid(unsafe_code)]
 
 use serde::{Deserialize, Serialize};
+
+pub use asmguard_filter_types::{Program, ProgramRuns};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -877,10 +879,15 @@ pub struct Conflict {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LsdskResult {
     pub disks: Vec<DiskInfo>,
-    /// The Oracle homes whose binaries may write (`oracle_homes`), one line
-    /// each: `grid home /u01/app/19c/grid: oracle (uid 54331), ...`.
+    /// The Oracle homes whose binaries may write (`oracle_homes`): kind,
+    /// path, binaries. (Each was a sentence: `grid home /u01/app/19c/grid:
+    /// oracle (uid 54331), ...`.)
     #[serde(default)]
-    pub oracle_homes: Vec<String>,
+    pub oracle_homes: Vec<OracleHome>,
+    /// Binaries no home has any more that a process still runs: allowed
+    /// until their processes exit.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub oracle_retired: Vec<OracleBinary>,
     pub conflicts: Vec<Conflict>,
     /// Devices looked at (after include/exclude).
     pub devices_scanned: usize,
@@ -989,41 +996,49 @@ pub struct StatusResult {
     /// sentence.
     #[serde(default)]
     pub filter_passthrough: Option<asmguard_filter_types::PassthroughRule>,
-    /// The attached BPF programs.
+    /// The attached BPF programs: name, kernel id, hook.
     #[serde(default)]
-    pub filter_programs: Vec<String>,
+    pub filter_programs: Vec<Program>,
     /// Other BPF programs attached to the same kernel functions as the
-    /// filter's (`NAME (id N) on HOOK`): another security tool, a second
-    /// instance. The first non-zero verdict of the programs on one function
-    /// wins.
+    /// filter's (another security tool, a second instance): name, kernel id
+    /// and hook (`null`: the kernel does not say which security function).
+    /// The first non-zero verdict of the programs on one function wins.
+    /// (Each was a sentence: `NAME (id N) on HOOK`.)
     #[serde(default)]
-    pub filter_other_programs: Vec<String>,
-    /// What each of the filter's programs has run, `NAME RUN_TIME_NS
-    /// RUN_CNT` (counted while `kernel.bpf_stats_enabled` is 1; `--json`
+    pub filter_other_programs: Vec<Program>,
+    /// What each of the filter's programs has run: name, `run_time_ns`,
+    /// `run_cnt` (counted while `kernel.bpf_stats_enabled` is 1; `--json`
     /// only: the lab's cost benches read it, since where the pins are guarded
-    /// `bpftool prog show` cannot open the filter's programs).
+    /// `bpftool prog show` cannot open the filter's programs). (Each was a
+    /// sentence: `NAME RUN_TIME_NS RUN_CNT`.)
     #[serde(default)]
-    pub filter_program_runs: Vec<String>,
+    pub filter_program_runs: Vec<ProgramRuns>,
     /// Devices in the kernel's managed set.
     #[serde(default)]
     pub filter_devices: usize,
     /// The majors the filter's programs look devices up under, as the kernel
-    /// has them (`ag_majors`): `blk=8,259 chr=21`; empty without a filter.
+    /// has them (`ag_majors`): block and character; `null` without a filter.
+    /// (It was a sentence: `blk=8,259 chr=21`.)
     #[serde(default)]
-    pub filter_majors: String,
-    /// Who may write, one rule a line (`any process of user grid`,
-    /// `user grid AND executable /u01/.../bin/oracle`, `in container rac1
-    /// AND ...`), then the daemon's own process.
+    pub filter_majors: Option<Majors>,
+    /// Who may write, one rule each (the plain allow-list's users, groups
+    /// and executables, each `[[rule]]`, the Oracle homes' binaries by
+    /// owner), then the daemon's own process. (Each was a sentence: `any
+    /// process of user grid`, `rule db: user grid AND unit db.service` ...)
     #[serde(default)]
-    pub allow_rules: Vec<String>,
+    pub allow_rules: Vec<AllowRule>,
     /// What to know about the rules: a rule any process of a user satisfies
     /// (a shell's `dd` too) and how to tighten it, what this backend cannot
-    /// judge, what could not be resolved.
+    /// judge, what could not be resolved. (Each was a sentence.)
     #[serde(default)]
-    pub allow_notes: Vec<String>,
+    pub allow_notes: Vec<RuleNote>,
     /// The Oracle homes found (`oracle_homes`) and their allowed binaries.
     #[serde(default)]
-    pub oracle_homes: Vec<String>,
+    pub oracle_homes: Vec<OracleHome>,
+    /// Binaries no home has any more that a process still runs: allowed
+    /// until their processes exit.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub oracle_retired: Vec<OracleBinary>,
     /// The filter's pinned maps and links: `guarded` (no other task may get
     /// them by id, write the maps or detach the links), `watched` (every 2 s
     /// the daemon compares them with what it wrote and puts back what
@@ -1047,10 +1062,11 @@ pub struct StatusResult {
     /// the sentence `asmguardctl status`'s `hint:` line shows (empty: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bpf_lsm_hint: Option<asmguard_filter_types::LsmHint>,
-    /// The exclusive claims the daemon holds on managed disks (`LABEL MAJ:MIN`):
-    /// the kernel's consumers (dm, md, mount, swap ...) get EBUSY on them.
+    /// The exclusive claims the daemon holds on managed disks: the kernel's
+    /// consumers (dm, md, mount, swap ...) get EBUSY on them. (Each was a
+    /// sentence: `LABEL MAJ:MIN`.)
     #[serde(default)]
-    pub claims: Vec<String>,
+    pub claims: Vec<Claim>,
     /// Where the claims outlive a restart: `systemd fd store`, or `none
     /// (re-taken on start)`.
     #[serde(default)]
@@ -1077,9 +1093,10 @@ pub struct StatusResult {
     pub not_presented: Vec<NotPresented>,
     /// Configuration keys whose value in the file differs from the one in
     /// force and that take effect only when the daemon restarts (SIGHUP
-    /// applied every other key): `section.key = in force -> in the file`.
+    /// applied every other key): the key, the value in force, the file's.
+    /// (Each was a sentence: `section.key = in force -> in the file`.)
     #[serde(default)]
-    pub restart_needed: Vec<String>,
+    pub restart_needed: Vec<RestartNeeded>,
     /// The disks a reclaim runs on and what their fence refuses on this
     /// backend (no disks: no reclaim runs).
     #[serde(default)]
@@ -1104,6 +1121,144 @@ pub struct StatusResult {
     /// protection: its writes are judged as the disk's`.)
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub loops_before: Vec<LoopBefore>,
+}
+
+/// A rule of who may write (`status`'s `allow_rules`), as configured.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum AllowRule {
+    /// `filter.allow_users`: any process of these users.
+    Users { users: Vec<String> },
+    /// `filter.allow_groups`: any process in these groups.
+    Groups { groups: Vec<String> },
+    /// One of `filter.allow_executables`: any process running it.
+    Executable { path: String },
+    /// A `[[rule]]`: a process that meets every part it has (one of its
+    /// users or groups, one of its executables, units, cgroups).
+    Rule {
+        name: String,
+        #[serde(default)]
+        users: Vec<String>,
+        #[serde(default)]
+        groups: Vec<String>,
+        #[serde(default)]
+        executables: Vec<String>,
+        #[serde(default)]
+        units: Vec<String>,
+        #[serde(default)]
+        cgroups: Vec<String>,
+    },
+    /// The Oracle homes' binaries of one owner, run by that owner.
+    OracleHomes { uid: u32, executables: Vec<String> },
+    /// The daemon's own process (label and reclaim writes).
+    Daemon,
+}
+
+/// What to know about the rules (`status`'s `allow_notes`; the
+/// configuration check says them too).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum RuleNote {
+    /// `filter.allow_users`/`allow_groups` are set: any process of them may
+    /// write, a login shell's `dd` too.
+    AnyProcessOfUsers,
+    /// `filter.allow_executables` is set: an executable alone can be borrowed.
+    ExecutablesAlone,
+    /// A `[[rule]]` of users and groups alone: any process of them may write.
+    RuleUsersAlone { rule: String },
+    /// A `[[rule]]` of executables alone: they can be borrowed.
+    RuleExecutablesAlone { rule: String },
+    /// This backend knows callers by uid and gid only.
+    IdsOnly,
+    /// What could not be resolved (a name, an executable, a home) and why.
+    Unresolved { problem: String },
+}
+
+impl std::fmt::Display for RuleNote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RuleNote::AnyProcessOfUsers => f.write_str(
+                "filter.allow_users/allow_groups: any process of those users and groups may write, \
+                 a login shell's dd onto the wrong disk too; to let only the database write, use \
+                 oracle_homes (the homes' own binaries run by their owner) or [[rule]]s with \
+                 executables or units, then empty allow_users and allow_groups",
+            ),
+            RuleNote::ExecutablesAlone => f.write_str(
+                "filter.allow_executables: an executable alone can be borrowed (started under \
+                 ptrace or with LD_PRELOAD by anyone who can open the disk): pair it with users \
+                 or a unit in a [[rule]]",
+            ),
+            RuleNote::RuleUsersAlone { rule } => write!(
+                f,
+                "rule {rule}: users and groups alone: any process of them may write"
+            ),
+            RuleNote::RuleExecutablesAlone { rule } => write!(
+                f,
+                "rule {rule}: executables alone can be borrowed (ptrace, LD_PRELOAD): add users or a unit"
+            ),
+            RuleNote::IdsOnly => f.write_str(
+                "this backend knows callers by uid and gid only: each rule is judged by its users \
+                 and groups alone (executables and places cannot be read), and a rule without \
+                 users or groups does not apply",
+            ),
+            RuleNote::Unresolved { problem } => f.write_str(problem),
+        }
+    }
+}
+
+/// An Oracle home found (`status`'s and `lsdsk`'s `oracle_homes`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OracleHome {
+    /// `grid` (Grid Infrastructure with ASM) or `database`.
+    pub kind: String,
+    pub path: String,
+    /// Its binaries that may write, each run by its owner.
+    pub binaries: Vec<OracleBinary>,
+}
+
+/// An Oracle binary that may write when its owner runs it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OracleBinary {
+    pub path: String,
+    /// The owner: the uid the process must run as.
+    pub uid: u32,
+}
+
+/// A configuration key the file changed that takes effect only when the
+/// daemon restarts (`status`'s `restart_needed`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RestartNeeded {
+    /// `section.key` (`metrics.listen`).
+    pub key: String,
+    /// The value in force, as the daemon prints it (a string in quotes).
+    pub in_force: String,
+    /// The value in the file, likewise.
+    pub in_file: String,
+}
+
+/// An exclusive claim the daemon holds (`status`'s `claims`), or one waited
+/// for (`claims_slow`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Claim {
+    /// The disk's label.
+    pub label: String,
+    /// The claimed device's major and minor.
+    pub major: u32,
+    pub minor: u32,
+}
+
+/// The majors the filter's programs look devices up under (`status`'s
+/// `filter_majors`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Majors {
+    /// Block majors (`sd` is 8, NVMe 259).
+    pub blk: Vec<u32>,
+    /// Character majors (`sg` is 21).
+    pub chr: Vec<u32>,
+    /// Why the kernel's map could not be read (the lists are then empty);
+    /// absent when it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unreadable: Option<String>,
 }
 
 /// A process's mapping or descriptor of a protected disk made before its
@@ -1450,8 +1605,8 @@ impl std::fmt::Display for TracerState {
 /// long.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClaimsSlow {
-    /// The disks waited for (`LABEL MAJ:MIN`).
-    pub disks: Vec<String>,
+    /// The disks waited for: label, major, minor (each was `LABEL MAJ:MIN`).
+    pub disks: Vec<Claim>,
     /// How long it took, in milliseconds.
     pub ms: u64,
     /// Whether every claim was taken in the end.
@@ -1969,7 +2124,9 @@ mod json_names {
             "serial":"S1","wwn":"0x5000",
             "presented":[{"container":"rac1","path":"/dev/asmguard/containers/rac1/DATA1",
                           "uid":154331,"gid":154329,"mode":"0660"}]}],
-            "oracle_homes":["grid home /u01/app/19c/grid: oracle (uid 54331)"],
+            "oracle_homes":[{"kind":"grid","path":"/u01/app/19c/grid",
+                             "binaries":[{"path":"/u01/app/19c/grid/bin/oracle","uid":54331}]}],
+            "oracle_retired":[{"path":"/u01/app/19c/db/bin/oracle","uid":54321}],
             "conflicts":[{"label":"TWIN","devices":["/dev/sde","/dev/sdf"]}],
             "devices_scanned":7,"unreadable":["sdz: I/O error"],
             "unmanaged":[{"device":"/dev/sdy","label":"data1","reason":"r"}],
@@ -1985,14 +2142,22 @@ mod json_names {
                        "tracer":{"state":"attached","attach":"tp_btf","stamps":{"by":"kernel",
                        "stats_bit":20,"bit_from":{"from":"table","lines":"5.4-6.11"},"verified_on":"sdb"}}},
             "events":{"source":"kernel","udev_failed":"e"},"last_scan_ms":4,"filter_coverage":"open_time_only",
-            "filter_reason":{"chosen":{"how":"best","backend":"fmod_ret","lsm":{"bpf":"inactive","list":"capability"},"refused":[{"backend":"lsm","error":"e"}]},"notes":[{"note":"kernel_opens_not_judged","error":"e"}],"changed":"ag_majors"},"filter_passthrough":"by_class_in_memory","filter_programs":["ag_file_open"],
-            "filter_other_programs":["other (id 7) on file_open"],
-            "filter_program_runs":["ag_file_open 1200 3"],
-            "filter_devices":2,"filter_majors":"blk=8 chr=21","allow_rules":["any process of user grid"],"allow_notes":["n"],"oracle_homes":["grid home /u01"],"filter_pins":"watched","map_fds":"periodic check only","protection":"unprotected","bpf_lsm_hint":{"lsm_param":"lsm=yama,bpf"},
-            "claims":["DATA1 253:2"],"claims_kept":"none (no NOTIFY_SOCKET: re-taken on start)",
-            "claims_slow":{"disks":["DATA1 253:2"],"ms":600,"all_taken":true},
+            "filter_reason":{"chosen":{"how":"best","backend":"fmod_ret","lsm":{"bpf":"inactive","list":"capability"},"refused":[{"backend":"lsm","error":"e"}]},"notes":[{"note":"kernel_opens_not_judged","error":"e"}],"changed":"ag_majors"},"filter_passthrough":"by_class_in_memory","filter_programs":[{"name":"ag_file_open","id":6,"hook":"file_open"}],
+            "filter_other_programs":[{"name":"other","id":7,"hook":"file_open"},{"name":"old","id":8,"hook":null}],
+            "filter_program_runs":[{"name":"ag_file_open","run_time_ns":1200,"run_cnt":3}],
+            "filter_devices":2,"filter_majors":{"blk":[8,259],"chr":[21]},"allow_rules":[{"kind":"users","users":["grid"]},{"kind":"groups","groups":["asmadmin"]},
+              {"kind":"executable","path":"/bin/x"},
+              {"kind":"rule","name":"db","users":["grid"],"groups":[],"executables":[],"units":["db.service"],"cgroups":[]},
+              {"kind":"oracle_homes","uid":54331,"executables":["/u01/bin/oracle"]},{"kind":"daemon"}],
+            "allow_notes":[{"kind":"any_process_of_users"},{"kind":"executables_alone"},
+              {"kind":"rule_users_alone","rule":"a"},{"kind":"rule_executables_alone","rule":"b"},
+              {"kind":"ids_only"},{"kind":"unresolved","problem":"rule c: no user x"}],
+            "oracle_homes":[{"kind":"database","path":"/u01","binaries":[]}],
+            "oracle_retired":[{"path":"/u02/bin/oracle","uid":54321}],"filter_pins":"watched","map_fds":"periodic check only","protection":"unprotected","bpf_lsm_hint":{"lsm_param":"lsm=yama,bpf"},
+            "claims":[{"label":"DATA1","major":253,"minor":2}],"claims_kept":"none (no NOTIFY_SOCKET: re-taken on start)",
+            "claims_slow":{"disks":[{"label":"DATA1","major":253,"minor":2}],"ms":600,"all_taken":true},
             "container_nodes":1,
-            "restart_needed":["metrics.listen = \"127.0.0.1:9465\" -> \"0.0.0.0:9465\""],
+            "restart_needed":[{"key":"metrics.listen","in_force":"\"127.0.0.1:9465\"","in_file":"\"0.0.0.0:9465\""}],
             "reclaim_fence":{"disks":["DATA1"],"refuses":"all_writes"},
             "exposed":[{"label":"DATA1","pid":12,"comm":"dd","fd":3,"path":"/dev/sdb","device":"8:16"}],
             "writers_before":[{"label":"DATA1","pid":13,"comm":"sh","fd":5,"path":"/dev/sdb","device":"8:16"}],

@@ -176,11 +176,15 @@ impl Claims {
         self.lock().contains_key(&dev)
     }
 
-    /// The claims held, `LABEL MAJ:MIN` (for `status`).
-    pub fn list(&self) -> Vec<String> {
+    /// The claims held (for `status`).
+    pub fn list(&self) -> Vec<asmguard_proto::Claim> {
         self.lock()
             .iter()
-            .map(|(d, h)| format!("{} {d}", h.label))
+            .map(|(d, h)| asmguard_proto::Claim {
+                label: h.label.clone(),
+                major: d.major(),
+                minor: d.minor(),
+            })
             .collect()
     }
 

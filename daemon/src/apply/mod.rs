@@ -72,7 +72,7 @@ pub struct Applied {
     pub presented: present::Outcome,
     /// `status`: the exclusive claims held, how they are kept, and the last
     /// time taking them was slow (empty when never).
-    pub claims: Vec<String>,
+    pub claims: Vec<asmguard_proto::Claim>,
     pub claims_kept: asmguard_proto::ClaimsKept,
     pub claims_slow: Option<asmguard_proto::ClaimsSlow>,
     /// The devices whose exclusive claim is held.
@@ -325,8 +325,8 @@ impl Applier {
     fn sync_claims(&mut self, wanted: &[claims::Wanted]) {
         let t0 = Instant::now();
         let first = !std::mem::replace(&mut self.synced, true);
-        // the disks waited for, `LABEL MAJ:MIN` (for the slow line)
-        let mut waited = BTreeSet::new();
+        // the disks waited for (for the slow line)
+        let mut waited: BTreeSet<asmguard_proto::Claim> = BTreeSet::new();
         loop {
             let busy: Vec<KernelDev> = self
                 .inflight
@@ -348,7 +348,11 @@ impl Applier {
                 failed
                     .iter()
                     .filter(|(w, _)| !failing.contains(&w.dev))
-                    .map(|(w, _)| format!("{} {}", w.label, w.dev)),
+                    .map(|(w, _)| asmguard_proto::Claim {
+                        label: w.label.clone(),
+                        major: w.dev.major(),
+                        minor: w.dev.minor(),
+                    }),
             );
             if failed.is_empty() || !new || t0.elapsed() >= CLAIM_WAIT {
                 let ms = t0.elapsed().as_millis();
@@ -358,9 +362,14 @@ impl Applier {
                         ms: u64::try_from(ms).unwrap_or(u64::MAX),
                         all_taken: failed.is_empty(),
                     };
+                    let disks: Vec<String> = slow
+                        .disks
+                        .iter()
+                        .map(|c| format!("{} {}:{}", c.label, c.major, c.minor))
+                        .collect();
                     tracing::warn!(
                         "the exclusive claim of {} took {ms} ms{}",
-                        slow.disks.join(", "),
+                        disks.join(", "),
                         if slow.all_taken {
                             " to take"
                         } else {

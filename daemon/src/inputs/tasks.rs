@@ -361,7 +361,10 @@ pub fn reload_conf(d: &Daemon) {
     }
     for k in &now.restart_needed {
         tracing::warn!(
-            "SIGHUP: {k}: takes effect only when asmguardd restarts; the value in force stays"
+            "SIGHUP: {} = {} -> {}: takes effect only when asmguardd restarts; the value in force stays",
+            k.key,
+            k.in_force,
+            k.in_file
         );
     }
     let cfg = now.cfg.clone();

@@ -59,6 +59,12 @@ impl Daemon {
                 .as_ref()
                 .map(|r| r.homes.clone())
                 .unwrap_or_default(),
+            oracle_retired: s
+                .world
+                .rules
+                .as_ref()
+                .map(|r| r.retired.clone())
+                .unwrap_or_default(),
             disks,
             conflicts: m
                 .conflicts
@@ -129,6 +135,7 @@ impl Daemon {
                 self.filter.containers_enforced(),
             ),
             oracle_homes: rules.homes.clone(),
+            oracle_retired: rules.retired.clone(),
             exposed: crate::world::exposed::opened(&s.world.exposed),
             writers_before: crate::world::exposed::opened(&s.world.writers),
             loops_before: crate::world::exposed::loops(&s.world.loops),

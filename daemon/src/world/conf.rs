@@ -22,9 +22,8 @@ pub struct Conf {
     /// `[socket] admin_group` resolved (`None`: no such group: only root
     /// may use the socket).
     pub admin_gid: Option<u32>,
-    /// The restart-only keys the file changed (`key = in force -> in the
-    /// file`), as `status` shows them.
-    pub restart_needed: Vec<String>,
+    /// The restart-only keys the file changed, as `status` shows them.
+    pub restart_needed: Vec<asmguard_proto::RestartNeeded>,
 }
 
 impl Conf {
@@ -72,17 +71,18 @@ pub const RESTART_ONLY: [&str; 8] = [
 
 /// `file` with the restart-only keys of `running` kept, and each key the
 /// file changed among them, `key = in force -> in the file`.
-pub fn merge(running: &Config, file: Config) -> (Config, Vec<String>) {
+pub fn merge(running: &Config, file: Config) -> (Config, Vec<asmguard_proto::RestartNeeded>) {
     let mut out = file;
     let mut changed = Vec::new();
     macro_rules! keep {
         ($name:literal, $($f:ident).+) => {
             debug_assert!(RESTART_ONLY.contains(&$name));
             if out.$($f).+ != running.$($f).+ {
-                changed.push(format!(
-                    "{} = {:?} -> {:?}",
-                    $name, running.$($f).+, out.$($f).+
-                ));
+                changed.push(asmguard_proto::RestartNeeded {
+                    key: $name.into(),
+                    in_force: format!("{:?}", running.$($f).+),
+                    in_file: format!("{:?}", out.$($f).+),
+                });
                 out.$($f).+ = running.$($f).+.clone();
             }
         };
@@ -120,8 +120,13 @@ mod tests {
         assert_eq!(now.cfg.socket.timeout_seconds, 7);
         assert_eq!(now.cfg.mode(), 0o600);
         assert_eq!(now.restart_needed.len(), 2, "{:?}", now.restart_needed);
-        assert!(now.restart_needed[0].starts_with("socket.path = \"/run/a.sock\" -> "));
-        assert!(now.restart_needed[1].starts_with("metrics.listen = "));
+        let w = &now.restart_needed[0];
+        assert_eq!(
+            (w.key.as_str(), w.in_force.as_str(), w.in_file.as_str()),
+            ("socket.path", "\"/run/a.sock\"", "\"/run/b.sock\"")
+        );
+        assert_eq!(now.restart_needed[1].key, "metrics.listen");
+        assert_eq!(now.restart_needed[1].in_file, "\"127.0.0.1:1\"");
         // the same file again: nothing waits
         let again = now.reloaded(parse(
             "[paths]\nmode = \"0600\"\n[socket]\npath = \"/run/a.sock\"\n",
@@ -144,10 +149,7 @@ mod tests {
         );
         let (out, changed) = merge(&running, file);
         assert_eq!(out, running);
-        let keys: Vec<&str> = changed
-            .iter()
-            .map(|c| c.split(' ').next().unwrap())
-            .collect();
+        let keys: Vec<&str> = changed.iter().map(|c| c.key.as_str()).collect();
         assert_eq!(keys, RESTART_ONLY);
     }
 }

@@ -35,12 +35,14 @@ pub use crate::apply::filter::containers::Containers;
 pub struct HostRules {
     /// The rules the filter's maps get.
     pub rules: asmguard_guard::guard::Rules,
-    /// `status`: one line per rule.
-    pub lines: Vec<String>,
+    /// `status`: the rules as configured.
+    pub lines: Vec<asmguard_proto::AllowRule>,
     /// `status`: what the rules cannot do on this host, names that did not resolve.
-    pub notes: Vec<String>,
-    /// `status` and `lsdsk`: the Oracle homes found, one line each.
-    pub homes: Vec<String>,
+    pub notes: Vec<asmguard_proto::RuleNote>,
+    /// `status` and `lsdsk`: the Oracle homes found.
+    pub homes: Vec<asmguard_proto::OracleHome>,
+    /// `status` and `lsdsk`: binaries no home has any more that still run.
+    pub retired: Vec<asmguard_proto::OracleBinary>,
     /// (home, binary, owner uid) of every allowed Oracle binary (the metric).
     pub binaries: Vec<(String, String, u32)>,
     /// The places of the `[[rule]]`s they were resolved from: rule name ->
@@ -309,7 +311,7 @@ mod tests {
         let w2 = next(&w1, Input::Model(Model::default()));
         assert!(w2.scanned && Arc::ptr_eq(&w2.containers, &c));
         let r = Arc::new(HostRules {
-            lines: vec!["x".into()],
+            lines: vec![asmguard_proto::AllowRule::Daemon],
             ..Default::default()
         });
         let w3 = next(&w2, Input::Rules(r.clone()));

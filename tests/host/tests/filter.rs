@@ -221,9 +221,19 @@ fn managed_disks_are_claimed_exclusively_until_unlabelled() {
     assert_eq!(e.raw_os_error(), Some(libc::EBUSY), "{e}");
     let st = d.ctl(&["status", "--json"]).ok().json();
     let devno = std::fs::read_to_string(format!("/sys/class/block/{}/dev", l.name)).unwrap();
+    let (maj, min) = devno.trim().split_once(':').unwrap();
+    let (maj, min): (u32, u32) = (maj.parse().unwrap(), min.parse().unwrap());
     assert_eq!(
         st["claims"],
-        serde_json::json!([format!("CLAIM1 {}", devno.trim())])
+        serde_json::json!([{"label": "CLAIM1", "major": maj, "minor": min}])
+    );
+    let text = d.ctl(&["status"]).ok().stdout;
+    assert!(
+        text.contains(&format!(
+            "1 disk(s), kernel consumers get EBUSY: CLAIM1 {}",
+            devno.trim()
+        )),
+        "{text}"
     );
     assert_eq!(st["claims_kept"], "systemd fd store", "{st:#}");
     // opens without O_EXCL (ASM, the database, multipathd) are not in its way
@@ -525,26 +535,28 @@ fn a_zeroed_majors_word_is_put_back_within_the_check() {
     assert_eq!(st["protection"], "degraded", "the fallback: {st:#}");
     let text = d.ctl(&["status"]).ok().stdout;
     assert!(text.contains("watched, not guarded"), "{text}");
-    // what each attached program ran, `NAME RUN_TIME_NS RUN_CNT` (the lab's
+    // what each attached program ran: name, run time and count (the lab's
     // cost benches read it where bpftool cannot open guarded programs)
     let progs: Vec<&str> = st["filter_programs"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|p| p.as_str().unwrap())
+        .map(|p| p["name"].as_str().unwrap())
         .collect();
-    let runs: Vec<&str> = st["filter_program_runs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r.as_str().unwrap())
-        .collect();
+    let runs = st["filter_program_runs"].as_array().unwrap();
     assert!(!progs.is_empty(), "{st:#}");
+    assert!(
+        st["filter_programs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p["id"].as_u64().is_some_and(|i| i > 0) && p["hook"].is_string()),
+        "{st:#}"
+    );
     for p in &progs {
-        let row = runs.iter().find(|r| r.split(' ').next() == Some(p));
-        let fields: Vec<&str> = row.map(|r| r.split(' ').collect()).unwrap_or_default();
+        let row = runs.iter().find(|r| r["name"] == *p);
         assert!(
-            fields.len() == 3 && fields[1..].iter().all(|f| f.parse::<u64>().is_ok()),
+            row.is_some_and(|r| r["run_time_ns"].is_u64() && r["run_cnt"].is_u64()),
             "{p}: {runs:?}"
         );
     }

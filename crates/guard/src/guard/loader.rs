@@ -795,12 +795,24 @@ impl Guard {
         self.links.iter().map(|(n, _)| n.clone()).collect()
     }
 
-    /// What each attached program of this filter has run: `NAME RUN_TIME_NS
-    /// RUN_CNT` (the kernel counts only while `kernel.bpf_stats_enabled` is
-    /// 1). For the lab's cost benches: where the pins are guarded no other
-    /// task may open these programs by id (what `bpftool prog show` does),
-    /// so the daemon reads them (a walk of every program: `status` only).
-    pub fn program_runs(&self) -> Vec<String> {
+    /// The attached programs with their ids and hooks (the program table's).
+    pub fn attached(&self) -> Vec<asmguard_filter_types::Program> {
+        self.links
+            .iter()
+            .map(|(n, l)| asmguard_filter_types::Program {
+                name: n.clone(),
+                id: l.info().map_or(0, |i| i.prog_id),
+                hook: programs::program(n).map(|p| p.hook),
+            })
+            .collect()
+    }
+
+    /// What each attached program of this filter has run (the kernel
+    /// counts only while `kernel.bpf_stats_enabled` is 1). For the lab's
+    /// cost benches: where the pins are guarded no other task may open these
+    /// programs by id (what `bpftool prog show` does), so the daemon reads
+    /// them (a walk of every program: `status` only).
+    pub fn program_runs(&self) -> Vec<asmguard_filter_types::ProgramRuns> {
         let own: BTreeMap<u32, &str> = self
             .links
             .iter()
@@ -811,21 +823,24 @@ impl Guard {
         }
         libbpf_rs::query::ProgInfoIter::default()
             .filter_map(|p| {
-                let name = own.get(&p.id)?;
-                Some(format!("{name} {} {}", p.run_time_ns, p.run_cnt))
+                Some(asmguard_filter_types::ProgramRuns {
+                    name: own.get(&p.id)?.to_string(),
+                    run_time_ns: p.run_time_ns,
+                    run_cnt: p.run_cnt,
+                })
             })
             .collect()
     }
 
     /// Other BPF programs attached to the kernel functions this filter's LSM
     /// or `fmod_ret` programs sit on (another security tool, a second
-    /// instance under another pin directory): `NAME (id N) on HOOK`, by hook
-    /// (on kernels before 5.13, which do not report a link's target, every
-    /// other LSM or `fmod_ret` program, "on a security function").
+    /// instance under another pin directory), by hook (on kernels before
+    /// 5.13, which do not report a link's target, every other LSM or
+    /// `fmod_ret` program, with no hook: "on a security function").
     /// The kernel runs the programs of one function in turn and stops at the
     /// first non-zero verdict: one of them may refuse an operation before
     /// this filter sees it, none can allow what this filter refuses.
-    pub fn other_programs(&self) -> Vec<String> {
+    pub fn other_programs(&self) -> Vec<asmguard_filter_types::Program> {
         // (target BTF object, type id) -> the hook of ours attached there
         let mut ours = BTreeMap::new();
         let mut own_links = BTreeSet::new();
@@ -833,7 +848,7 @@ impl Guard {
             let Ok(info) = link.info() else { continue };
             own_links.insert(info.id);
             if let libbpf_rs::query::LinkTypeInfo::Tracing(t) = info.info {
-                let hook = Hook::def_of_program(name).map_or("?", |d| d.label);
+                let hook = programs::program(name).map(|p| p.hook);
                 ours.insert((t.target_obj_id, t.target_btf_id), hook);
             }
         }
@@ -843,28 +858,37 @@ impl Guard {
         // Kernels before 5.13 report no link's target (all zero): there, every
         // other LSM or fmod_ret program may sit on one of ours.
         let untold = ours.keys().all(|k| *k == (0, 0));
-        const SOME: &str = "a security function (this kernel does not say which)";
         let names: BTreeMap<u32, String> = libbpf_rs::query::ProgInfoIter::default()
             .map(|p| (p.id, p.name.to_string_lossy().into_owned()))
             .collect();
-        let mut out: Vec<(&str, String)> = libbpf_rs::query::LinkInfoIter::default()
-            .filter(|l| !own_links.contains(&l.id))
-            .filter_map(|l| match l.info {
-                libbpf_rs::query::LinkTypeInfo::Tracing(t) => {
-                    let hook = if untold {
-                        use libbpf_rs::ProgramAttachType as A;
-                        matches!(t.attach_type, A::ModifyReturn | A::LsmMac).then_some(SOME)?
-                    } else {
-                        *ours.get(&(t.target_obj_id, t.target_btf_id))?
-                    };
-                    let name = names.get(&l.prog_id).map_or("?", |n| n.as_str());
-                    Some((hook, format!("{name} (id {}) on {hook}", l.prog_id)))
-                }
-                _ => None,
-            })
-            .collect();
-        out.sort();
-        out.into_iter().map(|(_, s)| s).collect()
+        let mut out: Vec<asmguard_filter_types::Program> =
+            libbpf_rs::query::LinkInfoIter::default()
+                .filter(|l| !own_links.contains(&l.id))
+                .filter_map(|l| match l.info {
+                    libbpf_rs::query::LinkTypeInfo::Tracing(t) => {
+                        let hook = if untold {
+                            use libbpf_rs::ProgramAttachType as A;
+                            matches!(t.attach_type, A::ModifyReturn | A::LsmMac).then_some(None)?
+                        } else {
+                            *ours.get(&(t.target_obj_id, t.target_btf_id))?
+                        };
+                        Some(asmguard_filter_types::Program {
+                            name: names.get(&l.prog_id).map_or("?", |n| n.as_str()).into(),
+                            id: l.prog_id,
+                            hook,
+                        })
+                    }
+                    _ => None,
+                })
+                .collect();
+        out.sort_by(|a, b| {
+            (a.hook.map(Hook::as_str), &a.name, a.id).cmp(&(
+                b.hook.map(Hook::as_str),
+                &b.name,
+                b.id,
+            ))
+        });
+        out
     }
 
     fn dev_map(&self, key: DevKey) -> &MapHandle {

@@ -25,6 +25,7 @@ use asmguard_config::{Config, OracleHomes};
 use asmguard_devices::writer::Writer;
 use asmguard_guard::{Coverage, ExeId, IdentityReach, Mode, Options};
 use asmguard_guard::{Rule, Rules, SelfId, Tool};
+use asmguard_proto::{AllowRule, OracleBinary, OracleHome, RuleNote};
 use service::FilterService;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -259,77 +260,52 @@ pub fn host_rules(
     (r, problems)
 }
 
-/// Who may write, one line a rule, and what to know about the rules (for
+/// Who may write, one rule each, and what to know about the rules (for
 /// `status`, `--check-config` and the start-up log).
 pub fn describe_rules(
     cfg: &Config,
     homes: &asmguard_homes::Found,
     ids_only: bool,
-) -> (Vec<String>, Vec<String>) {
+) -> (Vec<AllowRule>, Vec<RuleNote>) {
     let f = &cfg.filter;
     let mut rules = Vec::new();
     let mut notes = Vec::new();
     if !f.allow_users.is_empty() {
-        rules.push(format!("any process of user {}", f.allow_users.join(", ")));
+        rules.push(AllowRule::Users {
+            users: f.allow_users.clone(),
+        });
     }
     if !f.allow_groups.is_empty() {
-        rules.push(format!(
-            "any process in group {}",
-            f.allow_groups.join(", ")
-        ));
+        rules.push(AllowRule::Groups {
+            groups: f.allow_groups.clone(),
+        });
     }
     if !f.allow_users.is_empty() || !f.allow_groups.is_empty() {
-        notes.push(
-            "filter.allow_users/allow_groups: any process of those users and groups may write, \
-             a login shell's dd onto the wrong disk too; to let only the database write, use \
-             oracle_homes (the homes' own binaries run by their owner) or [[rule]]s with \
-             executables or units, then empty allow_users and allow_groups"
-                .to_string(),
-        );
+        notes.push(RuleNote::AnyProcessOfUsers);
     }
     for x in &f.allow_executables {
-        rules.push(format!("any process running {}", x.display()));
+        rules.push(AllowRule::Executable {
+            path: x.display().to_string(),
+        });
     }
     if !f.allow_executables.is_empty() {
-        notes.push(
-            "filter.allow_executables: an executable alone can be borrowed (started under \
-             ptrace or with LD_PRELOAD by anyone who can open the disk): pair it with users \
-             or a unit in a [[rule]]"
-                .to_string(),
-        );
+        notes.push(RuleNote::ExecutablesAlone);
     }
+    let text =
+        |v: &[PathBuf]| -> Vec<String> { v.iter().map(|p| p.display().to_string()).collect() };
     for r in &cfg.rule {
-        let mut parts = Vec::new();
-        let mut who = Vec::new();
-        if !r.users.is_empty() {
-            who.push(format!("user {}", r.users.join(", ")));
-        }
-        if !r.groups.is_empty() {
-            who.push(format!("group {}", r.groups.join(", ")));
-        }
-        if !who.is_empty() {
-            parts.push(who.join(" or "));
-        }
-        if !r.executables.is_empty() {
-            let x: Vec<String> = r
-                .executables
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect();
-            parts.push(format!("executable {}", x.join(", ")));
-        }
-        if !r.units.is_empty() {
-            parts.push(format!("unit {}", r.units.join(", ")));
-        }
-        if !r.cgroups.is_empty() {
-            parts.push(format!("cgroup {}", r.cgroups.join(", ")));
-        }
-        rules.push(format!("rule {}: {}", r.name, parts.join(" AND ")));
+        rules.push(AllowRule::Rule {
+            name: r.name.clone(),
+            users: r.users.clone(),
+            groups: r.groups.clone(),
+            executables: text(&r.executables),
+            units: r.units.clone(),
+            cgroups: r.cgroups.clone(),
+        });
         if r.executables.is_empty() && r.units.is_empty() && r.cgroups.is_empty() {
-            notes.push(format!(
-                "rule {}: users and groups alone: any process of them may write",
-                r.name
-            ));
+            notes.push(RuleNote::RuleUsersAlone {
+                rule: r.name.clone(),
+            });
         }
         if r.users.is_empty()
             && r.groups.is_empty()
@@ -337,10 +313,9 @@ pub fn describe_rules(
             && r.units.is_empty()
             && r.cgroups.is_empty()
         {
-            notes.push(format!(
-                "rule {}: executables alone can be borrowed (ptrace, LD_PRELOAD): add users or a unit",
-                r.name
-            ));
+            notes.push(RuleNote::RuleExecutablesAlone {
+                rule: r.name.clone(),
+            });
         }
     }
     let mut by_owner: BTreeMap<u32, Vec<String>> = BTreeMap::new();
@@ -350,22 +325,33 @@ pub fn describe_rules(
             .or_default()
             .push(b.path.display().to_string());
     }
-    for (owner, bins) in by_owner {
-        rules.push(format!(
-            "oracle homes: uid {owner} AND executable {}",
-            bins.join(", ")
-        ));
+    for (uid, executables) in by_owner {
+        rules.push(AllowRule::OracleHomes { uid, executables });
     }
-    rules.push("the daemon's own process (label and reclaim writes)".into());
+    rules.push(AllowRule::Daemon);
     if ids_only {
-        notes.push(
-            "this backend knows callers by uid and gid only: each rule is judged by its users \
-             and groups alone (executables and places cannot be read), and a rule without \
-             users or groups does not apply"
-                .to_string(),
-        );
+        notes.push(RuleNote::IdsOnly);
     }
     (rules, notes)
+}
+
+/// The Oracle homes found and the binaries no home has any more that still
+/// run (`status`, `lsdsk`).
+fn homes_of(found: &asmguard_homes::Found) -> (Vec<OracleHome>, Vec<OracleBinary>) {
+    let bin = |b: &asmguard_homes::Binary| OracleBinary {
+        path: b.path.display().to_string(),
+        uid: b.owner_uid,
+    };
+    let homes = found
+        .homes
+        .iter()
+        .map(|h| OracleHome {
+            kind: h.kind.as_str().into(),
+            path: h.path.display().to_string(),
+            binaries: h.binaries.iter().map(bin).collect(),
+        })
+        .collect();
+    (homes, found.retired.iter().map(bin).collect())
 }
 
 /// Resolves the host's rules (names through NSS) from the configuration,
@@ -401,7 +387,12 @@ pub fn resolve_rules(
         }
     );
     let (lines, mut notes) = describe_rules(cfg, &found, ids_only(svc));
-    notes.extend(problems.iter().cloned());
+    notes.extend(
+        problems
+            .iter()
+            .map(|p| RuleNote::Unresolved { problem: p.clone() }),
+    );
+    let (homes, retired) = homes_of(&found);
     let binaries = found
         .homes
         .iter()
@@ -419,7 +410,8 @@ pub fn resolve_rules(
         rules,
         lines,
         notes,
-        homes: asmguard_homes::describe(&found),
+        homes,
+        retired,
         binaries,
         places,
     }

@@ -115,11 +115,11 @@ pub struct FilterStatus {
     /// Whether pinned programs were re-adopted at start.
     pub adopted: bool,
     /// Attached programs.
-    pub programs: Vec<String>,
+    pub programs: Vec<asmguard_proto::Program>,
     /// Devices in the kernel's managed set.
     pub devices: usize,
-    /// `ag_majors` as the kernel has it (`blk=8 chr=21`).
-    pub majors: String,
+    /// `ag_majors` as the kernel has it (`None`: no filter).
+    pub majors: Option<asmguard_proto::Majors>,
     /// What of a caller the filter can judge (`Full` without a filter).
     pub reach: IdentityReach,
     /// Another process changed the filter's pins or maps (put back since):
@@ -145,7 +145,7 @@ impl FilterStatus {
             adopted: false,
             programs: vec![],
             devices: 0,
-            majors: String::new(),
+            majors: None,
             reach: IdentityReach::Full,
             changed: false,
             pins: asmguard_proto::Pins::None,
@@ -722,7 +722,7 @@ impl FilterService {
     /// Other BPF programs on the kernel functions of the loaded filter
     /// ([`Guard::other_programs`]: a walk of every program and link, so for
     /// `status` only, never the scrape path).
-    pub fn other_programs(&self) -> Vec<String> {
+    pub fn other_programs(&self) -> Vec<asmguard_proto::Program> {
         lock(&self.inner)
             .guard
             .as_ref()
@@ -731,7 +731,7 @@ impl FilterService {
 
     /// What each of the filter's programs has run ([`Guard::program_runs`]:
     /// a walk of every program, for `status` only).
-    pub fn program_runs(&self) -> Vec<String> {
+    pub fn program_runs(&self) -> Vec<asmguard_proto::ProgramRuns> {
         lock(&self.inner)
             .guard
             .as_ref()
@@ -752,12 +752,19 @@ impl FilterService {
                 changed: inner.changed.is_some(),
                 passthrough: Some(g.passthrough_rule()),
                 adopted: g.adopted(),
-                programs: g.programs(),
+                programs: g.attached(),
                 devices: g.disks().map(|d| d.len()).unwrap_or(0),
-                majors: match g.managed_majors() {
-                    Ok(m) => asmguard_guard::majors_text(&m),
-                    Err(e) => format!("unreadable: {e}"),
-                },
+                majors: Some(match g.managed_majors() {
+                    Ok((blk, chr)) => asmguard_proto::Majors {
+                        blk,
+                        chr,
+                        unreadable: None,
+                    },
+                    Err(e) => asmguard_proto::Majors {
+                        unreadable: Some(e.to_string()),
+                        ..Default::default()
+                    },
+                }),
                 reach: g.identity_reach(),
                 pins: if g.pins_guarded() {
                     asmguard_proto::Pins::Guarded
@@ -778,7 +785,7 @@ impl FilterService {
                 adopted: false,
                 programs: vec![],
                 devices: 0,
-                majors: String::new(),
+                majors: None,
                 reach: IdentityReach::Full,
                 pins: asmguard_proto::Pins::None,
                 map_fds: asmguard_proto::MapFds::None,

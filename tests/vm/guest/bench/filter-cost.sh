@@ -50,10 +50,11 @@ info "bench kernel $(uname -r) backend $($C status | grep -i 'filter backend')"
 # the others from bpftool by the ids status names.
 stats() {
 	_j=$($C status --json 2>/dev/null | tr -d '\n')
-	echo "$_j" | sed -n 's/.*"filter_program_runs": *\[\([^]]*\)\].*/\1/p' | tr ',' '\n' |
-		sed 's/^ *"//; s/" *$//' | grep .
+	echo "$_j" | sed -n 's/.*"filter_program_runs": *\[\([^]]*\)\].*/\1/p' |
+		grep -o '"name": *"[^"]*", *"run_cnt": *[0-9]*, *"run_time_ns": *[0-9]*' |
+		sed 's/"name": *"\([^"]*\)", *"run_cnt": *\([0-9]*\), *"run_time_ns": *\([0-9]*\)/\1 \3 \2/'
 	for _id in $(echo "$_j" | sed -n 's/.*"filter_other_programs": *\[\([^]]*\)\].*/\1/p' |
-		grep -o '(id [0-9]*)' | tr -dc '0-9\n'); do
+		grep -o '"id": *[0-9]*' | tr -dc '0-9\n'); do
 		bpftool prog show id "$_id" | awk '/ name /{n="";t=0;c=0
 			for(i=1;i<=NF;i++){if($i=="name")n=$(i+1);if($i=="run_time_ns")t=$(i+1);if($i=="run_cnt")c=$(i+1)}
 			print n, t, c}'

@@ -50,8 +50,9 @@ chmod 666 "$D"
 # the filter's programs)
 fp_stats() {
 	$C status --json 2>/dev/null | tr -d '\n' |
-		sed -n 's/.*"filter_program_runs": *\[\([^]]*\)\].*/\1/p' | tr ',' '\n' |
-		sed 's/^ *"//; s/" *$//' | awk '$1=="ag_file_permission" || $1=="ag_fr_file_permission" {print $2+0, $3+0}'
+		sed -n 's/.*"filter_program_runs": *\[\([^]]*\)\].*/\1/p' |
+		grep -o '"name": *"[^"]*", *"run_cnt": *[0-9]*, *"run_time_ns": *[0-9]*' |
+		sed 's/"name": *"\([^"]*\)", *"run_cnt": *\([0-9]*\), *"run_time_ns": *\([0-9]*\)/\1 \3 \2/' | awk '$1=="ag_file_permission" || $1=="ag_fr_file_permission" {print $2+0, $3+0}'
 }
 # grid's writes in the cgroup: ns per call of the program and of the pwrite
 # call ("PROG SYS"), or "denied"

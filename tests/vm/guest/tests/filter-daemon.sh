@@ -48,11 +48,14 @@ expect_ok write-before-label dd if=/tmp/junk of="$D" $DDW seek=100
 # The programs look a device up only when its major has a managed node
 # (ag_majors): sd's (8) and sg's (21) bits come with the label, after the
 # daemon started; a write on the sg node opened before it is then refused.
-# (read as the daemon has them: `status --json` filter_majors, "blk=8 chr=21";
-# where the pins are guarded no other task may open ag_majors)
+# (read as the daemon has them: `status --json` filter_majors, {"blk":[8],
+# "chr":[21]}, said here " blk=8 chr=21 "; where the pins are guarded no other
+# task may open ag_majors)
 SDMAJ=$((0x$(stat -c %t "$D"))) SGMAJ=$((0x$(stat -c %t "$SG")))
 majors() {
-	$C status --json 2>&1 | sed -n 's/.*"filter_majors": *"\([^"]*\)".*/ \1 /p'
+	$C status --json 2>&1 | tr -d '\n' |
+		sed -n 's/.*"filter_majors": *{ *"blk": *\[\([^]]*\)\], *"chr": *\[\([^]]*\)\].*/blk=\1 chr=\2/p' |
+		sed 's/ //g; s/chr=/ chr=/; s/^/ /; s/$/ /'
 }
 has_major() { # has_major MAJORS blk|chr MAJOR: the bit is set in MAJORS (majors)
 	echo "$1" | sed -n "s/.* $2=\([^ ]*\).*/,\1,/p" | grep -q ",$3,"

@@ -74,7 +74,7 @@ case $st in
 esac
 js=$($C lsdsk --json 2>&1)
 case $js in
-*'"oracle_homes"'*"$GH"*) pass lsdsk-json-names-the-home "$(echo "$js" | tr -d '\n' | grep -o '"oracle_homes": *\[[^]]*\]' | head -n 1)" ;;
+*'"oracle_homes"'*'"path": "'"$GH/bin/oracle"'"'*'"kind": "grid"'*'"path": "'"$GH"'"'*) pass lsdsk-json-names-the-home "$(echo "$js" | tr -d '\n' | grep -o '"oracle_homes": *\[.*\]' | head -c 300)" ;;
 *) fail lsdsk-json-names-the-home "$(echo "$js" | head -c 300)" ;;
 esac
 
