@@ -84,7 +84,7 @@ impl Daemon {
     /// The service's state line now.
     pub fn service_line(&self) -> Line {
         let s = self.applied();
-        let fst = self.filter.status();
+        let (protection, backend) = self.filter.protection();
         let m = &s.world.model;
         let modes = || {
             m.disks
@@ -93,10 +93,10 @@ impl Daemon {
                 .filter_map(|d| d.mode)
                 .map(|d| d.mode())
         };
-        let filtered = !matches!(fst.protection(), Protection::Off | Protection::Unprotected);
+        let filtered = !matches!(protection, Protection::Off | Protection::Unprotected);
         Line {
-            protection: fst.protection(),
-            backend: fst.backend(),
+            protection,
+            backend,
             disks: m.usable(),
             audit: if filtered {
                 modes().filter(|x| *x == Mode::Audit).count()

@@ -166,13 +166,19 @@ impl FilterStatus {
     /// The state of protection (`StatusResult::protection`; the reason is
     /// `reason`).
     pub fn protection(&self) -> Protection {
-        match self.cover {
-            Coverage::Full(_) if self.changed => Protection::Degraded,
-            Coverage::Full(_) => Protection::Protected,
-            Coverage::OpenTimeOnly => Protection::Degraded,
-            Coverage::Disabled => Protection::Off,
-            Coverage::Unprotected => Protection::Unprotected,
-        }
+        protection_of(self.cover, self.changed)
+    }
+}
+
+/// The state of protection of a filter covering `cover`, `changed` by
+/// another process (put back since) or not.
+fn protection_of(cover: Coverage, changed: bool) -> Protection {
+    match cover {
+        Coverage::Full(_) if changed => Protection::Degraded,
+        Coverage::Full(_) => Protection::Protected,
+        Coverage::OpenTimeOnly => Protection::Degraded,
+        Coverage::Disabled => Protection::Off,
+        Coverage::Unprotected => Protection::Unprotected,
     }
 }
 
@@ -739,6 +745,16 @@ impl FilterService {
     }
 
     /// Backend and coverage, for `status` and the backend metric.
+    /// The state of protection and the backend, without reading the
+    /// kernel's maps and programs as [`FilterService::status`] does (the
+    /// service's Status line is compared every 2 s).
+    pub fn protection(&self) -> (Protection, asmguard_guard::BackendName) {
+        let inner = lock(&self.inner);
+        let cover = Self::cover(&inner);
+        let changed = inner.guard.is_some() && inner.changed.is_some();
+        (protection_of(cover, changed), cover.backend())
+    }
+
     pub fn status(&self) -> FilterStatus {
         let inner = lock(&self.inner);
         let cover = Self::cover(&inner);
