@@ -114,28 +114,15 @@ fn homes_text(
     homes: &[asmguard_proto::OracleHome],
     retired: &[asmguard_proto::OracleBinary],
 ) -> String {
-    let name = |p: &str| p.rsplit('/').next().unwrap_or(p).to_string();
-    let mut lines: Vec<String> = homes
+    let lines: Vec<String> = homes
         .iter()
-        .map(|h| {
-            let bins = if h.binaries.is_empty() {
-                "no binary allowed".to_string()
-            } else {
-                h.binaries
-                    .iter()
-                    .map(|b| format!("{} (uid {})", name(&b.path), b.uid))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            };
-            format!("{} home {}: {bins}", h.kind, h.path)
-        })
-        .collect();
-    lines.extend(retired.iter().map(|b| {
-        format!(
-            "replaced but still running (allowed until its processes exit): {} (uid {})",
-            b.path, b.uid
+        .map(ToString::to_string)
+        .chain(
+            retired
+                .iter()
+                .map(asmguard_proto::OracleBinary::retired_text),
         )
-    }));
+        .collect();
     joined_or(&lines, "none found")
 }
 

@@ -44,7 +44,7 @@ pub fn failure() -> Option<String> {
 }
 
 /// Records how a write to standard output ended (the first end is kept).
-pub fn note(e: &std::io::Error) {
+fn note(e: &std::io::Error) {
     if let Ok(mut g) = ENDED.lock() {
         if g.is_none() {
             *g = Some(if e.kind() == ErrorKind::BrokenPipe {
@@ -59,22 +59,20 @@ pub fn note(e: &std::io::Error) {
 /// Writes to standard output, flushed (so a failure is seen here, not lost
 /// at exit); nothing once it has stopped.
 pub fn stdout(args: fmt::Arguments) {
-    if stopped() {
-        return;
-    }
-    let mut o = std::io::stdout().lock();
-    if let Err(e) = o.write_fmt(args).and_then(|()| o.flush()) {
-        note(&e);
-    }
+    write_out(|o| o.write_fmt(args));
 }
 
 /// Writes bytes to standard output, as [`stdout`].
 pub fn stdout_bytes(b: &[u8]) {
+    write_out(|o| o.write_all(b));
+}
+
+fn write_out(w: impl FnOnce(&mut std::io::StdoutLock<'static>) -> std::io::Result<()>) {
     if stopped() {
         return;
     }
     let mut o = std::io::stdout().lock();
-    if let Err(e) = o.write_all(b).and_then(|()| o.flush()) {
+    if let Err(e) = w(&mut o).and_then(|()| o.flush()) {
         note(&e);
     }
 }

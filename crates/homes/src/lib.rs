@@ -517,39 +517,6 @@ pub(crate) fn discover_inputs(root: &Path, spec: &Spec) -> (Found, Inputs) {
     (found, inputs)
 }
 
-/// Status lines: one per home (`grid home /u01/app/19c/grid: oracle (uid 54331),
-/// ocssd.bin (uid 54331), crsd.bin (uid 0)`), then one per problem (`problem: ...`).
-pub fn describe(found: &Found) -> Vec<String> {
-    let mut lines: Vec<String> = found
-        .homes
-        .iter()
-        .map(|h| {
-            let bins = if h.binaries.is_empty() {
-                "no binary allowed".to_string()
-            } else {
-                h.binaries
-                    .iter()
-                    .map(|b| format!("{} (uid {})", b.name(), b.owner_uid))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            };
-            format!("{} home {}: {bins}", h.kind.as_str(), h.path.display())
-        })
-        .collect();
-    if found.homes.is_empty() {
-        lines.push("no Oracle homes found".into());
-    }
-    lines.extend(found.retired.iter().map(|b| {
-        format!(
-            "replaced but still running (allowed until its processes exit): {} (uid {})",
-            b.path.display(),
-            b.owner_uid
-        )
-    }));
-    lines.extend(found.problems.iter().map(|p| format!("problem: {p}")));
-    lines
-}
-
 #[cfg(test)]
 pub(crate) mod testutil {
     use std::fs;
@@ -698,9 +665,11 @@ mod tests {
             "{f:?}"
         );
         assert!(f.problems[2].contains("bin/oracle is missing"), "{f:?}");
-        let lines = describe(&f);
-        assert_eq!(lines[0], format!("database home {DB}: no binary allowed"));
-        assert_eq!(lines.len(), 4);
+        // the home, with no binary allowed (its line: proto's `OracleHome`)
+        assert_eq!(f.homes.len(), 1, "{f:?}");
+        assert_eq!(f.homes[0].path, std::path::Path::new(DB));
+        assert!(f.homes[0].binaries.is_empty(), "{f:?}");
+        assert_eq!(f.problems.len(), 3, "{f:?}");
     }
 
     #[test]
@@ -811,9 +780,8 @@ mod tests {
             .collect();
         assert_eq!(uids, [(54331, 54321), (54331, 54321), (0, 0)]);
         assert_eq!(h.binaries[0].mode & 0o7777, 0o6751);
-        assert_eq!(
-            describe(&f),
-            ["grid home /g: oracle (uid 54331), ocssd.bin (uid 54331), crsd.bin (uid 0)"]
-        );
+        let names: Vec<String> = h.binaries.iter().map(|b| b.name()).collect();
+        assert_eq!(names, ["oracle", "ocssd.bin", "crsd.bin"]);
+        assert_eq!(f.homes.len(), 1, "{f:?}");
     }
 }

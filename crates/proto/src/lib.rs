@@ -1224,6 +1224,32 @@ pub struct OracleBinary {
     pub uid: u32,
 }
 
+/// `grid home /u01/app/19c/grid: oracle (uid 54331), ocssd.bin (uid 54331),
+/// crsd.bin (uid 0)`: `status`'s row and the daemon's log line.
+impl std::fmt::Display for OracleHome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} home {}: ", self.kind, self.path)?;
+        if self.binaries.is_empty() {
+            return f.write_str("no binary allowed");
+        }
+        for (i, b) in self.binaries.iter().enumerate() {
+            let name = b.path.rsplit('/').next().unwrap_or(&b.path);
+            write!(f, "{}{name} (uid {})", if i > 0 { ", " } else { "" }, b.uid)?;
+        }
+        Ok(())
+    }
+}
+
+impl OracleBinary {
+    /// The line of a binary replaced but still running (`oracle_retired`).
+    pub fn retired_text(&self) -> String {
+        format!(
+            "replaced but still running (allowed until its processes exit): {} (uid {})",
+            self.path, self.uid
+        )
+    }
+}
+
 /// A configuration key the file changed that takes effect only when the
 /// daemon restarts (`status`'s `restart_needed`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -2071,6 +2097,45 @@ mod tests {
 /// Each answer is read from a literal document that has every field, written
 /// back, and must come out with exactly the same names (a renamed, dropped or
 /// added field fails here), nested documents included.
+#[cfg(test)]
+mod homes_lines {
+    use super::*;
+
+    /// The Oracle homes' lines `status` and the daemon's log write (the
+    /// homes crate wrote them before: one place now).
+    #[test]
+    fn a_home_and_a_retired_binary_as_lines() {
+        let b = |p: &str, uid| OracleBinary {
+            path: p.into(),
+            uid,
+        };
+        let grid = OracleHome {
+            kind: "grid".into(),
+            path: "/g".into(),
+            binaries: vec![
+                b("/g/bin/oracle", 54331),
+                b("/g/bin/ocssd.bin", 54331),
+                b("/g/bin/crsd.bin", 0),
+            ],
+        };
+        assert_eq!(
+            grid.to_string(),
+            "grid home /g: oracle (uid 54331), ocssd.bin (uid 54331), crsd.bin (uid 0)"
+        );
+        let db = OracleHome {
+            kind: "database".into(),
+            path: "/u01/db".into(),
+            binaries: vec![],
+        };
+        assert_eq!(db.to_string(), "database home /u01/db: no binary allowed");
+        assert_eq!(
+            b("/u01/db/bin/oracle", 54321).retired_text(),
+            "replaced but still running (allowed until its processes exit): \
+             /u01/db/bin/oracle (uid 54321)"
+        );
+    }
+}
+
 #[cfg(test)]
 mod json_names {
     use super::*;

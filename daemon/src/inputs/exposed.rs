@@ -79,9 +79,9 @@ impl Daemon {
     /// one, and sends what it found to the World (the apply side logs and
     /// records each that appears or goes).
     pub fn check_exposed(&self) {
-        let disks: Vec<(String, Vec<KernelDev>)> = self
-            .applied()
-            .world
+        // one snapshot of what was applied for the whole check
+        let w = self.applied().world.clone();
+        let disks: Vec<(String, Vec<KernelDev>)> = w
             .model
             .disks
             .iter()
@@ -104,7 +104,6 @@ impl Daemon {
             .flat_map(|(l, devs)| devs.iter().map(move |d| (d.to_string(), l.as_str())))
             .collect();
         let all: Vec<KernelDev> = disks.iter().flat_map(|(_, d)| d.iter().copied()).collect();
-        let w = self.applied().world.clone();
         let first = !self
             .checked_once
             .swap(true, std::sync::atomic::Ordering::SeqCst);
@@ -155,7 +154,8 @@ impl Daemon {
         // were protected all along (the pins kept them), so what is open now
         // was judged at its open (an ASM instance's descriptors are not
         // "since before protection")
-        let fds = if first && self.filter.status().adopted {
+        let readopted_first = first && self.filter.status().adopted;
+        let fds = if readopted_first {
             Vec::new()
         } else {
             held.descriptors
@@ -181,7 +181,7 @@ impl Daemon {
         // have reached the model yet.
         let was = w.loops.clone();
         let mut loops: Loops = disks.iter().map(|(l, _)| (l.clone(), Vec::new())).collect();
-        let found = if disks.is_empty() || (first && self.filter.status().adopted) {
+        let found = if disks.is_empty() || readopted_first {
             Vec::new()
         } else {
             loops_over_disks(&self.site.paths.sys, &disks)

@@ -420,8 +420,19 @@ pub fn spawn_rules(d: std::sync::Arc<Daemon>) {
                     changed = true;
                 }
                 if let Some(found) = follower.poll() {
-                    for l in asmguard_homes::describe(found) {
+                    let (homes, retired) = crate::apply::filter::homes_of(found);
+                    if homes.is_empty() {
+                        tracing::info!("filter: oracle homes: no Oracle homes found");
+                    }
+                    for l in homes.iter().map(ToString::to_string).chain(
+                        retired
+                            .iter()
+                            .map(asmguard_proto::OracleBinary::retired_text),
+                    ) {
                         tracing::info!("filter: oracle homes: {l}");
+                    }
+                    for p in &found.problems {
+                        tracing::info!("filter: oracle homes: problem: {p}");
                     }
                     changed = true;
                 }

@@ -337,7 +337,7 @@ pub fn describe_rules(
 
 /// The Oracle homes found and the binaries no home has any more that still
 /// run (`status`, `lsdsk`).
-fn homes_of(found: &asmguard_homes::Found) -> (Vec<OracleHome>, Vec<OracleBinary>) {
+pub fn homes_of(found: &asmguard_homes::Found) -> (Vec<OracleHome>, Vec<OracleBinary>) {
     let bin = |b: &asmguard_homes::Binary| OracleBinary {
         path: b.path.display().to_string(),
         uid: b.owner_uid,
