@@ -429,7 +429,7 @@ mod fence_tests {
         // a scan brings a new model, not a new fence
         d.scans.full(&d).unwrap();
         assert_eq!(labels(&d), ["DATA2"]);
-        let st = d.status();
+        let st = crate::views::status(&d.applied(), &d.site, &d.filter, &d.metrics, &d.scans);
         assert_eq!(st.reclaim_fence.disks, ["DATA2"]);
         assert!(st.reclaim_fence.refuses.is_some());
 
@@ -447,7 +447,8 @@ mod fence_tests {
         d.set_fence(&["DATA2".into()], false);
         assert!(labels(&d).is_empty());
         assert_eq!(recorded(run.path()), None);
-        let none = d.status().reclaim_fence;
+        let none = crate::views::status(&d.applied(), &d.site, &d.filter, &d.metrics, &d.scans)
+            .reclaim_fence;
         assert!(none.disks.is_empty() && none.refuses.is_none(), "{none:?}");
     }
 }

@@ -254,7 +254,7 @@ async fn run(
         discards: d.reclaims.discards.clone(),
         labels_lost: d.labels_lost.clone(),
     });
-    let st = d.status();
+    let st = crate::views::status(&d.applied(), &d.site, &d.filter, &d.metrics, &d.scans);
     tracing::info!(
         "ready in {} ms: {} devices looked at, {} disks, {} conflicts; socket {}",
         t0.elapsed().as_millis(),
@@ -275,7 +275,9 @@ async fn run(
     };
     tasks::notify(&[
         sd_notify::NotifyState::Ready,
-        sd_notify::NotifyState::Status(&d.service_line().to_string()),
+        sd_notify::NotifyState::Status(
+            &crate::views::service::line(&d.applied(), &d.filter).to_string(),
+        ),
     ]);
 
     tasks::device_events(d.clone(), rx);

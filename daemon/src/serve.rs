@@ -31,7 +31,7 @@ impl Serve for Daemon {
     }
 
     fn lsdsk(&self, _: &str) -> Result<impl Serialize, ErrorBody> {
-        Ok(Daemon::lsdsk(self))
+        Ok(crate::views::lsdsk(&self.applied(), &self.site))
     }
 
     fn scan(&self, _: &str) -> Result<impl Serialize, ErrorBody> {
@@ -39,7 +39,13 @@ impl Serve for Daemon {
     }
 
     fn status(&self, _: &str) -> Result<impl Serialize, ErrorBody> {
-        Ok(Daemon::status(self))
+        Ok(crate::views::status(
+            &self.applied(),
+            &self.site,
+            &self.filter,
+            &self.metrics,
+            &self.scans,
+        ))
     }
 
     fn iostat(&self, _: &str) -> Result<impl Serialize, ErrorBody> {
@@ -63,7 +69,7 @@ impl Serve for Daemon {
     }
 
     fn events(&self, a: &EventsArgs, _: &str) -> Result<impl Serialize, ErrorBody> {
-        Ok(Daemon::events(self, a))
+        Ok(crate::views::events(&self.filter, a))
     }
 
     fn reclaim(&self, _: &ReclaimArgs, _: &str) -> Result<impl Serialize, ErrorBody> {

@@ -693,7 +693,7 @@ async fn scan(d: Arc<Daemon>, id: u64) -> Response {
             }
         }
     }
-    match to_value(d.lsdsk()) {
+    match to_value(crate::views::lsdsk(&d.applied(), &d.site)) {
         Ok(v) => Response::ok(id, v),
         Err(e) => Response::err(id, e),
     }

@@ -22,13 +22,13 @@ pub fn filter_verify(d: Arc<Daemon>) {
     let spawned = std::thread::Builder::new()
         .name("filter-verify".into())
         .spawn(move || {
-            let mut shown = d.service_line();
+            let mut shown = crate::views::service::line(&d.applied(), &d.filter);
             loop {
                 std::thread::sleep(Duration::from_secs(2));
                 d.submit(Input::Verify);
                 d.check_exposed();
                 // the service's state line, when it changed
-                let line = d.service_line();
+                let line = crate::views::service::line(&d.applied(), &d.filter);
                 if line != shown {
                     notify(&[sd_notify::NotifyState::Status(&line.to_string())]);
                     shown = line;

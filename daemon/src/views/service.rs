@@ -80,38 +80,35 @@ impl std::fmt::Display for Line {
     }
 }
 
-impl Daemon {
-    /// The service's state line now.
-    pub fn service_line(&self) -> Line {
-        let s = self.applied();
-        let (protection, backend) = self.filter.protection();
-        let m = &s.world.model;
-        let modes = || {
-            m.disks
-                .iter()
-                .filter(|d| !d.conflict)
-                .filter_map(|d| d.mode)
-                .map(|d| d.mode())
-        };
-        let filtered = !matches!(protection, Protection::Off | Protection::Unprotected);
-        Line {
-            protection,
-            backend,
-            disks: m.usable(),
-            audit: if filtered {
-                modes().filter(|x| *x == Mode::Audit).count()
-            } else {
-                0
-            },
-            off: if filtered {
-                modes().filter(|x| *x == Mode::Off).count()
-            } else {
-                0
-            },
-            fenced: modes().filter(|x| *x == Mode::Fenced).count(),
-            conflicts: m.conflicts.len(),
-            exposed: s.world.exposed.len(),
-        }
+/// The service's state line for what was applied and the filter's protection.
+pub fn line(s: &Applied, filter: &FilterService) -> Line {
+    let (protection, backend) = filter.protection();
+    let m = &s.world.model;
+    let modes = || {
+        m.disks
+            .iter()
+            .filter(|d| !d.conflict)
+            .filter_map(|d| d.mode)
+            .map(|d| d.mode())
+    };
+    let filtered = !matches!(protection, Protection::Off | Protection::Unprotected);
+    Line {
+        protection,
+        backend,
+        disks: m.usable(),
+        audit: if filtered {
+            modes().filter(|x| *x == Mode::Audit).count()
+        } else {
+            0
+        },
+        off: if filtered {
+            modes().filter(|x| *x == Mode::Off).count()
+        } else {
+            0
+        },
+        fenced: modes().filter(|x| *x == Mode::Fenced).count(),
+        conflicts: m.conflicts.len(),
+        exposed: s.world.exposed.len(),
     }
 }
 
