@@ -191,32 +191,33 @@ async fn run(
             return 1;
         }
     };
-    let d = Arc::new(daemon::Daemon::new(
+    let d = Arc::new(daemon::Daemon::new(daemon::Parts {
         cfg,
-        source,
+        cfg_source: source,
         paths,
-        socket.clone(),
+        socket: socket.clone(),
         runtime_dir,
-        monitor_desc,
-        daemon::Started {
+        monitor: monitor_desc,
+        started: daemon::Started {
             filter,
             writer,
             metrics,
             modes,
         },
-    ));
+    }));
     d.submit(world::Input::Rules(Arc::new(rules)));
     // a fence kept from an earlier daemon ends with its process (crate::apply::fence)
     let _ = fence_watch::watch_kept(&d);
-    if d.admin_gid().is_none() {
+    let conf = d.applied().world.conf.clone();
+    if conf.admin_gid.is_none() {
         tracing::warn!(
             "admin group {} does not exist: only root may use the socket",
-            d.conf().cfg.socket.admin_group
+            conf.cfg.socket.admin_group
         );
     }
     // the containers before the first scan: its model presents their nodes
     let d2 = d.clone();
-    let _ = tokio::task::spawn_blocking(move || d2.resolve_containers()).await;
+    let _ = tokio::task::spawn_blocking(move || inputs::containers::resolve(&d2)).await;
     let d2 = d.clone();
     match tokio::task::spawn_blocking(move || d2.scans.full(&d2)).await {
         Ok(Ok(_)) => {}
@@ -233,7 +234,7 @@ async fn run(
     // one open them), at most LINK_WAIT
     let d2 = d.clone();
     let missing = tokio::task::spawn_blocking(move || {
-        let m = d2.read_model();
+        let m = d2.applied().world.model.clone();
         links::wait_linked(&d2.site.paths, &m, LINK_WAIT)
     })
     .await
@@ -245,7 +246,7 @@ async fn run(
             LINK_WAIT.as_secs()
         );
     }
-    d.metrics.serve(&d.conf().cfg.metrics.listen).await;
+    d.metrics.serve(&conf.cfg.metrics.listen).await;
     // The filter's denials, the discard totals, the backend and the modes are
     // read when Prometheus scrapes.
     d.metrics.read_counters_from(metrics::Sources {
@@ -283,11 +284,11 @@ async fn run(
     tasks::device_events(d.clone(), rx);
     watch::spawn(
         d.clone(),
-        Duration::from_secs(d.conf().cfg.devices.label_watch_seconds),
+        Duration::from_secs(conf.cfg.devices.label_watch_seconds),
     );
     tasks::watchdog(monitor_alive.clone());
     tasks::filter_verify(d.clone());
-    tasks::containers(d.clone());
+    inputs::containers::task(d.clone());
     tasks::spawn_rules(d.clone());
     let serve = tokio::spawn(server::serve(listener, d.clone()));
     tasks::sighup(d.clone());
@@ -311,7 +312,7 @@ async fn shutdown(
     serve.abort();
     // A label write under way finishes (write, sync, read-back) before the exit.
     let t = Instant::now();
-    while d.writing() && t.elapsed() < Duration::from_secs(60) {
+    while d.inflight.writing() && t.elapsed() < Duration::from_secs(60) {
         tracing::info!("waiting for a label write to finish before stopping");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

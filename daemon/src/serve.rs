@@ -53,19 +53,19 @@ impl Serve for Daemon {
     }
 
     fn label(&self, a: &LabelArgs, _: &str) -> Result<impl Serialize, ErrorBody> {
-        Daemon::label(self, a)
+        crate::ops::label(self, a)
     }
 
     fn unlabel(&self, a: &UnlabelArgs, _: &str) -> Result<impl Serialize, ErrorBody> {
-        Daemon::unlabel(self, a)
+        crate::ops::unlabel(self, a)
     }
 
     fn rename(&self, a: &RenameArgs, _: &str) -> Result<impl Serialize, ErrorBody> {
-        Daemon::rename(self, a)
+        crate::ops::rename(self, a)
     }
 
     fn filter(&self, a: &FilterArgs, who: &str) -> Result<impl Serialize, ErrorBody> {
-        self.filter_mode(a, who)
+        crate::ops::filter::mode(self, a, who)
     }
 
     fn events(&self, a: &EventsArgs, _: &str) -> Result<impl Serialize, ErrorBody> {

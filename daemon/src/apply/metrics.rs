@@ -28,7 +28,29 @@ pub struct Sources {
     pub applied: crate::apply::Published,
     pub filter: Arc<FilterService>,
     pub discards: Arc<DiscardCounters>,
-    pub labels_lost: Arc<Mutex<BTreeMap<String, u64>>>,
+    pub labels_lost: LabelsLost,
+}
+
+/// Labels lost to writes the daemon did not make, by label
+/// (`asmguard_labels_lost_total`): the label watch counts, the exporter reads.
+#[derive(Debug, Clone, Default)]
+pub struct LabelsLost(Arc<Mutex<BTreeMap<String, u64>>>);
+
+impl LabelsLost {
+    /// Counts a label lost to a write this daemon did not make.
+    pub fn count(&self, label: &str) {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(label.to_string())
+            .or_insert(0) += 1;
+    }
+
+    /// Each label lost, and how many times.
+    pub fn read(&self) -> BTreeMap<String, u64> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
 }
 
 /// The HTTP endpoint's share of the process: a few connections, each for a
@@ -327,11 +349,7 @@ impl CounterSource for LiveCounters {
         c.filter_modes = crate::world::model::modes(&w.model.disks);
         c.events_dropped = f.events_dropped();
         c.pins_replaced = f.pins_replaced();
-        c.labels_lost = src
-            .labels_lost
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        c.labels_lost = src.labels_lost.read();
         c.unmanaged = w.model.unmanaged.iter().map(|u| u.device.clone()).collect();
         c.conflicts = conflicts(&w.model);
         c.exposed = w.exposed.keys().cloned().collect();

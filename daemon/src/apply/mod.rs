@@ -17,6 +17,7 @@
 pub mod claims;
 pub mod fence;
 pub mod filter;
+pub mod inflight;
 pub mod kept;
 pub mod links;
 pub mod metrics;
@@ -28,9 +29,9 @@ use crate::world::{next, Input, World};
 use asmguard_devices::KernelDev;
 use filter::service::FilterService;
 use metrics::MetricsService;
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long the claim of a disk newly wanted (just labelled, hot-plugged)
@@ -47,13 +48,7 @@ pub fn modes_file(runtime_dir: &std::path::Path) -> PathBuf {
     runtime_dir.join("filter.state")
 }
 
-/// What a label write holds while it runs: the device written, and the labels
-/// it writes or removes.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Busy {
-    Dev(KernelDev),
-    Label(asmguard_format::label::Label),
-}
+pub use inflight::Inflight;
 
 /// What the views read: the last [`Applied`], replaced whole by each apply.
 pub type Published = Arc<std::sync::RwLock<Arc<Applied>>>;
@@ -116,7 +111,7 @@ pub struct Applier {
     claims_slow: Option<asmguard_proto::ClaimsSlow>,
     /// Disks and labels being written right now (shared with the label
     /// operations: their disk keeps its claim as it is meanwhile).
-    inflight: Arc<Mutex<HashSet<Busy>>>,
+    inflight: Inflight,
     paths: asmguard_paths::Paths,
     /// The fence record (`crate::apply::fence`).
     fence_file: PathBuf,
@@ -129,7 +124,7 @@ pub struct Parts {
     pub world: World,
     pub filter: Arc<FilterService>,
     pub metrics: Arc<MetricsService>,
-    pub inflight: Arc<Mutex<HashSet<Busy>>>,
+    pub inflight: Inflight,
     pub paths: asmguard_paths::Paths,
     pub runtime_dir: PathBuf,
     /// How long a new claimant of a label stays too young to keep it.
@@ -328,16 +323,7 @@ impl Applier {
         // the disks waited for (for the slow line)
         let mut waited: BTreeSet<asmguard_proto::Claim> = BTreeSet::new();
         loop {
-            let busy: Vec<KernelDev> = self
-                .inflight
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .iter()
-                .filter_map(|k| match k {
-                    Busy::Dev(d) => Some(*d),
-                    Busy::Label(_) => None,
-                })
-                .collect();
+            let busy: Vec<KernelDev> = self.inflight.disks();
             let failed = self.claims.sync(wanted, &busy);
             let failing = &mut self.failing;
             // a disk newly wanted (just labelled, hot-plugged) is waited for:

@@ -64,7 +64,7 @@ impl Scans {
         let _order = self.order.lock().unwrap_or_else(|p| p.into_inner());
         let number = self.started.fetch_add(1, SeqCst) + 1;
         let t = Instant::now();
-        let conf = d.conf();
+        let conf = d.applied().world.conf.clone();
         let observed = discovery::observe_all(&d.site.paths, &conf.rules);
         let devices = match observed {
             Ok(d) => d,
@@ -113,11 +113,7 @@ impl Scans {
     pub fn label_changed(&self, d: &Daemon, name: &str) -> Option<LabelChange> {
         let sys = self.observed().devices.get(name)?.sys.clone();
         let busy = Busy::Dev(sys.dev);
-        if d.inflight
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains(&busy)
-        {
+        if d.inflight.holds(&busy) {
             return None;
         }
         let now = discovery::reread(&sys);
@@ -163,7 +159,7 @@ impl Scans {
         let _order = self.order.lock().unwrap_or_else(|p| p.into_inner());
         let mut fresh = Vec::new();
         let mut related = BTreeSet::new();
-        let conf = d.conf();
+        let conf = d.applied().world.conf.clone();
         let rules = &conf.rules;
         for n in names {
             let o = discovery::observe(&d.site.paths, rules, n);
@@ -233,7 +229,7 @@ mod scan_race_tests {
             sys: root.path().to_path_buf(),
             ..Default::default()
         };
-        let d = Arc::new(Daemon::for_tests_at(
+        let d = Arc::new(crate::daemon::testing::daemon_at(
             Config::default(),
             paths,
             Path::new("/nonexistent"),

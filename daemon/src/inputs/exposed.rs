@@ -73,135 +73,148 @@ pub fn walk(w: Why) -> Walk {
     }
 }
 
-impl Daemon {
-    /// Looks for shared-writable mappings of every protected disk (every
-    /// path of it, the devices stacked on it too) by any process but this
-    /// one, and sends what it found to the World (the apply side logs and
-    /// records each that appears or goes).
-    pub fn check_exposed(&self) {
-        // one snapshot of what was applied for the whole check
-        let w = self.applied().world.clone();
-        let disks: Vec<(String, Vec<KernelDev>)> = w
-            .model
-            .disks
-            .iter()
-            .filter(|d| {
-                !d.conflict
-                    && matches!(
-                        d.mode.map(|m| m.mode()),
-                        Some(asmguard_guard::Mode::Enforce | asmguard_guard::Mode::Fenced)
-                    )
-            })
-            .map(|d| {
-                let mut devs: Vec<KernelDev> = d.paths.iter().map(|p| p.node.dev).collect();
-                devs.extend(d.holders.iter().copied());
-                (d.label.to_string(), devs)
-            })
-            .collect();
-        // one pass over every process's maps for all the disks
-        let label_of: BTreeMap<String, &str> = disks
-            .iter()
-            .flat_map(|(l, devs)| devs.iter().map(move |d| (d.to_string(), l.as_str())))
-            .collect();
-        let all: Vec<KernelDev> = disks.iter().flat_map(|(_, d)| d.iter().copied()).collect();
-        let first = !self
-            .checked_once
-            .swap(true, std::sync::atomic::Ordering::SeqCst);
-        let proc = &self.site.paths.proc;
-        let known: BTreeSet<u32> = w
-            .exposed
-            .values()
-            .chain(w.writers.values())
-            .flatten()
-            .map(|o| o.pid)
-            .collect();
-        let mut walked = self.walked_all.lock().unwrap_or_else(|p| p.into_inner());
-        let plan = walk(Why {
-            first,
-            newly_protected: disks.iter().any(|(l, _)| !w.writers.contains_key(l)),
-            due: walked.is_none_or(|t| t.elapsed() >= WALK_ALL_EVERY),
-            gone: known.iter().any(|p| !proc.join(p.to_string()).is_dir()),
-            known,
-        });
-        // both kinds in one pass (none when nothing is protected)
-        let held = match plan {
-            Walk::All => {
-                *walked = Some(std::time::Instant::now());
-                holders(proc, &all, std::process::id())
-            }
-            Walk::Among(pids) => holders_among(proc, &all, &pids),
-            Walk::Nothing => Default::default(),
-        };
-        drop(walked);
-        let mut now: Exposed = BTreeMap::new();
-        for o in held.mappings {
-            let Some(l) = label_of.get(&o.device) else {
-                continue;
-            };
-            let v = now.entry(l.to_string()).or_default();
-            // a process mapping two paths of one disk: named once
-            if !v.iter().any(|x| x.pid == o.pid) {
-                v.push(o);
-            }
+/// What the periodic check remembers between runs.
+#[derive(Debug, Default)]
+pub struct Checks {
+    /// Whether it ran once (its first run over a filter re-adopted from pins
+    /// names nothing as "before protection").
+    pub once: std::sync::atomic::AtomicBool,
+    /// When it last walked every process.
+    pub walked_all: std::sync::Mutex<Option<std::time::Instant>>,
+}
+
+/// Looks for shared-writable mappings of every protected disk (every
+/// path of it, the devices stacked on it too) by any process but this
+/// one, and sends what it found to the World (the apply side logs and
+/// records each that appears or goes).
+pub fn check(d: &Daemon) {
+    // one snapshot of what was applied for the whole check
+    let w = d.applied().world.clone();
+    let disks: Vec<(String, Vec<KernelDev>)> = w
+        .model
+        .disks
+        .iter()
+        .filter(|d| {
+            !d.conflict
+                && matches!(
+                    d.mode.map(|m| m.mode()),
+                    Some(asmguard_guard::Mode::Enforce | asmguard_guard::Mode::Fenced)
+                )
+        })
+        .map(|d| {
+            let mut devs: Vec<KernelDev> = d.paths.iter().map(|p| p.node.dev).collect();
+            devs.extend(d.holders.iter().copied());
+            (d.label.to_string(), devs)
+        })
+        .collect();
+    // one pass over every process's maps for all the disks
+    let label_of: BTreeMap<String, &str> = disks
+        .iter()
+        .flat_map(|(l, devs)| devs.iter().map(move |d| (d.to_string(), l.as_str())))
+        .collect();
+    let all: Vec<KernelDev> = disks.iter().flat_map(|(_, d)| d.iter().copied()).collect();
+    let first = !d
+        .exposed_checks
+        .once
+        .swap(true, std::sync::atomic::Ordering::SeqCst);
+    let proc = &d.site.paths.proc;
+    let known: BTreeSet<u32> = w
+        .exposed
+        .values()
+        .chain(w.writers.values())
+        .flatten()
+        .map(|o| o.pid)
+        .collect();
+    let mut walked = d
+        .exposed_checks
+        .walked_all
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    let plan = walk(Why {
+        first,
+        newly_protected: disks.iter().any(|(l, _)| !w.writers.contains_key(l)),
+        due: walked.is_none_or(|t| t.elapsed() >= WALK_ALL_EVERY),
+        gone: known.iter().any(|p| !proc.join(p.to_string()).is_dir()),
+        known,
+    });
+    // both kinds in one pass (none when nothing is protected)
+    let held = match plan {
+        Walk::All => {
+            *walked = Some(std::time::Instant::now());
+            holders(proc, &all, std::process::id())
         }
-        // descriptors open for writing before protection: each write still
-        // judged, so named only. A disk's first check after it became
-        // protected (no entry yet) takes every one; later checks keep those
-        // still open (a write-open since protection was judged at its open).
-        let before = w.writers.clone();
-        let mut writers: Exposed = disks.iter().map(|(l, _)| (l.clone(), Vec::new())).collect();
-        // the daemon's first check over a filter it re-adopted: the disks
-        // were protected all along (the pins kept them), so what is open now
-        // was judged at its open (an ASM instance's descriptors are not
-        // "since before protection")
-        let readopted_first = first && self.filter.status().adopted;
-        let fds = if readopted_first {
-            Vec::new()
-        } else {
-            held.descriptors
+        Walk::Among(pids) => holders_among(proc, &all, &pids),
+        Walk::Nothing => Default::default(),
+    };
+    drop(walked);
+    let mut now: Exposed = BTreeMap::new();
+    for o in held.mappings {
+        let Some(l) = label_of.get(&o.device) else {
+            continue;
         };
-        for o in fds {
-            let Some(l) = label_of.get(&o.device) else {
-                continue;
-            };
-            let known = match before.get(*l) {
-                None => true,
-                Some(v) => v
-                    .iter()
-                    .any(|x| x.pid == o.pid && x.fd == o.fd && x.device == o.device),
-            };
-            if known {
-                writers.entry(l.to_string()).or_default().push(o);
-            }
+        let v = now.entry(l.to_string()).or_default();
+        // a process mapping two paths of one disk: named once
+        if !v.iter().any(|x| x.pid == o.pid) {
+            v.push(o);
         }
-        // loop devices over a protected disk: named when there at the
-        // disk's first check after it became protected (set up before), kept
-        // while they stay bound to the same file. Read from sysfs here, not
-        // the model's holders: a loop set up just before protection may not
-        // have reached the model yet.
-        let was = w.loops.clone();
-        let mut loops: Loops = disks.iter().map(|(l, _)| (l.clone(), Vec::new())).collect();
-        let found = if disks.is_empty() || readopted_first {
-            Vec::new()
-        } else {
-            loops_over_disks(&self.site.paths.sys, &disks)
-        };
-        for (l, lo) in found {
-            let known = match was.get(&l) {
-                None => true,
-                Some(v) => v.contains(&lo),
-            };
-            if known {
-                loops.entry(l).or_default().push(lo);
-            }
-        }
-        // one input for the findings: one apply per check
-        self.submit(Input::Found {
-            exposed: now,
-            writers,
-            loops,
-        });
     }
+    // descriptors open for writing before protection: each write still
+    // judged, so named only. A disk's first check after it became
+    // protected (no entry yet) takes every one; later checks keep those
+    // still open (a write-open since protection was judged at its open).
+    let before = w.writers.clone();
+    let mut writers: Exposed = disks.iter().map(|(l, _)| (l.clone(), Vec::new())).collect();
+    // the daemon's first check over a filter it re-adopted: the disks
+    // were protected all along (the pins kept them), so what is open now
+    // was judged at its open (an ASM instance's descriptors are not
+    // "since before protection")
+    let readopted_first = first && d.filter.status().adopted;
+    let fds = if readopted_first {
+        Vec::new()
+    } else {
+        held.descriptors
+    };
+    for o in fds {
+        let Some(l) = label_of.get(&o.device) else {
+            continue;
+        };
+        let known = match before.get(*l) {
+            None => true,
+            Some(v) => v
+                .iter()
+                .any(|x| x.pid == o.pid && x.fd == o.fd && x.device == o.device),
+        };
+        if known {
+            writers.entry(l.to_string()).or_default().push(o);
+        }
+    }
+    // loop devices over a protected disk: named when there at the
+    // disk's first check after it became protected (set up before), kept
+    // while they stay bound to the same file. Read from sysfs here, not
+    // the model's holders: a loop set up just before protection may not
+    // have reached the model yet.
+    let was = w.loops.clone();
+    let mut loops: Loops = disks.iter().map(|(l, _)| (l.clone(), Vec::new())).collect();
+    let found = if disks.is_empty() || readopted_first {
+        Vec::new()
+    } else {
+        loops_over_disks(&d.site.paths.sys, &disks)
+    };
+    for (l, lo) in found {
+        let known = match was.get(&l) {
+            None => true,
+            Some(v) => v.contains(&lo),
+        };
+        if known {
+            loops.entry(l).or_default().push(lo);
+        }
+    }
+    // one input for the findings: one apply per check
+    d.submit(Input::Found {
+        exposed: now,
+        writers,
+        loops,
+    });
 }
 
 /// Every loop device whose backing file is one of a disk's devices, or a

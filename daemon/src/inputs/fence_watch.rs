@@ -45,7 +45,7 @@ pub fn watch_kept(
                 labels.join(", "),
                 r.pid
             );
-            d.set_fence(&labels, false);
+            crate::ops::reclaim::set_fence(&d, &labels, false);
             drop(running);
         });
     match spawned {
@@ -74,13 +74,13 @@ mod tests {
     fn a_kept_fence_is_lifted_once_its_process_ends() {
         use std::sync::Arc;
         let run = tempfile::tempdir().unwrap();
-        let d = Arc::new(crate::daemon::Daemon::for_tests_at(
+        let d = Arc::new(crate::daemon::testing::daemon_at(
             asmguard_config::Config::default(),
             asmguard_paths::Paths::default(),
             run.path(),
         ));
         assert!(watch_kept(&d).is_none(), "no record: nothing kept");
-        d.set_fence(&["DATA1".to_string()], true);
+        crate::ops::reclaim::set_fence(&d, &["DATA1".to_string()], true);
         let f = path(run.path());
         assert!(
             watch_kept(&d).is_none(),
@@ -115,12 +115,18 @@ mod tests {
         let e = d.reclaims.running.claim(&[target("DATA1")]).unwrap_err();
         assert!(e.message.contains("under way"), "{}", e.message);
         std::thread::sleep(KEPT_POLL * 2);
-        assert!(d.fenced().contains("DATA1"), "held while the process runs");
+        assert!(
+            d.applied().world.fenced.contains("DATA1"),
+            "held while the process runs"
+        );
         assert!(f.exists());
         child.kill().unwrap();
         child.wait().unwrap();
         h.join().unwrap();
-        assert!(d.fenced().is_empty(), "lifted once the process ended");
+        assert!(
+            d.applied().world.fenced.is_empty(),
+            "lifted once the process ended"
+        );
         assert!(!f.exists(), "and its record removed");
         assert!(d.reclaims.running.claim(&[target("DATA1")]).is_ok());
     }

@@ -2,6 +2,7 @@
 //! containers, the Oracle homes and rule places, SIGHUP, the control socket)
 //! and sends it to the World as an [`crate::world::Input`].
 
+pub mod containers;
 pub mod exposed;
 pub mod fence_watch;
 pub mod peer;

@@ -111,7 +111,7 @@ pub async fn serve(listener: UnixListener, d: Arc<Daemon>) {
                 peer.host_root(),
                 peer.uid,
                 held,
-                &d.conf().cfg.socket.admin_group,
+                &d.applied().world.conf.cfg.socket.admin_group,
             );
             refuse_now(&stream, ErrorCode::Busy, msg);
             continue;
@@ -217,7 +217,7 @@ fn place_of(d: &Daemon, fd: std::os::fd::BorrowedFd<'_>, pid: Option<i32>) -> (P
     };
     let root = d.site.cgroup_root.clone();
     // the sections in force (SIGHUP may have changed them)
-    let cs = d.conf().cfg.container.clone();
+    let cs = d.applied().world.conf.cfg.container.clone();
     let section = root
         .as_deref()
         .and_then(|r| asmguard_containers::container_of(&d.site.paths.proc, r, &cs, pid));
@@ -261,12 +261,14 @@ fn container_place(d: &Daemon, root: Option<&Path>, c: &asmguard_config::Contain
     let group = c
         .admin_group
         .clone()
-        .unwrap_or_else(|| d.conf().cfg.socket.admin_group.clone());
+        .unwrap_or_else(|| d.applied().world.conf.cfg.socket.admin_group.clone());
     let (root_uid, admin_gid) = match root {
         Some(r) => {
             // as last resolved while its process is still in it; else found now
             let f = d
-                .containers()
+                .applied()
+                .world
+                .containers
                 .found(&c.name)
                 .cloned()
                 .filter(|f| {
@@ -342,7 +344,11 @@ fn exited(pidfd: &std::os::fd::OwnedFd) -> bool {
 }
 
 fn is_admin(d: &Daemon, peer: &Peer) -> bool {
-    d.admin_gid().is_some_and(|g| peer.in_group(g))
+    d.applied()
+        .world
+        .conf
+        .admin_gid
+        .is_some_and(|g| peer.in_group(g))
 }
 
 /// Whether the peer may read (and so is served at all): host root and the
@@ -373,14 +379,14 @@ fn not_served(d: &Daemon, peer: &Peer) -> String {
         Place::Host | Place::Foreign => format!(
             "permission denied: asmguardd serves root and members of group {}{} only \
              (you are uid {}): it needs root or membership of group {}",
-            d.conf().cfg.socket.admin_group,
-            if d.admin_gid().is_none() {
+            d.applied().world.conf.cfg.socket.admin_group,
+            if d.applied().world.conf.admin_gid.is_none() {
                 ", which does not exist on this host,"
             } else {
                 ""
             },
             peer.uid,
-            d.conf().cfg.socket.admin_group
+            d.applied().world.conf.cfg.socket.admin_group
         ),
     }
 }
@@ -520,8 +526,8 @@ fn authorise(d: &Daemon, peer: &Peer, op: &Op) -> Result<(), ErrorBody> {
         (Access::Read, _) => denied(format!(
             "permission denied: `{}` needs root or membership of group {}{} (you are uid {})",
             op.name(),
-            d.conf().cfg.socket.admin_group,
-            if d.admin_gid().is_none() {
+            d.applied().world.conf.cfg.socket.admin_group,
+            if d.applied().world.conf.admin_gid.is_none() {
                 ", which does not exist on this host"
             } else {
                 ""
@@ -571,7 +577,7 @@ async fn read_line<R: tokio::io::AsyncBufRead + Unpin>(r: &mut R) -> std::io::Re
 }
 
 async fn connection(stream: UnixStream, d: Arc<Daemon>, peer: Peer) {
-    let timeout = Duration::from_secs(d.conf().cfg.socket.timeout_seconds);
+    let timeout = Duration::from_secs(d.applied().world.conf.cfg.socket.timeout_seconds);
     let (rd, mut wr) = stream.into_split();
     let mut rd = BufReader::with_capacity(16 * 1024, rd);
     loop {
@@ -789,8 +795,8 @@ mod peer_tests {
     fn container_peers_read_and_change_state_only_as_configured() {
         let mut cfg = asmguard_config::Config::default();
         cfg.socket.admin_group = "nogroup".into(); // gid 65534 on Debian
-        let d = Daemon::for_tests(cfg);
-        let host_admin = d.admin_gid();
+        let d = crate::daemon::testing::daemon(cfg);
+        let host_admin = d.applied().world.conf.admin_gid;
         let ok = |p: &Peer, op: &Op| authorise(&d, p, op).is_ok();
         // the container's root and its asmadmin (host ids) may read
         let root = peer(100000, 100000, &[], rac1(false));

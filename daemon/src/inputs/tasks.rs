@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 /// (`FilterService::verify`: another process with the same pin directory
 /// could replace them)? A few fdinfo reads and one walk of the device map.
 /// Then which protected disks a mapping made before protection still writes
-/// (`Daemon::check_exposed`: one read of every process's maps).
+/// (`crate::inputs::exposed::check`: one read of every process's maps).
 pub fn filter_verify(d: Arc<Daemon>) {
     let spawned = std::thread::Builder::new()
         .name("filter-verify".into())
@@ -26,7 +26,7 @@ pub fn filter_verify(d: Arc<Daemon>) {
             loop {
                 std::thread::sleep(Duration::from_secs(2));
                 d.submit(Input::Verify);
-                d.check_exposed();
+                crate::inputs::exposed::check(&d);
                 // the service's state line, when it changed
                 let line = crate::views::service::line(&d.applied(), &d.filter);
                 if line != shown {
@@ -226,52 +226,6 @@ pub fn sighup(d: Arc<Daemon>) {
     }
 }
 
-/// The `containers` task: resolves the configured containers again whenever
-/// the cgroup tree under their patterns changes (every second while one runs
-/// but is not fully resolved, every 10 s otherwise: a container's namespaces
-/// can change with no cgroup event), and at once when SIGHUP brought another
-/// list. Each resolution waits for a container's files at most
-/// `filter::containers::DEADLINE` (a stalled container keeps its last good
-/// resolution and costs itself a warning, not the daemon its scans).
-pub fn containers(d: Arc<Daemon>) {
-    let Some(root) = d.site.cgroup_root.clone() else {
-        if !d.conf().cfg.container.is_empty() {
-            tracing::error!("filter: no cgroup2 file system: container rules cannot apply");
-        }
-        return;
-    };
-    let spawned = std::thread::Builder::new()
-        .name("containers".into())
-        .spawn(move || {
-            let mut cs = d.conf().cfg.container.clone();
-            let mut watcher = crate::apply::filter::containers::watch(&root, &cs);
-            let mut last = Instant::now();
-            loop {
-                let now = d.conf().cfg.container.clone();
-                if now != cs {
-                    // SIGHUP resolved the new list already
-                    cs = now;
-                    watcher = crate::apply::filter::containers::watch(&root, &cs);
-                }
-                let changed = match watcher.as_mut() {
-                    Some(w) => w.changed(Duration::from_millis(250)),
-                    None => {
-                        std::thread::sleep(Duration::from_millis(250));
-                        false
-                    }
-                };
-                let due = if d.containers_pending() { 1 } else { 10 };
-                if changed || last.elapsed() >= Duration::from_secs(due) {
-                    d.resolve_containers();
-                    last = Instant::now();
-                }
-            }
-        });
-    if let Err(e) = spawned {
-        tracing::error!("filter: cannot start the containers thread: {e}");
-    }
-}
-
 /// This program (`/proc/self/exe` under the roots `main` was given): the
 /// child that reads a container's files.
 pub static SELF_EXE: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
@@ -355,7 +309,7 @@ pub fn reload_conf(d: &Daemon) {
             return;
         }
     };
-    let now = d.conf().reloaded(file);
+    let now = d.applied().world.conf.reloaded(file);
     for w in crate::world::check::warnings(&now.cfg, &source, &d.site.paths) {
         tracing::warn!("{w}");
     }
@@ -374,7 +328,7 @@ pub fn reload_conf(d: &Daemon) {
     let rules =
         crate::apply::filter::reload_rules(&d.filter, &cfg, &d.site.paths, before.as_deref());
     d.submit(Input::Rules(Arc::new(rules)));
-    d.resolve_containers();
+    crate::inputs::containers::resolve(d);
     if let Err(e) = d.scans.full(d) {
         tracing::error!("SIGHUP: rescan: {e}");
     }
@@ -386,7 +340,7 @@ pub fn reload_conf(d: &Daemon) {
 /// the `[[rule]]`s' places (a unit's cgroup is made anew each time it
 /// starts), and rebuilds the host's rules when either changes.
 pub fn spawn_rules(d: std::sync::Arc<Daemon>) {
-    let cfg = d.conf().cfg.clone();
+    let cfg = d.applied().world.conf.cfg.clone();
     let mut spec = crate::apply::filter::homes_spec(&cfg.filter);
     let has_places = cfg
         .rule
@@ -411,7 +365,7 @@ pub fn spawn_rules(d: std::sync::Arc<Daemon>) {
                 std::thread::sleep(std::time::Duration::from_millis(250));
                 tick = tick.wrapping_add(1);
                 // SIGHUP may have changed the configuration.
-                let cfg = d.conf().cfg.clone();
+                let cfg = d.applied().world.conf.cfg.clone();
                 let now_spec = crate::apply::filter::homes_spec(&cfg.filter);
                 let mut changed = false;
                 if now_spec != spec {

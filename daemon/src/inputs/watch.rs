@@ -45,7 +45,7 @@ fn run(d: &Daemon, interval: Duration) {
         for (i, name) in names.iter().enumerate() {
             if let Some((changed, lost, replaced)) = d.scans.label_changed(d, name) {
                 if let Some(l) = &lost {
-                    d.count_lost_label(l);
+                    d.labels_lost.count(l);
                 }
                 match (lost, replaced) {
                     (Some(l), _) => tracing::error!(

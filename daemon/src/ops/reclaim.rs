@@ -73,10 +73,40 @@ impl Host for DaemonHost {
         found.then_some(out)
     }
     fn fence(&self, labels: &[String]) -> Result<job::FenceGuard, ErrorBody> {
-        self.0.set_fence(labels, true);
+        set_fence(&self.0, labels, true);
         let d = self.0.clone();
         let labels = labels.to_vec();
-        Ok(job::FenceGuard::new(move || d.set_fence(&labels, false)))
+        Ok(job::FenceGuard::new(move || set_fence(&d, &labels, false)))
+    }
+}
+
+/// Fences the disks of `labels` (`on`: mode `fenced`, only the daemon's
+/// process writes them) or lifts their fence, through the World (the
+/// apply side records the fenced disks under the runtime directory:
+/// `crate::apply::fence`).
+pub fn set_fence(d: &Daemon, labels: &[String], on: bool) {
+    d.submit(crate::world::Input::Fence {
+        labels: labels.to_vec(),
+        on,
+    });
+    let what = labels.join(", ");
+    if !on {
+        tracing::info!("reclaim fence of {what} lifted: the job ended");
+        return;
+    }
+    let unfenced: Vec<&str> = labels
+        .iter()
+        .filter(|l| d.filter.disk_mode(l).mode() != asmguard_guard::Mode::Fenced)
+        .map(String::as_str)
+        .collect();
+    if unfenced.is_empty() {
+        tracing::info!("reclaim fence of {what}: only asmguardd writes them until the job ends");
+    } else {
+        tracing::warn!(
+            "reclaim fence of {}: no filter applies it ({}): other writers are not held off",
+            unfenced.join(", "),
+            d.filter.status().reason
+        );
     }
 }
 
@@ -217,7 +247,10 @@ fn run(
     cancel: &AtomicBool,
     tx: &mpsc::UnboundedSender<ReclaimProgress>,
 ) -> Result<ReclaimResult, ErrorBody> {
-    let targets: Vec<Target> = select(&d.disks(), a)?.iter().map(target).collect();
+    let targets: Vec<Target> = select(&d.applied().world.model.disks, a)?
+        .iter()
+        .map(target)
+        .collect();
     let progress = |p| {
         let _ = tx.send(p);
     };
@@ -233,17 +266,17 @@ mod tests {
     #[test]
     fn the_job_fence_holds_until_its_guard_drops() {
         let run = tempfile::tempdir().unwrap();
-        let d = Arc::new(Daemon::for_tests_at(
+        let d = Arc::new(crate::daemon::testing::daemon_at(
             asmguard_config::Config::default(),
             asmguard_paths::Paths::default(),
             run.path(),
         ));
         let host = DaemonHost(d.clone());
         let g = host.fence(&["DATA1".to_string()]).unwrap();
-        assert!(d.fenced().contains("DATA1"));
+        assert!(d.applied().world.fenced.contains("DATA1"));
         assert!(crate::apply::fence::path(run.path()).exists());
         drop(g);
-        assert!(d.fenced().is_empty());
+        assert!(d.applied().world.fenced.is_empty());
         assert!(!crate::apply::fence::path(run.path()).exists());
     }
     use crate::world::model::tests::model;
@@ -289,5 +322,73 @@ mod tests {
             code(select(&twins_in_group, &args(&[], Some("DATA")))),
             ErrorCode::LabelConflict
         );
+    }
+}
+
+#[cfg(test)]
+mod fence_tests {
+    use super::set_fence;
+    use crate::daemon::testing::{daemon_at, status};
+    use crate::daemon::*;
+
+    fn labels(d: &Daemon) -> Vec<String> {
+        d.applied().world.fenced.iter().cloned().collect()
+    }
+
+    fn recorded(run: &Path) -> Option<Vec<String>> {
+        let text = std::fs::read(crate::apply::fence::path(run)).ok()?;
+        let r: crate::apply::fence::Record = serde_json::from_slice(&text).unwrap();
+        assert_eq!(r.pid, std::process::id());
+        Some(r.labels.into_iter().collect())
+    }
+
+    /// The fence is a part of the World: set and lifted through the one
+    /// apply path, kept by scans (a new model keeps it), recorded under the
+    /// runtime directory while it holds; a daemon started again once its job
+    /// is gone (here: the recorded process is this one, which runs no job
+    /// yet) drops it and its record.
+    #[test]
+    fn the_fence_is_in_the_world_and_recorded_while_it_holds() {
+        let sys = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(sys.path().join("class/block")).unwrap();
+        let run = tempfile::tempdir().unwrap();
+        let paths = asmguard_paths::Paths {
+            sys: sys.path().to_path_buf(),
+            ..Default::default()
+        };
+        let d = daemon_at(Config::default(), paths, run.path());
+        d.scans.full(&d).unwrap();
+        assert!(labels(&d).is_empty());
+        assert_eq!(recorded(run.path()), None);
+
+        set_fence(&d, &["DATA1".into(), "DATA2".into()], true);
+        assert_eq!(labels(&d), ["DATA1", "DATA2"]);
+        assert_eq!(recorded(run.path()).unwrap(), ["DATA1", "DATA2"]);
+        set_fence(&d, &["DATA1".into()], false);
+        assert_eq!(labels(&d), ["DATA2"]);
+        assert_eq!(recorded(run.path()).unwrap(), ["DATA2"]);
+        // a scan brings a new model, not a new fence
+        d.scans.full(&d).unwrap();
+        assert_eq!(labels(&d), ["DATA2"]);
+        let st = status(&d);
+        assert_eq!(st.reclaim_fence.disks, ["DATA2"]);
+        assert!(st.reclaim_fence.refuses.is_some());
+
+        // restarted with the record of a job that no longer runs
+        let again = daemon_at(
+            Config::default(),
+            asmguard_paths::Paths::default(),
+            run.path(),
+        );
+        assert!(labels(&again).is_empty(), "the fence outlived its job");
+        assert_eq!(recorded(run.path()), None, "the record of a gone job stays");
+
+        // lifted: no record
+        set_fence(&d, &["DATA2".into()], true);
+        set_fence(&d, &["DATA2".into()], false);
+        assert!(labels(&d).is_empty());
+        assert_eq!(recorded(run.path()), None);
+        let none = status(&d).reclaim_fence;
+        assert!(none.disks.is_empty() && none.refuses.is_none(), "{none:?}");
     }
 }
