@@ -146,19 +146,24 @@ fn first_world(cfg: Config, modes: crate::world::modes::Modes, site: &Site) -> W
     }
 }
 
+/// `p` as the configuration, what was started, and the site.
+fn split(p: Parts) -> (Config, Started, Site) {
+    let site = Site {
+        cfg_source: p.cfg_source,
+        cgroup_root: asmguard_guard::guard::cgroup2_root(&p.paths.proc).ok(),
+        paths: p.paths,
+        socket: p.socket,
+        runtime_dir: p.runtime_dir,
+        monitor: p.monitor,
+        started: Instant::now(),
+    };
+    (p.cfg, p.started, site)
+}
+
 impl Daemon {
     /// The daemon over a started filter and tracer; its first scan comes next.
     pub fn new(p: Parts) -> Daemon {
-        let (cfg, s) = (p.cfg, p.started);
-        let site = Site {
-            cfg_source: p.cfg_source,
-            cgroup_root: asmguard_guard::guard::cgroup2_root(&p.paths.proc).ok(),
-            paths: p.paths,
-            socket: p.socket,
-            runtime_dir: p.runtime_dir,
-            monitor: p.monitor,
-            started: Instant::now(),
-        };
+        let (cfg, s, site) = split(p);
         let (filter, metrics) = (Arc::new(s.filter), Arc::new(s.metrics));
         let label_watch = Duration::from_secs(cfg.devices.label_watch_seconds);
         let inflight = Inflight::default();
@@ -201,11 +206,9 @@ impl Daemon {
     /// (`filter ACTION LABEL` for a label no disk carries): the refusal
     /// changes nothing and publishes nothing.
     pub fn try_submit(&self, input: Input) -> Result<Arc<Applied>, crate::world::modes::Refused> {
-        let done = self
-            .applier
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .apply(input)?;
+        // published while the applier is held: a later apply publishes later
+        let mut a = self.applier.lock().unwrap_or_else(|p| p.into_inner());
+        let done = a.apply(input)?;
         *self.applied.write().unwrap_or_else(|p| p.into_inner()) = done.clone();
         Ok(done)
     }

@@ -246,7 +246,9 @@ async fn run(
             LINK_WAIT.as_secs()
         );
     }
-    d.metrics.serve(&conf.cfg.metrics.listen).await;
+    d.metrics
+        .serve(&d.applied().world.conf.cfg.metrics.listen)
+        .await;
     // The filter's denials, the discard totals, the backend and the modes are
     // read when Prometheus scrapes.
     d.metrics.read_counters_from(metrics::Sources {
@@ -284,7 +286,7 @@ async fn run(
     tasks::device_events(d.clone(), rx);
     watch::spawn(
         d.clone(),
-        Duration::from_secs(conf.cfg.devices.label_watch_seconds),
+        Duration::from_secs(d.applied().world.conf.cfg.devices.label_watch_seconds),
     );
     tasks::watchdog(monitor_alive.clone());
     tasks::filter_verify(d.clone());

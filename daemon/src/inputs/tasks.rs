@@ -3,7 +3,7 @@
 //! task (the configured containers resolved again: a new resolution), SIGHUP
 //! (a new configuration), the filter's pin check, and the systemd watchdog.
 //! Each builds its part of the next World and hands it to the daemon, which
-//! applies it (`Daemon::apply`); none of them changes the system itself.
+//! applies it (`Daemon::submit`); none of them changes the system itself.
 
 use crate::daemon::Daemon;
 use crate::world::Input;

@@ -138,7 +138,7 @@ pub struct Model {
     /// unless one is in `kept`.
     pub conflicts: BTreeMap<String, Vec<String>>,
     /// label in conflict -> the top device (as shown) of the claimant that had
-    /// it first and keeps it (`Daemon::keep_first`): that disk is not marked
+    /// it first and keeps it (`crate::apply::kept::Kept::resolve`): that disk is not marked
     /// `conflict`, the newcomers are.
     pub kept: BTreeMap<String, String>,
     /// Devices whose label sector could not be read, and why.
