@@ -255,7 +255,13 @@ mod shape {
             let text = std::fs::read_to_string(f).unwrap();
             let lines: Vec<&str> = text.lines().collect();
             for (i, l) in lines.iter().enumerate() {
-                if !(l.starts_with("impl Daemon ") || l.starts_with("impl<'a> Daemon ")) {
+                // `impl Daemon {`, `impl<'a> crate::daemon::Daemon {`; not `impl X for Daemon`
+                let inherent = l.starts_with("impl")
+                    && !l.contains(" for ")
+                    && l.trim_end()
+                        .strip_suffix('{')
+                        .is_some_and(|h| h.trim_end().ends_with("Daemon"));
+                if !inherent {
                     continue;
                 }
                 let rel = f.strip_prefix(&src).unwrap().display().to_string();
