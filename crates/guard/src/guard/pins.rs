@@ -23,12 +23,15 @@ pub(crate) fn io_err(what: &'static str) -> impl FnOnce(std::io::Error) -> Error
 
 /// Whether `name` (NUL-terminated) is in the kernel BTF's strings (a cheap
 /// test for a `bpf_lsm_<hook>` function).
-pub(crate) fn kernel_btf_has(btf: &[u8], name: &str) -> bool {
+pub fn kernel_btf_has(btf: &[u8], name: &str) -> bool {
     let mut needle = Vec::with_capacity(name.len() + 2);
     needle.push(0);
     needle.extend_from_slice(name.as_bytes());
     needle.push(0);
-    btf.windows(needle.len()).any(|w| w == needle.as_slice())
+    // memmem, not a window compare at every offset: the BTF is 5-6 MiB and
+    // the loader asks once per optional hook (a window compare took most
+    // of a daemon start under emulation)
+    memchr::memmem::find(btf, &needle).is_some()
 }
 
 /// The active LSM list (`/sys/kernel/security/lsm` in `paths`' sysfs),
