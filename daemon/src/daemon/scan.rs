@@ -60,11 +60,22 @@ impl Scans {
 
     /// Re-read every device, and send the World the new model.
     pub fn full(&self, d: &Daemon) -> std::io::Result<usize> {
+        self.full_under(d, &d.applied().world.conf.clone(), Input::Model)
+    }
+
+    /// A full scan under the configuration `conf` (in force, or a SIGHUP's
+    /// not yet in force), its model sent to the World as the input `wrap`
+    /// makes of it (`Input::Model`; a SIGHUP's `Input::Reload`).
+    pub fn full_under(
+        &self,
+        d: &Daemon,
+        conf: &crate::world::conf::Conf,
+        wrap: impl FnOnce(model::Model) -> Input,
+    ) -> std::io::Result<usize> {
         use std::sync::atomic::Ordering::SeqCst;
         let _order = self.order.lock().unwrap_or_else(|p| p.into_inner());
         let number = self.started.fetch_add(1, SeqCst) + 1;
         let t = Instant::now();
-        let conf = d.applied().world.conf.clone();
         let observed = discovery::observe_all(&d.site.paths, &conf.rules);
         let devices = match observed {
             Ok(d) => d,
@@ -85,7 +96,7 @@ impl Scans {
             s.devices = devices;
             s.last_scan_ms = t.elapsed().as_millis() as u64;
         }
-        d.submit(Input::Model(built));
+        d.submit(wrap(built));
         self.done.store(number, SeqCst);
         tracing::debug!(
             "full scan #{number}: {n} devices in {} ms",

@@ -14,17 +14,25 @@ use std::time::{Duration, Instant};
 /// World: at start before the first scan, on SIGHUP, and whenever the
 /// cgroup tree changes ([`task`]).
 pub fn resolve(d: &Daemon) {
+    let cfg = d.applied().world.conf.cfg.clone();
+    d.submit(Input::Containers(Arc::new(resolved(d, &cfg))));
+}
+
+/// The containers `cfg` configures, resolved again (changes against the
+/// last resolution logged), not sent: a SIGHUP sends them with the rest of
+/// what it reloaded.
+pub fn resolved(d: &Daemon, cfg: &asmguard_config::Config) -> crate::world::Containers {
     let a = d.applied();
     let last = &a.world.containers;
     let now = crate::apply::filter::containers::resolve(
         &d.site.paths.proc,
         d.site.cgroup_root.as_deref(),
-        &a.world.conf.cfg,
+        cfg,
         last,
         crate::apply::filter::containers::DEADLINE,
     );
     crate::apply::filter::containers::log_changes(last, &now, &d.site.paths.etc);
-    d.submit(Input::Containers(Arc::new(now)));
+    now
 }
 
 /// Whether a container that runs is not fully resolved yet (no process

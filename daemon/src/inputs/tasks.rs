@@ -284,12 +284,11 @@ pub fn print_container_db(proc: &std::path::Path, args: &[String]) -> i32 {
     }
 }
 
-/// SIGHUP: reads the whole file again and puts it in force on `d`: the
-/// snapshot first, then the filter's rules and containers
-/// (`filter::reload_allow`), the containers resolved again, and a full
-/// scan, whose model applies the device rules and the containers' nodes
-/// as the new snapshot says. `allow_before`: the allow-list's ids as last
-/// logged. A file that cannot be read changes nothing.
+/// SIGHUP: reads the whole file again and puts it in force on `d` as one
+/// input (`Input::Reload`): the configuration, the host's rules resolved
+/// again under it (names through NSS, the Oracle homes, the rules' places),
+/// the containers resolved again, and a full scan under it (the device
+/// rules). A file that cannot be read changes nothing.
 pub fn reload_conf(d: &Daemon) {
     let path = match d
         .site
@@ -321,17 +320,31 @@ pub fn reload_conf(d: &Daemon) {
             k.in_file
         );
     }
-    let cfg = now.cfg.clone();
-    d.submit(Input::Conf(Arc::new(now)));
-    tracing::info!("SIGHUP: configuration reloaded from {source}");
+    // everything the new configuration decides is found under it first,
+    // then sent as one input (crate::world::Reload)
+    let conf = Arc::new(now);
     let before = d.applied().world.rules.clone();
-    let rules =
-        crate::apply::filter::reload_rules(&d.filter, &cfg, &d.site.paths, before.as_deref());
-    d.submit(Input::Rules(Arc::new(rules)));
-    crate::inputs::containers::resolve(d);
-    if let Err(e) = d.scans.full(d) {
-        tracing::error!("SIGHUP: rescan: {e}");
+    let rules = Arc::new(crate::apply::filter::reload_rules(
+        &d.filter,
+        &conf.cfg,
+        &d.site.paths,
+    ));
+    let containers = Arc::new(crate::inputs::containers::resolved(d, &conf.cfg));
+    let reload = |model| {
+        Input::Reload(Box::new(crate::world::Reload {
+            conf: conf.clone(),
+            rules: rules.clone(),
+            containers: containers.clone(),
+            model,
+        }))
+    };
+    if let Err(e) = d.scans.full_under(d, &conf, |m| reload(Some(m))) {
+        tracing::error!("SIGHUP: rescan: {e}: the disks stay as last scanned");
+        d.submit(reload(None));
     }
+    // said once in force: a line read means it applies
+    crate::apply::filter::log_reloaded_rules(before.as_deref(), &rules);
+    tracing::info!("SIGHUP: configuration reloaded from {source}");
 }
 
 /// The `rules` thread: follows the Oracle homes (oratab, olr.loc, the

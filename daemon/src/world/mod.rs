@@ -98,8 +98,11 @@ pub struct World {
 /// What changed, as an input sends it.
 #[derive(Debug)]
 pub enum Input {
-    /// SIGHUP: a configuration reloaded.
-    Conf(Arc<Conf>),
+    /// SIGHUP: the configuration read again and what it decides found again
+    /// with it (the host's rules, the containers, the disks), as one input:
+    /// the World never holds the new configuration beside the old rules or
+    /// disks, and the system is made to match once.
+    Reload(Box<Reload>),
     /// A full scan or a refresh: the disks now.
     Model(Model),
     /// The configured containers resolved again.
@@ -141,6 +144,17 @@ pub enum Input {
     Verify,
 }
 
+/// What a SIGHUP brings ([`Input::Reload`]).
+#[derive(Debug)]
+pub struct Reload {
+    pub conf: Arc<Conf>,
+    pub rules: Arc<HostRules>,
+    pub containers: Arc<Containers>,
+    /// The disks as a full scan under the new configuration found them
+    /// (`None`: the scan failed, the disks stay as they were).
+    pub model: Option<Model>,
+}
+
 impl Input {
     /// Whether it can change the disks' part of the system (the filter's
     /// set and modes, container rules, links, nodes, claims, the tracer):
@@ -153,11 +167,12 @@ impl Input {
             | Input::Containers(_)
             | Input::Fence { .. }
             | Input::Mode { .. }
-            | Input::Again => true,
+            | Input::Again
+            | Input::Reload(_) => true,
             // a label write's end of a mode takes effect with the refresh
             // that follows it
             Input::Forget(_) | Input::Renamed { .. } => false,
-            Input::Conf(_) | Input::Rules(_) => false,
+            Input::Rules(_) => false,
             Input::Found { .. } | Input::Verify | Input::Relink(_) => false,
         }
     }
@@ -181,21 +196,37 @@ impl World {
     }
 }
 
+/// `n` (the next World of `w`) with the disks `m`: a mode binds to the
+/// disk that carries its label now.
+fn take_model(w: &World, n: &mut World, m: Model) {
+    n.model = m;
+    n.scanned = true;
+    let settled = w.modes.settled(&tops(&n.model));
+    if settled != *w.modes {
+        n.modes = Arc::new(settled);
+    }
+}
+
 /// The World after `input`: the part it brings replaced, the rest as it was.
 /// Pure: reads nothing but its arguments.
 pub fn next(w: &World, input: Input) -> Result<World, modes::Refused> {
     let mut n = w.clone();
     match input {
-        Input::Conf(c) => n.conf = c,
-        Input::Model(m) => {
-            n.model = m;
-            n.scanned = true;
-            // a mode binds to the disk that carries its label now
-            let settled = w.modes.settled(&tops(&n.model));
-            if settled != *w.modes {
-                n.modes = Arc::new(settled);
+        Input::Reload(r) => {
+            let Reload {
+                conf,
+                rules,
+                containers,
+                model,
+            } = *r;
+            n.conf = conf;
+            n.rules = Some(rules);
+            n.containers = containers;
+            if let Some(m) = model {
+                take_model(w, &mut n, m);
             }
         }
+        Input::Model(m) => take_model(w, &mut n, m),
         Input::Mode { label, action } => {
             let cfg = w.conf.cfg.filter.mode;
             let m = w
@@ -317,9 +348,47 @@ mod tests {
         let w3 = next(&w2, Input::Rules(r.clone()));
         assert!(Arc::ptr_eq(w3.rules.as_ref().unwrap(), &r));
         assert!(w2.rules.is_none(), "the input World is not changed");
-        let conf = Arc::new(Conf::new(asmguard_config::Config::default()));
-        let w4 = next(&w3, Input::Conf(conf.clone()));
-        assert!(Arc::ptr_eq(&w4.conf, &conf) && Arc::ptr_eq(w4.rules.as_ref().unwrap(), &r));
+    }
+
+    /// A SIGHUP is one input: the configuration, the rules, the containers
+    /// and the disks change together; a scan that failed leaves the disks.
+    #[test]
+    fn a_reload_replaces_its_four_parts_at_once() {
+        let w = next(&world(), Input::Model(Model::default()));
+        let reload = |model| {
+            Input::Reload(Box::new(Reload {
+                conf: Arc::new(Conf::new(asmguard_config::Config::default())),
+                rules: Arc::new(HostRules {
+                    lines: vec![asmguard_proto::AllowRule::Daemon],
+                    ..Default::default()
+                }),
+                containers: Arc::new(Containers::default()),
+                model,
+            }))
+        };
+        let i = reload(Some(Model::default()));
+        assert!(
+            i.touches_disks(),
+            "a reload makes the disks' part match once"
+        );
+        let Input::Reload(r) = &i else { unreachable!() };
+        let (conf, rules, containers) = (r.conf.clone(), r.rules.clone(), r.containers.clone());
+        let w1 = next(&w, i);
+        assert!(Arc::ptr_eq(&w1.conf, &conf) && !Arc::ptr_eq(&w.conf, &conf));
+        assert!(Arc::ptr_eq(w1.rules.as_ref().unwrap(), &rules));
+        assert!(Arc::ptr_eq(&w1.containers, &containers) && w1.scanned);
+        assert!(w.rules.is_none(), "the input World is not changed");
+        // the scan failed: the rest is taken, the disks stay
+        let mut disks = Model::default();
+        disks.disks.push(crate::world::model::tests::plain_disk(
+            "KEPT",
+            "sdk",
+            "8:160".parse().unwrap(),
+        ));
+        let w2 = next(&w, Input::Model(disks));
+        let w3 = next(&w2, reload(None));
+        assert_eq!(w3.model.disks.len(), 1);
+        assert!(w3.rules.is_some());
     }
 
     /// The periodic check's inputs (every 2 s) never make the disks' part

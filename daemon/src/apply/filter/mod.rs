@@ -438,16 +438,15 @@ fn members_by_uid(gids: &[u32], uids: &[u32]) -> Vec<u32> {
 
 /// SIGHUP: the host's rules resolved again from the reloaded configuration
 /// `cfg` (`crate::world::conf`): its allow-list's names (a user added to LDAP
-/// or extrausers since the start), the homes and places found again; logs
-/// what changed of the ids since `before`.
-pub fn reload_rules(
-    svc: &FilterService,
-    cfg: &Config,
-    paths: &asmguard_paths::Paths,
-    before: Option<&HostRules>,
-) -> HostRules {
+/// or extrausers since the start), the homes and places found again.
+pub fn reload_rules(svc: &FilterService, cfg: &Config, paths: &asmguard_paths::Paths) -> HostRules {
     let found = asmguard_homes::discover(&paths.root, &homes_spec(&cfg.filter));
-    let now = resolve_rules(svc, cfg, found, resolve_places(&paths.proc, cfg));
+    resolve_rules(svc, cfg, found, resolve_places(&paths.proc, cfg))
+}
+
+/// SIGHUP, once its rules are in force: what changed of the allow-list's ids
+/// since `before`, in one line.
+pub fn log_reloaded_rules(before: Option<&HostRules>, now: &HostRules) {
     let (was, is) = (before.map(HostRules::ids).unwrap_or_default(), now.ids());
     if was == is {
         tracing::info!(
@@ -464,7 +463,6 @@ pub fn reload_rules(
             is.1
         );
     }
-    now
 }
 
 /// The places of the configuration's `[[rule]]`s: rule name -> the ids of
