@@ -5,8 +5,8 @@
 //! `impl Daemon` is the whole of its interface: construction, then every
 //! input goes through [`Daemon::submit`] (or [`Daemon::try_submit`] for an
 //! operation the World may refuse): a full scan or a refresh
-//! (`Input::Model`), the containers' resolution, SIGHUP's configuration and
-//! rules, a reclaim's fence, the periodic check. `submit` hands it to the
+//! (`Input::Model`), the containers' resolution, a SIGHUP's reload (one
+//! `Input::Reload`), a reclaim's fence, the periodic check. `submit` hands it to the
 //! [`Applier`] (one holder at a time: the one apply task), which takes it
 //! into the World and makes the system match; what it achieved
 //! ([`Applied`], [`Daemon::applied`]) is published and every view reads that.
