@@ -765,7 +765,8 @@ pub fn event_text(e: &asmguard_proto::FilterEventInfo) -> String {
     let secs = e.time_ms / 1000;
     let (h, m, s) = ((secs / 3600) % 24, (secs / 60) % 60, secs % 60);
     let t = format!("{h:02}:{m:02}:{s:02}Z");
-    let exe = if e.exe.is_empty() { "?" } else { &e.exe };
+    let d = &e.denial;
+    let exe = if d.exe.is_empty() { "?" } else { &d.exe };
     match &e.noticed {
         // the daemon's own pins, found not to be its own at a start
         Some(Noticed::PinReplaced { what }) => return format!("{t} PIN REPLACED {what}"),
@@ -791,33 +792,29 @@ pub fn event_text(e: &asmguard_proto::FilterEventInfo) -> String {
                     "EXPOSURE ENDED"
                 },
                 e.label,
-                e.device,
-                e.pid,
-                e.comm,
+                d.device,
+                d.pid,
+                d.comm,
             )
         }
         None => {}
     }
     format!(
         "{t} {} {} label={} device={}{} pid={} uid={} egid={} comm={} exe={exe} hook={}",
-        match e.mode {
+        match d.mode {
             asmguard_filter_types::Mode::Enforce => "DENIED ",
             asmguard_filter_types::Mode::Fenced => "DENIED (reclaim fence)",
             _ => "AUDITED",
         },
-        e.operation,
+        d.operation,
         if e.label.is_empty() { "?" } else { &e.label },
-        if e.device_type == asmguard_proto::DeviceType::Char {
-            "c"
-        } else {
-            "b"
-        },
-        e.device,
-        e.pid,
-        e.uid,
-        e.egid,
-        e.comm,
-        e.hook
+        d.device_kind(),
+        d.device,
+        d.pid,
+        d.uid,
+        d.egid,
+        d.comm,
+        d.hook()
     )
 }
 
@@ -1539,18 +1536,13 @@ mod tests {
         let ev = |noticed| asmguard_proto::FilterEventInfo {
             seq: 1,
             time_ms: 3_723_000,
-            pid: 42,
-            uid: 0,
-            euid: 0,
-            egid: 0,
-            comm: "dd".into(),
-            exe: String::new(),
-            device: "8:16".into(),
-            device_type: asmguard_proto::DeviceType::Block,
+            denial: serde_json::from_value(serde_json::json!({
+                "pid": 42, "uid": 0, "euid": 0, "egid": 0, "comm": "dd", "exe": "",
+                "device": "8:16", "device_type": "block", "hook": "mmap_file",
+                "op": 3, "mode": "audit"
+            }))
+            .unwrap(),
             label: "EXDISK".into(),
-            hook: asmguard_filter_types::Hook::MmapFile,
-            operation: "mmap-shared-write".into(),
-            mode: asmguard_filter_types::Mode::Audit,
             container: String::new(),
             noticed,
         };
@@ -1575,7 +1567,10 @@ mod tests {
         assert!(
             event_text(&ev(Some(Noticed::ExposureEnded))).contains("EXPOSURE ENDED label=EXDISK")
         );
-        assert!(event_text(&ev(None))
-            .starts_with("01:02:03Z AUDITED mmap-shared-write label=EXDISK device=b8:16"));
+        assert_eq!(
+            event_text(&ev(None)),
+            "01:02:03Z AUDITED mmap-shared-write label=EXDISK device=b8:16 pid=42 uid=0 \
+             egid=0 comm=dd exe=? hook=mmap_file"
+        );
     }
 }

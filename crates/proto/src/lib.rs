@@ -1676,33 +1676,19 @@ pub struct FilterResult {
     pub backend: asmguard_filter_types::BackendName,
 }
 
-/// One write the filter denied (mode `enforce`) or logged and allowed (`audit`).
+/// One write the filter denied (mode `enforce`) or logged and allowed
+/// (`audit`): the guard's decoded [`Denial`] (its fields flattened: `pid`,
+/// `uid`, `euid`, `egid`, `comm`, `exe`, `device` (`major:minor`),
+/// `device_type`, `hook`, `operation`, `op`, `command`, `mode`) and what the
+/// daemon adds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FilterEventInfo {
     pub seq: u64,
     /// When the daemon received it (ms since the epoch).
     pub time_ms: u64,
-    pub pid: u32,
-    pub uid: u32,
-    pub euid: u32,
-    /// The effective gid (absent from daemons before it was reported).
-    #[serde(default)]
-    pub egid: u32,
-    /// The kernel's command name (display only: never used to authorise).
-    pub comm: String,
-    /// The executable (from /proc/PID/exe, empty if the process was gone).
-    pub exe: String,
-    /// `major:minor`.
-    pub device: String,
-    /// `block` or `char`.
-    pub device_type: DeviceType,
+    #[serde(flatten)]
+    pub denial: Denial,
     pub label: String,
-    /// `file_open`, `file_permission`, `file_ioctl`, `mmap_file`, `cgroup_device` ...
-    pub hook: asmguard_filter_types::Hook,
-    /// `write-open`, `write`, `BLKDISCARD`, `SG_IO`, `mmap-shared-write` ...
-    pub operation: String,
-    /// `enforce` (denied) or `audit` (allowed).
-    pub mode: asmguard_filter_types::Mode,
     /// The configured container the writer was in (absent: none).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub container: String,
@@ -1714,14 +1700,8 @@ pub struct FilterEventInfo {
     pub noticed: Option<Noticed>,
 }
 
-/// The kind of device node an event is about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DeviceType {
-    #[default]
-    Block,
-    Char,
-}
+/// The kind of device node an event is about (`block`, `char`).
+pub use asmguard_filter_types::denial::{Denial, DeviceType, Operation};
 
 /// What the daemon noticed itself (an event no hook of the kernel raised).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -2243,17 +2223,21 @@ mod json_names {
         pinned::<EventsResult>(
             r#"{"events":[{"seq":1,"time_ms":2,"pid":3,"uid":0,"euid":0,"egid":0,
             "comm":"dd","exe":"/usr/bin/dd","device":"7:0","device_type":"block",
-            "label":"DATA1","hook":"file_open","operation":"write-open","mode":"enforce"},
+            "label":"DATA1","hook":"file_open","operation":"write-open","op":2,"mode":"enforce"},
             {"seq":2,"time_ms":3,"pid":0,"uid":0,"euid":0,"egid":0,
             "comm":"loop0","exe":"","device":"7:0","device_type":"block",
-            "label":"DATA1","hook":"unknown","operation":"?","mode":"audit",
+            "label":"DATA1","hook":"file_open","operation":"write-open","op":0,"mode":"audit",
             "noticed":{"kind":"loop_before","device":{"label":"DATA1","name":"loop0",
             "device":"7:0","backing":"/dev/sdb","read_only":false}}},
             {"seq":3,"time_ms":4,"pid":5,"uid":0,"euid":0,"egid":0,
             "comm":"asmguardd","exe":"","device":"0:0","device_type":"block",
-            "label":"","hook":"unknown","operation":"?","mode":"enforce",
-            "noticed":{"kind":"pin_replaced","what":"ag_link_file_open: a link of another program"}}],
-            "last_seq":3}"#,
+            "label":"","hook":"file_open","operation":"write-open","op":0,"mode":"enforce",
+            "noticed":{"kind":"pin_replaced","what":"ag_link_file_open: a link of another program"}},
+            {"seq":4,"time_ms":5,"pid":6,"uid":0,"euid":0,"egid":0,
+            "comm":"sg_raw","exe":"/usr/bin/sg_raw","device":"21:1","device_type":"char",
+            "label":"DATA1","hook":"file_ioctl","operation":"SG_IO opcode 0x2a","op":8837,
+            "command":{"opcode":42,"service_action":0},"mode":"audit","container":"rac1"}],
+            "last_seq":4}"#,
         );
         pinned::<ReclaimResult>(
             r#"{"dry_run":true,"planned_bytes":1,"reclaimed_bytes":0,

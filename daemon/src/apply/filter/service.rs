@@ -417,7 +417,7 @@ impl FilterService {
                                 .unwrap_or_else(|| format!("container-{id}")),
                         };
                         let fe = received(
-                            &ev,
+                            ev,
                             seq.fetch_add(1, Ordering::Relaxed) + 1,
                             label,
                             container,
