@@ -1529,7 +1529,7 @@ mod tests {
         let lo = LoopBefore {
             label: "LBDISK".into(),
             name: "loop3".into(),
-            device: "7:3".into(),
+            device: asmguard_proto::KernelDev::new(7, 3).unwrap(),
             backing: "/dev/sdb".into(),
             read_only: false,
         };

@@ -22,7 +22,8 @@
 
 use serde::{Deserialize, Serialize};
 
-pub use asmguard_filter_types::{Program, ProgramRuns};
+pub use asmguard_filter_types::denial::{Denial, DeviceType, Operation};
+pub use asmguard_filter_types::{KernelDev, Program, ProgramRuns};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -1301,19 +1302,19 @@ pub struct OpenedBefore {
     /// The node it was opened through.
     pub path: String,
     /// `major:minor`.
-    pub device: String,
+    pub device: KernelDev,
 }
 
 /// A loop device set up over a protected disk before its protection
-/// (`status`'s `loops_before`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// (`status`'s `loops_before`; the daemon's record of one, too).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct LoopBefore {
     /// The disk's label.
     pub label: String,
     /// Its kernel name (`loop0`).
     pub name: String,
     /// `major:minor`.
-    pub device: String,
+    pub device: KernelDev,
     /// What it reads and writes (`loop/backing_file`).
     pub backing: String,
     /// Set up read-only.
@@ -1699,9 +1700,6 @@ pub struct FilterEventInfo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub noticed: Option<Noticed>,
 }
-
-/// The kind of device node an event is about (`block`, `char`).
-pub use asmguard_filter_types::denial::{Denial, DeviceType, Operation};
 
 /// What the daemon noticed itself (an event no hook of the kernel raised).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -825,7 +825,7 @@ impl FilterService {
                 pid: o.pid,
                 comm: &o.comm,
                 exe,
-                device: o.device.parse().unwrap_or_default(),
+                device: o.device,
                 hook: Hook::MmapFile,
                 mode: Mode::Audit,
                 noticed,
@@ -841,7 +841,7 @@ impl FilterService {
         let (label, name, device) = match &noticed {
             asmguard_proto::Noticed::LoopBefore { device: l }
             | asmguard_proto::Noticed::LoopGone { device: l } => {
-                (l.label.clone(), l.name.clone(), l.device.clone())
+                (l.label.clone(), l.name.clone(), l.device)
             }
             _ => Default::default(),
         };
@@ -851,7 +851,7 @@ impl FilterService {
                 pid: 0,
                 comm: &name,
                 exe: String::new(),
-                device: device.parse().unwrap_or_default(),
+                device,
                 hook: Hook::Unknown(0),
                 mode: Mode::Audit,
                 noticed,
