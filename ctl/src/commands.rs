@@ -769,7 +769,7 @@ pub fn event_text(e: &asmguard_proto::FilterEventInfo) -> String {
     let exe = if d.exe.is_empty() { "?" } else { &d.exe };
     match &e.noticed {
         // the daemon's own pins, found not to be its own at a start
-        Some(Noticed::PinReplaced { what }) => return format!("{t} PIN REPLACED {what}"),
+        Some(Noticed::PinReplaced(pin)) => return format!("{t} PIN REPLACED {pin}"),
         // a loop device over a protected disk, set up before its protection
         Some(Noticed::LoopBefore { device }) => {
             return format!("{t} LOOP BEFORE PROTECTION: {}", loop_text(device))
@@ -1554,10 +1554,13 @@ mod tests {
         assert!(event_text(&ev(Some(Noticed::LoopGone { device: lo })))
             .starts_with("01:02:03Z LOOP NO LONGER NAMED: loop3 over LBDISK"));
         assert_eq!(
-            event_text(&ev(Some(Noticed::PinReplaced {
-                what: "ag_file_open: x".into()
-            }))),
-            "01:02:03Z PIN REPLACED ag_file_open: x"
+            event_text(&ev(Some(Noticed::PinReplaced(
+                asmguard_proto::ReplacedPin {
+                    pin: "ag_file_open".into(),
+                    found: asmguard_proto::PinFound::OtherProgramType { program: 12 },
+                }
+            )))),
+            "01:02:03Z PIN REPLACED ag_file_open: program id 12 is of another type or hook"
         );
         assert_eq!(
             event_text(&ev(Some(Noticed::Exposed))),

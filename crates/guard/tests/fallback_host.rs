@@ -749,7 +749,9 @@ fn fallback_foreign_link_pinned_in_place_is_replaced() {
     let r = g.replaced_links();
     assert_eq!(r.len(), 1, "{r:?}");
     assert!(
-        r[0].starts_with(&format!("{name}: program id ")) && r[0].contains("reads other maps ([]"),
+        r[0].to_string()
+            .starts_with(&format!("{name}: program id "))
+            && r[0].to_string().contains("reads other maps ([]"),
         "{r:?}"
     );
     assert!(
@@ -776,7 +778,10 @@ fn fallback_foreign_link_pinned_in_place_is_replaced() {
     std::fs::remove_file(&rec).unwrap();
     let g = Guard::open(&opts).unwrap();
     let r = g.replaced_links();
-    assert!(r.len() == 1 && r[0].contains("is in no record"), "{r:?}");
+    assert!(
+        r.len() == 1 && r[0].to_string().contains("is in no record"),
+        "{r:?}"
+    );
     assert!(is_eperm(&write_open(&lo.dev)));
     assert!(rec.exists(), "recorded again");
 

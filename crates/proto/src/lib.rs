@@ -23,7 +23,7 @@
 use serde::{Deserialize, Serialize};
 
 pub use asmguard_filter_types::denial::{Denial, DeviceType, Operation};
-pub use asmguard_filter_types::{KernelDev, Program, ProgramRuns};
+pub use asmguard_filter_types::{KernelDev, PinFound, Program, ProgramRuns, ReplacedPin};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -1716,8 +1716,9 @@ pub enum Noticed {
     /// That loop device is detached, or the disk is no longer protected.
     LoopGone { device: LoopBefore },
     /// A pinned link of the filter, found at a start not to be the
-    /// daemon's own (`what`: the pin and what was there instead).
-    PinReplaced { what: String },
+    /// daemon's own: the pin and what was there instead (`pin`, `found`;
+    /// worded by its `Display`: `PIN: what was found`).
+    PinReplaced(ReplacedPin),
 }
 
 /// The answer to `events`.
@@ -2230,7 +2231,8 @@ mod json_names {
             {"seq":3,"time_ms":4,"pid":5,"uid":0,"euid":0,"egid":0,
             "comm":"asmguardd","exe":"","device":"0:0","device_type":"block",
             "label":"","hook":"file_open","operation":"write-open","op":0,"mode":"enforce",
-            "noticed":{"kind":"pin_replaced","what":"ag_link_file_open: a link of another program"}},
+            "noticed":{"kind":"pin_replaced","pin":"ag_file_open",
+            "found":{"what":"other_program_type","program":12}}},
             {"seq":4,"time_ms":5,"pid":6,"uid":0,"euid":0,"egid":0,
             "comm":"sg_raw","exe":"/usr/bin/sg_raw","device":"21:1","device_type":"char",
             "label":"DATA1","hook":"file_ioctl","operation":"SG_IO opcode 0x2a","op":8837,
