@@ -10,8 +10,8 @@ use crate::size::human;
 use asmguard_filter_types::PassthroughRule;
 use asmguard_proto::{
     BpfLsm, ClaimsKept, ClaimsSlow, DiskInfo, FenceRefuses, FilterAction, FilterScope, LabelAction,
-    LabelResult, LoopBefore, LsdskResult, MapFds, Noticed, Op, OpenedBefore, Pins, Protection,
-    ReclaimFence, StatusResult,
+    LabelResult, LsdskResult, MapFds, Noticed, Op, OpenedBefore, Pins, Protection, ReclaimFence,
+    StatusResult,
 };
 use clap::{CommandFactory, Parser, Subcommand};
 use serde::de::DeserializeOwned;
@@ -392,7 +392,7 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
         rows.push(("writer", writer_text(w)));
     }
     for l in &s.loops_before {
-        rows.push(("loop", loop_text(l)));
+        rows.push(("loop", l.to_string()));
     }
     rows.extend([
         ("kernel", s.kernel),
@@ -680,18 +680,6 @@ fn writer_text(o: &OpenedBefore) -> String {
     )
 }
 
-/// A `loop` row of `status`: a loop device set up before protection.
-fn loop_text(l: &LoopBefore) -> String {
-    format!(
-        "{} over {} (backing file {}{}), set up before protection: \
-         its writes are judged as the disk's",
-        l.name,
-        l.label,
-        l.backing,
-        if l.read_only { ", read-only" } else { "" }
-    )
-}
-
 /// The protection line of `status`.
 fn protection_text(s: &StatusResult) -> String {
     match s.protection {
@@ -772,7 +760,7 @@ pub fn event_text(e: &asmguard_proto::FilterEventInfo) -> String {
         Some(Noticed::PinReplaced(pin)) => return format!("{t} PIN REPLACED {pin}"),
         // a loop device over a protected disk, set up before its protection
         Some(Noticed::LoopBefore { device }) => {
-            return format!("{t} LOOP BEFORE PROTECTION: {}", loop_text(device))
+            return format!("{t} LOOP BEFORE PROTECTION: {device}")
         }
         Some(Noticed::LoopGone { device: l }) => {
             return format!(
@@ -1526,7 +1514,7 @@ mod tests {
     /// EXPOSED, EXPOSURE ENDED).
     #[test]
     fn event_lines_of_what_the_daemon_noticed() {
-        let lo = LoopBefore {
+        let lo = asmguard_proto::LoopBefore {
             label: "LBDISK".into(),
             name: "loop3".into(),
             device: asmguard_proto::KernelDev::new(7, 3).unwrap(),

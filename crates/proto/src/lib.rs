@@ -1321,6 +1321,23 @@ pub struct LoopBefore {
     pub read_only: bool,
 }
 
+/// `loop0 over DATA1 (backing file /dev/sdb), set up before protection: its
+/// writes are judged as the disk's`: the journal's, `status`' and the
+/// event's words.
+impl std::fmt::Display for LoopBefore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} over {} (backing file {}{}), set up before protection: its writes are judged \
+             as the disk's",
+            self.name,
+            self.label,
+            self.backing,
+            if self.read_only { ", read-only" } else { "" }
+        )
+    }
+}
+
 /// `status`'s `bpf_lsm`: whether `bpf` is an active LSM, from the kernel's
 /// list of active LSMs (`/sys/kernel/security/lsm`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -1589,14 +1606,9 @@ impl std::fmt::Display for TracerStamps {
                 bit_from,
                 verified_on,
             } => {
-                let from = match bit_from {
-                    StatsBitFrom::Btf => "the kernel's BTF".to_string(),
-                    StatsBitFrom::Table { lines } => format!("the table for Linux {lines}"),
-                    StatsBitFrom::Configuration => "the configuration".to_string(),
-                };
                 write!(
                     f,
-                    "kernel stamps (QUEUE_FLAG_STATS = {stats_bit} from {from}, "
+                    "kernel stamps (QUEUE_FLAG_STATS = {stats_bit} from {bit_from}, "
                 )?;
                 match verified_on {
                     Some(disk) => write!(f, "verified on {disk})"),
@@ -1604,6 +1616,17 @@ impl std::fmt::Display for TracerStamps {
                 }
             }
             TracerStamps::Own { reason } => write!(f, "own stamps ({reason})"),
+        }
+    }
+}
+
+/// `the kernel's BTF`, `the table for Linux 5.4-6.11`, `the configuration`.
+impl std::fmt::Display for StatsBitFrom {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StatsBitFrom::Btf => f.write_str("the kernel's BTF"),
+            StatsBitFrom::Table { lines } => write!(f, "the table for Linux {lines}"),
+            StatsBitFrom::Configuration => f.write_str("the configuration"),
         }
     }
 }
@@ -2076,6 +2099,51 @@ mod tests {
 /// Each answer is read from a literal document that has every field, written
 /// back, and must come out with exactly the same names (a renamed, dropped or
 /// added field fails here), nested documents included.
+#[cfg(test)]
+mod stamps_words {
+    use super::*;
+
+    /// The tracer's stamps are worded here alone: the daemon's journal, the
+    /// `asmguard-iolat` banner and `asmguardctl status` all print this.
+    #[test]
+    fn the_stamps_say_source_and_verification() {
+        let kernel = |bit_from, verified_on: Option<&str>| TracerStamps::Kernel {
+            stats_bit: 20,
+            bit_from,
+            verified_on: verified_on.map(Into::into),
+        };
+        for (s, words) in [
+            (
+                kernel(
+                    StatsBitFrom::Table {
+                        lines: "5.4-6.11".into(),
+                    },
+                    Some("nvme0n1"),
+                ),
+                "kernel stamps (QUEUE_FLAG_STATS = 20 from the table for Linux 5.4-6.11, \
+                 verified on nvme0n1)",
+            ),
+            (
+                kernel(StatsBitFrom::Btf, None),
+                "kernel stamps (QUEUE_FLAG_STATS = 20 from the kernel's BTF, not verified: no \
+                 probe read reached a queue with stats)",
+            ),
+            (
+                kernel(StatsBitFrom::Configuration, Some("vda")),
+                "kernel stamps (QUEUE_FLAG_STATS = 20 from the configuration, verified on vda)",
+            ),
+            (
+                TracerStamps::Own {
+                    reason: "turned off".into(),
+                },
+                "own stamps (turned off)",
+            ),
+        ] {
+            assert_eq!(s.to_string(), words);
+        }
+    }
+}
+
 #[cfg(test)]
 mod homes_lines {
     use super::*;

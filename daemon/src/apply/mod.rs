@@ -400,7 +400,7 @@ impl Applier {
     fn loops_before(&self, before: &World, w: &World) {
         let (new, gone) = crate::world::exposed::loop_changes(&before.loops, &w.loops);
         for lo in new {
-            tracing::warn!("{}", crate::world::exposed::loop_line(&lo));
+            tracing::warn!("{lo}");
             self.filter
                 .note_loop(asmguard_proto::Noticed::LoopBefore { device: lo });
         }

@@ -44,18 +44,6 @@ pub use asmguard_proto::LoopBefore;
 /// Label -> the loop devices over it set up before its protection.
 pub type Loops = BTreeMap<String, Vec<LoopBefore>>;
 
-/// One line of the log of a loop device set up before protection.
-pub fn loop_line(l: &LoopBefore) -> String {
-    format!(
-        "{} over {} (backing file {}{}), set up before protection: \
-         its writes are judged as the disk's",
-        l.name,
-        l.label,
-        l.backing,
-        if l.read_only { ", read-only" } else { "" }
-    )
-}
-
 /// `status`'s `loops_before`: the loop devices set up before protection.
 pub fn loops(e: &Loops) -> Vec<LoopBefore> {
     e.values().flatten().cloned().collect()
@@ -185,7 +173,7 @@ mod tests {
             }]
         );
         assert_eq!(
-            loop_line(&lo("loop0", "/dev/sdb", false)),
+            lo("loop0", "/dev/sdb", false).to_string(),
             "loop0 over DATA1 (backing file /dev/sdb), set up before protection: \
              its writes are judged as the disk's"
         );
