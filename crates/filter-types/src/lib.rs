@@ -25,7 +25,7 @@ pub use backend::{Applied, Backend, BackendName, Coverage, PassthroughRule};
 pub use denial::{Command, Denial, DeviceType, Operation};
 pub use devt::{DevtError, KernelDev};
 pub use hooks::{Hook, HookDef, Op, Program, ProgramRuns, HOOKS};
-pub use reason::{Chosen, FilterReason, LoadNote, LsmHint, LsmList, NoFilter, Refused};
+pub use reason::{Chosen, FilterReason, LoadNote, LsmHint, LsmList, NoBetter, NoFilter, Refused};
 pub use replaced::{PinFound, ReplacedPin};
 
 use serde::{Deserialize, Serialize};

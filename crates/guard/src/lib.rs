@@ -59,7 +59,7 @@ pub enum Error {
     Poisoned,
     /// No backend better than the pinned one loads (its errors).
     #[error("{0}")]
-    NoBetterBackend(String),
+    NoBetterBackend(asmguard_filter_types::NoBetter),
     /// An allow rule set the filter cannot hold.
     #[error("allow rules: {0}")]
     Rules(String),

@@ -31,7 +31,7 @@ use super::rules::{encode, free_bits, read_all, union, write_add, write_exact, R
 use super::types::{Backend, DevKey, ExeId, IdentityReach, Mode};
 use crate::{Error, KernelDev};
 use asmguard_filter_types::{
-    Chosen, FilterReason, LoadNote, LsmList, PinFound, Refused, ReplacedPin,
+    Chosen, FilterReason, LoadNote, LsmList, NoBetter, PinFound, Refused, ReplacedPin,
 };
 
 /// The compiled `bpf/guard.bpf.c` (CO-RE: relocated at load time).
@@ -311,7 +311,12 @@ impl Guard {
                         return Ok(g);
                     }
                     Ok(_) => {}
-                    Err(e) => no_better = Some(e.to_string()),
+                    Err(Error::NoBetterBackend(why)) => no_better = Some(why),
+                    Err(e) => {
+                        no_better = Some(NoBetter::Failed {
+                            error: e.to_string(),
+                        })
+                    }
                 }
             }
             // The variants whose links are pinned.
@@ -382,9 +387,7 @@ impl Guard {
             }
         }
         if !worth(Backend::CgroupDevice) {
-            return Err(Error::NoBetterBackend(
-                asmguard_filter_types::reason::best_sentence(&lsm, &refused, None),
-            ));
+            return Err(Error::NoBetterBackend(NoBetter::Refused { lsm, refused }));
         }
         Guard::load(
             opts,
