@@ -10,8 +10,8 @@ use crate::size::human;
 use asmguard_filter_types::PassthroughRule;
 use asmguard_proto::{
     BpfLsm, ClaimsKept, ClaimsSlow, DiskInfo, FenceRefuses, FilterAction, FilterScope, LabelAction,
-    LabelResult, LoopBefore, LsdskResult, MapFds, Noticed, Op, OpenedBefore, Pins, Protection,
-    ReclaimFence, StatusResult,
+    LabelResult, LsdskResult, MapFds, Noticed, Op, OpenedBefore, Pins, Protection, ReclaimFence,
+    StatusResult,
 };
 use clap::{CommandFactory, Parser, Subcommand};
 use serde::de::DeserializeOwned;
@@ -392,7 +392,7 @@ fn status_rows(s: StatusResult) -> Vec<(&'static str, String)> {
         rows.push(("writer", writer_text(w)));
     }
     for l in &s.loops_before {
-        rows.push(("loop", loop_text(l)));
+        rows.push(("loop", l.to_string()));
     }
     rows.extend([
         ("kernel", s.kernel),
@@ -680,18 +680,6 @@ fn writer_text(o: &OpenedBefore) -> String {
     )
 }
 
-/// A `loop` row of `status`: a loop device set up before protection.
-fn loop_text(l: &LoopBefore) -> String {
-    format!(
-        "{} over {} (backing file {}{}), set up before protection: \
-         its writes are judged as the disk's",
-        l.name,
-        l.label,
-        l.backing,
-        if l.read_only { ", read-only" } else { "" }
-    )
-}
-
 /// The protection line of `status`.
 fn protection_text(s: &StatusResult) -> String {
     match s.protection {
@@ -765,13 +753,14 @@ pub fn event_text(e: &asmguard_proto::FilterEventInfo) -> String {
     let secs = e.time_ms / 1000;
     let (h, m, s) = ((secs / 3600) % 24, (secs / 60) % 60, secs % 60);
     let t = format!("{h:02}:{m:02}:{s:02}Z");
-    let exe = if e.exe.is_empty() { "?" } else { &e.exe };
+    let d = &e.denial;
+    let exe = if d.exe.is_empty() { "?" } else { &d.exe };
     match &e.noticed {
         // the daemon's own pins, found not to be its own at a start
-        Some(Noticed::PinReplaced { what }) => return format!("{t} PIN REPLACED {what}"),
+        Some(Noticed::PinReplaced(pin)) => return format!("{t} PIN REPLACED {pin}"),
         // a loop device over a protected disk, set up before its protection
         Some(Noticed::LoopBefore { device }) => {
-            return format!("{t} LOOP BEFORE PROTECTION: {}", loop_text(device))
+            return format!("{t} LOOP BEFORE PROTECTION: {device}")
         }
         Some(Noticed::LoopGone { device: l }) => {
             return format!(
@@ -791,33 +780,29 @@ pub fn event_text(e: &asmguard_proto::FilterEventInfo) -> String {
                     "EXPOSURE ENDED"
                 },
                 e.label,
-                e.device,
-                e.pid,
-                e.comm,
+                d.device,
+                d.pid,
+                d.comm,
             )
         }
         None => {}
     }
     format!(
         "{t} {} {} label={} device={}{} pid={} uid={} egid={} comm={} exe={exe} hook={}",
-        match e.mode {
+        match d.mode {
             asmguard_filter_types::Mode::Enforce => "DENIED ",
             asmguard_filter_types::Mode::Fenced => "DENIED (reclaim fence)",
             _ => "AUDITED",
         },
-        e.operation,
+        d.operation,
         if e.label.is_empty() { "?" } else { &e.label },
-        if e.device_type == asmguard_proto::DeviceType::Char {
-            "c"
-        } else {
-            "b"
-        },
-        e.device,
-        e.pid,
-        e.uid,
-        e.egid,
-        e.comm,
-        e.hook
+        d.device_kind(),
+        d.device,
+        d.pid,
+        d.uid,
+        d.egid,
+        d.comm,
+        d.hook()
     )
 }
 
@@ -1529,28 +1514,23 @@ mod tests {
     /// EXPOSED, EXPOSURE ENDED).
     #[test]
     fn event_lines_of_what_the_daemon_noticed() {
-        let lo = LoopBefore {
+        let lo = asmguard_proto::LoopBefore {
             label: "LBDISK".into(),
             name: "loop3".into(),
-            device: "7:3".into(),
+            device: asmguard_proto::KernelDev::new(7, 3).unwrap(),
             backing: "/dev/sdb".into(),
             read_only: false,
         };
         let ev = |noticed| asmguard_proto::FilterEventInfo {
             seq: 1,
             time_ms: 3_723_000,
-            pid: 42,
-            uid: 0,
-            euid: 0,
-            egid: 0,
-            comm: "dd".into(),
-            exe: String::new(),
-            device: "8:16".into(),
-            device_type: asmguard_proto::DeviceType::Block,
+            denial: serde_json::from_value(serde_json::json!({
+                "pid": 42, "uid": 0, "euid": 0, "egid": 0, "comm": "dd", "exe": "",
+                "device": "8:16", "device_type": "block", "hook": "mmap_file",
+                "op": 3, "mode": "audit"
+            }))
+            .unwrap(),
             label: "EXDISK".into(),
-            hook: asmguard_filter_types::Hook::MmapFile,
-            operation: "mmap-shared-write".into(),
-            mode: asmguard_filter_types::Mode::Audit,
             container: String::new(),
             noticed,
         };
@@ -1562,10 +1542,13 @@ mod tests {
         assert!(event_text(&ev(Some(Noticed::LoopGone { device: lo })))
             .starts_with("01:02:03Z LOOP NO LONGER NAMED: loop3 over LBDISK"));
         assert_eq!(
-            event_text(&ev(Some(Noticed::PinReplaced {
-                what: "ag_file_open: x".into()
-            }))),
-            "01:02:03Z PIN REPLACED ag_file_open: x"
+            event_text(&ev(Some(Noticed::PinReplaced(
+                asmguard_proto::ReplacedPin {
+                    pin: "ag_file_open".into(),
+                    found: asmguard_proto::PinFound::OtherProgramType { program: 12 },
+                }
+            )))),
+            "01:02:03Z PIN REPLACED ag_file_open: program id 12 is of another type or hook"
         );
         assert_eq!(
             event_text(&ev(Some(Noticed::Exposed))),
@@ -1575,7 +1558,10 @@ mod tests {
         assert!(
             event_text(&ev(Some(Noticed::ExposureEnded))).contains("EXPOSURE ENDED label=EXDISK")
         );
-        assert!(event_text(&ev(None))
-            .starts_with("01:02:03Z AUDITED mmap-shared-write label=EXDISK device=b8:16"));
+        assert_eq!(
+            event_text(&ev(None)),
+            "01:02:03Z AUDITED mmap-shared-write label=EXDISK device=b8:16 pid=42 uid=0 \
+             egid=0 comm=dd exe=? hook=mmap_file"
+        );
     }
 }

@@ -21,8 +21,8 @@ pub struct Opener {
     pub comm: String,
     pub fd: u32,
     pub path: String,
-    /// `major:minor`.
-    pub device: String,
+    /// The device it holds (`major:minor`).
+    pub device: KernelDev,
 }
 
 impl std::fmt::Display for Opener {
@@ -162,7 +162,7 @@ fn write_fds(proc: &Path, procs: &Procs, devs: &[KernelDev]) -> Vec<Opener> {
                 path: std::fs::read_link(fd.path())
                     .map(|p| p.display().to_string())
                     .unwrap_or_default(),
-                device: d.to_string(),
+                device: d,
             });
         }
     }
@@ -198,7 +198,7 @@ fn mappings(procs: &Procs, devs: &[KernelDev]) -> Vec<Opener> {
                     comm: comm(dir),
                     fd: 0,
                     path: format!("shared writable mapping {range}"),
-                    device: d.to_string(),
+                    device: d,
                 });
             }
         }
@@ -259,7 +259,7 @@ mod tests {
         let got = holders(t.path(), &[d], 0).mappings;
         assert_eq!(got.len(), 1, "{got:?}");
         assert_eq!((got[0].pid, got[0].comm.as_str()), (4242, "dd"));
-        assert_eq!(got[0].device, d.to_string());
+        assert_eq!(got[0].device, d);
         assert!(got[0].path.contains("7f00-7f10"));
         // the excluded pid, and another device, find nothing
         assert!(holders(t.path(), &[d], 4242).mappings.is_empty());

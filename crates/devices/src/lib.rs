@@ -1,6 +1,6 @@
 //! Device access and discovery for asmguard.
 //!
-//! * [`devt`]: [`KernelDev`], the one device-number type (`MAJ:MIN`, kernel and
+//! * [`devt`] (from asmguard-filter-types, its leaf home): [`KernelDev`], the one device-number type (`MAJ:MIN`, kernel and
 //!   userspace encodings, sysfs `dev` files) of the whole workspace.
 //! * [`blockdev`]: opening a block device or an image file, its sizes, and aligned
 //!   `O_DIRECT` reads and verified writes of the label sector.
@@ -13,7 +13,7 @@
 //! * [`events`]: block device events from udev where udevd runs, else the kernel.
 
 pub mod blockdev;
-pub mod devt;
+pub use asmguard_filter_types::devt;
 pub mod discovery;
 pub mod events;
 pub mod holders;

@@ -16,8 +16,8 @@
 //! guard's tests check the tables against the header and the compiled
 //! object.
 //!
-//! Not here: the ioctl names an event's operation may be (the guard's
-//! `ioctls`), the maps (the guard's loader).
+//! Not here: the ioctl names an event's operation may be
+//! ([`crate::ioctls`]), the maps (the guard's loader).
 
 use std::fmt;
 
@@ -176,6 +176,19 @@ impl Hook {
     /// The metric label value (`file_open`, `file_ioctl`, `cgroup_device` ...).
     pub fn as_str(self) -> &'static str {
         self.def().map_or("unknown", |d| d.label)
+    }
+}
+
+impl Hook {
+    /// The name of operation `op` seen by this hook (`write-open`, an
+    /// ioctl's name, `uring-cmd 0x1f` ...).
+    pub fn operation(self, op: u32) -> String {
+        match self.def().map(|d| d.op) {
+            Some(Op::Fixed(name)) => name.to_string(),
+            Some(Op::Ioctl) => crate::ioctls::ioctl_name(op),
+            Some(Op::Hex(prefix)) => format!("{prefix} 0x{op:x}"),
+            None => format!("op 0x{op:x}"),
+        }
     }
 }
 

@@ -3,19 +3,30 @@
 //! `[filter] mode`, the protocol's denial and `status` words, and the
 //! metrics; the backends and what they cover ([`backend`]); the hook and
 //! program tables ([`hooks`]), which the guard loads from and the metrics
-//! key their counters by. A leaf: it depends on serde alone, so the
+//! key their counters by; a denial as the guard decodes it and the
+//! protocol carries it ([`denial`]), with its device number ([`devt`]) and
+//! the names of its ioctl ([`ioctls`]) and passthrough command
+//! ([`commands`]). A leaf: it depends on serde (and thiserror) alone, so the
 //! configuration, the metrics (built without BPF for `asmguardctl iostat`)
 //! and the guard can all use it.
 
 use std::fmt;
 
 pub mod backend;
+pub mod commands;
+pub mod denial;
+pub mod devt;
 pub mod hooks;
+pub mod ioctls;
 pub mod reason;
+pub mod replaced;
 
 pub use backend::{Applied, Backend, BackendName, Coverage, PassthroughRule};
+pub use denial::{Command, Denial, DeviceType, Operation};
+pub use devt::{DevtError, KernelDev};
 pub use hooks::{Hook, HookDef, Op, Program, ProgramRuns, HOOKS};
-pub use reason::{Chosen, FilterReason, LoadNote, LsmHint, LsmList, NoFilter, Refused};
+pub use reason::{Chosen, FilterReason, LoadNote, LsmHint, LsmList, NoBetter, NoFilter, Refused};
+pub use replaced::{PinFound, ReplacedPin};
 
 use serde::{Deserialize, Serialize};
 

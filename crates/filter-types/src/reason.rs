@@ -38,7 +38,7 @@ pub enum Chosen {
     /// better backend replaced a pinned open-time-only one.
     Readopted {
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        no_better: Option<String>,
+        no_better: Option<NoBetter>,
     },
     /// The best backend that loaded: what the kernel's LSM list said, and
     /// the better backends refused first (best first).
@@ -48,6 +48,21 @@ pub enum Chosen {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         refused: Vec<Refused>,
     },
+}
+
+/// Why no backend better than the pinned one loads (`why`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "why", rename_all = "snake_case")]
+pub enum NoBetter {
+    /// The better backends were refused: what the kernel's LSM list said,
+    /// and each one's error (best first).
+    Refused {
+        lsm: LsmList,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        refused: Vec<Refused>,
+    },
+    /// Trying them failed otherwise.
+    Failed { error: String },
 }
 
 /// The kernel's active LSMs (`/sys/kernel/security/lsm`) as the choice read
@@ -169,6 +184,15 @@ pub fn best_sentence(lsm: &LsmList, refused: &[Refused], backend: Option<Backend
     s
 }
 
+impl fmt::Display for NoBetter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NoBetter::Refused { lsm, refused } => f.write_str(&best_sentence(lsm, refused, None)),
+            NoBetter::Failed { error } => f.write_str(error),
+        }
+    }
+}
+
 impl fmt::Display for Chosen {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -265,6 +289,34 @@ impl fmt::Display for FilterReason {
 mod tests {
     use super::*;
 
+    /// Why no better backend replaced a pinned one is facts on the wire
+    /// (`filter_reason.chosen.no_better`), worded by its `Display`.
+    #[test]
+    fn no_better_is_facts() {
+        let c = Chosen::Readopted {
+            no_better: Some(NoBetter::Refused {
+                lsm: LsmList::Inactive {
+                    list: "capability".into(),
+                },
+                refused: vec![Refused {
+                    backend: BackendName::FmodRet,
+                    error: "E8".into(),
+                }],
+            }),
+        };
+        let j = serde_json::json!({"how":"readopted","no_better":{"why":"refused",
+            "lsm":{"bpf":"inactive","list":"capability"},
+            "refused":[{"backend":"fmod_ret","error":"E8"}]}});
+        assert_eq!(serde_json::to_value(&c).unwrap(), j);
+        assert_eq!(serde_json::from_value::<Chosen>(j).unwrap(), c);
+        let failed = NoBetter::Failed { error: "E9".into() };
+        assert_eq!(
+            serde_json::to_value(&failed).unwrap(),
+            serde_json::json!({"why":"failed","error":"E9"})
+        );
+        assert_eq!(failed.to_string(), "E9");
+    }
+
     fn best(lsm: LsmList, refused: &[(BackendName, &str)], backend: BackendName) -> Chosen {
         Chosen::Best {
             backend,
@@ -354,7 +406,7 @@ mod tests {
                         LoadNote::EarlierReplaced { programs: 1 },
                     ],
                     ..FilterReason::chosen(Chosen::Readopted {
-                        no_better: Some("E7".into()),
+                        no_better: Some(NoBetter::Failed { error: "E7".into() }),
                     })
                 },
                 "re-adopted the pinned filter (no better backend loads: E7); identity from uid \
@@ -364,6 +416,21 @@ mod tests {
             (
                 FilterReason::chosen(Chosen::Readopted { no_better: None }),
                 "re-adopted the pinned filter",
+            ),
+            (
+                FilterReason::chosen(Chosen::Readopted {
+                    no_better: Some(NoBetter::Refused {
+                        lsm: LsmList::Inactive {
+                            list: "capability,yama".into(),
+                        },
+                        refused: vec![Refused {
+                            backend: BackendName::FmodRet,
+                            error: "E8".into(),
+                        }],
+                    }),
+                }),
+                "re-adopted the pinned filter (no better backend loads: bpf is not an active \
+                 LSM (capability,yama); fmod_ret programs did not load: E8)",
             ),
             (
                 FilterReason {

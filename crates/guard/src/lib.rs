@@ -21,8 +21,8 @@ pub use asmguard_devices::devt::{DevtError, KernelDev};
 pub use asmguard_filter_types::{FilterReason, LsmHint, NoFilter};
 pub use guard::{
     bpf_lsm_hint, majors_text, pinned_backend, pinned_majors, remove_pins, Applied, Backend,
-    BackendName, Coverage, DenialEvent, DevKey, EventReader, ExeId, Guard, Hook, HookOperation,
-    IdentityReach, Mode, Options, PassthroughRule, Rule, Rules, SelfId, Stats, Tool,
+    BackendName, Command, Coverage, Denial, DevKey, DeviceType, EventReader, ExeId, Guard, Hook,
+    IdentityReach, Mode, Operation, Options, PassthroughRule, Rule, Rules, SelfId, Stats, Tool,
 };
 pub use smoke::{ObjectStorage, SmokeFilter};
 
@@ -59,7 +59,7 @@ pub enum Error {
     Poisoned,
     /// No backend better than the pinned one loads (its errors).
     #[error("{0}")]
-    NoBetterBackend(String),
+    NoBetterBackend(asmguard_filter_types::NoBetter),
     /// An allow rule set the filter cannot hold.
     #[error("allow rules: {0}")]
     Rules(String),

@@ -14,7 +14,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use asmguard_guard::{pinned_backend, remove_pins};
-use asmguard_guard::{Backend, DenialEvent, DevKey, EventReader, Guard, Hook, Mode, Options};
+use asmguard_guard::{
+    Backend, Denial, DevKey, DeviceType, EventReader, Guard, Hook, Mode, Options,
+};
 use asmguard_paths::Paths;
 
 use asmguard_testkit::root_lock as lock;
@@ -120,12 +122,12 @@ fn dd_as(uid: u32, dev: &Path) -> bool {
 }
 
 /// Events of a new reader until one satisfies `want` (or the deadline).
-fn wait_event(g: &Guard, want: impl Fn(&DenialEvent) -> bool) -> Option<DenialEvent> {
+fn wait_event(g: &Guard, want: impl Fn(&Denial) -> bool) -> Option<Denial> {
     next_event(&mut g.event_reader().expect("event reader"), want)
 }
 
 /// Events of `r` until one satisfies `want` (or the deadline).
-fn next_event(r: &mut EventReader, want: impl Fn(&DenialEvent) -> bool) -> Option<DenialEvent> {
+fn next_event(r: &mut EventReader, want: impl Fn(&Denial) -> bool) -> Option<Denial> {
     let deadline = Instant::now() + Duration::from_secs(5);
     while Instant::now() < deadline {
         for e in r.poll(Duration::from_millis(100)).expect("poll") {
@@ -317,10 +319,10 @@ fn fallback_events_carry_the_caller() {
     let e = next_event(&mut reader, |e| e.pid == me).expect("an event from this process");
     assert_eq!(e.uid, 0);
     assert_eq!(e.euid, 0);
-    assert_eq!(e.dev, lo.key());
+    assert_eq!((e.device, e.device_type), (lo.key().dev, DeviceType::Block));
     assert_eq!(e.disk_id, 42);
-    assert_eq!(e.hook, Hook::CgroupDevice);
-    assert_eq!(e.operation(), "write-open");
+    assert_eq!(e.hook(), Hook::CgroupDevice);
+    assert_eq!(e.operation.to_string(), "write-open");
     assert_eq!(e.mode, Mode::Enforce);
     let exe = std::fs::read_link("/proc/self/exe").unwrap();
     assert_eq!(
@@ -328,7 +330,7 @@ fn fallback_events_carry_the_caller() {
         exe.display().to_string(),
         "exe resolved in userspace"
     );
-    assert_ne!(e.exe_id.ino, 0, "the kernel saw the executable's inode");
+    assert_ne!(e.exe_ino, 0, "the kernel saw the executable's inode");
     assert!(!e.comm.is_empty());
 
     // a dd child: its own pid and comm
@@ -747,7 +749,9 @@ fn fallback_foreign_link_pinned_in_place_is_replaced() {
     let r = g.replaced_links();
     assert_eq!(r.len(), 1, "{r:?}");
     assert!(
-        r[0].starts_with(&format!("{name}: program id ")) && r[0].contains("reads other maps ([]"),
+        r[0].to_string()
+            .starts_with(&format!("{name}: program id "))
+            && r[0].to_string().contains("reads other maps ([]"),
         "{r:?}"
     );
     assert!(
@@ -774,7 +778,10 @@ fn fallback_foreign_link_pinned_in_place_is_replaced() {
     std::fs::remove_file(&rec).unwrap();
     let g = Guard::open(&opts).unwrap();
     let r = g.replaced_links();
-    assert!(r.len() == 1 && r[0].contains("is in no record"), "{r:?}");
+    assert!(
+        r.len() == 1 && r[0].to_string().contains("is in no record"),
+        "{r:?}"
+    );
     assert!(is_eperm(&write_open(&lo.dev)));
     assert!(rec.exists(), "recorded again");
 

@@ -43,4 +43,4 @@ pub use exporter::{
 };
 pub use parse::{FromPrometheusText, ParseError};
 #[cfg(feature = "bpf")]
-pub use stamps::{BitSource, Stamps};
+pub use stamps::{StatsBitFrom, TracerStamps};

@@ -7,9 +7,9 @@
 //! number, which CO-RE cannot relocate:
 //!
 //! - newer kernels (6.12 and later) declare it in an anonymous enum: read from the
-//!   kernel's BTF ([`BitSource::Btf`]);
+//!   kernel's BTF ([`StatsBitFrom::Btf`]);
 //! - older ones `#define` it: the [`TABLE`] below gives the value per kernel
-//!   line ([`BitSource::Table`]); the values were read from the kernels' own
+//!   line ([`StatsBitFrom::Table`]); the values were read from the kernels' own
 //!   headers (Debian's `linux-headers-*-common` of 5.10.262 and 6.1.192).
 //!
 //! Whatever the source, the bit is verified at load with a probe read
@@ -17,72 +17,11 @@
 //! completes without a kernel stamp, the bit is wrong for this kernel and the
 //! tracer reloads with its own stamps.
 
-use std::fmt;
-
-/// Where the QUEUE_FLAG_STATS bit number comes from.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum BitSource {
-    /// The kernel's BTF (an enum member).
-    Btf,
-    /// The per-kernel table (a `#define`), for the kernel line named.
-    Table(&'static str),
-    /// Given by the caller ([`crate::LoadOptions::stats_bit`]).
-    Given,
-}
-
-impl fmt::Display for BitSource {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            BitSource::Btf => f.write_str("the kernel's BTF"),
-            BitSource::Table(line) => write!(f, "the table for Linux {line}"),
-            BitSource::Given => f.write_str("the configuration"),
-        }
-    }
-}
-
-/// How requests are stamped at issue.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Stamps {
-    /// The kernel's own stamps on queues with QUEUE_FLAG_STATS; the tracer's
-    /// own on the other queues.
-    Kernel {
-        /// QUEUE_FLAG_STATS.
-        bit: u32,
-        /// Where `bit` comes from.
-        source: BitSource,
-        /// The disk whose probe read the kernel stamped, or `None` when no
-        /// probe read reached a queue with the flag (not verified).
-        verified_on: Option<String>,
-    },
-    /// The tracer stamps every request itself, and why.
-    Own(String),
-}
-
-impl Stamps {
-    /// Whether the kernel's stamps are used where queues have them.
-    pub fn kernel(&self) -> bool {
-        matches!(self, Stamps::Kernel { .. })
-    }
-}
-
-impl fmt::Display for Stamps {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Stamps::Kernel {
-                bit,
-                source,
-                verified_on,
-            } => {
-                write!(f, "kernel stamps (QUEUE_FLAG_STATS = {bit} from {source}, ")?;
-                match verified_on {
-                    Some(disk) => write!(f, "verified on {disk})"),
-                    None => f.write_str("not verified: no probe read reached a queue with stats)"),
-                }
-            }
-            Stamps::Own(why) => write!(f, "own stamps ({why})"),
-        }
-    }
-}
+/// How requests are stamped at issue ([`TracerStamps`]) and where the
+/// QUEUE_FLAG_STATS bit number came from ([`StatsBitFrom`]): the protocol's
+/// types (`status`'s `metrics.tracer.stamps`), worded by their one
+/// `Display` there.
+pub use asmguard_proto::{StatsBitFrom, TracerStamps};
 
 /// One row of [`TABLE`]: the kernel lines where QUEUE_FLAG_STATS is a
 /// `#define` of `bit`.
@@ -146,13 +85,20 @@ pub fn btf_queue_flag(name: &str) -> Option<u32> {
 
 /// QUEUE_FLAG_STATS of the running kernel: from the BTF, else from the table
 /// (the release read from the caller's `paths`).
-pub fn stats_bit(paths: &asmguard_paths::Paths) -> Option<(u32, BitSource)> {
+pub fn stats_bit(paths: &asmguard_paths::Paths) -> Option<(u32, StatsBitFrom)> {
     if let Some(bit) = btf_bit() {
-        return Some((bit, BitSource::Btf));
+        return Some((bit, StatsBitFrom::Btf));
     }
     let release = std::fs::read_to_string(paths.osrelease()).ok()?;
     let (major, minor) = release_line(&release)?;
-    table_bit(major, minor).map(|(bit, line)| (bit, BitSource::Table(line)))
+    table_bit(major, minor).map(|(bit, line)| {
+        (
+            bit,
+            StatsBitFrom::Table {
+                lines: line.to_string(),
+            },
+        )
+    })
 }
 
 /// Whole request-based disks to probe, best first: those with a blk-mq queue
@@ -216,23 +162,6 @@ mod tests {
     }
 
     #[test]
-    fn the_description_says_source_and_verification() {
-        let k = Stamps::Kernel {
-            bit: 20,
-            source: BitSource::Table("5.4-6.11"),
-            verified_on: Some("nvme0n1".into()),
-        };
-        assert_eq!(
-            k.to_string(),
-            "kernel stamps (QUEUE_FLAG_STATS = 20 from the table for Linux 5.4-6.11, verified on nvme0n1)"
-        );
-        assert!(k.kernel());
-        let own = Stamps::Own("turned off".into());
-        assert_eq!(own.to_string(), "own stamps (turned off)");
-        assert!(!own.kernel());
-    }
-
-    #[test]
     fn the_running_kernel_has_a_bit_from_btf_or_table() {
         let release = std::fs::read_to_string(asmguard_paths::Paths::default().osrelease())
             .unwrap_or_default();
@@ -244,7 +173,7 @@ mod tests {
             Some((bit, source)) => {
                 assert!(bit < 64);
                 if line >= (6, 12) && has_btf {
-                    assert_eq!(source, BitSource::Btf, "{release}");
+                    assert_eq!(source, StatsBitFrom::Btf, "{release}");
                 }
             }
             None => assert!(

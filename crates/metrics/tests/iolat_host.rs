@@ -7,7 +7,8 @@ mod common;
 use std::process::Command;
 
 use asmguard_metrics::{
-    AttachMode, BitSource, IoLat, KernelDev, LoadOptions, Op, OpHist, RawEntry, Stamps,
+    AttachMode, IoLat, KernelDev, LoadOptions, Op, OpHist, RawEntry, StatsBitFrom,
+    TracerStamps as Stamps,
 };
 use common::{direct_reads, direct_writes, disk_of, root_serial, traced_disk, LoopDev};
 
@@ -113,8 +114,8 @@ fn kernel_stamps_are_verified_by_a_probe_read() {
     let iolat = IoLat::load(&asmguard_paths::Paths::default()).expect("loading the tracer");
     match iolat.stamps() {
         Stamps::Kernel {
-            bit,
-            source,
+            stats_bit: bit,
+            bit_from: source,
             verified_on: Some(disk),
         } => {
             assert!(*bit < 64);
@@ -123,7 +124,7 @@ fn kernel_stamps_are_verified_by_a_probe_read() {
                 "verified on {disk}, which is not a disk"
             );
             // on this kernel (6.12 and later) the bit comes from the BTF
-            assert_eq!(*source, BitSource::Btf, "{}", iolat.stamps());
+            assert_eq!(*source, StatsBitFrom::Btf, "{}", iolat.stamps());
         }
         other => panic!("kernel stamps not verified: {other}"),
     }
@@ -158,8 +159,8 @@ fn a_bit_no_queue_has_is_reported_unverified() {
     assert_eq!(
         iolat.stamps(),
         &Stamps::Kernel {
-            bit: dying,
-            source: BitSource::Given,
+            stats_bit: dying,
+            bit_from: StatsBitFrom::Configuration,
             verified_on: None
         }
     );

@@ -22,7 +22,8 @@
 
 use serde::{Deserialize, Serialize};
 
-pub use asmguard_filter_types::{Program, ProgramRuns};
+pub use asmguard_filter_types::denial::{Denial, DeviceType, Operation};
+pub use asmguard_filter_types::{KernelDev, PinFound, Program, ProgramRuns, ReplacedPin};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -1301,23 +1302,40 @@ pub struct OpenedBefore {
     /// The node it was opened through.
     pub path: String,
     /// `major:minor`.
-    pub device: String,
+    pub device: KernelDev,
 }
 
 /// A loop device set up over a protected disk before its protection
-/// (`status`'s `loops_before`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// (`status`'s `loops_before`; the daemon's record of one, too).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct LoopBefore {
     /// The disk's label.
     pub label: String,
     /// Its kernel name (`loop0`).
     pub name: String,
     /// `major:minor`.
-    pub device: String,
+    pub device: KernelDev,
     /// What it reads and writes (`loop/backing_file`).
     pub backing: String,
     /// Set up read-only.
     pub read_only: bool,
+}
+
+/// `loop0 over DATA1 (backing file /dev/sdb), set up before protection: its
+/// writes are judged as the disk's`: the journal's, `status`' and the
+/// event's words.
+impl std::fmt::Display for LoopBefore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} over {} (backing file {}{}), set up before protection: its writes are judged \
+             as the disk's",
+            self.name,
+            self.label,
+            self.backing,
+            if self.read_only { ", read-only" } else { "" }
+        )
+    }
 }
 
 /// `status`'s `bpf_lsm`: whether `bpf` is an active LSM, from the kernel's
@@ -1588,14 +1606,9 @@ impl std::fmt::Display for TracerStamps {
                 bit_from,
                 verified_on,
             } => {
-                let from = match bit_from {
-                    StatsBitFrom::Btf => "the kernel's BTF".to_string(),
-                    StatsBitFrom::Table { lines } => format!("the table for Linux {lines}"),
-                    StatsBitFrom::Configuration => "the configuration".to_string(),
-                };
                 write!(
                     f,
-                    "kernel stamps (QUEUE_FLAG_STATS = {stats_bit} from {from}, "
+                    "kernel stamps (QUEUE_FLAG_STATS = {stats_bit} from {bit_from}, "
                 )?;
                 match verified_on {
                     Some(disk) => write!(f, "verified on {disk})"),
@@ -1603,6 +1616,17 @@ impl std::fmt::Display for TracerStamps {
                 }
             }
             TracerStamps::Own { reason } => write!(f, "own stamps ({reason})"),
+        }
+    }
+}
+
+/// `the kernel's BTF`, `the table for Linux 5.4-6.11`, `the configuration`.
+impl std::fmt::Display for StatsBitFrom {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StatsBitFrom::Btf => f.write_str("the kernel's BTF"),
+            StatsBitFrom::Table { lines } => write!(f, "the table for Linux {lines}"),
+            StatsBitFrom::Configuration => f.write_str("the configuration"),
         }
     }
 }
@@ -1676,33 +1700,19 @@ pub struct FilterResult {
     pub backend: asmguard_filter_types::BackendName,
 }
 
-/// One write the filter denied (mode `enforce`) or logged and allowed (`audit`).
+/// One write the filter denied (mode `enforce`) or logged and allowed
+/// (`audit`): the guard's decoded [`Denial`] (its fields flattened: `pid`,
+/// `uid`, `euid`, `egid`, `comm`, `exe`, `device` (`major:minor`),
+/// `device_type`, `hook`, `operation`, `op`, `command`, `mode`) and what the
+/// daemon adds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FilterEventInfo {
     pub seq: u64,
     /// When the daemon received it (ms since the epoch).
     pub time_ms: u64,
-    pub pid: u32,
-    pub uid: u32,
-    pub euid: u32,
-    /// The effective gid (absent from daemons before it was reported).
-    #[serde(default)]
-    pub egid: u32,
-    /// The kernel's command name (display only: never used to authorise).
-    pub comm: String,
-    /// The executable (from /proc/PID/exe, empty if the process was gone).
-    pub exe: String,
-    /// `major:minor`.
-    pub device: String,
-    /// `block` or `char`.
-    pub device_type: DeviceType,
+    #[serde(flatten)]
+    pub denial: Denial,
     pub label: String,
-    /// `file_open`, `file_permission`, `file_ioctl`, `mmap_file`, `cgroup_device` ...
-    pub hook: asmguard_filter_types::Hook,
-    /// `write-open`, `write`, `BLKDISCARD`, `SG_IO`, `mmap-shared-write` ...
-    pub operation: String,
-    /// `enforce` (denied) or `audit` (allowed).
-    pub mode: asmguard_filter_types::Mode,
     /// The configured container the writer was in (absent: none).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub container: String,
@@ -1712,15 +1722,6 @@ pub struct FilterEventInfo {
     /// ...`) that `asmguardctl` matched as text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub noticed: Option<Noticed>,
-}
-
-/// The kind of device node an event is about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DeviceType {
-    #[default]
-    Block,
-    Char,
 }
 
 /// What the daemon noticed itself (an event no hook of the kernel raised).
@@ -1738,8 +1739,9 @@ pub enum Noticed {
     /// That loop device is detached, or the disk is no longer protected.
     LoopGone { device: LoopBefore },
     /// A pinned link of the filter, found at a start not to be the
-    /// daemon's own (`what`: the pin and what was there instead).
-    PinReplaced { what: String },
+    /// daemon's own: the pin and what was there instead (`pin`, `found`;
+    /// worded by its `Display`: `PIN: what was found`).
+    PinReplaced(ReplacedPin),
 }
 
 /// The answer to `events`.
@@ -2098,6 +2100,51 @@ mod tests {
 /// back, and must come out with exactly the same names (a renamed, dropped or
 /// added field fails here), nested documents included.
 #[cfg(test)]
+mod stamps_words {
+    use super::*;
+
+    /// The tracer's stamps are worded here alone: the daemon's journal, the
+    /// `asmguard-iolat` banner and `asmguardctl status` all print this.
+    #[test]
+    fn the_stamps_say_source_and_verification() {
+        let kernel = |bit_from, verified_on: Option<&str>| TracerStamps::Kernel {
+            stats_bit: 20,
+            bit_from,
+            verified_on: verified_on.map(Into::into),
+        };
+        for (s, words) in [
+            (
+                kernel(
+                    StatsBitFrom::Table {
+                        lines: "5.4-6.11".into(),
+                    },
+                    Some("nvme0n1"),
+                ),
+                "kernel stamps (QUEUE_FLAG_STATS = 20 from the table for Linux 5.4-6.11, \
+                 verified on nvme0n1)",
+            ),
+            (
+                kernel(StatsBitFrom::Btf, None),
+                "kernel stamps (QUEUE_FLAG_STATS = 20 from the kernel's BTF, not verified: no \
+                 probe read reached a queue with stats)",
+            ),
+            (
+                kernel(StatsBitFrom::Configuration, Some("vda")),
+                "kernel stamps (QUEUE_FLAG_STATS = 20 from the configuration, verified on vda)",
+            ),
+            (
+                TracerStamps::Own {
+                    reason: "turned off".into(),
+                },
+                "own stamps (turned off)",
+            ),
+        ] {
+            assert_eq!(s.to_string(), words);
+        }
+    }
+}
+
+#[cfg(test)]
 mod homes_lines {
     use super::*;
 
@@ -2243,17 +2290,22 @@ mod json_names {
         pinned::<EventsResult>(
             r#"{"events":[{"seq":1,"time_ms":2,"pid":3,"uid":0,"euid":0,"egid":0,
             "comm":"dd","exe":"/usr/bin/dd","device":"7:0","device_type":"block",
-            "label":"DATA1","hook":"file_open","operation":"write-open","mode":"enforce"},
+            "label":"DATA1","hook":"file_open","operation":"write-open","op":2,"mode":"enforce"},
             {"seq":2,"time_ms":3,"pid":0,"uid":0,"euid":0,"egid":0,
             "comm":"loop0","exe":"","device":"7:0","device_type":"block",
-            "label":"DATA1","hook":"unknown","operation":"?","mode":"audit",
+            "label":"DATA1","hook":"file_open","operation":"write-open","op":0,"mode":"audit",
             "noticed":{"kind":"loop_before","device":{"label":"DATA1","name":"loop0",
             "device":"7:0","backing":"/dev/sdb","read_only":false}}},
             {"seq":3,"time_ms":4,"pid":5,"uid":0,"euid":0,"egid":0,
             "comm":"asmguardd","exe":"","device":"0:0","device_type":"block",
-            "label":"","hook":"unknown","operation":"?","mode":"enforce",
-            "noticed":{"kind":"pin_replaced","what":"ag_link_file_open: a link of another program"}}],
-            "last_seq":3}"#,
+            "label":"","hook":"file_open","operation":"write-open","op":0,"mode":"enforce",
+            "noticed":{"kind":"pin_replaced","pin":"ag_file_open",
+            "found":{"what":"other_program_type","program":12}}},
+            {"seq":4,"time_ms":5,"pid":6,"uid":0,"euid":0,"egid":0,
+            "comm":"sg_raw","exe":"/usr/bin/sg_raw","device":"21:1","device_type":"char",
+            "label":"DATA1","hook":"file_ioctl","operation":"SG_IO opcode 0x2a","op":8837,
+            "command":{"opcode":42,"service_action":0},"mode":"audit","container":"rac1"}],
+            "last_seq":4}"#,
         );
         pinned::<ReclaimResult>(
             r#"{"dry_run":true,"planned_bytes":1,"reclaimed_bytes":0,

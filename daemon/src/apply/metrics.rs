@@ -101,32 +101,6 @@ fn nofile() -> std::io::Result<(u64, u64)> {
     }
 }
 
-/// The tracer's stamps as `status` carries them.
-fn stamps_of(s: &asmguard_metrics::Stamps) -> asmguard_proto::TracerStamps {
-    use asmguard_metrics::{BitSource, Stamps};
-    use asmguard_proto::{StatsBitFrom, TracerStamps};
-    match s {
-        Stamps::Kernel {
-            bit,
-            source,
-            verified_on,
-        } => TracerStamps::Kernel {
-            stats_bit: *bit,
-            bit_from: match source {
-                BitSource::Btf => StatsBitFrom::Btf,
-                BitSource::Table(lines) => StatsBitFrom::Table {
-                    lines: lines.to_string(),
-                },
-                BitSource::Given => StatsBitFrom::Configuration,
-            },
-            verified_on: verified_on.clone(),
-        },
-        Stamps::Own(why) => TracerStamps::Own {
-            reason: why.clone(),
-        },
-    }
-}
-
 pub struct MetricsService {
     pub metrics: Metrics,
     iolat: Option<Arc<IoLat>>,
@@ -155,7 +129,7 @@ impl MetricsService {
                 let t = Arc::new(t);
                 let state = asmguard_proto::TracerState::Attached {
                     attach: t.mode().as_str().into(),
-                    stamps: stamps_of(t.stamps()),
+                    stamps: t.stamps().clone(),
                 };
                 (Some(t), state)
             }
@@ -413,36 +387,4 @@ fn conflicts(m: &crate::world::model::Model) -> Vec<(String, String, String)> {
             })
         })
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// `status` carries the tracer's stamps as facts; the words
-    /// `asmguardctl` writes from them are the metrics crate's.
-    #[test]
-    fn stamps_carry_their_facts_and_words() {
-        use asmguard_metrics::{BitSource, Stamps};
-        for s in [
-            Stamps::Kernel {
-                bit: 20,
-                source: BitSource::Table("5.4-6.11"),
-                verified_on: None,
-            },
-            Stamps::Kernel {
-                bit: 22,
-                source: BitSource::Btf,
-                verified_on: Some("sdb".into()),
-            },
-            Stamps::Kernel {
-                bit: 7,
-                source: BitSource::Given,
-                verified_on: Some("vda".into()),
-            },
-            Stamps::Own("no queue has stats".into()),
-        ] {
-            assert_eq!(stamps_of(&s).to_string(), s.to_string());
-        }
-    }
 }

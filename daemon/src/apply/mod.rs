@@ -385,21 +385,20 @@ impl Applier {
     /// up before protection that was found or went between `before` and `w`.
     fn loops_before(&self, before: &World, w: &World) {
         let (new, gone) = crate::world::exposed::loop_changes(&before.loops, &w.loops);
-        for (l, lo) in new {
-            tracing::warn!("{}", crate::world::exposed::loop_line(&l, &lo));
-            self.filter.note_loop(asmguard_proto::Noticed::LoopBefore {
-                device: crate::world::exposed::loop_info(&l, &lo),
-            });
+        for lo in new {
+            tracing::warn!("{lo}");
+            self.filter
+                .note_loop(asmguard_proto::Noticed::LoopBefore { device: lo });
         }
-        for (l, lo) in gone {
+        for lo in gone {
             tracing::info!(
-                "{} over {l} (backing file {}): detached, or the disk is no longer protected",
+                "{} over {} (backing file {}): detached, or the disk is no longer protected",
                 lo.name,
+                lo.label,
                 lo.backing
             );
-            self.filter.note_loop(asmguard_proto::Noticed::LoopGone {
-                device: crate::world::exposed::loop_info(&l, &lo),
-            });
+            self.filter
+                .note_loop(asmguard_proto::Noticed::LoopGone { device: lo });
         }
     }
 

@@ -14,7 +14,7 @@
 //! writes are judged as the disk's).
 
 use crate::daemon::Daemon;
-use crate::world::exposed::{LoopBefore, LoopOf, Loops};
+use crate::world::exposed::{LoopBefore, Loops};
 use crate::world::{Exposed, Input};
 use asmguard_devices::holders::{holders, holders_among};
 use asmguard_devices::KernelDev;
@@ -108,9 +108,9 @@ pub fn check(d: &Daemon) {
         })
         .collect();
     // one pass over every process's maps for all the disks
-    let label_of: BTreeMap<String, &str> = disks
+    let label_of: BTreeMap<KernelDev, &str> = disks
         .iter()
-        .flat_map(|(l, devs)| devs.iter().map(move |d| (d.to_string(), l.as_str())))
+        .flat_map(|(l, devs)| devs.iter().map(move |d| (*d, l.as_str())))
         .collect();
     let all: Vec<KernelDev> = disks.iter().flat_map(|(_, d)| d.iter().copied()).collect();
     let first = !d
@@ -200,13 +200,13 @@ pub fn check(d: &Daemon) {
     } else {
         loops_over_disks(&d.site.paths.sys, &disks)
     };
-    for (l, lo) in found {
-        let known = match was.get(&l) {
+    for lo in found {
+        let known = match was.get(&lo.label) {
             None => true,
             Some(v) => v.contains(&lo),
         };
         if known {
-            loops.entry(l).or_default().push(lo);
+            loops.entry(lo.label.clone()).or_default().push(lo);
         }
     }
     // one input for the findings: one apply per check
@@ -220,7 +220,7 @@ pub fn check(d: &Daemon) {
 /// Every loop device whose backing file is one of a disk's devices, or a
 /// loop device over one, with the disk's label (one pass over sysfs:
 /// `asmguard_devices::sysfs::loop_devices`).
-fn loops_over_disks(sys: &Path, disks: &[(String, Vec<KernelDev>)]) -> Vec<LoopOf> {
+fn loops_over_disks(sys: &Path, disks: &[(String, Vec<KernelDev>)]) -> Vec<LoopBefore> {
     let all = asmguard_devices::sysfs::loop_devices(sys);
     let mut out = Vec::new();
     for (label, devs) in disks {
@@ -242,14 +242,12 @@ fn loops_over_disks(sys: &Path, disks: &[(String, Vec<KernelDev>)]) -> Vec<LoopO
         out.extend(
             all.iter()
                 .filter(|l| l.backing_dev.is_some_and(|u| devs.contains(&u)))
-                .map(|l| {
-                    let lo = LoopBefore {
-                        name: l.name.clone(),
-                        device: l.dev.to_string(),
-                        backing: l.backing.clone(),
-                        read_only: l.read_only,
-                    };
-                    (label.clone(), lo)
+                .map(|l| LoopBefore {
+                    label: label.clone(),
+                    name: l.name.clone(),
+                    device: l.dev,
+                    backing: l.backing.clone(),
+                    read_only: l.read_only,
                 }),
         );
     }
@@ -308,7 +306,14 @@ mod tests {
         let found = loops_over_disks(sys.path(), &disk);
         let named: Vec<(&str, &str, &str, bool)> = found
             .iter()
-            .map(|(l, o)| (l.as_str(), o.name.as_str(), o.backing.as_str(), o.read_only))
+            .map(|o| {
+                (
+                    o.label.as_str(),
+                    o.name.as_str(),
+                    o.backing.as_str(),
+                    o.read_only,
+                )
+            })
             .collect();
         assert_eq!(
             named,

@@ -30,68 +30,28 @@ pub fn opened(e: &Exposed) -> Vec<asmguard_proto::OpenedBefore> {
                 comm: o.comm.clone(),
                 fd: o.fd,
                 path: o.path.clone(),
-                device: o.device.clone(),
+                device: o.device,
             })
         })
         .collect()
 }
 
 /// A loop device over a protected disk, set up before its protection (by
-/// path, or bound to a descriptor of the disk).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct LoopBefore {
-    /// Its kernel name (`loop0`).
-    pub name: String,
-    /// `major:minor`.
-    pub device: String,
-    /// What it reads and writes (`loop/backing_file`).
-    pub backing: String,
-    /// Set up read-only (`loop/ro`).
-    pub read_only: bool,
-}
+/// path, or bound to a descriptor of the disk): the protocol's record, kept
+/// as `status` and the events show it.
+pub use asmguard_proto::LoopBefore;
 
 /// Label -> the loop devices over it set up before its protection.
 pub type Loops = BTreeMap<String, Vec<LoopBefore>>;
 
-/// One line of the log of a loop device set up before protection.
-pub fn loop_line(label: &str, l: &LoopBefore) -> String {
-    format!(
-        "{} over {label} (backing file {}{}), set up before protection: \
-         its writes are judged as the disk's",
-        l.name,
-        l.backing,
-        if l.read_only { ", read-only" } else { "" }
-    )
-}
-
-/// Loop device `l` over `label`, as the protocol has it.
-pub fn loop_info(label: &str, l: &LoopBefore) -> asmguard_proto::LoopBefore {
-    asmguard_proto::LoopBefore {
-        label: label.to_string(),
-        name: l.name.clone(),
-        device: l.device.clone(),
-        backing: l.backing.clone(),
-        read_only: l.read_only,
-    }
-}
-
 /// `status`'s `loops_before`: the loop devices set up before protection.
-pub fn loops(e: &Loops) -> Vec<asmguard_proto::LoopBefore> {
-    e.iter()
-        .flat_map(|(l, v)| v.iter().map(move |o| loop_info(l, o)))
-        .collect()
+pub fn loops(e: &Loops) -> Vec<LoopBefore> {
+    e.values().flatten().cloned().collect()
 }
-
-/// A loop device with its disk's label.
-pub type LoopOf = (String, LoopBefore);
 
 /// The loop devices that appeared and went from `before` to `now`.
-pub fn loop_changes(before: &Loops, now: &Loops) -> (Vec<LoopOf>, Vec<LoopOf>) {
-    let flat = |m: &Loops| -> BTreeSet<LoopOf> {
-        m.iter()
-            .flat_map(|(l, v)| v.iter().map(move |o| (l.clone(), o.clone())))
-            .collect()
-    };
+pub fn loop_changes(before: &Loops, now: &Loops) -> (Vec<LoopBefore>, Vec<LoopBefore>) {
+    let flat = |m: &Loops| -> BTreeSet<LoopBefore> { m.values().flatten().cloned().collect() };
     let (b, a) = (flat(before), flat(now));
     (
         a.difference(&b).cloned().collect(),
@@ -137,6 +97,7 @@ pub fn changes(before: &Exposed, now: &Exposed) -> (Vec<Found>, Vec<Found>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use asmguard_devices::KernelDev;
 
     fn o(pid: u32) -> Opener {
         Opener {
@@ -144,7 +105,7 @@ mod tests {
             comm: "dd".into(),
             fd: 0,
             path: "shared writable mapping 1-2".into(),
-            device: "7:0".into(),
+            device: KernelDev::new(7, 0).unwrap(),
         }
     }
 
@@ -179,8 +140,13 @@ mod tests {
         )]);
         let v = opened(&fd);
         assert_eq!(
-            (v[0].pid, v[0].fd, v[0].path.as_str(), v[0].device.as_str()),
-            (13, 5, "/dev/sdb", "7:0")
+            (
+                v[0].pid,
+                v[0].fd,
+                v[0].path.as_str(),
+                v[0].device.to_string()
+            ),
+            (13, 5, "/dev/sdb", "7:0".to_string())
         );
         // a protected disk with none: no entry
         assert!(opened(&Exposed::from([("DATA2".to_string(), vec![])])).is_empty());
@@ -189,41 +155,42 @@ mod tests {
     #[test]
     fn loops_appear_and_go() {
         let lo = |name: &str, backing: &str, read_only| LoopBefore {
+            label: "DATA1".into(),
             name: name.into(),
-            device: "7:0".into(),
+            device: KernelDev::new(7, 0).unwrap(),
             backing: backing.into(),
             read_only,
         };
         let one = Loops::from([("DATA1".to_string(), vec![lo("loop0", "/dev/sdb", false)])]);
         assert_eq!(
             loops(&one),
-            [asmguard_proto::LoopBefore {
+            [LoopBefore {
                 label: "DATA1".into(),
                 name: "loop0".into(),
-                device: "7:0".into(),
+                device: KernelDev::new(7, 0).unwrap(),
                 backing: "/dev/sdb".into(),
                 read_only: false,
             }]
         );
         assert_eq!(
-            loop_line("DATA1", &lo("loop0", "/dev/sdb", false)),
+            lo("loop0", "/dev/sdb", false).to_string(),
             "loop0 over DATA1 (backing file /dev/sdb), set up before protection: \
              its writes are judged as the disk's"
         );
         let ro = Loops::from([("DATA1".to_string(), vec![lo("loop0", "/dev/sdb", true)])]);
         assert!(loops(&ro)[0].read_only);
         let (n, g) = loop_changes(&Loops::new(), &one);
-        assert_eq!((n.len(), g.len(), n[0].0.as_str()), (1, 0, "DATA1"));
+        assert_eq!((n.len(), g.len(), n[0].label.as_str()), (1, 0, "DATA1"));
         assert_eq!(loop_changes(&one, &one.clone()), (vec![], vec![]));
         // the same name bound again to another file: one went, one came
         let again = Loops::from([("DATA1".to_string(), vec![lo("loop0", "/dev/sdc", false)])]);
         let (n, g) = loop_changes(&one, &again);
         assert_eq!(
-            (n[0].1.backing.as_str(), g[0].1.backing.as_str()),
+            (n[0].backing.as_str(), g[0].backing.as_str()),
             ("/dev/sdc", "/dev/sdb")
         );
         let (n, g) = loop_changes(&one, &Loops::new());
-        assert_eq!((n.len(), g[0].1.name.as_str()), (0, "loop0"));
+        assert_eq!((n.len(), g[0].name.as_str()), (0, "loop0"));
         assert!(loops(&Loops::from([("DATA2".to_string(), vec![])])).is_empty());
         // a protection change forgets the label's entry (all: every one)
         let two = Loops::from([

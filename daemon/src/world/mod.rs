@@ -416,8 +416,9 @@ mod tests {
     #[test]
     fn a_protection_change_forgets_what_was_found_before() {
         let lo = exposed::LoopBefore {
+            label: "DATA1".into(),
             name: "loop4".into(),
-            device: "7:4".into(),
+            device: asmguard_devices::KernelDev::new(7, 4).unwrap(),
             backing: "/dev/sdb".into(),
             read_only: false,
         };

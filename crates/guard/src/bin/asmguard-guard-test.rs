@@ -21,7 +21,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use asmguard_guard::{Backend, DenialEvent, DevKey, ExeId, Guard, Mode, Options};
+use asmguard_guard::{Backend, Denial, DevKey, ExeId, Guard, Mode, Options};
 
 fn main() -> ExitCode {
     match run() {
@@ -118,7 +118,7 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
     Ok(a)
 }
 
-fn event_line(e: &DenialEvent) -> String {
+fn event_line(e: &Denial) -> String {
     format!(
         "event pid={} uid={} euid={} fsuid={} egid={} comm={} exe={} dev={} disk={} hook={} op={} mode={}",
         e.pid,
@@ -128,10 +128,10 @@ fn event_line(e: &DenialEvent) -> String {
         e.egid,
         e.comm,
         if e.exe.is_empty() { "?" } else { &e.exe },
-        e.dev,
+        format_args!("{}{}", e.device_kind(), e.device),
         e.disk_id,
-        e.hook,
-        e.operation().replace(' ', "_"),
+        e.hook(),
+        e.operation.to_string().replace(' ', "_"),
         e.mode
     )
 }

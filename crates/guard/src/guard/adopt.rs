@@ -26,6 +26,7 @@ use libbpf_rs::query::LinkTypeInfo;
 use libbpf_rs::{Link, ProgramAttachType};
 
 use super::programs::Attach;
+use asmguard_filter_types::{PinFound, ReplacedPin};
 
 /// What the kernel says of a program.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -204,10 +205,20 @@ pub(crate) struct Known {
 pub(crate) enum Refusal {
     /// Not what a daemon pinned, or not this build's program where it
     /// belongs: someone else's (an ERROR).
-    Foreign(String),
+    Foreign(ReplacedPin),
     /// The link a daemon pinned, with an earlier build's program: an
     /// upgrade (replaced quietly).
-    Earlier(String),
+    Earlier(ReplacedPin),
+}
+
+impl Refusal {
+    /// Someone else's pin `name`, holding `found`.
+    pub(crate) fn foreign(name: &str, found: PinFound) -> Refusal {
+        Refusal::Foreign(ReplacedPin {
+            pin: name.to_string(),
+            found,
+        })
+    }
 }
 
 /// Whether pinned link `link` (pinned as `name`, attached as `attach`) is
@@ -223,19 +234,21 @@ pub(crate) fn judge(
     cgroup_id: Option<u64>,
 ) -> Result<(), Refusal> {
     let Ok(info) = link.info() else {
-        return Err(Refusal::Foreign(format!(
-            "{name}: the kernel gives no information on the pinned link"
-        )));
+        return Err(Refusal::foreign(name, PinFound::NoLinkInfo));
     };
     // The link the daemon pinned (by id): what differs from this build is an
     // earlier build's (an upgrade, replaced quietly); anything else is
     // someone else's.
     let recorded = known.record.get(name).copied();
     let ours = recorded.is_some_and(|(l, p, _)| l == info.id && p == info.prog_id);
-    let refuse = |why: String| {
+    let refuse = |found: PinFound| {
+        let r = ReplacedPin {
+            pin: name.to_string(),
+            found,
+        };
         Err(match ours {
-            true => Refusal::Earlier(format!("{name}: {why}")),
-            false => Refusal::Foreign(format!("{name}: {why}")),
+            true => Refusal::Earlier(r),
+            false => Refusal::Foreign(r),
         })
     };
     let placed = match (&info.info, attach) {
@@ -266,22 +279,25 @@ pub(crate) fn judge(
             LinkTypeInfo::RawTracepoint(_) => "a raw tracepoint link",
             _ => "a link of another kind",
         };
-        return refuse(format!(
-            "a link of another type or place ({kind} or another hook, where this daemon pins {attach:?})"
-        ));
+        return refuse(PinFound::OtherPlace {
+            link: kind.to_string(),
+            attach: format!("{attach:?}"),
+        });
     }
     let Some(prog) = prog_facts_by_id(info.prog_id) else {
-        return Err(Refusal::Foreign(format!(
-            "{name}: its program (id {}) cannot be read",
-            info.prog_id
-        )));
+        return Err(Refusal::foreign(
+            name,
+            PinFound::ProgramUnreadable {
+                program: info.prog_id,
+            },
+        ));
     };
     if prog.ty != fresh.ty
         || (prog.attach_btf_id != 0
             && fresh.attach_btf_id != 0
             && prog.attach_btf_id != fresh.attach_btf_id)
     {
-        return refuse(format!("program id {} is of another type or hook", prog.id));
+        return refuse(PinFound::OtherProgramType { program: prog.id });
     }
     // the pinned maps it reads, and as many of its own (the object's .bss,
     // one per load) as this build's program
@@ -293,36 +309,35 @@ pub(crate) fn judge(
     };
     if pinned(&prog.map_ids) != pinned(&fresh.map_ids) || prog.map_ids.len() != fresh.map_ids.len()
     {
-        return refuse(format!(
-            "program id {} reads other maps ({:?}, not {:?})",
-            prog.id,
-            prog.map_ids,
-            pinned(&fresh.map_ids)
-        ));
+        return refuse(PinFound::OtherMaps {
+            program: prog.id,
+            reads: prog.map_ids.clone(),
+            want: pinned(&fresh.map_ids),
+        });
     }
     match recorded {
         _ if ours => {}
         Some((l, p, _)) => {
-            return refuse(format!(
-                "link id {} with program id {}, where the daemon pinned link id {l} with \
-                 program id {p}",
-                info.id, info.prog_id
-            ))
+            return refuse(PinFound::OtherLink {
+                link: info.id,
+                program: info.prog_id,
+                recorded_link: l,
+                recorded_program: p,
+            })
         }
         None => {
-            return refuse(format!(
-                "link id {} (program id {}) is in no record of a daemon's",
-                info.id, info.prog_id
-            ))
+            return refuse(PinFound::Unrecorded {
+                link: info.id,
+                program: info.prog_id,
+            })
         }
     }
     if prog.tag != fresh.tag {
-        return refuse(format!(
-            "program id {} (tag {}) is an earlier build's (this one's: tag {})",
-            prog.id,
-            hex(&prog.tag),
-            hex(&fresh.tag)
-        ));
+        return refuse(PinFound::EarlierBuild {
+            program: prog.id,
+            tag: hex(&prog.tag),
+            this_tag: hex(&fresh.tag),
+        });
     }
     Ok(())
 }

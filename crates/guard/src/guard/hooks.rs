@@ -2,31 +2,10 @@
 //! code, metric label, whether it is optional, how its events name the
 //! operation) is plain data shared with the metrics: it lives in
 //! [`asmguard_filter_types::hooks`], beside the program table. This module
-//! names it for the guard and adds what needs the guard's own tables: the
-//! operation an event names ([`HookOperation`], an ioctl's name from
-//! [`super::ioctls`]).
+//! names it for the guard; the operation an event names is
+//! [`Hook::operation`] (an ioctl's name from [`super::ioctls`]).
 
 pub use asmguard_filter_types::hooks::{Hook, HookDef, Op, HOOKS};
-
-use super::ioctls::ioctl_name;
-
-/// The name of the operation an event of a hook records.
-pub trait HookOperation {
-    /// The name of operation `op` seen by this hook (`write-open`, an
-    /// ioctl's name ...).
-    fn operation(self, op: u32) -> String;
-}
-
-impl HookOperation for Hook {
-    fn operation(self, op: u32) -> String {
-        match self.def().map(|d| d.op) {
-            Some(Op::Fixed(name)) => name.to_string(),
-            Some(Op::Ioctl) => ioctl_name(op),
-            Some(Op::Hex(prefix)) => format!("{prefix} 0x{op:x}"),
-            None => format!("op 0x{op:x}"),
-        }
-    }
-}
 
 #[cfg(test)]
 mod tests {

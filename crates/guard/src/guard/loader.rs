@@ -30,7 +30,9 @@ use super::ring::EventReader;
 use super::rules::{encode, free_bits, read_all, union, write_add, write_exact, Rules, RULE_MAPS};
 use super::types::{Backend, DevKey, ExeId, IdentityReach, Mode};
 use crate::{Error, KernelDev};
-use asmguard_filter_types::{Chosen, FilterReason, LoadNote, LsmList, Refused};
+use asmguard_filter_types::{
+    Chosen, FilterReason, LoadNote, LsmList, NoBetter, PinFound, Refused, ReplacedPin,
+};
 
 /// The compiled `bpf/guard.bpf.c` (CO-RE: relocated at load time).
 pub(crate) static GUARD_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/guard.bpf.o"));
@@ -113,7 +115,7 @@ pub struct Guard {
     adopted: bool,
     /// The pinned links found not to be the daemon's and replaced at open
     /// ([`Guard::replaced_links`]).
-    replaced: Vec<String>,
+    replaced: Vec<ReplacedPin>,
     upgraded_from: Option<Backend>,
     /// The roots it was opened with ([`Options::paths`]).
     paths: asmguard_paths::Paths,
@@ -245,9 +247,7 @@ fn adopt_or_attach(
         Some(Ok(link)) => {
             let verdict = match adopt::prog_facts(prog.as_fd()) {
                 Some(fresh) => adopt::judge(name, &link, attach, &fresh, record, cgroup_id),
-                None => Err(adopt::Refusal::Foreign(format!(
-                    "{name}: this build's program cannot be read to compare"
-                ))),
+                None => Err(adopt::Refusal::foreign(name, PinFound::CannotCompare)),
             };
             match verdict {
                 Ok(()) => return Ok(link),
@@ -256,9 +256,12 @@ fn adopt_or_attach(
             Some(link)
         }
         Some(Err(e)) => {
-            replaced.push(adopt::Refusal::Foreign(format!(
-                "{name}: the pin is not a link ({e})"
-            )));
+            replaced.push(adopt::Refusal::foreign(
+                name,
+                PinFound::NotALink {
+                    error: e.to_string(),
+                },
+            ));
             None
         }
         None => None,
@@ -308,7 +311,12 @@ impl Guard {
                         return Ok(g);
                     }
                     Ok(_) => {}
-                    Err(e) => no_better = Some(e.to_string()),
+                    Err(Error::NoBetterBackend(why)) => no_better = Some(why),
+                    Err(e) => {
+                        no_better = Some(NoBetter::Failed {
+                            error: e.to_string(),
+                        })
+                    }
                 }
             }
             // The variants whose links are pinned.
@@ -379,9 +387,7 @@ impl Guard {
             }
         }
         if !worth(Backend::CgroupDevice) {
-            return Err(Error::NoBetterBackend(
-                asmguard_filter_types::reason::best_sentence(&lsm, &refused, None),
-            ));
+            return Err(Error::NoBetterBackend(NoBetter::Refused { lsm, refused }));
         }
         Guard::load(
             opts,
@@ -560,7 +566,7 @@ impl Guard {
         let (foreign, earlier): (Vec<_>, Vec<_>) = replaced
             .into_iter()
             .partition(|r| matches!(r, adopt::Refusal::Foreign(_)));
-        let replaced: Vec<String> = foreign
+        let replaced: Vec<ReplacedPin> = foreign
             .into_iter()
             .map(|r| match r {
                 adopt::Refusal::Foreign(s) | adopt::Refusal::Earlier(s) => s,
@@ -737,7 +743,7 @@ impl Guard {
     /// a daemon of this build pinned (another program, another place, a
     /// link no record names), one phrase each: each was replaced by this
     /// build's program, attached before its pin was taken over.
-    pub fn replaced_links(&self) -> &[String] {
+    pub fn replaced_links(&self) -> &[ReplacedPin] {
         &self.replaced
     }
 

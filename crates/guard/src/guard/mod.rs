@@ -9,7 +9,7 @@
 //!   section, attach type, sleepability, backend or companion role;
 //! - [`ioctls`]: the names of the ioctls the filter reports;
 //! - [`commands`]: the SG_IO / NVMe admin commands of the read class;
-//! - [`events`]: decoding an `ag_event` record into a [`DenialEvent`];
+//! - [`events`]: decoding an `ag_event` record into a [`Denial`];
 //! - `guardian`: the daemon's claim on its own objects (`bpf/guardian.h`):
 //!   who may get them by id, write them, detach them;
 //! - [`pins`]: bpffs, securityfs and cgroup plumbing, and the pin directory;
@@ -55,9 +55,9 @@ pub mod ring;
 pub mod rules;
 pub mod types;
 
+pub use asmguard_filter_types::denial::{Command, Denial, DeviceType, Operation};
 pub use commands::{CmdSet, PassthroughRule};
-pub use events::DenialEvent;
-pub use hooks::{Hook, HookDef, HookOperation, Op, HOOKS};
+pub use hooks::{Hook, HookDef, Op, HOOKS};
 pub use ioctls::ioctl_name;
 pub use loader::{majors_text, pinned_majors, Guard, Options, Stats};
 pub use pins::{

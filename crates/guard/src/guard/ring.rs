@@ -12,13 +12,14 @@ use std::time::Duration;
 
 use libbpf_rs::MapHandle;
 
-use super::events::DenialEvent;
+use super::events::decode;
 use crate::Error;
+use asmguard_filter_types::denial::Denial;
 
 /// Reads denial events from the ring buffer.
 pub struct EventReader {
     rb: libbpf_rs::RingBuffer<'static>,
-    queue: Arc<Mutex<VecDeque<DenialEvent>>>,
+    queue: Arc<Mutex<VecDeque<Denial>>>,
     _map: MapHandle,
 }
 
@@ -39,16 +40,16 @@ impl EventReader {
         let mut builder = libbpf_rs::RingBufferBuilder::new();
         builder
             .add(&map, move |data: &[u8]| {
-                if let Some(mut ev) = DenialEvent::parse(data) {
+                if let Some(mut ev) = decode(data) {
                     // Best effort: the caller has often exited (dd gives up
                     // at once); then the kernel's inode identifies the binary.
                     ev.exe = std::fs::read_link(proc.join(ev.pid.to_string()).join("exe"))
                         .map(|p| p.display().to_string())
                         .unwrap_or_else(|_| {
-                            if ev.exe_id.ino == 0 {
+                            if ev.exe_ino == 0 {
                                 String::new()
                             } else {
-                                format!("(exited: inode {} on {})", ev.exe_id.ino, ev.exe_id.dev)
+                                format!("(exited: inode {} on {})", ev.exe_ino, ev.exe_dev)
                             }
                         });
                     queue_push(&q, ev);
@@ -67,7 +68,7 @@ impl EventReader {
     }
 
     /// Waits up to `timeout` for events and returns those that arrived (maybe none).
-    pub fn poll(&mut self, timeout: Duration) -> Result<Vec<DenialEvent>, Error> {
+    pub fn poll(&mut self, timeout: Duration) -> Result<Vec<Denial>, Error> {
         self.rb
             .poll(timeout)
             .map_err(Error::bpf("polling the event ring buffer"))?;
@@ -78,11 +79,11 @@ impl EventReader {
 /// The reader's queue is a plain list of decoded events (nothing panics while
 /// holding it; were one to, the list would still be whole: its lock is taken
 /// over rather than dropping every later event).
-fn queue_push(q: &Mutex<VecDeque<DenialEvent>>, ev: DenialEvent) {
+fn queue_push(q: &Mutex<VecDeque<Denial>>, ev: Denial) {
     q.lock().unwrap_or_else(|p| p.into_inner()).push_back(ev);
 }
 
-fn queue_drain(q: &Mutex<VecDeque<DenialEvent>>) -> Vec<DenialEvent> {
+fn queue_drain(q: &Mutex<VecDeque<Denial>>) -> Vec<Denial> {
     q.lock()
         .unwrap_or_else(|p| p.into_inner())
         .drain(..)
@@ -101,7 +102,7 @@ mod tests {
         for pid in [7u32, 8, 9] {
             let mut b = vec![0u8; size];
             b[at["pid"]..at["pid"] + 4].copy_from_slice(&pid.to_ne_bytes());
-            queue_push(&q, DenialEvent::parse(&b).unwrap());
+            queue_push(&q, decode(&b).unwrap());
         }
         let got: Vec<u32> = queue_drain(&q).iter().map(|e| e.pid).collect();
         assert_eq!(got, [7, 8, 9]);

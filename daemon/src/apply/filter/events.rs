@@ -5,8 +5,8 @@
 //! one journal line ([`log_event`]). The history, `events` and the journal
 //! read that one value.
 
-use asmguard_guard::{DenialEvent, Hook, HookOperation, KernelDev, Mode};
-use asmguard_proto::{DeviceType, FilterEventInfo, Noticed};
+use asmguard_guard::{Denial, DeviceType, Hook, KernelDev, Mode, Operation};
+use asmguard_proto::{FilterEventInfo, Noticed};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Milliseconds since the epoch now (0 before it).
@@ -17,29 +17,15 @@ fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
-/// The kernel's record `ev`, numbered `seq`, about the disk `label` (empty
+/// The kernel's record `denial`, numbered `seq`, about the disk `label` (empty
 /// when the device left the managed set meanwhile), its task in the
 /// configured `container` (empty: none).
-pub fn received(ev: &DenialEvent, seq: u64, label: String, container: String) -> FilterEventInfo {
+pub fn received(denial: Denial, seq: u64, label: String, container: String) -> FilterEventInfo {
     FilterEventInfo {
         seq,
         time_ms: now_ms(),
-        pid: ev.pid,
-        uid: ev.uid,
-        euid: ev.euid,
-        egid: ev.egid,
-        comm: ev.comm.clone(),
-        exe: ev.exe.clone(),
-        device: ev.dev.dev.to_string(),
-        device_type: if ev.dev.chr {
-            DeviceType::Char
-        } else {
-            DeviceType::Block
-        },
+        denial,
         label,
-        hook: ev.hook,
-        operation: ev.operation(),
-        mode: ev.mode,
         container,
         noticed: None,
     }
@@ -65,18 +51,30 @@ pub fn noted(n: Noted<'_>, seq: u64) -> FilterEventInfo {
     FilterEventInfo {
         seq,
         time_ms: now_ms(),
-        pid: n.pid,
-        uid: 0,
-        euid: 0,
-        egid: 0,
-        comm: n.comm.into(),
-        exe: n.exe,
-        device: n.device.to_string(),
-        device_type: DeviceType::Block,
+        denial: Denial {
+            pid: n.pid,
+            uid: 0,
+            euid: 0,
+            egid: 0,
+            comm: n.comm.into(),
+            exe: n.exe,
+            device: n.device,
+            device_type: DeviceType::Block,
+            operation: Operation {
+                hook: n.hook,
+                code: 0,
+                command: None,
+            },
+            mode: n.mode,
+            ts_ns: 0,
+            tid: 0,
+            fsuid: 0,
+            exe_dev: KernelDev::default(),
+            exe_ino: 0,
+            disk_id: 0,
+            ctr_id: 0,
+        },
         label: n.label.into(),
-        hook: n.hook,
-        operation: n.hook.operation(0),
-        mode: n.mode,
         container: String::new(),
         noticed: Some(n.noticed),
     }
@@ -84,32 +82,85 @@ pub fn noted(n: Noted<'_>, seq: u64) -> FilterEventInfo {
 
 /// One journal line per denial (or audited operation) the kernel reported.
 pub fn log_event(e: &FilterEventInfo) {
-    let verb = match e.mode {
+    tracing::warn!("{}", journal_line(e));
+}
+
+/// The journal's line of `e`.
+fn journal_line(e: &FilterEventInfo) -> String {
+    let d = &e.denial;
+    let verb = match d.mode {
         Mode::Enforce => "write denied",
         Mode::Fenced => "write denied by the reclaim's fence (a reclaim runs on the disk)",
         _ => "write audited (allowed)",
     };
-    tracing::warn!(
+    format!(
         "{verb}: pid={} uid={} euid={} egid={} comm={:?} exe={:?} device={}{} label={} hook={} operation={}{}",
-        e.pid,
-        e.uid,
-        e.euid,
-        e.egid,
-        e.comm,
-        if e.exe.is_empty() { "?" } else { &e.exe },
-        if e.device_type == DeviceType::Char {
-            "c"
-        } else {
-            "b"
-        },
-        e.device,
+        d.pid,
+        d.uid,
+        d.euid,
+        d.egid,
+        d.comm,
+        if d.exe.is_empty() { "?" } else { &d.exe },
+        d.device_kind(),
+        d.device,
         if e.label.is_empty() { "?" } else { &e.label },
-        e.hook,
-        e.operation,
+        d.hook(),
+        d.operation,
         if e.container.is_empty() {
             String::new()
         } else {
             format!(" container={}", e.container)
         }
-    );
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The kernel's record becomes the event the wire carries, and its
+    /// journal line reads as it always has.
+    #[test]
+    fn a_denial_keeps_its_journal_line() {
+        let denial = Denial {
+            pid: 42,
+            uid: 1000,
+            euid: 1001,
+            egid: 1003,
+            comm: "sg_raw".into(),
+            exe: "/usr/bin/sg_raw".into(),
+            device: KernelDev::new(21, 1).unwrap(),
+            device_type: DeviceType::Char,
+            operation: Operation {
+                hook: Hook::FileIoctl,
+                code: 0x2285,
+                command: Some(asmguard_guard::Command {
+                    opcode: 0x2a,
+                    service_action: 0,
+                }),
+            },
+            mode: Mode::Enforce,
+            ts_ns: 1,
+            tid: 43,
+            fsuid: 1002,
+            exe_dev: KernelDev::default(),
+            exe_ino: 0,
+            disk_id: 5,
+            ctr_id: 0,
+        };
+        let e = received(denial.clone(), 7, "DATA1".into(), "rac1".into());
+        assert_eq!((e.seq, &e.denial), (7, &denial));
+        assert_eq!(
+            journal_line(&e),
+            "write denied: pid=42 uid=1000 euid=1001 egid=1003 comm=\"sg_raw\" \
+             exe=\"/usr/bin/sg_raw\" device=c21:1 label=DATA1 hook=file_ioctl \
+             operation=SG_IO opcode 0x2a container=rac1"
+        );
+        let v = serde_json::to_value(&e).unwrap();
+        assert_eq!(v["device"], "21:1");
+        assert_eq!(v["device_type"], "char");
+        assert_eq!(v["operation"], "SG_IO opcode 0x2a");
+        assert_eq!(v["hook"], "file_ioctl");
+        assert_eq!(v["mode"], "enforce");
+    }
 }

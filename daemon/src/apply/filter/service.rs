@@ -25,7 +25,7 @@ use super::containers::ContainerRule;
 use super::events::{noted, received, Noted};
 use crate::world::modes::Modes;
 use asmguard_guard::{FilterReason, NoFilter};
-use asmguard_proto::FilterEventInfo;
+use asmguard_proto::{FilterEventInfo, ReplacedPin};
 use asmguard_proto::{FilterScope, Protection};
 
 use asmguard_guard::{
@@ -184,14 +184,18 @@ fn protection_of(cover: Coverage, changed: bool) -> Protection {
 
 /// What `status` says of pinned links a start did not adopt
 /// (`Guard::replaced_links`); `None` when all were the daemon's.
-fn replaced_at_start(replaced: &[String]) -> Option<String> {
+fn replaced_at_start(replaced: &[ReplacedPin]) -> Option<String> {
     (!replaced.is_empty()).then(|| {
         format!(
             "{} pinned link{} not what this daemon's build pinned, replaced at start \
              (writes may have landed while they were pinned): {}",
             replaced.len(),
             if replaced.len() == 1 { "" } else { "s" },
-            replaced.join("; ")
+            replaced
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ")
         )
     })
 }
@@ -351,13 +355,9 @@ impl FilterService {
                     );
                 }
                 // each one an event and a count too (the ERROR line scrolls away)
-                for what in g.replaced_links() {
+                for r in g.replaced_links() {
                     self.pins_replaced.fetch_add(1, Ordering::Relaxed);
-                    self.keep(
-                        self.daemon_event(asmguard_proto::Noticed::PinReplaced {
-                            what: what.clone(),
-                        }),
-                    );
+                    self.keep(self.daemon_event(asmguard_proto::Noticed::PinReplaced(r.clone())));
                 }
                 inner.guard = Some(g);
                 inner.written = None;
@@ -417,7 +417,7 @@ impl FilterService {
                                 .unwrap_or_else(|| format!("container-{id}")),
                         };
                         let fe = received(
-                            &ev,
+                            ev,
                             seq.fetch_add(1, Ordering::Relaxed) + 1,
                             label,
                             container,
@@ -825,7 +825,7 @@ impl FilterService {
                 pid: o.pid,
                 comm: &o.comm,
                 exe,
-                device: o.device.parse().unwrap_or_default(),
+                device: o.device,
                 hook: Hook::MmapFile,
                 mode: Mode::Audit,
                 noticed,
@@ -841,7 +841,7 @@ impl FilterService {
         let (label, name, device) = match &noticed {
             asmguard_proto::Noticed::LoopBefore { device: l }
             | asmguard_proto::Noticed::LoopGone { device: l } => {
-                (l.label.clone(), l.name.clone(), l.device.clone())
+                (l.label.clone(), l.name.clone(), l.device)
             }
             _ => Default::default(),
         };
@@ -851,7 +851,7 @@ impl FilterService {
                 pid: 0,
                 comm: &name,
                 exe: String::new(),
-                device: device.parse().unwrap_or_default(),
+                device,
                 hook: Hook::Unknown(0),
                 mode: Mode::Audit,
                 noticed,
@@ -1035,6 +1035,7 @@ fn differing(
 mod tests {
     use super::*;
     use asmguard_proto::FilterAction as Action;
+    use asmguard_proto::PinFound;
 
     /// Links replaced at start leave protection degraded with their names
     /// (`FilterStatus::changed`, which `status` and `asmguard_protected`
@@ -1042,13 +1043,36 @@ mod tests {
     #[test]
     fn links_replaced_at_start_degrade_protection() {
         assert_eq!(replaced_at_start(&[]), None);
+        let pin = |pin: &str, found| ReplacedPin {
+            pin: pin.into(),
+            found,
+        };
         let what = replaced_at_start(&[
-            "ag_file_open: link id 9 (program id 4) is in no record of a daemon's".into(),
-            "ag_bpf: program id 5 reads other maps ([], not [1])".into(),
+            pin(
+                "ag_file_open",
+                PinFound::Unrecorded {
+                    link: 9,
+                    program: 4,
+                },
+            ),
+            pin(
+                "ag_bpf",
+                PinFound::OtherMaps {
+                    program: 5,
+                    reads: vec![],
+                    want: vec![1],
+                },
+            ),
         ])
         .unwrap();
         assert!(what.starts_with("2 pinned links not what"), "{what}");
-        assert!(what.contains("ag_file_open: link id 9") && what.contains("; ag_bpf: "));
+        assert!(
+            what.ends_with(
+                "ag_file_open: link id 9 (program id 4) is in no record of a daemon's; \
+                 ag_bpf: program id 5 reads other maps ([], not [1])"
+            ),
+            "{what}"
+        );
         let st = FilterStatus {
             cover: Coverage::Full(Backend::Lsm),
             changed: true,

@@ -9,7 +9,11 @@
 //! refused with an error, never masked: a masked minor would name another
 //! device (`8:1048576` is not `8:0`).
 //!
-//! Not for: what a device is or where it sits (see [`crate::sysfs`]).
+//! Not for: what a device is or where it sits (`asmguard_devices::sysfs`).
+//!
+//! Here, in the filter's leaf crate, so that the decoded denial
+//! ([`crate::denial::Denial`]) and the protocol carry the type itself:
+//! serialised as `MAJ:MIN`.
 
 use std::fmt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -181,6 +185,20 @@ impl KernelDev {
 impl fmt::Display for KernelDev {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}:{}", self.major(), self.minor())
+    }
+}
+
+/// `"MAJ:MIN"` on the wire (`events`' `device`, a loop device's number).
+impl serde::Serialize for KernelDev {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for KernelDev {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
     }
 }
 
