@@ -87,6 +87,17 @@ pub struct Reclaims {
     pub running: asmguard_reclaim::job::Running,
 }
 
+/// What the periodic check of protected disks remembers between runs
+/// (`crate::inputs::exposed`).
+#[derive(Debug, Default)]
+pub struct ExposedChecks {
+    /// Whether it ran once (its first run over a filter re-adopted from pins
+    /// names nothing as "before protection").
+    pub once: std::sync::atomic::AtomicBool,
+    /// When it last walked every process.
+    pub walked_all: std::sync::Mutex<Option<std::time::Instant>>,
+}
+
 /// What a daemon is made of: its configuration, where it runs, and what
 /// it starts before its first scan.
 pub struct Parts {
@@ -126,7 +137,7 @@ pub struct Daemon {
     pub labels_lost: crate::apply::metrics::LabelsLost,
     pub reclaims: Reclaims,
     /// What the periodic check of protected disks remembers (`crate::inputs::exposed`).
-    pub exposed_checks: crate::inputs::exposed::Checks,
+    pub exposed_checks: ExposedChecks,
 }
 
 pub(crate) fn err(code: ErrorCode, m: impl Into<String>) -> ErrorBody {

@@ -1,5 +1,7 @@
 //! Daemons for unit tests: no filter, tracer or scan.
 
+#![cfg(test)]
+
 use super::*;
 
 /// A daemon on the roots `paths` with runtime state under `runtime_dir`.

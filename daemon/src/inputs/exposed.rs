@@ -73,16 +73,6 @@ pub fn walk(w: Why) -> Walk {
     }
 }
 
-/// What the periodic check remembers between runs.
-#[derive(Debug, Default)]
-pub struct Checks {
-    /// Whether it ran once (its first run over a filter re-adopted from pins
-    /// names nothing as "before protection").
-    pub once: std::sync::atomic::AtomicBool,
-    /// When it last walked every process.
-    pub walked_all: std::sync::Mutex<Option<std::time::Instant>>,
-}
-
 /// Looks for shared-writable mappings of every protected disk (every
 /// path of it, the devices stacked on it too) by any process but this
 /// one, and sends what it found to the World (the apply side logs and

@@ -101,7 +101,8 @@ fn roots_built(text: &str) -> Vec<(usize, String)> {
 }
 
 /// The running system's roots (`Paths::default()`, `Path::new("/")`) are
-/// built only where a program starts (`main.rs`, `src/bin/`) and in tests:
+/// built only where a program starts (`main.rs`, `src/bin/`, `examples/`)
+/// and in tests:
 /// every library function takes a `&Paths` (or the one root it needs) from
 /// its caller. No library file is excepted any more (the list of those that
 /// still built their own is empty and gone): a new one fails here.
@@ -112,8 +113,12 @@ fn the_roots_are_built_once_in_main_and_passed_down() {
     for f in &files {
         let rel = f.strip_prefix(&ws).unwrap_or(f);
         let r = rel.to_string_lossy();
-        let entry =
-            r.ends_with("/main.rs") || r.contains("/src/bin/") || r == "crates/paths/src/lib.rs";
+        // where a program starts: a main, a binary, an example (a program of
+        // its own, run by hand on this host)
+        let entry = r.ends_with("/main.rs")
+            || r.contains("/src/bin/")
+            || r.contains("/examples/")
+            || r == "crates/paths/src/lib.rs";
         if entry {
             continue;
         }
@@ -160,4 +165,16 @@ const T: &str = "/etc/x";
 "#;
     let got: Vec<usize> = offenders(text).into_iter().map(|(n, _)| n).collect();
     assert_eq!(got, vec![2, 4, 13]);
+}
+
+/// A file compiled for tests only (`#![cfg(test)]` before its code, as a
+/// crate's test-support module) builds no roots the running program uses;
+/// the same line in a file without it is found.
+#[test]
+fn a_test_only_file_is_not_code() {
+    let line = "    let p = asmguard_paths::Paths::default();";
+    let test_only = format!("//! Test daemons.\n\n#![cfg(test)]\n\nfn f() {{\n{line}\n}}\n");
+    assert!(roots_built(&test_only).is_empty());
+    let code = format!("//! Daemons.\n\nfn f() {{\n{line}\n}}\n");
+    assert_eq!(roots_built(&code).len(), 1);
 }

@@ -25,10 +25,19 @@ pub fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 
 /// The (line number, line) of every line of `text` that is code: not a
 /// comment line, not inside a `#[cfg(test)]` item (to the closing brace at
-/// the item's indentation, rustfmt's layout, or its one line).
+/// the item's indentation, rustfmt's layout, or its one line); none in a
+/// file that is compiled for tests only (`#![cfg(test)]` before its code).
 pub fn code_lines(text: &str) -> Vec<(usize, &str)> {
     let mut out = Vec::new();
     let lines: Vec<&str> = text.lines().collect();
+    let test_only = lines
+        .iter()
+        .map(|l| l.trim())
+        .find(|l| !l.is_empty() && !l.starts_with("//"))
+        .is_some_and(|l| l == "#![cfg(test)]");
+    if test_only {
+        return out;
+    }
     let mut i = 0;
     while i < lines.len() {
         let line = lines[i];
