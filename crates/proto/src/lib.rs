@@ -1705,7 +1705,7 @@ pub struct FilterResult {
 /// `uid`, `euid`, `egid`, `comm`, `exe`, `device` (`major:minor`),
 /// `device_type`, `hook`, `operation`, `op`, `command`, `mode`) and what the
 /// daemon adds.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct FilterEventInfo {
     pub seq: u64,
     /// When the daemon received it (ms since the epoch).
@@ -1722,6 +1722,43 @@ pub struct FilterEventInfo {
     /// ...`) that `asmguardctl` matched as text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub noticed: Option<Noticed>,
+}
+
+/// Written in the order `events --json` has always had (one line per event,
+/// which scripts read with `grep`): the process, the device, the label, the
+/// hook, the operation and the mode, then what is newer (`container`,
+/// `noticed`, `op`, `command`, each only when it says something).
+impl Serialize for FilterEventInfo {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let d = &self.denial;
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("seq", &self.seq)?;
+        m.serialize_entry("time_ms", &self.time_ms)?;
+        m.serialize_entry("pid", &d.pid)?;
+        m.serialize_entry("uid", &d.uid)?;
+        m.serialize_entry("euid", &d.euid)?;
+        m.serialize_entry("egid", &d.egid)?;
+        m.serialize_entry("comm", &d.comm)?;
+        m.serialize_entry("exe", &d.exe)?;
+        m.serialize_entry("device", &d.device)?;
+        m.serialize_entry("device_type", &d.device_type)?;
+        m.serialize_entry("label", &self.label)?;
+        m.serialize_entry("hook", &d.operation.hook)?;
+        m.serialize_entry("operation", &d.operation.to_string())?;
+        m.serialize_entry("mode", &d.mode)?;
+        if !self.container.is_empty() {
+            m.serialize_entry("container", &self.container)?;
+        }
+        if let Some(n) = &self.noticed {
+            m.serialize_entry("noticed", n)?;
+        }
+        m.serialize_entry("op", &d.operation.code)?;
+        if let Some(c) = &d.operation.command {
+            m.serialize_entry("command", c)?;
+        }
+        m.end()
+    }
 }
 
 /// What the daemon noticed itself (an event no hook of the kernel raised).
@@ -2219,6 +2256,22 @@ mod json_names {
         b.dedup();
         assert_eq!(b, a, "{}", std::any::type_name::<T>());
         assert_eq!(got, want, "values round-trip");
+    }
+
+    /// `events --json` prints one line per event, which scripts and the
+    /// labs read with `grep`: its fields keep the order they always had (the
+    /// label before the hook, the operation right before the mode), and
+    /// what is newer comes last.
+    #[test]
+    fn an_event_line_keeps_its_field_order() {
+        for line in [
+            r#"{"seq":1,"time_ms":2,"pid":3,"uid":0,"euid":0,"egid":0,"comm":"dd","exe":"/usr/bin/dd","device":"7:0","device_type":"block","label":"DATA1","hook":"file_open","operation":"write-open","mode":"enforce","op":2}"#,
+            r#"{"seq":4,"time_ms":5,"pid":6,"uid":0,"euid":0,"egid":0,"comm":"sg_raw","exe":"/usr/bin/sg_raw","device":"21:1","device_type":"char","label":"DATA1","hook":"file_ioctl","operation":"SG_IO opcode 0x2a","mode":"audit","container":"rac1","op":8837,"command":{"opcode":42,"service_action":0}}"#,
+            r#"{"seq":2,"time_ms":3,"pid":0,"uid":0,"euid":0,"egid":0,"comm":"loop0","exe":"","device":"7:0","device_type":"block","label":"DATA1","hook":"file_open","operation":"write-open","mode":"audit","noticed":{"kind":"exposed"},"op":0}"#,
+        ] {
+            let e: FilterEventInfo = serde_json::from_str(line).unwrap();
+            assert_eq!(serde_json::to_string(&e).unwrap(), line);
+        }
     }
 
     #[test]
