@@ -1,78 +1,51 @@
-//! What answers each socket operation: the daemon's [`Serve`] (one method
-//! per row of `asmguard_proto`'s `ops!`, named in the row). The control
-//! socket (`inputs::server`) only calls `Op::serve`; a new operation is its
-//! row in the protocol, its method here, and its subcommand in `ctl`.
-//!
-//! `scan` and `reclaim` are served on their connection (a shared scan,
-//! progress lines) before the dispatch; their methods here say so.
+//! The socket operations with no module of their own: `ping`, `iostat`
+//! (the tracer's snapshot) and `scan` (served on its connection: a shared
+//! scan, before the dispatch). Every other operation's `serve` trait
+//! (`asmguard_proto::serve`, one per row of `ops!`) is implemented where its
+//! work is: `label`, `unlabel`, `rename` in `crate::ops`, `filter` in
+//! `crate::ops::filter`, `reclaim` in `crate::ops::reclaim`, `lsdsk`,
+//! `status`, `events` in `crate::views`. The control socket
+//! (`inputs::server`) only calls `Op::serve`; a new operation is its row in
+//! the protocol, its impl beside its work, and its subcommand in `ctl`.
 
 use crate::daemon::Daemon;
-use asmguard_proto::{
-    ErrorBody, ErrorCode, EventsArgs, FilterArgs, LabelArgs, ReclaimArgs, RenameArgs, Serve,
-    UnlabelArgs,
-};
+use asmguard_proto::{serve, ErrorBody, ErrorCode};
 use serde::Serialize;
 
 /// The answer of an operation served on its connection, should it reach the
 /// dispatch.
-fn on_its_connection(name: &str) -> Result<(), ErrorBody> {
+pub fn on_its_connection(name: &str) -> Result<(), ErrorBody> {
     Err(ErrorBody::new(
         ErrorCode::Internal,
         format!("`{name}` is served on its connection, not here (a bug)"),
     ))
 }
 
-impl Serve for Daemon {
-    /// `uid U pid P`, for the journal.
-    type Caller = str;
-
+impl serve::Ping for Daemon {
     fn ping(&self, _: &str) -> Result<impl Serialize, ErrorBody> {
         Ok(serde_json::json!({"daemon_version": env!("CARGO_PKG_VERSION")}))
     }
+}
 
-    fn lsdsk(&self, _: &str) -> Result<impl Serialize, ErrorBody> {
-        Ok(crate::views::lsdsk(&self.applied(), &self.site))
-    }
-
+impl serve::Scan for Daemon {
     fn scan(&self, _: &str) -> Result<impl Serialize, ErrorBody> {
         on_its_connection("scan")
     }
+}
 
-    fn status(&self, _: &str) -> Result<impl Serialize, ErrorBody> {
-        Ok(crate::views::status(
-            &self.applied(),
-            &self.site,
-            &self.filter,
-            &self.metrics,
-            &self.scans,
-        ))
-    }
-
+impl serve::Iostat for Daemon {
     fn iostat(&self, _: &str) -> Result<impl Serialize, ErrorBody> {
         self.metrics.snapshot()
     }
+}
 
-    fn label(&self, a: &LabelArgs, _: &str) -> Result<impl Serialize, ErrorBody> {
-        crate::ops::label(self, a)
-    }
-
-    fn unlabel(&self, a: &UnlabelArgs, _: &str) -> Result<impl Serialize, ErrorBody> {
-        crate::ops::unlabel(self, a)
-    }
-
-    fn rename(&self, a: &RenameArgs, _: &str) -> Result<impl Serialize, ErrorBody> {
-        crate::ops::rename(self, a)
-    }
-
-    fn filter(&self, a: &FilterArgs, who: &str) -> Result<impl Serialize, ErrorBody> {
-        crate::ops::filter::mode(self, a, who)
-    }
-
-    fn events(&self, a: &EventsArgs, _: &str) -> Result<impl Serialize, ErrorBody> {
-        Ok(crate::views::events(&self.filter, a))
-    }
-
-    fn reclaim(&self, _: &ReclaimArgs, _: &str) -> Result<impl Serialize, ErrorBody> {
-        on_its_connection("reclaim")
+#[cfg(test)]
+mod tests {
+    /// The daemon serves every row of the protocol (a row without its
+    /// impl would not compile here).
+    #[test]
+    fn the_daemon_serves_every_operation() {
+        fn serves_all<S: asmguard_proto::Serve>() {}
+        serves_all::<crate::daemon::Daemon>();
     }
 }

@@ -49,11 +49,12 @@ pub struct Request {
 }
 
 /// Declares the operations once: each row gives its wire name, its access,
-/// for an operation that takes them its arguments, and the method of
-/// [`Serve`] that answers it. The [`Op`] enum (serde-tagged by that name:
+/// for an operation that takes them its arguments, and the method that
+/// answers it. The [`Op`] enum (serde-tagged by that name:
 /// `{"op":"label","args":{...}}`), [`Op::name`], [`Op::access`],
-/// [`Op::NAMES`], the [`Serve`] trait and the dispatch [`Op::serve`] all
-/// come from these rows.
+/// [`Op::NAMES`], one trait per row in [`serve`] (named after the variant:
+/// `serve::Label`), [`Serve`] (all of them) and the dispatch [`Op::serve`]
+/// all come from these rows.
 macro_rules! ops {
     ($( $(#[$doc:meta])* $name:literal => $variant:ident $(($args:ty))? : $access:ident => $method:ident, )*) => {
         /// The operations.
@@ -78,29 +79,42 @@ macro_rules! ops {
                 match self { $( Op::$variant { .. } => Access::$access, )* }
             }
 
-            /// Serves the operation with `server`'s method of the same row,
-            /// its answer as JSON: the daemon's whole dispatch.
-            pub fn serve<S: Serve>(&self, server: &S, caller: &S::Caller) -> Result<Value, ErrorBody> {
+            /// Serves the operation with the method of its row's trait
+            /// ([`serve`]) on `server`, for `caller` (as the daemon's
+            /// journal names the peer), its answer as JSON: the daemon's
+            /// whole dispatch.
+            pub fn serve<S>(&self, server: &S, caller: &str) -> Result<Value, ErrorBody>
+            where
+                S: $( serve::$variant + )* ?Sized,
+            {
                 match self {
                     $( Op::$variant $((ops!(@bind args $args)))? =>
-                        answer(server.$method($(ops!(@bind args $args),)? caller)?), )*
+                        answer(serve::$variant::$method(server, $(ops!(@bind args $args),)? caller)?), )*
                 }
             }
         }
 
-        /// What serves the operations: one method per row of [`Op`], named
-        /// in its row, with the row's arguments and the caller; its answer
-        /// is serialised as the response's `result`. A row added to [`Op`]
-        /// without its method here does not compile.
-        pub trait Serve {
-            /// Who asks (as the daemon's journal names the peer).
-            type Caller: ?Sized;
+        /// What serves the operations: one trait per row of [`Op`], named
+        /// after its variant, with the row's method (its arguments and the
+        /// caller; its answer is serialised as the response's `result`). The
+        /// daemon implements each where that operation's work is, so a new
+        /// operation is its row here, its impl there, and its subcommand in
+        /// the CLI; a row without its impl does not compile ([`Serve`]).
+        pub mod serve {
+            use super::*;
             $(
                 $(#[$doc])*
-                fn $method(&self, $(args: &$args,)? caller: &Self::Caller)
-                    -> Result<impl Serialize, ErrorBody>;
+                pub trait $variant {
+                    fn $method(&self, $(args: &$args,)? caller: &str)
+                        -> Result<impl Serialize, ErrorBody>;
+                }
             )*
         }
+
+        /// Every row's trait of [`serve`] at once: what serves the whole
+        /// protocol (implemented for any type that serves each row).
+        pub trait Serve: $( serve::$variant + )* {}
+        impl<T: $( serve::$variant + )* ?Sized> Serve for T {}
     };
     (@takes $args:ty) => { true };
     (@takes) => { false };
@@ -1799,45 +1813,67 @@ mod tests {
     fn serve_routes_each_row_to_its_method() {
         use super::*;
         struct Echo;
-        impl Serve for Echo {
-            type Caller = str;
+        impl serve::Ping for Echo {
             fn ping(&self, c: &str) -> Result<impl Serialize, ErrorBody> {
                 Ok(format!("ping {c}"))
             }
+        }
+        impl serve::Lsdsk for Echo {
             fn lsdsk(&self, _: &str) -> Result<impl Serialize, ErrorBody> {
                 Ok("lsdsk")
             }
+        }
+        impl serve::Scan for Echo {
             fn scan(&self, _: &str) -> Result<impl Serialize, ErrorBody> {
                 Ok("scan")
             }
+        }
+        impl serve::Status for Echo {
             fn status(&self, _: &str) -> Result<impl Serialize, ErrorBody> {
                 Ok("status")
             }
+        }
+        impl serve::Iostat for Echo {
             fn iostat(&self, _: &str) -> Result<impl Serialize, ErrorBody> {
                 Ok("iostat")
             }
+        }
+        impl serve::Label for Echo {
             fn label(&self, a: &LabelArgs, _: &str) -> Result<impl Serialize, ErrorBody> {
                 Ok(format!("label {} {}", a.label, a.device))
             }
+        }
+        impl serve::Unlabel for Echo {
             fn unlabel(&self, a: &UnlabelArgs, _: &str) -> Result<impl Serialize, ErrorBody> {
                 Ok(format!("unlabel {}", a.label))
             }
+        }
+        impl serve::Rename for Echo {
             fn rename(&self, a: &RenameArgs, _: &str) -> Result<impl Serialize, ErrorBody> {
                 Ok(format!("rename {} {}", a.old, a.new))
             }
+        }
+        impl serve::Filter for Echo {
             fn filter(&self, _: &FilterArgs, c: &str) -> Result<impl Serialize, ErrorBody> {
                 Err::<(), _>(ErrorBody::new(
                     ErrorCode::PermissionDenied,
                     format!("no {c}"),
                 ))
             }
+        }
+        impl serve::Events for Echo {
             fn events(&self, a: &EventsArgs, _: &str) -> Result<impl Serialize, ErrorBody> {
                 Ok(a.after)
             }
+        }
+        impl serve::Reclaim for Echo {
             fn reclaim(&self, _: &ReclaimArgs, _: &str) -> Result<impl Serialize, ErrorBody> {
                 Ok("reclaim")
             }
         }
+        // the whole protocol: every row's trait
+        fn serves_all<S: Serve>(_: &S) {}
+        serves_all(&Echo);
         let serve = |line: &str| {
             let req = parse_request(line.as_bytes()).unwrap();
             req.op.serve(&Echo, "uid 0 pid 1")

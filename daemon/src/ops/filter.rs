@@ -35,3 +35,9 @@ pub fn mode(d: &Daemon, a: &FilterArgs, who: &str) -> Result<FilterResult, Error
         backend: d.filter.status().backend(),
     })
 }
+
+impl asmguard_proto::serve::Filter for Daemon {
+    fn filter(&self, a: &FilterArgs, who: &str) -> Result<impl serde::Serialize, ErrorBody> {
+        mode(self, a, who)
+    }
+}

@@ -452,3 +452,21 @@ fn writers_of(
     }
     asmguard_devices::holders::writers(&paths.proc, &devs, std::process::id())
 }
+
+impl asmguard_proto::serve::Label for Daemon {
+    fn label(&self, a: &LabelArgs, _: &str) -> Result<impl serde::Serialize, ErrorBody> {
+        label(self, a)
+    }
+}
+
+impl asmguard_proto::serve::Unlabel for Daemon {
+    fn unlabel(&self, a: &UnlabelArgs, _: &str) -> Result<impl serde::Serialize, ErrorBody> {
+        unlabel(self, a)
+    }
+}
+
+impl asmguard_proto::serve::Rename for Daemon {
+    fn rename(&self, a: &RenameArgs, _: &str) -> Result<impl serde::Serialize, ErrorBody> {
+        rename(self, a)
+    }
+}

@@ -325,6 +325,18 @@ mod tests {
     }
 }
 
+/// `reclaim` is served on its connection ([`serve`]: progress lines, then
+/// the response), before the dispatch.
+impl asmguard_proto::serve::Reclaim for Daemon {
+    fn reclaim(
+        &self,
+        _: &asmguard_proto::ReclaimArgs,
+        _: &str,
+    ) -> Result<impl serde::Serialize, asmguard_proto::ErrorBody> {
+        crate::serve::on_its_connection("reclaim")
+    }
+}
+
 #[cfg(test)]
 mod fence_tests {
     use super::set_fence;

@@ -188,3 +188,31 @@ pub fn events(
     let last_seq = events.last().map(|e| e.seq).unwrap_or(a.after);
     asmguard_proto::EventsResult { events, last_seq }
 }
+
+impl asmguard_proto::serve::Lsdsk for Daemon {
+    fn lsdsk(&self, _: &str) -> Result<impl serde::Serialize, ErrorBody> {
+        Ok(lsdsk(&self.applied(), &self.site))
+    }
+}
+
+impl asmguard_proto::serve::Status for Daemon {
+    fn status(&self, _: &str) -> Result<impl serde::Serialize, ErrorBody> {
+        Ok(status(
+            &self.applied(),
+            &self.site,
+            &self.filter,
+            &self.metrics,
+            &self.scans,
+        ))
+    }
+}
+
+impl asmguard_proto::serve::Events for Daemon {
+    fn events(
+        &self,
+        a: &asmguard_proto::EventsArgs,
+        _: &str,
+    ) -> Result<impl serde::Serialize, ErrorBody> {
+        Ok(events(&self.filter, a))
+    }
+}
